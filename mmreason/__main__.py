@@ -1,0 +1,5 @@
+import sys
+
+from mmreason.cli import main
+
+sys.exit(main())

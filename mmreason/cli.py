@@ -1,0 +1,51 @@
+"""The `mmreason` command: one subcommand per module, each with `add_arguments(parser)` and `run(args)`.
+
+Subcommand modules are imported only when used, so `mmreason list` does not pay for torch or
+transformers start-up it does not need.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "tiny-model": ("mmreason.models.tiny", "write a tiny random-weight Qwen2.5-VL checkpoint (no download)"),
+    "list": ("mmreason.listing", "list registered tasks, rewards or estimators"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="mmreason", description="GRPO-family RL for vision-language models")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    chosen = argv[0] if argv else None
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        if name == chosen:
+            importlib.import_module(module).add_arguments(p)
+    args = parser.parse_args(argv)
+    module = importlib.import_module(args._module)
+    try:
+        return int(module.run(args) or 0)
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        # Errors we raise on bad input carry the file/key; print them without a traceback.
+        if _is_user_error(exc):
+            print(f"mmreason {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    from mmreason.config import ConfigError
+
+    if isinstance(exc, ConfigError):
+        return True
+    return type(exc).__module__.startswith("mmreason") or type(exc) in (ValueError, FileNotFoundError, KeyError)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""Load a policy (and its processor) from any ``from_pretrained`` directory.
+
+Attention implementation and dtype are chosen for the hardware unless the config says otherwise:
+flash_attention_2 when it imports on CUDA, else PyTorch SDPA; bf16 on CUDA with bf16 support, else fp32.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+
+@dataclass
+class ModelConfig:
+    """How to load the policy. Every field has its default here; configs override by name."""
+
+    name_or_path: str = "tiny-model"  # a checkpoint directory (e.g. Qwen2.5-VL-3B-Instruct) or a run dir
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    attn_implementation: str = "auto"  # auto | flash_attention_2 | sdpa | eager
+    gradient_checkpointing: bool = False
+    freeze_vision_tower: bool = False
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    lora_include_vision: bool = False  # LoRA on the vision tower too (off by default, as in most VLM recipes)
+    adapter: str | None = None  # a saved LoRA adapter to load on top of the base model
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    if name == "auto":
+        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(f"model.dtype: unknown dtype {name!r}; valid: auto, {', '.join(_DTYPES)}") from None
+
+
+def resolve_attn_implementation(name: str) -> str:
+    """flash_attention_2 on CUDA when flash-attn imports, else sdpa; an explicit name is kept."""
+    if name != "auto":
+        if name == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+            raise ValueError("model.attn_implementation=flash_attention_2 but flash-attn is not installed "
+                             "(pip install 'mmreason[gpu]'), or use sdpa")
+        return name
+    if torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    if torch.cuda.is_available():
+        log.info("flash-attn not installed: using SDPA attention")
+    return "sdpa"
+
+
+def check_model_dir(path: str | Path) -> Path:
+    """A clear error for a directory that cannot hold a checkpoint, before transformers tries."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"model directory {str(p)!r} does not exist "
+                                "(build one with `mmreason tiny-model DIR`)")
+    if p.is_dir() and not (p / "config.json").exists() and not (p / "adapter_config.json").exists():
+        raise FileNotFoundError(f"model directory {str(p)!r} has no config.json: not a checkpoint")
+    return p
+
+
+def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: int | None = None):
+    from transformers import AutoProcessor
+
+    kwargs = {}
+    if min_pixels is not None:
+        kwargs["min_pixels"] = min_pixels
+    if max_pixels is not None:
+        kwargs["max_pixels"] = max_pixels
+    try:
+        processor = AutoProcessor.from_pretrained(str(path), **kwargs)
+    except Exception as exc:  # transformers raises many types; the user needs the path and the reason
+        raise ValueError(f"cannot load a processor from {str(path)!r}: {exc}") from exc
+    processor.tokenizer.padding_side = "left"  # generation appends on the right
+    return processor
+
+
+def vision_tower(model) -> torch.nn.Module | None:
+    inner = getattr(model, "model", model)
+    return getattr(inner, "visual", None)
+
+
+def load_model(cfg: ModelConfig, *, trainable: bool = True):
+    """The policy as ``cfg`` asks: dtype, attention, frozen vision tower, LoRA, gradient checkpointing."""
+    from transformers import AutoModelForImageTextToText
+
+    path = check_model_dir(cfg.name_or_path)
+    dtype = resolve_dtype(cfg.dtype)
+    attn = resolve_attn_implementation(cfg.attn_implementation)
+    try:
+        model = AutoModelForImageTextToText.from_pretrained(str(path), dtype=dtype, attn_implementation=attn)
+    except Exception as exc:
+        raise ValueError(f"cannot load a model from {str(path)!r}: {exc}") from exc
+    if cfg.adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, cfg.adapter, is_trainable=trainable and cfg.lora)
+        if not cfg.lora:
+            model = model.merge_and_unload()
+    elif cfg.lora and trainable:
+        model = apply_lora(model, cfg)
+    if cfg.freeze_vision_tower:
+        tower = vision_tower(model.get_base_model() if hasattr(model, "get_base_model") else model)
+        if tower is not None:
+            tower.requires_grad_(False)
+    if cfg.gradient_checkpointing and trainable:
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+        if hasattr(model, "enable_input_require_grads"):
+            model.enable_input_require_grads()
+    if not trainable:
+        model.requires_grad_(False).eval()
+    return model
+
+
+def apply_lora(model, cfg: ModelConfig):
+    """Wrap with peft LoRA on the language model's projections; the vision tower is left out by default."""
+    from peft import LoraConfig, get_peft_model
+
+    targets = list(cfg.lora_target_modules)
+    if not cfg.lora_include_vision:
+        # A regex on full module names: match the target projections outside `visual`.
+        alternatives = "|".join(targets)
+        targets = rf"^(?!.*\bvisual\b).*\.({alternatives})$"
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=targets, task_type="CAUSAL_LM")
+    return get_peft_model(model, lora)
+
+
+def trainable_parameters(model) -> tuple[int, int]:
+    total = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return trainable, total

@@ -1,0 +1,98 @@
+"""Named registries: the one way components (estimators, losses, rewards, tasks) are found by name.
+
+A duplicate name is an error naming both functions; an unknown name lists the valid ones and the
+closest match, so a typo in a config is caught at start-up rather than mid-run.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+def closest(name: str, candidates: list[str] | tuple[str, ...]) -> str | None:
+    """The candidate closest to ``name`` (for "did you mean" hints), or None."""
+    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.5)
+    return matches[0] if matches else None
+
+
+def _qualname(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
+def first_doc_line(obj: Any) -> str:
+    doc = (getattr(obj, "__doc__", None) or "").strip()
+    return doc.splitlines()[0].strip() if doc else ""
+
+
+class Registry(Generic[T]):
+    """A name -> object table with loud failures.
+
+    >>> estimators = Registry("estimator")
+    >>> @estimators.register("grpo")
+    ... def grpo(rewards, group_ids): ...
+    """
+
+    def __init__(self, kind: str, loader: Callable[[], None] | None = None):
+        self.kind = kind
+        self._items: dict[str, T] = {}
+        self._loader = loader  # imports the modules that fill this registry, once, on first lookup
+        self._loaded = loader is None
+
+    def register(self, name: str | None = None, *, replace: bool = False) -> Callable[[T], T]:
+        def decorator(obj: T) -> T:
+            key = name or getattr(obj, "__name__", None)
+            if not key:
+                raise ValueError(f"a {self.kind} needs a name")
+            self.add(key, obj, replace=replace)
+            return obj
+
+        return decorator
+
+    def add(self, name: str, obj: T, *, replace: bool = False) -> None:
+        old = self._items.get(name)
+        if old is not None and old is not obj and not replace:
+            if _qualname(old) == _qualname(obj):  # the same module imported twice (e.g. a re-run file)
+                self._items[name] = obj
+                return
+            raise ValueError(
+                f"{self.kind} {name!r} is registered twice: by {_qualname(old)} and by {_qualname(obj)}"
+            )
+        self._items[name] = obj
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            assert self._loader is not None
+            self._loader()
+
+    def get(self, name: str) -> T:
+        self._ensure_loaded()
+        try:
+            return self._items[name]
+        except KeyError:
+            valid = sorted(self._items)
+            hint = closest(name, valid)
+            msg = f"unknown {self.kind} {name!r}"
+            if hint:
+                msg += f" (did you mean {hint!r}?)"
+            raise KeyError(f"{msg}; valid: {', '.join(valid)}") from None
+
+    def __contains__(self, name: str) -> bool:
+        self._ensure_loaded()
+        return name in self._items
+
+    def names(self) -> list[str]:
+        self._ensure_loaded()
+        return sorted(self._items)
+
+    def items(self) -> Iterator[tuple[str, T]]:
+        self._ensure_loaded()
+        yield from sorted(self._items.items())
+
+    def describe(self) -> list[tuple[str, str]]:
+        """(name, one-line doc) rows for `mmreason list`."""
+        return [(name, first_doc_line(obj)) for name, obj in self.items()]

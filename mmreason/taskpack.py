@@ -1,0 +1,59 @@
+"""Task packs: a folder under tasks/ (shipped as ``mmreason.tasks``) that registers a ``TaskPack``.
+
+A pack owns its data (loader and synthetic generator), its prompt, its default rewards and weights,
+its eval metrics and, for multi-turn tasks, its environment. The engine only sees this record.
+Third-party packs register through the ``mmreason.tasks`` entry-point group or a module imported
+from a config (``task: my_pkg.my_pack:PACK``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+from mmreason.registry import Registry
+from mmreason.types import Sample
+
+
+@dataclass
+class TaskPack:
+    """What the trainer and the evaluation harness need from a task.
+
+    load:     (path, split, **options) -> list[Sample]; ``path`` is a JSONL/parquet file or folder in
+              the pack's data shape, or None for the pack's bundled/synthetic data.
+    rewards:  default reward specs as config mappings ({"name": ..., "weight": ..., **kwargs}).
+    metrics:  eval metric name -> fn(sample, completion_text) -> float (mean-aggregated).
+    """
+
+    name: str
+    description: str
+    load: Callable[..., list[Sample]]
+    rewards: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Callable[[Sample, str], float]] = field(default_factory=dict)
+    make_environment: Callable[..., Any] | None = None
+    prompt_template: str = ""
+
+    @property
+    def __doc__(self) -> str:  # for Registry.describe
+        return self.description
+
+
+def _load_packs() -> None:
+    import mmreason.tasks as packs
+
+    for info in pkgutil.iter_modules(packs.__path__, packs.__name__ + "."):
+        importlib.import_module(info.name)
+    for ep in entry_points(group="mmreason.tasks"):
+        ep.load()
+
+
+TASKS: Registry[TaskPack] = Registry("task", loader=_load_packs)
+
+
+def register_task(pack: TaskPack) -> TaskPack:
+    TASKS.add(pack.name, pack)
+    return pack

@@ -1,0 +1,99 @@
+"""The typed records that travel along the one flow: Sample -> Trajectory -> rewards -> advantages.
+
+Shape letters: N trajectories, K reward components, T tokens, G rollouts per prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class VideoRef:
+    """A video and how to sample it: a time window in seconds and either fps or a fixed frame count."""
+
+    path: str
+    start: float | None = None
+    end: float | None = None
+    fps: float | None = None
+    num_frames: int | None = None
+
+
+@dataclass
+class PageRef:
+    """One document page: a page of a PDF (0-based index) or an image file standing for a page."""
+
+    source: str
+    index: int = 0
+    max_pixels: int | None = None  # per-page pixel budget chosen by resolution allocation
+
+
+@dataclass
+class Sample:
+    """One task example.
+
+    ``messages`` is a chat in the Hugging Face format whose user turn names its media with
+    ``{"type": "image"}`` / ``{"type": "video"}`` items, in the order of ``images`` / ``videos`` / ``pages``.
+    ``answer`` is the reference; ``meta`` holds every other dataset column (evidence pages, spans,
+    knowledge-base targets, domain, ...) and is passed to reward functions as keyword columns.
+    """
+
+    id: str
+    messages: list[dict[str, Any]]
+    answer: Any = None
+    images: list[Any] = field(default_factory=list)  # paths, bytes or PIL images
+    videos: list[VideoRef] = field(default_factory=list)
+    pages: list[PageRef] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    task: str = ""
+
+    @property
+    def prompt_text(self) -> str:
+        """The text of the last user turn (for rewards that compare against the question)."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                content = message.get("content")
+                if isinstance(content, str):
+                    return content
+                return "".join(item.get("text", "") for item in content if item.get("type") == "text")
+        return ""
+
+
+@dataclass
+class Turn:
+    """One span of a trajectory: an assistant action (trained) or an observation (never trained)."""
+
+    role: str  # "assistant" | "observation"
+    text: str
+    start: int  # token offset in Trajectory.token_ids
+    end: int
+
+
+@dataclass
+class Trajectory:
+    """One model attempt at a Sample.
+
+    token_ids:   [T] prompt + every turn, as fed to the model.
+    action_mask: [T] 1 where the model produced the token and it is trained; 0 for prompt,
+                 observations, retrieved passages and padding.
+    old_logprobs:[T] log-probs of the behaviour policy at sampling time (0 where action_mask is 0).
+    """
+
+    sample_id: str
+    group_id: int
+    token_ids: torch.Tensor
+    action_mask: torch.Tensor
+    prompt_length: int
+    completion_text: str
+    old_logprobs: torch.Tensor | None = None
+    truncated: bool = False
+    turns: list[Turn] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    media: dict[str, Any] = field(default_factory=dict)  # observation images/frames added by an environment
+
+    @property
+    def completion_length(self) -> int:
+        return int(self.action_mask.sum())
