@@ -14,6 +14,9 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "tiny-model": ("mmreason.models.tiny", "write a tiny random-weight Qwen2.5-VL checkpoint (no download)"),
     "list": ("mmreason.listing", "list registered tasks, rewards or estimators"),
+    "train": ("mmreason.train.cli", "GRPO-family RL training from a YAML recipe"),
+    "sft": ("mmreason.train.sft", "supervised fine-tuning (assistant tokens only) from a YAML recipe"),
+    "plot": ("mmreason.train.plot", "write PNG training curves of a run directory"),
 }
 
 

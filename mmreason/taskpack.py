@@ -36,6 +36,12 @@ class TaskPack:
     metrics: dict[str, Callable[[Sample, str], float]] = field(default_factory=dict)
     make_environment: Callable[..., Any] | None = None
     prompt_template: str = ""
+    sft_target: Callable[[Sample], str] | None = None  # assistant text to imitate; default: the answer
+
+    def target_text(self, sample: Sample) -> str:
+        if self.sft_target is not None:
+            return self.sft_target(sample)
+        return str(sample.meta.get("target", sample.answer))
 
     @property
     def __doc__(self) -> str:  # for Registry.describe

@@ -80,6 +80,9 @@ class Trajectory:
     action_mask: [T] 1 where the model produced the token and it is trained; 0 for prompt,
                  observations, retrieved passages and padding.
     old_logprobs:[T] log-probs of the behaviour policy at sampling time (0 where action_mask is 0).
+    mm_token_type_ids: [T] 0 text / 1 image / 2 video, as the processor returns them (Qwen M-RoPE).
+    visual:      the processor's visual tensors for every image/video in token order: the prompt's
+                 (shared, not copied, by the G rollouts of a group) then each observation's.
     """
 
     sample_id: str
@@ -92,7 +95,9 @@ class Trajectory:
     truncated: bool = False
     turns: list[Turn] = field(default_factory=list)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    media: dict[str, Any] = field(default_factory=dict)  # observation images/frames added by an environment
+    mm_token_type_ids: torch.Tensor | None = None
+    visual: list[dict[str, torch.Tensor]] = field(default_factory=list)
+    reward_info: dict[str, Any] = field(default_factory=dict)  # environment facts for rewards (e.g. tool windows)
 
     @property
     def completion_length(self) -> int:

@@ -1,0 +1,89 @@
+"""Trajectories -> one padded model batch -> per-token log-probs (and entropies), in fp32.
+
+Right padding with an attention mask; every sample's visual tensors are concatenated in batch order,
+which is the order the model consumes them in. Log-probs are aligned with tokens: ``logprobs[:, t]`` is
+log p(token_t | tokens_<t), and 0 at t = 0 and on padding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from mmreason.rollout.prompts import VISUAL_KEYS
+from mmreason.types import Trajectory
+
+
+@dataclass
+class ModelBatch:
+    input_ids: torch.Tensor  # [N, T]
+    attention_mask: torch.Tensor  # [N, T]
+    mm_token_type_ids: torch.Tensor  # [N, T]
+    action_mask: torch.Tensor  # [N, T] float
+    visual: dict[str, torch.Tensor]
+
+    def to(self, device) -> ModelBatch:
+        return ModelBatch(self.input_ids.to(device), self.attention_mask.to(device),
+                          self.mm_token_type_ids.to(device), self.action_mask.to(device),
+                          {k: v.to(device) for k, v in self.visual.items()})
+
+    def model_kwargs(self) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.input_ids, "attention_mask": self.attention_mask,
+                "mm_token_type_ids": self.mm_token_type_ids, **self.visual}
+
+
+def pad_stack(rows: list[torch.Tensor], value: float, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """[T_i] tensors -> [N, max T_i], right-padded with ``value``."""
+    length = max(int(r.numel()) for r in rows)
+    out = torch.full((len(rows), length), value, dtype=dtype or rows[0].dtype)
+    for i, r in enumerate(rows):
+        out[i, : r.numel()] = r
+    return out
+
+
+def collate(trajectories: list[Trajectory], pad_token_id: int) -> ModelBatch:
+    ids = pad_stack([t.token_ids for t in trajectories], pad_token_id, torch.long)
+    attention = pad_stack([torch.ones_like(t.token_ids) for t in trajectories], 0, torch.long)
+    types = pad_stack([t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
+                       for t in trajectories], 0, torch.long)
+    action = pad_stack([t.action_mask.float() for t in trajectories], 0.0, torch.float32)
+    chunks: dict[str, list[torch.Tensor]] = {}
+    for traj in trajectories:
+        for visual in traj.visual:
+            for key in VISUAL_KEYS:
+                if key in visual:
+                    chunks.setdefault(key, []).append(visual[key])
+    visual = {k: torch.cat(v, dim=0) for k, v in chunks.items()}
+    return ModelBatch(ids, attention, types, action, visual)
+
+
+def gather_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """log p(ids) under logits, in fp32. logits [N, T, V], ids [N, T] -> [N, T]."""
+    logits = logits.float()
+    return torch.gather(logits, -1, ids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Token entropy in nats, fp32. [N, T, V] -> [N, T]."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False
+                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probs [N, T] aligned with ``batch.input_ids`` (0 at t=0 and padding), optional entropy."""
+    inner = getattr(model, "get_base_model", lambda: model)()
+    if hasattr(inner, "model") and hasattr(inner.model, "rope_deltas"):
+        inner.model.rope_deltas = None  # state left by generate(); positions must be recomputed
+    out = model(**batch.model_kwargs(), use_cache=False)
+    logits = out.logits[:, :-1]  # [N, T-1, V] predicts tokens 1..T-1
+    targets = batch.input_ids[:, 1:]
+    lp = gather_logprobs(logits, targets)
+    zero = torch.zeros_like(lp[:, :1])
+    logprobs = torch.cat([zero, lp], dim=1) * batch.attention_mask
+    entropy = None
+    if with_entropy:
+        ent = entropy_from_logits(logits)  # differentiable: entropy shaping trains on it
+        entropy = torch.cat([zero, ent], dim=1) * batch.attention_mask
+    return logprobs, entropy

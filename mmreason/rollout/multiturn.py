@@ -1,0 +1,111 @@
+"""Multi-turn rollouts: assistant turns interleaved with environment observations.
+
+Tokens are appended, never re-tokenized: the sampled ids of every assistant turn are kept exactly
+(action_mask 1) and each observation is rendered as a user turn in the Qwen chat format and encoded by
+the processor (visual pads expanded, action_mask 0). The trajectory ends when the model stops without
+a tool call, the environment says done, ``max_turns`` is reached, or the context would exceed its limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from mmreason.rollout.environment import Environment, Observation
+from mmreason.rollout.generate import (
+    GenerationSettings,
+    cut_at_eos,
+    eos_token_ids,
+    group_seed,
+    sample_tokens,
+)
+from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs, encode
+from mmreason.types import Trajectory, Turn
+
+TURN_END = "<|im_end|>\n"
+OBSERVATION_HEADER = "<|im_start|>user\n"
+ASSISTANT_HEADER = "<|im_start|>assistant\n"
+
+
+def observation_text(obs: Observation, closed: bool) -> str:
+    """The tokens between two assistant turns, as the chat template would render them."""
+    vision = "<|vision_start|><|image_pad|><|vision_end|>" * len(obs.images)
+    vision += "<|vision_start|><|video_pad|><|vision_end|>" * len(obs.videos)
+    head = "\n" if closed else TURN_END
+    return f"{head}{OBSERVATION_HEADER}{vision}{obs.text}{TURN_END}{ASSISTANT_HEADER}"
+
+
+def encode_observation(processor, obs: Observation, closed: bool) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    out = encode(processor, observation_text(obs, closed), obs.images, obs.videos, obs.video_metadata)
+    ids = out["input_ids"][0]
+    types = out.get("mm_token_type_ids")
+    types = types[0].long() if types is not None else torch.zeros_like(ids)
+    return ids, types, {k: out[k] for k in VISUAL_KEYS if k in out}
+
+
+def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_id: int,
+                settings: GenerationSettings, max_turns: int, max_context: int, seed: int, step: int,
+                index: int) -> Trajectory:
+    """One trajectory of up to ``max_turns`` assistant turns against ``env``."""
+    tokenizer = processor.tokenizer
+    eos = eos_token_ids(tokenizer)
+    env.reset(prompt.sample)
+    ids, types = prompt.input_ids.clone(), prompt.mm_token_type_ids.clone()
+    mask = torch.zeros_like(ids)
+    visual = [prompt.visual] if prompt.visual else []
+    turns: list[Turn] = []
+    truncated, infos = False, []
+    for turn in range(max_turns):
+        merged = _merge_visual(visual)
+        new = sample_tokens(model, tokenizer, ids, types, merged, 1, settings,
+                            group_seed(seed, step, f"{prompt.sample.id}#{index}", turn))[0]
+        action, truncated = cut_at_eos(new, eos, tokenizer.pad_token_id)
+        text = tokenizer.decode(action, skip_special_tokens=True)
+        start = int(ids.numel())
+        ids = torch.cat([ids, action])
+        types = torch.cat([types, torch.zeros_like(action)])
+        mask = torch.cat([mask, torch.ones_like(action)])
+        turns.append(Turn("assistant", text, start, int(ids.numel())))
+        ended_with_eos = action.numel() > 0 and int(action[-1]) in eos
+        if truncated and not settings.stop_strings:
+            break
+        obs = env.step(text)
+        infos.append(obs.info)
+        if obs.done or turn == max_turns - 1:
+            break
+        obs_ids, obs_types, obs_visual = encode_observation(processor, obs, closed=ended_with_eos)
+        if ids.numel() + obs_ids.numel() + settings.max_new_tokens > max_context:
+            break
+        turns.append(Turn("observation", obs.text, int(ids.numel()), int(ids.numel() + obs_ids.numel())))
+        ids = torch.cat([ids, obs_ids])
+        types = torch.cat([types, obs_types])
+        mask = torch.cat([mask, torch.zeros_like(obs_ids)])
+        if obs_visual:
+            visual.append(obs_visual)
+    completion = "".join(t.text if t.role == "assistant" else f"\n<observation>{t.text}</observation>\n"
+                         for t in turns)
+    return Trajectory(
+        sample_id=prompt.sample.id, group_id=group_id, token_ids=ids, action_mask=mask,
+        prompt_length=prompt.length, completion_text=completion, truncated=truncated, turns=turns,
+        tool_calls=[i for i in infos if i], mm_token_type_ids=types, visual=visual,
+        reward_info={"observations": infos},
+    )
+
+
+def _merge_visual(chunks: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    merged: dict[str, list[torch.Tensor]] = {}
+    for chunk in chunks:
+        for k, v in chunk.items():
+            merged.setdefault(k, []).append(v)
+    return {k: torch.cat(v, dim=0) for k, v in merged.items()}
+
+
+def generate_multiturn_group(model, processor, prompt: PromptInputs, make_env: Callable[[], Environment],
+                             group_id: int, num_generations: int, settings: GenerationSettings,
+                             max_turns: int, max_context: int, seed: int, step: int) -> list[Trajectory]:
+    return [
+        run_episode(model, processor, prompt, make_env(), group_id, settings, max_turns, max_context,
+                    seed, step, i)
+        for i in range(num_generations)
+    ]

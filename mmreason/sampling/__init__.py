@@ -1,0 +1,10 @@
+"""Prompt samplers: uniform now; variance-aware (VAS) and difficulty-aware samplers plug in here."""
+
+from mmreason.registry import Registry
+from mmreason.sampling.base import PromptSampler
+from mmreason.sampling.uniform import UniformSampler
+
+SAMPLERS: Registry = Registry("sampler")
+SAMPLERS.add("uniform", UniformSampler)
+
+__all__ = ["SAMPLERS", "PromptSampler", "UniformSampler"]

@@ -1,0 +1,1 @@
+"""The GRPO and SFT loops on accelerate, with checkpoint/resume and logging."""

@@ -1,0 +1,22 @@
+"""`mmreason train CONFIG [key=value ...]` (also under `accelerate launch -m mmreason train ...`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from mmreason.config import load_config
+from mmreason.train.config import TrainConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="a YAML recipe, e.g. configs/quickstart.yaml")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="dotted overrides, e.g. rollout.temperature=0.7 max_steps=20")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mmreason.train.grpo import train
+
+    cfg = load_config(TrainConfig, args.config, args.overrides)
+    train(cfg)
+    return 0

@@ -1,0 +1,110 @@
+"""The run config of `mmreason train` / `mmreason sft`: every default in one typed place.
+
+Names follow TRL's GRPOConfig where the concept exists there (num_generations, max_completion_length,
+temperature, top_p, beta, epsilon, epsilon_high, num_iterations, loss_type, scale_rewards,
+learning_rate, ...) and EasyR1's for data (min_pixels, max_pixels, video_fps, max_prompt_length).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmreason.config import ConfigError
+from mmreason.models.loading import ModelConfig
+
+
+@dataclass
+class DataConfig:
+    task: str = "shapes"  # a registered task pack (`mmreason list tasks`)
+    train_path: str | None = None  # JSONL/parquet in the pack's data shape; None = the pack's own data
+    eval_path: str | None = None
+    task_args: dict[str, Any] = field(default_factory=dict)  # passed to the pack's loader
+    min_pixels: int | None = None  # per image; None = the processor's own limits
+    max_pixels: int | None = None
+    video_fps: float = 2.0
+    video_max_frames: int = 16
+    max_prompt_length: int = 4096  # text + visual tokens; longer prompts are filtered (or downscaled)
+    prompt_overflow: str = "filter"  # filter | downscale
+    system_prompt: str | None = None
+
+    def validate(self) -> None:
+        if self.prompt_overflow not in ("filter", "downscale"):
+            raise ConfigError(f"data.prompt_overflow: {self.prompt_overflow!r} is not filter or downscale")
+
+
+@dataclass
+class RolloutConfig:
+    num_generations: int = 8  # G rollouts per prompt
+    max_completion_length: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    max_turns: int = 1  # >1 with an environment: assistant turns per trajectory
+    max_observation_tokens: int = 1024  # an environment observation longer than this ends the episode
+
+
+@dataclass
+class RewardConfig:
+    name: str  # a registered reward, `pkg.module:function` or `path/to/file.py:function`
+    weight: float = 1.0
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AlgorithmConfig:
+    estimator: str = "grpo"  # `mmreason list estimators`
+    estimator_options: dict[str, Any] = field(default_factory=dict)
+    scale_rewards: str = "group"  # group | batch | none (grpo)
+    policy_loss: str = "clipped"  # clipped | reg_grpo
+    loss_type: str = "grpo"  # TRL names: grpo | bnpo | dapo | dr_grpo -> the token aggregation
+    epsilon: float = 0.2
+    epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None = epsilon
+    importance_sampling_level: str = "token"  # token | sequence (GSPO)
+    num_iterations: int = 1  # policy updates per batch of rollouts (PPO epochs)
+    beta: float = 0.0  # KL coefficient to the reference model; 0 = no reference model
+    kl_estimator: str = "k3"  # k1 | k2 | k3 (= low_var_kl)
+    dynamic_sampling: bool = False  # drop zero-variance groups (DAPO) and report how many
+
+
+@dataclass
+class TrainConfig:
+    """The whole run."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    rewards: list[RewardConfig] = field(default_factory=list)  # empty = the task pack's defaults
+    output_dir: str = "runs/default"
+    seed: int = 0
+    max_steps: int = 100
+    prompts_per_step: int = 4  # prompts per optimizer step per process (each gets G rollouts)
+    mini_batch_size: int = 16  # trajectories per forward/backward (gradient accumulation inside a step)
+    learning_rate: float = 1e-6
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.99
+    lr_scheduler_type: str = "constant"  # any transformers scheduler name
+    warmup_ratio: float = 0.0
+    max_grad_norm: float = 1.0
+    sft_epochs: int = 1  # SFT only
+    logging_steps: int = 1
+    log_completions_steps: int = 10  # write sampled completions with rewards every N steps (0 = never)
+    save_steps: int = 50  # 0 = only at the end
+    save_total_limit: int = 2
+    resume: str | None = None  # auto | a checkpoint path
+    eval_steps: int = 0  # run the eval harness on the task's eval split every N steps (0 = never)
+    eval_limit: int | None = None
+    max_bad_samples: int = 20  # broken media samples skipped before the run stops (after a checkpoint)
+    max_reward_errors: int = 50
+    reward_timeout_s: float = 30.0
+    reward_on_error: str = "none"  # none | zero
+    report_to: list[str] = field(default_factory=list)  # tensorboard | wandb, through accelerate trackers
+    num_threads: int | None = None  # torch CPU threads
+
+    def validate(self) -> None:
+        if self.rollout.num_generations < 1:
+            raise ConfigError("rollout.num_generations must be >= 1")
+        if self.reward_on_error not in ("none", "zero"):
+            raise ConfigError(f"reward_on_error: {self.reward_on_error!r} is not none or zero")

@@ -1,0 +1,353 @@
+"""The GRPO-family training loop. One step reads like the flow:
+
+    sample prompts -> build prompts -> roll out G completions each -> rewards -> advantages
+    -> num_iterations passes of mini-batch updates (policy loss + KL) -> optimizer step
+
+Each phase is a function below; the loop owns no task-specific code. Estimators, losses,
+aggregations and KL estimators are looked up by name in ``mmreason.rl``'s registries.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from mmreason.media import MediaError
+from mmreason.rollout.forward import collate, token_logprobs
+from mmreason.rollout.generate import GenerationSettings, generate_group, group_seed
+from mmreason.rollout.multiturn import generate_multiturn_group
+from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
+from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
+from mmreason.train.config import TrainConfig
+from mmreason.train.logging import RunLogger
+from mmreason.train.setup import Run, setup_run
+from mmreason.types import Sample, Trajectory
+
+
+class RunStopped(RuntimeError):
+    """A configured fault limit was passed; a checkpoint was saved first."""
+
+
+@dataclass
+class Scored:
+    """A step's rollouts with everything the update needs."""
+
+    trajectories: list[Trajectory]
+    samples: list[Sample]  # one per trajectory
+    rewards: torch.Tensor  # [N, K] (NaN = does not apply)
+    reward_names: list[str]
+    total_reward: torch.Tensor  # [N] weighted sum used for logging
+    advantages: torch.Tensor  # [N]
+    keep: torch.Tensor  # [N] bool: trajectories that enter the loss
+
+
+# ---- phases -------------------------------------------------------------------------------------
+
+
+def sample_prompts(run: Run) -> list[int]:
+    """This process's slice of the global batch; every process draws the same global batch."""
+    acc, n = run.accelerator, run.cfg.prompts_per_step
+    global_indices = run.sampler.next_indices(n * acc.num_processes)
+    return global_indices[acc.process_index * n : (acc.process_index + 1) * n]
+
+
+def build_prompts(run: Run, indices: list[int]) -> list[tuple[int, PromptInputs]]:
+    """Prompts for the chosen samples; broken media and over-long prompts are counted and skipped."""
+    d, out = run.cfg.data, []
+    for index in indices:
+        sample = run.dataset[index]
+        try:
+            prompt = build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length,
+                                  min_pixels=d.min_pixels, max_pixels=d.max_pixels, video_fps=d.video_fps,
+                                  video_max_frames=d.video_max_frames, overflow=d.prompt_overflow,
+                                  system_prompt=d.system_prompt)
+        except PromptTooLong as exc:
+            run.counters.filtered_prompts += 1
+            _event(run, "prompt_filtered", sample_id=sample.id, reason=str(exc))
+            continue
+        except (MediaError, OSError, ValueError) as exc:
+            run.counters.bad_samples += 1
+            _event(run, "bad_sample", sample_id=sample.id, reason=str(exc))
+            if run.counters.bad_samples > run.cfg.max_bad_samples:
+                raise RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
+                                 f"{run.cfg.max_bad_samples}); last: {sample.id!r}: {exc}") from exc
+            continue
+        out.append((index, prompt))
+    return out
+
+
+def roll_out(run: Run, prompts: list[tuple[int, PromptInputs]], step: int) -> list[Trajectory]:
+    """G trajectories per prompt (single-turn, or multi-turn when the task has an environment)."""
+    r = run.cfg.rollout
+    settings = GenerationSettings(r.max_completion_length, r.temperature, r.top_p, r.top_k)
+    model = run.accelerator.unwrap_model(run.model)
+    model.eval()
+    trajectories: list[Trajectory] = []
+    for index, prompt in prompts:
+        seed = group_seed(run.cfg.seed, step, prompt.sample.id)
+        if run.pack.make_environment is not None and r.max_turns > 1:
+            env_factory = run.pack.make_environment
+            stops = tuple(getattr(env_factory(), "stop_strings", ()))
+            trajectories += generate_multiturn_group(
+                model, run.processor, prompt, env_factory, index, r.num_generations,
+                replace(settings, stop_strings=stops), r.max_turns,
+                run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns, run.cfg.seed, step)
+        else:
+            trajectories += generate_group(model, run.processor, prompt, index, r.num_generations, settings, seed)
+    model.train()
+    return trajectories
+
+
+def score(run: Run, prompts: list[tuple[int, PromptInputs]], trajectories: list[Trajectory]):
+    """Rewards [N, K] from the reward runner (errors are counted there, under max_reward_errors)."""
+    by_id = {p.sample.id: p.sample for _, p in prompts}
+    samples = [by_id[t.sample_id] for t in trajectories]
+    batch = run.rewards(samples, trajectories)
+    for err in batch.errors:
+        _event(run, "reward_error", **err)
+    run.counters.reward_errors = run.rewards.error_count
+    return samples, batch
+
+
+def compute_advantages(run: Run, rewards: torch.Tensor, weights: torch.Tensor, group_ids: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages [N] and the keep mask [N] (estimator loss mask x dynamic-sampling filter)."""
+    from mmreason import rl
+
+    a = run.cfg.algorithm
+    options = dict(a.estimator_options)
+    if "scale_rewards" in _accepted(rl.ESTIMATORS.get(a.estimator)) and "scale_rewards" not in options:
+        options["scale_rewards"] = a.scale_rewards
+    result = rl.advantages(a.estimator, rewards, group_ids, weights=weights, **options)
+    keep = result.keep_mask()
+    if a.dynamic_sampling:
+        total = torch.nan_to_num(rewards, nan=0.0) @ weights
+        filtered = rl.dynamic_sampling_filter(total, group_ids)
+        keep = keep & filtered.keep
+        run.counters.dropped_groups += int(filtered.num_dropped)
+    return result.advantages, keep
+
+
+def policy_update(run: Run, scored: Scored) -> dict[str, float]:
+    """num_iterations passes over mini-batches; gradient accumulation inside one optimizer step."""
+    from mmreason import rl
+
+    cfg, a = run.cfg, run.cfg.algorithm
+    trajs = [t for t, k in zip(scored.trajectories, scored.keep.tolist()) if k]
+    if not trajs:
+        return {"loss": 0.0, "skipped_update": 1.0}
+    adv = scored.advantages[scored.keep]
+    gids = torch.tensor([t.group_id for t in trajs])
+    pad = run.processor.tokenizer.pad_token_id
+    chunks = [list(range(i, min(i + cfg.mini_batch_size, len(trajs)))) for i in range(0, len(trajs), cfg.mini_batch_size)]
+    batches = [collate([trajs[i] for i in c], pad).to(run.device) for c in chunks]
+    model = run.model
+    with torch.no_grad():
+        old = [token_logprobs(model, b)[0].detach() if a.num_iterations > 1 else None for b in batches]
+        ref = [token_logprobs(run.ref_model, b)[0] if run.ref_model is not None else None for b in batches]
+    loss_fn = rl.POLICY_LOSSES.get(a.policy_loss)
+    stats: dict[str, list[float]] = {}
+    for _ in range(a.num_iterations):
+        for c, b, o, r in zip(chunks, batches, old, ref):
+            logp, ent = token_logprobs(model, b, with_entropy=True)
+            mask = b.action_mask
+            out = loss_fn(logp, o if o is not None else logp.detach(), adv[c].to(run.device), mask,
+                          **_loss_options(a, cfg, r, gids[c]))
+            loss = out.loss / len(batches)
+            if not torch.isfinite(loss):
+                run.counters.nan_steps += 1
+                _event(run, "nonfinite_loss", step=run.step)
+                run.optimizer.zero_grad(set_to_none=True)
+                return {"loss": float("nan"), "skipped_update": 1.0}
+            run.accelerator.backward(loss)
+            _collect(stats, out.metrics, ent, mask, loss)
+        grad_norm = run.accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        if not torch.isfinite(torch.as_tensor(grad_norm)):
+            run.counters.nan_steps += 1
+            run.optimizer.zero_grad(set_to_none=True)
+            return {"loss": float("nan"), "skipped_update": 1.0}
+        run.optimizer.step()
+        run.scheduler.step()
+        run.optimizer.zero_grad(set_to_none=True)
+        stats.setdefault("grad_norm", []).append(float(grad_norm))
+    return {k: sum(v) / len(v) for k, v in stats.items()}
+
+
+def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids) -> dict[str, Any]:
+    from mmreason import rl
+
+    options = dict(epsilon=a.epsilon, epsilon_high=a.epsilon_high, importance_sampling_level=a.importance_sampling_level,
+                   aggregation=rl.aggregation_for_loss_type(a.loss_type), max_len=cfg.rollout.max_completion_length,
+                   ref_logprobs=ref_logprobs, beta=a.beta, kl_estimator=a.kl_estimator, group_ids=group_ids)
+    accepted = _accepted(rl.POLICY_LOSSES.get(a.policy_loss))
+    return {k: v for k, v in options.items() if k in accepted}
+
+
+def _accepted(fn) -> set[str]:
+    """Keyword options a registered function takes (so shared settings reach only those that use them)."""
+    params = inspect.signature(fn).parameters.values()
+    return {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+
+
+def _collect(stats: dict[str, list[float]], metrics, entropy, mask, loss) -> None:
+    def add(key, value):
+        if value is not None:
+            stats.setdefault(key, []).append(float(value))
+
+    add("loss", loss.detach())
+    add("policy_loss", metrics.policy_loss)
+    add("kl", metrics.kl)
+    add("ratio_mean", metrics.ratio_mean)
+    add("clip/low", metrics.clip_low)
+    add("clip/high", metrics.clip_high)
+    add("clip/region", metrics.clip_region)
+    if entropy is not None:
+        add("entropy", (entropy.detach() * mask).sum() / mask.sum().clamp(min=1))
+
+
+# ---- one step and the loop ----------------------------------------------------------------------
+
+
+def train_step(run: Run, step: int) -> dict[str, Any]:
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    prompts = build_prompts(run, sample_prompts(run))
+    t1 = time.perf_counter()
+    trajectories = roll_out(run, prompts, step)
+    t2 = time.perf_counter()
+    metrics: dict[str, Any] = {}
+    if not trajectories:
+        metrics["skipped_update"] = 1.0
+        times.update(generate=t2 - t1, reward=0.0, update=0.0)
+    else:
+        samples, batch = score(run, prompts, trajectories)
+        t3 = time.perf_counter()
+        gids = torch.tensor([t.group_id for t in trajectories])
+        adv, keep = compute_advantages(run, batch.values, batch.weights, gids)
+        total = torch.nan_to_num(batch.values, nan=0.0) @ batch.weights
+        scored = Scored(trajectories, samples, batch.values, batch.names, total, adv, keep)
+        run.sampler.observe([i for i, _ in prompts], total, gids)
+        metrics.update(policy_update(run, scored))
+        t4 = time.perf_counter()
+        metrics.update(rollout_metrics(run, scored))
+        times.update(generate=t2 - t1, reward=t3 - t2, update=t4 - t3)
+        if run.cfg.log_completions_steps and step % run.cfg.log_completions_steps == 0 and run.logger:
+            run.logger.completions(step, completion_rows(scored))
+    times["step"] = time.perf_counter() - t0
+    times["other"] = times["step"] - times["generate"] - times["reward"] - times["update"]
+    metrics.update({f"time/{k}": v for k, v in times.items()})
+    metrics["lr"] = run.scheduler.get_last_lr()[0]
+    metrics.update({f"count/{k}": v for k, v in run.counters.as_dict().items()})
+    return metrics
+
+
+def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
+    from mmreason import rl
+
+    m: dict[str, float] = {}
+    lengths = torch.tensor([float(t.completion_length) for t in s.trajectories])
+    m["reward/mean"] = float(s.total_reward.mean())
+    m["reward/std"] = float(s.total_reward.std(unbiased=False))
+    for k, name in enumerate(s.reward_names):
+        col = s.rewards[:, k]
+        valid = col[~torch.isnan(col)]
+        m[f"rewards/{name}/mean"] = float(valid.mean()) if valid.numel() else float("nan")
+        m[f"rewards/{name}/std"] = float(valid.std(unbiased=False)) if valid.numel() else float("nan")
+    gids = torch.tensor([t.group_id for t in s.trajectories])
+    zero_std = rl.dynamic_sampling_filter(s.total_reward, gids)
+    m["frac_reward_zero_std"] = zero_std.num_dropped / max(zero_std.num_groups, 1)
+    m["completion/length_mean"] = float(lengths.mean())
+    m["completion/length_max"] = float(lengths.max())
+    m["completion/clipped_ratio"] = float(sum(t.truncated for t in s.trajectories) / len(s.trajectories))
+    m["advantage/abs_mean"] = float(s.advantages.abs().mean())
+    return _reduce_across_processes(run, m)
+
+
+def _reduce_across_processes(run: Run, m: dict[str, float]) -> dict[str, float]:
+    if run.accelerator.num_processes == 1:
+        return m
+    keys = sorted(m)
+    t = torch.tensor([m[k] for k in keys], device=run.device)
+    t = run.accelerator.reduce(t, reduction="mean")
+    return dict(zip(keys, t.tolist()))
+
+
+def completion_rows(s: Scored, limit: int = 16) -> list[dict[str, Any]]:
+    rows = []
+    for t, sample, r, total, a in zip(s.trajectories, s.samples, s.rewards.tolist(), s.total_reward.tolist(),
+                                      s.advantages.tolist()):
+        rows.append({"sample_id": t.sample_id, "prompt": sample.prompt_text, "answer": sample.answer,
+                     "completion": t.completion_text, "reward": total, "advantage": a,
+                     "rewards": dict(zip(s.reward_names, [None if math.isnan(x) else x for x in r]))})
+    return rows[:limit]
+
+
+def _event(run: Run, kind: str, **fields) -> None:
+    if run.logger is not None:
+        run.logger.event(kind, **fields)
+
+
+def _save(run: Run, step: int):
+    state = {"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict()}
+    return save_checkpoint(run.accelerator, run.cfg.output_dir, step, run.model, run.optimizer, run.scheduler,
+                           state, processor=run.processor, keep=run.cfg.save_total_limit)
+
+
+def train(cfg: TrainConfig) -> Run:
+    """The whole run; returns the Run (for tests and notebooks)."""
+    run = setup_run(cfg)
+    start = 0
+    ckpt = resolve_resume(cfg.resume, cfg.output_dir)
+    if ckpt is not None:
+        state = load_checkpoint(ckpt, run.accelerator, run.model, run.optimizer, run.scheduler)
+        run.sampler.load_state_dict(state["sampler"])
+        run.counters.__dict__.update(state.get("counters", {}))
+        start = int(state["step"])
+        if run.accelerator.is_main_process:
+            print(f"resumed from {ckpt} at step {start}")
+    run.logger = RunLogger(cfg.output_dir, run.accelerator, cfg.max_steps, start, cfg.report_to,
+                           config=_config_dict(cfg))
+    evaluator = _evaluator(run)
+    try:
+        for step in range(start + 1, cfg.max_steps + 1):
+            run.step = step
+            metrics = train_step(run, step)
+            if evaluator is not None and step % cfg.eval_steps == 0:
+                metrics.update(evaluator(run, step))
+            if step % max(cfg.logging_steps, 1) == 0 or step == cfg.max_steps:
+                run.logger.step(step, metrics)
+            if cfg.save_steps and step % cfg.save_steps == 0:
+                _save(run, step)
+        if not cfg.save_steps or cfg.max_steps % cfg.save_steps:
+            _save(run, cfg.max_steps)
+    except RunStopped:
+        _save(run, run.step)
+        raise
+    finally:
+        run.logger.close()
+    if run.accelerator.is_main_process:
+        from mmreason.train.plot import plot_run
+
+        print(f"curves: {plot_run(cfg.output_dir)}")
+    return run
+
+
+def _config_dict(cfg: TrainConfig) -> dict:
+    from mmreason.config import to_dict
+
+    return to_dict(cfg)
+
+
+def _evaluator(run: Run):
+    if not run.cfg.eval_steps:
+        return None
+    try:
+        from mmreason.eval.in_training import evaluate_during_training
+    except ImportError:
+        return None
+    return evaluate_during_training

@@ -1,0 +1,91 @@
+"""Run logs: a progress bar, ``metrics.jsonl`` (one line per step), ``completions.jsonl`` (sampled
+completions with their rewards every N steps), ``events.log`` (skipped samples, reward errors, NaN steps),
+and tensorboard / wandb through accelerate's trackers when installed and asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _clean(value: Any) -> Any:
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class RunLogger:
+    def __init__(self, output_dir: str | Path, accelerator, total_steps: int, start_step: int = 0,
+                 report_to: list[str] | None = None, config: dict | None = None):
+        self.dir = Path(output_dir)
+        self.main = accelerator.is_main_process
+        self.accelerator = accelerator
+        self.trackers = bool(report_to)
+        self.bar = None
+        if self.main:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total_steps, initial=start_step, desc="train", dynamic_ncols=True)
+        if self.trackers:
+            accelerator.init_trackers("mmreason", config=_flat(config or {}))
+
+    def event(self, kind: str, **fields: Any) -> None:
+        """A fault or notable event, one JSON line (every process appends its own)."""
+        line = {"time": time.time(), "rank": self.accelerator.process_index, "event": kind, **fields}
+        with (self.dir / "events.log").open("a") as f:
+            f.write(json.dumps(line, default=str) + "\n")
+
+    def step(self, step: int, metrics: dict[str, Any]) -> None:
+        if not self.main:
+            return
+        row = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
+        with (self.dir / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.trackers:
+            self.accelerator.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(
+                reward=f"{row.get('reward/mean', float('nan')):.3f}",
+                kl=f"{row.get('kl') or 0.0:.4f}",
+                s=f"{row.get('time/step', 0.0):.1f}",
+            )
+
+    def completions(self, step: int, rows: list[dict[str, Any]]) -> None:
+        if not self.main or not rows:
+            return
+        with (self.dir / "completions.jsonl").open("a") as f:
+            for row in rows:
+                f.write(json.dumps({"step": step, **row}, default=str) + "\n")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.trackers:
+            self.accelerator.end_training()
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        elif isinstance(v, (int, float, str, bool)) or v is None:
+            out[f"{prefix}{k}"] = v
+        else:
+            out[f"{prefix}{k}"] = str(v)
+    return out
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{str(path)!r} does not exist: is {str(run_dir)!r} a run directory?")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,52 @@
+"""`mmreason plot RUN_DIR`: PNG training curves from a run's metrics.jsonl."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mmreason.train.logging import read_metrics
+
+DEFAULT_KEYS = ("reward/mean", "loss", "kl", "entropy", "completion/length_mean", "time/step")
+
+
+def plot_run(run_dir: str | Path, keys: tuple[str, ...] | None = None, out: str | Path | None = None) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(run_dir)
+    present = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and k != "step"})
+    wanted = [k for k in (keys or DEFAULT_KEYS) if k in present]
+    wanted += [k for k in present if k.startswith("reward/") and k.endswith("/mean") and k not in wanted]
+    wanted = wanted[:9] or present[:9]
+    cols = min(3, len(wanted))
+    rows_n = -(-len(wanted) // cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.0 * rows_n), squeeze=False)
+    for ax, key in zip(axes.flat, wanted):
+        points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+        ax.plot([p[0] for p in points], [p[1] for p in points], lw=1.5)
+        ax.set_title(key, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(wanted):]:
+        ax.axis("off")
+    fig.suptitle(Path(run_dir).name)
+    fig.tight_layout()
+    path = Path(out) if out else Path(run_dir) / "curves.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", help="a directory written by `mmreason train` or `mmreason sft`")
+    parser.add_argument("--keys", nargs="*", help="metrics to plot (default: reward, loss, KL, ...)")
+    parser.add_argument("--out", help="PNG path (default: RUN_DIR/curves.png)")
+
+
+def run(args: argparse.Namespace) -> int:
+    path = plot_run(args.run_dir, tuple(args.keys) if args.keys else None, args.out)
+    print(f"wrote {path}")
+    return 0

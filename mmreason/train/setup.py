@@ -1,0 +1,148 @@
+"""Build a run's components from its config: accelerator, model(s), processor, optimizer, data, rewards.
+
+Composition, not inheritance: the loops in ``grpo.py`` and ``sft.py`` hold a ``Run`` of components and
+call small phase functions on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mmreason.config import dump_yaml
+from mmreason.models.loading import ModelConfig, load_model, load_processor, trainable_parameters
+from mmreason.sampling import UniformSampler
+from mmreason.taskpack import TASKS, TaskPack
+from mmreason.train.config import TrainConfig
+from mmreason.train.logging import RunLogger
+from mmreason.types import Sample
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Counters:
+    bad_samples: int = 0
+    filtered_prompts: int = 0
+    nan_steps: int = 0
+    reward_errors: int = 0
+    dropped_groups: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Run:
+    cfg: TrainConfig
+    accelerator: Any
+    model: Any
+    processor: Any
+    optimizer: Any
+    scheduler: Any
+    pack: TaskPack
+    dataset: list[Sample]
+    sampler: Any
+    logger: RunLogger | None = None
+    ref_model: Any = None
+    rewards: Any = None
+    counters: Counters = field(default_factory=Counters)
+    step: int = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self.accelerator.device
+
+
+def make_accelerator(cfg: TrainConfig):
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    cpu = not torch.cuda.is_available()
+    trackers = [t for t in cfg.report_to if _tracker_available(t)]
+    accelerator = Accelerator(cpu=cpu, log_with=trackers or None, project_dir=cfg.output_dir)
+    set_seed(cfg.seed)
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    return accelerator
+
+
+def _tracker_available(name: str) -> bool:
+    import importlib.util
+
+    module = {"tensorboard": "tensorboard", "wandb": "wandb"}.get(name, name)
+    if importlib.util.find_spec(module) is None:
+        log.warning("report_to: %s is not installed; not logging to it", name)
+        return False
+    return True
+
+
+def load_task_data(cfg: TrainConfig, split: str = "train") -> tuple[TaskPack, list[Sample]]:
+    pack = TASKS.get(cfg.data.task)
+    path = cfg.data.train_path if split == "train" else cfg.data.eval_path
+    samples = pack.load(path, split, **cfg.data.task_args)
+    if not samples:
+        raise ValueError(f"task {cfg.data.task!r}: the {split} split is empty ({path or 'built-in data'})")
+    return pack, samples
+
+
+def build_optimizer(cfg: TrainConfig, model, total_steps: int):
+    from transformers import get_scheduler
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
+                                  betas=(cfg.adam_beta1, cfg.adam_beta2))
+    scheduler = get_scheduler(cfg.lr_scheduler_type, optimizer,
+                              num_warmup_steps=int(cfg.warmup_ratio * total_steps),
+                              num_training_steps=max(total_steps, 1))
+    return optimizer, scheduler
+
+
+def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards: bool = True) -> Run:
+    accelerator = make_accelerator(cfg)
+    out = Path(cfg.output_dir)
+    if accelerator.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        text = dump_yaml(cfg, out / "config.yaml")
+        print("resolved config:\n" + text)
+    processor = load_processor(cfg.model.name_or_path, cfg.data.min_pixels, cfg.data.max_pixels)
+    model = load_model(cfg.model)
+    trainable, total = trainable_parameters(model)
+    if accelerator.is_main_process:
+        print(f"model: {cfg.model.name_or_path} ({total:,} parameters, {trainable:,} trainable)")
+    ref_model = None
+    if cfg.algorithm.beta > 0:
+        ref_cfg = ModelConfig(**{**cfg.model.__dict__, "lora": False, "gradient_checkpointing": False})
+        ref_model = load_model(ref_cfg, trainable=False).to(accelerator.device)
+    pack, dataset = load_task_data(cfg)
+    steps = total_steps if total_steps is not None else cfg.max_steps
+    optimizer, scheduler = build_optimizer(cfg, model, steps)
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    sampler = UniformSampler(len(dataset), seed=cfg.seed)
+    rewards = build_rewards(cfg, pack) if with_rewards else None
+    return Run(cfg, accelerator, model, processor, optimizer, scheduler, pack, dataset, sampler,
+               ref_model=ref_model, rewards=rewards)
+
+
+def build_rewards(cfg: TrainConfig, pack: TaskPack):
+    from mmreason.rewarding import RewardRunner, RewardSpec
+
+    specs_cfg = cfg.rewards or [
+        _reward_config(r) for r in pack.rewards
+    ]
+    base_dir = os.getcwd()
+    specs = [RewardSpec(name=r.name, weight=r.weight, kwargs=dict(r.kwargs)) for r in specs_cfg]
+    return RewardRunner(specs, timeout_s=cfg.reward_timeout_s, on_error=cfg.reward_on_error,
+                        max_reward_errors=cfg.max_reward_errors, base_dir=base_dir)
+
+
+def _reward_config(mapping: dict[str, Any]):
+    from mmreason.train.config import RewardConfig
+
+    m = dict(mapping)
+    return RewardConfig(name=m.pop("name"), weight=float(m.pop("weight", 1.0)), kwargs=m.pop("kwargs", m))

@@ -1,0 +1,124 @@
+"""`mmreason sft CONFIG`: supervised fine-tuning on the same data, model, logging and checkpoints.
+
+Each sample becomes prompt + target (the pack's ``target_text``, e.g. an ALR trace or a thought-dropped
+answer) + ``<|im_end|>``; the loss is the mean negative log-likelihood of the assistant tokens only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from mmreason.config import load_config
+from mmreason.media import MediaError
+from mmreason.rollout.forward import collate, token_logprobs
+from mmreason.rollout.prompts import PromptTooLong, build_prompt
+from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
+from mmreason.train.config import TrainConfig
+from mmreason.train.grpo import RunStopped
+from mmreason.train.logging import RunLogger
+from mmreason.train.setup import Run, setup_run
+from mmreason.types import Trajectory
+
+
+def sft_example(run: Run, index: int) -> Trajectory | None:
+    """Prompt + target tokens with action_mask on the target; None (counted) for a broken sample."""
+    d, sample = run.cfg.data, run.dataset[index]
+    try:
+        prompt = build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length,
+                              min_pixels=d.min_pixels, max_pixels=d.max_pixels, video_fps=d.video_fps,
+                              video_max_frames=d.video_max_frames, overflow=d.prompt_overflow,
+                              system_prompt=d.system_prompt)
+    except PromptTooLong as exc:
+        run.counters.filtered_prompts += 1
+        run.logger.event("prompt_filtered", sample_id=sample.id, reason=str(exc))
+        return None
+    except (MediaError, OSError, ValueError) as exc:
+        run.counters.bad_samples += 1
+        run.logger.event("bad_sample", sample_id=sample.id, reason=str(exc))
+        if run.counters.bad_samples > run.cfg.max_bad_samples:
+            raise RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
+                             f"{run.cfg.max_bad_samples}); last: {sample.id!r}: {exc}") from exc
+        return None
+    text = run.pack.target_text(sample) + "<|im_end|>"
+    target = run.processor.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"][0]
+    target = target[: run.cfg.rollout.max_completion_length]
+    ids = torch.cat([prompt.input_ids, target])
+    mask = torch.zeros_like(ids)
+    mask[prompt.length:] = 1
+    return Trajectory(sample.id, index, ids, mask, prompt.length, text,
+                      mm_token_type_ids=torch.cat([prompt.mm_token_type_ids, torch.zeros_like(target)]),
+                      visual=[prompt.visual] if prompt.visual else [])
+
+
+def sft_step(run: Run) -> dict[str, float]:
+    t0 = time.perf_counter()
+    n, acc = run.cfg.prompts_per_step, run.accelerator
+    indices = run.sampler.next_indices(n * acc.num_processes)[acc.process_index * n:(acc.process_index + 1) * n]
+    examples = [e for e in (sft_example(run, i) for i in indices) if e is not None]
+    if not examples:
+        return {"skipped_update": 1.0}
+    pad = run.processor.tokenizer.pad_token_id
+    total_tokens = sum(e.completion_length for e in examples)
+    losses = []
+    for i in range(0, len(examples), run.cfg.mini_batch_size):
+        batch = collate(examples[i : i + run.cfg.mini_batch_size], pad).to(run.device)
+        logp, _ = token_logprobs(run.model, batch)
+        loss = -(logp * batch.action_mask).sum() / total_tokens  # token mean over the whole step
+        run.accelerator.backward(loss)
+        losses.append(float(loss.detach()))
+    grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), run.cfg.max_grad_norm)
+    if not torch.isfinite(torch.as_tensor(grad_norm)):
+        run.counters.nan_steps += 1
+        run.optimizer.zero_grad(set_to_none=True)
+        return {"loss": float("nan"), "skipped_update": 1.0}
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    return {"loss": sum(losses), "grad_norm": float(grad_norm), "tokens": float(total_tokens),
+            "lr": run.scheduler.get_last_lr()[0], "time/step": time.perf_counter() - t0,
+            **{f"count/{k}": v for k, v in run.counters.as_dict().items()}}
+
+
+def sft(cfg: TrainConfig) -> Run:
+    steps_per_epoch = None
+    run = setup_run(cfg, with_rewards=False)
+    steps_per_epoch = -(-len(run.dataset) // (cfg.prompts_per_step * run.accelerator.num_processes))
+    total = cfg.max_steps if cfg.max_steps > 0 else steps_per_epoch * cfg.sft_epochs
+    start = 0
+    ckpt = resolve_resume(cfg.resume, cfg.output_dir)
+    if ckpt is not None:
+        state = load_checkpoint(ckpt, run.accelerator, run.model, run.optimizer, run.scheduler)
+        run.sampler.load_state_dict(state["sampler"])
+        start = int(state["step"])
+    run.logger = RunLogger(cfg.output_dir, run.accelerator, total, start, cfg.report_to)
+    state = lambda: {"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict()}  # noqa: E731
+    try:
+        for step in range(start + 1, total + 1):
+            run.step = step
+            run.logger.step(step, sft_step(run))
+            if cfg.save_steps and step % cfg.save_steps == 0:
+                save_checkpoint(run.accelerator, cfg.output_dir, step, run.model, run.optimizer, run.scheduler,
+                                state(), run.processor, cfg.save_total_limit)
+        if not cfg.save_steps or total % cfg.save_steps:
+            save_checkpoint(run.accelerator, cfg.output_dir, total, run.model, run.optimizer, run.scheduler,
+                            state(), run.processor, cfg.save_total_limit)
+    except RunStopped:
+        save_checkpoint(run.accelerator, cfg.output_dir, run.step, run.model, run.optimizer, run.scheduler,
+                        state(), run.processor, cfg.save_total_limit)
+        raise
+    finally:
+        run.logger.close()
+    return run
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="a YAML recipe, e.g. configs/ton_sft.yaml")
+    parser.add_argument("overrides", nargs="*", metavar="key=value")
+
+
+def run(args: argparse.Namespace) -> int:
+    sft(load_config(TrainConfig, args.config, args.overrides))
+    return 0

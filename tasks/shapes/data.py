@@ -1,0 +1,91 @@
+"""Data of the shapes pack: a deterministic generator and a JSONL loader in the same shape.
+
+Row shape (JSONL): {"id": str, "image": path, "question": str, "answer": str, "shape": str}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+from mmreason.types import Sample
+
+COLOURS = {"red": (220, 30, 30), "blue": (30, 60, 220)}
+SHAPES = ("circle", "square", "triangle")
+QUESTION = "What colour is the shape? Answer with one word."
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("MMREASON_CACHE", Path.home() / ".cache" / "mmreason")) / "shapes"
+
+
+def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 56) -> Path:
+    """Write ``n`` images and ``data.jsonl``; the same (n, seed, size) gives the same files."""
+    from PIL import Image, ImageDraw
+
+    out = Path(out_dir)
+    jsonl = out / "data.jsonl"
+    if jsonl.exists() and sum(1 for _ in jsonl.open()) == n:
+        return jsonl
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        colour, shape = rng.choice(sorted(COLOURS)), rng.choice(SHAPES)
+        img = Image.new("RGB", (size, size), (245, 245, 245))
+        draw = ImageDraw.Draw(img)
+        r = rng.randint(size // 4, size // 2 - 2)
+        cx, cy = rng.randint(r, size - r), rng.randint(r, size - r)
+        box = (cx - r, cy - r, cx + r, cy + r)
+        if shape == "circle":
+            draw.ellipse(box, fill=COLOURS[colour])
+        elif shape == "square":
+            draw.rectangle(box, fill=COLOURS[colour])
+        else:
+            draw.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=COLOURS[colour])
+        path = out / f"{i:05d}.png"
+        img.save(path)
+        rows.append({"id": f"shapes-{i}", "image": str(path), "question": QUESTION, "answer": colour,
+                     "shape": shape})
+    tmp = jsonl.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(jsonl)
+    return jsonl
+
+
+def row_to_sample(row: dict, source: str) -> Sample:
+    for key in ("id", "image", "question", "answer"):
+        if key not in row:
+            raise ValueError(f"{source}: row {row.get('id', '?')!r} has no {key!r} column")
+    image = row["image"]
+    if isinstance(image, str) and not os.path.isabs(image):
+        image = str(Path(source).parent / image)
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": row["question"]}]}]
+    meta = {k: v for k, v in row.items() if k not in ("id", "image", "question", "answer")}
+    return Sample(id=str(row["id"]), messages=messages, answer=row["answer"], images=[image], meta=meta,
+                  task="shapes")
+
+
+def shapes_load(path: str | None = None, split: str = "train", n: int | None = None, seed: int = 0) -> list[Sample]:
+    """The pack's data: ``path`` (JSONL/parquet in the row shape above) or the generated set."""
+    from datasets import load_dataset
+
+    if path is None:
+        count = n or (256 if split == "train" else 64)
+        split_seed = seed if split == "train" else seed + 10_000
+        path = str(generate(default_cache() / f"{split}-{count}-{split_seed}", count, split_seed))
+    kind = "parquet" if str(path).endswith(".parquet") else "json"
+    if not Path(path).exists():
+        raise FileNotFoundError(f"shapes data file {path!r} does not exist")
+    rows = load_dataset(kind, data_files=str(path), split="train")
+    samples = [row_to_sample(row, str(path)) for row in rows]
+    return samples[:n] if n else samples
+
+
+def shapes_metric_accuracy(sample: Sample, completion: str) -> float:
+    """1 if the first colour word in the completion is the answer."""
+    words = [w.strip(".,!?:;\"'").lower() for w in completion.split()]
+    said = next((w for w in words if w in COLOURS), None)
+    return float(said == str(sample.answer).lower())
