@@ -105,7 +105,7 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
             return PromptInputs(sample, ids, types.to(torch.long), visual, text)
         if overflow != "downscale" or not (images or videos):
             break
-        current = budget or processor.image_processor.max_pixels
+        current = budget or processor.image_processor.size["longest_edge"]
         budget = max(current // 2, 4 * 28 * 28)
     raise PromptTooLong(
         f"sample {sample.id!r}: prompt has {ids.numel()} tokens (text + visual) > max_prompt_length "

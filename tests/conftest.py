@@ -1,0 +1,37 @@
+"""Shared fixtures: one tiny model checkpoint per test session, built through the real CLI code path."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    from mmreason.models.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_model_dir):
+    """(model, processor) loaded through the Auto classes, fp32, eval mode."""
+    from mmreason.models import ModelConfig, load_model, load_processor
+
+    processor = load_processor(tiny_model_dir)
+    model = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False)
+    return model, processor
+
+
+@pytest.fixture(scope="session")
+def shapes_cache(tmp_path_factory):
+    """Generated shapes data goes to a per-session cache, not the user's home."""
+    path = tmp_path_factory.mktemp("cache")
+    os.environ["MMREASON_CACHE"] = str(path)
+    return path
