@@ -1,0 +1,38 @@
+"""Model loading: attention choice, LoRA without the vision tower, frozen vision tower, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmreason.models import ModelConfig, load_model, resolve_attn_implementation, trainable_parameters
+
+
+def test_attention_falls_back_to_sdpa_without_cuda_or_flash_attn():
+    assert resolve_attn_implementation("auto") in ("sdpa", "flash_attention_2")
+    assert resolve_attn_implementation("eager") == "eager"
+
+
+def test_lora_leaves_the_vision_tower_out_by_default(tiny_model_dir):
+    model = load_model(ModelConfig(name_or_path=str(tiny_model_dir), lora=True, lora_r=4))
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    assert not any("visual" in n for n in trainable)
+    with_vision = load_model(ModelConfig(name_or_path=str(tiny_model_dir), lora=True, lora_r=4,
+                                         lora_include_vision=True))
+    assert any("visual" in n for n, p in with_vision.named_parameters() if p.requires_grad)
+
+
+def test_freeze_vision_tower(tiny_model_dir):
+    model = load_model(ModelConfig(name_or_path=str(tiny_model_dir), freeze_vision_tower=True))
+    for name, p in model.named_parameters():
+        assert p.requires_grad == ("visual" not in name), name
+    trainable, total = trainable_parameters(model)
+    assert 0 < trainable < total
+
+
+def test_missing_model_dir_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        load_model(ModelConfig(name_or_path=str(tmp_path / "nowhere")))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        load_model(ModelConfig(name_or_path=str(tmp_path / "empty")))
