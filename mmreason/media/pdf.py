@@ -1,0 +1,222 @@
+"""PDF pages as images, rendered by PDFium (pypdfium2), with an optional on-disk cache.
+
+Page indices are 0-based. A page of ``w x h`` points rendered at ``dpi`` is
+``ceil(w * dpi / 72) x ceil(h * dpi / 72)`` pixels (pypdfium2's rule; page rotation included), so its
+visual-token count is known from the page size alone (``pdf_page_tokens``).
+
+With a pixel budget the page is rendered directly at the scale of its ``smart_resize`` target and then
+resized by at most a pixel or so onto the exact target, which is sharper than downsampling a high-dpi
+bitmap and costs less; the target is that of the ``dpi`` rendering, so the token count does not depend
+on this shortcut.
+
+PDFium is not thread-safe: every call into it here holds one process-wide lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import tempfile
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from PIL import Image
+
+from mmreason.media.budget import (
+    IMAGE_MAX_PIXELS,
+    IMAGE_MIN_PIXELS,
+    PixelBudget,
+    image_tokens,
+    resolve_budget,
+)
+from mmreason.media.errors import MediaError, describe, require_file
+
+_KIND = "PDF"
+_PDFIUM_LOCK = threading.RLock()
+PageSelection = int | Iterable[int] | None
+
+
+def _open(path: str):
+    """Open a document (caller holds the lock); encrypted and damaged files become MediaError."""
+    import pypdfium2 as pdfium
+
+    try:
+        return pdfium.PdfDocument(path)
+    except pdfium.PdfiumError as err:
+        text = str(err).lower()
+        if "password" in text:
+            raise MediaError(path, "the PDF is encrypted (password protected)", _KIND) from err
+        if "security" in text:
+            raise MediaError(
+                path, "the PDF is encrypted with an unsupported security handler", _KIND
+            ) from err
+        raise MediaError(path, f"not a readable PDF, damaged or truncated ({describe(err)})", _KIND) from err
+
+
+def _page_indices(path: str, pages: PageSelection, count: int) -> list[int]:
+    if count == 0:
+        raise MediaError(path, "the PDF has no pages", _KIND)
+    if pages is None:
+        return list(range(count))
+    indices = [pages] if isinstance(pages, int) else [int(p) for p in pages]
+    if not indices:
+        raise ValueError(f"no pages selected from {path!r}: give None for all pages, or page indices")
+    for index in indices:
+        if not 0 <= index < count:
+            raise MediaError(
+                path, f"page {index} is out of range (the PDF has {count} pages, 0-based)", _KIND
+            )
+    return indices
+
+
+def pdf_page_count(path: str | os.PathLike) -> int:
+    """Number of pages; raises MediaError for a missing, encrypted or damaged file."""
+    path = require_file(path, _KIND)
+    with _PDFIUM_LOCK:
+        doc = _open(path)
+        try:
+            return len(doc)
+        finally:
+            doc.close()
+
+
+def _load_page(doc, path: str, index: int):
+    try:
+        return doc[index]
+    except Exception as err:  # PdfiumError: a damaged page object
+        raise MediaError(path, f"page {index} cannot be loaded ({describe(err)})", _KIND) from err
+
+
+def _rendered_size(page, dpi: float) -> tuple[int, int]:
+    """(height, width) in pixels of ``page.render(scale=dpi / 72)``, by pypdfium2's own formula."""
+    scale = dpi / 72
+    return math.ceil(page.get_height() * scale), math.ceil(page.get_width() * scale)
+
+
+def pdf_page_sizes(
+    path: str | os.PathLike, pages: PageSelection = None, dpi: float = 100
+) -> list[tuple[int, int]]:
+    """(height, width) in pixels of each selected page rendered at ``dpi``, without rendering."""
+    path = require_file(path, _KIND)
+    with _PDFIUM_LOCK:
+        doc = _open(path)
+        try:
+            return [
+                _rendered_size(_load_page(doc, path, i), dpi) for i in _page_indices(path, pages, len(doc))
+            ]
+        finally:
+            doc.close()
+
+
+def pdf_page_tokens(
+    path: str | os.PathLike,
+    pages: PageSelection = None,
+    dpi: float = 100,
+    min_pixels: int = IMAGE_MIN_PIXELS,
+    max_pixels: int = IMAGE_MAX_PIXELS,
+) -> list[int]:
+    """Visual tokens the Qwen image processor (with these limits) produces for each selected page.
+
+    Equal to the count for ``render_pages(path, pages, dpi, max_pixels=..., min_pixels=...)``.
+    """
+    sizes = pdf_page_sizes(path, pages, dpi)
+    try:
+        return [image_tokens(h, w, min_pixels, max_pixels) for h, w in sizes]
+    except ValueError as err:  # aspect ratio above 200
+        raise MediaError(str(path), str(err), _KIND) from err
+
+
+def _render(path: str, page, dpi: float, budget: PixelBudget | None, index: int) -> Image.Image:
+    """Render one page (caller holds the lock) to RGB at ``dpi``, or onto the budget's target size."""
+    height, width = _rendered_size(page, dpi)
+    scale = dpi / 72
+    target = None
+    if budget is not None:
+        try:
+            target = budget.resize(height, width)
+        except ValueError as err:  # aspect ratio above 200
+            raise MediaError(path, f"page {index}: {err}", _KIND) from err
+        scale = max(target[0] / page.get_height(), target[1] / page.get_width())
+    try:
+        image = page.render(scale=scale).to_pil().convert("RGB")  # convert copies out of PDFium's buffer
+    except Exception as err:
+        raise MediaError(path, f"page {index} cannot be rendered ({describe(err)})", _KIND) from err
+    if target is not None and image.size != (target[1], target[0]):
+        image = image.resize((target[1], target[0]), Image.Resampling.BICUBIC)
+    return image
+
+
+def _cache_file(
+    cache_dir: str | os.PathLike, path: str, index: int, dpi: float, budget: PixelBudget | None
+) -> Path:
+    """Cache entry for one rendering: keyed by the file (real path, size, mtime), page, dpi and budget."""
+    stat = os.stat(path)
+    identity = f"{os.path.realpath(path)}|{stat.st_size}|{stat.st_mtime_ns}"
+    key = hashlib.sha256(identity.encode()).hexdigest()[:24]
+    limits = "native" if budget is None else f"{budget.min_pixels}-{budget.max_pixels}"
+    return Path(cache_dir) / key / f"p{index}_dpi{dpi:g}_{limits}.png"
+
+
+def _read_cached(file: Path) -> Image.Image | None:
+    try:
+        with Image.open(file) as cached:
+            return cached.convert("RGB")
+    except (OSError, ValueError):  # missing or half-written by a killed process: render again
+        return None
+
+
+def _write_cached(file: Path, image: Image.Image) -> None:
+    """Write atomically (temporary file + rename), so concurrent readers never see half a PNG."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            image.save(handle, format="PNG", compress_level=1)
+        os.replace(tmp, file)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def render_pages(
+    pdf_path: str | os.PathLike,
+    pages: PageSelection = None,
+    dpi: float = 100,
+    cache_dir: str | os.PathLike | None = None,
+    max_pixels: int | None = None,
+    min_pixels: int | None = None,
+) -> list[Image.Image]:
+    """Render the selected pages (None = all; an index, a range or a list; 0-based) as RGB PIL images.
+
+    Without a budget a page is ``ceil(w * dpi / 72) x ceil(h * dpi / 72)`` pixels. With ``max_pixels``
+    and/or ``min_pixels`` (the other limit defaults to the image processor's) it is exactly the
+    ``smart_resize`` of that size, so the processor keeps it as it is. ``cache_dir`` keeps each
+    rendering as a PNG keyed by (file path, size, mtime, page, dpi, budget); a changed file misses.
+    Raises MediaError naming the file for a missing, encrypted or damaged PDF and for a page out of range.
+    """
+    path = require_file(pdf_path, _KIND)
+    if dpi <= 0:
+        raise ValueError(f"dpi must be positive, got {dpi}")
+    budget = resolve_budget(min_pixels, max_pixels, IMAGE_MIN_PIXELS, IMAGE_MAX_PIXELS)
+    with _PDFIUM_LOCK:
+        doc = _open(path)
+        try:
+            indices = _page_indices(path, pages, len(doc))
+            images = []
+            for index in indices:
+                file = None if cache_dir is None else _cache_file(cache_dir, path, index, dpi, budget)
+                image = None if file is None else _read_cached(file)
+                if image is None:
+                    page = _load_page(doc, path, index)
+                    try:
+                        image = _render(path, page, dpi, budget, index)
+                    finally:
+                        page.close()
+                    if file is not None:
+                        _write_cached(file, image)
+                images.append(image)
+            return images
+        finally:
+            doc.close()

@@ -1,0 +1,404 @@
+"""Video clips: a time window sampled at a frame rate or to a fixed frame count, decoded by decord or PyAV.
+
+Frame indices are those of the source stream (frame ``i`` starts at ``i / fps`` seconds, constant frame
+rate assumed, as decord and the Qwen processors assume). A window ``[start, end]`` covers the frames
+whose start time lies in ``[start, end)``; ``None`` means the start / end of the video.
+
+How many frames (T is always even, because the Qwen vision tower groups 2 consecutive frames into one
+temporal patch and would otherwise repeat the last frame):
+
+- ``num_frames=n``: ``T = n`` rounded *up* to even. Asking for more frames than the window holds is an
+  error (rounding up may repeat one frame when ``n`` is odd and equals the window's frame count).
+- ``fps=r`` (default 2.0, Qwen's): ``T = floor_even(min(window seconds * r, window frames, max_frames))``,
+  at least 2 (a one-frame window gives that frame twice); ``max_frames`` defaults to 768, the Qwen
+  processors' cap, so an hour at 2 fps does not become 7,200 frames.
+
+The T indices are ``round(linspace(first, last, T))`` over the window's frames, both ends included (the
+qwen-vl-utils rule, so a clip sampled here matches one sampled there).
+
+Backends: decord first, PyAV when decord is missing or fails on the file; ``backend="decord"|"pyav"`` or
+the environment variable ``MMREASON_VIDEO_BACKEND`` forces one. Both give the same indices and
+timestamps; pixel values may differ by a few levels (each does its own YUV -> RGB conversion).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from PIL import Image
+
+from mmreason.media.budget import (
+    VIDEO_MAX_PIXELS,
+    VIDEO_MIN_PIXELS,
+    resolve_budget,
+    smart_resize,
+    video_tokens,
+)
+from mmreason.media.errors import MediaError, describe, require_file
+
+BACKEND_ENV = "MMREASON_VIDEO_BACKEND"
+BACKENDS = ("decord", "pyav")
+DEFAULT_FPS = 2.0
+DEFAULT_MAX_FRAMES = 768
+_READ_CHUNK = 32  # frames decoded at full size at a time, before the per-frame budget shrinks them
+_KIND = "video"
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What the container says, before any frame is decoded."""
+
+    path: str
+    num_frames: int
+    fps: float
+    height: int
+    width: int
+    backend: str
+
+    @property
+    def duration(self) -> float:
+        """Seconds, as ``num_frames / fps`` (the clock every frame index is placed on)."""
+        return self.num_frames / self.fps
+
+
+@dataclass
+class VideoClip:
+    """Sampled frames of one window of a video.
+
+    frames:        [T, 3, H, W] uint8, RGB, T even.
+    frame_indices: [T] indices into the source stream (absolute, not relative to the window).
+    timestamps:    [T] seconds from the start of the video, ``index / source_fps``.
+    window:        the window in seconds, aligned to frames: ``(first / fps, (last + 1) / fps)`` of the
+                   ``window_frames`` frames inside the requested ``[start, end)``.
+    """
+
+    path: str
+    frames: torch.Tensor
+    frame_indices: list[int]
+    timestamps: list[float]
+    source_fps: float
+    total_frames: int
+    window: tuple[float, float]
+    window_frames: int
+    backend: str
+
+    @property
+    def duration(self) -> float:
+        """Length of the whole source video in seconds."""
+        return self.total_frames / self.source_fps
+
+    def to_pil(self) -> list:
+        """The frames as a list of RGB PIL images."""
+        return [Image.fromarray(frame.permute(1, 2, 0).numpy()) for frame in self.frames]
+
+    def metadata(self) -> dict:
+        """See ``video_metadata``."""
+        return video_metadata(self)
+
+
+def video_metadata(clip: VideoClip) -> dict:
+    """The ``video_metadata`` entry transformers 5.x video processors take with already-sampled frames.
+
+    Use as ``processor(text=..., videos=[clip.frames], video_metadata=[video_metadata(clip)])`` with
+    ``do_sample_frames=False`` (the Qwen2-VL default). Following qwen-vl-utils, ``total_num_frames`` is
+    the number of frames *in the window* and ``frames_indices`` are absolute, so that
+
+        VideoMetadata.sampled_fps = T / total_num_frames * fps = the true sampling rate in the window,
+
+    which Qwen2.5-VL turns into ``second_per_grid_ts = 2 / sampled_fps`` (the temporal M-RoPE step),
+    and ``VideoMetadata.timestamps = frames_indices / fps`` are seconds from the start of the video.
+    """
+    return {
+        "total_num_frames": clip.window_frames,
+        "fps": clip.source_fps,
+        "frames_indices": list(clip.frame_indices),
+        "duration": clip.window_frames / clip.source_fps,
+        "height": int(clip.frames.shape[-2]),
+        "width": int(clip.frames.shape[-1]),
+        "video_backend": clip.backend,
+    }
+
+
+# ---- frame plan (pure) ----------------------------------------------------------------------------
+
+
+def _even_up(n: float) -> int:
+    return 2 * math.ceil(n / 2)
+
+
+def _even_down(n: float) -> int:
+    return 2 * math.floor(n / 2)
+
+
+def window_frames(info: VideoInfo, start: float | None = None, end: float | None = None) -> range:
+    """The source frame indices inside ``[start, end)`` seconds; raises MediaError if none are."""
+    length = info.duration
+    lo = 0.0 if start is None else float(start)
+    hi = length if end is None else float(end)
+    window = f"window [{lo:.2f}, {hi:.2f}] s"
+    if lo < 0 or (end is not None and hi <= lo):
+        raise MediaError(info.path, f"{window} is not a time window (need 0 <= start < end)", _KIND)
+    # One frame of slack past the end: annotations rounded to the second often overshoot by a little.
+    if lo >= length or hi > length + 1.0 / info.fps:
+        raise MediaError(info.path, f"{window} is outside the video (length {length:.2f} s)", _KIND)
+    eps = 1e-6  # a window edge that falls on a frame time includes that frame despite float error
+    first = math.ceil(lo * info.fps - eps)
+    stop = min(info.num_frames, math.ceil(hi * info.fps - eps))
+    if stop <= first:
+        raise MediaError(info.path, f"{window} holds no frame (one every {1.0 / info.fps:.3f} s)", _KIND)
+    return range(first, stop)
+
+
+def plan_frames(
+    info: VideoInfo,
+    *,
+    fps: float | None = None,
+    num_frames: int | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    max_frames: int | None = DEFAULT_MAX_FRAMES,
+) -> list[int]:
+    """The source frame indices ``load_video`` decodes, without decoding anything (see the module doc)."""
+    if fps is not None and num_frames is not None:
+        raise ValueError("give either fps or num_frames, not both")
+    frames = window_frames(info, start, end)
+    count = len(frames)
+    if num_frames is not None:
+        if num_frames < 1:
+            raise ValueError(f"num_frames must be at least 1, got {num_frames}")
+        if num_frames > count:
+            raise MediaError(
+                info.path, f"asked for {num_frames} frames but the window holds only {count}", _KIND
+            )
+        n = _even_up(num_frames)
+    else:
+        rate = DEFAULT_FPS if fps is None else float(fps)
+        if rate <= 0:
+            raise ValueError(f"fps must be positive, got {fps}")
+        wanted = min(count / info.fps * rate, count, max_frames if max_frames is not None else count)
+        n = max(2, _even_down(wanted))
+    return np.linspace(frames.start, frames.stop - 1, n).round().astype(int).tolist()
+
+
+# ---- backends ---------------------------------------------------------------------------------------
+
+
+class _DecordSource:
+    """decord.VideoReader on the CPU; ``read`` returns [T, H, W, 3] uint8."""
+
+    name = "decord"
+
+    def __init__(self, path: str):
+        import decord
+
+        self.reader = decord.VideoReader(path, ctx=decord.cpu(0))
+        height, width = self.reader[0].shape[:2]  # decord has no header-only size; one frame is cheap
+        self.info = VideoInfo(
+            path, len(self.reader), float(self.reader.get_avg_fps()), height, width, self.name
+        )
+
+    def read(self, indices: Sequence[int]) -> np.ndarray:
+        return self.reader.get_batch(list(indices)).asnumpy()
+
+    def close(self):
+        del self.reader
+
+
+class _PyAVSource:
+    """PyAV (FFmpeg) decoding, seeking to the first wanted frame; ``read`` returns [T, H, W, 3] uint8."""
+
+    name = "pyav"
+
+    def __init__(self, path: str):
+        import av
+
+        self.container = av.open(path)
+        if not self.container.streams.video:
+            self.container.close()
+            raise RuntimeError("the file has no video stream")
+        self.stream = self.container.streams.video[0]
+        self.stream.thread_type = "AUTO"
+        rate = self.stream.average_rate or self.stream.guessed_rate
+        if not rate:
+            self.container.close()
+            raise RuntimeError("the video stream has no frame rate")
+        ctx = self.stream.codec_context
+        count = self.stream.frames or self._count_frames()
+        self.info = VideoInfo(path, count, float(rate), ctx.height, ctx.width, self.name)
+
+    def _count_frames(self) -> int:
+        # Some containers (webm, mkv) store no frame count; counting packets decodes nothing.
+        count = sum(1 for packet in self.container.demux(self.stream) if packet.size)
+        self.container.seek(0)
+        return count
+
+    def read(self, indices: Sequence[int]) -> np.ndarray:
+        wanted = set(indices)
+        first, last = min(wanted), max(wanted)
+        base = self.stream.start_time or 0
+        time_base = self.stream.time_base
+        fps = self.info.fps
+        if first > 0:
+            target = base + int(first / fps / time_base)
+            self.container.seek(target, stream=self.stream, backward=True, any_frame=False)
+        decoded: dict[int, np.ndarray] = {}
+        counter = 0
+        for frame in self.container.decode(self.stream):
+            index = round(float((frame.pts - base) * time_base) * fps) if frame.pts is not None else counter
+            counter += 1
+            if index in wanted:
+                decoded[index] = frame.to_ndarray(format="rgb24")
+            if index >= last:
+                break
+        missing = sorted(wanted - decoded.keys())
+        if missing:
+            raise RuntimeError(
+                f"the stream ended before frame {missing[0]} of {self.info.num_frames} (file truncated?)"
+            )
+        return np.stack([decoded[i] for i in indices])
+
+    def close(self):
+        self.container.close()
+
+
+_SOURCES = {"decord": _DecordSource, "pyav": _PyAVSource}
+
+
+def _backend_order(backend: str | None) -> tuple[str, ...]:
+    choice = backend or os.environ.get(BACKEND_ENV) or "auto"
+    if choice == "auto":
+        return BACKENDS
+    if choice not in _SOURCES:
+        raise ValueError(f"unknown video backend {choice!r}; valid: auto, {', '.join(BACKENDS)}")
+    return (choice,)
+
+
+def _with_source(path: str, backend: str | None, work):
+    """Run ``work(source)`` with the first backend that can open and decode ``path``.
+
+    A MediaError raised by ``work`` (a bad request such as a window outside the video) is final; any other
+    failure moves on to the next backend, and when all fail the MediaError lists each one's reason.
+    """
+    path = require_file(path, _KIND)
+    reasons = []
+    for name in _backend_order(backend):
+        source = None
+        try:
+            source = _SOURCES[name](path)
+            return work(source)
+        except MediaError:
+            raise
+        except Exception as err:  # decord/FFmpeg errors, missing module, truncated stream
+            reasons.append(f"{name}: {describe(err)}")
+        finally:
+            if source is not None:
+                source.close()
+    raise MediaError(path, "not a decodable video (" + "; ".join(reasons) + ")", _KIND)
+
+
+def probe_video(path: str | os.PathLike, backend: str | None = None) -> VideoInfo:
+    """Frame count, frame rate and frame size of ``path``, as the backend that will decode it sees them."""
+    return _with_source(str(path), backend, lambda source: source.info)
+
+
+def _resize_frames(frames: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """[T, 3, h, w] uint8 -> [T, 3, height, width] uint8, bicubic with antialiasing (as the processor)."""
+    if frames.shape[-2:] == (height, width):
+        return frames
+    resized = torch.nn.functional.interpolate(
+        frames.float(), size=(height, width), mode="bicubic", antialias=True, align_corners=False
+    )
+    return resized.round().clamp(0, 255).to(torch.uint8)
+
+
+def load_video(
+    path: str | os.PathLike,
+    *,
+    fps: float | None = None,
+    num_frames: int | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    max_pixels: int | None = None,
+    min_pixels: int | None = None,
+    max_frames: int | None = DEFAULT_MAX_FRAMES,
+    backend: str | None = None,
+) -> VideoClip:
+    """Decode the frames ``plan_frames`` picks from ``[start, end]`` seconds of ``path``.
+
+    ``fps`` or ``num_frames`` (not both; default 2 fps) set the frame count, always even (module doc).
+    With ``max_pixels`` / ``min_pixels`` (the other limit defaults to the video processor's: 128*28*28 and
+    768*28*28) every frame is smart-resized to that per-frame budget, so the processor keeps the size.
+    Raises ``MediaError`` naming the file for a missing or undecodable file, or a window outside it.
+    """
+    budget = resolve_budget(min_pixels, max_pixels, VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS)
+
+    def work(source) -> VideoClip:
+        info = source.info
+        indices = plan_frames(
+            info, fps=fps, num_frames=num_frames, start=start, end=end, max_frames=max_frames
+        )
+        window = window_frames(info, start, end)
+        size = None if budget is None else _frame_size(info, budget.min_pixels, budget.max_pixels)
+        chunks = []
+        for i in range(0, len(indices), _READ_CHUNK):
+            chunk = torch.from_numpy(source.read(indices[i : i + _READ_CHUNK])).permute(
+                0, 3, 1, 2
+            )  # [t, 3, H, W]
+            chunks.append(chunk if size is None else _resize_frames(chunk, *size))
+        frames = torch.cat(chunks).contiguous()  # [T, 3, H, W]
+        return VideoClip(
+            path=info.path,
+            frames=frames,
+            frame_indices=indices,
+            timestamps=[i / info.fps for i in indices],
+            source_fps=info.fps,
+            total_frames=info.num_frames,
+            window=(window.start / info.fps, window.stop / info.fps),
+            window_frames=len(window),
+            backend=info.backend,
+        )
+
+    return _with_source(str(path), backend, work)
+
+
+def _frame_size(info: VideoInfo, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    try:
+        return smart_resize(info.height, info.width, min_pixels=min_pixels, max_pixels=max_pixels)
+    except ValueError as err:  # aspect ratio above 200
+        raise MediaError(info.path, str(err), _KIND) from err
+
+
+def video_clip_tokens(
+    path: str | os.PathLike,
+    *,
+    fps: float | None = None,
+    num_frames: int | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    max_frames: int | None = DEFAULT_MAX_FRAMES,
+    min_pixels: int = VIDEO_MIN_PIXELS,
+    max_pixels: int = VIDEO_MAX_PIXELS,
+    cap_pixels_per_frame: bool = False,
+    backend: str | None = None,
+) -> int:
+    """Visual tokens the Qwen video processor (with these limits) will produce for this clip.
+
+    Reads the container's metadata and plans the frames exactly as ``load_video`` does, without
+    decoding the clip. ``cap_pixels_per_frame`` mirrors the processor option of that name.
+    """
+    info = probe_video(path, backend)
+    indices = plan_frames(info, fps=fps, num_frames=num_frames, start=start, end=end, max_frames=max_frames)
+    _frame_size(info, min_pixels, max_pixels)  # the aspect-ratio check, as a MediaError
+    return video_tokens(
+        len(indices),
+        info.height,
+        info.width,
+        min_pixels,
+        max_pixels,
+        cap_pixels_per_frame=cap_pixels_per_frame,
+    )

@@ -1,0 +1,254 @@
+"""Video clips: frame plans worked by hand, decord and PyAV agreeing frame for frame, token counts that
+match the video processor, and a clear error for every kind of bad input.
+
+The fixture video is 3 s at 10 fps (30 frames, 64 x 48); frame i is a flat grey of level 8 * i, so the
+decoded pixels say which frame was sampled.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+from media_fixtures import frame_numbers, write_mp4
+from transformers import Qwen2VLVideoProcessor
+
+from mmreason.media import (
+    MediaError,
+    VideoInfo,
+    load_video,
+    plan_frames,
+    probe_video,
+    video_clip_tokens,
+    video_metadata,
+)
+
+torch.set_num_threads(1)
+
+# (arguments, expected source frame indices), worked out from the rules in mmreason/media/video.py
+PLANS = [
+    # default 2 fps over 3 s: 6 frames at round(linspace(0, 29, 6)) = round(0, 5.8, 11.6, 17.4, 23.2, 29)
+    ({}, [0, 6, 12, 17, 23, 29]),
+    # 5 frames round up to 6 (the temporal patch holds 2 frames)
+    ({"num_frames": 5}, [0, 6, 12, 17, 23, 29]),
+    # round(linspace(0, 29, 4)) = round(0, 9.67, 19.33, 29)
+    ({"num_frames": 4}, [0, 10, 19, 29]),
+    # [1, 2) s holds frames 10..19; 1 s at 4 fps = 4 frames: round(linspace(10, 19, 4)) = 10, 13, 16, 19
+    ({"fps": 4, "start": 1.0, "end": 2.0}, [10, 13, 16, 19]),
+    # [0.25, 1) s holds frames 3..9 (7); 10 fps wants 7, floored to 6: round(3, 4.2, 5.4, 6.6, 7.8, 9)
+    ({"fps": 10, "start": 0.25, "end": 1.0}, [3, 4, 5, 7, 8, 9]),
+    # a window of one frame gives it twice
+    ({"start": 1.0, "end": 1.05}, [10, 10]),
+    # max_frames caps the fps plan: round(linspace(20, 29, 4)) = 20, 23, 26, 29
+    ({"fps": 10, "start": 2.0, "max_frames": 4}, [20, 23, 26, 29]),
+    # an end up to one frame past the video is accepted (rounded annotations), the window stops at frame 29
+    ({"num_frames": 2, "start": 2.5, "end": 3.05}, [25, 29]),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), PLANS)
+def test_both_backends_sample_the_planned_frames(mp4, kwargs, expected):
+    clips = {backend: load_video(mp4, backend=backend, **kwargs) for backend in ("decord", "pyav")}
+    for backend, clip in clips.items():
+        assert clip.backend == backend
+        assert clip.frame_indices == expected
+        assert clip.timestamps == pytest.approx([i / 10 for i in expected])
+        assert frame_numbers(clip.frames) == expected  # the decoded pixels are those frames
+        assert clip.frames.dtype == torch.uint8 and clip.frames.shape == (len(expected), 3, 48, 64)
+    assert plan_frames(probe_video(mp4), **kwargs) == expected
+    # the two decoders convert YUV -> RGB each in its own way, but only by a few levels
+    assert (clips["decord"].frames.int() - clips["pyav"].frames.int()).abs().max() <= 3
+
+
+def test_clip_fields(mp4):
+    clip = load_video(mp4, fps=4, start=1.0, end=2.0)
+    assert (clip.source_fps, clip.total_frames, clip.duration) == (10.0, 30, 3.0)
+    assert clip.window == (1.0, 2.0) and clip.window_frames == 10
+    images = clip.to_pil()
+    assert len(images) == 4 and images[0].size == (64, 48)
+    assert np.asarray(images[1])[0, 0, 0] == clip.frames[1, 0, 0, 0]
+
+
+def test_per_frame_budget_resizes_every_frame(mp4):
+    clip = load_video(mp4, num_frames=4, max_pixels=28 * 28 * 4, min_pixels=28 * 28)
+    # 48 x 64 rounds to 56 x 56 = 3136 <= 3136: every frame becomes 56 x 56
+    assert clip.frames.shape == (4, 3, 56, 56)
+    assert frame_numbers(clip.frames) == [0, 10, 19, 29]  # resizing a flat frame keeps its level
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "limits"),
+    [
+        ({"fps": 2}, None),  # the processor resizes (its default minimum 128*28*28 upscales 64 x 48)
+        ({"num_frames": 3, "start": 0.5}, None),  # 3 frames -> 4, no padding needed in the processor
+        ({"fps": 4, "start": 1.0, "end": 2.0}, (28 * 28, 28 * 28 * 4)),
+        ({"num_frames": 8, "end": 1.5}, (28 * 28 * 8, 28 * 28 * 20)),
+    ],
+)
+def test_clip_tokens_before_decoding_match_processor(mp4, kwargs, limits):
+    processor = (
+        Qwen2VLVideoProcessor()
+        if limits is None
+        else Qwen2VLVideoProcessor(min_pixels=limits[0], max_pixels=limits[1])
+    )
+    low, high = int(processor.size["shortest_edge"]), int(processor.size["longest_edge"])
+    predicted = video_clip_tokens(mp4, min_pixels=low, max_pixels=high, **kwargs)
+    budget = {} if limits is None else {"min_pixels": low, "max_pixels": high}
+    clip = load_video(mp4, **kwargs, **budget)
+    out = processor(
+        videos=[clip.frames],
+        video_metadata=[video_metadata(clip)],
+        return_tensors="pt",
+        return_metadata=True,
+        cap_pixels_per_frame=False,
+    )
+    grid = out["video_grid_thw"][0]
+    assert predicted == int(grid.prod()) // 4
+    if limits is not None:  # the loader's frames already had the processor's size
+        assert (int(grid[1]) * 14, int(grid[2]) * 14) == tuple(clip.frames.shape[-2:])
+    # the processor reads the true sampling rate of the window from the metadata
+    assert out["video_metadata"][0].sampled_fps == pytest.approx(
+        len(clip.frame_indices) / clip.window_frames * 10
+    )
+
+
+def test_metadata_for_the_processor(mp4):
+    clip = load_video(mp4, fps=4, start=1.0, end=2.0, backend="pyav")
+    assert video_metadata(clip) == {
+        "total_num_frames": 10,  # frames in the window, so sampled_fps = 4 / 10 * 10 = 4
+        "fps": 10.0,
+        "frames_indices": [10, 13, 16, 19],
+        "duration": 1.0,
+        "height": 48,
+        "width": 64,
+        "video_backend": "pyav",
+    }
+
+
+# ---- backend choice ---------------------------------------------------------------------------------
+
+
+def test_environment_variable_forces_the_backend(mp4, monkeypatch):
+    monkeypatch.setenv("MMREASON_VIDEO_BACKEND", "pyav")
+    assert load_video(mp4, num_frames=2).backend == "pyav"
+    monkeypatch.setenv("MMREASON_VIDEO_BACKEND", "decord")
+    assert load_video(mp4, num_frames=2).backend == "decord"
+    assert load_video(mp4, num_frames=2, backend="pyav").backend == "pyav"  # the argument wins
+    monkeypatch.setenv("MMREASON_VIDEO_BACKEND", "torchcodec")
+    with pytest.raises(ValueError, match="unknown video backend 'torchcodec'; valid: auto, decord, pyav"):
+        load_video(mp4)
+
+
+def test_pyav_takes_over_when_decord_is_not_installed(mp4, monkeypatch):
+    monkeypatch.setitem(sys.modules, "decord", None)  # `import decord` now raises ImportError
+    clip = load_video(mp4, num_frames=4)
+    assert clip.backend == "pyav" and frame_numbers(clip.frames) == [0, 10, 19, 29]
+
+
+def test_pyav_takes_over_when_decord_fails_on_the_file(tmp_path, mp4_faststart):
+    # With the index in front, a file cut at 90 % still lists all 30 frames: decord cannot open it,
+    # PyAV decodes the frames that survived.
+    data = mp4_faststart.read_bytes()
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(data[: int(len(data) * 0.9)])
+    with pytest.raises(MediaError, match="cut.mp4"):
+        load_video(cut, backend="decord")
+    clip = load_video(cut, num_frames=4, end=1.0)
+    assert clip.backend == "pyav" and frame_numbers(clip.frames) == clip.frame_indices == [0, 3, 6, 9]
+    # the frames past the cut are missing: an error, not a short clip
+    with pytest.raises(MediaError, match=r"cut\.mp4'.*pyav: RuntimeError: the stream ended before frame"):
+        load_video(cut, num_frames=4)
+
+
+# ---- bad input --------------------------------------------------------------------------------------
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(MediaError, match=r"cannot read video '.*gone\.mp4': file does not exist"):
+        load_video(tmp_path / "gone.mp4")
+    with pytest.raises(MediaError, match="file does not exist"):
+        video_clip_tokens(tmp_path / "gone.mp4")
+
+
+@pytest.mark.parametrize("keep", [0.3, 0.6])
+def test_truncated_mp4(tmp_path, mp4, keep):
+    data = mp4.read_bytes()  # index (moov) at the end: a cut file loses it
+    cut = tmp_path / "truncated.mp4"
+    cut.write_bytes(data[: int(len(data) * keep)])
+    with pytest.raises(
+        MediaError, match=r"cannot read video '.*truncated\.mp4': not a decodable video"
+    ) as info:
+        load_video(cut)
+    assert "decord:" in str(info.value) and "pyav:" in str(info.value)  # both were tried
+    with pytest.raises(MediaError, match="truncated.mp4"):
+        probe_video(cut)
+
+
+def test_random_bytes_named_mp4(tmp_path):
+    path = tmp_path / "noise.mp4"
+    path.write_bytes(np.random.default_rng(1).integers(0, 256, 5000, dtype=np.uint8).tobytes())
+    with pytest.raises(MediaError, match=r"'.*noise\.mp4': not a decodable video"):
+        load_video(path)
+
+
+@pytest.mark.parametrize("backend", ["decord", "pyav"])
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        ((12.0, 20.0), r"window \[12.00, 20.00\] s is outside the video \(length 3.00 s\)"),
+        ((2.0, 3.5), r"window \[2.00, 3.50\] s is outside the video \(length 3.00 s\)"),
+        ((3.0, None), r"window \[3.00, 3.00\] s is outside the video \(length 3.00 s\)"),
+        ((2.0, 1.0), r"window \[2.00, 1.00\] s is not a time window"),
+        ((-1.0, 1.0), r"window \[-1.00, 1.00\] s is not a time window"),
+        ((2.95, 3.0), r"window \[2.95, 3.00\] s holds no frame"),
+    ],
+)
+def test_window_outside_the_video(mp4, backend, window, message):
+    with pytest.raises(MediaError, match=r"cannot read video '.*counter\.mp4': " + message):
+        load_video(mp4, start=window[0], end=window[1], backend=backend)
+
+
+def test_more_frames_than_the_window_holds(mp4):
+    with pytest.raises(MediaError, match="asked for 12 frames but the window holds only 10"):
+        load_video(mp4, num_frames=12, start=1.0, end=2.0)
+    with pytest.raises(ValueError, match="either fps or num_frames"):
+        load_video(mp4, fps=2, num_frames=4)
+
+
+def test_a_video_of_another_size_and_rate(tmp_path):
+    path = write_mp4(tmp_path / "wide.mp4", num_frames=25, fps=25, width=96, height=32)
+    info = probe_video(path)
+    assert (info.num_frames, info.fps, info.height, info.width) == (25, 25.0, 32, 96)
+    clip = load_video(path, fps=8, backend="pyav")  # 1 s at 8 fps: round(linspace(0, 24, 8))
+    assert clip.frame_indices == [0, 3, 7, 10, 14, 17, 21, 24]
+    assert frame_numbers(clip.frames) == clip.frame_indices
+
+
+def test_long_clip_is_decoded_in_chunks_and_resized(tmp_path):
+    """40 frames cross the 32-frame decoding chunk; each chunk is resized to the per-frame budget."""
+    path = write_mp4(tmp_path / "long.mp4", num_frames=40, fps=20, step=6)
+    for backend in ("decord", "pyav"):
+        clip = load_video(path, num_frames=40, max_pixels=28 * 28 * 4, min_pixels=28 * 28, backend=backend)
+        assert clip.frames.shape == (40, 3, 56, 56)
+        assert frame_numbers(clip.frames, step=6) == clip.frame_indices == list(range(40))
+
+
+def test_frame_plan_of_an_hour_long_video_is_capped():
+    info = VideoInfo("hour.mp4", num_frames=3600 * 30, fps=30.0, height=720, width=1280, backend="decord")
+    plan = plan_frames(info, fps=2)  # 7,200 frames wanted, capped at 768
+    assert len(plan) == 768 and (plan[0], plan[-1]) == (0, 107999)
+    assert len(plan_frames(info, fps=2, max_frames=None)) == 7200
+    # [600, 660) s at 1 fps: frames 18000..19799, 60 of them, ends included
+    plan = plan_frames(info, fps=1, start=600, end=660)
+    assert len(plan) == 60 and (plan[0], plan[-1]) == (18000, 19799)
+
+
+def test_container_without_a_frame_count(tmp_path):
+    """Matroska stores no frame count: PyAV counts packets instead, and both backends agree."""
+    path = write_mp4(tmp_path / "counter.mkv")
+    for backend in ("decord", "pyav"):
+        assert probe_video(path, backend).num_frames == 30
+        clip = load_video(path, fps=4, start=1.0, backend=backend)  # 2 s at 4 fps: round(linspace(10, 29, 8))
+        assert frame_numbers(clip.frames) == clip.frame_indices == [10, 13, 15, 18, 21, 24, 26, 29]
