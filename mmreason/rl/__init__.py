@@ -1,0 +1,75 @@
+"""RL math: pure functions on tensors (no model, no I/O, no task code) that every task pack composes.
+
+Shape letters: N trajectories, K reward components, T tokens, G rollouts per prompt, V vocabulary.
+
+Advantages
+    ``advantages(name, rewards [N] | [N, K], group_ids [N], *, weights=None, **options) -> AdvantageResult``
+    with estimators ``grpo``, ``dr_grpo``, ``rloo``, ``mc_grpo``, ``g2rpo``, ``gdpo``, ``dvao``,
+    ``corr_grpo``, ``ga_grpo``, ``step_grpo`` (``ESTIMATORS.describe()`` lists them). Register your own with
+    ``@register_estimator("name")``; ``evidence_weighted`` re-weights any estimator's output (GA-GRPO);
+    ``step_group_ids`` builds Step-GRPO groups.
+Losses
+    ``policy_loss(name, logprobs, old_logprobs, advantages, mask, **options) -> LossOutput`` with ``clipped``
+    (PPO/GRPO/DAPO/GSPO) and ``reg_grpo``; aggregations ``seq_mean_token_mean``, ``token_mean``,
+    ``seq_mean_token_sum_norm``, ``seq_mean_token_sum`` (``aggregation_for_loss_type`` maps TRL's names);
+    KL estimators ``k1``, ``k2``, ``k3`` (= ``low_var_kl``).
+Shaping and helpers
+    ``length_trapezoid``, ``overlong_penalty``, ``entropy_band_penalty``, ``dynamic_sampling_filter``,
+    ``logprobs_from_logits``, ``entropy_from_logits``.
+"""
+
+from mmreason.rl.advantages import advantages
+from mmreason.rl.estimators import evidence_weighted
+from mmreason.rl.filtering import dynamic_sampling_filter
+from mmreason.rl.groups import step_group_ids
+from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
+from mmreason.rl.losses import (
+    aggregate,
+    aggregation_for_loss_type,
+    clipped_surrogate,
+    kl_penalty,
+    policy_loss,
+    reg_grpo_loss,
+)
+from mmreason.rl.records import AdvantageResult, FilterResult, LossMetrics, LossOutput
+from mmreason.rl.registries import (
+    AGGREGATIONS,
+    ESTIMATORS,
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    register_aggregation,
+    register_estimator,
+    register_kl_estimator,
+    register_policy_loss,
+)
+from mmreason.rl.shaping import entropy_band_penalty, length_trapezoid, overlong_penalty
+
+__all__ = [
+    "AGGREGATIONS",
+    "ESTIMATORS",
+    "KL_ESTIMATORS",
+    "POLICY_LOSSES",
+    "AdvantageResult",
+    "FilterResult",
+    "LossMetrics",
+    "LossOutput",
+    "advantages",
+    "aggregate",
+    "aggregation_for_loss_type",
+    "clipped_surrogate",
+    "dynamic_sampling_filter",
+    "entropy_band_penalty",
+    "entropy_from_logits",
+    "evidence_weighted",
+    "kl_penalty",
+    "length_trapezoid",
+    "logprobs_from_logits",
+    "overlong_penalty",
+    "policy_loss",
+    "reg_grpo_loss",
+    "register_aggregation",
+    "register_estimator",
+    "register_kl_estimator",
+    "register_policy_loss",
+    "step_group_ids",
+]

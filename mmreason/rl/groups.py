@@ -1,0 +1,150 @@
+"""Group bookkeeping shared by every estimator: ids -> dense indices, masked per-group statistics, sorting.
+
+Rollouts of one prompt share a group id; ids may be any integers (not contiguous, not sorted). A NaN reward
+entry means "this component does not apply to this sample": it is left out of that component's group
+statistics and contributes 0 to the weighted sum. Everything is vectorised with ``index_add_`` /
+``scatter_reduce_``; no Python loop over groups.
+
+Shape letters: N trajectories, K reward components, M groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+def group_index(group_ids: Tensor) -> tuple[Tensor, int]:
+    """Dense group index ``[N]`` in ``0..M-1`` (ordered by id) and the number of groups ``M``."""
+    if group_ids.dim() != 1:
+        raise ValueError(f"group_ids must be 1-D [N], got shape {tuple(group_ids.shape)}")
+    if group_ids.numel() == 0:
+        return group_ids.long(), 0
+    unique, inverse = torch.unique(group_ids, return_inverse=True)
+    return inverse, unique.numel()
+
+
+def step_group_ids(sample_ids: Sequence[Hashable] | Tensor, step_indices: Sequence[int] | Tensor) -> Tensor:
+    """Group ids for Step-GRPO: one group per (sample id, step index) pair, ``[N]`` long.
+
+    Each step prompt of an unrolled gold trajectory is its own RL prompt, so its G rollouts form a group and
+    are z-scored only against each other (R1-Router, ALGORITHMS.md section 7). ``sample_ids`` may be strings
+    or integers. Ids are numbered in order of first appearance.
+    """
+    if isinstance(sample_ids, Tensor) and isinstance(step_indices, Tensor):
+        if sample_ids.shape != step_indices.shape or sample_ids.dim() != 1:
+            raise ValueError("sample_ids and step_indices must both be [N]")
+        pairs = torch.stack([sample_ids.long(), step_indices.long()], dim=1)  # [N, 2]
+        if pairs.numel() == 0:
+            return torch.zeros(0, dtype=torch.long, device=pairs.device)
+        _, inverse = torch.unique(pairs, dim=0, return_inverse=True)
+        return inverse
+    sids = sample_ids.tolist() if isinstance(sample_ids, Tensor) else list(sample_ids)
+    steps = step_indices.tolist() if isinstance(step_indices, Tensor) else list(step_indices)
+    if len(sids) != len(steps):
+        raise ValueError(f"sample_ids ({len(sids)}) and step_indices ({len(steps)}) differ in length")
+    table: dict[tuple[Hashable, int], int] = {}
+    ids = [table.setdefault((sid, int(step)), len(table)) for sid, step in zip(sids, steps)]
+    return torch.tensor(ids, dtype=torch.long)
+
+
+@dataclass
+class GroupStats:
+    """Per-group, per-component statistics over valid entries; every field is ``[M, K]``.
+
+    ``std`` is the population std (ddof 0) and is exactly 0 for a ``constant`` group (all valid entries
+    equal, or fewer than two); there ``mean`` is that exact common value, so ``x - mean`` is exactly 0 rather
+    than a rounding residue that a later division by ``std + eps`` would blow up.
+    """
+
+    mean: Tensor
+    std: Tensor
+    count: Tensor
+    constant: Tensor
+
+
+def group_stats(values: Tensor, valid: Tensor, index: Tensor, num_groups: int) -> GroupStats:
+    """Masked mean / std per group of ``values [N, K]`` with ``valid [N, K]`` bool and ``index [N]``."""
+    n, k = values.shape
+    zeros = values.new_zeros(num_groups, k)
+    v = torch.where(valid, values, torch.zeros_like(values))
+    count = zeros.index_add(0, index, valid.to(values.dtype))  # [M, K]
+    mean = zeros.index_add(0, index, v) / count.clamp(min=1)
+    expand = index[:, None].expand(n, k)
+    inf = torch.full_like(values, float("inf"))
+    lo = torch.full_like(zeros, float("inf")).scatter_reduce(
+        0, expand, torch.where(valid, values, inf), "amin"
+    )
+    hi = torch.full_like(zeros, -float("inf")).scatter_reduce(
+        0, expand, torch.where(valid, values, -inf), "amax"
+    )
+    constant = (lo == hi) | (count <= 1)
+    mean = torch.where(constant & (count > 0), lo, mean)
+    dev = torch.where(valid, values - mean[index], torch.zeros_like(values))
+    var = zeros.index_add(0, index, dev * dev) / count.clamp(min=1)
+    std = torch.where(constant, torch.zeros_like(var), var.sqrt())
+    return GroupStats(mean=mean, std=std, count=count, constant=constant)
+
+
+def centred(values: Tensor, valid: Tensor, index: Tensor, stats: GroupStats) -> Tensor:
+    """``values - group mean`` ``[N, K]``; exactly 0 for invalid entries and constant groups."""
+    keep = valid & ~stats.constant[index]
+    return torch.where(keep, values - stats.mean[index], torch.zeros_like(values))
+
+
+def weighted_total(rewards: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
+    """Weighted reward sum ``[N]`` (NaN components count 0) and row validity ``[N]``.
+
+    A row whose every component is NaN is invalid: no reward applies, so it takes no part in any baseline
+    and its advantage is 0 (the convention TRL uses for unscorable completions).
+    """
+    valid = ~torch.isnan(rewards)  # [N, K]
+    total = torch.where(valid, rewards * weights, torch.zeros_like(rewards)).sum(dim=1)  # [N]
+    return total, valid.any(dim=1)
+
+
+def scalar_group_stats(
+    values: Tensor, valid: Tensor, index: Tensor, num_groups: int
+) -> tuple[Tensor, Tensor]:
+    """Centred values ``[N]`` and per-row group std ``[N]`` for a 1-D ``values [N]``."""
+    stats = group_stats(values[:, None], valid[:, None], index, num_groups)
+    diff = centred(values[:, None], valid[:, None], index, stats)[:, 0]
+    return diff, stats.std[index, 0]
+
+
+@dataclass
+class GroupedOrder:
+    """Rows sorted by (group, value), stable: ``order [N]``; group starts and sizes ``[M]``; rank ``[N]``.
+
+    ``rank[i]`` is the 0-based position of row ``i`` inside its group's ascending sort; ties keep their
+    original order.
+    """
+
+    order: Tensor
+    start: Tensor
+    count: Tensor
+    rank: Tensor
+
+
+def grouped_sort(values: Tensor, index: Tensor, num_groups: int) -> GroupedOrder:
+    """Stable ascending sort of ``values [N]`` within each group of ``index [N]``."""
+    by_value = torch.sort(values, stable=True).indices
+    order = by_value[torch.sort(index[by_value], stable=True).indices]  # group-major, value-minor
+    count = torch.bincount(index, minlength=num_groups)  # [M]
+    start = torch.cumsum(count, 0) - count
+    rank = torch.empty_like(index)
+    rank[order] = torch.arange(values.numel(), device=values.device) - start[index[order]]
+    return GroupedOrder(order=order, start=start, count=count, rank=rank)
+
+
+def grouped_lower_median(values: Tensor, index: Tensor, num_groups: int) -> Tensor:
+    """Per-group lower median ``[M]`` of ``values [N]`` (the ``(n-1)//2``-th smallest; 0 for empty groups)."""
+    if values.numel() == 0:
+        return values.new_zeros(num_groups)
+    go = grouped_sort(values, index, num_groups)
+    pos = (go.start + (go.count - 1).clamp(min=0) // 2).clamp(max=values.numel() - 1)  # [M]
+    median = values[go.order][pos]
+    return torch.where(go.count > 0, median, torch.zeros_like(median))

@@ -1,0 +1,88 @@
+"""Input handling shared by the policy losses: fp32 casting, masks, the optional KL term."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from mmreason.rl.losses.aggregation import aggregate
+from mmreason.rl.losses.kl import kl_penalty
+
+# exp() of a log-ratio beyond this overflows fp32 to inf and turns 0-advantage tokens into NaN; verl clamps
+# the same way. Only ratios above e^20 are affected, where the clip has already cut the gradient.
+MAX_LOG_RATIO = 20.0
+
+
+def ratio_from_log(log_ratio: Tensor) -> Tensor:
+    """``exp(log_ratio)`` with the log-ratio clamped to +-MAX_LOG_RATIO first (no inf, no inf * 0)."""
+    return torch.exp(log_ratio.clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO))
+
+
+@dataclass
+class PolicyInputs:
+    """The loss inputs in fp32, zero at masked positions.
+
+    ``mask [N, T]`` already has the ``seq_mask`` rows zeroed; ``num_seqs`` counts the kept rows.
+    """
+
+    logprobs: Tensor
+    log_ratio: Tensor
+    advantages: Tensor
+    mask: Tensor
+    num_seqs: Tensor
+    keep: Tensor
+
+
+def prepare(
+    logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor, seq_mask: Tensor | None
+) -> PolicyInputs:
+    """Check shapes and cast to fp32 (whatever the input dtype): the ratio of two bf16 log-probs is noise."""
+    if logprobs.dim() != 2:
+        raise ValueError(f"logprobs must be [N, T], got shape {tuple(logprobs.shape)}")
+    n, t = logprobs.shape
+    if old_logprobs.shape != (n, t) or mask.shape != (n, t):
+        raise ValueError(
+            f"old_logprobs {tuple(old_logprobs.shape)} and mask {tuple(mask.shape)} "
+            f"must match logprobs [{n}, {t}]"
+        )
+    adv = advantages.float()
+    if adv.dim() == 1:
+        adv = adv[:, None]  # [N] -> [N, 1], broadcast over the response tokens
+    if adv.shape not in ((n, 1), (n, t)):
+        raise ValueError(f"advantages must be [N] or [N, T], got shape {tuple(advantages.shape)}")
+    keep = torch.ones(n, dtype=torch.bool, device=logprobs.device) if seq_mask is None else seq_mask.bool()
+    m = mask.float() * keep[:, None]  # [N, T]
+    lp = logprobs.float()
+    # masked positions may hold padding garbage (even -inf): keep them out of exp() and its gradient
+    log_ratio = torch.where(m > 0, lp - old_logprobs.float(), torch.zeros_like(lp))  # [N, T]
+    lp = torch.where(m > 0, lp, torch.zeros_like(lp))
+    num_seqs = keep.sum().to(lp.dtype).clamp(min=1.0)  # an all-masked batch gives loss 0, not 0/0
+    return PolicyInputs(lp, log_ratio, adv, m, num_seqs, keep)
+
+
+def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    """Mean of ``x`` over active positions of ``mask`` (``x`` may be ``[N, 1]``: one value per row)."""
+    if x.shape[-1] == 1 and mask.shape[-1] != 1:
+        row = (mask.sum(-1, keepdim=True) > 0).to(x.dtype)  # [N, 1]: rows with any active token
+        return (x * row).sum() / row.sum().clamp(min=1.0)
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def kl_term(inputs: PolicyInputs, ref_logprobs: Tensor | None, beta: float, estimator: str) -> Tensor | None:
+    """Per-token KL ``[N, T]`` to the reference, or None when there is no reference or ``beta == 0``."""
+    if ref_logprobs is None or beta == 0.0:
+        return None
+    ref = torch.where(inputs.mask > 0, ref_logprobs.float(), torch.zeros_like(inputs.logprobs))
+    return kl_penalty(inputs.logprobs, ref, estimator)  # masked positions: 0 vs 0, KL exactly 0
+
+
+def aggregate_loss(
+    name: str, per_token: Tensor, inputs: PolicyInputs, num_tokens: float | Tensor | None, max_len: int | None
+) -> Tensor:
+    """Aggregate with the kept-row count as ``num_seqs`` (a masked-out row leaves the normaliser)."""
+    per_token = per_token.expand_as(inputs.mask)
+    return aggregate(
+        name, per_token, inputs.mask, num_seqs=inputs.num_seqs, num_tokens=num_tokens, max_len=max_len
+    )

@@ -1,0 +1,92 @@
+"""Reg-GRPO (DeepVideo-R1): regress the policy's normalised log-likelihood ratios onto the advantages.
+
+Source: "DeepVideo-R1: Video Reinforcement Fine-Tuning via Difficulty-aware Regressive GRPO"
+(arXiv 2506.07464), Sec. 3.2, App. A, reconstructed from the text; ALGORITHMS.md section 3.
+
+    rho_i     = sum_t (logp_theta - logp_old)                 sequence log-ratio over response tokens
+    A_theta,i = (rho_i - mean_g rho) / sqrt(var_g(rho) + eps_r^2)
+    L         = 1/S sum_i (A_i - A_theta,i)^2  +  beta KL
+
+``advantages`` are the targets ``A_i`` (normally the ``grpo`` advantages, a group z-score). The
+KL-regularised optimum ``pi* ~ pi_old exp(r / lambda)`` gives ``r = lambda log(pi*/pi_old) + const``, and the
+z-score inside a group removes both ``lambda`` and the constant. No clip, no min.
+
+Zero-variance guard [proposed]: at the first inner step ``pi_theta = pi_old``, all ``rho = 0`` and a plain
+std would be 0/0 (and torch's std backward NaN). ``eps_r > 0`` inside the square root keeps it finite; there
+the gradient is ``-(2 / (S eps_r)) sum_i A_i grad log pi(y_i)``, the unclipped sequence-sum GRPO gradient
+times a constant that grad-norm clipping absorbs. Groups whose targets are all 0 (equal rewards, or G = 1)
+contribute exactly 0. S counts the kept rows (``seq_mask``), zero-target groups included, as GRPO's 1/G does.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from mmreason.rl.groups import group_index
+from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
+from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.registries import register_policy_loss
+
+
+def predicted_advantages(rho: Tensor, index: Tensor, num_groups: int, keep: Tensor, eps_r: float) -> Tensor:
+    """Group z-score ``[N]`` of sequence log-ratios ``rho [N]`` over kept rows; std floored by ``eps_r``."""
+    w = keep.to(rho.dtype)
+    count = rho.new_zeros(num_groups).index_add(0, index, w).clamp(min=1.0)  # [M]
+    mean = rho.new_zeros(num_groups).index_add(0, index, rho * w) / count
+    dev = rho - mean[index]
+    var = rho.new_zeros(num_groups).index_add(0, index, dev * dev * w) / count
+    return dev / torch.sqrt(var[index] + eps_r**2)
+
+
+@register_policy_loss("reg_grpo")
+def reg_grpo_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    group_ids: Tensor,
+    eps_r: float = 1e-2,
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    num_tokens: float | Tensor | None = None,
+    seq_mask: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    beta: float = 0.0,
+    kl_estimator: str = "k3",
+) -> LossOutput:
+    """Reg-GRPO: squared error between target advantages and group-normalised sequence log-ratios.
+
+    Args:
+        logprobs, old_logprobs, mask: ``[N, T]``.
+        advantages: ``[N]`` regression targets (group z-scores of the rewards).
+        group_ids: ``[N]`` rollouts of one prompt share an id.
+        eps_r: std floor of the predicted advantages (> 0; see the module docstring).
+        aggregation, max_len, num_tokens: aggregation of the KL term only.
+        seq_mask: ``[N]`` bool; False rows leave the loss and every group statistic.
+        ref_logprobs, beta, kl_estimator: optional KL to a reference.
+    """
+    if eps_r <= 0:
+        raise ValueError(f"eps_r must be > 0 (it keeps the first step finite), got {eps_r}")
+    if advantages.dim() != 1:
+        raise ValueError(f"reg_grpo needs sequence-level targets [N], got shape {tuple(advantages.shape)}")
+    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
+    target = x.advantages[:, 0]  # [N]
+    index, num_groups = group_index(torch.as_tensor(group_ids, device=target.device))
+    rho = (x.log_ratio * x.mask).sum(-1)  # [N] sequence log-ratio
+    predicted = predicted_advantages(rho, index, num_groups, x.keep, eps_r)
+    nonzero = ((target != 0) & x.keep).to(target.dtype)
+    signal = target.new_zeros(num_groups).index_add(0, index, nonzero)  # [M] rows with a non-zero target
+    live = x.keep & (signal[index] > 0)  # [N]: kept rows of groups with a non-zero target
+    err = torch.where(live, target - predicted, torch.zeros_like(predicted))
+    policy = err.square().sum() / x.num_seqs
+    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
+    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
+    with torch.no_grad():
+        metrics = LossMetrics(
+            policy_loss=policy.detach(),
+            ratio_mean=masked_mean(ratio_from_log(x.log_ratio), x.mask),
+            kl=None if kl is None else masked_mean(kl, x.mask),
+        )
+    return LossOutput(loss, metrics)

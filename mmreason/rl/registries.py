@@ -1,0 +1,60 @@
+"""The four registries of the RL math and their decorators.
+
+Loss formula, token aggregation and KL estimator are independent choices, so each has its own table:
+
+- ``ESTIMATORS``: ``fn(rewards [N, K] fp32, group_ids [N] long, weights [K], **options)``
+  ``-> Tensor[N] | AdvantageResult``
+- ``POLICY_LOSSES``: ``fn(logprobs [N, T], old_logprobs [N, T], advantages [N] | [N, T], mask [N, T],``
+  ``**options) -> LossOutput``
+- ``AGGREGATIONS``: ``fn(per_token_loss [N, T], mask [N, T], *, num_seqs, num_tokens, max_len) -> Tensor[]``
+- ``KL_ESTIMATORS``: ``fn(logprobs [N, T], ref_logprobs [N, T]) -> Tensor[N, T]``
+
+Each registry imports the modules that fill it on its first lookup, so ``ESTIMATORS.names()`` is complete
+even when only this module was imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from mmreason.registry import Registry
+
+
+def _importer(*modules: str) -> Callable[[], None]:
+    def load() -> None:
+        for module in modules:
+            importlib.import_module(module)
+
+    return load
+
+
+ESTIMATORS: Registry[Callable[..., Any]] = Registry("estimator", loader=_importer("mmreason.rl.estimators"))
+POLICY_LOSSES: Registry[Callable[..., Any]] = Registry("policy loss", loader=_importer("mmreason.rl.losses"))
+AGGREGATIONS: Registry[Callable[..., Any]] = Registry(
+    "loss aggregation", loader=_importer("mmreason.rl.losses.aggregation")
+)
+KL_ESTIMATORS: Registry[Callable[..., Any]] = Registry(
+    "KL estimator", loader=_importer("mmreason.rl.losses.kl")
+)
+
+
+def register_estimator(name: str | None = None, *, replace: bool = False):
+    """Decorator: register an advantage estimator under ``name`` (default: the function name)."""
+    return ESTIMATORS.register(name, replace=replace)
+
+
+def register_policy_loss(name: str | None = None, *, replace: bool = False):
+    """Decorator: register a policy loss under ``name``."""
+    return POLICY_LOSSES.register(name, replace=replace)
+
+
+def register_aggregation(name: str | None = None, *, replace: bool = False):
+    """Decorator: register a token aggregation under ``name``."""
+    return AGGREGATIONS.register(name, replace=replace)
+
+
+def register_kl_estimator(name: str | None = None, *, replace: bool = False):
+    """Decorator: register a per-token KL estimator under ``name``."""
+    return KL_ESTIMATORS.register(name, replace=replace)
