@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("mmreason.listing", "list registered tasks, rewards or estimators"),
     "train": ("mmreason.train.cli", "GRPO-family RL training from a YAML recipe"),
     "sft": ("mmreason.train.sft", "supervised fine-tuning (assistant tokens only) from a YAML recipe"),
+    "bench": ("mmreason.bench", "benchmarks: grpo-step, eval-overhead"),
     "plot": ("mmreason.train.plot", "write PNG training curves of a run directory"),
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from mmreason.config import load_config
 from mmreason.train.config import TrainConfig
@@ -18,5 +19,5 @@ def run(args: argparse.Namespace) -> int:
     from mmreason.train.grpo import train
 
     cfg = load_config(TrainConfig, args.config, args.overrides)
-    train(cfg)
+    train(cfg, config_dir=str(Path(args.config).resolve().parent))
     return 0

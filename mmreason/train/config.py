@@ -46,9 +46,14 @@ class RolloutConfig:
 
 @dataclass
 class RewardConfig:
-    name: str  # a registered reward, `pkg.module:function` or `path/to/file.py:function`
-    weight: float = 1.0
+    """One reward component. ``name`` is a registered reward (`mmreason list rewards`) or a reference
+    ``pkg.module:function`` / ``path/to/file.py:function`` (relative to the config file, then the cwd);
+    ``weight`` is a number, or ``{sub-score: weight}`` for a reward that returns named sub-scores."""
+
+    name: str
+    weight: float | dict[str, float] = 1.0
     kwargs: dict[str, Any] = field(default_factory=dict)
+    column: str | None = None  # the logged name (default: the registered or function name)
 
 
 @dataclass
@@ -100,11 +105,14 @@ class TrainConfig:
     max_reward_errors: int = 50
     reward_timeout_s: float = 30.0
     reward_on_error: str = "none"  # none | zero
+    reward_missing: str = "zero"  # a reward that does not apply (None) counts as: zero | renormalize
     report_to: list[str] = field(default_factory=list)  # tensorboard | wandb, through accelerate trackers
     num_threads: int | None = None  # torch CPU threads
 
     def validate(self) -> None:
         if self.rollout.num_generations < 1:
             raise ConfigError("rollout.num_generations must be >= 1")
+        if self.reward_missing not in ("zero", "renormalize"):
+            raise ConfigError(f"reward_missing: {self.reward_missing!r} is not zero or renormalize")
         if self.reward_on_error not in ("none", "zero"):
             raise ConfigError(f"reward_on_error: {self.reward_on_error!r} is not none or zero")

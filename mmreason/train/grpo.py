@@ -9,6 +9,7 @@ aggregations and KL estimators are looked up by name in ``mmreason.rl``'s regist
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import time
@@ -107,10 +108,12 @@ def score(run: Run, prompts: list[tuple[int, PromptInputs]], trajectories: list[
     """Rewards [N, K] from the reward runner (errors are counted there, under max_reward_errors)."""
     by_id = {p.sample.id: p.sample for _, p in prompts}
     samples = [by_id[t.sample_id] for t in trajectories]
-    batch = run.rewards(samples, trajectories)
+    try:
+        batch = run.rewards(samples, trajectories)
+    finally:
+        run.counters.reward_errors = run.rewards.total_errors
     for err in batch.errors:
-        _event(run, "reward_error", **err)
-    run.counters.reward_errors = run.rewards.error_count
+        _event(run, "reward_error", **dataclasses.asdict(err))
     return samples, batch
 
 
@@ -126,7 +129,7 @@ def compute_advantages(run: Run, rewards: torch.Tensor, weights: torch.Tensor, g
     result = rl.advantages(a.estimator, rewards, group_ids, weights=weights, **options)
     keep = result.keep_mask()
     if a.dynamic_sampling:
-        total = torch.nan_to_num(rewards, nan=0.0) @ weights
+        total = torch.nan_to_num(rewards, nan=0.0) @ weights  # [N]
         filtered = rl.dynamic_sampling_filter(total, group_ids)
         keep = keep & filtered.keep
         run.counters.dropped_groups += int(filtered.num_dropped)
@@ -229,7 +232,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         t3 = time.perf_counter()
         gids = torch.tensor([t.group_id for t in trajectories])
         adv, keep = compute_advantages(run, batch.values, batch.weights, gids)
-        total = torch.nan_to_num(batch.values, nan=0.0) @ batch.weights
+        total = batch.total(run.cfg.reward_missing)
         scored = Scored(trajectories, samples, batch.values, batch.names, total, adv, keep)
         run.sampler.observe([i for i, _ in prompts], total, gids)
         metrics.update(policy_update(run, scored))
@@ -298,9 +301,11 @@ def _save(run: Run, step: int):
                            state, processor=run.processor, keep=run.cfg.save_total_limit)
 
 
-def train(cfg: TrainConfig) -> Run:
+def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     """The whole run; returns the Run (for tests and notebooks)."""
-    run = setup_run(cfg)
+    from mmreason.rewarding import RewardErrorLimitExceeded
+
+    run = setup_run(cfg, config_dir=config_dir)
     start = 0
     ckpt = resolve_resume(cfg.resume, cfg.output_dir)
     if ckpt is not None:
@@ -325,9 +330,9 @@ def train(cfg: TrainConfig) -> Run:
                 _save(run, step)
         if not cfg.save_steps or cfg.max_steps % cfg.save_steps:
             _save(run, cfg.max_steps)
-    except RunStopped:
-        _save(run, run.step)
-        raise
+    except (RunStopped, RewardErrorLimitExceeded) as exc:
+        path = _save(run, run.step)
+        raise RunStopped(f"run stopped at step {run.step}: {exc}; last checkpoint: {path}") from exc
     finally:
         run.logger.close()
     if run.accelerator.is_main_process:

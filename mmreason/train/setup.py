@@ -103,7 +103,8 @@ def build_optimizer(cfg: TrainConfig, model, total_steps: int):
     return optimizer, scheduler
 
 
-def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards: bool = True) -> Run:
+def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards: bool = True,
+              config_dir: str | None = None) -> Run:
     accelerator = make_accelerator(cfg)
     out = Path(cfg.output_dir)
     if accelerator.is_main_process:
@@ -124,25 +125,28 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
     optimizer, scheduler = build_optimizer(cfg, model, steps)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     sampler = UniformSampler(len(dataset), seed=cfg.seed)
-    rewards = build_rewards(cfg, pack) if with_rewards else None
+    rewards = build_rewards(cfg, pack, config_dir) if with_rewards else None
     return Run(cfg, accelerator, model, processor, optimizer, scheduler, pack, dataset, sampler,
                ref_model=ref_model, rewards=rewards)
 
 
-def build_rewards(cfg: TrainConfig, pack: TaskPack):
+def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = None):
+    """The reward runner: the config's rewards, or the task pack's defaults when the config names none."""
     from mmreason.rewarding import RewardRunner, RewardSpec
 
-    specs_cfg = cfg.rewards or [
-        _reward_config(r) for r in pack.rewards
-    ]
-    base_dir = os.getcwd()
-    specs = [RewardSpec(name=r.name, weight=r.weight, kwargs=dict(r.kwargs)) for r in specs_cfg]
+    configs = cfg.rewards or [_reward_config(r) for r in pack.rewards]
+    specs = []
+    for r in configs:
+        ref = r.name
+        column = r.column or (ref.rsplit(":", 1)[1] if ":" in ref else ref)
+        specs.append(RewardSpec(name=column, ref=ref, weight=r.weight, kwargs=dict(r.kwargs)))
     return RewardRunner(specs, timeout_s=cfg.reward_timeout_s, on_error=cfg.reward_on_error,
-                        max_reward_errors=cfg.max_reward_errors, base_dir=base_dir)
+                        max_reward_errors=cfg.max_reward_errors, base_dir=config_dir or os.getcwd())
 
 
 def _reward_config(mapping: dict[str, Any]):
     from mmreason.train.config import RewardConfig
 
     m = dict(mapping)
-    return RewardConfig(name=m.pop("name"), weight=float(m.pop("weight", 1.0)), kwargs=m.pop("kwargs", m))
+    return RewardConfig(name=m.pop("name"), weight=m.pop("weight", 1.0), kwargs=m.pop("kwargs", {}),
+                        column=m.pop("column", None))

@@ -1,0 +1,88 @@
+"""End to end through the real `mmreason train` / `sft` / `plot` entry points on the tiny model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from mmreason.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
+
+
+def _train(tiny_model_dir, out, *extra, command="train"):
+    args = [command, QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}",
+            "rollout.num_generations=4", "rollout.max_completion_length=4", "prompts_per_step=2",
+            "log_completions_steps=1", "num_threads=1", *extra]
+    assert main(args) == 0
+
+
+def _weights(checkpoint: Path) -> dict[str, torch.Tensor]:
+    return load_file(checkpoint / "model" / "model.safetensors")
+
+
+def _metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_train_logs_checkpoints_and_changes_parameters(tiny_model_dir, shapes_cache, tmp_path):
+    out = tmp_path / "run"
+    _train(tiny_model_dir, out, "max_steps=3", "save_steps=2")
+    rows = _metrics(out)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for key in ("reward/mean", "reward/std", "rewards/anls/mean", "frac_reward_zero_std", "completion/length_mean",
+                "completion/length_max", "completion/clipped_ratio", "entropy", "time/generate", "time/reward",
+                "time/update", "time/other", "loss", "grad_norm"):
+        assert key in rows[-1], key
+    assert (out / "config.yaml").exists() and (out / "curves.png").stat().st_size > 1000
+    completions = [json.loads(x) for x in (out / "completions.jsonl").read_text().splitlines()]
+    assert completions and {"completion", "reward", "advantage", "rewards"} <= set(completions[0])
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+    before = load_file(Path(tiny_model_dir) / "model.safetensors")
+    after = _weights(out / "checkpoint-3")
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert changed, "training did not change any parameter"
+
+
+@pytest.mark.slow
+def test_resume_continues_the_same_sequence(tiny_model_dir, shapes_cache, tmp_path):
+    straight = tmp_path / "straight"
+    _train(tiny_model_dir, straight, "max_steps=4", "save_steps=2", "save_total_limit=3")
+    # The same run stopped after its step-2 checkpoint (a half-written save left behind), then resumed.
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    shutil.copytree(straight / "checkpoint-2", resumed / "checkpoint-2")
+    (resumed / "checkpoint-4.tmp").mkdir()  # a save killed midway must be ignored
+    _train(tiny_model_dir, resumed, "max_steps=4", "save_steps=2", "resume=auto")
+    a, b = _weights(straight / "checkpoint-4"), _weights(resumed / "checkpoint-4")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert _weights(straight / "checkpoint-2").keys() == a.keys()
+    assert not torch.equal(_weights(straight / "checkpoint-2")["lm_head.weight"], a["lm_head.weight"])
+
+
+@pytest.mark.slow
+def test_sft_trains_on_assistant_tokens(tiny_model_dir, shapes_cache, tmp_path):
+    out = tmp_path / "sft"
+    _train(tiny_model_dir, out, "max_steps=8", "save_steps=0", "learning_rate=1e-2", command="sft")
+    rows = _metrics(out)
+    assert len(rows) == 8
+    first, last = rows[0]["loss"], rows[-1]["loss"]
+    assert last < first * 0.8, (first, last)  # imitation of one-word answers is quickly learnable
+    assert (out / "checkpoint-8" / "model" / "model.safetensors").exists()
+
+
+def test_plot_reads_a_run_dir(tmp_path, capsys):
+    rows = [{"step": i, "reward/mean": i / 10, "loss": 1 - i / 10} for i in range(1, 6)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["plot", str(tmp_path)]) == 0
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    assert main(["plot", str(tmp_path / "nope")]) == 2
