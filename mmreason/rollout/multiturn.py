@@ -9,6 +9,7 @@ a tool call, the environment says done, ``max_turns`` is reached, or the context
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
@@ -68,9 +69,8 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         mask = torch.cat([mask, torch.ones_like(action)])
         turns.append(Turn("assistant", text, start, int(ids.numel())))
         ended_with_eos = action.numel() > 0 and int(action[-1]) in eos
-        if truncated and not settings.stop_strings:
-            break
-        obs = env.step(text)
+        truncated = truncated and not any(text.endswith(s) for s in settings.stop_strings)
+        obs = env.step(text)  # the environment decides what a finished, stopped or cut turn means
         infos.append(obs.info)
         if obs.done or turn == max_turns - 1:
             break
@@ -104,8 +104,11 @@ def _merge_visual(chunks: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
 def generate_multiturn_group(model, processor, prompt: PromptInputs, make_env: Callable[[], Environment],
                              group_id: int, num_generations: int, settings: GenerationSettings,
                              max_turns: int, max_context: int, seed: int, step: int) -> list[Trajectory]:
-    return [
-        run_episode(model, processor, prompt, make_env(), group_id, settings, max_turns, max_context,
-                    seed, step, i)
-        for i in range(num_generations)
-    ]
+    """G episodes of one prompt, each against a fresh environment; turns end at EOS or a stop string."""
+    trajectories = []
+    for i in range(num_generations):
+        env = make_env()
+        turn_settings = replace(settings, stop_strings=tuple(getattr(env, "stop_strings", ())))
+        trajectories.append(run_episode(model, processor, prompt, env, group_id, turn_settings, max_turns,
+                                        max_context, seed, step, i))
+    return trajectories

@@ -13,7 +13,7 @@ import dataclasses
 import inspect
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -92,11 +92,9 @@ def roll_out(run: Run, prompts: list[tuple[int, PromptInputs]], step: int) -> li
     for index, prompt in prompts:
         seed = group_seed(run.cfg.seed, step, prompt.sample.id)
         if run.pack.make_environment is not None and r.max_turns > 1:
-            env_factory = run.pack.make_environment
-            stops = tuple(getattr(env_factory(), "stop_strings", ()))
             trajectories += generate_multiturn_group(
-                model, run.processor, prompt, env_factory, index, r.num_generations,
-                replace(settings, stop_strings=stops), r.max_turns,
+                model, run.processor, prompt, run.pack.make_environment, index, r.num_generations, settings,
+                r.max_turns,
                 run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns, run.cfg.seed, step)
         else:
             trajectories += generate_group(model, run.processor, prompt, index, r.num_generations, settings, seed)

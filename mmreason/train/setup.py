@@ -115,7 +115,9 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
     model = load_model(cfg.model)
     trainable, total = trainable_parameters(model)
     if accelerator.is_main_process:
-        print(f"model: {cfg.model.name_or_path} ({total:,} parameters, {trainable:,} trainable)")
+        print(f"model: {cfg.model.name_or_path} ({total:,} parameters, {trainable:,} trainable); "
+              f"processes: {accelerator.num_processes} ({accelerator.distributed_type.value.lower()}, "
+              f"{accelerator.device})")
     ref_model = None
     if cfg.algorithm.beta > 0:
         ref_cfg = ModelConfig(**{**cfg.model.__dict__, "lora": False, "gradient_checkpointing": False})

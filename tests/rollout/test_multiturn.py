@@ -1,0 +1,95 @@
+"""Multi-turn rollouts: an environment answers each assistant turn with an image; observation tokens are
+never trained (action_mask 0) and the whole trajectory goes through the trainer's forward and loss."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from PIL import Image
+
+from mmreason.rollout.environment import Observation
+from mmreason.rollout.forward import collate, token_logprobs
+from mmreason.rollout.generate import GenerationSettings
+from mmreason.rollout.multiturn import generate_multiturn_group
+from mmreason.rollout.prompts import build_prompt
+from mmreason.types import Sample
+
+
+class ZoomEnv:
+    """A tool environment: `<tool_call>{"name": "zoom", ...}</tool_call>` returns a crop of the image.
+
+    Model output is untrusted: a missing or malformed call still gets an (error) observation with the full
+    image, so a random policy exercises the image path every turn.
+    """
+
+    stop_strings = ("</tool_call>",)
+
+    def reset(self, sample: Sample) -> None:
+        self.image = sample.images[0]
+        self.calls = 0
+
+    def step(self, action_text: str) -> Observation:
+        self.calls += 1
+        info = {"turn": self.calls}
+        try:
+            body = action_text.split("<tool_call>", 1)[1].split("</tool_call>", 1)[0]
+            call = json.loads(body[:1000])
+            info["call"] = call
+            text = "zoomed:"
+        except (IndexError, ValueError):
+            text = "no valid tool call; full image:"
+            info["error"] = "unparsable"
+        return Observation(text=text, images=[self.image.resize((56, 56))], info=info, done=self.calls >= 2)
+
+
+def _sample() -> Sample:
+    image = Image.new("RGB", (84, 84), "blue")
+    content = [{"type": "image"}, {"type": "text", "text": "Zoom in, then answer: what colour?"}]
+    return Sample(id="mt-0", messages=[{"role": "user", "content": content}], answer="blue", images=[image])
+
+
+def test_observation_turns_carry_images_and_are_masked(tiny):
+    model, processor = tiny
+    prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
+    trajs = generate_multiturn_group(model, processor, prompt, ZoomEnv, group_id=0, num_generations=3,
+                                     settings=GenerationSettings(max_new_tokens=5), max_turns=3,
+                                     max_context=2048, seed=0, step=1)
+    assert len(trajs) == 3
+    for t in trajs:
+        roles = [turn.role for turn in t.turns]
+        assert roles == ["assistant", "observation", "assistant"], roles
+        obs = t.turns[1]
+        assert t.action_mask[obs.start : obs.end].sum() == 0  # observations are never trained
+        for turn in (t.turns[0], t.turns[2]):
+            assert t.action_mask[turn.start : turn.end].all()
+        assert t.action_mask[: prompt.length].sum() == 0
+        # The observation image is in the token stream (expanded image pads) and in the visual inputs.
+        image_tokens_in_obs = int((t.mm_token_type_ids[obs.start : obs.end] == 1).sum())
+        assert image_tokens_in_obs == 4  # 56x56 px -> 2x2 merged tokens
+        assert len(t.visual) == 2 and t.visual[1]["image_grid_thw"].tolist() == [[1, 4, 4]]
+        assert "<observation>" in t.completion_text
+
+    # The trainer's forward accepts the interleaved trajectory; gradients come only from action tokens.
+    batch = collate(trajs, processor.tokenizer.pad_token_id)
+    model.requires_grad_(True)
+    try:
+        logp, _ = token_logprobs(model, batch)
+        assert torch.isfinite(logp).all()
+        loss = -(logp * batch.action_mask).sum()
+        loss.backward()
+        assert model.lm_head.weight.grad is not None and model.lm_head.weight.grad.abs().sum() > 0
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.requires_grad_(False)
+
+
+def test_multiturn_sampling_is_seeded(tiny):
+    model, processor = tiny
+    prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
+    kwargs = dict(group_id=0, num_generations=2, settings=GenerationSettings(max_new_tokens=5), max_turns=3,
+                  max_context=2048, seed=4, step=2)
+    a = generate_multiturn_group(model, processor, prompt, ZoomEnv, **kwargs)
+    b = generate_multiturn_group(model, processor, prompt, ZoomEnv, **kwargs)
+    assert [t.token_ids.tolist() for t in a] == [t.token_ids.tolist() for t in b]
+    assert a[0].token_ids.tolist() != a[1].token_ids.tolist()  # rollouts of a group differ
