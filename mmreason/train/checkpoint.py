@@ -102,12 +102,14 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler) -> dic
 
         set_peft_model_state_dict(unwrapped, load_file(model_dir / "adapter_model.safetensors"))
     else:
-        weights = {}
-        for shard in sorted(model_dir.glob("*.safetensors")):
-            weights.update(load_file(shard))
-        missing, unexpected = unwrapped.load_state_dict(weights, strict=False)
-        if unexpected:
-            raise ValueError(f"checkpoint {path}: unexpected weights {unexpected[:3]}")
+        # Load through from_pretrained, which undoes the key renaming save_pretrained applies, then copy
+        # into the live (possibly wrapped) model; strict, so a mismatch can never pass silently.
+        from transformers import AutoModelForImageTextToText
+
+        dtype = next(unwrapped.parameters()).dtype
+        saved = AutoModelForImageTextToText.from_pretrained(str(model_dir), dtype=dtype)
+        unwrapped.load_state_dict(saved.state_dict(), strict=True)
+        del saved
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
     rng = torch.load(path / "rng_state.pt", weights_only=False)
