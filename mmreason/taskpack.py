@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -37,6 +38,16 @@ class TaskPack:
     make_environment: Callable[..., Any] | None = None
     prompt_template: str = ""
     sft_target: Callable[[Sample], str] | None = None  # assistant text to imitate; default: the answer
+    # Called every time a sample is drawn (train, SFT and eval), with a generator seeded by
+    # (run seed, step, sample id): per-draw choices such as resolution allocation or augmentation.
+    transform: Callable[..., Sample] | None = None  # (sample, *, split: str, rng: random.Random) -> Sample
+
+    def prepare(self, sample: Sample, *, split: str, seed: int, step: int) -> Sample:
+        """The sample as the model will see it on this draw (the pack's ``transform``, seeded)."""
+        if self.transform is None:
+            return sample
+        rng = random.Random(f"{seed}/{step}/{split}/{sample.id}")
+        return self.transform(sample, split=split, rng=rng)
 
     def target_text(self, sample: Sample) -> str:
         if self.sft_target is not None:

@@ -78,6 +78,7 @@ def check_model_dir(path: str | Path) -> Path:
 def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: int | None = None):
     from transformers import AutoProcessor
 
+    check_model_dir(path)
     kwargs = {}
     if min_pixels is not None:
         kwargs["min_pixels"] = min_pixels

@@ -70,6 +70,16 @@ class AlgorithmConfig:
     beta: float = 0.0  # KL coefficient to the reference model; 0 = no reference model
     kl_estimator: str = "k3"  # k1 | k2 | k3 (= low_var_kl)
     dynamic_sampling: bool = False  # drop zero-variance groups (DAPO) and report how many
+    task_key: str = "domain"  # sample column naming a trajectory's task (G2RPO task_batch, per-task metrics)
+    entropy_coef: float = 0.0  # lambda_ent of the entropy band penalty (OpenVLThinkerV2); 0 = off
+    entropy_band: dict[str, list[float]] = field(default_factory=dict)  # task -> [H_min, H_max]; key
+    # "default" for tasks not listed
+
+
+@dataclass
+class SamplerConfig:
+    name: str = "uniform"  # a registered prompt sampler (mmreason.sampling.SAMPLERS)
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,6 +91,7 @@ class TrainConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     rewards: list[RewardConfig] = field(default_factory=list)  # empty = the task pack's defaults
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
     output_dir: str = "runs/default"
     seed: int = 0
     max_steps: int = 100

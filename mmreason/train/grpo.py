@@ -45,6 +45,7 @@ class Scored:
     total_reward: torch.Tensor  # [N] weighted sum used for logging
     advantages: torch.Tensor  # [N]
     keep: torch.Tensor  # [N] bool: trajectories that enter the loss
+    tasks: list[str]  # [N] task of each trajectory (algorithm.task_key)
 
 
 # ---- phases -------------------------------------------------------------------------------------
@@ -61,7 +62,7 @@ def build_prompts(run: Run, indices: list[int]) -> list[tuple[int, PromptInputs]
     """Prompts for the chosen samples; broken media and over-long prompts are counted and skipped."""
     d, out = run.cfg.data, []
     for index in indices:
-        sample = run.dataset[index]
+        sample = run.pack.prepare(run.dataset[index], split="train", seed=run.cfg.seed, step=run.step)
         try:
             prompt = build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length,
                                   min_pixels=d.min_pixels, max_pixels=d.max_pixels, video_fps=d.video_fps,
@@ -115,15 +116,29 @@ def score(run: Run, prompts: list[tuple[int, PromptInputs]], trajectories: list[
     return samples, batch
 
 
-def compute_advantages(run: Run, rewards: torch.Tensor, weights: torch.Tensor, group_ids: torch.Tensor
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+def task_names(run: Run, samples: list[Sample]) -> list[str]:
+    """Each trajectory's task (the ``task_key`` column, else the pack name) for per-task math and metrics."""
+    key = run.cfg.algorithm.task_key
+    return [str(s.meta.get(key) or s.task or run.pack.name) for s in samples]
+
+
+def task_index(names: list[str]) -> torch.Tensor:
+    order = {name: i for i, name in enumerate(sorted(set(names)))}
+    return torch.tensor([order[n] for n in names], dtype=torch.long)
+
+
+def compute_advantages(run: Run, rewards: torch.Tensor, weights: torch.Tensor, group_ids: torch.Tensor,
+                       tasks: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages [N] and the keep mask [N] (estimator loss mask x dynamic-sampling filter)."""
     from mmreason import rl
 
     a = run.cfg.algorithm
     options = dict(a.estimator_options)
-    if "scale_rewards" in _accepted(rl.ESTIMATORS.get(a.estimator)) and "scale_rewards" not in options:
+    accepted = _accepted(rl.ESTIMATORS.get(a.estimator))
+    if "scale_rewards" in accepted and "scale_rewards" not in options:
         options["scale_rewards"] = a.scale_rewards
+    if "task_ids" in accepted and "task_ids" not in options:
+        options["task_ids"] = task_index(tasks)
     result = rl.advantages(a.estimator, rewards, group_ids, weights=weights, **options)
     keep = result.keep_mask()
     if a.dynamic_sampling:
@@ -144,6 +159,8 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
         return {"loss": 0.0, "skipped_update": 1.0}
     adv = scored.advantages[scored.keep]
     gids = torch.tensor([t.group_id for t in trajs])
+    tasks = [name for name, k in zip(scored.tasks, scored.keep.tolist()) if k]
+    band = entropy_band_rows(a, tasks)  # None, or ([N] H_min, [N] H_max, [N] task ids)
     pad = run.processor.tokenizer.pad_token_id
     chunks = [list(range(i, min(i + cfg.mini_batch_size, len(trajs)))) for i in range(0, len(trajs), cfg.mini_batch_size)]
     batches = [collate([trajs[i] for i in c], pad).to(run.device) for c in chunks]
@@ -159,7 +176,13 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
             mask = b.action_mask
             out = loss_fn(logp, o if o is not None else logp.detach(), adv[c].to(run.device), mask,
                           **_loss_options(a, cfg, r, gids[c]))
-            loss = out.loss / len(batches)
+            loss = out.loss
+            if band is not None:
+                h_min, h_max, ids = (x[c].to(run.device) for x in band)
+                shaping = rl.entropy_band_penalty(ent, mask, h_min, h_max, ids)
+                loss = loss + a.entropy_coef * shaping
+                stats.setdefault("entropy_penalty", []).append(float(shaping.detach()))
+            loss = loss / len(batches)
             if not torch.isfinite(loss):
                 run.counters.nan_steps += 1
                 _event(run, "nonfinite_loss", step=run.step)
@@ -177,6 +200,20 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
         run.optimizer.zero_grad(set_to_none=True)
         stats.setdefault("grad_norm", []).append(float(grad_norm))
     return {k: sum(v) / len(v) for k, v in stats.items()}
+
+
+def entropy_band_rows(a, tasks: list[str]):
+    """Per-row entropy bands from ``algorithm.entropy_band`` (None when entropy shaping is off)."""
+    if a.entropy_coef == 0 or not a.entropy_band:
+        return None
+    bands = []
+    for name in tasks:
+        band = a.entropy_band.get(name, a.entropy_band.get("default"))
+        if band is None:
+            raise ValueError(f"algorithm.entropy_band has no band for task {name!r} and no 'default'")
+        bands.append(band)
+    h = torch.tensor(bands, dtype=torch.float32)  # [N, 2]
+    return h[:, 0], h[:, 1], task_index(tasks)
 
 
 def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids) -> dict[str, Any]:
@@ -229,9 +266,10 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         samples, batch = score(run, prompts, trajectories)
         t3 = time.perf_counter()
         gids = torch.tensor([t.group_id for t in trajectories])
-        adv, keep = compute_advantages(run, batch.values, batch.weights, gids)
+        tasks = task_names(run, samples)
+        adv, keep = compute_advantages(run, batch.values, batch.weights, gids, tasks)
         total = batch.total(run.cfg.reward_missing)
-        scored = Scored(trajectories, samples, batch.values, batch.names, total, adv, keep)
+        scored = Scored(trajectories, samples, batch.values, batch.names, total, adv, keep, tasks)
         run.sampler.observe([i for i, _ in prompts], total, gids)
         metrics.update(policy_update(run, scored))
         t4 = time.perf_counter()
@@ -259,6 +297,11 @@ def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
         valid = col[~torch.isnan(col)]
         m[f"rewards/{name}/mean"] = float(valid.mean()) if valid.numel() else float("nan")
         m[f"rewards/{name}/std"] = float(valid.std(unbiased=False)) if valid.numel() else float("nan")
+    if len(set(s.tasks)) > 1:
+        for name in sorted(set(s.tasks)):
+            rows = torch.tensor([t == name for t in s.tasks])
+            m[f"reward/{name}/mean"] = float(s.total_reward[rows].mean())
+            m[f"completion/{name}/length_mean"] = float(lengths[rows].mean())
     gids = torch.tensor([t.group_id for t in s.trajectories])
     zero_std = rl.dynamic_sampling_filter(s.total_reward, gids)
     m["frac_reward_zero_std"] = zero_std.num_dropped / max(zero_std.num_groups, 1)
@@ -270,12 +313,14 @@ def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
 
 
 def _reduce_across_processes(run: Run, m: dict[str, float]) -> dict[str, float]:
+    """Mean of each metric over the processes that have it (per-task keys can differ between ranks)."""
     if run.accelerator.num_processes == 1:
         return m
-    keys = sorted(m)
-    t = torch.tensor([m[k] for k in keys], device=run.device)
-    t = run.accelerator.reduce(t, reduction="mean")
-    return dict(zip(keys, t.tolist()))
+    from accelerate.utils import gather_object
+
+    per_rank = gather_object([m])
+    keys = sorted({k for d in per_rank for k in d})
+    return {k: sum(d[k] for d in per_rank if k in d) / sum(k in d for d in per_rank) for k in keys}
 
 
 def completion_rows(s: Scored, limit: int = 16) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import torch
 
 from mmreason.config import dump_yaml
 from mmreason.models.loading import ModelConfig, load_model, load_processor, trainable_parameters
-from mmreason.sampling import UniformSampler
+from mmreason.sampling import SAMPLERS
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import TrainConfig
 from mmreason.train.logging import RunLogger
@@ -126,7 +126,7 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
     steps = total_steps if total_steps is not None else cfg.max_steps
     optimizer, scheduler = build_optimizer(cfg, model, steps)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    sampler = UniformSampler(len(dataset), seed=cfg.seed)
+    sampler = SAMPLERS.get(cfg.sampler.name)(len(dataset), seed=cfg.seed, **cfg.sampler.options)
     rewards = build_rewards(cfg, pack, config_dir) if with_rewards else None
     return Run(cfg, accelerator, model, processor, optimizer, scheduler, pack, dataset, sampler,
                ref_model=ref_model, rewards=rewards)

@@ -25,7 +25,8 @@ from mmreason.types import Trajectory
 
 def sft_example(run: Run, index: int) -> Trajectory | None:
     """Prompt + target tokens with action_mask on the target; None (counted) for a broken sample."""
-    d, sample = run.cfg.data, run.dataset[index]
+    d = run.cfg.data
+    sample = run.pack.prepare(run.dataset[index], split="train", seed=run.cfg.seed, step=run.step)
     try:
         prompt = build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length,
                               min_pixels=d.min_pixels, max_pixels=d.max_pixels, video_fps=d.video_fps,

@@ -1,0 +1,56 @@
+"""`mmreason eval`, with lmms-eval's flags, and `mmreason eval compare RESULTS.json RESULTS.json ...`.
+
+    mmreason eval --model runs/shapes --tasks shapes,shapes:my.jsonl --batch_size 8 \\
+        --output_path eval_results --log_samples --limit 100 \\
+        --gen_kwargs temperature=0,max_new_tokens=256 --model_args max_pixels=802816,dtype=bfloat16
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mmreason.eval import compare
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="eval_command", metavar="{compare}")
+    compare.add_arguments(sub.add_parser("compare", help="metric deltas between results files, and a PNG chart"))
+    parser.add_argument("--model", help="a model directory, a LoRA adapter, a `mmreason train` run directory "
+                        "(its newest checkpoint) or a hub id")
+    parser.add_argument("--tasks", help="comma-separated task packs (`mmreason list tasks`), or PACK:PATH to "
+                        "run a pack's prompt and metrics on your JSONL/parquet; `list` lists them")
+    parser.add_argument("--batch_size", type=int, default=1, help="docs per generate call")
+    parser.add_argument("--output_path", default="eval_results", help="results go to OUTPUT_PATH/<model_name>/")
+    parser.add_argument("--log_samples", action="store_true", help="keep <timestamp>_samples_<task>.jsonl")
+    parser.add_argument("--limit", type=float, default=None, help="first N docs per task (< 1: a fraction)")
+    parser.add_argument("--gen_kwargs", default="", help="e.g. temperature=0,max_new_tokens=256,top_p=1")
+    parser.add_argument("--model_args", default="", help="e.g. min_pixels=3136,max_pixels=802816,"
+                        "attn_implementation=sdpa,dtype=bfloat16,adapter=PATH,video_fps=2,video_max_frames=16")
+    parser.add_argument("--seed", type=int, default=0, help="seeds sampling (per doc) and everything else")
+    parser.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: cuda when available)")
+
+
+def build_config(args: argparse.Namespace):
+    from mmreason.config import ConfigError
+    from mmreason.eval.config import EvalConfig, parse_gen_kwargs, parse_model_args
+
+    if not args.model or not args.tasks:
+        raise ConfigError("mmreason eval needs --model and --tasks (or: mmreason eval compare A.json B.json)")
+    cfg = EvalConfig(model=args.model, tasks=[args.tasks], batch_size=args.batch_size, output_path=args.output_path,
+                     log_samples=args.log_samples, limit=args.limit, gen_kwargs=parse_gen_kwargs(args.gen_kwargs),
+                     model_args=parse_model_args(args.model_args), seed=args.seed, device=args.device)
+    cfg.validate()
+    return cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.eval_command == "compare":
+        return compare.run(args)
+    if args.tasks == "list":
+        from mmreason.listing import run as list_run
+
+        return list_run(argparse.Namespace(kind="tasks"))
+    from mmreason.eval.harness import evaluate
+
+    evaluate(build_config(args))
+    return 0

@@ -1,0 +1,117 @@
+"""The settings of one `mmreason eval` run, in lmms-eval's vocabulary, every default in one typed place.
+
+``--model_args`` and ``--gen_kwargs`` are lmms-eval's comma-separated ``key=value`` strings; they are
+parsed into the dataclasses below, so an unknown key is an error naming it and the closest valid key,
+and a value of the wrong type is an error naming the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmreason.config import ConfigError, build, parse_override
+
+# The split name the harness asks a task pack for (``TaskPack.load(path, EVAL_SPLIT, ...)``).
+EVAL_SPLIT = "eval"
+
+
+@dataclass
+class ModelArgs:
+    """``--model_args``: how the model is loaded and how its inputs are built (each can move a score)."""
+
+    min_pixels: int | None = None  # per image / page; None = the processor's own limits
+    max_pixels: int | None = None
+    video_fps: float = 2.0
+    video_max_frames: int = 16
+    max_prompt_length: int = 32768  # text + visual tokens; a longer prompt is a failed sample, never cut
+    system_prompt: str | None = None
+    attn_implementation: str = "auto"  # auto | flash_attention_2 | sdpa | eager
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    adapter: str | None = None  # a LoRA adapter directory loaded (and merged) on top of --model
+
+
+@dataclass
+class GenKwargs:
+    """``--gen_kwargs``. The model's own generation_config sampling defaults are not used: only these."""
+
+    max_new_tokens: int = 256
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    top_k: int | None = None
+    do_sample: bool | None = None  # lmms-eval's flag: false forces greedy; true needs temperature > 0
+
+    def validate(self) -> None:
+        if self.do_sample is False:
+            self.temperature = 0.0
+        if self.do_sample and self.temperature <= 0:
+            raise ConfigError("gen_kwargs: do_sample=true needs temperature > 0")
+        if self.max_new_tokens < 1:
+            raise ConfigError("gen_kwargs.max_new_tokens must be >= 1")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"gen_kwargs.top_p: {self.top_p} is not in (0, 1]")
+
+
+@dataclass
+class EvalConfig:
+    """One evaluation run: a model, task specs (``name`` or ``PACK:PATH``) and how to run them."""
+
+    model: str
+    tasks: list[str]
+    batch_size: int = 1
+    output_path: str = "eval_results"
+    log_samples: bool = False
+    limit: float | None = None  # first N docs of each task; a value < 1 is a fraction (as lmms-eval)
+    gen_kwargs: GenKwargs = field(default_factory=GenKwargs)
+    model_args: ModelArgs = field(default_factory=ModelArgs)
+    seed: int = 0
+    device: str | None = None  # None = cuda when available, else cpu
+
+    def validate(self) -> None:
+        if self.batch_size < 1:
+            raise ConfigError("--batch_size must be >= 1")
+        if self.limit is not None and self.limit <= 0:
+            raise ConfigError("--limit must be > 0")
+        if not self.tasks:
+            raise ConfigError("--tasks is empty")
+
+
+def parse_kv(text: str | None, flag: str) -> dict[str, Any]:
+    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}`` (values read as YAML scalars: numbers, booleans, null)."""
+    out: dict[str, Any] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        try:
+            path, value = parse_override(item.strip())
+        except ConfigError as exc:
+            raise ConfigError(f"{flag}: {exc}") from None
+        if len(path) != 1:
+            raise ConfigError(f"{flag}: key {'.'.join(path)!r} has a dot; give plain names like max_pixels=...")
+        out[path[0]] = value
+    return out
+
+
+def parse_model_args(text: str | None) -> ModelArgs:
+    try:
+        return build(ModelArgs, parse_kv(text, "--model_args"))
+    except ConfigError as exc:
+        raise ConfigError(f"--model_args: {exc}") from None
+
+
+def parse_gen_kwargs(text: str | None) -> GenKwargs:
+    try:
+        return build(GenKwargs, parse_kv(text, "--gen_kwargs"))
+    except ConfigError as exc:
+        raise ConfigError(f"--gen_kwargs: {exc}") from None
+
+
+def resolve_limit(limit: float | None, n: int) -> int:
+    """How many docs ``--limit`` keeps out of ``n`` (an int count, or a fraction when < 1)."""
+    if limit is None:
+        return n
+    if limit < 1:
+        import math
+
+        return min(n, math.ceil(n * limit))
+    return min(n, int(limit))

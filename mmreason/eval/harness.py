@@ -1,0 +1,106 @@
+"""`mmreason eval`: one run reads like the flow.
+
+    resolve --model -> load tasks -> load model and processor -> open (or resume) the run's files
+    -> per task: score every doc in length-sorted batches, journaling each batch
+    -> aggregate (mean, stderr, n, failures) -> results JSON, markdown table, terminal table
+
+Everything that can move a score is in ``results["config"]`` and ``results["configs"][task]``; its
+hash names the run for resume (see ``output.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mmreason.eval.config import EvalConfig
+from mmreason.eval.model import ResolvedModel, default_device, load_for_eval, resolve_model
+from mmreason.eval.output import RunFiles, config_hash, elapsed_since, package_versions
+from mmreason.eval.report import build_results, markdown_table, print_table
+from mmreason.eval.scoring import PromptOptions, ScoringOptions, score_task
+from mmreason.eval.tasks import EvalTask, load_tasks
+from mmreason.rollout.generate import GenerationSettings
+
+
+@dataclass
+class EvalOutcome:
+    results: dict[str, Any]
+    results_path: Path
+    samples_paths: dict[str, Path]  # task name -> samples file (written with --log_samples)
+    resumed_docs: int  # docs taken from an earlier, interrupted run
+
+
+def scoring_options(cfg: EvalConfig) -> ScoringOptions:
+    g, m = cfg.gen_kwargs, cfg.model_args
+    settings = GenerationSettings(g.max_new_tokens, g.temperature, g.top_p, g.top_k)
+    prompt = PromptOptions(m.min_pixels, m.max_pixels, m.video_fps, m.video_max_frames, m.max_prompt_length,
+                           m.system_prompt)
+    return ScoringOptions(settings, prompt, cfg.batch_size, cfg.seed)
+
+
+def run_config(cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], processor, device: str
+               ) -> dict[str, Any]:
+    """The settings that move a score (hashed for resume), as the results file records them."""
+    from mmreason.models.loading import resolve_attn_implementation, resolve_dtype
+
+    image = processor.image_processor.size
+    video = getattr(processor, "video_processor", None)
+    return {
+        "model": resolved.describe(),
+        "model_args": asdict(cfg.model_args),
+        "dtype": str(resolve_dtype(cfg.model_args.dtype)).removeprefix("torch."),
+        "attn_implementation": resolve_attn_implementation(cfg.model_args.attn_implementation),
+        "image_pixels": {"min": cfg.model_args.min_pixels or image.get("shortest_edge"),
+                         "max": cfg.model_args.max_pixels or image.get("longest_edge")},
+        "video_pixels": ({"min": video.size.get("shortest_edge"), "max": video.size.get("longest_edge")}
+                         if video is not None else None),
+        "video_frames": {"fps": cfg.model_args.video_fps, "max_frames": cfg.model_args.video_max_frames},
+        "gen_kwargs": asdict(cfg.gen_kwargs),
+        "decoding": "greedy" if cfg.gen_kwargs.temperature == 0 else "sampling, seeded per doc",
+        "chat_template_hash": config_hash({"t": getattr(processor, "chat_template", None)}),
+        "tasks": [t.name for t in tasks],
+        "docs_hash": {t.name: t.docs_hash() for t in tasks},
+        "limit": cfg.limit,
+        "batch_size": cfg.batch_size,
+        "seed": cfg.seed,
+        "device": device,
+    }
+
+
+def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcome:
+    """Run every task of ``cfg``; returns the results and where they were written."""
+    from rich.console import Console
+    from tqdm.auto import tqdm
+    from transformers import set_seed
+
+    console = console or Console()
+    resolved = resolve_model(cfg.model, cfg.model_args.adapter)
+    tasks = load_tasks(cfg.tasks, cfg.limit)  # before the model: a task typo fails in a second
+    device = default_device(cfg.device)
+    set_seed(cfg.seed)
+    model, processor = load_for_eval(resolved, cfg.model_args, device)
+    config = run_config(cfg, resolved, tasks, processor, device)
+    files = RunFiles.open(cfg.output_path, resolved.name, config)
+    opts = scoring_options(cfg)
+    start, records, resumed = time.perf_counter(), {}, 0
+    for task in tasks:
+        done = files.read_journal(task.file_name) if files.resumed else {}
+        done = {k: v for k, v in done.items() if k in {s.id for s in task.samples}}
+        resumed += len(done)
+        if done:
+            console.print(f"{task.name}: resuming {files.stamp}, {len(done)} of {len(task.samples)} docs done")
+        bar = tqdm(total=len(task.samples), desc=task.name, disable=not progress, dynamic_ncols=True)
+        with bar:
+            records[task.file_name] = score_task(model, processor, task, opts, done,
+                                                 on_batch=lambda rows, t=task: files.append(t.file_name, rows),
+                                                 progress=bar)
+    results = build_results(tasks, records, config, model_name=resolved.name, stamp=files.stamp,
+                            digest=config_hash(config), versions=package_versions(),
+                            seconds=elapsed_since(start))
+    files.finish(results, markdown_table(results), records, cfg.log_samples)
+    print_table(results, console)
+    console.print(f"results: {files.results_path}")
+    samples = {t.name: files.samples_path(t.file_name) for t in tasks} if cfg.log_samples else {}
+    return EvalOutcome(results, files.results_path, samples, resumed)

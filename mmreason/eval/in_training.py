@@ -1,0 +1,69 @@
+"""The harness inside a training run: every ``eval_steps`` steps, score the task's eval split and log it.
+
+The trainer calls ``evaluate_during_training(run, step)`` on every process; the main process evaluates
+(greedy, the first ``eval_limit`` docs, the run's own prompt settings and completion limit) while the
+others wait, so the numbers match `mmreason eval --limit eval_limit` on the saved checkpoint with
+``max_new_tokens = rollout.max_completion_length``. The per-doc records go to
+``<output_dir>/eval/step-<step>_samples_<task>.jsonl``; the returned metrics are ``eval/<task>/<metric>``.
+The model is generated from unwrapped (``accelerator.unwrap_model``): fine for one process or DDP; a
+model sharded with FSDP / ZeRO-3 cannot generate on one process alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from mmreason.eval.metrics import aggregate
+from mmreason.eval.scoring import PromptOptions, ScoringOptions, score_task
+from mmreason.eval.tasks import EvalTask, load_task
+from mmreason.rollout.generate import GenerationSettings
+
+_TASKS: dict[str, EvalTask] = {}  # the eval split is loaded once per run, not once per eval
+
+
+def _eval_task(cfg) -> EvalTask:
+    d = cfg.data
+    key = json.dumps([d.task, d.eval_path, d.task_args, cfg.eval_limit], sort_keys=True, default=str)
+    if key not in _TASKS:
+        _TASKS[key] = load_task(d.task, d.eval_path, cfg.eval_limit, d.task_args)
+    return _TASKS[key]
+
+
+def training_options(cfg) -> ScoringOptions:
+    """Greedy decoding with the run's completion limit and prompt settings; G docs per generate call."""
+    d = cfg.data
+    prompt = PromptOptions(d.min_pixels, d.max_pixels, d.video_fps, d.video_max_frames, d.max_prompt_length,
+                           d.system_prompt, d.prompt_overflow)
+    settings = GenerationSettings(max_new_tokens=cfg.rollout.max_completion_length, temperature=0.0)
+    return ScoringOptions(settings, prompt, batch_size=max(1, cfg.rollout.num_generations), seed=cfg.seed)
+
+
+def evaluate_during_training(run, step: int) -> dict[str, float]:
+    """``eval/<task>/<metric>`` means (and ``eval/<task>/n_failed``) on the main process; {} elsewhere."""
+    accelerator = run.accelerator
+    if not accelerator.is_main_process:
+        accelerator.wait_for_everyone()
+        return {}
+    task = _eval_task(run.cfg)
+    model = accelerator.unwrap_model(run.model)
+    was_training = model.training
+    model.eval()
+    try:
+        records = score_task(model, run.processor, task, training_options(run.cfg))
+    finally:
+        model.train(was_training)
+    _write_samples(Path(run.cfg.output_dir) / "eval" / f"step-{step}_samples_{task.file_name}.jsonl", records)
+    metrics: dict[str, float] = {}
+    for name, summary in aggregate(records, list(task.pack.metrics)).items():
+        metrics[f"eval/{task.name}/{name}"] = summary.value if summary.value is not None else math.nan
+    metrics[f"eval/{task.name}/n_failed"] = float(sum("error" in r for r in records))
+    accelerator.wait_for_everyone()
+    return metrics
+
+
+def _write_samples(path: Path, records: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records))

@@ -1,0 +1,199 @@
+"""One task through the flow: docs -> prompts -> batched generation -> metrics -> per-doc records.
+
+Docs are sorted by their estimated prompt length (longest first, as lmms-eval's collator does, so an
+out-of-memory batch shows up at once) and cut into fixed batches. The batches are a function of the
+docs alone, so a resumed run regenerates exactly the batches an uninterrupted run generates: a batch
+whose docs are all in the samples file is skipped, any other is generated whole. A doc whose media is
+missing or corrupt (or whose prompt exceeds max_prompt_length) becomes a failure record; the run goes on.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmreason.eval.generate import Completion, generate_batch
+from mmreason.eval.tasks import EvalTask
+from mmreason.media import MediaError
+from mmreason.rollout.generate import GenerationSettings, group_seed
+from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
+from mmreason.types import Sample
+
+# What a broken doc raises while its prompt is built (the trainer skips the same kinds).
+SAMPLE_ERRORS = (MediaError, PromptTooLong, OSError, ValueError)
+
+
+@dataclass
+class PromptOptions:
+    """How prompts are built (media budgets); every field moves a score and is recorded."""
+
+    min_pixels: int | None = None
+    max_pixels: int | None = None
+    video_fps: float = 2.0
+    video_max_frames: int = 16
+    max_prompt_length: int = 32768
+    system_prompt: str | None = None
+    overflow: str = "filter"  # filter (a too-long prompt fails its doc) | downscale (lower pixel budgets)
+
+
+@dataclass
+class ScoringOptions:
+    settings: GenerationSettings
+    prompt: PromptOptions = field(default_factory=PromptOptions)
+    batch_size: int = 1
+    seed: int = 0
+
+
+# ---- ordering ----------------------------------------------------------------------------------
+
+
+def estimate_length(processor, sample: Sample, opts: PromptOptions) -> int:
+    """Prompt tokens (text + visual) estimated from text length and media headers, decoding no pixels.
+
+    Used only to order docs; a doc whose media cannot be read estimates its text alone (it fails later,
+    when its prompt is built).
+    """
+    from mmreason import media
+
+    total = _text_chars(sample.messages, opts.system_prompt) // 4  # ~4 characters per token: order only
+    size = processor.image_processor.size
+    lo = opts.min_pixels or size.get("shortest_edge") or media.IMAGE_MIN_PIXELS
+    hi = opts.max_pixels or size.get("longest_edge") or media.IMAGE_MAX_PIXELS
+    try:
+        total += sum(media.image_file_tokens(src, lo, hi) for src in sample.images)
+        for page in sample.pages:
+            total += sum(media.pdf_page_tokens(page.source, [page.index], min_pixels=lo,
+                                               max_pixels=page.max_pixels or hi))
+        for ref in sample.videos:
+            total += media.video_clip_tokens(ref.path, fps=ref.fps or (None if ref.num_frames else opts.video_fps),
+                                             num_frames=ref.num_frames, start=ref.start, end=ref.end,
+                                             max_frames=opts.video_max_frames)
+    except SAMPLE_ERRORS:
+        pass
+    return total
+
+
+def _text_chars(messages: list[dict[str, Any]], system_prompt: str | None) -> int:
+    chars = len(system_prompt or "")
+    for message in messages:
+        content = message.get("content")
+        items = [content] if isinstance(content, str) else [i.get("text", "") for i in content or []]
+        chars += sum(len(str(i or "")) for i in items)
+    return chars
+
+
+def plan_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Doc indices, longest first (ties in doc order), cut into batches of ``batch_size``."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+# ---- one batch ---------------------------------------------------------------------------------
+
+
+def build_prompts(processor, task: EvalTask, indices: list[int], opts: PromptOptions
+                  ) -> tuple[list[tuple[int, PromptInputs]], list[dict[str, Any]]]:
+    """Prompts of the docs that build, and failure records for those that do not."""
+    built, failed = [], []
+    for index in indices:
+        sample = task.samples[index]
+        try:
+            prompt = build_prompt(processor, sample, max_prompt_length=opts.max_prompt_length,
+                                  min_pixels=opts.min_pixels, max_pixels=opts.max_pixels,
+                                  video_fps=opts.video_fps, video_max_frames=opts.video_max_frames,
+                                  overflow=opts.overflow, system_prompt=opts.system_prompt)
+        except SAMPLE_ERRORS as exc:
+            failed.append({"doc_id": sample.id, "doc_index": index, "target": _jsonable(task.pack.target_text(sample)),
+                           "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        built.append((index, prompt))
+    return built, failed
+
+
+def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: Completion) -> dict[str, Any]:
+    """The samples-file line of one doc: prompt, target, raw response, parsed answer, per-metric scores."""
+    sample = task.samples[index]
+    scores = {}
+    for name, fn in task.pack.metrics.items():
+        try:
+            value = float(fn(sample, completion.text))
+        except Exception as exc:  # a metric bug must name the doc and the metric, not just crash
+            raise RuntimeError(f"task {task.name!r}: metric {name!r} failed on doc {sample.id!r}: {exc}") from exc
+        scores[name] = None if math.isnan(value) else value
+    return {
+        "doc_id": sample.id, "doc_index": index, "prompt": prompt.text,
+        "target": _jsonable(task.pack.target_text(sample)), "response": completion.text,
+        "parsed_answer": task.extract_answer(completion.text), "scores": scores,
+        "prompt_tokens": prompt.length, "visual_tokens": prompt.visual_tokens,
+        "completion_tokens": int(completion.token_ids.numel()), "truncated": completion.truncated,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else str(value)
+
+
+def run_batch(model, processor, task: EvalTask, indices: list[int], opts: ScoringOptions,
+              prepared: tuple[list, list] | None = None, lock=None) -> list[dict[str, Any]]:
+    """Records of one batch; ``prepared`` = its (built prompts, failure records) when built ahead."""
+    built, records = prepared or build_prompts(processor, task, indices, opts.prompt)
+    if built:
+        prompts = [p for _, p in built]
+        seeds = [group_seed(opts.seed, 0, p.sample.id) for p in prompts]
+        completions = generate_batch(model, processor, prompts, opts.settings, seeds, lock=lock)
+        records = records + [score_record(task, i, p, c) for (i, p), c in zip(built, completions)]
+    return records
+
+
+def _prefetched(processor, task: EvalTask, batches: list[list[int]], opts: PromptOptions, lock):
+    """(batch, its prompts) in order; batch k+1's media are loaded while batch k generates.
+
+    Loading and processing media is CPU work that a bare loop does between generate calls; a worker
+    thread does it during them. The processor's tokenizer is not safe to use from two threads at
+    once, so prompt building and decoding share ``lock``.
+    """
+    def build(batch):
+        with lock:
+            return build_prompts(processor, task, batch, opts)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(build, batches[0]) if batches else None
+        for k, batch in enumerate(batches):
+            prepared = future.result()
+            if k + 1 < len(batches):
+                future = pool.submit(build, batches[k + 1])
+            yield batch, prepared
+
+
+# ---- one task ----------------------------------------------------------------------------------
+
+
+def score_task(model, processor, task: EvalTask, opts: ScoringOptions, done: dict[str, dict] | None = None,
+               on_batch: Callable[[list[dict]], None] | None = None, progress=None) -> list[dict[str, Any]]:
+    """Records of every doc of ``task`` in doc order; docs in ``done`` keep their stored records.
+
+    ``on_batch`` receives each batch's new records (the samples-file journal appends them);
+    ``progress`` is a tqdm-like bar advanced by docs.
+    """
+    done = dict(done or {})
+    lengths = [estimate_length(processor, s, opts.prompt) for s in task.samples]
+    todo = []
+    for batch in plan_batches(lengths, opts.batch_size):
+        if all(task.samples[i].id in done for i in batch):
+            if progress is not None:
+                progress.update(len(batch))
+        else:
+            todo.append(batch)
+    lock = threading.Lock()
+    for batch, prepared in _prefetched(processor, task, todo, opts.prompt, lock):
+        new = [r for r in run_batch(model, processor, task, batch, opts, prepared, lock) if r["doc_id"] not in done]
+        if on_batch is not None:
+            on_batch(new)
+        done.update((r["doc_id"], r) for r in new)
+        if progress is not None:
+            progress.update(len(batch))
+    return [done[s.id] for s in task.samples]

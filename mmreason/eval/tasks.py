@@ -1,0 +1,109 @@
+"""``--tasks``: registered task packs, or ``PACK:PATH`` for a pack's prompt and metrics on the user's data.
+
+A task pack defines its eval split, prompt and metrics once; training and the harness share them.
+``--tasks shapes`` evaluates the pack's own eval split; ``--tasks shapes:my.jsonl`` loads ``my.jsonl``
+(JSONL or parquet in the pack's data shape) through the same loader, so no code is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmreason.eval.config import EVAL_SPLIT, resolve_limit
+from mmreason.registry import first_doc_line
+from mmreason.taskpack import TASKS, TaskPack
+from mmreason.types import Sample
+
+
+@dataclass
+class EvalTask:
+    """One task of a run: its pack, where its docs came from, and the docs (after ``--limit``)."""
+
+    name: str  # "shapes" or "shapes:mydata"
+    pack: TaskPack
+    path: str | None
+    samples: list[Sample]
+    n_original: int  # docs before --limit
+    extract_answer: Callable[[str], str] = field(repr=False)  # response -> parsed answer (for the logs)
+    extractor_name: str
+
+    @property
+    def file_name(self) -> str:
+        """The task's name as it appears in ``<timestamp>_samples_<task>.jsonl``."""
+        return re.sub(r"[^\w.-]+", "_", self.name)
+
+    def docs_hash(self) -> str:
+        """Fingerprint of the docs (ids and targets): a changed data file never reuses stale samples."""
+        rows = [[s.id, self.pack.target_text(s)] for s in self.samples]
+        return hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest()[:16]
+
+    def describe(self) -> dict[str, Any]:
+        """Everything about the task that moves its scores, for the results file."""
+        return {
+            "task": self.name, "pack": self.pack.name, "data": self.path or f"built-in {EVAL_SPLIT} split",
+            "split": EVAL_SPLIT, "prompt_template": self.pack.prompt_template,
+            "metrics": {name: {"function": _qualname(fn), "doc": first_doc_line(fn), "aggregation": "mean",
+                               "higher_is_better": True} for name, fn in self.pack.metrics.items()},
+            "answer_extractor": self.extractor_name, "n_docs": len(self.samples), "docs_hash": self.docs_hash(),
+        }
+
+
+def _qualname(fn: Any) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def default_extractor() -> tuple[Callable[[str], str], str]:
+    """The answer shown as ``parsed_answer``: the shared final-answer parser (metrics parse on their own)."""
+    from mmreason.rewards.parsing import final_answer
+
+    return final_answer, "mmreason.rewards.parsing.final_answer(mode=auto)"
+
+
+def parse_task_specs(text: str | list[str]) -> list[tuple[str, str | None]]:
+    """``"a,b:path"`` (or a list of such strings) -> [("a", None), ("b", "path")]."""
+    items = text.split(",") if isinstance(text, str) else [i for t in text for i in t.split(",")]
+    specs = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        name, _, path = item.partition(":")
+        specs.append((name.strip(), path.strip() or None))
+    if not specs:
+        raise ValueError("--tasks names no task; see `mmreason list tasks`")
+    return specs
+
+
+def load_task(pack_name: str, path: str | None, limit: float | None = None,
+              options: dict[str, Any] | None = None) -> EvalTask:
+    pack = TASKS.get(pack_name)
+    if path is not None and not Path(path).exists():
+        raise FileNotFoundError(f"--tasks {pack_name}:{path}: data file {path!r} does not exist")
+    samples = pack.load(path, EVAL_SPLIT, **(options or {}))
+    if not samples:
+        raise ValueError(f"task {pack_name!r}: the {EVAL_SPLIT} split is empty ({path or 'built-in data'})")
+    ids = [s.id for s in samples]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"task {pack_name!r}: doc id {dup!r} occurs twice in {path or 'the built-in data'}")
+    if not pack.metrics:
+        raise ValueError(f"task pack {pack_name!r} defines no metrics to evaluate")
+    name = pack_name if path is None else f"{pack_name}:{Path(path).stem}"
+    extract = getattr(pack, "extract_answer", None)
+    extractor = (extract, _qualname(extract)) if extract is not None else default_extractor()
+    kept = samples[: resolve_limit(limit, len(samples))]
+    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1])
+
+
+def load_tasks(text: str | list[str], limit: float | None = None) -> list[EvalTask]:
+    tasks = [load_task(name, path, limit) for name, path in parse_task_specs(text)]
+    names = [t.file_name for t in tasks]
+    for n in names:
+        if names.count(n) > 1:
+            raise ValueError(f"--tasks: two tasks are both named {n!r}; rename one data file")
+    return tasks

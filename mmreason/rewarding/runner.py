@@ -1,0 +1,415 @@
+"""Scoring a batch of trajectories with every configured reward: ``RewardRunner``.
+
+    runner = RewardRunner([RewardSpec("think_answer_format", weight=0.2), RewardSpec("mcq")],
+                          timeout_s=30, on_error="none", max_reward_errors=100)
+    batch = runner(samples, trajectories)     # batch.values [N, K] fp32, NaN = does not apply
+
+Columns: a reward that returns a list gives one column named after its spec; a dict-returning reward
+gives one column per sub-score, ``<spec name>/<key>`` (logged as ``rewards/<spec name>/<key>``). The
+column list only grows: a column seen once is part of every later batch (NaN where not produced), so K
+is stable; rewards that declare their keys (``@reward(keys=...)``) fix their columns before the first call.
+
+Weights live in the config: ``RewardSpec.weight`` is a number (applied to every column of the reward,
+except the sub-scores it declares as diagnostics, which get 0) or a dict ``{key: weight}`` for a
+dict-returning reward (unnamed keys get 0).
+
+Isolation: each reward is called once for the whole batch, under ``timeout_s``. If that call raises,
+times out or returns malformed output, it is called again sample by sample, so that one bad sample
+costs only its own value. A failed sample's value is NaN (``on_error="none"``: left out of that
+component's normalisation) or 0 (``on_error="zero"``); each failure is counted and logged with the
+sample id and a short traceback, and past ``max_reward_errors`` failures in the run the runner raises
+``RewardErrorLimitExceeded``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mmreason.rewarding.calling import (
+    NATIVE,
+    TRL_FORMATS,
+    CallPlan,
+    RewardConfigError,
+    RewardOutputError,
+    coerce_output,
+    plan_call,
+    trl_arguments,
+)
+from mmreason.rewarding.isolation import RewardTimeout, call_async, call_async_many, call_sync
+from mmreason.rewarding.registry import reward_info
+from mmreason.rewarding.resolve import resolve_reward
+from mmreason.types import Sample, Trajectory
+
+logger = logging.getLogger("mmreason.rewards")
+
+ON_ERROR = {"none": math.nan, "zero": 0.0}
+
+
+class RewardErrorLimitExceeded(RuntimeError):
+    """More reward calls failed in this run than ``max_reward_errors`` allows."""
+
+
+@dataclass
+class RewardSpec:
+    """One configured reward.
+
+    name:   the column name (and the registered name when ``ref`` is None); unique within a run.
+    ref:    a registered name, ``"pkg.module:function"``, ``"path/file.py:function"`` or a callable.
+    weight: a number, or ``{sub-score key: weight}`` for a dict-returning reward.
+    kwargs: passed to the function on every call (thresholds, tolerances, ...).
+    trl_format: ``"text"`` or ``"conversational"`` prompts/completions for TRL-style functions.
+    """
+
+    name: str
+    ref: str | Callable[..., Any] | None = None
+    weight: float | dict[str, float] = 1.0
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    trl_format: str = "text"
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """One failed reward call on one sample. kind: "exception" | "timeout" | "output"."""
+
+    reward: str
+    sample_id: str
+    index: int
+    kind: str
+    message: str
+
+
+@dataclass
+class RewardBatch:
+    """The rewards of N trajectories.
+
+    values:  [N, K] fp32; NaN where a component does not apply (or failed with ``on_error="none"``).
+    names:   K column names.
+    weights: [K] fp32, from the config.
+    errors:  the failed calls of this batch.
+    """
+
+    values: torch.Tensor
+    names: list[str]
+    weights: torch.Tensor
+    errors: list[ErrorRecord] = field(default_factory=list)
+
+    def column(self, name: str) -> torch.Tensor:
+        """The ``[N]`` values of one column."""
+        return self.values[:, self.names.index(name)]
+
+    def total(self, missing: str = "zero") -> torch.Tensor:
+        """Weighted sum ``[N]``. ``missing="zero"``: NaN components count 0 (TRL's nansum).
+
+        ``missing="renormalize"``: the weights of the components that apply are rescaled to sum to the
+        full weight, ``sum_k w_k r_k * sum_k w_k / sum_{k applies} w_k`` -- DocSeeker's rule for
+        "no specific evidence page" (``page_fbeta`` gives None, and the total becomes
+        ``(0.1 R_fmt + 0.6 R_ans) / 0.7``).
+        """
+        valid = ~torch.isnan(self.values)  # [N, K]
+        weighted = torch.where(valid, self.values * self.weights, torch.zeros_like(self.values))  # [N, K]
+        total = weighted.sum(dim=1)  # [N]
+        if missing == "zero":
+            return total
+        if missing != "renormalize":
+            raise ValueError(f"missing must be 'zero' or 'renormalize', got {missing!r}")
+        applied = torch.where(valid, self.weights.expand_as(self.values), torch.zeros_like(self.values)).sum(
+            1
+        )
+        scale = torch.where(applied != 0, self.weights.sum() / applied, torch.zeros_like(applied))  # [N]
+        return total * scale
+
+    def means(self, prefix: str = "rewards/") -> dict[str, float]:
+        """Per-column mean over the samples it applies to (NaN when none), for logging."""
+        out = {}
+        for k, name in enumerate(self.names):
+            col = self.values[:, k]
+            ok = ~torch.isnan(col)
+            out[f"{prefix}{name}"] = float(col[ok].mean()) if ok.any() else math.nan
+        return out
+
+
+def align(samples: Sequence[Sample], trajectories: Sequence[Trajectory]) -> list[Sample]:
+    """The sample of each trajectory: positional when the lists have the same length, else by id."""
+    if len(samples) == len(trajectories):
+        return list(samples)
+    by_id = {s.id: s for s in samples}
+    missing = sorted({t.sample_id for t in trajectories if t.sample_id not in by_id})
+    if missing:
+        raise ValueError(f"trajectories refer to samples that were not given: {missing[:5]}")
+    return [by_id[t.sample_id] for t in trajectories]
+
+
+def short_traceback(err: BaseException, frames: int = 3, max_chars: int = 1_500) -> str:
+    """The last ``frames`` frames and the message of ``err``, at most ``max_chars`` characters."""
+    if isinstance(err, RewardTimeout):
+        return str(err)
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=-frames)).strip()
+    return text if len(text) <= max_chars else "..." + text[-max_chars:]
+
+
+def _kind(err: BaseException) -> str:
+    if isinstance(err, RewardTimeout):
+        return "timeout"
+    if isinstance(err, RewardOutputError):
+        return "output"
+    return "exception"
+
+
+@dataclass
+class _Bound:
+    """A spec resolved to its function, with what the runner learned about its output."""
+
+    spec: RewardSpec
+    fn: Callable[..., Any]
+    plan: CallPlan
+    diagnostics: tuple[str, ...]
+    keys: list[str | None]  # None = the plain list column
+
+
+class RewardRunner:
+    """Calls every configured reward on a batch and stacks the results into a ``RewardBatch``.
+
+    specs:             the rewards, in column order.
+    timeout_s:         limit for one call (the whole batch, or one sample in the fallback); None = none.
+    on_error:          "none" (a failed sample's value is NaN) or "zero".
+    max_reward_errors: failed sample-calls allowed over the runner's life before it raises; None = no limit.
+    base_dir:          folder that ``file.py:function`` references are relative to (the config's folder).
+    """
+
+    def __init__(
+        self,
+        specs: Sequence[RewardSpec],
+        *,
+        timeout_s: float | None = 60.0,
+        on_error: str = "none",
+        max_reward_errors: int | None = 100,
+        base_dir: str | Path | None = None,
+    ):
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {sorted(ON_ERROR)}, got {on_error!r}")
+        if timeout_s is not None and timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive or None, got {timeout_s}")
+        self.timeout_s = timeout_s
+        self.on_error = on_error
+        self.max_reward_errors = max_reward_errors
+        self.error_counts: dict[str, int] = {}
+        self.calls = 0
+        self._bound = [self._bind(spec, base_dir) for spec in specs]
+        seen: set[str] = set()
+        for bound in self._bound:
+            if bound.spec.name in seen:
+                raise RewardConfigError(
+                    f"two rewards are named {bound.spec.name!r}; give one a different name"
+                )
+            seen.add(bound.spec.name)
+        self._columns: list[tuple[_Bound, str | None]] = []
+        for bound in self._bound:
+            for key in bound.keys:
+                self._columns.append((bound, key))
+
+    # ---- set-up --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _bind(spec: RewardSpec, base_dir: str | Path | None) -> _Bound:
+        if not spec.name or "/" in spec.name:
+            raise RewardConfigError(f"a reward name must be non-empty and contain no '/', got {spec.name!r}")
+        if spec.trl_format not in TRL_FORMATS:
+            raise RewardConfigError(f"reward {spec.name!r}: trl_format must be one of {TRL_FORMATS}")
+        weights = spec.weight.values() if isinstance(spec.weight, dict) else [spec.weight]
+        if not all(isinstance(w, (int, float)) and math.isfinite(w) for w in weights):
+            raise RewardConfigError(
+                f"reward {spec.name!r}: weights must be finite numbers, got {spec.weight!r}"
+            )
+        fn = resolve_reward(spec.ref if spec.ref is not None else spec.name, base_dir)
+        plan = plan_call(fn, spec.kwargs, spec.name)
+        info = reward_info(fn)
+        bound = _Bound(spec, fn, plan, info.diagnostics if info else (), [])
+        if info and info.keys:
+            bound.keys = list(info.keys)
+            _check_weight_keys(bound)
+        return bound
+
+    @property
+    def names(self) -> list[str]:
+        """Column names known so far (complete before the first call when every reward declares its keys)."""
+        return [_column_name(b, key) for b, key in self._columns]
+
+    @property
+    def total_errors(self) -> int:
+        return sum(self.error_counts.values())
+
+    # ---- calling -------------------------------------------------------------------------------
+
+    def _invoke(self, bound: _Bound, samples: list[Sample], trajectories: list[Trajectory]) -> Any:
+        spec = bound.spec
+        if bound.plan.convention == NATIVE:
+            args: tuple = (samples, trajectories)
+            kwargs = dict(spec.kwargs)
+        else:
+            args = ()
+            kwargs = trl_arguments(samples, trajectories, bound.plan, spec.kwargs, spec.trl_format, spec.name)
+        call = call_async if bound.plan.is_async else call_sync
+        return call(bound.fn, args, kwargs, self.timeout_s)
+
+    def _per_sample(
+        self, bound: _Bound, samples: list[Sample], trajectories: list[Trajectory]
+    ) -> list[dict[str | None, list[float]] | BaseException]:
+        """Call the reward on each sample alone; each result is its coerced output or the exception."""
+        if bound.plan.is_async and bound.plan.convention == NATIVE:
+            calls = [(([s], [t]), dict(bound.spec.kwargs)) for s, t in zip(samples, trajectories)]
+            raw = call_async_many(bound.fn, calls, self.timeout_s)
+        else:
+            raw = []
+            for s, t in zip(samples, trajectories):
+                try:
+                    raw.append(self._invoke(bound, [s], [t]))
+                except RewardConfigError:
+                    raise
+                except Exception as err:
+                    raw.append(err)
+        results: list[dict[str | None, list[float]] | BaseException] = []
+        for out in raw:
+            if isinstance(out, BaseException):
+                results.append(out)
+                continue
+            try:
+                results.append(coerce_output(out, 1))
+            except RewardOutputError as err:
+                results.append(err)
+        return results
+
+    def _score(
+        self, bound: _Bound, samples: list[Sample], trajectories: list[Trajectory], errors: list[ErrorRecord]
+    ) -> dict[str | None, list[float]]:
+        """One reward's ``{key: [N] values}`` for the batch, failed samples filled per ``on_error``."""
+        n = len(trajectories)
+        try:
+            return coerce_output(self._invoke(bound, samples, trajectories), n)
+        except RewardConfigError:
+            raise
+        except Exception as err:
+            batch_error = err
+        results = [batch_error] if n == 1 else self._per_sample(bound, samples, trajectories)
+        if n > 1 and not any(isinstance(r, BaseException) for r in results):
+            logger.warning(
+                "reward %r failed on the whole batch (%s) but on no single sample; kept the per-sample scores",
+                bound.spec.name,
+                short_traceback(batch_error, frames=1, max_chars=300),
+            )
+        keys: list[str | None] = list(bound.keys)
+        for r in results:
+            if not isinstance(r, BaseException):
+                keys.extend(k for k in r if k not in keys)
+        if not keys:
+            keys = [None]  # every sample failed before the reward's shape was known
+        fill = ON_ERROR[self.on_error]
+        merged: dict[str | None, list[float]] = {key: [math.nan] * n for key in keys}
+        for i, r in enumerate(results):
+            if isinstance(r, BaseException):
+                record = ErrorRecord(
+                    bound.spec.name, trajectories[i].sample_id, i, _kind(r), short_traceback(r)
+                )
+                errors.append(record)
+                logger.warning(
+                    "reward %r failed on sample %r (%s): %s",
+                    record.reward,
+                    record.sample_id,
+                    record.kind,
+                    record.message,
+                )
+                for key in keys:
+                    merged[key][i] = fill
+            else:
+                for key, values in r.items():
+                    merged[key][i] = values[0]
+        return merged
+
+    def _learn(self, bound: _Bound, output: dict[str | None, list[float]]) -> None:
+        """Add columns for keys seen for the first time (the column list only grows)."""
+        new = [key for key in output if key not in bound.keys]
+        if not new:
+            return
+        bound.keys.extend(new)
+        index = max((i for i, (b, _) in enumerate(self._columns) if b is bound), default=None)
+        if index is None:  # first columns of this reward: after those of the rewards before it
+            order = self._bound.index(bound)
+            index = max(
+                (i for i, (b, _) in enumerate(self._columns) if self._bound.index(b) < order), default=-1
+            )
+        for offset, key in enumerate(new, start=1):
+            self._columns.insert(index + offset, (bound, key))
+        _check_weight_keys(bound)
+
+    def __call__(self, samples: Sequence[Sample], trajectories: Sequence[Trajectory]) -> RewardBatch:
+        """Score ``trajectories`` (N) against their ``samples`` (N aligned, or one per distinct sample id)."""
+        trajectories = list(trajectories)
+        samples = align(samples, trajectories)
+        n = len(trajectories)
+        errors: list[ErrorRecord] = []
+        outputs: dict[str, dict[str | None, list[float]]] = {}
+        for bound in self._bound:
+            output = self._score(bound, samples, trajectories, errors)
+            self._learn(bound, output)
+            outputs[bound.spec.name] = output
+        values = torch.full((n, len(self._columns)), math.nan, dtype=torch.float32)  # [N, K]
+        for k, (bound, key) in enumerate(self._columns):
+            column = outputs[bound.spec.name].get(key)
+            if column is not None:
+                values[:, k] = torch.tensor(column, dtype=torch.float32)
+        weights = torch.tensor([_weight(b, key) for b, key in self._columns], dtype=torch.float32)  # [K]
+        self.calls += 1
+        for record in errors:
+            self.error_counts[record.reward] = self.error_counts.get(record.reward, 0) + 1
+        batch = RewardBatch(values, self.names, weights, errors)
+        self._check_limit(errors)
+        return batch
+
+    def _check_limit(self, errors: list[ErrorRecord]) -> None:
+        limit = self.max_reward_errors
+        if limit is None or self.total_errors <= limit:
+            return
+        counts = ", ".join(f"{name}: {count}" for name, count in sorted(self.error_counts.items()))
+        last = errors[-1] if errors else None
+        detail = f"\nlast failure: reward {last.reward!r} on sample {last.sample_id!r} ({last.kind}):\n{last.message}"
+        raise RewardErrorLimitExceeded(
+            f"{self.total_errors} reward calls failed, more than max_reward_errors={limit} ({counts}). "
+            f"Fix the reward (try it with `mmreason reward NAME --completion ...`) or raise max_reward_errors."
+            + (detail if last else "")
+        )
+
+
+def _column_name(bound: _Bound, key: str | None) -> str:
+    return bound.spec.name if key is None else f"{bound.spec.name}/{key}"
+
+
+def _weight(bound: _Bound, key: str | None) -> float:
+    weight = bound.spec.weight
+    if isinstance(weight, dict):
+        return float(weight.get(key, 0.0)) if key is not None else 0.0
+    if key is not None and key in bound.diagnostics:
+        return 0.0
+    return float(weight)
+
+
+def _check_weight_keys(bound: _Bound) -> None:
+    weight = bound.spec.weight
+    if not isinstance(weight, dict):
+        return
+    if None in bound.keys and len(bound.keys) == 1:
+        raise RewardConfigError(
+            f"reward {bound.spec.name!r} returns one score, so its weight must be a number, not {weight!r}"
+        )
+    unknown = sorted(set(weight) - {k for k in bound.keys if k is not None})
+    if unknown:
+        raise RewardConfigError(
+            f"reward {bound.spec.name!r}: weights name sub-scores {unknown} that it does not return "
+            f"(it returns {[k for k in bound.keys if k is not None]})"
+        )
