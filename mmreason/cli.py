@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tiny-model": ("mmreason.models.tiny", "write a tiny random-weight Qwen2.5-VL checkpoint (no download)"),
     "list": ("mmreason.listing", "list registered tasks, rewards or estimators"),
     "train": ("mmreason.train.cli", "GRPO-family RL training from a YAML recipe"),
+    "data": ("mmreason.datacmd", "a task pack's data tools: synthetic generators and converters"),
     "eval": ("mmreason.eval.cli", "evaluate a model or run directory on task packs (lmms-eval layout)"),
     "reward": ("mmreason.rewarding.cli", "score one completion with a reward, printed as JSON"),
     "sft": ("mmreason.train.sft", "supervised fine-tuning (assistant tokens only) from a YAML recipe"),
