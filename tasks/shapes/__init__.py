@@ -12,7 +12,8 @@ PACK = register_task(
         name="shapes",
         description="quickstart: colour of one synthetic shape per image (bundled, generated locally)",
         load=shapes_load,
-        rewards=[{"name": "anls", "weight": 1.0}],
+        rewards=[{"name": "anls", "weight": 1.0},
+                 {"name": "length_trapezoid", "weight": 0.5, "kwargs": {"profile": [0, 1, 2, 6]}}],
         metrics={"accuracy": shapes_metric_accuracy},
         prompt_template="What colour is the shape? Answer with one word.",
     )

@@ -86,3 +86,14 @@ def test_plot_reads_a_run_dir(tmp_path, capsys):
     assert main(["plot", str(tmp_path)]) == 0
     assert (tmp_path / "curves.png").stat().st_size > 1000
     assert main(["plot", str(tmp_path / "nope")]) == 2
+
+
+@pytest.mark.slow
+def test_quickstart_reward_rises(tiny_model_dir, shapes_cache, tmp_path):
+    """The quickstart recipe, shortened: with a fixed seed the mean reward clearly rises."""
+    out = tmp_path / "learn"
+    assert main(["train", QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}",
+                 "max_steps=40", "save_steps=0", "log_completions_steps=0", "num_threads=1"]) == 0
+    rewards = [r["reward/mean"] for r in _metrics(out)]
+    start, end = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
+    assert end > start + 0.25, (start, end)
