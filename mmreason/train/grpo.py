@@ -150,56 +150,73 @@ def compute_advantages(run: Run, rewards: torch.Tensor, weights: torch.Tensor, g
 
 
 def policy_update(run: Run, scored: Scored) -> dict[str, float]:
-    """num_iterations passes over mini-batches; gradient accumulation inside one optimizer step."""
+    """num_iterations passes over mini-batches; gradient accumulation inside one optimizer step each.
+
+    Mini-batch losses are weighted so the accumulated gradient is that of the whole batch: token-mean
+    aggregation divides by the batch's total response tokens, sequence-mean ones weight each mini-batch
+    by its share of the trajectories.
+    """
     from mmreason import rl
 
     cfg, a = run.cfg, run.cfg.algorithm
-    trajs = [t for t, k in zip(scored.trajectories, scored.keep.tolist()) if k]
+    keep = scored.keep.tolist()
+    trajs = [t for t, k in zip(scored.trajectories, keep) if k]
     if not trajs:
         return {"loss": 0.0, "skipped_update": 1.0}
-    adv = scored.advantages[scored.keep]
-    gids = torch.tensor([t.group_id for t in trajs])
-    tasks = [name for name, k in zip(scored.tasks, scored.keep.tolist()) if k]
-    band = entropy_band_rows(a, tasks)  # None, or ([N] H_min, [N] H_max, [N] task ids)
+    adv = scored.advantages[scored.keep]  # [N]
+    gids = torch.tensor([t.group_id for t in trajs])  # [N]
+    band = entropy_band_rows(a, [name for name, k in zip(scored.tasks, keep) if k])
     pad = run.processor.tokenizer.pad_token_id
-    chunks = [list(range(i, min(i + cfg.mini_batch_size, len(trajs)))) for i in range(0, len(trajs), cfg.mini_batch_size)]
+    size = cfg.mini_batch_size
+    chunks = [list(range(i, min(i + size, len(trajs)))) for i in range(0, len(trajs), size)]
     batches = [collate([trajs[i] for i in c], pad).to(run.device) for c in chunks]
-    model = run.model
+    token_mean = rl.aggregation_for_loss_type(a.loss_type) == "token_mean"
+    total_tokens = float(sum(t.completion_length for t in trajs))
     with torch.no_grad():
-        old = [token_logprobs(model, b)[0].detach() if a.num_iterations > 1 else None for b in batches]
+        old = [token_logprobs(run.model, b)[0] if a.num_iterations > 1 else None for b in batches]
         ref = [token_logprobs(run.ref_model, b)[0] if run.ref_model is not None else None for b in batches]
-    loss_fn = rl.POLICY_LOSSES.get(a.policy_loss)
     stats: dict[str, list[float]] = {}
     for _ in range(a.num_iterations):
         for c, b, o, r in zip(chunks, batches, old, ref):
-            logp, ent = token_logprobs(model, b, with_entropy=True)
-            mask = b.action_mask
-            out = loss_fn(logp, o if o is not None else logp.detach(), adv[c].to(run.device), mask,
-                          **_loss_options(a, cfg, r, gids[c]))
-            loss = out.loss
-            if band is not None:
-                h_min, h_max, ids = (x[c].to(run.device) for x in band)
-                shaping = rl.entropy_band_penalty(ent, mask, h_min, h_max, ids)
-                loss = loss + a.entropy_coef * shaping
-                stats.setdefault("entropy_penalty", []).append(float(shaping.detach()))
-            loss = loss / len(batches)
+            options = _loss_options(a, cfg, r, gids[c]) | ({"num_tokens": total_tokens} if token_mean else {})
+            rows = None if band is None else tuple(x[c].to(run.device) for x in band)
+            loss, metrics, ent = minibatch_loss(run, b, o, adv[c].to(run.device), options, rows)
+            loss = loss if token_mean else loss * (len(c) / len(trajs))
             if not torch.isfinite(loss):
-                run.counters.nan_steps += 1
-                _event(run, "nonfinite_loss", step=run.step)
-                run.optimizer.zero_grad(set_to_none=True)
-                return {"loss": float("nan"), "skipped_update": 1.0}
+                return _skip_update(run, "nonfinite_loss")
             run.accelerator.backward(loss)
-            _collect(stats, out.metrics, ent, mask, loss)
-        grad_norm = run.accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            _collect(stats, metrics, ent, b.action_mask, loss)
+        grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
         if not torch.isfinite(torch.as_tensor(grad_norm)):
-            run.counters.nan_steps += 1
-            run.optimizer.zero_grad(set_to_none=True)
-            return {"loss": float("nan"), "skipped_update": 1.0}
+            return _skip_update(run, "nonfinite_grad")
         run.optimizer.step()
         run.scheduler.step()
         run.optimizer.zero_grad(set_to_none=True)
         stats.setdefault("grad_norm", []).append(float(grad_norm))
     return {k: sum(v) / len(v) for k, v in stats.items()}
+
+
+def minibatch_loss(run: Run, batch, old_logprobs, advantages, options, band):
+    """Policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T])."""
+    from mmreason import rl
+
+    a = run.cfg.algorithm
+    logp, ent = token_logprobs(run.model, batch, with_entropy=True)  # [n, T] fp32
+    old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
+    out = rl.POLICY_LOSSES.get(a.policy_loss)(logp, old, advantages, batch.action_mask, **options)
+    loss = out.loss
+    if band is not None:
+        h_min, h_max, ids = band
+        loss = loss + a.entropy_coef * rl.entropy_band_penalty(ent, batch.action_mask, h_min, h_max, ids)
+    return loss, out.metrics, ent
+
+
+def _skip_update(run: Run, kind: str) -> dict[str, float]:
+    """A NaN/inf loss or gradient: drop this step's update, count it, keep going."""
+    run.counters.nan_steps += 1
+    _event(run, kind, step=run.step)
+    run.optimizer.zero_grad(set_to_none=True)
+    return {"loss": float("nan"), "skipped_update": 1.0}
 
 
 def entropy_band_rows(a, tasks: list[str]):

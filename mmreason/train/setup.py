@@ -124,7 +124,7 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
         ref_model = load_model(ref_cfg, trainable=False).to(accelerator.device)
     pack, dataset = load_task_data(cfg)
     steps = total_steps if total_steps is not None else cfg.max_steps
-    optimizer, scheduler = build_optimizer(cfg, model, steps)
+    optimizer, scheduler = build_optimizer(cfg, model, steps * cfg.algorithm.num_iterations)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     sampler = SAMPLERS.get(cfg.sampler.name)(len(dataset), seed=cfg.seed, **cfg.sampler.options)
     rewards = build_rewards(cfg, pack, config_dir) if with_rewards else None
