@@ -49,7 +49,7 @@ def _load_rewards() -> None:
             raise ImportError(
                 f"reward plug-in entry point {point.name!r} ({point.value}) failed to load: {err}"
             ) from err
-        if callable(obj) and point.name not in REWARDS._items:
+        if callable(obj) and point.name not in REWARDS:  # a module registers its own rewards on import
             REWARDS.add(point.name, obj)
 
 

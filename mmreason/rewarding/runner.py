@@ -14,8 +14,9 @@ except the sub-scores it declares as diagnostics, which get 0) or a dict ``{key:
 dict-returning reward (unnamed keys get 0).
 
 Isolation: each reward is called once for the whole batch, under ``timeout_s``. If that call raises,
-times out or returns malformed output, it is called again sample by sample, so that one bad sample
-costs only its own value. A failed sample's value is NaN (``on_error="none"``: left out of that
+times out or returns malformed output, it is called again sample by sample (each call under
+``timeout_s``; one after another for sync rewards, concurrently for async ones), so that one bad
+sample costs only its own value. A failed sample's value is NaN (``on_error="none"``: left out of that
 component's normalisation) or 0 (``on_error="zero"``); each failure is counted and logged with the
 sample id and a short traceback, and past ``max_reward_errors`` failures in the run the runner raises
 ``RewardErrorLimitExceeded``.
@@ -147,11 +148,19 @@ def align(samples: Sequence[Sample], trajectories: Sequence[Trajectory]) -> list
     return [by_id[t.sample_id] for t in trajectories]
 
 
+_ENGINE_DIR = str(Path(__file__).resolve().parent)
+
+
 def short_traceback(err: BaseException, frames: int = 3, max_chars: int = 1_500) -> str:
-    """The last ``frames`` frames and the message of ``err``, at most ``max_chars`` characters."""
+    """The message of ``err`` under its last ``frames`` frames outside this package (the runner's own
+    calling and threading frames say nothing about the reward), at most ``max_chars`` characters."""
     if isinstance(err, RewardTimeout):
         return str(err)
-    text = "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=-frames)).strip()
+    stack = [f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith(_ENGINE_DIR)]
+    text = "".join(traceback.format_list(stack[-frames:])) + "".join(
+        traceback.format_exception_only(type(err), err)
+    )
+    text = text.strip()
     return text if len(text) <= max_chars else "..." + text[-max_chars:]
 
 
@@ -172,6 +181,7 @@ class _Bound:
     plan: CallPlan
     diagnostics: tuple[str, ...]
     keys: list[str | None]  # None = the plain list column
+    provisional: bool = False  # keys == [None] assumed (a @reward without declared keys), not yet seen
 
 
 class RewardRunner:
@@ -232,9 +242,11 @@ class RewardRunner:
         plan = plan_call(fn, spec.kwargs, spec.name)
         info = reward_info(fn)
         bound = _Bound(spec, fn, plan, info.diagnostics if info else (), [])
-        if info and info.keys:
-            bound.keys = list(info.keys)
-            _check_weight_keys(bound)
+        if info:  # a registered reward returns a plain list unless it declares its sub-score keys
+            bound.keys = list(info.keys) or [None]
+            bound.provisional = not info.keys
+            if info.keys:
+                _check_weight_keys(bound)
         return bound
 
     @property
@@ -282,17 +294,18 @@ class RewardRunner:
                 continue
             try:
                 results.append(coerce_output(out, 1))
-            except RewardOutputError as err:
+            except Exception as err:  # RewardOutputError, or a value whose __float__ raises
                 results.append(err)
         return results
 
     def _score(
         self, bound: _Bound, samples: list[Sample], trajectories: list[Trajectory], errors: list[ErrorRecord]
-    ) -> dict[str | None, list[float]]:
-        """One reward's ``{key: [N] values}`` for the batch, failed samples filled per ``on_error``."""
+    ) -> tuple[dict[str | None, list[float]], bool]:
+        """One reward's ``{key: [N] values}`` for the batch, failed samples filled per ``on_error``;
+        and whether any sample produced output."""
         n = len(trajectories)
         try:
-            return coerce_output(self._invoke(bound, samples, trajectories), n)
+            return coerce_output(self._invoke(bound, samples, trajectories), n), True
         except RewardConfigError:
             raise
         except Exception as err:
@@ -304,7 +317,7 @@ class RewardRunner:
                 bound.spec.name,
                 short_traceback(batch_error, frames=1, max_chars=300),
             )
-        keys: list[str | None] = list(bound.keys)
+        keys: list[str | None] = [] if bound.provisional else list(bound.keys)
         for r in results:
             if not isinstance(r, BaseException):
                 keys.extend(k for k in r if k not in keys)
@@ -319,7 +332,7 @@ class RewardRunner:
                 )
                 errors.append(record)
                 logger.warning(
-                    "reward %r failed on sample %r (%s): %s",
+                    "reward %r failed on sample %r (%s):\n%s",
                     record.reward,
                     record.sample_id,
                     record.kind,
@@ -330,10 +343,18 @@ class RewardRunner:
             else:
                 for key, values in r.items():
                     merged[key][i] = values[0]
-        return merged
+        return merged, any(not isinstance(r, BaseException) for r in results)
 
-    def _learn(self, bound: _Bound, output: dict[str | None, list[float]]) -> None:
-        """Add columns for keys seen for the first time (the column list only grows)."""
+    def _learn(self, bound: _Bound, output: dict[str | None, list[float]], produced: bool) -> None:
+        """Add columns for keys seen for the first time (the column list only grows, except that a
+        registered reward's assumed plain column gives way to its sub-scores on its first output)."""
+        if bound.provisional and produced:
+            bound.provisional = False
+            if None not in output:
+                bound.keys.remove(None)
+                self._columns = [(b, k) for b, k in self._columns if not (b is bound and k is None)]
+            else:
+                _check_weight_keys(bound)  # a weight dict on a plain list is a config error
         new = [key for key in output if key not in bound.keys]
         if not new:
             return
@@ -353,11 +374,14 @@ class RewardRunner:
         trajectories = list(trajectories)
         samples = align(samples, trajectories)
         n = len(trajectories)
+        if n == 0:
+            weights = torch.tensor([_weight(b, key) for b, key in self._columns], dtype=torch.float32)  # [K]
+            return RewardBatch(torch.zeros(0, len(self._columns)), self.names, weights, [])
         errors: list[ErrorRecord] = []
         outputs: dict[str, dict[str | None, list[float]]] = {}
         for bound in self._bound:
-            output = self._score(bound, samples, trajectories, errors)
-            self._learn(bound, output)
+            output, produced = self._score(bound, samples, trajectories, errors)
+            self._learn(bound, output, produced)
             outputs[bound.spec.name] = output
         values = torch.full((n, len(self._columns)), math.nan, dtype=torch.float32)  # [N, K]
         for k, (bound, key) in enumerate(self._columns):

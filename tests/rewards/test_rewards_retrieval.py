@@ -1,0 +1,107 @@
+"""R1-Router step reward: lexical similarity by default, a local embedding model optionally."""
+
+from __future__ import annotations
+
+import pytest
+from reward_factory import sample, traj
+
+from mmreason.rewards.retrieval import route_step
+from mmreason.rewards.textmatch import token_f1, vqa_normalize
+
+GOLD_Q = "When was the Eiffel Tower built?"
+
+
+def step(question, kb):
+    return f"<think>need the date</think><sub-question>{question}</sub-question><ret>{kb}</ret>"
+
+
+def ret_sample(**extra):
+    return sample(None, sub_question=GOLD_Q, knowledge_base="Text Retriever", **extra)
+
+
+def run(text, s=None, **kwargs):
+    out = route_step([s or ret_sample()], [traj(text)], **kwargs)
+    return {k: v[0] for k, v in out.items()}
+
+
+def test_exact_gold_step_scores_one():
+    # ALGORITHMS.md section 7: exact gold output -> R_ret = 1.0
+    assert run(step(GOLD_Q, "Text Retriever")) == {"step": 1.0, "similarity": 1.0, "kb_match": 1.0}
+
+
+def test_right_kb_wrong_question_is_half_plus_half_similarity():
+    other = "Who designed the Eiffel Tower?"
+    sim = token_f1(vqa_normalize(other), vqa_normalize(GOLD_Q))
+    assert 0 < sim < 1
+    assert run(step(other, "Text Retriever"))["step"] == pytest.approx(0.5 + 0.5 * sim)
+    assert run(step(GOLD_Q, "Table Retriever"))["step"] == pytest.approx(0.5)  # right question, wrong KB
+
+
+def test_several_or_unknown_kbs_score_zero():
+    # "<ret>Text Retriever, Table Retriever</ret>" -> KB term 0 and (format gate) the whole step 0
+    assert run(step(GOLD_Q, "Text Retriever, Table Retriever")) == {
+        "step": 0.0,
+        "similarity": 0.0,
+        "kb_match": 0.0,
+    }
+    assert run(step(GOLD_Q, "Google"))["step"] == 0.0
+    assert run("When was it built?")["step"] == 0.0
+
+
+def test_none_sub_question_matches_none():
+    s = sample(None, sub_question="None", knowledge_base="None")
+    assert run(step("None", "None"), s)["step"] == 1.0
+
+
+def test_final_step_uses_the_answer_rule():
+    s = sample("1889", step_type="ans")
+    assert run("<think>found it</think><answer>It was built in 1889.</answer>", s)["step"] == 1.0
+    assert run("<think>found it</think><answer>1890</answer>", s)["step"] == 0.0
+    assert run("<answer>1889</answer>", s)["step"] == 0.0  # missing <think>
+    assert run("<answer>1889</answer>", s)["kb_match"] is None
+
+
+def test_tfidf_similarity():
+    assert run(step(GOLD_Q, "Text Retriever"), similarity="tfidf")["similarity"] == pytest.approx(1.0)
+    partial = run(step("When was the Louvre built?", "Text Retriever"), similarity="tfidf")["similarity"]
+    assert 0 < partial < 1
+    with pytest.raises(ValueError):
+        run(step(GOLD_Q, "Text Retriever"), similarity="bleu")
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+    """A tiny BERT encoder and word-level tokenizer, saved and loaded through from_pretrained."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + sorted(
+        set(vqa_normalize(GOLD_Q + " who designed louvre").split())
+    )
+    raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="[PAD]", unk_token="[UNK]")
+    torch.manual_seed(0)
+    model = BertModel(
+        BertConfig(
+            vocab_size=len(words),
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=64,
+        )
+    )
+    path = tmp_path_factory.mktemp("encoder")
+    tokenizer.save_pretrained(path)
+    model.save_pretrained(path)
+    return str(path)
+
+
+def test_embedding_similarity_from_a_local_encoder(encoder_dir):
+    same = run(step(GOLD_Q, "Text Retriever"), embedding_model=encoder_dir)
+    assert same["similarity"] == pytest.approx(1.0, abs=1e-5)
+    assert same["step"] == pytest.approx(1.0, abs=1e-5)
+    other = run(step("who designed louvre", "Text Retriever"), embedding_model=encoder_dir, pooling="mean")
+    assert 0.0 <= other["similarity"] < 1.0 - 1e-4
