@@ -350,7 +350,7 @@ def completion_rows(s: Scored, limit: int = 16) -> list[dict[str, Any]]:
     return rows[:limit]
 
 
-def _event(run: Run, kind: str, **fields) -> None:
+def _event(run: Run, kind: str, /, **fields) -> None:
     if run.logger is not None:
         run.logger.event(kind, **fields)
 

@@ -36,9 +36,10 @@ class RunLogger:
         if self.trackers:
             accelerator.init_trackers("mmreason", config=_flat(config or {}))
 
-    def event(self, kind: str, **fields: Any) -> None:
+    def event(self, kind: str, /, **fields: Any) -> None:
         """A fault or notable event, one JSON line (every process appends its own)."""
-        line = {"time": time.time(), "rank": self.accelerator.process_index, "event": kind, **fields}
+        line = {"time": time.time(), "rank": self.accelerator.process_index, "event": kind,
+                **{("detail_kind" if k == "kind" else k): v for k, v in fields.items()}}
         with (self.dir / "events.log").open("a") as f:
             f.write(json.dumps(line, default=str) + "\n")
 
