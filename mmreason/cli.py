@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # name -> (module, one-line help)
@@ -38,19 +39,16 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(args._module)
     try:
         return int(module.run(args) or 0)
-    except (ValueError, FileNotFoundError, KeyError) as exc:
-        # Errors we raise on bad input carry the file/key; print them without a traceback.
-        if _is_user_error(exc):
+    except Exception as exc:
+        # Errors raised on bad input name the file, sample or key: print them without a traceback
+        # (MMREASON_DEBUG=1 shows it).
+        if _is_user_error(exc) and not os.environ.get("MMREASON_DEBUG"):
             print(f"mmreason {args.command}: error: {exc}", file=sys.stderr)
             return 2
         raise
 
 
 def _is_user_error(exc: BaseException) -> bool:
-    from mmreason.config import ConfigError
-
-    if isinstance(exc, ConfigError):
-        return True
     return type(exc).__module__.startswith("mmreason") or type(exc) in (ValueError, FileNotFoundError, KeyError)
 
 

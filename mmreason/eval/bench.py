@@ -59,7 +59,7 @@ def bare_pass(model, processor, task: EvalTask, batches: list[list[int]], max_ne
         images = [im if isinstance(im, Image.Image) else Image.open(im).convert("RGB")
                   for s in samples for im in s.images]
         inputs = processor(text=texts, images=images or None, padding=True, return_tensors="pt").to(device)
-        with torch.inference_mode():
+        with torch.no_grad():
             out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                                  eos_token_id=eos_token_ids(tok), pad_token_id=tok.pad_token_id,
                                  suppress_tokens=suppressed_token_ids(tok))

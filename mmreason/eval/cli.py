@@ -28,17 +28,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "attn_implementation=sdpa,dtype=bfloat16,adapter=PATH,video_fps=2,video_max_frames=16")
     parser.add_argument("--seed", type=int, default=0, help="seeds sampling (per doc) and everything else")
     parser.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: cuda when available)")
+    parser.add_argument("--task_args", default="", help="options for the task packs' loaders, as a training "
+                        "config's data.task_args, e.g. n=100 (given to every task of the run)")
 
 
 def build_config(args: argparse.Namespace):
     from mmreason.config import ConfigError
-    from mmreason.eval.config import EvalConfig, parse_gen_kwargs, parse_model_args
+    from mmreason.eval.config import EvalConfig, parse_gen_kwargs, parse_kv, parse_model_args
 
     if not args.model or not args.tasks:
         raise ConfigError("mmreason eval needs --model and --tasks (or: mmreason eval compare A.json B.json)")
     cfg = EvalConfig(model=args.model, tasks=[args.tasks], batch_size=args.batch_size, output_path=args.output_path,
                      log_samples=args.log_samples, limit=args.limit, gen_kwargs=parse_gen_kwargs(args.gen_kwargs),
-                     model_args=parse_model_args(args.model_args), seed=args.seed, device=args.device)
+                     model_args=parse_model_args(args.model_args), seed=args.seed, device=args.device,
+                     task_args=parse_kv(args.task_args, "--task_args"))
     cfg.validate()
     return cfg
 

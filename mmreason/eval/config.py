@@ -66,6 +66,7 @@ class EvalConfig:
     model_args: ModelArgs = field(default_factory=ModelArgs)
     seed: int = 0
     device: str | None = None  # None = cuda when available, else cpu
+    task_args: dict[str, Any] = field(default_factory=dict)  # passed to every task's loader (as data.task_args)
 
     def validate(self) -> None:
         if self.batch_size < 1:

@@ -93,7 +93,7 @@ def generate_batch(model, processor, prompts: list[PromptInputs], settings: Gene
     inner = getattr(model, "get_base_model", lambda: model)()
     if hasattr(inner, "model") and hasattr(inner.model, "rope_deltas"):
         inner.model.rope_deltas = None  # left over from a previous call with other prompts
-    with torch.inference_mode():
+    with torch.no_grad():  # not inference_mode: the in-training hook generates with the trained model
         out = model.generate(
             **batch, max_new_tokens=settings.max_new_tokens, do_sample=False, num_beams=1,
             repetition_penalty=1.0,  # a checkpoint's generation_config may set one; eval uses gen_kwargs only

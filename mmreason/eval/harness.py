@@ -61,6 +61,7 @@ def run_config(cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], 
         "decoding": "greedy" if cfg.gen_kwargs.temperature == 0 else "sampling, seeded per doc",
         "chat_template_hash": config_hash({"t": getattr(processor, "chat_template", None)}),
         "tasks": [t.name for t in tasks],
+        "task_args": cfg.task_args,
         "docs_hash": {t.name: t.docs_hash() for t in tasks},
         "limit": cfg.limit,
         "batch_size": cfg.batch_size,
@@ -77,7 +78,7 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
 
     console = console or Console()
     resolved = resolve_model(cfg.model, cfg.model_args.adapter)
-    tasks = load_tasks(cfg.tasks, cfg.limit)  # before the model: a task typo fails in a second
+    tasks = load_tasks(cfg.tasks, cfg.limit, cfg.task_args, cfg.seed)  # before the model: a typo fails at once
     device = default_device(cfg.device)
     set_seed(cfg.seed)
     model, processor = load_for_eval(resolved, cfg.model_args, device)
@@ -86,8 +87,8 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
     opts = scoring_options(cfg)
     start, records, resumed = time.perf_counter(), {}, 0
     for task in tasks:
-        done = files.read_journal(task.file_name) if files.resumed else {}
-        done = {k: v for k, v in done.items() if k in {s.id for s in task.samples}}
+        ids = {s.id for s in task.samples}
+        done = {k: v for k, v in files.read_journal(task.file_name).items() if k in ids} if files.resumed else {}
         resumed += len(done)
         if done:
             console.print(f"{task.name}: resuming {files.stamp}, {len(done)} of {len(task.samples)} docs done")
@@ -101,6 +102,6 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
                             seconds=elapsed_since(start))
     files.finish(results, markdown_table(results), records, cfg.log_samples)
     print_table(results, console)
-    console.print(f"results: {files.results_path}")
+    console.print(f"results: {files.results_path}", soft_wrap=True)
     samples = {t.name: files.samples_path(t.file_name) for t in tasks} if cfg.log_samples else {}
     return EvalOutcome(results, files.results_path, samples, resumed)

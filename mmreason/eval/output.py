@@ -5,9 +5,11 @@
     <output_path>/<model_name>/<timestamp>_samples_<task>.jsonl one line per doc (with --log_samples)
     <output_path>/<model_name>/<timestamp>_pending.json         only while a run is incomplete
 
-Resume: the samples files are the run's journal, appended batch by batch and flushed. A run writes
+Resume: the samples files are the run's journal, appended batch by batch. A run writes
 ``<timestamp>_pending.json`` (its config and config hash) at start and removes it when the results
-file is written. Rerunning a command whose config hash matches a pending run reuses that run's
+file is written. The hash covers everything in ``results["config"]`` (model, model_args, gen_kwargs,
+seed, limit, batch_size, device, the docs of each task), not the output options.
+Rerunning a command whose config hash matches a pending run reuses that run's
 timestamp and skips the docs its samples files already hold; a finished run is never reopened, so
 rerunning a finished command evaluates afresh under a new timestamp. Without ``--log_samples`` the
 journal is deleted once the results are written. Finished samples files are rewritten in doc order,
@@ -114,15 +116,19 @@ class RunFiles:
 
     def finish(self, results: dict[str, Any], markdown: str, records: dict[str, list[dict[str, Any]]],
                log_samples: bool) -> None:
-        """Write results and table; samples files in doc order (or removed); the run is no longer pending."""
+        """Write results and table; samples files in doc order (or removed); the run is no longer pending.
+
+        In this order, so that a kill at any point leaves either a pending run that resumes or a
+        finished one.
+        """
+        _atomic_write(self.results_path, json.dumps(results, indent=2, ensure_ascii=False, default=str) + "\n")
+        _atomic_write(self.markdown_path, markdown)
         for task_file_name, rows in records.items():
             path = self.samples_path(task_file_name)
             if log_samples:
                 _atomic_write(path, "".join(_dumps(r) + "\n" for r in rows))
             else:
                 path.unlink(missing_ok=True)
-        _atomic_write(self.results_path, json.dumps(results, indent=2, ensure_ascii=False, default=str) + "\n")
-        _atomic_write(self.markdown_path, markdown)
         self.pending_path.unlink(missing_ok=True)
 
 

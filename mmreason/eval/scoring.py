@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmreason.eval.generate import Completion, generate_batch
+from mmreason.eval.prompts import encode_batch
 from mmreason.eval.tasks import EvalTask
 from mmreason.media import MediaError
 from mmreason.rollout.generate import GenerationSettings, group_seed
-from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
+from mmreason.rollout.prompts import PromptInputs, PromptTooLong
 from mmreason.types import Sample
 
 # What a broken doc raises while its prompt is built (the trainer skips the same kinds).
@@ -65,9 +66,12 @@ def estimate_length(processor, sample: Sample, opts: PromptOptions) -> int:
     hi = opts.max_pixels or size.get("longest_edge") or media.IMAGE_MAX_PIXELS
     try:
         total += sum(media.image_file_tokens(src, lo, hi) for src in sample.images)
-        for page in sample.pages:
-            total += sum(media.pdf_page_tokens(page.source, [page.index], min_pixels=lo,
-                                               max_pixels=page.max_pixels or hi))
+        by_pdf: dict[str, list] = {}
+        for page in sample.pages:  # one open per PDF, not per page: documents run to hundreds of pages
+            by_pdf.setdefault(page.source, []).append(page)
+        for source, pages in by_pdf.items():
+            sizes = media.pdf_page_sizes(source, [p.index for p in pages])
+            total += sum(media.image_tokens(h, w, lo, min(p.max_pixels or hi, hi)) for (h, w), p in zip(sizes, pages))
         for ref in sample.videos:
             total += media.video_clip_tokens(ref.path, fps=ref.fps or (None if ref.num_frames else opts.video_fps),
                                              num_frames=ref.num_frames, start=ref.start, end=ref.end,
@@ -97,20 +101,16 @@ def plan_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
 
 def build_prompts(processor, task: EvalTask, indices: list[int], opts: PromptOptions
                   ) -> tuple[list[tuple[int, PromptInputs]], list[dict[str, Any]]]:
-    """Prompts of the docs that build, and failure records for those that do not."""
+    """Prompts of the docs that build (one processor call per batch), failure records for the rest."""
     built, failed = [], []
-    for index in indices:
-        sample = task.samples[index]
-        try:
-            prompt = build_prompt(processor, sample, max_prompt_length=opts.max_prompt_length,
-                                  min_pixels=opts.min_pixels, max_pixels=opts.max_pixels,
-                                  video_fps=opts.video_fps, video_max_frames=opts.video_max_frames,
-                                  overflow=opts.overflow, system_prompt=opts.system_prompt)
-        except SAMPLE_ERRORS as exc:
-            failed.append({"doc_id": sample.id, "doc_index": index, "target": _jsonable(task.pack.target_text(sample)),
-                           "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        built.append((index, prompt))
+    samples = [task.samples[i] for i in indices]
+    for index, result in zip(indices, encode_batch(processor, samples, opts, SAMPLE_ERRORS)):
+        if isinstance(result, BaseException):
+            sample = task.samples[index]
+            failed.append({"doc_id": sample.id, "doc_index": index, "target": _jsonable(sample.answer),
+                           "error": f"{type(result).__name__}: {result}"})
+        else:
+            built.append((index, result))
     return built, failed
 
 
@@ -126,7 +126,7 @@ def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: C
         scores[name] = None if math.isnan(value) else value
     return {
         "doc_id": sample.id, "doc_index": index, "prompt": prompt.text,
-        "target": _jsonable(task.pack.target_text(sample)), "response": completion.text,
+        "target": _jsonable(sample.answer), "response": completion.text,
         "parsed_answer": task.extract_answer(completion.text), "scores": scores,
         "prompt_tokens": prompt.length, "visual_tokens": prompt.visual_tokens,
         "completion_tokens": int(completion.token_ids.numel()), "truncated": completion.truncated,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,8 +40,8 @@ class EvalTask:
         return re.sub(r"[^\w.-]+", "_", self.name)
 
     def docs_hash(self) -> str:
-        """Fingerprint of the docs (ids and targets): a changed data file never reuses stale samples."""
-        rows = [[s.id, self.pack.target_text(s)] for s in self.samples]
+        """Fingerprint of the docs (ids and answers): a changed data file never reuses stale samples."""
+        rows = [[s.id, s.answer] for s in self.samples]
         return hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest()[:16]
 
     def describe(self) -> dict[str, Any]:
@@ -80,28 +81,31 @@ def parse_task_specs(text: str | list[str]) -> list[tuple[str, str | None]]:
 
 
 def load_task(pack_name: str, path: str | None, limit: float | None = None,
-              options: dict[str, Any] | None = None) -> EvalTask:
+              options: dict[str, Any] | None = None, seed: int = 0) -> EvalTask:
+    """A pack's eval docs (``options`` go to its loader), the first ``limit`` of them, each passed
+    through the pack's per-draw ``prepare`` (e.g. page resolution allocation) once, at step 0."""
     pack = TASKS.get(pack_name)
     if path is not None and not Path(path).exists():
         raise FileNotFoundError(f"--tasks {pack_name}:{path}: data file {path!r} does not exist")
     samples = pack.load(path, EVAL_SPLIT, **(options or {}))
     if not samples:
         raise ValueError(f"task {pack_name!r}: the {EVAL_SPLIT} split is empty ({path or 'built-in data'})")
-    ids = [s.id for s in samples]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
+    counts = Counter(s.id for s in samples)
+    if len(counts) != len(samples):
+        dup = next(i for i, c in counts.items() if c > 1)
         raise ValueError(f"task {pack_name!r}: doc id {dup!r} occurs twice in {path or 'the built-in data'}")
     if not pack.metrics:
         raise ValueError(f"task pack {pack_name!r} defines no metrics to evaluate")
     name = pack_name if path is None else f"{pack_name}:{Path(path).stem}"
     extract = getattr(pack, "extract_answer", None)
     extractor = (extract, _qualname(extract)) if extract is not None else default_extractor()
-    kept = samples[: resolve_limit(limit, len(samples))]
+    kept = [pack.prepare(s, split=EVAL_SPLIT, seed=seed, step=0) for s in samples[: resolve_limit(limit, len(samples))]]
     return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1])
 
 
-def load_tasks(text: str | list[str], limit: float | None = None) -> list[EvalTask]:
-    tasks = [load_task(name, path, limit) for name, path in parse_task_specs(text)]
+def load_tasks(text: str | list[str], limit: float | None = None, options: dict[str, Any] | None = None,
+               seed: int = 0) -> list[EvalTask]:
+    tasks = [load_task(name, path, limit, options, seed) for name, path in parse_task_specs(text)]
     names = [t.file_name for t in tasks]
     for n in names:
         if names.count(n) > 1:

@@ -64,6 +64,16 @@ def resolve_attn_implementation(name: str) -> str:
     return "sdpa"
 
 
+def backend_note(attn_implementation: str) -> str:
+    """One line saying which optional GPU extras are used and what falls back, for the run header."""
+    have = {name: importlib.util.find_spec(name) is not None for name in ("flash_attn", "vllm", "deepspeed")}
+    parts = [f"attention: {attn_implementation}" + ("" if have["flash_attn"] else " (flash-attn not installed)"),
+             "generation: HF generate" + ("" if have["vllm"] else " (vllm not installed)")]
+    if not have["deepspeed"]:
+        parts.append("deepspeed not installed (DDP/FSDP only)")
+    return "; ".join(parts)
+
+
 def check_model_dir(path: str | Path) -> Path:
     """A clear error for a directory that cannot hold a checkpoint, before transformers tries."""
     p = Path(path)

@@ -15,7 +15,13 @@ from typing import Any
 import torch
 
 from mmreason.config import dump_yaml
-from mmreason.models.loading import ModelConfig, load_model, load_processor, trainable_parameters
+from mmreason.models.loading import (
+    ModelConfig,
+    backend_note,
+    load_model,
+    load_processor,
+    trainable_parameters,
+)
 from mmreason.sampling import SAMPLERS
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import TrainConfig
@@ -118,6 +124,7 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
         print(f"model: {cfg.model.name_or_path} ({total:,} parameters, {trainable:,} trainable); "
               f"processes: {accelerator.num_processes} ({accelerator.distributed_type.value.lower()}, "
               f"{accelerator.device})")
+        print(backend_note(getattr(model.config, "_attn_implementation", None) or cfg.model.attn_implementation))
     ref_model = None
     if cfg.algorithm.beta > 0:
         ref_cfg = ModelConfig(**{**cfg.model.__dict__, "lora": False, "gradient_checkpointing": False})
