@@ -60,27 +60,31 @@ def sample_prompts(run: Run) -> list[int]:
 
 def build_prompts(run: Run, indices: list[int]) -> list[tuple[int, PromptInputs]]:
     """Prompts for the chosen samples; broken media and over-long prompts are counted and skipped."""
-    d, out = run.cfg.data, []
-    for index in indices:
-        sample = run.pack.prepare(run.dataset[index], split="train", seed=run.cfg.seed, step=run.step)
-        try:
-            prompt = build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length,
-                                  min_pixels=d.min_pixels, max_pixels=d.max_pixels, video_fps=d.video_fps,
-                                  video_max_frames=d.video_max_frames, overflow=d.prompt_overflow,
-                                  system_prompt=d.system_prompt)
-        except PromptTooLong as exc:
-            run.counters.filtered_prompts += 1
-            _event(run, "prompt_filtered", sample_id=sample.id, reason=str(exc))
-            continue
-        except (MediaError, OSError, ValueError) as exc:
-            run.counters.bad_samples += 1
-            _event(run, "bad_sample", sample_id=sample.id, reason=str(exc))
-            if run.counters.bad_samples > run.cfg.max_bad_samples:
-                raise RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
-                                 f"{run.cfg.max_bad_samples}); last: {sample.id!r}: {exc}") from exc
-            continue
-        out.append((index, prompt))
-    return out
+    prompts = [(index, load_prompt(run, index)) for index in indices]
+    return [(index, prompt) for index, prompt in prompts if prompt is not None]
+
+
+def load_prompt(run: Run, index: int) -> PromptInputs | None:
+    """One dataset sample as model inputs for this draw, or None (counted and logged) when it cannot be.
+
+    Past ``max_bad_samples`` broken samples the run stops (the loop saves a checkpoint first).
+    """
+    d = run.cfg.data
+    sample = run.pack.prepare(run.dataset[index], split="train", seed=run.cfg.seed, step=run.step)
+    try:
+        return build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length, min_pixels=d.min_pixels,
+                            max_pixels=d.max_pixels, video_fps=d.video_fps, video_max_frames=d.video_max_frames,
+                            overflow=d.prompt_overflow, system_prompt=d.system_prompt)
+    except PromptTooLong as exc:
+        run.counters.filtered_prompts += 1
+        _event(run, "prompt_filtered", sample_id=sample.id, reason=str(exc))
+    except (MediaError, OSError, ValueError) as exc:
+        run.counters.bad_samples += 1
+        _event(run, "bad_sample", sample_id=sample.id, reason=str(exc))
+        if run.counters.bad_samples > run.cfg.max_bad_samples:
+            raise RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
+                             f"{run.cfg.max_bad_samples}); last: {sample.id!r}: {exc}") from exc
+    return None
 
 
 def roll_out(run: Run, prompts: list[tuple[int, PromptInputs]], step: int) -> list[Trajectory]:

@@ -12,12 +12,10 @@ import time
 import torch
 
 from mmreason.config import load_config
-from mmreason.media import MediaError
 from mmreason.rollout.forward import collate, token_logprobs
-from mmreason.rollout.prompts import PromptTooLong, build_prompt
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from mmreason.train.config import TrainConfig
-from mmreason.train.grpo import RunStopped
+from mmreason.train.grpo import RunStopped, load_prompt
 from mmreason.train.logging import RunLogger
 from mmreason.train.setup import Run, setup_run
 from mmreason.types import Trajectory
@@ -25,31 +23,16 @@ from mmreason.types import Trajectory
 
 def sft_example(run: Run, index: int) -> Trajectory | None:
     """Prompt + target tokens with action_mask on the target; None (counted) for a broken sample."""
-    d = run.cfg.data
-    sample = run.pack.prepare(run.dataset[index], split="train", seed=run.cfg.seed, step=run.step)
-    try:
-        prompt = build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length,
-                              min_pixels=d.min_pixels, max_pixels=d.max_pixels, video_fps=d.video_fps,
-                              video_max_frames=d.video_max_frames, overflow=d.prompt_overflow,
-                              system_prompt=d.system_prompt)
-    except PromptTooLong as exc:
-        run.counters.filtered_prompts += 1
-        run.logger.event("prompt_filtered", sample_id=sample.id, reason=str(exc))
+    prompt = load_prompt(run, index)
+    if prompt is None:
         return None
-    except (MediaError, OSError, ValueError) as exc:
-        run.counters.bad_samples += 1
-        run.logger.event("bad_sample", sample_id=sample.id, reason=str(exc))
-        if run.counters.bad_samples > run.cfg.max_bad_samples:
-            raise RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
-                             f"{run.cfg.max_bad_samples}); last: {sample.id!r}: {exc}") from exc
-        return None
-    text = run.pack.target_text(sample) + "<|im_end|>"
+    text = run.pack.target_text(prompt.sample) + "<|im_end|>"
     target = run.processor.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"][0]
     target = target[: run.cfg.rollout.max_completion_length]
     ids = torch.cat([prompt.input_ids, target])
     mask = torch.zeros_like(ids)
     mask[prompt.length:] = 1
-    return Trajectory(sample.id, index, ids, mask, prompt.length, text,
+    return Trajectory(prompt.sample.id, index, ids, mask, prompt.length, text,
                       mm_token_type_ids=torch.cat([prompt.mm_token_type_ids, torch.zeros_like(target)]),
                       visual=[prompt.visual] if prompt.visual else [])
 
@@ -84,7 +67,6 @@ def sft_step(run: Run) -> dict[str, float]:
 
 
 def sft(cfg: TrainConfig) -> Run:
-    steps_per_epoch = None
     run = setup_run(cfg, with_rewards=False)
     steps_per_epoch = -(-len(run.dataset) // (cfg.prompts_per_step * run.accelerator.num_processes))
     total = cfg.max_steps if cfg.max_steps > 0 else steps_per_epoch * cfg.sft_epochs
