@@ -1,0 +1,53 @@
+"""Golden prompts: the rendered prompt of every registered task is frozen, so an unintended change fails.
+
+Each task's first two eval docs are rendered through the tiny model's chat template and the real
+prompt builder; the text and token counts must equal ``golden/<task>.txt``. After an intended change,
+rewrite the files with ``MMREASON_UPDATE_GOLDEN=1 pytest tests/eval/test_eval_golden.py`` and review
+the diff. A new task pack needs its golden file before this test passes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mmreason.eval.tasks import EvalTask, load_task
+from mmreason.rollout.prompts import build_prompt
+from mmreason.taskpack import TASKS
+
+GOLDEN = Path(__file__).with_name("golden")
+
+
+def snapshot(task: EvalTask, processor) -> str:
+    lines = [f"task: {task.name}", f"prompt_template: {task.pack.prompt_template!r}",
+             f"metrics: {', '.join(task.pack.metrics)}"]
+    for sample in task.samples:
+        prompt = build_prompt(processor, sample, max_prompt_length=32768)
+        lines += [f"--- doc {sample.id} | answer {sample.answer!r} | prompt_tokens {prompt.length}"
+                  f" | visual_tokens {prompt.visual_tokens}", prompt.text]
+    return "\n".join(lines) + "\n"
+
+
+def _check(name: str, text: str, update: bool = os.environ.get("MMREASON_UPDATE_GOLDEN") == "1") -> None:
+    path = GOLDEN / f"{name}.txt"
+    if update:
+        path.write_text(text)
+    if not path.exists():
+        pytest.fail(f"no golden prompt for task {name!r}: run MMREASON_UPDATE_GOLDEN=1 pytest {__file__} "
+                    "and commit tests/eval/golden/")
+    assert text == path.read_text(), f"the rendered prompt of task {name!r} changed (see {path})"
+
+
+@pytest.mark.parametrize("name", TASKS.names())
+def test_golden_prompt(name, tiny, shapes_cache):
+    _check(name, snapshot(load_task(name, None, limit=2), tiny[1]))
+
+
+def test_a_changed_prompt_is_caught(tiny, shapes_cache):
+    task = load_task("shapes", None, limit=2)
+    content = task.samples[0].messages[0]["content"]
+    content[-1] = {**content[-1], "text": content[-1]["text"] + " Think first."}
+    with pytest.raises(AssertionError, match="changed"):
+        _check("shapes", snapshot(task, tiny[1]), update=False)
