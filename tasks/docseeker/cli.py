@@ -1,0 +1,92 @@
+"""DocSeeker data tools: synthetic documents, the EGRA visual-token report, questions on real PDFs.
+
+    mmreason data docseeker --out DIR --docs N --pages MIN..MAX [--seed S]        # generate (default)
+    mmreason data docseeker egra-report [--data FILE.jsonl | --docs N --pages 40..40] [--k 5 ...]
+    mmreason data docseeker outline --pdf FILE.pdf [--pdf ...] --out DIR [--questions 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+
+ACTIONS = ("generate", "egra-report", "outline")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", nargs="?", default="generate", choices=ACTIONS,
+                        help="generate synthetic documents (default), report EGRA visual tokens, or write "
+                             "questions from a real PDF's outline")
+    parser.add_argument("--out", help="output folder (generate, outline)")
+    parser.add_argument("--docs", type=int, default=16, help="documents to generate")
+    parser.add_argument("--pages", default="3..8", help="pages per document, MIN..MAX")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--page-width", type=int, default=850, help="page width in pixels at 100 dpi")
+    parser.add_argument("--data", help="egra-report: a JSONL/parquet file in the loader's shape")
+    parser.add_argument("--high", type=int, default=1024, help="EGRA high budget, merged tokens per page")
+    parser.add_argument("--low", type=int, default=256, help="EGRA low budget, merged tokens per page")
+    parser.add_argument("--k", type=int, default=5, help="EGRA: random extra high-budget pages in training")
+    parser.add_argument("--json", action="store_true", help="egra-report: one JSON object per document")
+    parser.add_argument("--pdf", action="append", default=[], help="outline: a real PDF (repeatable)")
+    parser.add_argument("--questions", type=int, default=4, help="outline: questions per PDF")
+
+
+def _pages(text: str) -> tuple[int, int]:
+    lo, _, hi = text.partition("..")
+    return int(lo), int(hi or lo)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "generate":
+        from mmreason.tasks.docseeker.synth import PAGE_SIZE, generate
+
+        if not args.out:
+            raise SystemExit("mmreason data docseeker: --out DIR is required")
+        lo, hi = _pages(args.pages)
+        size = (args.page_width, round(args.page_width * PAGE_SIZE[1] / PAGE_SIZE[0]))
+        path = generate(args.out, args.docs, lo, hi, args.seed, size)
+        print(f"wrote {args.docs} documents and {path}")
+        return 0
+    if args.action == "outline":
+        from mmreason.tasks.docseeker.realdocs import write_outline_jsonl
+
+        if not args.out or not args.pdf:
+            raise SystemExit("mmreason data docseeker outline: --pdf FILE and --out DIR are required")
+        path = write_outline_jsonl(args.pdf, args.out, args.questions, args.seed)
+        print(f"wrote {sum(1 for _ in open(path))} questions to {path}")
+        return 0
+    return egra_report(args)
+
+
+def egra_report(args: argparse.Namespace) -> int:
+    """Print visual tokens per document with and without EGRA, and the mean reduction factors."""
+    from mmreason.tasks.docseeker.data import docseeker_load
+    from mmreason.tasks.docseeker.egra import EgraSettings, token_report
+
+    settings = EgraSettings(True, args.high, args.low, args.k)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.data:
+            samples = docseeker_load(args.data, "train")
+        else:
+            from mmreason.tasks.docseeker.synth import PAGE_SIZE, generate
+
+            lo, hi = _pages(args.pages)
+            size = (args.page_width, round(args.page_width * PAGE_SIZE[1] / PAGE_SIZE[0]))
+            samples = docseeker_load(str(generate(tmp, args.docs, lo, hi, args.seed, size)), "train")
+        rows = [token_report(s, settings, args.seed) for s in samples]
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    print(f"EGRA: high {args.high} / low {args.low} tokens per page, k = {args.k}")
+    print(f"{'document':<28}{'pages':>6}{'without':>10}{'eval':>10}{'train':>10}{'x eval':>8}{'x train':>8}")
+    for r in rows:
+        print(f"{r['id']:<28}{r['pages']:>6}{r['tokens_without_egra']:>10}{r['tokens_egra_eval']:>10}"
+              f"{r['tokens_egra_train']:>10.0f}{r['reduction_eval']:>8.2f}{r['reduction_train']:>8.2f}")
+    total = {k: sum(r[k] for r in rows) for k in ("tokens_without_egra", "tokens_egra_eval", "tokens_egra_train")}
+    print(f"{'all':<28}{sum(r['pages'] for r in rows):>6}{total['tokens_without_egra']:>10}"
+          f"{total['tokens_egra_eval']:>10}{total['tokens_egra_train']:>10.0f}"
+          f"{total['tokens_without_egra'] / total['tokens_egra_eval']:>8.2f}"
+          f"{total['tokens_without_egra'] / total['tokens_egra_train']:>8.2f}")
+    return 0

@@ -1,0 +1,189 @@
+"""Data of the DocSeeker pack: long-document QA rows (JSONL or parquet, read through ``datasets``).
+
+Row shape (relative paths are relative to the data file):
+
+    {"id": str,
+     "document": "doc.pdf" | ["page1.png", "page2.png", ...],   # a PDF or the ordered page images
+     "question": str, "answer": str (or a list of acceptable strings),
+     "evidence_pages": [int, ...],    # [-1] or [] = no specific evidence page
+     "evidence_base": 0 | 1,          # optional; else the loader's ``evidence_base`` (default 1)
+     "answer_format": str,            # optional: str | int | float | list | none ...
+     "analysis", "localization", "reasoning": str,   # optional ALR annotation (SFT)
+     "target": str}                   # optional complete ALR completion (SFT)
+
+DocSeeker's own files load too: ``image`` (page images), ``gt_page`` (0-based evidence pages) and
+``conversations`` ([human question, gpt ALR completion]).
+
+Every sample's ``meta["evidence_pages"]`` is 1-based (or ``[-1]``), as the prompt labels the pages
+("Page 1:", "Page 2:", ...) and as the ``page_fbeta`` reward reads them (its default ``index_base=1``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from mmreason.media import pdf_page_count
+from mmreason.tasks.docseeker.alr import instruction
+from mmreason.tasks.docseeker.egra import EgraSettings, docseeker_transform
+from mmreason.types import PageRef, Sample
+
+TASK = "docseeker"
+NO_PAGE = [-1]
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("MMREASON_CACHE", Path.home() / ".cache" / "mmreason")) / "docseeker"
+
+
+def _resolve(path: str, base: Path) -> str:
+    return path if os.path.isabs(path) else str(base / path)
+
+
+def images_to_pdf(paths: list[str], cache_dir: Path) -> str:
+    """The page images as one PDF (cached by path, size and mtime), so that they render per page at their
+    own EGRA budget through the media layer's PDF path, exactly like a PDF document.
+
+    Each image becomes a 100-dpi page, so rendering at the default 100 dpi returns its own pixel size.
+    """
+    from PIL import Image
+
+    stats = [f"{os.path.realpath(p)}|{os.stat(p).st_size}|{os.stat(p).st_mtime_ns}" for p in paths]
+    key = hashlib.sha256("\n".join(stats).encode()).hexdigest()[:24]
+    out = cache_dir / "page-images" / f"{key}.pdf"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        images = []
+        for p in paths:
+            with Image.open(p) as im:
+                images.append(im.convert("RGB"))
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        images[0].save(tmp, "PDF", save_all=True, append_images=images[1:], resolution=100, quality=95)
+        tmp.replace(out)
+    return str(out)
+
+
+def evidence_one_based(pages: Any, base: int, where: str) -> list[int]:
+    """The evidence pages as sorted 1-based ints; [-1] for "no specific evidence page" (also for [])."""
+    if base not in (0, 1):
+        raise ValueError(f"{where}: evidence_base must be 0 or 1, got {base!r}")
+    values = [] if pages is None else (list(pages) if isinstance(pages, (list, tuple)) else [pages])
+    flat = [v for item in values for v in (item if isinstance(item, (list, tuple)) else [item])]
+    if not flat or [int(v) for v in flat] == [-1]:
+        return list(NO_PAGE)
+    out = sorted({int(v) + (1 - base) for v in flat})
+    if out[0] < 1:
+        raise ValueError(f"{where}: evidence page {out[0] - (1 - base)} is invalid for evidence_base={base}")
+    return out
+
+
+def _document(row: dict, where: str) -> Any:
+    for key in ("document", "pdf", "images", "image"):
+        if row.get(key):
+            return row[key]
+    raise ValueError(f"{where}: no 'document' column (a PDF path or a list of page image paths)")
+
+
+def _question_and_target(row: dict, where: str) -> tuple[str, str | None]:
+    if row.get("question"):
+        return str(row["question"]), row.get("target")
+    turns = row.get("conversations") or []
+    if turns and turns[0].get("value"):
+        question = str(turns[0]["value"]).replace("<image>", "").strip()
+        target = turns[1].get("value") if len(turns) > 1 else None
+        return question, row.get("target") or target
+    raise ValueError(f"{where}: no 'question' column")
+
+
+def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSettings, cache: Path,
+                  max_pages: int | None = None) -> Sample:
+    """One sample: pages as PageRefs (PDF pages, or page images gathered into a cached PDF), the prompt
+    with "Page k:" before each page, and the evidence pages in ``meta`` (1-based)."""
+    rid = row.get("id")
+    where = f"{source}: row {rid!r}"
+    if rid is None:
+        raise ValueError(f"{source}: a row has no 'id' column")
+    base_dir = Path(source).parent
+    document = _document(row, where)
+    if isinstance(document, str):
+        pdf = _resolve(document, base_dir)
+        count = pdf_page_count(pdf)
+    else:
+        images = [_resolve(str(p), base_dir) for p in document]
+        pdf, count = images_to_pdf(images, cache), len(images)
+    count = min(count, max_pages) if max_pages else count
+    question, target = _question_and_target(row, where)
+    if row.get("answer") is None and row.get("final_answer") is None:
+        raise ValueError(f"{where}: no 'answer' column")
+    answer = row["answer"] if row.get("answer") is not None else row["final_answer"]
+    if "evidence_pages" in row:
+        base = int(row["evidence_base"]) if row.get("evidence_base") is not None else evidence_base
+        evidence = evidence_one_based(row["evidence_pages"], base, where)
+    else:
+        evidence = evidence_one_based(row.get("gt_page"), 0, where)  # DocSeeker's raw files are 0-based
+    if evidence[-1] > count:
+        raise ValueError(f"{where}: evidence page {evidence[-1]} (1-based) is beyond the document's {count} pages"
+                         + (f" (max_pages={max_pages})" if max_pages else ""))
+    content: list[dict[str, Any]] = []
+    for k in range(1, count + 1):
+        content += [{"type": "text", "text": f"Page {k}:"}, {"type": "image"}]
+    content.append({"type": "text", "text": f"Question: {question}\n\n" + instruction(count)})
+    skip = {"id", "document", "pdf", "images", "image", "question", "answer", "evidence_pages", "evidence_base",
+            "gt_page", "conversations", "target", "final_answer"}
+    meta = {k: v for k, v in row.items() if k not in skip}
+    meta.update(question=question, evidence_pages=evidence, num_pages=count, document=pdf,
+                answer_format=row.get("answer_format") or "str", egra=egra.__dict__.copy())
+    if target:
+        meta["target"] = target
+    return Sample(id=str(rid), messages=[{"role": "user", "content": content}], answer=answer,
+                  pages=[PageRef(pdf, i) for i in range(count)], meta=meta, task=TASK)
+
+
+def _pages_range(pages: Any) -> tuple[int, int]:
+    if isinstance(pages, str):
+        lo, _, hi = pages.partition("..")
+        return int(lo), int(hi or lo)
+    if isinstance(pages, (list, tuple)):
+        return int(pages[0]), int(pages[-1])
+    return int(pages), int(pages)
+
+
+def docseeker_load(path: str | None = None, split: str = "train", *, n: int | None = None, seed: int = 0,
+                   pages: Any = "3..8", evidence_base: int = 1, use_egra: bool = True, egra_k: int = 5,
+                   egra_high_tokens: int = 1024, egra_low_tokens: int = 256, max_pages: int | None = None,
+                   page_width: int = 850) -> list[Sample]:
+    """The pack's data: ``path`` (JSONL / parquet in the row shape above) or generated documents.
+
+    Without ``path``, ``n`` documents (default 64 train / 16 otherwise) of ``pages`` ("MIN..MAX") pages
+    are generated into ``$MMREASON_CACHE/docseeker``. ``evidence_base`` declares the base of the rows'
+    ``evidence_pages`` when a row does not. EGRA options are stored on each sample for the ``transform``.
+    Validation / eval samples get their (deterministic) allocation now, so consumers that do not call
+    the pack's ``transform`` still see the gold pages sharp.
+    """
+    from datasets import load_dataset
+
+    from mmreason.tasks.docseeker.synth import PAGE_SIZE, generate
+
+    egra = EgraSettings(use_egra, egra_high_tokens, egra_low_tokens, egra_k)
+    if path is None:
+        count = n or (64 if split == "train" else 16)
+        split_seed = seed if split == "train" else seed + 10_000
+        lo, hi = _pages_range(pages)
+        size = (page_width, round(page_width * PAGE_SIZE[1] / PAGE_SIZE[0]))
+        folder = default_cache() / f"{split}-{count}-{lo}-{hi}-{split_seed}-{page_width}"
+        path = str(generate(folder, count, lo, hi, split_seed, size))
+    if not Path(path).exists():
+        raise FileNotFoundError(f"docseeker data file {path!r} does not exist")
+    kind = "parquet" if str(path).endswith(".parquet") else "json"
+    rows = load_dataset(kind, data_files=str(path), split="train")
+    if n:
+        rows = rows.select(range(min(n, len(rows))))
+    samples = [row_to_sample(dict(r), str(path), evidence_base=evidence_base, egra=egra, cache=default_cache(),
+                             max_pages=max_pages) for r in rows]
+    if split != "train":
+        import random
+
+        samples = [docseeker_transform(s, split=split, rng=random.Random(0)) for s in samples]
+    return samples

@@ -1,0 +1,79 @@
+"""Questions on real PDFs nobody here wrote, from their outline (bookmarks), checked against the page text.
+
+For each outline entry whose title is printed on the page the entry points to (PDFium's text layer), the
+row asks on which page that section begins; the evidence is that page. Any PDF with an outline works,
+for example the R manuals that Debian's ``r-doc-pdf`` installs (``/usr/share/R/doc/manual/*.pdf``) or
+``debian-reference-en`` (``/usr/share/debian-reference/debian-reference.en.pdf``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+from mmreason.media.pdf import _PDFIUM_LOCK
+
+KNOWN_PDFS = (
+    "/usr/share/R/doc/manual/R-data.pdf",
+    "/usr/share/R/doc/manual/R-lang.pdf",
+    "/usr/share/R/doc/manual/R-intro.pdf",
+    "/usr/share/debian-reference/debian-reference.en.pdf",
+)
+
+
+def installed_pdfs() -> list[str]:
+    """The known real manuals present on this machine."""
+    return [p for p in KNOWN_PDFS if Path(p).is_file()]
+
+
+def _normalise(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def outline_entries(pdf: str) -> list[tuple[str, int]]:
+    """(section title without its number, 0-based page) of each outline entry found on its page's text."""
+    import pypdfium2 as pdfium
+
+    out = []
+    with _PDFIUM_LOCK:  # PDFium is not thread-safe; the media layer's lock guards every call
+        doc = pdfium.PdfDocument(pdf)
+        try:
+            for item in doc.get_toc():
+                dest = item.get_dest()
+                index = dest.get_index() if dest is not None else None
+                title = re.sub(r"^[\d.]+\s+", "", item.get_title() or "").strip()
+                if index is None or not 0 <= index < len(doc) or len(title) < 4:
+                    continue
+                page = doc[index]
+                text = page.get_textpage().get_text_bounded()
+                page.close()
+                if _normalise(title) in _normalise(text):
+                    out.append((title, index))
+        finally:
+            doc.close()
+    return out
+
+
+def outline_rows(pdf: str, n: int = 4, seed: int = 0) -> list[dict]:
+    """Up to ``n`` loader rows for ``pdf`` (sections whose title occurs once in the outline)."""
+    entries = outline_entries(pdf)
+    titles = [t for t, _ in entries]
+    unique = [(t, i) for t, i in entries if titles.count(t) == 1]
+    picked = random.Random(seed).sample(unique, min(n, len(unique)))
+    stem = Path(pdf).stem
+    return [{"id": f"{stem}-p{index + 1}-{k}", "document": str(Path(pdf).resolve()),
+             "question": f"On which page does the section titled '{title}' begin? Answer with the page number.",
+             "answer": str(index + 1), "evidence_pages": [index + 1], "evidence_base": 1, "answer_format": "int",
+             "qtype": "outline"} for k, (title, index) in enumerate(sorted(picked, key=lambda e: e[1]))]
+
+
+def write_outline_jsonl(pdfs: list[str], out: str | Path, n: int = 4, seed: int = 0) -> Path:
+    """Rows for every PDF in ``pdfs`` written to ``out/data.jsonl``."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [row for pdf in pdfs for row in outline_rows(pdf, n, seed)]
+    path = folder / "data.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path

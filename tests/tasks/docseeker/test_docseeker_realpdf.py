@@ -1,0 +1,46 @@
+"""A real PDF nobody here wrote (Debian's R manuals: `apt-get install r-doc-pdf`), rendered under EGRA
+budgets into a prompt for the tiny model, answered, and scored. Skipped when no such manual is installed."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from docseeker_helpers import completion, pack_runner
+
+from mmreason.tasks.docseeker.realdocs import installed_pdfs, outline_rows
+
+PDFS = installed_pdfs()
+
+
+@pytest.mark.skipif(not PDFS, reason="no real manual installed (apt-get install r-doc-pdf)")
+def test_real_manual_renders_and_scores(tiny, tmp_path):
+    from mmreason.media import pdf_page_count, pixels_for_tokens
+    from mmreason.rollout.generate import GenerationSettings, generate_group
+    from mmreason.rollout.prompts import build_prompt
+    from mmreason.taskpack import TASKS
+    from mmreason.tasks.docseeker.data import docseeker_load
+
+    model, processor = tiny
+    pdf = PDFS[0]
+    rows = outline_rows(pdf, n=1, seed=0)
+    assert rows, f"{pdf}: no outline entry was found on its page"
+    file = tmp_path / "real.jsonl"
+    file.write_text(json.dumps(rows[0]) + "\n")
+    (sample,) = docseeker_load(str(file), "eval", egra_high_tokens=16, egra_low_tokens=8)
+    assert len(sample.pages) == pdf_page_count(pdf) > 10
+    gold = sample.meta["evidence_pages"][0]
+    assert sample.pages[gold - 1].max_pixels == pixels_for_tokens(16)  # validation: the gold page is sharp
+    prompt = build_prompt(processor, sample, max_prompt_length=8192)
+    tokens = (prompt.visual["image_grid_thw"].prod(-1) // 4).tolist()
+    assert len(tokens) == len(sample.pages) and max(tokens) <= 16 and tokens[gold - 1] > max(
+        t for i, t in enumerate(tokens) if i != gold - 1)
+    trajectories = generate_group(model, processor, prompt, 0, 2, GenerationSettings(max_new_tokens=8), seed=0)
+    runner = pack_runner()
+    totals = runner([sample], trajectories).total("renormalize").tolist()
+    assert len(totals) == 2 and all(0.0 <= t <= 1.0 and math.isfinite(t) for t in totals)
+    perfect = trajectories[0]
+    perfect.completion_text = completion([gold], str(sample.answer))
+    assert float(runner([sample], [perfect]).total("renormalize")[0]) == pytest.approx(1.0)
+    assert TASKS.get("docseeker").metrics["evidence_f1"](sample, perfect.completion_text) == 1.0
