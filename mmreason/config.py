@@ -93,6 +93,19 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     return value
 
 
+def _dict_keys(cls: type, prefix: str = "") -> list[str]:
+    """Dotted names of mapping-typed fields: overrides may reach inside them (``data.task_args.n=4``)."""
+    keys = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            keys.extend(_dict_keys(tp, prefix + f.name + "."))
+        elif tp is dict or typing.get_origin(tp) is dict:
+            keys.append(prefix + f.name)
+    return keys
+
+
 def _valid_keys(cls: type, prefix: str = "") -> list[str]:
     keys = []
     hints = typing.get_type_hints(cls)
@@ -140,10 +153,11 @@ def parse_override(item: str) -> tuple[list[str], Any]:
 def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Merge dotted overrides into a raw mapping; unknown paths fail with the closest valid key."""
     valid = _valid_keys(cls)
+    mappings = _dict_keys(cls)
     for item in overrides:
         path, value = parse_override(item)
         dotted = ".".join(path)
-        if dotted not in valid:
+        if dotted not in valid and not any(dotted.startswith(m + ".") for m in mappings):
             hint = closest(dotted, valid)
             raise ConfigError(f"unknown config key {dotted!r} in override {item!r}"
                               + (f" (did you mean {hint!r}?)" if hint else ""))

@@ -38,8 +38,8 @@ class TaskPack:
     make_environment: Callable[..., Any] | None = None
     prompt_template: str = ""
     sft_target: Callable[[Sample], str] | None = None  # assistant text to imitate; default: the answer
-    # Called every time a sample is drawn (train, SFT and eval), with a generator seeded by
-    # (run seed, step, sample id): per-draw choices such as resolution allocation or augmentation.
+    # Called every time a sample is drawn, with split "train" (RL), "sft" or "eval" and a generator
+    # seeded by (run seed, step, sample id): per-draw choices such as resolution allocation.
     transform: Callable[..., Sample] | None = None  # (sample, *, split: str, rng: random.Random) -> Sample
 
     def prepare(self, sample: Sample, *, split: str, seed: int, step: int) -> Sample:

@@ -199,12 +199,16 @@ def final_answer(text: Any, mode: str = "auto", max_chars: int = 4_000) -> str:
     ``mode="auto"``: the body of the last ``<answer>...</answer>``; if that body is a dict with an
     ``"answer"`` key (DocSeeker's JSON answer), that value. Without an answer tag, the last
     ``\boxed{}``; without either, the whole completion's tail. ``"answer_tag"`` / ``"boxed"`` use only
-    that source (``''`` when absent); ``"none"`` takes the completion as it is. At most ``max_chars``
-    characters come back (the tail).
+    that source (``''`` when absent); ``"answer_dict"`` only the ``"answer"`` value of a dict answer body
+    (DocSeeker: a non-dict answer scores 0); ``"none"`` takes the completion as it is. At most
+    ``max_chars`` characters come back (the tail).
     """
     text = clip(text)
     if mode == "none":
         return clip(text.strip(), max_chars)
+    if mode == "answer_dict":
+        parsed = parse_dict((last_tag_body(text, "answer") or "").strip())
+        return clip(as_text(parsed["answer"]).strip(), max_chars) if parsed and "answer" in parsed else ""
     body = last_tag_body(text, "answer") if mode in ("auto", "answer_tag") else None
     if body is not None:
         body = body.strip()

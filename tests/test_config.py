@@ -62,3 +62,12 @@ def test_include_merges_a_shared_file(tmp_path):
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="nope.yaml"):
         load_config(TrainConfig, tmp_path / "nope.yaml")
+
+
+def test_overrides_reach_inside_mapping_fields(tmp_path):
+    path = _write(tmp_path, "data:\n  task_args: {n: 8, pages: '3..5'}\n")
+    cfg = load_config(TrainConfig, path, ["data.task_args.n=4", "algorithm.estimator_options.scope=group"])
+    assert cfg.data.task_args == {"n": 4, "pages": "3..5"}
+    assert cfg.algorithm.estimator_options == {"scope": "group"}
+    with pytest.raises(ConfigError, match="data.task_arg.n"):
+        load_config(TrainConfig, path, ["data.task_arg.n=4"])

@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from mmreason.types import Sample
+from mmreason.paths import cache_dir
+from mmreason.types import PageRef, Sample
 
 # Keys of processor outputs that describe visual inputs (concatenated across samples in a batch).
 VISUAL_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
@@ -57,8 +58,7 @@ def load_sample_media(sample: Sample, min_pixels: int | None, max_pixels: int | 
 
     images = [media.load_image(src, max_pixels=max_pixels, min_pixels=min_pixels) for src in sample.images]
     for page in sample.pages:
-        budget = page.max_pixels or max_pixels
-        images.extend(media.render_pages(page.source, pages=[page.index], max_pixels=budget))
+        images.append(load_page(page, min_pixels, max_pixels))
     videos, metadata = [], []
     for ref in sample.videos:
         clip = media.load_video(
@@ -69,6 +69,20 @@ def load_sample_media(sample: Sample, min_pixels: int | None, max_pixels: int | 
         videos.append(clip.frames)
         metadata.append(media.video_metadata(clip))
     return images, videos, metadata
+
+
+def load_page(page: PageRef, min_pixels: int | None, max_pixels: int | None):
+    """A document page at its own budget (resolution allocation), never above the global one (which
+    ``prompt_overflow: downscale`` lowers): a PDF page rendered through the on-disk cache, or an image."""
+    from mmreason import media
+
+    budgets = [b for b in (page.max_pixels, max_pixels) if b]
+    budget = min(budgets) if budgets else None
+    floor = min_pixels if (min_pixels is None or budget is None or min_pixels <= budget) else None
+    if str(page.source).lower().endswith(".pdf"):
+        return media.render_pages(page.source, pages=[page.index], max_pixels=budget, min_pixels=floor,
+                                  cache_dir=cache_dir("pages"))[0]
+    return media.load_image(page.source, max_pixels=budget, min_pixels=floor)
 
 
 def render_chat(processor, messages: list[dict[str, Any]], system_prompt: str | None = None) -> str:

@@ -64,13 +64,13 @@ def build_prompts(run: Run, indices: list[int]) -> list[tuple[int, PromptInputs]
     return [(index, prompt) for index, prompt in prompts if prompt is not None]
 
 
-def load_prompt(run: Run, index: int) -> PromptInputs | None:
+def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | None:
     """One dataset sample as model inputs for this draw, or None (counted and logged) when it cannot be.
 
     Past ``max_bad_samples`` broken samples the run stops (the loop saves a checkpoint first).
     """
     d = run.cfg.data
-    sample = run.pack.prepare(run.dataset[index], split="train", seed=run.cfg.seed, step=run.step)
+    sample = run.pack.prepare(run.dataset[index], split=split, seed=run.cfg.seed, step=run.step)
     try:
         return build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length, min_pixels=d.min_pixels,
                             max_pixels=d.max_pixels, video_fps=d.video_fps, video_max_frames=d.video_max_frames,

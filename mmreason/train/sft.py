@@ -23,7 +23,7 @@ from mmreason.types import Trajectory
 
 def sft_example(run: Run, index: int) -> Trajectory | None:
     """Prompt + target tokens with action_mask on the target; None (counted) for a broken sample."""
-    prompt = load_prompt(run, index)
+    prompt = load_prompt(run, index, split="sft")
     if prompt is None:
         return None
     text = run.pack.target_text(prompt.sample) + "<|im_end|>"

@@ -17,7 +17,7 @@ from mmreason.tasks.docseeker.metrics import docseeker_metrics
 REWARDS = [
     {"name": "docseeker_format", "weight": 0.1},
     {"name": "page_fbeta", "weight": 0.3, "kwargs": {"beta": 2.0, "index_base": 1}},
-    {"name": "anls", "weight": 0.6, "kwargs": {"threshold": 0.0}},
+    {"name": "anls", "weight": 0.6, "kwargs": {"threshold": 0.0, "extract": "answer_dict"}},
 ]
 
 PACK = register_task(

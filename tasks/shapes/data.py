@@ -10,6 +10,7 @@ import os
 import random
 from pathlib import Path
 
+from mmreason.paths import cache_dir
 from mmreason.types import Sample
 
 COLOURS = {"red": (220, 30, 30), "blue": (30, 60, 220)}
@@ -18,7 +19,7 @@ QUESTION = "What colour is the shape? Answer with one word."
 
 
 def default_cache() -> Path:
-    return Path(os.environ.get("MMREASON_CACHE", Path.home() / ".cache" / "mmreason")) / "shapes"
+    return cache_dir("shapes")
 
 
 def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 56) -> Path:

@@ -124,3 +124,13 @@ def test_vqa_normalisation_and_token_overlap():
     assert token_recall("a b c", "a d") == 0.5
     assert math.isclose(tfidf_cosine("x y", "x y", ["x y", "z"]), 1.0)
     assert tfidf_cosine("x", "y", ["x", "y"]) == 0.0
+
+
+def test_answer_dict_mode_scores_only_a_dict_answer():
+    from mmreason.rewards.parsing import final_answer
+
+    good = '<think>x</think><answer>{"evidence_pages": [2], "answer": "Page 6"}</answer>'
+    assert final_answer(good, "answer_dict") == "Page 6"
+    assert final_answer("<think>x</think><answer>Page 6</answer>", "answer_dict") == ""
+    assert final_answer('<answer>{"pages": [2]}</answer>', "answer_dict") == ""
+    assert final_answer("Page 6", "answer_dict") == ""
