@@ -20,12 +20,12 @@ Every sample's ``meta["evidence_pages"]`` is 1-based (or ``[-1]``), as the promp
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
 
 from mmreason.media import pdf_page_count
+from mmreason.paths import cache_dir
 from mmreason.tasks.docseeker.alr import instruction
 from mmreason.tasks.docseeker.egra import EgraSettings, docseeker_transform
 from mmreason.types import PageRef, Sample
@@ -35,34 +35,11 @@ NO_PAGE = [-1]
 
 
 def default_cache() -> Path:
-    return Path(os.environ.get("MMREASON_CACHE", Path.home() / ".cache" / "mmreason")) / "docseeker"
+    return cache_dir("docseeker")
 
 
 def _resolve(path: str, base: Path) -> str:
     return path if os.path.isabs(path) else str(base / path)
-
-
-def images_to_pdf(paths: list[str], cache_dir: Path) -> str:
-    """The page images as one PDF (cached by path, size and mtime), so that they render per page at their
-    own EGRA budget through the media layer's PDF path, exactly like a PDF document.
-
-    Each image becomes a 100-dpi page, so rendering at the default 100 dpi returns its own pixel size.
-    """
-    from PIL import Image
-
-    stats = [f"{os.path.realpath(p)}|{os.stat(p).st_size}|{os.stat(p).st_mtime_ns}" for p in paths]
-    key = hashlib.sha256("\n".join(stats).encode()).hexdigest()[:24]
-    out = cache_dir / "page-images" / f"{key}.pdf"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        images = []
-        for p in paths:
-            with Image.open(p) as im:
-                images.append(im.convert("RGB"))
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        images[0].save(tmp, "PDF", save_all=True, append_images=images[1:], resolution=100, quality=95)
-        tmp.replace(out)
-    return str(out)
 
 
 def evidence_one_based(pages: Any, base: int, where: str) -> list[int]:
@@ -97,9 +74,9 @@ def _question_and_target(row: dict, where: str) -> tuple[str, str | None]:
     raise ValueError(f"{where}: no 'question' column")
 
 
-def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSettings, cache: Path,
+def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSettings,
                   max_pages: int | None = None) -> Sample:
-    """One sample: pages as PageRefs (PDF pages, or page images gathered into a cached PDF), the prompt
+    """One sample: pages as PageRefs (PDF pages, or one page image each), the prompt
     with "Page k:" before each page, and the evidence pages in ``meta`` (1-based)."""
     rid = row.get("id")
     where = f"{source}: row {rid!r}"
@@ -110,9 +87,11 @@ def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSetti
     if isinstance(document, str):
         pdf = _resolve(document, base_dir)
         count = pdf_page_count(pdf)
+        pages = [PageRef(pdf, i) for i in range(count)]
     else:
-        images = [_resolve(str(p), base_dir) for p in document]
-        pdf, count = images_to_pdf(images, cache), len(images)
+        pdf = [_resolve(str(p), base_dir) for p in document]
+        count = len(pdf)
+        pages = [PageRef(image, 0) for image in pdf]
     count = min(count, max_pages) if max_pages else count
     question, target = _question_and_target(row, where)
     if row.get("answer") is None and row.get("final_answer") is None:
@@ -138,7 +117,7 @@ def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSetti
     if target:
         meta["target"] = target
     return Sample(id=str(rid), messages=[{"role": "user", "content": content}], answer=answer,
-                  pages=[PageRef(pdf, i) for i in range(count)], meta=meta, task=TASK)
+                  pages=pages[:count], meta=meta, task=TASK)
 
 
 def _pages_range(pages: Any) -> tuple[int, int]:
@@ -180,7 +159,7 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
     rows = load_dataset(kind, data_files=str(path), split="train")
     if n:
         rows = rows.select(range(min(n, len(rows))))
-    samples = [row_to_sample(dict(r), str(path), evidence_base=evidence_base, egra=egra, cache=default_cache(),
+    samples = [row_to_sample(dict(r), str(path), evidence_base=evidence_base, egra=egra,
                              max_pages=max_pages) for r in rows]
     if split != "train":
         import random

@@ -71,14 +71,14 @@ def test_page_images_and_docseeker_rows(tmp_path):
     file.write_text(json.dumps(row) + "\n")
     (sample,) = docseeker_load(str(file), "train")
     assert sample.meta["evidence_pages"] == [2] and sample.answer == "x" and sample.meta["question"] == "Which?"
-    assert pdf_page_count(sample.pages[0].source) == 3 and [p.index for p in sample.pages] == [0, 1, 2]
+    assert [p.source for p in sample.pages] == [str(tmp_path / name) for name in paths]
     assert TASKS.get("docseeker").target_text(sample) == alr
-    from mmreason.media import render_pages
+    from mmreason.rollout.prompts import load_page
 
-    first = render_pages(sample.pages[1].source, [1])[0]
-    # each image is a 100-dpi page: rendered back at 100 dpi it has its own size (PDFium may round up a pixel)
-    assert abs(first.width - 140) <= 1 and abs(first.height - 180) <= 1
-    assert first.getpixel((70, 90))[1] == pytest.approx(195, abs=4)
+    second = load_page(sample.pages[1], None, None)  # a page image loads as itself, in page order
+    assert second.size == (140, 180) and second.getpixel((70, 90)) == (255, 195, 255)
+    budgeted = load_page(sample.pages[1], None, 8 * 28 * 28)  # and at its page budget
+    assert budgeted.width * budgeted.height <= 8 * 28 * 28
 
 
 def test_bad_rows_name_the_row(tmp_path):
