@@ -19,7 +19,14 @@ from mmreason.media.budget import (
 )
 from mmreason.media.errors import MediaError
 from mmreason.media.image import image_file_tokens, image_size, load_image, to_rgb
-from mmreason.media.pdf import pdf_page_count, pdf_page_sizes, pdf_page_tokens, render_pages
+from mmreason.media.pdf import (
+    pdf_outline,
+    pdf_page_count,
+    pdf_page_sizes,
+    pdf_page_text,
+    pdf_page_tokens,
+    render_pages,
+)
 from mmreason.media.video import (
     VideoClip,
     VideoInfo,
@@ -46,7 +53,9 @@ __all__ = [
     "image_tokens",
     "load_image",
     "load_video",
+    "pdf_outline",
     "pdf_page_count",
+    "pdf_page_text",
     "pdf_page_sizes",
     "pdf_page_tokens",
     "pixels_for_tokens",

@@ -71,6 +71,40 @@ def _page_indices(path: str, pages: PageSelection, count: int) -> list[int]:
     return indices
 
 
+def pdf_outline(path: str | os.PathLike) -> list[tuple[str, int]]:
+    """The document outline (bookmarks) as (title, 0-based page) pairs; entries without a page are left out."""
+    path = require_file(path, _KIND)
+    with _PDFIUM_LOCK:
+        doc = _open(path)
+        try:
+            out = []
+            for item in doc.get_toc():
+                dest = item.get_dest()
+                index = dest.get_index() if dest is not None else None
+                if index is not None and 0 <= index < len(doc):
+                    out.append((item.get_title() or "", int(index)))
+            return out
+        finally:
+            doc.close()
+
+
+def pdf_page_text(path: str | os.PathLike, index: int) -> str:
+    """The text layer of one page (0-based); '' for a scanned page without text."""
+    path = require_file(path, _KIND)
+    with _PDFIUM_LOCK:
+        doc = _open(path)
+        try:
+            page = _load_page(doc, path, _page_indices(path, index, len(doc))[0])
+            textpage = page.get_textpage()
+            try:
+                return textpage.get_text_bounded()
+            finally:
+                textpage.close()
+                page.close()
+        finally:
+            doc.close()
+
+
 def pdf_page_count(path: str | os.PathLike) -> int:
     """Number of pages; raises MediaError for a missing, encrypted or damaged file."""
     path = require_file(path, _KIND)

@@ -13,7 +13,7 @@ import random
 import re
 from pathlib import Path
 
-from mmreason.media.pdf import _PDFIUM_LOCK
+from mmreason.media import pdf_outline, pdf_page_text
 
 KNOWN_PDFS = (
     "/usr/share/R/doc/manual/R-data.pdf",
@@ -34,25 +34,11 @@ def _normalise(text: str) -> str:
 
 def outline_entries(pdf: str) -> list[tuple[str, int]]:
     """(section title without its number, 0-based page) of each outline entry found on its page's text."""
-    import pypdfium2 as pdfium
-
     out = []
-    with _PDFIUM_LOCK:  # PDFium is not thread-safe; the media layer's lock guards every call
-        doc = pdfium.PdfDocument(pdf)
-        try:
-            for item in doc.get_toc():
-                dest = item.get_dest()
-                index = dest.get_index() if dest is not None else None
-                title = re.sub(r"^[\d.]+\s+", "", item.get_title() or "").strip()
-                if index is None or not 0 <= index < len(doc) or len(title) < 4:
-                    continue
-                page = doc[index]
-                text = page.get_textpage().get_text_bounded()
-                page.close()
-                if _normalise(title) in _normalise(text):
-                    out.append((title, index))
-        finally:
-            doc.close()
+    for raw_title, index in pdf_outline(pdf):
+        title = re.sub(r"^[\d.]+\s+", "", raw_title).strip()
+        if len(title) >= 4 and _normalise(title) in _normalise(pdf_page_text(pdf, index)):
+            out.append((title, index))
     return out
 
 

@@ -175,3 +175,20 @@ def test_page_out_of_range_names_page_and_count(pdf, pages):
 def test_empty_page_selection_is_an_error(pdf):
     with pytest.raises(ValueError, match="no pages selected"):
         render_pages(pdf, pages=[])
+
+
+def test_outline_and_page_text_of_a_pdf_with_a_text_layer(tmp_path):
+    import pypdfium2 as pdfium
+
+    from mmreason.media import pdf_outline, pdf_page_text
+
+    path = tmp_path / "blank.pdf"
+    doc = pdfium.PdfDocument.new()
+    doc.new_page(200, 300)
+    doc.new_page(200, 300)
+    doc.save(str(path))
+    doc.close()
+    assert pdf_outline(path) == []  # no bookmarks
+    assert pdf_page_text(path, 1) == ""  # no text layer
+    with pytest.raises(MediaError, match="out of range"):
+        pdf_page_text(path, 5)
