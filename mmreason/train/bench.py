@@ -28,7 +28,7 @@ def bench_grpo_step(model_dir: str | None = None, steps: int = 6, warmup: int = 
             "mini_batch_size=32", "learning_rate=1e-4", f"output_dir={tmp}/run", "rewards=[{name: anls}]",
             f"max_steps={steps + warmup}", "log_completions_steps=0",
         ])
-        run = setup_run(cfg)
+        run = setup_run(cfg, verbose=False)
         rows = [train_step(run, step) for step in range(1, steps + warmup + 1)][warmup:]
     keys = ("time/step", "time/generate", "time/reward", "time/update", "time/other")
     return {k.split("/")[1]: statistics.median(r[k] for r in rows) for k in keys} | {
@@ -52,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
 
     r = bench_grpo_step(args.model, args.steps, 1, args.threads, args.num_generations, args.prompts,
                         args.max_completion_length)
-    table = Table(title=f"GRPO step, median of {r['steps']} ({r['trajectories_per_step']} trajectories, "
-                        f"{r['threads']} thread(s), mean completion {r['completion_length_mean']:.1f} tokens)")
+    table = Table(title="GRPO step time (tiny model)",
+                  caption=f"median of {r['steps']} steps; {r['trajectories_per_step']} trajectories per step, "
+                          f"mean completion {r['completion_length_mean']:.1f} tokens, {r['threads']} thread(s)")
     for col in ("phase", "seconds", "share"):
         table.add_column(col)
     for phase in ("generate", "reward", "update", "other", "step"):

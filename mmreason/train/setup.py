@@ -110,17 +110,19 @@ def build_optimizer(cfg: TrainConfig, model, total_steps: int):
 
 
 def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards: bool = True,
-              config_dir: str | None = None) -> Run:
+              config_dir: str | None = None, verbose: bool = True) -> Run:
     accelerator = make_accelerator(cfg)
     out = Path(cfg.output_dir)
+    verbose = verbose and accelerator.is_main_process
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
-        text = dump_yaml(cfg, out / "config.yaml")
-        print("resolved config:\n" + text)
+        dump_yaml(cfg, out / "config.yaml")
+    if verbose:
+        print("resolved config:\n" + dump_yaml(cfg))
     processor = load_processor(cfg.model.name_or_path, cfg.data.min_pixels, cfg.data.max_pixels)
     model = load_model(cfg.model)
     trainable, total = trainable_parameters(model)
-    if accelerator.is_main_process:
+    if verbose:
         print(f"model: {cfg.model.name_or_path} ({total:,} parameters, {trainable:,} trainable); "
               f"processes: {accelerator.num_processes} ({accelerator.distributed_type.value.lower()}, "
               f"{accelerator.device})")
