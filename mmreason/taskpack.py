@@ -38,9 +38,14 @@ class TaskPack:
     make_environment: Callable[..., Any] | None = None
     prompt_template: str = ""
     sft_target: Callable[[Sample], str] | None = None  # assistant text to imitate; default: the answer
+    higher_is_better: dict[str, bool] = field(default_factory=dict)  # metric -> direction (default True)
+    extract_answer: Callable[[str], str] | None = None  # completion -> parsed answer in eval logs
     # Called every time a sample is drawn, with split "train" (RL), "sft" or "eval" and a generator
     # seeded by (run seed, step, sample id): per-draw choices such as resolution allocation.
     transform: Callable[..., Sample] | None = None  # (sample, *, split: str, rng: random.Random) -> Sample
+
+    def metric_higher_is_better(self, metric: str) -> bool:
+        return self.higher_is_better.get(metric, True)
 
     def prepare(self, sample: Sample, *, split: str, seed: int, step: int) -> Sample:
         """The sample as the model will see it on this draw (the pack's ``transform``, seeded)."""

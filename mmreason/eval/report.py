@@ -32,7 +32,8 @@ def build_results(tasks: list[EvalTask], records: dict[str, list[dict[str, Any]]
     return {
         "results": {t.name: task_results(t, records[t.file_name]) for t in tasks},
         "configs": {t.name: t.describe() for t in tasks},
-        "higher_is_better": {t.name: {m: True for m in t.pack.metrics} for t in tasks},
+        "higher_is_better": {t.name: {m: t.pack.metric_higher_is_better(m) for m in t.pack.metrics}
+                             for t in tasks},
         "n-samples": {t.name: {"original": t.n_original, "effective": len(t.samples)} for t in tasks},
         "config": config,
         "config_hash": digest,

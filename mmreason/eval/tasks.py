@@ -50,7 +50,8 @@ class EvalTask:
             "task": self.name, "pack": self.pack.name, "data": self.path or f"built-in {EVAL_SPLIT} split",
             "split": EVAL_SPLIT, "prompt_template": self.pack.prompt_template,
             "metrics": {name: {"function": _qualname(fn), "doc": first_doc_line(fn), "aggregation": "mean",
-                               "higher_is_better": True} for name, fn in self.pack.metrics.items()},
+                               "higher_is_better": self.pack.metric_higher_is_better(name)}
+                        for name, fn in self.pack.metrics.items()},
             "answer_extractor": self.extractor_name, "n_docs": len(self.samples), "docs_hash": self.docs_hash(),
         }
 
@@ -97,7 +98,7 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
     if not pack.metrics:
         raise ValueError(f"task pack {pack_name!r} defines no metrics to evaluate")
     name = pack_name if path is None else f"{pack_name}:{Path(path).stem}"
-    extract = getattr(pack, "extract_answer", None)
+    extract = pack.extract_answer
     extractor = (extract, _qualname(extract)) if extract is not None else default_extractor()
     kept = [pack.prepare(s, split=EVAL_SPLIT, seed=seed, step=0) for s in samples[: resolve_limit(limit, len(samples))]]
     return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1])
