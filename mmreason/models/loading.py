@@ -86,18 +86,24 @@ def check_model_dir(path: str | Path) -> Path:
 
 
 def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: int | None = None):
+    """The checkpoint's processor; ``min_pixels`` / ``max_pixels`` override its per-image pixel limits."""
     from transformers import AutoProcessor
 
     check_model_dir(path)
-    kwargs = {}
-    if min_pixels is not None:
-        kwargs["min_pixels"] = min_pixels
-    if max_pixels is not None:
-        kwargs["max_pixels"] = max_pixels
     try:
-        processor = AutoProcessor.from_pretrained(str(path), **kwargs)
+        processor = AutoProcessor.from_pretrained(str(path))
     except Exception as exc:  # transformers raises many types; the user needs the path and the reason
         raise ValueError(f"cannot load a processor from {str(path)!r}: {exc}") from exc
+    if min_pixels is not None or max_pixels is not None:
+        images = processor.image_processor
+        limits = {"shortest_edge": images.size["shortest_edge"], "longest_edge": images.size["longest_edge"]}
+        if min_pixels is not None:
+            limits["shortest_edge"] = min_pixels
+        if max_pixels is not None:
+            limits["longest_edge"] = max_pixels
+        if limits["shortest_edge"] > limits["longest_edge"]:
+            raise ValueError(f"min_pixels {limits['shortest_edge']} > max_pixels {limits['longest_edge']}")
+        images.size = limits  # pixel counts, not edges (transformers 5 stores the limits here)
     processor.tokenizer.padding_side = "left"  # generation appends on the right
     return processor
 

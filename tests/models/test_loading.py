@@ -36,3 +36,16 @@ def test_missing_model_dir_is_named(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no config.json"):
         load_model(ModelConfig(name_or_path=str(tmp_path / "empty")))
+
+
+def test_processor_pixel_limits_override(tiny_model_dir):
+    from PIL import Image
+
+    from mmreason.media import image_tokens
+    from mmreason.models import load_processor
+
+    processor = load_processor(tiny_model_dir, min_pixels=4 * 784, max_pixels=16 * 784)
+    grid = processor.image_processor(images=[Image.new("RGB", (400, 300))], return_tensors="pt")["image_grid_thw"]
+    assert int(grid.prod() // 4) == image_tokens(300, 400, min_pixels=4 * 784, max_pixels=16 * 784) <= 16
+    with pytest.raises(ValueError, match="min_pixels"):
+        load_processor(tiny_model_dir, min_pixels=32 * 784, max_pixels=16 * 784)
