@@ -56,7 +56,7 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
     mask = torch.zeros_like(ids)
     visual = [prompt.visual] if prompt.visual else []
     turns: list[Turn] = []
-    truncated, infos = False, []
+    truncated, infos, seen = False, [], []
     for turn in range(max_turns):
         merged = _merge_visual(visual)
         new = sample_tokens(model, tokenizer, ids, types, merged, 1, settings,
@@ -72,6 +72,7 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         truncated = truncated and not any(text.endswith(s) for s in settings.stop_strings)
         obs = env.step(text)  # the environment decides what a finished, stopped or cut turn means
         infos.append(obs.info)
+        seen.extend(obs.images)
         if obs.done or turn == max_turns - 1:
             break
         obs_ids, obs_types, obs_visual = encode_observation(processor, obs, closed=ended_with_eos)
@@ -89,7 +90,7 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         sample_id=prompt.sample.id, group_id=group_id, token_ids=ids, action_mask=mask,
         prompt_length=prompt.length, completion_text=completion, truncated=truncated, turns=turns,
         tool_calls=[i for i in infos if i], mm_token_type_ids=types, visual=visual,
-        reward_info={"observations": infos},
+        reward_info={"observations": infos, "observation_images": seen},
     )
 
 

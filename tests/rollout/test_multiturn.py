@@ -69,6 +69,7 @@ def test_observation_turns_carry_images_and_are_masked(tiny):
         assert image_tokens_in_obs == 4  # 56x56 px -> 2x2 merged tokens
         assert len(t.visual) == 2 and t.visual[1]["image_grid_thw"].tolist() == [[1, 4, 4]]
         assert "<observation>" in t.completion_text
+        assert len(t.reward_info["observation_images"]) == 1  # rewards can look at what the model was shown
 
     # The trainer's forward accepts the interleaved trajectory; gradients come only from action tokens.
     batch = collate(trajs, processor.tokenizer.pad_token_id)
