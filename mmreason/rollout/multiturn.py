@@ -72,7 +72,6 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         truncated = truncated and not any(text.endswith(s) for s in settings.stop_strings)
         obs = env.step(text)  # the environment decides what a finished, stopped or cut turn means
         infos.append(obs.info)
-        seen.extend(obs.images)
         if obs.done or turn == max_turns - 1:
             break
         obs_ids, obs_types, obs_visual = encode_observation(processor, obs, closed=ended_with_eos)
@@ -84,6 +83,7 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         mask = torch.cat([mask, torch.zeros_like(obs_ids)])
         if obs_visual:
             visual.append(obs_visual)
+        seen.extend(obs.images)  # what the model was actually shown
     completion = "".join(t.text if t.role == "assistant" else f"\n<observation>{t.text}</observation>\n"
                          for t in turns)
     return Trajectory(
