@@ -22,7 +22,9 @@ def test_wheel_maps_tasks_and_rewards_into_the_package(tmp_path):
     assert expected_packs, "no task packs in tasks/"
     for pack in expected_packs:
         assert f"mmreason/tasks/{pack}/__init__.py" in names
-    for module in (ROOT / "rewards").glob("*.py"):
-        assert f"mmreason/rewards/{module.name}" in names
+    # Every source file ships, under its package name (a folder without __init__.py would be left out).
+    for folder, package in (("mmreason", "mmreason"), ("tasks", "mmreason/tasks"), ("rewards", "mmreason/rewards")):
+        for module in (ROOT / folder).rglob("*.py"):
+            assert f"{package}/{module.relative_to(ROOT / folder).as_posix()}" in names, module
     assert "mmreason/models/chat_template.jinja" in names
     assert not any(n.startswith(("tasks/", "rewards/")) for n in names)  # no stray top-level packages

@@ -1,0 +1,1 @@
+"""Rollouts: prompt building, batched generation, multi-turn episodes against an environment, forward passes."""
