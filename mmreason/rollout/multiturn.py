@@ -47,7 +47,7 @@ def encode_observation(processor, obs: Observation, closed: bool) -> tuple[torch
 
 def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_id: int,
                 settings: GenerationSettings, max_turns: int, max_context: int, seed: int, step: int,
-                index: int) -> Trajectory:
+                index: int, key: str | None = None) -> Trajectory:
     """One trajectory of up to ``max_turns`` assistant turns against ``env``."""
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
@@ -60,7 +60,7 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
     for turn in range(max_turns):
         merged = _merge_visual(visual)
         new = sample_tokens(model, tokenizer, ids, types, merged, 1, settings,
-                            group_seed(seed, step, f"{prompt.sample.id}#{index}", turn))[0]
+                            group_seed(seed, step, f"{key or prompt.sample.id}#{index}", turn))[0]
         action, truncated = cut_at_eos(new, eos, tokenizer.pad_token_id)
         text = tokenizer.decode(action, skip_special_tokens=True)
         start = int(ids.numel())
@@ -104,12 +104,13 @@ def _merge_visual(chunks: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
 
 def generate_multiturn_group(model, processor, prompt: PromptInputs, make_env: Callable[[], Environment],
                              group_id: int, num_generations: int, settings: GenerationSettings,
-                             max_turns: int, max_context: int, seed: int, step: int) -> list[Trajectory]:
+                             max_turns: int, max_context: int, seed: int, step: int,
+                             key: str | None = None) -> list[Trajectory]:
     """G episodes of one prompt, each against a fresh environment; turns end at EOS or a stop string."""
     trajectories = []
     for i in range(num_generations):
         env = make_env()
         turn_settings = replace(settings, stop_strings=tuple(getattr(env, "stop_strings", ())))
         trajectories.append(run_episode(model, processor, prompt, env, group_id, turn_settings, max_turns,
-                                        max_context, seed, step, i))
+                                        max_context, seed, step, i, key))
     return trajectories

@@ -51,17 +51,32 @@ class Scored:
 # ---- phases -------------------------------------------------------------------------------------
 
 
-def sample_prompts(run: Run) -> list[int]:
-    """This process's slice of the global batch; every process draws the same global batch."""
+@dataclass
+class Drawn:
+    """One prompt of this step: its slot in the step's global batch (the group id: unique even when a
+    sampler draws the same prompt twice), the dataset index the sampler drew, and its model inputs."""
+
+    slot: int
+    index: int
+    prompt: PromptInputs
+
+    @property
+    def key(self) -> str:  # names the group's sampling seed; independent of how prompts split over ranks
+        return f"{self.slot}:{self.prompt.sample.id}"
+
+
+def sample_prompts(run: Run) -> list[tuple[int, int]]:
+    """(slot, dataset index) of this process's slice; every process draws the same global batch."""
     acc, n = run.accelerator, run.cfg.prompts_per_step
     global_indices = run.sampler.next_indices(n * acc.num_processes)
-    return global_indices[acc.process_index * n : (acc.process_index + 1) * n]
+    start = acc.process_index * n
+    return list(enumerate(global_indices[start : start + n], start=start))
 
 
-def build_prompts(run: Run, indices: list[int]) -> list[tuple[int, PromptInputs]]:
-    """Prompts for the chosen samples; broken media and over-long prompts are counted and skipped."""
-    prompts = [(index, load_prompt(run, index)) for index in indices]
-    return [(index, prompt) for index, prompt in prompts if prompt is not None]
+def build_prompts(run: Run, drawn: list[tuple[int, int]]) -> list[Drawn]:
+    """Prompts for the drawn samples; broken media and over-long prompts are counted and skipped."""
+    out = [Drawn(slot, index, load_prompt(run, index)) for slot, index in drawn]
+    return [d for d in out if d.prompt is not None]
 
 
 def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | None:
@@ -87,30 +102,31 @@ def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | No
     return None
 
 
-def roll_out(run: Run, prompts: list[tuple[int, PromptInputs]], step: int) -> list[Trajectory]:
+def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
     """G trajectories per prompt (single-turn, or multi-turn when the task has an environment)."""
     r = run.cfg.rollout
     settings = GenerationSettings(r.max_completion_length, r.temperature, r.top_p, r.top_k)
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
     trajectories: list[Trajectory] = []
-    for index, prompt in prompts:
-        seed = group_seed(run.cfg.seed, step, prompt.sample.id)
+    for d in drawn:
         if run.pack.make_environment is not None and r.max_turns > 1:
+            max_context = run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns
             trajectories += generate_multiturn_group(
-                model, run.processor, prompt, run.pack.make_environment, index, r.num_generations, settings,
-                r.max_turns,
-                run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns, run.cfg.seed, step)
+                model, run.processor, d.prompt, run.pack.make_environment, d.slot, r.num_generations, settings,
+                r.max_turns, max_context, run.cfg.seed, step, key=d.key)
         else:
-            trajectories += generate_group(model, run.processor, prompt, index, r.num_generations, settings, seed)
+            seed = group_seed(run.cfg.seed, step, d.key)
+            trajectories += generate_group(model, run.processor, d.prompt, d.slot, r.num_generations, settings,
+                                           seed)
     model.train()
     return trajectories
 
 
-def score(run: Run, prompts: list[tuple[int, PromptInputs]], trajectories: list[Trajectory]):
+def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
     """Rewards [N, K] from the reward runner (errors are counted there, under max_reward_errors)."""
-    by_id = {p.sample.id: p.sample for _, p in prompts}
-    samples = [by_id[t.sample_id] for t in trajectories]
+    by_slot = {d.slot: d.prompt.sample for d in drawn}
+    samples = [by_slot[t.group_id] for t in trajectories]
     try:
         batch = run.rewards(samples, trajectories)
     finally:
@@ -184,7 +200,7 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
         for c, b, o, r in zip(chunks, batches, old, ref):
             options = _loss_options(a, cfg, r, gids[c]) | ({"num_tokens": total_tokens} if token_mean else {})
             rows = None if band is None else tuple(x[c].to(run.device) for x in band)
-            loss, metrics, ent = minibatch_loss(run, b, o, adv[c].to(run.device), options, rows)
+            loss, metrics, ent = minibatch_loss(run, b, o, adv[c].to(run.device), options, rows, stats)
             loss = loss if token_mean else loss * (len(c) / len(trajs))
             if not torch.isfinite(loss):
                 return _skip_update(run, "nonfinite_loss")
@@ -200,7 +216,7 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in stats.items()}
 
 
-def minibatch_loss(run: Run, batch, old_logprobs, advantages, options, band):
+def minibatch_loss(run: Run, batch, old_logprobs, advantages, options, band, stats):
     """Policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T])."""
     from mmreason import rl
 
@@ -211,7 +227,9 @@ def minibatch_loss(run: Run, batch, old_logprobs, advantages, options, band):
     loss = out.loss
     if band is not None:
         h_min, h_max, ids = band
-        loss = loss + a.entropy_coef * rl.entropy_band_penalty(ent, batch.action_mask, h_min, h_max, ids)
+        penalty = rl.entropy_band_penalty(ent, batch.action_mask, h_min, h_max, ids)
+        loss = loss + a.entropy_coef * penalty
+        stats.setdefault("entropy_penalty", []).append(float(penalty.detach()))
     return loss, out.metrics, ent
 
 
@@ -291,7 +309,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         adv, keep = compute_advantages(run, batch.values, batch.weights, gids, tasks)
         total = batch.total(run.cfg.reward_missing)
         scored = Scored(trajectories, samples, batch.values, batch.names, total, adv, keep, tasks)
-        run.sampler.observe([i for i, _ in prompts], total, gids)
+        observe_sampler(run, prompts, trajectories, total)
         metrics.update(policy_update(run, scored))
         t4 = time.perf_counter()
         metrics.update(rollout_metrics(run, scored))
@@ -306,6 +324,46 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     return metrics
 
 
+def observe_sampler(run: Run, drawn: list[Drawn], trajectories: list[Trajectory], total: torch.Tensor) -> None:
+    """Training feedback for adaptive samplers: per-trajectory rewards keyed by dataset index."""
+    index_of = {d.slot: d.index for d in drawn}
+    indices = torch.tensor([index_of[t.group_id] for t in trajectories])  # [N]
+    kwargs = {}
+    if "completions" in inspect.signature(run.sampler.observe).parameters:
+        kwargs["completions"] = [t.completion_text for t in trajectories]
+    run.sampler.observe([d.index for d in drawn], total, indices, **kwargs)
+
+
+def refresh_sampler(run: Run, step: int) -> None:
+    """Samplers scored from fresh rollouts (VAS ``mode: rollouts``): roll out their prompts, hand back
+    ``{dataset index: (rewards, completions)}``. Prompts are split over processes and gathered."""
+    due = getattr(run.sampler, "refresh_due", None)
+    if due is None or not due(step):
+        return
+    acc, n = run.accelerator, max(run.cfg.prompts_per_step, 1)
+    mine = run.sampler.refresh_indices()[acc.process_index :: acc.num_processes]
+    scores: dict[int, tuple[list[float], list[str]]] = {}
+    for start in range(0, len(mine), n):
+        drawn = build_prompts(run, [(slot, index) for slot, index in enumerate(mine[start : start + n])])
+        trajectories = roll_out(run, drawn, step)
+        if not trajectories:
+            continue
+        _, batch = score(run, drawn, trajectories)
+        index_of = {d.slot: d.index for d in drawn}
+        for t, reward in zip(trajectories, batch.total(run.cfg.reward_missing).tolist()):
+            rewards, texts = scores.setdefault(index_of[t.group_id], ([], []))
+            rewards.append(reward)
+            texts.append(t.completion_text)
+    if acc.num_processes > 1:
+        from accelerate.utils import gather_object
+
+        merged: dict[int, tuple[list[float], list[str]]] = {}
+        for part in gather_object([scores]):
+            merged.update(part)
+        scores = merged
+    run.sampler.refresh(scores)
+
+
 def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
     from mmreason import rl
 
@@ -318,7 +376,7 @@ def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
         valid = col[~torch.isnan(col)]
         m[f"rewards/{name}/mean"] = float(valid.mean()) if valid.numel() else float("nan")
         m[f"rewards/{name}/std"] = float(valid.std(unbiased=False)) if valid.numel() else float("nan")
-    if len(set(s.tasks)) > 1:
+    if s.tasks:
         for name in sorted(set(s.tasks)):
             rows = torch.tensor([t == name for t in s.tasks])
             m[f"reward/{name}/mean"] = float(s.total_reward[rows].mean())
@@ -385,6 +443,7 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     try:
         for step in range(start + 1, cfg.max_steps + 1):
             run.step = step
+            refresh_sampler(run, step)
             metrics = train_step(run, step)
             if evaluator is not None and step % cfg.eval_steps == 0:
                 metrics.update(evaluator(run, step))
