@@ -53,11 +53,10 @@ class RunLogger:
             self.accelerator.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
         if self.bar is not None:
             self.bar.update(1)
-            self.bar.set_postfix(
-                reward=f"{row.get('reward/mean', float('nan')):.3f}",
-                kl=f"{row.get('kl') or 0.0:.4f}",
-                s=f"{row.get('time/step', 0.0):.1f}",
-            )
+            shown = {"reward": row.get("reward/mean"), "loss": row.get("loss"), "kl": row.get("kl")}
+            postfix = {k: f"{v:.4f}" for k, v in shown.items() if isinstance(v, (int, float))}
+            postfix["s"] = f"{row.get('time/step') or 0.0:.1f}"
+            self.bar.set_postfix(postfix)
 
     def completions(self, step: int, rows: list[dict[str, Any]]) -> None:
         if not self.main or not rows:
