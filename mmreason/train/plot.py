@@ -19,8 +19,10 @@ def plot_run(run_dir: str | Path, keys: tuple[str, ...] | None = None, out: str 
     rows = read_metrics(run_dir)
     present = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and k != "step"})
     wanted = [k for k in (keys or DEFAULT_KEYS) if k in present]
-    wanted += [k for k in present if k.startswith("reward/") and k.endswith("/mean") and k not in wanted]
-    wanted = wanted[:9] or present[:9]
+    # Every reward component and per-task reward (rewards/<name>/mean, reward/<task>/mean).
+    wanted += [k for k in present if k.startswith(("rewards/", "reward/")) and k.endswith("/mean")
+               and k not in wanted]
+    wanted = wanted[:12] or present[:12]
     cols = min(3, len(wanted))
     rows_n = -(-len(wanted) // cols)
     fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.0 * rows_n), squeeze=False)
