@@ -38,6 +38,8 @@ from typing import Any
 
 import torch
 
+from mmreason.sampling.uniform import UniformSampler
+
 MODES = ("online", "rollouts")
 DIVERSITY = ("self_bleu", "distinct")
 UNSEEN = ("max", "min")
@@ -166,7 +168,7 @@ class VASSampler:
         self.update_every, self.mode, self.momentum = update_every, mode, momentum
         self.diversity, self.diversity_n, self.unseen = diversity, diversity_n, unseen
         self.refresh_fraction = refresh_fraction
-        self.epoch, self.position = 0, 0  # the uniform pool
+        self.uniform = UniformSampler(size, seed)  # the uniform pool (position persisted in checkpoints)
         self.draws = 0  # batches drawn: the weighted draws' generator is seeded by (seed, draws)
         self.observed = 0  # observe() calls (training steps) since the start
         self.refreshes = 0
@@ -206,22 +208,6 @@ class VASSampler:
 
     # -- drawing --
 
-    def _uniform_order(self) -> list[int]:
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        return torch.randperm(self.size, generator=g).tolist()
-
-    def _uniform(self, n: int) -> list[int]:
-        out: list[int] = []
-        order = self._uniform_order()
-        while len(out) < n:
-            if self.position >= self.size:
-                self.epoch, self.position = self.epoch + 1, 0
-                order = self._uniform_order()
-            take = min(n - len(out), self.size - self.position)
-            out.extend(order[self.position : self.position + take])
-            self.position += take
-        return out
-
     def next_indices(self, n: int) -> list[int]:
         """``floor(mix * n)`` weighted draws interleaved with ``n - floor(mix * n)`` uniform-pool draws."""
         n_weighted = math.floor(self.mix * n)
@@ -229,7 +215,7 @@ class VASSampler:
         self.draws += 1
         weighted = (torch.multinomial(self._weights, n_weighted, replacement=True, generator=g).tolist()
                     if n_weighted else [])
-        uniform = self._uniform(n - n_weighted)
+        uniform = self.uniform.next_indices(n - n_weighted)
         out: list[int] = []
         for k in range(max(len(weighted), len(uniform))):
             out += weighted[k : k + 1] + uniform[k : k + 1]
@@ -283,7 +269,7 @@ class VASSampler:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "size": self.size, "seed": self.seed, "epoch": self.epoch, "position": self.position,
+            "size": self.size, "seed": self.seed, "epoch": self.uniform.epoch, "position": self.uniform.position,
             "draws": self.draws, "observed": self.observed, "refreshes": self.refreshes,
             "scores": [[i, v] for i, v in sorted(self.scores.items())],
             "snapshot": [[i, v] for i, v in sorted(self.snapshot.items())],
@@ -293,7 +279,7 @@ class VASSampler:
         if int(state["size"]) != self.size:
             raise ValueError(f"VAS checkpoint is for a dataset of {state['size']} prompts, this one has "
                              f"{self.size}")
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        self.uniform.load_state_dict(state)
         self.draws, self.observed = int(state["draws"]), int(state["observed"])
         self.refreshes = int(state["refreshes"])
         self.scores = {int(i): float(v) for i, v in state["scores"]}

@@ -15,11 +15,12 @@ the page count (no specific evidence page: ``[-1]``). Same (docs, pages, seed, p
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from mmreason.paths import generated_jsonl, write_jsonl
 
 DPI = 100  # pages are drawn at 100 px per inch and rendered back at the media layer's default 100 dpi
 PAGE_SIZE = (850, 1100)  # US Letter at 100 dpi (width, height)
@@ -322,9 +323,9 @@ def generate(out_dir: str | Path, docs: int, pages_min: int = 3, pages_max: int 
     if not 1 <= pages_min <= pages_max:
         raise ValueError(f"pages must satisfy 1 <= MIN <= MAX, got {pages_min}..{pages_max}")
     out = Path(out_dir)
-    jsonl = out / "data.jsonl"
-    if jsonl.exists() and sum(1 for _ in jsonl.open()) == docs:
-        return jsonl
+    done = generated_jsonl(out, docs)
+    if done is not None:
+        return done
     out.mkdir(parents=True, exist_ok=True)
     fonts = Fonts.load(page_size[0] / PAGE_SIZE[0])
     rows = []
@@ -337,7 +338,4 @@ def generate(out_dir: str | Path, docs: int, pages_min: int = 3, pages_max: int 
         images[0].save(tmp, "PDF", save_all=True, append_images=images[1:], resolution=DPI, quality=90)
         tmp.replace(out / name)
         rows.append({"id": f"docseeker-{seed}-{i}", "document": name, **row})
-    tmp = jsonl.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.replace(jsonl)
-    return jsonl
+    return write_jsonl(out / "data.jsonl", rows)

@@ -5,12 +5,11 @@ Row shape (JSONL): {"id": str, "image": path, "question": str, "answer": str, "s
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from pathlib import Path
 
-from mmreason.paths import cache_dir
+from mmreason.paths import cache_dir, generated_jsonl, write_jsonl
 from mmreason.types import Sample
 
 COLOURS = {"red": (220, 30, 30), "blue": (30, 60, 220)}
@@ -27,9 +26,9 @@ def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 56) -> Path
     from PIL import Image, ImageDraw
 
     out = Path(out_dir)
-    jsonl = out / "data.jsonl"
-    if jsonl.exists() and sum(1 for _ in jsonl.open()) == n:
-        return jsonl
+    done = generated_jsonl(out, n)
+    if done is not None:
+        return done
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     rows = []
@@ -50,10 +49,7 @@ def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 56) -> Path
         img.save(path)
         rows.append({"id": f"shapes-{i}", "image": str(path), "question": QUESTION, "answer": colour,
                      "shape": shape})
-    tmp = jsonl.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.replace(jsonl)
-    return jsonl
+    return write_jsonl(out / "data.jsonl", rows)
 
 
 def row_to_sample(row: dict, source: str) -> Sample:

@@ -13,10 +13,11 @@ The same (n, seed, size, kinds) gives byte-identical files.
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Any
+
+from mmreason.paths import generated_jsonl, write_jsonl
 
 KINDS = ("counting", "colour", "chart", "geometry")
 DOMAIN_OF_KIND = {"counting": "perception", "colour": "perception", "chart": "chart", "geometry": "reasoning"}
@@ -118,9 +119,9 @@ def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 112,
     if unknown or not kinds:
         raise ValueError(f"synthetic kinds {unknown or kinds!r}: valid kinds are {', '.join(KINDS)}")
     out = Path(out_dir)
-    jsonl = out / "data.jsonl"
-    if jsonl.exists() and sum(1 for _ in jsonl.open()) == n:
-        return jsonl
+    done = generated_jsonl(out, n)
+    if done is not None:
+        return done
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     rows = []
@@ -132,7 +133,4 @@ def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 112,
         img.save(out / name)
         rows.append({"id": f"synth-{seed}-{i}", "image": name, **item, "answer_type": "numeric",
                      "domain": DOMAIN_OF_KIND[kind], "kind": kind, "source": "synthetic"})
-    tmp = jsonl.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.replace(jsonl)
-    return jsonl
+    return write_jsonl(out / "data.jsonl", rows)

@@ -157,7 +157,7 @@ def test_state_dict_restore_continues_the_same_draws():
     state = json.loads(json.dumps(a.state_dict()))  # as trainer_state.json stores it
     b = VASSampler(30, seed=2, mode="online", update_every=2)
     b.load_state_dict(state)
-    assert (b.epoch, b.position) == (a.epoch, a.position) == (0, 15)  # uniform-pool position kept
+    assert (b.uniform.epoch, b.uniform.position) == (a.uniform.epoch, a.uniform.position) == (0, 15)  # kept
     assert torch.equal(a.weights, b.weights) and a.scores == b.scores
     for _ in range(4):
         assert a.next_indices(6) == b.next_indices(6)
