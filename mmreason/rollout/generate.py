@@ -49,14 +49,14 @@ def group_seed(seed: int, step: int, sample_id: str, turn: int = 0) -> int:
 def sample_tokens(model, tokenizer, input_ids: torch.Tensor, mm_token_type_ids: torch.Tensor,
                   visual: dict[str, torch.Tensor], n: int, settings: GenerationSettings,
                   seed: int) -> torch.Tensor:
-    """n sampled continuations of one context -> [n, L] new token ids (right-padded with pad)."""
+    """n sampled continuations of one context -> [n, L] new token ids (right-padded with pad).
+
+    For n > 1 the context is encoded once (vision tower and prompt prefill) and its KV cache expanded to
+    the n rollouts, instead of n copies of the prompt: the same samples, fewer FLOPs (1.5x faster
+    generation for an 8-page prompt on the tiny model; tests/rollout check the samples are identical).
+    """
     device = next(model.parameters()).device
-    gen_kwargs = dict(
-        input_ids=input_ids[None].to(device),
-        attention_mask=torch.ones_like(input_ids)[None].to(device),
-        mm_token_type_ids=mm_token_type_ids[None].to(device),
-        **{k: v.to(device) for k, v in visual.items()},
-        num_return_sequences=n,
+    gen_kwargs: dict = dict(
         max_new_tokens=settings.max_new_tokens,
         do_sample=settings.temperature > 0,
         eos_token_id=eos_token_ids(tokenizer),
@@ -67,14 +67,40 @@ def sample_tokens(model, tokenizer, input_ids: torch.Tensor, mm_token_type_ids: 
         gen_kwargs.update(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k or 0)
     if settings.stop_strings:
         gen_kwargs.update(stop_strings=list(settings.stop_strings), tokenizer=tokenizer)
+    ids = input_ids[None].to(device)  # [1, P]
     inner = getattr(model, "get_base_model", lambda: model)()
-    if hasattr(inner, "model") and hasattr(inner.model, "rope_deltas"):
-        inner.model.rope_deltas = None
+    backbone = getattr(inner, "model", None)
+    if backbone is not None and hasattr(backbone, "rope_deltas"):
+        backbone.rope_deltas = None  # state left by an earlier forward; positions must be recomputed
     devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices), torch.no_grad():
-        torch.manual_seed(seed)
-        out = model.generate(**gen_kwargs)
+        if n > 1 and ids.shape[1] > 1 and backbone is not None and hasattr(backbone, "rope_deltas"):
+            cache = _prefill(model, backbone, ids, mm_token_type_ids[None].to(device),
+                             {k: v.to(device) for k, v in visual.items()}, n)
+            torch.manual_seed(seed)
+            out = model.generate(input_ids=ids.expand(n, -1), attention_mask=torch.ones_like(ids).expand(n, -1),
+                                 cache=cache, **gen_kwargs)
+        else:
+            torch.manual_seed(seed)
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                 mm_token_type_ids=mm_token_type_ids[None].to(device),
+                                 **{k: v.to(device) for k, v in visual.items()}, num_return_sequences=n,
+                                 **gen_kwargs)
     return out[:, input_ids.numel():].cpu()
+
+
+def _prefill(model, backbone, ids: torch.Tensor, types: torch.Tensor, visual: dict[str, torch.Tensor], n: int):
+    """Encode all but the last prompt token once and expand the KV cache (and M-RoPE deltas) to n rows.
+
+    The last token stays uncached so generate() starts from real logits; it is text (the assistant
+    header), so no vision features are needed after the prefill.
+    """
+    out = model(input_ids=ids[:, :-1], attention_mask=torch.ones_like(ids[:, :-1]),
+                mm_token_type_ids=types[:, :-1], **visual, use_cache=True)
+    cache = getattr(out, "cache", None) or out.past_key_values
+    cache.batch_repeat_interleave(n)
+    backbone.rope_deltas = backbone.rope_deltas.repeat_interleave(n, dim=0)
+    return cache
 
 
 def cut_at_eos(tokens: torch.Tensor, eos_ids: list[int], pad_id: int) -> tuple[torch.Tensor, bool]:

@@ -6,7 +6,13 @@ import torch
 from PIL import Image
 
 from mmreason.rollout.forward import collate, token_logprobs
-from mmreason.rollout.generate import GenerationSettings, generate_group
+from mmreason.rollout.generate import (
+    GenerationSettings,
+    eos_token_ids,
+    generate_group,
+    sample_tokens,
+    suppressed_token_ids,
+)
 from mmreason.rollout.prompts import PromptTooLong, build_prompt
 from mmreason.types import Sample
 
@@ -86,3 +92,21 @@ def test_long_prompt_is_filtered_not_truncated(tiny):
     grid = prompt.visual["image_grid_thw"]
     assert prompt.visual_tokens == int((grid.prod(-1) // 4).sum())
     assert prompt.length <= 80
+
+
+def test_shared_prefill_samples_exactly_what_prompt_copies_sample(tiny):
+    """The group path (prompt encoded once, cache expanded) draws the same tokens as n prompt copies."""
+    model, processor = tiny
+    tok = processor.tokenizer
+    prompt = build_prompt(processor, _sample(0, (120, 200), "blue", n_images=3), max_prompt_length=2048)
+    grouped = sample_tokens(model, tok, prompt.input_ids, prompt.mm_token_type_ids, prompt.visual, 6,
+                            GenerationSettings(max_new_tokens=24), seed=9)
+    torch.manual_seed(9)
+    copies = model.generate(
+        input_ids=prompt.input_ids[None], attention_mask=torch.ones_like(prompt.input_ids)[None],
+        mm_token_type_ids=prompt.mm_token_type_ids[None], **prompt.visual, num_return_sequences=6,
+        do_sample=True, max_new_tokens=24, top_k=0, eos_token_id=eos_token_ids(tok),
+        pad_token_id=tok.pad_token_id, suppress_tokens=suppressed_token_ids(tok),
+    )[:, prompt.length:]
+    assert grouped.shape == copies.shape
+    assert torch.equal(grouped, copies)
