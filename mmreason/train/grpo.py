@@ -11,58 +11,27 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from mmreason.media import MediaError
-from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import GenerationSettings, generate_group, group_seed
 from mmreason.rollout.multiturn import generate_multiturn_group
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from mmreason.train.config import TrainConfig
 from mmreason.train.logging import RunLogger
+from mmreason.train.metrics import completion_rows, rollout_metrics
+from mmreason.train.records import Drawn, Scored, task_index, task_names
 from mmreason.train.setup import Run, setup_run
-from mmreason.types import Sample, Trajectory
+from mmreason.train.update import accepted_options, policy_update
+from mmreason.types import Trajectory
 
 
 class RunStopped(RuntimeError):
     """A configured fault limit was passed; a checkpoint was saved first."""
-
-
-@dataclass
-class Scored:
-    """A step's rollouts with everything the update needs."""
-
-    trajectories: list[Trajectory]
-    samples: list[Sample]  # one per trajectory
-    rewards: torch.Tensor  # [N, K] (NaN = does not apply)
-    reward_names: list[str]
-    total_reward: torch.Tensor  # [N] weighted sum used for logging
-    advantages: torch.Tensor  # [N]
-    keep: torch.Tensor  # [N] bool: trajectories that enter the loss
-    tasks: list[str]  # [N] task of each trajectory (algorithm.task_key)
-
-
-# ---- phases -------------------------------------------------------------------------------------
-
-
-@dataclass
-class Drawn:
-    """One prompt of this step: its slot in the step's global batch (the group id: unique even when a
-    sampler draws the same prompt twice), the dataset index the sampler drew, and its model inputs."""
-
-    slot: int
-    index: int
-    prompt: PromptInputs
-
-    @property
-    def key(self) -> str:  # names the group's sampling seed; independent of how prompts split over ranks
-        return f"{self.slot}:{self.prompt.sample.id}"
 
 
 def sample_prompts(run: Run) -> list[tuple[int, int]]:
@@ -92,10 +61,10 @@ def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | No
                             overflow=d.prompt_overflow, system_prompt=d.system_prompt)
     except PromptTooLong as exc:
         run.counters.filtered_prompts += 1
-        _event(run, "prompt_filtered", sample_id=sample.id, reason=str(exc))
+        run.event("prompt_filtered", sample_id=sample.id, reason=str(exc))
     except (MediaError, OSError, ValueError) as exc:
         run.counters.bad_samples += 1
-        _event(run, "bad_sample", sample_id=sample.id, reason=str(exc))
+        run.event("bad_sample", sample_id=sample.id, reason=str(exc))
         if run.counters.bad_samples > run.cfg.max_bad_samples:
             raise RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
                              f"{run.cfg.max_bad_samples}); last: {sample.id!r}: {exc}") from exc
@@ -132,19 +101,8 @@ def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
     finally:
         run.counters.reward_errors = run.rewards.total_errors
     for err in batch.errors:
-        _event(run, "reward_error", **dataclasses.asdict(err))
+        run.event("reward_error", **dataclasses.asdict(err))
     return samples, batch
-
-
-def task_names(run: Run, samples: list[Sample]) -> list[str]:
-    """Each trajectory's task (the ``task_key`` column, else the pack name) for per-task math and metrics."""
-    key = run.cfg.algorithm.task_key
-    return [str(s.meta.get(key) or s.task or run.pack.name) for s in samples]
-
-
-def task_index(names: list[str]) -> torch.Tensor:
-    order = {name: i for i, name in enumerate(sorted(set(names)))}
-    return torch.tensor([order[n] for n in names], dtype=torch.long)
 
 
 def compute_advantages(run: Run, rewards: torch.Tensor, weights: torch.Tensor, group_ids: torch.Tensor,
@@ -154,7 +112,7 @@ def compute_advantages(run: Run, rewards: torch.Tensor, weights: torch.Tensor, g
 
     a = run.cfg.algorithm
     options = dict(a.estimator_options)
-    accepted = _accepted(rl.ESTIMATORS.get(a.estimator))
+    accepted = accepted_options(rl.ESTIMATORS.get(a.estimator))
     if "scale_rewards" in accepted and "scale_rewards" not in options:
         options["scale_rewards"] = a.scale_rewards
     if "task_ids" in accepted and "task_ids" not in options:
@@ -167,127 +125,6 @@ def compute_advantages(run: Run, rewards: torch.Tensor, weights: torch.Tensor, g
         keep = keep & filtered.keep
         run.counters.dropped_groups += int(filtered.num_dropped)
     return result.advantages, keep
-
-
-def policy_update(run: Run, scored: Scored) -> dict[str, float]:
-    """num_iterations passes over mini-batches; gradient accumulation inside one optimizer step each.
-
-    Mini-batch losses are weighted so the accumulated gradient is that of the whole batch: token-mean
-    aggregation divides by the batch's total response tokens, sequence-mean ones weight each mini-batch
-    by its share of the trajectories.
-    """
-    from mmreason import rl
-
-    cfg, a = run.cfg, run.cfg.algorithm
-    keep = scored.keep.tolist()
-    trajs = [t for t, k in zip(scored.trajectories, keep) if k]
-    if not trajs:
-        return {"loss": 0.0, "skipped_update": 1.0}
-    adv = scored.advantages[scored.keep]  # [N]
-    gids = torch.tensor([t.group_id for t in trajs])  # [N]
-    band = entropy_band_rows(a, [name for name, k in zip(scored.tasks, keep) if k])
-    pad = run.processor.tokenizer.pad_token_id
-    size = cfg.mini_batch_size
-    chunks = [list(range(i, min(i + size, len(trajs)))) for i in range(0, len(trajs), size)]
-    batches = [collate([trajs[i] for i in c], pad).to(run.device) for c in chunks]
-    token_mean = rl.aggregation_for_loss_type(a.loss_type) == "token_mean"
-    total_tokens = float(sum(t.completion_length for t in trajs))
-    with torch.no_grad():
-        old = [token_logprobs(run.model, b)[0] if a.num_iterations > 1 else None for b in batches]
-        ref = [token_logprobs(run.ref_model, b)[0] if run.ref_model is not None else None for b in batches]
-    stats: dict[str, list[float]] = {}
-    for _ in range(a.num_iterations):
-        for c, b, o, r in zip(chunks, batches, old, ref):
-            options = _loss_options(a, cfg, r, gids[c]) | ({"num_tokens": total_tokens} if token_mean else {})
-            rows = None if band is None else tuple(x[c].to(run.device) for x in band)
-            loss, metrics, ent = minibatch_loss(run, b, o, adv[c].to(run.device), options, rows, stats)
-            loss = loss if token_mean else loss * (len(c) / len(trajs))
-            if not torch.isfinite(loss):
-                return _skip_update(run, "nonfinite_loss")
-            run.accelerator.backward(loss)
-            _collect(stats, metrics, ent, b.action_mask, loss)
-        grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
-        if not torch.isfinite(torch.as_tensor(grad_norm)):
-            return _skip_update(run, "nonfinite_grad")
-        run.optimizer.step()
-        run.scheduler.step()
-        run.optimizer.zero_grad(set_to_none=True)
-        stats.setdefault("grad_norm", []).append(float(grad_norm))
-    return {k: sum(v) / len(v) for k, v in stats.items()}
-
-
-def minibatch_loss(run: Run, batch, old_logprobs, advantages, options, band, stats):
-    """Policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T])."""
-    from mmreason import rl
-
-    a = run.cfg.algorithm
-    logp, ent = token_logprobs(run.model, batch, with_entropy=True)  # [n, T] fp32
-    old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
-    out = rl.POLICY_LOSSES.get(a.policy_loss)(logp, old, advantages, batch.action_mask, **options)
-    loss = out.loss
-    if band is not None:
-        h_min, h_max, ids = band
-        penalty = rl.entropy_band_penalty(ent, batch.action_mask, h_min, h_max, ids)
-        loss = loss + a.entropy_coef * penalty
-        stats.setdefault("entropy_penalty", []).append(float(penalty.detach()))
-    return loss, out.metrics, ent
-
-
-def _skip_update(run: Run, kind: str) -> dict[str, float]:
-    """A NaN/inf loss or gradient: drop this step's update, count it, keep going."""
-    run.counters.nan_steps += 1
-    _event(run, kind, step=run.step)
-    run.optimizer.zero_grad(set_to_none=True)
-    return {"loss": float("nan"), "skipped_update": 1.0}
-
-
-def entropy_band_rows(a, tasks: list[str]):
-    """Per-row entropy bands from ``algorithm.entropy_band`` (None when entropy shaping is off)."""
-    if a.entropy_coef == 0 or not a.entropy_band:
-        return None
-    bands = []
-    for name in tasks:
-        band = a.entropy_band.get(name, a.entropy_band.get("default"))
-        if band is None:
-            raise ValueError(f"algorithm.entropy_band has no band for task {name!r} and no 'default'")
-        bands.append(band)
-    h = torch.tensor(bands, dtype=torch.float32)  # [N, 2]
-    return h[:, 0], h[:, 1], task_index(tasks)
-
-
-def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids) -> dict[str, Any]:
-    from mmreason import rl
-
-    options = dict(epsilon=a.epsilon, epsilon_high=a.epsilon_high, importance_sampling_level=a.importance_sampling_level,
-                   aggregation=rl.aggregation_for_loss_type(a.loss_type), max_len=cfg.rollout.max_completion_length,
-                   ref_logprobs=ref_logprobs, beta=a.beta, kl_estimator=a.kl_estimator, group_ids=group_ids)
-    accepted = _accepted(rl.POLICY_LOSSES.get(a.policy_loss))
-    return {k: v for k, v in options.items() if k in accepted}
-
-
-def _accepted(fn) -> set[str]:
-    """Keyword options a registered function takes (so shared settings reach only those that use them)."""
-    params = inspect.signature(fn).parameters.values()
-    return {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-
-
-def _collect(stats: dict[str, list[float]], metrics, entropy, mask, loss) -> None:
-    def add(key, value):
-        if value is not None:
-            stats.setdefault(key, []).append(float(value))
-
-    add("loss", loss.detach())
-    add("policy_loss", metrics.policy_loss)
-    add("kl", metrics.kl)
-    add("ratio_mean", metrics.ratio_mean)
-    add("clip/low", metrics.clip_low)
-    add("clip/high", metrics.clip_high)
-    add("clip/region", metrics.clip_region)
-    if entropy is not None:
-        add("entropy", (entropy.detach() * mask).sum() / mask.sum().clamp(min=1))
-
-
-# ---- one step and the loop ----------------------------------------------------------------------
 
 
 def train_step(run: Run, step: int) -> dict[str, Any]:
@@ -305,7 +142,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         samples, batch = score(run, prompts, trajectories)
         t3 = time.perf_counter()
         gids = torch.tensor([t.group_id for t in trajectories])
-        tasks = task_names(run, samples)
+        tasks = task_names(samples, run.cfg.algorithm.task_key, run.pack.name)
         adv, keep = compute_advantages(run, batch.values, batch.weights, gids, tasks)
         total = batch.total(run.cfg.reward_missing)
         scored = Scored(trajectories, samples, batch.values, batch.names, total, adv, keep, tasks)
@@ -362,59 +199,6 @@ def refresh_sampler(run: Run, step: int) -> None:
             merged.update(part)
         scores = merged
     run.sampler.refresh(scores)
-
-
-def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
-    from mmreason import rl
-
-    m: dict[str, float] = {}
-    lengths = torch.tensor([float(t.completion_length) for t in s.trajectories])
-    m["reward/mean"] = float(s.total_reward.mean())
-    m["reward/std"] = float(s.total_reward.std(unbiased=False))
-    for k, name in enumerate(s.reward_names):
-        col = s.rewards[:, k]
-        valid = col[~torch.isnan(col)]
-        m[f"rewards/{name}/mean"] = float(valid.mean()) if valid.numel() else float("nan")
-        m[f"rewards/{name}/std"] = float(valid.std(unbiased=False)) if valid.numel() else float("nan")
-    if s.tasks:
-        for name in sorted(set(s.tasks)):
-            rows = torch.tensor([t == name for t in s.tasks])
-            m[f"reward/{name}/mean"] = float(s.total_reward[rows].mean())
-            m[f"completion/{name}/length_mean"] = float(lengths[rows].mean())
-    gids = torch.tensor([t.group_id for t in s.trajectories])
-    zero_std = rl.dynamic_sampling_filter(s.total_reward, gids)
-    m["frac_reward_zero_std"] = zero_std.num_dropped / max(zero_std.num_groups, 1)
-    m["completion/length_mean"] = float(lengths.mean())
-    m["completion/length_max"] = float(lengths.max())
-    m["completion/clipped_ratio"] = float(sum(t.truncated for t in s.trajectories) / len(s.trajectories))
-    m["advantage/abs_mean"] = float(s.advantages.abs().mean())
-    return _reduce_across_processes(run, m)
-
-
-def _reduce_across_processes(run: Run, m: dict[str, float]) -> dict[str, float]:
-    """Mean of each metric over the processes that have it (per-task keys can differ between ranks)."""
-    if run.accelerator.num_processes == 1:
-        return m
-    from accelerate.utils import gather_object
-
-    per_rank = gather_object([m])
-    keys = sorted({k for d in per_rank for k in d})
-    return {k: sum(d[k] for d in per_rank if k in d) / sum(k in d for d in per_rank) for k in keys}
-
-
-def completion_rows(s: Scored, limit: int = 16) -> list[dict[str, Any]]:
-    rows = []
-    for t, sample, r, total, a in zip(s.trajectories, s.samples, s.rewards.tolist(), s.total_reward.tolist(),
-                                      s.advantages.tolist()):
-        rows.append({"sample_id": t.sample_id, "prompt": sample.prompt_text, "answer": sample.answer,
-                     "completion": t.completion_text, "reward": total, "advantage": a,
-                     "rewards": dict(zip(s.reward_names, [None if math.isnan(x) else x for x in r]))})
-    return rows[:limit]
-
-
-def _event(run: Run, kind: str, /, **fields) -> None:
-    if run.logger is not None:
-        run.logger.event(kind, **fields)
 
 
 def _save(run: Run, step: int):

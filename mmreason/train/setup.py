@@ -64,6 +64,11 @@ class Run:
     def device(self) -> torch.device:
         return self.accelerator.device
 
+    def event(self, kind: str, /, **fields: Any) -> None:
+        """A fault or notable event in events.log (skipped sample, reward error, non-finite step)."""
+        if self.logger is not None:
+            self.logger.event(kind, **fields)
+
 
 def make_accelerator(cfg: TrainConfig):
     from accelerate import Accelerator

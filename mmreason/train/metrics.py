@@ -1,0 +1,59 @@
+"""What one GRPO step logs about its rollouts, reduced over processes, and the sampled-completion rows."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from mmreason.train.records import Scored
+from mmreason.train.setup import Run
+
+
+def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
+    from mmreason import rl
+
+    m: dict[str, float] = {}
+    lengths = torch.tensor([float(t.completion_length) for t in s.trajectories])
+    m["reward/mean"] = float(s.total_reward.mean())
+    m["reward/std"] = float(s.total_reward.std(unbiased=False))
+    for k, name in enumerate(s.reward_names):
+        col = s.rewards[:, k]
+        valid = col[~torch.isnan(col)]
+        m[f"rewards/{name}/mean"] = float(valid.mean()) if valid.numel() else float("nan")
+        m[f"rewards/{name}/std"] = float(valid.std(unbiased=False)) if valid.numel() else float("nan")
+    if s.tasks:
+        for name in sorted(set(s.tasks)):
+            rows = torch.tensor([t == name for t in s.tasks])
+            m[f"reward/{name}/mean"] = float(s.total_reward[rows].mean())
+            m[f"completion/{name}/length_mean"] = float(lengths[rows].mean())
+    gids = torch.tensor([t.group_id for t in s.trajectories])
+    zero_std = rl.dynamic_sampling_filter(s.total_reward, gids)
+    m["frac_reward_zero_std"] = zero_std.num_dropped / max(zero_std.num_groups, 1)
+    m["completion/length_mean"] = float(lengths.mean())
+    m["completion/length_max"] = float(lengths.max())
+    m["completion/clipped_ratio"] = float(sum(t.truncated for t in s.trajectories) / len(s.trajectories))
+    m["advantage/abs_mean"] = float(s.advantages.abs().mean())
+    return _reduce_across_processes(run, m)
+
+
+def _reduce_across_processes(run: Run, m: dict[str, float]) -> dict[str, float]:
+    """Mean of each metric over the processes that have it (per-task keys can differ between ranks)."""
+    if run.accelerator.num_processes == 1:
+        return m
+    from accelerate.utils import gather_object
+
+    per_rank = gather_object([m])
+    keys = sorted({k for d in per_rank for k in d})
+    return {k: sum(d[k] for d in per_rank if k in d) / sum(k in d for d in per_rank) for k in keys}
+
+
+def completion_rows(s: Scored, limit: int = 16) -> list[dict[str, Any]]:
+    rows = []
+    for t, sample, r, total, a in zip(s.trajectories, s.samples, s.rewards.tolist(), s.total_reward.tolist(),
+                                      s.advantages.tolist()):
+        rows.append({"sample_id": t.sample_id, "prompt": sample.prompt_text, "answer": sample.answer,
+                     "completion": t.completion_text, "reward": total, "advantage": a,
+                     "rewards": dict(zip(s.reward_names, [None if math.isnan(x) else x for x in r]))})
+    return rows[:limit]

@@ -1,0 +1,135 @@
+"""The policy update of one GRPO step: num_iterations passes over mini-batches, each an exact share of
+the whole batch's gradient (policy loss + KL to a reference + entropy band), then one optimizer step."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+from mmreason.rollout.forward import collate, token_logprobs
+from mmreason.train.config import TrainConfig
+from mmreason.train.records import Scored, task_index
+from mmreason.train.setup import Run
+
+
+def policy_update(run: Run, scored: Scored) -> dict[str, float]:
+    """num_iterations passes over mini-batches; gradient accumulation inside one optimizer step each.
+
+    Mini-batch losses are weighted so the accumulated gradient is that of the whole batch: token-mean
+    aggregation divides by the batch's total response tokens, sequence-mean ones weight each mini-batch
+    by its share of the trajectories.
+    """
+    from mmreason import rl
+
+    cfg, a = run.cfg, run.cfg.algorithm
+    keep = scored.keep.tolist()
+    trajs = [t for t, k in zip(scored.trajectories, keep) if k]
+    if not trajs:
+        return {"loss": 0.0, "skipped_update": 1.0}
+    adv = scored.advantages[scored.keep]  # [N]
+    gids = torch.tensor([t.group_id for t in trajs])  # [N]
+    band = entropy_band_rows(a, [name for name, k in zip(scored.tasks, keep) if k])
+    pad = run.processor.tokenizer.pad_token_id
+    size = cfg.mini_batch_size
+    chunks = [list(range(i, min(i + size, len(trajs)))) for i in range(0, len(trajs), size)]
+    batches = [collate([trajs[i] for i in c], pad).to(run.device) for c in chunks]
+    token_mean = rl.aggregation_for_loss_type(a.loss_type) == "token_mean"
+    total_tokens = float(sum(t.completion_length for t in trajs))
+    with torch.no_grad():
+        old = [token_logprobs(run.model, b)[0] if a.num_iterations > 1 else None for b in batches]
+        ref = [token_logprobs(run.ref_model, b)[0] if run.ref_model is not None else None for b in batches]
+    stats: dict[str, list[float]] = {}
+    for _ in range(a.num_iterations):
+        for c, b, o, r in zip(chunks, batches, old, ref):
+            options = _loss_options(a, cfg, r, gids[c]) | ({"num_tokens": total_tokens} if token_mean else {})
+            rows = None if band is None else tuple(x[c].to(run.device) for x in band)
+            loss, metrics, ent = minibatch_loss(run, b, o, adv[c].to(run.device), options, rows, stats)
+            loss = loss if token_mean else loss * (len(c) / len(trajs))
+            if not torch.isfinite(loss):
+                return _skip_update(run, "nonfinite_loss")
+            run.accelerator.backward(loss)
+            _collect(stats, metrics, ent, b.action_mask, loss)
+        grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
+        if not torch.isfinite(torch.as_tensor(grad_norm)):
+            return _skip_update(run, "nonfinite_grad")
+        run.optimizer.step()
+        run.scheduler.step()
+        run.optimizer.zero_grad(set_to_none=True)
+        stats.setdefault("grad_norm", []).append(float(grad_norm))
+    return {k: sum(v) / len(v) for k, v in stats.items()}
+
+
+def minibatch_loss(run: Run, batch, old_logprobs, advantages, options, band, stats):
+    """Policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T])."""
+    from mmreason import rl
+
+    a = run.cfg.algorithm
+    logp, ent = token_logprobs(run.model, batch, with_entropy=True)  # [n, T] fp32
+    old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
+    out = rl.POLICY_LOSSES.get(a.policy_loss)(logp, old, advantages, batch.action_mask, **options)
+    loss = out.loss
+    if band is not None:
+        h_min, h_max, ids = band
+        penalty = rl.entropy_band_penalty(ent, batch.action_mask, h_min, h_max, ids)
+        loss = loss + a.entropy_coef * penalty
+        stats.setdefault("entropy_penalty", []).append(float(penalty.detach()))
+    return loss, out.metrics, ent
+
+
+def _skip_update(run: Run, kind: str) -> dict[str, float]:
+    """A NaN/inf loss or gradient: drop this step's update, count it, keep going."""
+    run.counters.nan_steps += 1
+    run.event(kind, step=run.step)
+    run.optimizer.zero_grad(set_to_none=True)
+    return {"loss": float("nan"), "skipped_update": 1.0}
+
+
+def entropy_band_rows(a, tasks: list[str]):
+    """Per-row entropy bands from ``algorithm.entropy_band`` (None when entropy shaping is off)."""
+    if a.entropy_coef == 0 or not a.entropy_band:
+        return None
+    bands = []
+    for name in tasks:
+        band = a.entropy_band.get(name, a.entropy_band.get("default"))
+        if band is None:
+            raise ValueError(f"algorithm.entropy_band has no band for task {name!r} and no 'default'")
+        bands.append(band)
+    h = torch.tensor(bands, dtype=torch.float32)  # [N, 2]
+    return h[:, 0], h[:, 1], task_index(tasks)
+
+
+def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids) -> dict[str, Any]:
+    from mmreason import rl
+
+    options = dict(epsilon=a.epsilon, epsilon_high=a.epsilon_high, importance_sampling_level=a.importance_sampling_level,
+                   aggregation=rl.aggregation_for_loss_type(a.loss_type), max_len=cfg.rollout.max_completion_length,
+                   ref_logprobs=ref_logprobs, beta=a.beta, kl_estimator=a.kl_estimator, group_ids=group_ids)
+    accepted = accepted_options(rl.POLICY_LOSSES.get(a.policy_loss))
+    return {k: v for k, v in options.items() if k in accepted}
+
+
+def accepted_options(fn) -> set[str]:
+    """Keyword options a registered function takes (so shared settings reach only those that use them)."""
+    params = inspect.signature(fn).parameters.values()
+    return {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+
+
+def _collect(stats: dict[str, list[float]], metrics, entropy, mask, loss) -> None:
+    def add(key, value):
+        if value is not None:
+            stats.setdefault(key, []).append(float(value))
+
+    add("loss", loss.detach())
+    add("policy_loss", metrics.policy_loss)
+    add("kl", metrics.kl)
+    add("ratio_mean", metrics.ratio_mean)
+    add("clip/low", metrics.clip_low)
+    add("clip/high", metrics.clip_high)
+    add("clip/region", metrics.clip_region)
+    if entropy is not None:
+        add("entropy", (entropy.detach() * mask).sum() / mask.sum().clamp(min=1))
+
+
+# ---- one step and the loop ----------------------------------------------------------------------
