@@ -3,8 +3,9 @@
     sample prompts -> build prompts -> roll out G completions each -> rewards -> advantages
     -> num_iterations passes of mini-batch updates (policy loss + KL) -> optimizer step
 
-Each phase is a function below; the loop owns no task-specific code. Estimators, losses,
-aggregations and KL estimators are looked up by name in ``mmreason.rl``'s registries.
+Each phase is a function here (the policy update in ``update.py``, the step's metrics in ``metrics.py``);
+the loop owns no task-specific code. Estimators, losses, aggregations and KL estimators are looked up by
+name in ``mmreason.rl``'s registries.
 """
 
 from __future__ import annotations
