@@ -114,7 +114,7 @@ def _subset(rows: list[dict[str, Any]], n: int | None, seed: int) -> list[dict[s
 def vision_load(path: str | None = None, split: str = "train", *, source: str = "mixed", n: int | None = None,
                 synthetic_n: int | None = None, seed: int = 0, kinds: list[str] | None = None,
                 domains: list[str] | None = None, answer_format: str = "plain", thought_dropout: float = 0.0,
-                image_size: int = 112) -> list[Sample]:
+                image_size: int = 112, templates: list[str] | None = None) -> list[Sample]:
     """The pack's data (``data.task_args`` are these keyword options).
 
     path: a JSONL/parquet file in the row shape above; None = built-in data from ``source``:
@@ -124,6 +124,8 @@ def vision_load(path: str | None = None, split: str = "train", *, source: str = 
         (default 2,000 train / 200 otherwise); kinds: synthetic kinds; domains: keep only these domains.
     answer_format: ``plain`` (answer only) | ``think`` (``<think>trace</think><answer>a</answer>`` targets);
     thought_dropout: TON's p, with ``think`` (the empty thought replaces the trace with probability p).
+    templates: keep only questions whose template starts with one of these prefixes (e.g. ["what"]: the
+        easy-VQA colour and shape questions, a curriculum stage that can only be answered from the image).
     """
     if answer_format not in FORMATS:
         raise ValueError(f"vision: answer_format {answer_format!r} is not one of {FORMATS}")
@@ -145,6 +147,8 @@ def vision_load(path: str | None = None, split: str = "train", *, source: str = 
                 samples += [row_to_sample(r, origin, answer_format) for r in rows]
     if domains is not None:
         samples = [s for s in samples if s.meta.get("domain") in set(domains)]
+    if templates is not None:
+        samples = [s for s in samples if str(s.meta.get("template", "")).startswith(tuple(templates))]
     if thought_dropout:
         samples = apply_thought_dropout(samples, thought_dropout, seed)
     return samples

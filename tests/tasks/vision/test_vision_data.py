@@ -116,3 +116,12 @@ def test_easyvqa_conversion_from_the_installed_package():
     samples = vision_load(None, "eval", source="easyvqa", n=50)
     assert len(samples) == 50 and samples[0].meta["domain"] == "perception"
     assert samples == vision_load(None, "eval", source="easyvqa", n=50)  # the subset is seeded
+
+
+def test_template_filter_keeps_image_only_questions():
+    pytest.importorskip("easy_vqa")
+    from mmreason.tasks.vision.data import vision_load
+
+    samples = vision_load(split="train", source="easyvqa", n=400, templates=["what"])
+    assert samples and all(s.meta["template"].startswith("what") for s in samples)
+    assert all(s.meta["answer_type"] == "free-form" for s in samples)  # colours and shapes, no yes/no
