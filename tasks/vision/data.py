@@ -78,6 +78,7 @@ def row_to_sample(row: dict[str, Any], source: str, answer_format: str = "plain"
     if profile and not meta.get("length_profile"):
         meta["length_profile"] = profile
     answer = str(row["answer"])
+    meta["answer_format"] = answer_format
     if answer_format == "think":
         meta["target"] = think_answer(str(meta.get("trace") or ""), answer)
     return Sample(id=str(row["id"]), messages=[{"role": "user", "content": content}], answer=answer,

@@ -5,8 +5,11 @@
     mcq        the extracted option letter (``extract_choice``) equals the reference letter
     free-form  VQA-normalised exact match (case, punctuation, articles, number words)
 
-The answer is read with the shared ``final_answer`` parser (last ``<answer>`` body, else ``\\boxed{}``,
-else the whole completion), so plain and think/answer outputs are scored alike.
+The answer is read with the shared ``final_answer`` parser. A sample whose prompt asked for the
+think/answer format (``answer_format: think``) is scored on the body of its last closed ``<answer>``
+tag only: without one it scores 0, so a policy cannot earn reward with broken output that merely
+contains the right word (GRPO on a small model drifts there within tens of steps otherwise). Plain
+samples take the last ``<answer>`` body, else ``\\boxed{}``, else the whole completion.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ def is_correct(sample: Sample, completion: str) -> float:
     """1.0 / 0.0: the completion's final answer matches ``sample.answer`` under its answer type's rule."""
     kind = sample.meta.get("answer_type", "free-form")
     ref = str(sample.answer)
-    pred = final_answer(completion)
+    strict = sample.meta.get("answer_format") == "think"
+    pred = final_answer(completion, mode="answer_tag" if strict else "auto")
     if kind == "yes/no":
         return float(yes_no_of(pred) == ref.strip().lower())
     if kind == "numeric":

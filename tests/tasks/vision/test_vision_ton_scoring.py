@@ -23,9 +23,9 @@ from mmreason.tasks.vision.ton import (
 from mmreason.types import Trajectory
 
 
-def _sample(i, answer="7", answer_type="numeric", trace="three and four", **extra):
+def _sample(i, answer="7", answer_type="numeric", trace="three and four", fmt="plain", **extra):
     return row_to_sample({"id": f"s{i}", "image": "/x.png", "question": "q?", "answer": answer,
-                          "answer_type": answer_type, "trace": trace, **extra}, "mem", "think")
+                          "answer_type": answer_type, "trace": trace, **extra}, "mem", fmt)
 
 
 def _trajectory(text):
@@ -39,7 +39,7 @@ def test_empty_thought_is_exactly_two_newlines_in_think_tags():
 
 
 def test_dropout_ratio_on_ten_thousand_items_is_one_half():
-    samples = [_sample(i) for i in range(10_000)]
+    samples = [_sample(i, fmt="think") for i in range(10_000)]
     dropped = apply_thought_dropout(samples, p=0.5, seed=11)
     assert abs(dropout_ratio(dropped) - 0.5) <= 0.02
     for s in dropped[:200]:
@@ -74,7 +74,7 @@ def test_thought_dropout_through_the_loader(shapes_cache):
 def test_format_reward_accepts_the_empty_thought_and_skip_think_counts_it():
     fmt, skip = REWARDS.get("think_answer_format"), REWARDS.get("skip_think")
     texts = ["<think>\n\n</think><answer>1</answer>", "<think>two</think><answer>2</answer>", "2"]
-    samples = [_sample(i) for i in range(3)]
+    samples = [_sample(i, fmt="think") for i in range(3)]
     trajectories = [_trajectory(t) for t in texts]
     assert list(fmt(samples, trajectories)) == [1.0, 1.0, 0.0]
     assert list(skip(samples, trajectories)) == [1.0, 0.0, 0.0]
@@ -104,3 +104,15 @@ def test_vision_accuracy_reward_and_per_domain_metrics():
     assert metrics["accuracy_chart"](chart, "5") == 1.0
     assert torch.isnan(torch.tensor(metrics["accuracy_chart"](plain, "yes")))  # other domains: left out
     assert metrics["accuracy_perception"](plain, "yes") == 1.0
+
+
+def test_think_format_samples_score_only_a_closed_answer_tag():
+    row = {"id": "q", "image": "x.png", "question": "is there a red shape?", "answer": "no",
+           "answer_type": "yes/no", "trace": "The image shows a blue circle."}
+    think, plain = row_to_sample(row, "data.jsonl", "think"), row_to_sample(row, "data.jsonl", "plain")
+    broken = ".</><answer>re><answer>no.</><answer>rere><answer"  # a drifted policy's output
+    assert is_correct(plain, broken) == 1.0  # plain answers: the whole completion when no tag
+    assert is_correct(think, broken) == 0.0
+    assert is_correct(think, "no") == 0.0
+    assert is_correct(think, "<think>The image shows a blue circle.</think><answer>no</answer>") == 1.0
+    assert is_correct(think, "<think>\n\n</think><answer>No.</answer>") == 1.0
