@@ -12,6 +12,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
+@pytest.fixture
+def one_torch_thread():
+    """One intra-op torch thread for the test: generation on the tiny model is a stream of small matmuls,
+    and on a shared 2-core machine a second thread makes it many times slower, not faster."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     from mmreason.models.tiny import build_tiny_model

@@ -5,17 +5,11 @@ from __future__ import annotations
 import argparse
 
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    # Generation on the tiny model is a stream of small matmuls: on a shared 2-core machine a second
-    # intra-op thread makes it many times slower, not faster.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    """Every evaluation test runs with one torch thread (tests/conftest.py: one_torch_thread)."""
 
 
 @pytest.fixture

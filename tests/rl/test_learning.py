@@ -97,12 +97,7 @@ def train(estimator, aggregation, steps=200, loss="clipped", seed=0):
     return start, expected_reward(theta)
 
 
-@pytest.fixture(autouse=True)
-def few_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_every_estimator_is_trained_here():
