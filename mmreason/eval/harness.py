@@ -78,7 +78,8 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
 
     console = console or Console()
     resolved = resolve_model(cfg.model, cfg.model_args.adapter)
-    tasks = load_tasks(cfg.tasks, cfg.limit, cfg.task_args, cfg.seed)  # before the model: a typo fails at once
+    tasks = load_tasks(cfg.tasks, cfg.limit, cfg.task_args, cfg.seed,  # before the model: a typo fails at once
+                       cfg.model_args.max_prompt_length)
     device = default_device(cfg.device)
     set_seed(cfg.seed)
     model, processor = load_for_eval(resolved, cfg.model_args, device)

@@ -26,9 +26,10 @@ _TASKS: dict[str, EvalTask] = {}  # the eval split is loaded once per run, not o
 
 def _eval_task(cfg) -> EvalTask:
     d = cfg.data
-    key = json.dumps([d.task, d.eval_path, d.task_args, cfg.eval_limit, cfg.seed], sort_keys=True, default=str)
+    key = json.dumps([d.task, d.eval_path, d.task_args, cfg.eval_limit, cfg.seed, d.max_prompt_length],
+                     sort_keys=True, default=str)
     if key not in _TASKS:
-        _TASKS[key] = load_task(d.task, d.eval_path, cfg.eval_limit, d.task_args, cfg.seed)
+        _TASKS[key] = load_task(d.task, d.eval_path, cfg.eval_limit, d.task_args, cfg.seed, d.max_prompt_length)
     return _TASKS[key]
 
 

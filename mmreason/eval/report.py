@@ -69,14 +69,28 @@ def markdown_table(results: dict[str, Any]) -> str:
     notes = [f"- `{t}`: {len(ids)} failed docs: {', '.join(map(str, ids[:20]))}"
              + (" ..." if len(ids) > 20 else "") for t, ids in failed.items()]
     title = f"# {results['model_name']} ({results['date']})\n\n"
+    title += "".join(f"> {line}\n\n" for line in allocation_warnings(results))
     return title + "\n".join(lines) + ("\n\n" + "\n".join(notes) if notes else "") + "\n"
+
+
+def allocation_warnings(results: dict[str, Any]) -> list[str]:
+    """A line per task whose pages were budgeted from the gold evidence (DocSeeker's ``egra_eval=gold``)."""
+    out = []
+    for task, cfg in results.get("configs", {}).items():
+        alloc = cfg.get("page_allocation") or {}
+        if alloc.get("gold"):
+            out.append(f"`{task}`: page allocation `{alloc.get('mode')}`: the gold evidence pages get the high "
+                       f"resolution budget ({alloc.get('high_tokens')} vs {alloc.get('low_tokens')} tokens), so "
+                       "the input shows where the evidence is; not comparable with the default uniform allocation.")
+    return out
 
 
 def print_table(results: dict[str, Any], console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{results['model_name']} ({results['date']})")
+    table = Table(title=f"{results['model_name']} ({results['date']})",
+                  caption="\n".join(allocation_warnings(results)) or None)
     for i, name in enumerate(HEADER):
         table.add_column(name, justify="right" if i >= 3 else "left")
     for row in table_rows(results):

@@ -53,7 +53,14 @@ class EvalTask:
                                "higher_is_better": self.pack.metric_higher_is_better(name)}
                         for name, fn in self.pack.metrics.items()},
             "answer_extractor": self.extractor_name, "n_docs": len(self.samples), "docs_hash": self.docs_hash(),
+            **({"page_allocation": self.page_allocation} if self.page_allocation else {}),
         }
+
+    @property
+    def page_allocation(self) -> dict[str, Any] | None:
+        """How a document pack budgeted its pages' resolution (``meta["page_allocation"]``, e.g. DocSeeker's
+        uniform fit or its gold-page validation); ``gold: true`` means the resolution shows the evidence."""
+        return next((s.meta["page_allocation"] for s in self.samples if s.meta.get("page_allocation")), None)
 
 
 def _qualname(fn: Any) -> str:
@@ -82,13 +89,22 @@ def parse_task_specs(text: str | list[str]) -> list[tuple[str, str | None]]:
 
 
 def load_task(pack_name: str, path: str | None, limit: float | None = None,
-              options: dict[str, Any] | None = None, seed: int = 0) -> EvalTask:
+              options: dict[str, Any] | None = None, seed: int = 0, max_prompt_length: int | None = None
+              ) -> EvalTask:
     """A pack's eval docs (``options`` go to its loader), the first ``limit`` of them, each passed
-    through the pack's per-draw ``prepare`` (e.g. page resolution allocation) once, at step 0."""
+    through the pack's per-draw ``prepare`` (e.g. page resolution allocation) once, at step 0.
+
+    A loader with a ``max_prompt_length`` parameter (DocSeeker fits its page budgets to it) gets the
+    run's, unless ``options`` set it."""
+    import inspect
+
     pack = TASKS.get(pack_name)
     if path is not None and not Path(path).exists():
         raise FileNotFoundError(f"--tasks {pack_name}:{path}: data file {path!r} does not exist")
-    samples = pack.load(path, EVAL_SPLIT, **(options or {}))
+    options = dict(options or {})
+    if max_prompt_length is not None and "max_prompt_length" in inspect.signature(pack.load).parameters:
+        options.setdefault("max_prompt_length", max_prompt_length)
+    samples = pack.load(path, EVAL_SPLIT, **options)
     if not samples:
         raise ValueError(f"task {pack_name!r}: the {EVAL_SPLIT} split is empty ({path or 'built-in data'})")
     counts = Counter(s.id for s in samples)
@@ -105,8 +121,8 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
 
 
 def load_tasks(text: str | list[str], limit: float | None = None, options: dict[str, Any] | None = None,
-               seed: int = 0) -> list[EvalTask]:
-    tasks = [load_task(name, path, limit, options, seed) for name, path in parse_task_specs(text)]
+               seed: int = 0, max_prompt_length: int | None = None) -> list[EvalTask]:
+    tasks = [load_task(name, path, limit, options, seed, max_prompt_length) for name, path in parse_task_specs(text)]
     names = [t.file_name for t in tasks]
     for n in names:
         if names.count(n) > 1:

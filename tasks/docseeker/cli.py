@@ -80,7 +80,7 @@ def egra_report(args: argparse.Namespace) -> int:
             print(json.dumps(row))
         return 0
     print(f"EGRA: high {args.high} / low {args.low} tokens per page, k = {args.k}")
-    print(f"{'document':<28}{'pages':>6}{'without':>10}{'eval':>10}{'train':>10}{'x eval':>8}{'x train':>8}")
+    print(f"{'document':<28}{'pages':>6}{'without':>10}{'gold val':>10}{'train':>10}{'x val':>8}{'x train':>8}")
     for r in rows:
         print(f"{r['id']:<28}{r['pages']:>6}{r['tokens_without_egra']:>10}{r['tokens_egra_eval']:>10}"
               f"{r['tokens_egra_train']:>10.0f}{r['reduction_eval']:>8.2f}{r['reduction_train']:>8.2f}")

@@ -27,7 +27,7 @@ from typing import Any
 from mmreason.media import pdf_page_count
 from mmreason.paths import cache_dir
 from mmreason.tasks.docseeker.alr import instruction
-from mmreason.tasks.docseeker.egra import EgraSettings, docseeker_transform
+from mmreason.tasks.docseeker.egra import EgraSettings, describe_allocation, docseeker_transform
 from mmreason.types import PageRef, Sample
 
 TASK = "docseeker"
@@ -113,7 +113,8 @@ def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSetti
             "gt_page", "conversations", "target", "final_answer"}
     meta = {k: v for k, v in row.items() if k not in skip}
     meta.update(question=question, evidence_pages=evidence, num_pages=count, document=pdf,
-                answer_format=row.get("answer_format") or "str", egra=egra.__dict__.copy())
+                answer_format=row.get("answer_format") or "str", egra=egra.__dict__.copy(),
+                page_allocation=describe_allocation(egra))
     if target:
         meta["target"] = target
     return Sample(id=str(rid), messages=[{"role": "user", "content": content}], answer=answer,
@@ -131,21 +132,25 @@ def _pages_range(pages: Any) -> tuple[int, int]:
 
 def docseeker_load(path: str | None = None, split: str = "train", *, n: int | None = None, seed: int = 0,
                    pages: Any = "3..8", evidence_base: int = 1, use_egra: bool = True, egra_k: int = 5,
-                   egra_high_tokens: int = 1024, egra_low_tokens: int = 256, max_pages: int | None = None,
+                   egra_high_tokens: int = 1024, egra_low_tokens: int = 256, egra_eval: str = "uniform",
+                   max_prompt_length: int | None = None, max_pages: int | None = None,
                    page_width: int = 850) -> list[Sample]:
     """The pack's data: ``path`` (JSONL / parquet in the row shape above) or generated documents.
 
     Without ``path``, ``n`` documents (default 64 train / 16 otherwise) of ``pages`` ("MIN..MAX") pages
     are generated into ``$MMREASON_CACHE/docseeker``. ``evidence_base`` declares the base of the rows'
     ``evidence_pages`` when a row does not. EGRA options are stored on each sample for the ``transform``.
-    Validation / eval samples get their (deterministic) allocation now, so consumers that do not call
-    the pack's ``transform`` still see the gold pages sharp.
+    Eval samples get their (deterministic) allocation now, so consumers that do not call the pack's
+    ``transform`` see it too: by default (``egra_eval: uniform``) one budget for every page, fitted to
+    ``max_prompt_length`` (the harness passes its own) and never above ``egra_high_tokens``, so the
+    prompt does not depend on which pages are gold; ``egra_eval: gold`` is the paper's validation (gold
+    pages at the high budget). ``meta["page_allocation"]`` describes the choice for results.json.
     """
     from datasets import load_dataset
 
     from mmreason.tasks.docseeker.synth import PAGE_SIZE, generate
 
-    egra = EgraSettings(use_egra, egra_high_tokens, egra_low_tokens, egra_k)
+    egra = EgraSettings(use_egra, egra_high_tokens, egra_low_tokens, egra_k, egra_eval, max_prompt_length)
     if path is None:
         count = n or (64 if split == "train" else 16)
         split_seed = seed if split == "train" else seed + 10_000

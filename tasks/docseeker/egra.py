@@ -8,8 +8,17 @@ else the processor shrinks the sharp pages again).
     training:   high = gold U S,  S = a uniform sample of min(k, N) of the N pages, redrawn on every
                 draw (the pack's ``transform`` gets a generator seeded by (run seed, step, sample id));
                 S stops the policy from learning "the sharp page is the evidence page".
-    otherwise:  high = gold; all pages when gold is [-1] ("no specific evidence page").
-    off:        every page at the high budget.
+    sft:        high = gold (the paper's SFT); all pages when gold is [-1].
+    evaluation  (any other split: ``mmreason eval``, the in-training eval), by ``egra_eval``:
+      uniform   (default) one budget for every page, whatever the gold pages: the largest per-page
+                budget (at most the high one) under which the whole prompt fits ``max_prompt_length``
+                (the run's, handed to the loader by the harness; without one, the high budget). The
+                text is counted at its UTF-8 byte length (an upper bound for a byte-level BPE) plus a
+                chat-template allowance, so the fit is conservative by a few hundred tokens at most.
+      gold      the paper's validation: high = gold (all pages when gold is [-1]). The resolution then
+                tells the model where the evidence is, so its scores are not a test of finding it;
+                ``mmreason eval`` records the choice in results.json and flags it in the table header.
+    off:        every page at the high budget (``use_egra: false``, every split).
 
 Defaults: high 1024 tokens, low 256, k = 5. Source: DocSeeker ``EviGRPO/verl/utils/dataset/rl_dataset.py``
 (``update_image_list``, ``post_process_image``); ALGORITHMS.md section 1. As there, S may overlap gold,
@@ -22,11 +31,15 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
-from mmreason.media import image_tokens, pdf_page_sizes, pixels_for_tokens
+from mmreason.media import image_size, image_tokens, pdf_page_sizes, pixels_for_tokens
 from mmreason.media.budget import IMAGE_MIN_PIXELS
 from mmreason.types import Sample
 
 TRAIN_SPLIT = "train"
+SFT_SPLIT = "sft"
+EVAL_ALLOCATIONS = ("uniform", "gold")  # egra_eval: how evaluation splits allocate page budgets
+MIN_PAGE_TOKENS = 4  # the smallest uniform budget the fit goes down to (a prompt still over is a failure)
+TEMPLATE_TOKENS = 64  # chat template (system prompt, role markers) allowance of the uniform fit
 
 
 @dataclass(frozen=True)
@@ -37,8 +50,12 @@ class EgraSettings:
     high_tokens: int = 1024
     low_tokens: int = 256
     k: int = 5
+    eval_allocation: str = "uniform"  # uniform | gold (``egra_eval``)
+    max_prompt_length: int | None = None  # the uniform fit's limit (text + visual tokens)
 
     def __post_init__(self):
+        if self.eval_allocation not in EVAL_ALLOCATIONS:
+            raise ValueError(f"egra_eval must be one of {', '.join(EVAL_ALLOCATIONS)}, got {self.eval_allocation!r}")
         if not 0 < self.low_tokens <= self.high_tokens:
             raise ValueError(f"EGRA needs 0 < egra_low_tokens <= egra_high_tokens, got {self.low_tokens} and "
                              f"{self.high_tokens}")
@@ -54,8 +71,13 @@ class EgraSettings:
         return pixels_for_tokens(self.low_tokens)
 
 
+def is_evaluation(split: str) -> bool:
+    return split not in (TRAIN_SPLIT, SFT_SPLIT)
+
+
 def high_resolution_pages(num_pages: int, gold: list[int], split: str, k: int, rng: random.Random) -> set[int]:
-    """0-based indices of the pages that get the high budget (``gold``: 1-based, or [-1])."""
+    """0-based indices of the pages that get the high budget under the paper's rule (``gold``: 1-based,
+    or [-1]): gold U S in training, gold otherwise (the ``gold`` evaluation variant)."""
     gold0 = {p - 1 for p in gold if 1 <= p <= num_pages}
     if split == TRAIN_SPLIT:
         return gold0 | set(rng.sample(range(num_pages), min(k, num_pages)))
@@ -64,11 +86,71 @@ def high_resolution_pages(num_pages: int, gold: list[int], split: str, k: int, r
 
 def allocate(num_pages: int, gold: list[int], split: str, settings: EgraSettings,
              rng: random.Random) -> list[int]:
-    """``max_pixels`` of each page, in page order."""
+    """``max_pixels`` of each page, in page order, under the paper's rule (gold pages sharp outside
+    training). The default evaluation allocation is ``docseeker_transform``'s uniform fit instead."""
     if not settings.use:
         return [settings.high_pixels] * num_pages
     high = high_resolution_pages(num_pages, gold, split, settings.k, rng)
     return [settings.high_pixels if i in high else settings.low_pixels for i in range(num_pages)]
+
+
+def page_sizes(sample: Sample, dpi: float = 100) -> list[tuple[int, int]]:
+    """(height, width) of each page as rendered (PDF pages at ``dpi``) or stored (page images)."""
+    by_source: dict[str, list[int]] = {}
+    for page in sample.pages:
+        if str(page.source).lower().endswith(".pdf"):
+            by_source.setdefault(page.source, []).append(page.index)
+    known = {src: dict(zip(idx, pdf_page_sizes(src, idx, dpi))) for src, idx in by_source.items()}
+    sizes = []
+    for page in sample.pages:
+        if page.source in known:
+            sizes.append(known[page.source][page.index])
+        else:
+            sizes.append(image_size(page.source))
+    return sizes
+
+
+def text_token_bound(sample: Sample) -> int:
+    """An upper bound on the prompt's text tokens: UTF-8 bytes of its text (a byte-level BPE token covers
+    at least one byte), two vision markers per page, and the chat template's allowance."""
+    chars = 0
+    for message in sample.messages:
+        content = message.get("content")
+        items = [content] if isinstance(content, str) else [i.get("text") or "" for i in content or []]
+        chars += sum(len(str(i).encode("utf-8")) for i in items)
+    return chars + 2 * len(sample.pages) + TEMPLATE_TOKENS
+
+
+def uniform_tokens(sample: Sample, settings: EgraSettings) -> int:
+    """The largest per-page budget T (merged tokens, at most the high budget) such that the text bound plus
+    every page's visual tokens at T fit ``settings.max_prompt_length``; the high budget without a limit."""
+    if settings.max_prompt_length is None:
+        return settings.high_tokens
+    sizes = page_sizes(sample)
+    room = settings.max_prompt_length - text_token_bound(sample)
+
+    def cost(t: int) -> int:
+        return sum(image_tokens(h, w, IMAGE_MIN_PIXELS, pixels_for_tokens(t)) for h, w in sizes)
+
+    lo, hi = MIN_PAGE_TOKENS, settings.high_tokens  # visual tokens grow with the budget: bisect
+    if cost(hi) <= room:
+        return hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if cost(mid) <= room else (lo, mid - 1)
+    return lo
+
+
+def describe_allocation(settings: EgraSettings) -> dict:
+    """The evaluation allocation as results.json records it (``gold: true`` flags the table header)."""
+    if not settings.use:
+        return {"mode": "off", "gold": False, "tokens_per_page": settings.high_tokens}
+    if settings.eval_allocation == "gold":
+        return {"mode": "gold_pages", "gold": True, "high_tokens": settings.high_tokens,
+                "low_tokens": settings.low_tokens,
+                "note": "gold evidence pages at the high budget: the resolution shows where the evidence is"}
+    return {"mode": "uniform", "gold": False, "max_tokens_per_page": settings.high_tokens,
+            "fitted_to_max_prompt_length": settings.max_prompt_length}
 
 
 def settings_of(sample: Sample) -> EgraSettings | None:
@@ -82,7 +164,10 @@ def docseeker_transform(sample: Sample, *, split: str, rng: random.Random) -> Sa
     settings = settings_of(sample)
     if settings is None or not sample.pages:
         return sample
-    budgets = allocate(len(sample.pages), list(sample.meta.get("evidence_pages", [])), split, settings, rng)
+    if settings.use and is_evaluation(split) and settings.eval_allocation == "uniform":
+        budgets = [pixels_for_tokens(uniform_tokens(sample, settings))] * len(sample.pages)
+    else:
+        budgets = allocate(len(sample.pages), list(sample.meta.get("evidence_pages", [])), split, settings, rng)
     pages = [dataclasses.replace(p, max_pixels=b) for p, b in zip(sample.pages, budgets)]
     return dataclasses.replace(sample, pages=pages)
 
@@ -92,17 +177,13 @@ def docseeker_transform(sample: Sample, *, split: str, rng: random.Random) -> Sa
 
 def page_tokens(sample: Sample, budgets: list[int], dpi: float = 100) -> list[int]:
     """Visual tokens of each page under its budget, from the page sizes alone (nothing is rendered)."""
-    sizes: list[tuple[int, int]] = []
-    by_source: dict[str, list[int]] = {}
-    for page in sample.pages:
-        by_source.setdefault(page.source, []).append(page.index)
-    known = {src: dict(zip(idx, pdf_page_sizes(src, idx, dpi))) for src, idx in by_source.items()}
-    sizes = [known[p.source][p.index] for p in sample.pages]
+    sizes = page_sizes(sample, dpi)
     return [image_tokens(h, w, IMAGE_MIN_PIXELS, b) for (h, w), b in zip(sizes, budgets)]
 
 
 def token_report(sample: Sample, settings: EgraSettings, seed: int = 0, draws: int = 8) -> dict:
-    """Visual tokens of one document without EGRA, with EGRA at validation (gold pages sharp) and in
+    """Visual tokens of one document without EGRA, with EGRA at the paper's validation (gold pages sharp,
+    ``egra_eval: gold``; the default evaluation is uniform) and in
     training (the mean over ``draws`` seeded draws of S), and the reduction factors."""
     n, gold = len(sample.pages), list(sample.meta.get("evidence_pages", []))
     rng = random.Random(f"{seed}/{sample.id}")

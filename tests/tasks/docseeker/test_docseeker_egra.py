@@ -1,11 +1,15 @@
-"""EGRA: which pages get the high budget, that every page stays within its budget, and that the
-processor keeps each page at its budgeted token count (no silent re-resize)."""
+"""EGRA: which pages get the high budget, that every page stays within its budget, that the
+processor keeps each page at its budgeted token count (no silent re-resize), and that evaluation's
+default allocation (one budget for every page, fitted to max_prompt_length) ignores the gold pages."""
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
+import torch
 
 from mmreason.media import image_tokens, pdf_page_sizes, pixels_for_tokens, render_pages
 from mmreason.media.budget import IMAGE_MIN_PIXELS
@@ -89,3 +93,106 @@ def test_token_report_counts_fewer_tokens_with_egra(tmp_path):
     if sample.meta["evidence_pages"] != [-1]:
         assert report["reduction_eval"] >= 3.0
     assert report["reduction_train"] > 2.0
+
+
+# ---- evaluation: the default allocation does not depend on the gold pages ------------------------
+
+
+def _same_document_two_golds(tmp_path, data: str) -> str:
+    """A data file with one document twice: the same question, evidence on page 1 or on page 3."""
+    row = json.loads(open(data).readline())
+    row["document"] = str(Path(data).parent / row["document"])
+    rows = [{**row, "id": "gold-1", "evidence_pages": [1], "evidence_base": 1},
+            {**row, "id": "gold-3", "evidence_pages": [3], "evidence_base": 1}]
+    path = tmp_path / "two.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def six_pages(tmp_path_factory):
+    from mmreason.tasks.docseeker.synth import generate
+
+    return str(generate(tmp_path_factory.mktemp("egra6"), 1, 6, 6, seed=2, page_size=(170, 220)))
+
+
+def test_eval_prompt_is_the_same_whichever_page_is_gold(six_pages, tmp_path, tiny_model_dir):
+    from mmreason.eval.tasks import load_task
+    from mmreason.models import load_processor
+    from mmreason.rollout.prompts import build_prompt
+
+    processor = load_processor(tiny_model_dir, max_pixels=pixels_for_tokens(64))
+    path = _same_document_two_golds(tmp_path, six_pages)
+    task = load_task("docseeker", path, options={"egra_high_tokens": 64, "egra_low_tokens": 16},
+                     max_prompt_length=4096)
+    one, three = task.samples
+    assert [p.max_pixels for p in one.pages] == [p.max_pixels for p in three.pages]
+    a, b = (build_prompt(processor, s, max_prompt_length=4096) for s in (one, three))
+    assert torch.equal(a.input_ids, b.input_ids)
+    assert torch.equal(a.visual["image_grid_thw"], b.visual["image_grid_thw"])
+    assert torch.equal(a.visual["pixel_values"], b.visual["pixel_values"])
+    assert task.describe()["page_allocation"]["mode"] == "uniform"
+
+
+def test_gold_option_still_sharpens_the_gold_page(six_pages, tmp_path):
+    path = _same_document_two_golds(tmp_path, six_pages)
+    one, three = docseeker_load(path, "eval", egra_high_tokens=64, egra_low_tokens=16, egra_eval="gold")
+    high, low = pixels_for_tokens(64), pixels_for_tokens(16)
+    assert [p.max_pixels for p in one.pages] == [high, low, low, low, low, low]
+    assert [p.max_pixels for p in three.pages] == [low, low, high, low, low, low]
+    assert one.meta["page_allocation"]["mode"] == "gold_pages" and one.meta["page_allocation"]["gold"]
+    with pytest.raises(ValueError, match="egra_eval"):
+        docseeker_load(path, "eval", egra_eval="gold_pages_typo")
+
+
+def test_uniform_budget_is_the_largest_that_fits(twenty_pages, tiny_model_dir):
+    from mmreason.models import load_processor
+    from mmreason.rollout.prompts import build_prompt
+    from mmreason.tasks.docseeker.egra import settings_of, text_token_bound, uniform_tokens
+
+    limit = 1500  # 20 half-size pages: below 20 x 64 visual tokens + the text, so the fit has to shrink them
+    (sample,) = docseeker_load(twenty_pages, "eval", egra_high_tokens=64, egra_low_tokens=16,
+                               max_prompt_length=limit)
+    budgets = {p.max_pixels for p in sample.pages}
+    assert len(budgets) == 1
+    tokens = uniform_tokens(sample, settings_of(sample))
+    assert budgets == {pixels_for_tokens(tokens)} and 16 < tokens < 64
+    sizes = pdf_page_sizes(sample.pages[0].source)
+
+    def visual(t):
+        return sum(image_tokens(h, w, IMAGE_MIN_PIXELS, pixels_for_tokens(t)) for h, w in sizes)
+
+    room = limit - text_token_bound(sample)
+    assert visual(tokens) <= room < visual(tokens + 1)  # the largest budget that fits
+    processor = load_processor(tiny_model_dir, max_pixels=pixels_for_tokens(64))
+    prompt = build_prompt(processor, sample, max_prompt_length=limit)  # raises PromptTooLong if it does not fit
+    assert prompt.visual_tokens == visual(tokens)
+    # Without a limit (a loader called directly), every page gets the high budget; training is unchanged.
+    (free,) = docseeker_load(twenty_pages, "eval", egra_high_tokens=64, egra_low_tokens=16)
+    assert {p.max_pixels for p in free.pages} == {pixels_for_tokens(64)}
+
+
+def test_results_json_names_the_allocation_and_flags_gold(six_pages, tiny_model_dir, tmp_path, one_torch_thread):
+    from mmreason.cli import main
+
+    def run(name: str, *task_args: str) -> tuple[dict, str]:
+        out = tmp_path / name
+        assert main(["eval", "--model", str(tiny_model_dir), "--tasks", f"docseeker:{six_pages}", "--output_path",
+                     str(out), "--gen_kwargs", "max_new_tokens=2", "--device", "cpu", "--model_args",
+                     "max_prompt_length=2000", "--task_args",
+                     ",".join(["egra_high_tokens=64", "egra_low_tokens=16", *task_args])]) == 0
+        (results,) = out.rglob("*_results.json")
+        (table,) = out.rglob("*_results.md")
+        return json.loads(results.read_text()), table.read_text()
+
+    results, table = run("uniform")
+    (config,) = results["configs"].values()
+    assert config["page_allocation"] == {"mode": "uniform", "gold": False, "max_tokens_per_page": 64,
+                                         "fitted_to_max_prompt_length": 2000}
+    assert "gold" not in table.split("|")[0]
+    results, table = run("gold", "egra_eval=gold")
+    (config,) = results["configs"].values()
+    assert config["page_allocation"]["mode"] == "gold_pages" and config["page_allocation"]["gold"] is True
+    assert results["config"]["task_args"]["egra_eval"] == "gold"
+    header = table.split("| Task")[0]
+    assert "gold evidence pages" in header and "docseeker" in header
