@@ -3,6 +3,8 @@
     mmreason data docseeker --out DIR --docs N --pages MIN..MAX [--seed S]        # generate (default)
     mmreason data docseeker egra-report [--data FILE.jsonl | --docs N --pages 40..40] [--k 5 ...]
     mmreason data docseeker outline --pdf FILE.pdf [--pdf ...] --out DIR [--questions 4]
+    mmreason data docseeker baseline --train TRAIN.jsonl --data HELD_OUT.jsonl [--samples OUT.jsonl]
+    mmreason data docseeker paired A_samples.jsonl B_samples.jsonl [--metric evidence_f1 ...]
 """
 
 from __future__ import annotations
@@ -11,19 +13,29 @@ import argparse
 import json
 import tempfile
 
-ACTIONS = ("generate", "egra-report", "outline")
+ACTIONS = ("generate", "egra-report", "outline", "baseline", "paired")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--train", help="baseline: the training rows (JSONL) whose most frequent page/answer it gives")
+    parser.add_argument("--samples", help="baseline: write its per-doc records here (samples-file shape)")
+    parser.add_argument("--metric", action="append", default=[], help="paired: metric(s) to compare "
+                        "(default evidence_f1 and accuracy)")
     parser.add_argument("action", nargs="?", default="generate", choices=ACTIONS,
                         help="generate synthetic documents (default), report EGRA visual tokens, or write "
-                             "questions from a real PDF's outline")
+                             "questions from a real PDF's outline, score the position baseline, compare two "
+                             "eval samples files per document")
+    parser.add_argument("files", nargs="*", help="paired: two `mmreason eval` samples files (A then B)")
     parser.add_argument("--out", help="output folder (generate, outline)")
     parser.add_argument("--docs", type=int, default=16, help="documents to generate")
     parser.add_argument("--pages", default="3..8", help="pages per document, MIN..MAX")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--page-width", type=int, default=850, help="page width in pixels at 100 dpi")
-    parser.add_argument("--data", help="egra-report: a JSONL/parquet file in the loader's shape")
+    parser.add_argument("--page-width", type=int, default=None,
+                        help="page width in pixels at 100 dpi (default 850; 112 for --style marks)")
+    parser.add_argument("--style", default="report", choices=("report", "marks"),
+                        help="report: multi-section reports; marks: small pages with coloured banners, the "
+                        "question names the evidence page's banner colour (learning checks on small models)")
+    parser.add_argument("--data", help="egra-report, baseline: a JSONL/parquet file in the loader's shape")
     parser.add_argument("--high", type=int, default=1024, help="EGRA high budget, merged tokens per page")
     parser.add_argument("--low", type=int, default=256, help="EGRA low budget, merged tokens per page")
     parser.add_argument("--k", type=int, default=5, help="EGRA: random extra high-budget pages in training")
@@ -39,13 +51,15 @@ def _pages(text: str) -> tuple[int, int]:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "generate":
-        from mmreason.tasks.docseeker.synth import PAGE_SIZE, generate
+        from mmreason.tasks.docseeker.synth import MARK_PAGE_SIZE, PAGE_SIZE, generate
 
         if not args.out:
             raise SystemExit("mmreason data docseeker: --out DIR is required")
         lo, hi = _pages(args.pages)
-        size = (args.page_width, round(args.page_width * PAGE_SIZE[1] / PAGE_SIZE[0]))
-        path = generate(args.out, args.docs, lo, hi, args.seed, size)
+        shape = MARK_PAGE_SIZE if args.style == "marks" else PAGE_SIZE
+        width = args.page_width or shape[0]
+        size = (width, round(width * shape[1] / shape[0]))
+        path = generate(args.out, args.docs, lo, hi, args.seed, size, args.style)
         print(f"wrote {args.docs} documents and {path}")
         return 0
     if args.action == "outline":
@@ -56,7 +70,37 @@ def run(args: argparse.Namespace) -> int:
         path = write_outline_jsonl(args.pdf, args.out, args.questions, args.seed)
         print(f"wrote {sum(1 for _ in open(path))} questions to {path}")
         return 0
+    if args.action == "baseline":
+        return baseline(args)
+    if args.action == "paired":
+        return paired(args)
     return egra_report(args)
+
+
+def baseline(args: argparse.Namespace) -> int:
+    """Print the position baseline's metrics on --data (JSON); --samples keeps its per-doc records."""
+    from mmreason.tasks.docseeker.learncheck import score_baseline
+
+    if not args.train or not args.data:
+        raise SystemExit("mmreason data docseeker baseline: --train TRAIN.jsonl and --data HELD_OUT.jsonl are required")
+    summary, records = score_baseline(args.train, args.data)
+    if args.samples:
+        with open(args.samples, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
+    keys = ("cited_page", "answer", "n", "evidence_f1", "evidence_precision", "evidence_recall", "accuracy", "anls")
+    print(json.dumps({k: summary[k] for k in keys}))
+    return 0
+
+
+def paired(args: argparse.Namespace) -> int:
+    """Print one JSON line per metric: means, turned right / wrong, McNemar z, bootstrap interval."""
+    from mmreason.tasks.docseeker.learncheck import paired as compare
+
+    if len(args.files) != 2:
+        raise SystemExit("mmreason data docseeker paired: give two samples files, A then B")
+    for metric in args.metric or ["evidence_f1", "accuracy"]:
+        print(json.dumps(compare(args.files[0], args.files[1], metric)))
+    return 0
 
 
 def egra_report(args: argparse.Namespace) -> int:
@@ -72,7 +116,8 @@ def egra_report(args: argparse.Namespace) -> int:
             from mmreason.tasks.docseeker.synth import PAGE_SIZE, generate
 
             lo, hi = _pages(args.pages)
-            size = (args.page_width, round(args.page_width * PAGE_SIZE[1] / PAGE_SIZE[0]))
+            width = args.page_width or PAGE_SIZE[0]
+            size = (width, round(width * PAGE_SIZE[1] / PAGE_SIZE[0]))
             samples = docseeker_load(str(generate(tmp, args.docs, lo, hi, args.seed, size)), "train")
         rows = [token_report(s, settings, args.seed) for s in samples]
     if args.json:

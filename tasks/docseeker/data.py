@@ -134,11 +134,12 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
                    pages: Any = "3..8", evidence_base: int = 1, use_egra: bool = True, egra_k: int = 5,
                    egra_high_tokens: int = 1024, egra_low_tokens: int = 256, egra_eval: str = "uniform",
                    max_prompt_length: int | None = None, max_pages: int | None = None,
-                   page_width: int = 850) -> list[Sample]:
+                   page_width: int | None = None, style: str = "report") -> list[Sample]:
     """The pack's data: ``path`` (JSONL / parquet in the row shape above) or generated documents.
 
     Without ``path``, ``n`` documents (default 64 train / 16 otherwise) of ``pages`` ("MIN..MAX") pages
-    are generated into ``$MMREASON_CACHE/docseeker``. ``evidence_base`` declares the base of the rows'
+    are generated into ``$MMREASON_CACHE/docseeker`` in ``style`` ``report`` (pages ``page_width`` wide,
+    default 850) or ``marks`` (coloured banners, default 112 px wide; synth.py). ``evidence_base`` declares the base of the rows'
     ``evidence_pages`` when a row does not. EGRA options are stored on each sample for the ``transform``.
     Eval samples get their (deterministic) allocation now, so consumers that do not call the pack's
     ``transform`` see it too: by default (``egra_eval: uniform``) one budget for every page, fitted to
@@ -148,16 +149,19 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
     """
     from datasets import load_dataset
 
-    from mmreason.tasks.docseeker.synth import PAGE_SIZE, generate
+    from mmreason.tasks.docseeker.synth import MARK_PAGE_SIZE, PAGE_SIZE, generate
 
     egra = EgraSettings(use_egra, egra_high_tokens, egra_low_tokens, egra_k, egra_eval, max_prompt_length)
     if path is None:
         count = n or (64 if split == "train" else 16)
         split_seed = seed if split == "train" else seed + 10_000
         lo, hi = _pages_range(pages)
-        size = (page_width, round(page_width * PAGE_SIZE[1] / PAGE_SIZE[0]))
-        folder = default_cache() / f"{split}-{count}-{lo}-{hi}-{split_seed}-{page_width}"
-        path = str(generate(folder, count, lo, hi, split_seed, size))
+        shape = MARK_PAGE_SIZE if style == "marks" else PAGE_SIZE
+        width = page_width or shape[0]
+        size = (width, round(width * shape[1] / shape[0]))
+        kind = "" if style == "report" else f"{style}-"
+        folder = default_cache() / f"{kind}{split}-{count}-{lo}-{hi}-{split_seed}-{width}"
+        path = str(generate(folder, count, lo, hi, split_seed, size, style))
     if not Path(path).exists():
         raise FileNotFoundError(f"docseeker data file {path!r} does not exist")
     kind = "parquet" if str(path).endswith(".parquet") else "json"

@@ -11,6 +11,13 @@ page per sheet, 100 dpi, US Letter by default) and writes ``data.jsonl`` in the 
 Question kinds (one per document, drawn by the seed): a table cell, the tallest bar of a chart, a fact
 stated in a paragraph, the sum of two figures stated on two different pages, the document title, and
 the page count (no specific evidence page: ``[-1]``). Same (docs, pages, seed, page size) -> same files.
+
+``style="marks"``: small "slides" (112 x 140 px: 20 visual tokens each at a 20-token budget) for
+learning checks on a small model, where the evidence page is found from what such a model can see. Every
+page has a coloured banner across its top and a coloured box below it (banner colours distinct within a
+document, box colours too, a box never the colour of its own banner), over grey filler lines. The question
+names one banner colour: "What colour is the box on the page with the red banner?"; the evidence is that
+page and the answer its box's colour, so citing the page needs the banner and answering needs the box.
 """
 
 from __future__ import annotations
@@ -314,12 +321,56 @@ def _question(rng, kind, title, n_pages, evidence, target, facts, projects) -> d
             "qtype": kind, "num_pages": n_pages, "analysis": alr[0], "localization": alr[1], "reasoning": alr[2]}
 
 
+# ---- the "marks" style: a coloured banner names the evidence page ------------------------------
+
+MARK_COLOURS = {"red": (220, 30, 30), "green": (30, 170, 50), "blue": (30, 70, 220), "yellow": (240, 210, 20),
+                "orange": (245, 130, 20), "purple": (140, 40, 170)}
+MARK_PAGE_SIZE = (112, 140)  # 4 x 5 merged 28-px patches: 20 visual tokens at a 20-token page budget
+
+
+def compose_marks(rng: random.Random, n_pages: int) -> tuple[list[dict], dict]:
+    """Banner and box colours of each page, and the question row (evidence 1-based)."""
+    names = list(MARK_COLOURS)
+    if n_pages > len(names) - 1:
+        raise ValueError(f"the marks style has {len(names)} colours: at most {len(names) - 1} pages, got {n_pages}")
+    banners = rng.sample(names, n_pages)
+    boxes: list[str] = []
+    for banner in banners:  # distinct box colours, none the colour of its own banner
+        boxes.append(rng.choice([c for c in names if c != banner and c not in boxes]))
+    page = rng.randrange(n_pages)
+    banner, box = banners[page], boxes[page]
+    pages = [{"banner": b, "box": x, "lines": rng.randint(2, 4)} for b, x in zip(banners, boxes)]
+    row = {"question": f"What colour is the box on the page with the {banner} banner?", "answer": box,
+           "evidence_pages": [page + 1], "evidence_base": 1, "answer_format": "str", "qtype": "mark",
+           "num_pages": n_pages, "analysis": f"Find the {banner} banner.",
+           "localization": f"Page {page + 1} has the {banner} banner.", "reasoning": f"Its box is {box}.",
+           "banners": banners, "boxes": boxes}
+    return pages, row
+
+
+def draw_marks_page(page: dict, size: tuple[int, int]):
+    from PIL import Image, ImageDraw
+
+    w, h = size
+    image = Image.new("RGB", size, (255, 255, 255))
+    draw = ImageDraw.Draw(image)
+    draw.rectangle((0, 0, w, round(h * 0.2)), fill=MARK_COLOURS[page["banner"]])
+    draw.rectangle((round(w * 0.25), round(h * 0.3), round(w * 0.75), round(h * 0.6)), fill=MARK_COLOURS[page["box"]])
+    for k in range(page["lines"]):  # grey filler "text"
+        y = round(h * (0.68 + 0.08 * k))
+        draw.rectangle((round(w * 0.1), y, round(w * (0.9 - 0.1 * (k % 2))), y + max(1, h // 50)), fill=(150, 150, 150))
+    return image
+
+
 def generate(out_dir: str | Path, docs: int, pages_min: int = 3, pages_max: int = 8, seed: int = 0,
-             page_size: tuple[int, int] = PAGE_SIZE) -> Path:
+             page_size: tuple[int, int] = PAGE_SIZE, style: str = "report") -> Path:
     """Write ``docs`` PDFs and ``data.jsonl`` under ``out_dir``; returns the JSONL path.
 
+    ``style``: ``report`` (multi-section reports) or ``marks`` (coloured banners; see the module doc).
     An existing ``data.jsonl`` with ``docs`` rows is reused (the folder name should carry the arguments).
     """
+    if style not in ("report", "marks"):
+        raise ValueError(f"style must be report or marks, got {style!r}")
     if not 1 <= pages_min <= pages_max:
         raise ValueError(f"pages must satisfy 1 <= MIN <= MAX, got {pages_min}..{pages_max}")
     out = Path(out_dir)
@@ -330,9 +381,14 @@ def generate(out_dir: str | Path, docs: int, pages_min: int = 3, pages_max: int 
     fonts = Fonts.load(page_size[0] / PAGE_SIZE[0])
     rows = []
     for i in range(docs):
-        rng = random.Random(f"docseeker/{seed}/{i}")
-        pages, row = compose(rng, rng.randint(pages_min, pages_max))
-        images = [draw_page(p, k, fonts, page_size) for k, p in enumerate(pages, start=1)]
+        if style == "marks":
+            rng = random.Random(f"docseeker-marks/{seed}/{i}")
+            marks, row = compose_marks(rng, rng.randint(pages_min, pages_max))
+            images = [draw_marks_page(p, page_size) for p in marks]
+        else:
+            rng = random.Random(f"docseeker/{seed}/{i}")
+            pages, row = compose(rng, rng.randint(pages_min, pages_max))
+            images = [draw_page(p, k, fonts, page_size) for k, p in enumerate(pages, start=1)]
         name = f"doc-{i:05d}.pdf"
         tmp = out / (name + ".tmp")
         images[0].save(tmp, "PDF", save_all=True, append_images=images[1:], resolution=DPI, quality=90)

@@ -1,0 +1,80 @@
+"""The "marks" documents of the learning check: the evidence page is the one whose banner has the colour the
+question names, its box has the answer's colour, and both survive the 20-token page budget."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mmreason.media import pixels_for_tokens, render_pages
+from mmreason.tasks.docseeker.data import docseeker_load
+from mmreason.tasks.docseeker.synth import MARK_COLOURS, generate
+
+
+def _nearest(rgb: tuple[float, ...]) -> str:
+    return min(MARK_COLOURS, key=lambda c: sum((a - b) ** 2 for a, b in zip(MARK_COLOURS[c], rgb)))
+
+
+def _mean(image, box: tuple[int, int, int, int]) -> tuple[float, ...]:
+    import numpy as np
+
+    return tuple(np.asarray(image.crop(box), dtype=float).reshape(-1, 3).mean(0))
+
+
+@pytest.fixture(scope="module")
+def marks(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("marks"), 6, 3, 5, seed=1, page_size=(112, 140), style="marks")
+
+
+def test_the_question_names_the_evidence_page_by_its_banner(marks):
+    rows = [json.loads(line) for line in marks.read_text().splitlines()]
+    assert {len(r["evidence_pages"]) for r in rows} == {1}
+    for row in rows:
+        pages = render_pages(str(marks.parent / row["document"]), max_pixels=pixels_for_tokens(20))
+        assert len(pages) == row["num_pages"] and all(p.size == (112, 140) for p in pages)
+        banners = [_nearest(_mean(p, (10, 4, 102, 24))) for p in pages]
+        boxes = [_nearest(_mean(p, (40, 50, 72, 76))) for p in pages]
+        assert len(set(banners)) == len(banners) and len(set(boxes)) == len(boxes)
+        asked = row["question"].split("with the ")[1].split(" banner")[0]
+        assert banners.index(asked) + 1 == row["evidence_pages"][0]
+        assert boxes[banners.index(asked)] == row["answer"]
+        assert all(b != x for b, x in zip(banners, boxes))
+
+
+def test_loader_generates_marks_at_twenty_tokens_a_page(tmp_path, monkeypatch, tiny_model_dir):
+    from mmreason.models import load_processor
+    from mmreason.rollout.prompts import build_prompt
+
+    monkeypatch.setenv("MMREASON_CACHE", str(tmp_path))
+    samples = docseeker_load(None, "eval", n=2, style="marks", pages="3..4", use_egra=False, egra_high_tokens=20,
+                             egra_low_tokens=20)
+    assert all(s.meta["qtype"] == "mark" for s in samples)
+    assert list(tmp_path.rglob("marks-eval-2-3-4-10000-112/data.jsonl"))
+    processor = load_processor(tiny_model_dir, max_pixels=pixels_for_tokens(20))
+    prompt = build_prompt(processor, samples[0], max_prompt_length=1024)
+    assert (prompt.visual["image_grid_thw"].prod(-1) // 4).tolist() == [20] * len(samples[0].pages)
+    with pytest.raises(ValueError, match="at most 5 pages"):
+        generate(tmp_path / "too-many", 1, 6, 6, style="marks")
+
+
+def test_position_baseline_cites_the_most_frequent_training_page(tmp_path, marks):
+    from mmreason.tasks.docseeker.learncheck import paired, score_baseline
+
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"evidence_pages": p, "answer": a}) + "\n"
+                             for p, a in [([2], "red"), ([2], "blue"), ([1], "blue"), ([-1], "red")]))
+    summary, records = score_baseline(train, marks)
+    assert (summary["cited_page"], summary["answer"]) == (2, "blue")  # ties: the alphabetically first answer
+    rows = [json.loads(line) for line in marks.read_text().splitlines()]
+    assert summary["evidence_f1"] == sum(r["evidence_pages"] == [2] for r in rows) / len(rows)
+    assert summary["accuracy"] == sum(r["answer"] == "blue" for r in rows) / len(rows)
+    # paired: B right where A was wrong on two docs, wrong where A was right on one
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps({"doc_id": str(i), "scores": {"accuracy": s}}) + "\n"
+                         for i, s in enumerate([0, 0, 1, 1, 0])))
+    b.write_text("".join(json.dumps({"doc_id": str(i), "scores": {"accuracy": s}}) + "\n"
+                         for i, s in enumerate([1, 1, 0, 1, 0])))
+    got = paired(a, b, "accuracy")
+    assert (got["n"], got["turn_right"], got["turn_wrong"]) == (5, 2, 1)
+    assert got["diff"] == pytest.approx(0.2) and got["mcnemar_z"] == pytest.approx(1 / 3 ** 0.5)
