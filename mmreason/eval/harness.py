@@ -70,6 +70,16 @@ def run_config(cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], 
     }
 
 
+def _tokenizer(resolved: ResolvedModel):
+    """The model's tokenizer (None if it cannot be loaded alone: packs then over-count the text)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(resolved.processor_dir))
+    except Exception:  # the processor load below reports a broken checkpoint properly
+        return None
+
+
 def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcome:
     """Run every task of ``cfg``; returns the results and where they were written."""
     from rich.console import Console
@@ -78,8 +88,9 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
 
     console = console or Console()
     resolved = resolve_model(cfg.model, cfg.model_args.adapter)
+    tokenizer = _tokenizer(resolved)  # counts prompt text for packs that fit page budgets to the prompt length
     tasks = load_tasks(cfg.tasks, cfg.limit, cfg.task_args, cfg.seed,  # before the model: a typo fails at once
-                       cfg.model_args.max_prompt_length)
+                       cfg.model_args.max_prompt_length, tokenizer)
     device = default_device(cfg.device)
     set_seed(cfg.seed)
     model, processor = load_for_eval(resolved, cfg.model_args, device)

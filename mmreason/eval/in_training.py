@@ -24,12 +24,13 @@ from mmreason.rollout.generate import GenerationSettings
 _TASKS: dict[str, EvalTask] = {}  # the eval split is loaded once per run, not once per eval
 
 
-def _eval_task(cfg) -> EvalTask:
+def _eval_task(cfg, tokenizer=None) -> EvalTask:
     d = cfg.data
     key = json.dumps([d.task, d.eval_path, d.task_args, cfg.eval_limit, cfg.seed, d.max_prompt_length],
                      sort_keys=True, default=str)
     if key not in _TASKS:
-        _TASKS[key] = load_task(d.task, d.eval_path, cfg.eval_limit, d.task_args, cfg.seed, d.max_prompt_length)
+        _TASKS[key] = load_task(d.task, d.eval_path, cfg.eval_limit, d.task_args, cfg.seed, d.max_prompt_length,
+                                tokenizer)
     return _TASKS[key]
 
 
@@ -48,7 +49,7 @@ def evaluate_during_training(run, step: int) -> dict[str, float]:
     if not accelerator.is_main_process:
         accelerator.wait_for_everyone()
         return {}
-    task = _eval_task(run.cfg)
+    task = _eval_task(run.cfg, run.processor.tokenizer)
     model = accelerator.unwrap_model(run.model)
     was_training = model.training
     model.eval()

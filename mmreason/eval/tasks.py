@@ -89,21 +89,24 @@ def parse_task_specs(text: str | list[str]) -> list[tuple[str, str | None]]:
 
 
 def load_task(pack_name: str, path: str | None, limit: float | None = None,
-              options: dict[str, Any] | None = None, seed: int = 0, max_prompt_length: int | None = None
-              ) -> EvalTask:
+              options: dict[str, Any] | None = None, seed: int = 0, max_prompt_length: int | None = None,
+              tokenizer: Any = None) -> EvalTask:
     """A pack's eval docs (``options`` go to its loader), the first ``limit`` of them, each passed
     through the pack's per-draw ``prepare`` (e.g. page resolution allocation) once, at step 0.
 
     A loader with a ``max_prompt_length`` parameter (DocSeeker fits its page budgets to it) gets the
-    run's, unless ``options`` set it."""
+    run's, unless ``options`` set it, and one with a ``tokenizer`` parameter the model's (to count text)."""
     import inspect
 
     pack = TASKS.get(pack_name)
     if path is not None and not Path(path).exists():
         raise FileNotFoundError(f"--tasks {pack_name}:{path}: data file {path!r} does not exist")
     options = dict(options or {})
-    if max_prompt_length is not None and "max_prompt_length" in inspect.signature(pack.load).parameters:
+    accepts = inspect.signature(pack.load).parameters
+    if max_prompt_length is not None and "max_prompt_length" in accepts:
         options.setdefault("max_prompt_length", max_prompt_length)
+    if tokenizer is not None and "tokenizer" in accepts:
+        options.setdefault("tokenizer", tokenizer)
     samples = pack.load(path, EVAL_SPLIT, **options)
     if not samples:
         raise ValueError(f"task {pack_name!r}: the {EVAL_SPLIT} split is empty ({path or 'built-in data'})")
@@ -121,8 +124,9 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
 
 
 def load_tasks(text: str | list[str], limit: float | None = None, options: dict[str, Any] | None = None,
-               seed: int = 0, max_prompt_length: int | None = None) -> list[EvalTask]:
-    tasks = [load_task(name, path, limit, options, seed, max_prompt_length) for name, path in parse_task_specs(text)]
+               seed: int = 0, max_prompt_length: int | None = None, tokenizer: Any = None) -> list[EvalTask]:
+    tasks = [load_task(name, path, limit, options, seed, max_prompt_length, tokenizer)
+             for name, path in parse_task_specs(text)]
     names = [t.file_name for t in tasks]
     for n in names:
         if names.count(n) > 1:

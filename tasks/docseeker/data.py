@@ -75,7 +75,7 @@ def _question_and_target(row: dict, where: str) -> tuple[str, str | None]:
 
 
 def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSettings,
-                  max_pages: int | None = None) -> Sample:
+                  max_pages: int | None = None, tokenizer: Any = None) -> Sample:
     """One sample: pages as PageRefs (PDF pages, or one page image each), the prompt
     with "Page k:" before each page, and the evidence pages in ``meta`` (1-based)."""
     rid = row.get("id")
@@ -117,6 +117,9 @@ def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSetti
                 page_allocation=describe_allocation(egra))
     if target:
         meta["target"] = target
+    if tokenizer is not None:  # the text's exact size, for fitting the page budgets to max_prompt_length
+        meta["text_tokens"] = sum(len(tokenizer(i["text"], add_special_tokens=False)["input_ids"])
+                                  for i in content if i["type"] == "text")
     return Sample(id=str(rid), messages=[{"role": "user", "content": content}], answer=answer,
                   pages=pages[:count], meta=meta, task=TASK)
 
@@ -134,7 +137,7 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
                    pages: Any = "3..8", evidence_base: int = 1, use_egra: bool = True, egra_k: int = 5,
                    egra_high_tokens: int = 1024, egra_low_tokens: int = 256, egra_eval: str = "uniform",
                    max_prompt_length: int | None = None, max_pages: int | None = None,
-                   page_width: int | None = None, style: str = "report") -> list[Sample]:
+                   page_width: int | None = None, style: str = "report", tokenizer: Any = None) -> list[Sample]:
     """The pack's data: ``path`` (JSONL / parquet in the row shape above) or generated documents.
 
     Without ``path``, ``n`` documents (default 64 train / 16 otherwise) of ``pages`` ("MIN..MAX") pages
@@ -143,7 +146,8 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
     ``evidence_pages`` when a row does not. EGRA options are stored on each sample for the ``transform``.
     Eval samples get their (deterministic) allocation now, so consumers that do not call the pack's
     ``transform`` see it too: by default (``egra_eval: uniform``) one budget for every page, fitted to
-    ``max_prompt_length`` (the harness passes its own) and never above ``egra_high_tokens``, so the
+    ``max_prompt_length`` (the harness passes its own, and the model's ``tokenizer`` to count the text
+    with) and never above ``egra_high_tokens``, so the
     prompt does not depend on which pages are gold; ``egra_eval: gold`` is the paper's validation (gold
     pages at the high budget). ``meta["page_allocation"]`` describes the choice for results.json.
     """
@@ -168,8 +172,9 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
     rows = load_dataset(kind, data_files=str(path), split="train")
     if n:
         rows = rows.select(range(min(n, len(rows))))
+    counter = tokenizer if split != "train" and egra.max_prompt_length else None
     samples = [row_to_sample(dict(r), str(path), evidence_base=evidence_base, egra=egra,
-                             max_pages=max_pages) for r in rows]
+                             max_pages=max_pages, tokenizer=counter) for r in rows]
     if split != "train":
         import random
 

@@ -12,9 +12,9 @@ else the processor shrinks the sharp pages again).
     evaluation  (any other split: ``mmreason eval``, the in-training eval), by ``egra_eval``:
       uniform   (default) one budget for every page, whatever the gold pages: the largest per-page
                 budget (at most the high one) under which the whole prompt fits ``max_prompt_length``
-                (the run's, handed to the loader by the harness; without one, the high budget). The
-                text is counted at its UTF-8 byte length (an upper bound for a byte-level BPE) plus a
-                chat-template allowance, so the fit is conservative by a few hundred tokens at most.
+                (the run's, handed to the loader by the harness with the model's tokenizer; without a
+                limit, the high budget). The text is counted with that tokenizer (else at its UTF-8 byte
+                length, an upper bound for a byte-level BPE), plus a 64-token chat-template allowance.
       gold      the paper's validation: high = gold (all pages when gold is [-1]). The resolution then
                 tells the model where the evidence is, so its scores are not a test of finding it;
                 ``mmreason eval`` records the choice in results.json and flags it in the table header.
@@ -110,15 +110,22 @@ def page_sizes(sample: Sample, dpi: float = 100) -> list[tuple[int, int]]:
     return sizes
 
 
-def text_token_bound(sample: Sample) -> int:
-    """An upper bound on the prompt's text tokens: UTF-8 bytes of its text (a byte-level BPE token covers
-    at least one byte), two vision markers per page, and the chat template's allowance."""
-    chars = 0
+def text_items(sample: Sample) -> list[str]:
+    """The text pieces of the sample's messages (page labels, question, instruction)."""
+    out: list[str] = []
     for message in sample.messages:
         content = message.get("content")
-        items = [content] if isinstance(content, str) else [i.get("text") or "" for i in content or []]
-        chars += sum(len(str(i).encode("utf-8")) for i in items)
-    return chars + 2 * len(sample.pages) + TEMPLATE_TOKENS
+        out += [content] if isinstance(content, str) else [str(i.get("text") or "") for i in content or []]
+    return out
+
+
+def text_token_bound(sample: Sample) -> int:
+    """The prompt's text tokens, over-counted: each text piece's token count as the loader measured it with
+    the model's tokenizer (``meta["text_tokens"]``), else its UTF-8 byte length (a byte-level BPE token
+    covers at least one byte); plus two vision markers per page and the chat template's allowance."""
+    counted = sample.meta.get("text_tokens")
+    text = counted if counted is not None else sum(len(t.encode("utf-8")) for t in text_items(sample))
+    return int(text) + 2 * len(sample.pages) + TEMPLATE_TOKENS
 
 
 def uniform_tokens(sample: Sample, settings: EgraSettings) -> int:

@@ -148,11 +148,12 @@ def test_gold_option_still_sharpens_the_gold_page(six_pages, tmp_path):
 def test_uniform_budget_is_the_largest_that_fits(twenty_pages, tiny_model_dir):
     from mmreason.models import load_processor
     from mmreason.rollout.prompts import build_prompt
-    from mmreason.tasks.docseeker.egra import settings_of, text_token_bound, uniform_tokens
+    from mmreason.tasks.docseeker.egra import TEMPLATE_TOKENS, settings_of, text_token_bound, uniform_tokens
 
     limit = 1500  # 20 half-size pages: below 20 x 64 visual tokens + the text, so the fit has to shrink them
+    processor = load_processor(tiny_model_dir, max_pixels=pixels_for_tokens(64))
     (sample,) = docseeker_load(twenty_pages, "eval", egra_high_tokens=64, egra_low_tokens=16,
-                               max_prompt_length=limit)
+                               max_prompt_length=limit, tokenizer=processor.tokenizer)
     budgets = {p.max_pixels for p in sample.pages}
     assert len(budgets) == 1
     tokens = uniform_tokens(sample, settings_of(sample))
@@ -164,9 +165,10 @@ def test_uniform_budget_is_the_largest_that_fits(twenty_pages, tiny_model_dir):
 
     room = limit - text_token_bound(sample)
     assert visual(tokens) <= room < visual(tokens + 1)  # the largest budget that fits
-    processor = load_processor(tiny_model_dir, max_pixels=pixels_for_tokens(64))
     prompt = build_prompt(processor, sample, max_prompt_length=limit)  # raises PromptTooLong if it does not fit
     assert prompt.visual_tokens == visual(tokens)
+    text = prompt.length - prompt.visual_tokens  # the text was counted with the tokenizer: a tight bound
+    assert text <= text_token_bound(sample) <= text + TEMPLATE_TOKENS
     # Without a limit (a loader called directly), every page gets the high budget; training is unchanged.
     (free,) = docseeker_load(twenty_pages, "eval", egra_high_tokens=64, egra_low_tokens=16)
     assert {p.max_pixels for p in free.pages} == {pixels_for_tokens(64)}
