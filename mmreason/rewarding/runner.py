@@ -107,25 +107,11 @@ class RewardBatch:
         return self.values[:, self.names.index(name)]
 
     def total(self, missing: str = "zero") -> torch.Tensor:
-        """Weighted sum ``[N]``. ``missing="zero"``: NaN components count 0 (TRL's nansum).
+        """Weighted sum ``[N]``; ``missing`` (``zero`` | ``renormalize``) as ``mmreason.rl.weighted_total``,
+        the same total the advantage estimators score."""
+        from mmreason.rl.groups import weighted_total
 
-        ``missing="renormalize"``: the weights of the components that apply are rescaled to sum to the
-        full weight, ``sum_k w_k r_k * sum_k w_k / sum_{k applies} w_k`` -- DocSeeker's rule for
-        "no specific evidence page" (``page_fbeta`` gives None, and the total becomes
-        ``(0.1 R_fmt + 0.6 R_ans) / 0.7``).
-        """
-        valid = ~torch.isnan(self.values)  # [N, K]
-        weighted = torch.where(valid, self.values * self.weights, torch.zeros_like(self.values))  # [N, K]
-        total = weighted.sum(dim=1)  # [N]
-        if missing == "zero":
-            return total
-        if missing != "renormalize":
-            raise ValueError(f"missing must be 'zero' or 'renormalize', got {missing!r}")
-        applied = torch.where(valid, self.weights.expand_as(self.values), torch.zeros_like(self.values)).sum(
-            1
-        )
-        scale = torch.where(applied != 0, self.weights.sum() / applied, torch.zeros_like(applied))  # [N]
-        return total * scale
+        return weighted_total(self.values, self.weights, missing)[0]
 
     def means(self, prefix: str = "rewards/") -> dict[str, float]:
         """Per-column mean over the samples it applies to (NaN when none), for logging."""

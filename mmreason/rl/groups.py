@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+MISSING_RULES = ("zero", "renormalize")
+
 
 def group_index(group_ids: Tensor) -> tuple[Tensor, int]:
     """Dense group index ``[N]`` in ``0..M-1`` (ordered by id) and the number of groups ``M``."""
@@ -95,14 +97,23 @@ def centred(values: Tensor, valid: Tensor, index: Tensor, stats: GroupStats) -> 
     return torch.where(keep, values - stats.mean[index], torch.zeros_like(values))
 
 
-def weighted_total(rewards: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
-    """Weighted reward sum ``[N]`` (NaN components count 0) and row validity ``[N]``.
+def weighted_total(rewards: Tensor, weights: Tensor, missing: str = "zero") -> tuple[Tensor, Tensor]:
+    """Weighted reward sum ``[N]`` and row validity ``[N]``; the one definition of the total.
 
-    A row whose every component is NaN is invalid: no reward applies, so it takes no part in any baseline
-    and its advantage is 0 (the convention TRL uses for unscorable completions).
+    ``missing`` says what a NaN component ("does not apply") counts as:
+    ``"zero"``: 0 (TRL's nansum), ``sum_k w_k r_k`` over the components that apply;
+    ``"renormalize"``: the weights of the components that apply are rescaled to sum to the full weight,
+    ``sum_{k applies} w_k r_k * sum_k w_k / sum_{k applies} w_k`` (DocSeeker's "no specific evidence page":
+    ``(0.1 R_fmt + 0.6 R_ans) / 0.7``). A row whose every component is NaN is invalid: no reward applies, so
+    it takes no part in any baseline, its total is 0 and its advantage is 0 (TRL's convention).
     """
+    if missing not in MISSING_RULES:
+        raise ValueError(f"missing must be one of {MISSING_RULES}, got {missing!r}")
     valid = ~torch.isnan(rewards)  # [N, K]
     total = torch.where(valid, rewards * weights, torch.zeros_like(rewards)).sum(dim=1)  # [N]
+    if missing == "renormalize":
+        applied = torch.where(valid, weights.expand_as(rewards), torch.zeros_like(rewards)).sum(dim=1)  # [N]
+        total = torch.where(applied != 0, total * weights.sum() / applied, torch.zeros_like(total))
     return total, valid.any(dim=1)
 
 

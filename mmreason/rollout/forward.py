@@ -2,15 +2,18 @@
 
 Right padding with an attention mask; every sample's visual tensors are concatenated in batch order,
 which is the order the model consumes them in. Log-probs are aligned with tokens: ``logprobs[:, t]`` is
-log p(token_t | tokens_<t), and 0 at t = 0 and on padding.
+log p(token_t | tokens_<t) under the sampling distribution (temperature, suppressed tokens), and 0 at
+t = 0 and on padding. The math is ``mmreason.rl.logprobs_from_logits`` / ``entropy_from_logits``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
 from mmreason.rollout.prompts import VISUAL_KEYS
 from mmreason.types import Trajectory
 
@@ -58,32 +61,37 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> ModelBatch:
     return ModelBatch(ids, attention, types, action, visual)
 
 
-def gather_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """log p(ids) under logits, in fp32. logits [N, T, V], ids [N, T] -> [N, T]."""
-    logits = logits.float()
-    return torch.gather(logits, -1, ids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+def sampling_logits(logits: torch.Tensor, temperature: float = 1.0,
+                    suppressed: Sequence[int] = ()) -> torch.Tensor:
+    """The logits of the distribution rollouts are drawn from: suppressed tokens (vision specials, never
+    sampled) at -inf. Dividing by the temperature happens in the log-prob and entropy functions."""
+    if not suppressed:
+        return logits
+    index = torch.as_tensor(list(suppressed), device=logits.device)
+    return logits.index_fill(-1, index, float("-inf"))
 
 
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Token entropy in nats, fp32. [N, T, V] -> [N, T]."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
+def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False, *, temperature: float = 1.0,
+                   suppressed: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probs [N, T] aligned with ``batch.input_ids`` (0 at t=0 and padding), optional entropy.
 
-
-def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False
-                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-token log-probs [N, T] aligned with ``batch.input_ids`` (0 at t=0 and padding), optional entropy."""
+    ``temperature`` and ``suppressed`` must be the sampler's (``rollout.temperature``, the suppressed vision
+    specials), so log-probs are those of the distribution the completions were drawn from (as TRL and verl
+    divide by the temperature); a prompt token that is suppressed (``<|image_pad|>``) gets log-prob 0.
+    """
     inner = getattr(model, "get_base_model", lambda: model)()
     if hasattr(inner, "model") and hasattr(inner.model, "rope_deltas"):
         inner.model.rope_deltas = None  # state left by generate(); positions must be recomputed
     out = model(**batch.model_kwargs(), use_cache=False)
-    logits = out.logits[:, :-1]  # [N, T-1, V] predicts tokens 1..T-1
+    logits = sampling_logits(out.logits[:, :-1], temperature, suppressed)  # [N, T-1, V] predicts tokens 1..T-1
     targets = batch.input_ids[:, 1:]
-    lp = gather_logprobs(logits, targets)
+    lp = logprobs_from_logits(logits, targets, temperature=temperature)
+    if suppressed:
+        lp = lp.masked_fill(torch.isin(targets, torch.as_tensor(list(suppressed), device=targets.device)), 0.0)
     zero = torch.zeros_like(lp[:, :1])
     logprobs = torch.cat([zero, lp], dim=1) * batch.attention_mask
     entropy = None
     if with_entropy:
-        ent = entropy_from_logits(logits)  # differentiable: entropy shaping trains on it
+        ent = entropy_from_logits(logits, temperature=temperature)  # differentiable: entropy shaping uses it
         entropy = torch.cat([zero, ent], dim=1) * batch.attention_mask
     return logprobs, entropy

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from mmreason.rollout.forward import collate, token_logprobs
+from mmreason.rollout.generate import suppressed_token_ids
 from mmreason.train.config import TrainConfig
 from mmreason.train.records import Scored, task_index
 from mmreason.train.setup import Run
@@ -37,9 +38,11 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
     batches = [collate([trajs[i] for i in c], pad).to(run.device) for c in chunks]
     token_mean = rl.aggregation_for_loss_type(a.loss_type) == "token_mean"
     total_tokens = float(sum(t.completion_length for t in trajs))
+    sampling = sampling_options(run)
     with torch.no_grad():
-        old = [token_logprobs(run.model, b)[0] if a.num_iterations > 1 else None for b in batches]
-        ref = [token_logprobs(run.ref_model, b)[0] if run.ref_model is not None else None for b in batches]
+        old = [token_logprobs(run.model, b, **sampling)[0] if a.num_iterations > 1 else None for b in batches]
+        ref = [token_logprobs(run.ref_model, b, **sampling)[0] if run.ref_model is not None else None
+               for b in batches]
     stats: dict[str, list[float]] = {}
     for _ in range(a.num_iterations):
         for c, b, o, r in zip(chunks, batches, old, ref):
@@ -66,7 +69,7 @@ def minibatch_loss(run: Run, batch, old_logprobs, advantages, options, band, sta
     from mmreason import rl
 
     a = run.cfg.algorithm
-    logp, ent = token_logprobs(run.model, batch, with_entropy=True)  # [n, T] fp32
+    logp, ent = token_logprobs(run.model, batch, with_entropy=True, **sampling_options(run))  # [n, T] fp32
     old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
     out = rl.POLICY_LOSSES.get(a.policy_loss)(logp, old, advantages, batch.action_mask, **options)
     loss = out.loss
@@ -76,6 +79,14 @@ def minibatch_loss(run: Run, batch, old_logprobs, advantages, options, band, sta
         loss = loss + a.entropy_coef * penalty
         stats.setdefault("entropy_penalty", []).append(float(penalty.detach()))
     return loss, out.metrics, ent
+
+
+def sampling_options(run: Run) -> dict[str, Any]:
+    """What makes the trainer's log-probs those of the sampler: ``rollout.temperature`` (1 for greedy) and
+    the vision specials that generation suppresses. Like TRL, top-p / top-k truncation is not applied."""
+    temperature = run.cfg.rollout.temperature
+    return {"temperature": temperature if temperature > 0 else 1.0,
+            "suppressed": suppressed_token_ids(run.processor.tokenizer)}
 
 
 def _skip_update(run: Run, kind: str) -> dict[str, float]:

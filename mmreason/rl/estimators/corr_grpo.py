@@ -43,10 +43,11 @@ def group_correlation_sum(rewards: Tensor, valid: Tensor, index: Tensor, num_gro
 
 
 @register_estimator("corr_grpo")
-def corr_grpo(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6) -> Tensor:
+def corr_grpo(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6,
+              missing: str = "zero") -> Tensor:
     """CorrGRPO: centred total reward over sqrt(sum of the components' Pearson correlations + eps)."""
     valid = ~torch.isnan(rewards)  # [N, K]
-    total, row_valid = weighted_total(rewards, weights)  # [N], [N]
+    total, row_valid = weighted_total(rewards, weights, missing)  # [N], [N]
     index, num_groups = group_index(group_ids)
     diff, _ = scalar_group_stats(total, row_valid, index, num_groups)  # [N], exactly GRPO's numerator
     rho_sum = group_correlation_sum(rewards * weights, valid, index, num_groups)  # [M]

@@ -18,7 +18,7 @@ from mmreason.rl.registries import register_estimator
 
 
 @register_estimator("dr_grpo")
-def dr_grpo(rewards: Tensor, group_ids: Tensor, weights: Tensor) -> Tensor:
+def dr_grpo(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, missing: str = "zero") -> Tensor:
     """Dr. GRPO: r - group mean, no std division (removes the question-difficulty bias)."""
-    total, valid = weighted_total(rewards, weights)
+    total, valid = weighted_total(rewards, weights, missing)
     return grpo_core(total, valid, group_ids, "none", 0.0)

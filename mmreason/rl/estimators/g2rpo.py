@@ -55,11 +55,12 @@ def g2rpo(
     *,
     scope: str = "task_batch",
     task_ids: Tensor | None = None,
+    missing: str = "zero",
 ) -> Tensor:
     """G²RPO: rank -> inverse-normal quantile, ties averaged; set = task in batch (default) or group."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
-    total, valid = weighted_total(rewards, weights)  # [N], [N]
+    total, valid = weighted_total(rewards, weights, missing)  # [N], [N]
     if scope == "group":
         set_ids = group_ids
     elif task_ids is None:

@@ -66,8 +66,9 @@ def ga_grpo(
     clip: tuple[float, float] = (0.5, 2.0),
     scale_rewards: str = "group",
     eps: float = 1e-6,
+    missing: str = "zero",
 ) -> Tensor:
     """GA-GRPO: GRPO advantages re-weighted by per-rollout evidence fidelity; never flips a sign."""
-    total, valid = weighted_total(rewards, weights)
+    total, valid = weighted_total(rewards, weights, missing)
     base = grpo_core(total, valid, group_ids, scale_rewards, eps)
     return evidence_weighted(base, fidelity, group_ids, a=a, clip=clip)

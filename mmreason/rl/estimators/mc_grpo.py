@@ -30,12 +30,13 @@ SCALES = ("none", "std", "mad")
 
 @register_estimator("mc_grpo")
 def mc_grpo(
-    rewards: Tensor, group_ids: Tensor, weights: Tensor, *, scale: str = "none", eps: float = 1e-6
+    rewards: Tensor, group_ids: Tensor, weights: Tensor, *, scale: str = "none", eps: float = 1e-6,
+    missing: str = "zero"
 ) -> AdvantageResult:
     """MC-GRPO: r - group median over G+1 rollouts; the median pivot is masked out of the loss."""
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
-    total, valid = weighted_total(rewards, weights)  # [N], [N]
+    total, valid = weighted_total(rewards, weights, missing)  # [N], [N]
     n = total.numel()
     adv = torch.zeros_like(total)
     keep = torch.ones(n, dtype=torch.bool, device=total.device)

@@ -17,9 +17,9 @@ from mmreason.rl.registries import register_estimator
 
 
 @register_estimator("rloo")
-def rloo(rewards: Tensor, group_ids: Tensor, weights: Tensor) -> Tensor:
+def rloo(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, missing: str = "zero") -> Tensor:
     """RLOO: r minus the mean of the other rollouts of the group, G/(G-1)(r - mean)."""
-    total, valid = weighted_total(rewards, weights)  # [N], [N]
+    total, valid = weighted_total(rewards, weights, missing)  # [N], [N]
     index, num_groups = group_index(group_ids)
     stats = group_stats(total[:, None], valid[:, None], index, num_groups)
     g = stats.count[index, 0]  # [N] valid rollouts in the row's group

@@ -19,10 +19,11 @@ from mmreason.rl.registries import register_estimator
 
 @register_estimator("step_grpo")
 def step_grpo(
-    rewards: Tensor, group_ids: Tensor, weights: Tensor, *, step_index: Tensor, eps: float = 1e-6
+    rewards: Tensor, group_ids: Tensor, weights: Tensor, *, step_index: Tensor, eps: float = 1e-6,
+    missing: str = "zero"
 ) -> Tensor:
     """Step-GRPO: GRPO z-score within each (sample id, step index) group; no cross-step credit."""
     steps = torch.as_tensor(step_index, device=group_ids.device)
     groups = step_group_ids(group_ids, steps)
-    total, valid = weighted_total(rewards, weights)
+    total, valid = weighted_total(rewards, weights, missing)
     return grpo_core(total, valid, groups, "group", eps)
