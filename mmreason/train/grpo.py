@@ -107,8 +107,11 @@ def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
 
 
 def compute_advantages(run: Run, rewards: torch.Tensor, weights: torch.Tensor, group_ids: torch.Tensor,
-                       tasks: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Advantages [N] and the keep mask [N] (estimator loss mask x dynamic-sampling filter)."""
+                       tasks: list[str], total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages [N] and the keep mask [N] (estimator loss mask x dynamic-sampling filter).
+
+    ``reward_missing: renormalize`` reaches the estimator as its ``missing`` option (checked at start-up by
+    ``check_reward_missing``)."""
     from mmreason import rl
 
     a = run.cfg.algorithm
@@ -118,14 +121,26 @@ def compute_advantages(run: Run, rewards: torch.Tensor, weights: torch.Tensor, g
         options["scale_rewards"] = a.scale_rewards
     if "task_ids" in accepted and "task_ids" not in options:
         options["task_ids"] = task_index(tasks)
+    if run.cfg.reward_missing != "zero":
+        options["missing"] = run.cfg.reward_missing
     result = rl.advantages(a.estimator, rewards, group_ids, weights=weights, **options)
     keep = result.keep_mask()
     if a.dynamic_sampling:
-        total = torch.nan_to_num(rewards, nan=0.0) @ weights  # [N]
         filtered = rl.dynamic_sampling_filter(total, group_ids)
         keep = keep & filtered.keep
         run.counters.dropped_groups += int(filtered.num_dropped)
     return result.advantages, keep
+
+
+def check_reward_missing(cfg: TrainConfig) -> None:
+    """``reward_missing: renormalize`` needs an estimator of the weighted total (it takes ``missing``)."""
+    from mmreason import rl
+
+    fn = rl.ESTIMATORS.get(cfg.algorithm.estimator)
+    if cfg.reward_missing != "zero" and "missing" not in accepted_options(fn):
+        raise ValueError(f"reward_missing={cfg.reward_missing!r}: estimator {cfg.algorithm.estimator!r} normalises "
+                         "each reward component on its own and has no weighted total to renormalise; use "
+                         "reward_missing=zero with it (a component that does not apply is already left out)")
 
 
 def train_step(run: Run, step: int) -> dict[str, Any]:
@@ -144,8 +159,8 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         t3 = time.perf_counter()
         gids = torch.tensor([t.group_id for t in trajectories])
         tasks = task_names(samples, run.cfg.algorithm.task_key, run.pack.name)
-        adv, keep = compute_advantages(run, batch.values, batch.weights, gids, tasks)
         total = batch.total(run.cfg.reward_missing)
+        adv, keep = compute_advantages(run, batch.values, batch.weights, gids, tasks, total)
         scored = Scored(trajectories, samples, batch.values, batch.names, total, adv, keep, tasks)
         observe_sampler(run, prompts, trajectories, total)
         metrics.update(policy_update(run, scored))
@@ -212,6 +227,7 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     """The whole run; returns the Run (for tests and notebooks)."""
     from mmreason.rewarding import RewardErrorLimitExceeded
 
+    check_reward_missing(cfg)
     run = setup_run(cfg, config_dir=config_dir)
     start = 0
     ckpt = resolve_resume(cfg.resume, cfg.output_dir)
@@ -226,6 +242,8 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
                            config=_config_dict(cfg))
     evaluator = _evaluator(run)
     try:
+        if evaluator is not None and start == 0:
+            run.logger.step(0, evaluator(run, 0), advance=False)  # where the eval curve starts
         for step in range(start + 1, cfg.max_steps + 1):
             run.step = step
             refresh_sampler(run, step)

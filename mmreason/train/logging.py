@@ -43,7 +43,8 @@ class RunLogger:
         with (self.dir / "events.log").open("a") as f:
             f.write(json.dumps(line, default=str) + "\n")
 
-    def step(self, step: int, metrics: dict[str, Any]) -> None:
+    def step(self, step: int, metrics: dict[str, Any], advance: bool = True) -> None:
+        """One metrics row; ``advance=False`` for a row that is not a training step (the eval before step 1)."""
         if not self.main:
             return
         row = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
@@ -51,7 +52,7 @@ class RunLogger:
             f.write(json.dumps(row) + "\n")
         if self.trackers:
             self.accelerator.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
-        if self.bar is not None:
+        if self.bar is not None and advance:
             self.bar.update(1)
             shown = {"reward": row.get("reward/mean"), "loss": row.get("loss"), "kl": row.get("kl")}
             postfix = {k: f"{v:.4f}" for k, v in shown.items() if isinstance(v, (int, float))}
