@@ -95,8 +95,12 @@ def relaxed_accuracy(sample, trajectory, *, max_relative_change: float = 0.05, e
 
 @reward("anls")
 @per_sample
-def anls(sample, trajectory, *, threshold: float = 0.0, extract: str = "auto"):
-    """ANLS of the answer against the references (threshold 0 for RL; 0.5 is the DocVQA eval rule).
+def anls(sample, trajectory, *, threshold: float = 0.5, extract: str = "auto"):
+    """ANLS of the answer against the references, 0 below ``threshold`` (0.5, the DocVQA rule).
+
+    Keep the threshold for RL: without it every fragment earns partial credit (``rue`` scores 0.33 against
+    "red" and 0.75 against "blue"), and a policy can max the reward with one string that half-matches every
+    answer instead of reading the image.
 
     Columns: ``answer`` (string or list). ``1 - lev/max(len)`` after lower-casing and collapsing
     whitespace, best reference, 0 below ``threshold`` (lmms-eval's definition, ``textmatch.anls_score``).

@@ -105,12 +105,13 @@ def test_relaxed_accuracy_agrees_with_lmms_eval(prediction, target, expected):
     assert relaxed_correctness(prediction, target) is expected
 
 
-def test_anls_reward_reads_the_answer_and_uses_rl_threshold():
-    # DocSeeker R_ans: the 'answer' of the JSON answer dict, threshold 0.
+def test_anls_reward_reads_the_answer_and_keeps_the_threshold():
+    # DocSeeker R_ans: the 'answer' of the JSON answer dict; threshold 0.5 unless a config asks for 0.
     text = '<think>x</think><answer>{"evidence_pages": [6], "answer": "Page 6"}</answer>'
     assert score("anls", text, "page 6") == 1.0
-    assert math.isclose(score("anls", "<answer>a</answer>", "abcd"), 0.25)
-    assert score("anls", "<answer>a</answer>", "abcd", kwargs={"threshold": 0.5}) == 0.0
+    assert score("anls", "<answer>a</answer>", "abcd") == 0.0  # a fragment earns nothing by default
+    assert score("anls", "<answer>rue</answer>", "red") == 0.0  # the quickstart's old reward hack
+    assert math.isclose(score("anls", "<answer>a</answer>", "abcd", kwargs={"threshold": 0.0}), 0.25)
     assert score("anls", "<answer></answer>", "abcd") == 0.0
     assert score("anls", "<answer>x</answer>", None) is None
     assert score("anls", "<answer>Pari</answer>", ["London", "Paris"]) == pytest.approx(0.8)
