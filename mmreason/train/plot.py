@@ -23,12 +23,24 @@ def plot_run(run_dir: str | Path, keys: tuple[str, ...] | None = None, out: str 
     wanted += [k for k in present if k.startswith(("rewards/", "reward/")) and k.endswith("/mean")
                and k not in wanted]
     wanted = wanted[:12] or present[:12]
+    # Held-out scores of the in-training eval (eval/<task>/<metric>) go in the reward panel, beside the
+    # training reward they should confirm (or in a panel of their own when there is no reward).
+    held_out = [k for k in present if k.startswith("eval/") and not k.endswith("/n_failed")]
+    if held_out and "reward/mean" not in wanted:
+        wanted = ["reward/mean", *wanted][:12]
     cols = min(3, len(wanted))
     rows_n = -(-len(wanted) // cols)
     fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.0 * rows_n), squeeze=False)
     for ax, key in zip(axes.flat, wanted):
         points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
-        ax.plot([p[0] for p in points], [p[1] for p in points], lw=1.5)
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], lw=1.5, label=f"{key} (train)")
+        if key == "reward/mean" and held_out:
+            for name in held_out:
+                pts = [(r["step"], r[name]) for r in rows if isinstance(r.get(name), (int, float))]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", lw=1.5, ms=4, label=f"{name} (held out)")
+            ax.legend(fontsize=7, loc="best")
+            key = "reward (train) and held-out eval"
         ax.set_title(key, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -10,19 +10,41 @@ import random
 from pathlib import Path
 
 from mmreason.paths import cache_dir, generated_jsonl, write_jsonl
+from mmreason.rewards.textmatch import vqa_normalize
 from mmreason.types import Sample
 
-COLOURS = {"red": (220, 30, 30), "blue": (30, 60, 220)}
+COLOURS = {"red": (220, 30, 30), "green": (30, 170, 60), "blue": (30, 60, 220), "yellow": (235, 200, 20)}
 SHAPES = ("circle", "square", "triangle")
 QUESTION = "What colour is the shape? Answer with one word."
+TRAIN_SIZE, EVAL_SIZE = 256, 64
+DATA_VERSION = 3  # in the cache folder name: bump when the generator draws different images
 
 
 def default_cache() -> Path:
     return cache_dir("shapes")
 
 
-def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 56) -> Path:
-    """Write ``n`` images and ``data.jsonl``; the same (n, seed, size) gives the same files."""
+Draw = tuple[str, str, int, int, int]  # colour, shape, radius, centre x, centre y
+
+
+def draws(n: int, seed: int, size: int = 56, avoid: frozenset[Draw] = frozenset()) -> list[Draw]:
+    """``n`` distinct image parameters, none of them in ``avoid``; the same arguments give the same list."""
+    rng = random.Random(seed)
+    seen, out = set(avoid), []
+    while len(out) < n:
+        colour, shape = rng.choice(sorted(COLOURS)), rng.choice(SHAPES)
+        r = rng.randint(size // 4, size // 2 - 2)
+        d = (colour, shape, r, rng.randint(r, size - r), rng.randint(r, size - r))
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return out
+
+
+def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 56, avoid: frozenset[Draw] = frozenset()
+             ) -> Path:
+    """Write ``n`` distinct images (none drawn as in ``avoid``) and ``data.jsonl``; the same arguments give
+    the same files."""
     from PIL import Image, ImageDraw
 
     out = Path(out_dir)
@@ -30,14 +52,10 @@ def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 56) -> Path
     if done is not None:
         return done
     out.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
     rows = []
-    for i in range(n):
-        colour, shape = rng.choice(sorted(COLOURS)), rng.choice(SHAPES)
+    for i, (colour, shape, r, cx, cy) in enumerate(draws(n, seed, size, avoid)):
         img = Image.new("RGB", (size, size), (245, 245, 245))
         draw = ImageDraw.Draw(img)
-        r = rng.randint(size // 4, size // 2 - 2)
-        cx, cy = rng.randint(r, size - r), rng.randint(r, size - r)
         box = (cx - r, cy - r, cx + r, cy + r)
         if shape == "circle":
             draw.ellipse(box, fill=COLOURS[colour])
@@ -70,9 +88,13 @@ def shapes_load(path: str | None = None, split: str = "train", n: int | None = N
     from datasets import load_dataset
 
     if path is None:
-        count = n or (256 if split == "train" else 64)
-        split_seed = seed if split == "train" else seed + 10_000
-        path = str(generate(default_cache() / f"{split}-{count}-{split_seed}", count, split_seed))
+        count = n or (TRAIN_SIZE if split == "train" else EVAL_SIZE)
+        if split == "train":
+            path = str(generate(default_cache() / f"v{DATA_VERSION}-train-{count}-{seed}", count, seed))
+        else:  # held out: never an image of the default training set
+            avoid = frozenset(draws(TRAIN_SIZE, seed))
+            folder = default_cache() / f"v{DATA_VERSION}-{split}-{count}-{seed + 10_000}"
+            path = str(generate(folder, count, seed + 10_000, avoid=avoid))
     kind = "parquet" if str(path).endswith(".parquet") else "json"
     if not Path(path).exists():
         raise FileNotFoundError(f"shapes data file {path!r} does not exist")
@@ -82,7 +104,5 @@ def shapes_load(path: str | None = None, split: str = "train", n: int | None = N
 
 
 def shapes_metric_accuracy(sample: Sample, completion: str) -> float:
-    """1 if the first colour word in the completion is the answer."""
-    words = [w.strip(".,!?:;\"'").lower() for w in completion.split()]
-    said = next((w for w in words if w in COLOURS), None)
-    return float(said == str(sample.answer).lower())
+    """1 if the whole answer, VQA-normalised, is the colour (as the ``vqa_exact`` reward scores it)."""
+    return float(vqa_normalize(completion) == vqa_normalize(str(sample.answer)))

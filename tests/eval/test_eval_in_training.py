@@ -49,10 +49,12 @@ def test_trainer_logs_eval_metrics_that_match_the_saved_lora_checkpoint(run_eval
     cfg = load_config(TrainConfig, None, [
         f"model.name_or_path={tiny_model_dir}", "model.lora=true", f"output_dir={run_dir}", "max_steps=2",
         "eval_steps=2", "eval_limit=3", "prompts_per_step=2", "rollout.num_generations=2",
-        "rollout.max_completion_length=5", "learning_rate=0.05", "save_steps=2", "num_threads=1"])
+        "rollout.max_completion_length=5", "learning_rate=0.05", "save_steps=2", "num_threads=1",
+        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]"])  # a reward that varies on the random model's output
     train(cfg)
     logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [("eval/shapes/accuracy" in row) for row in logged] == [False, True]  # every eval_steps steps
+    # Before step 1 (where the curve starts), then every eval_steps steps.
+    assert [(row["step"], "eval/shapes/accuracy" in row) for row in logged] == [(0, True), (1, False), (2, True)]
     during = [json.loads(line) for line in (run_dir / "eval" / "step-2_samples_shapes.jsonl").read_text().splitlines()]
     # The run directory (a LoRA adapter at checkpoint-2) evaluated afterwards gives the same completions.
     after = run_eval("--model", str(run_dir), "--tasks", "shapes", "--limit", "3", "--batch_size", "2",
@@ -61,4 +63,4 @@ def test_trainer_logs_eval_metrics_that_match_the_saved_lora_checkpoint(run_eval
     assert after.results["config"]["model"]["adapter"].endswith("checkpoint-2/model")
     rows = [json.loads(line) for line in after.samples_paths["shapes"].read_text().splitlines()]
     assert [r["response"] for r in rows] == [r["response"] for r in during]
-    assert logged[1]["eval/shapes/accuracy"] == after.results["results"]["shapes"]["accuracy,none"]
+    assert logged[2]["eval/shapes/accuracy"] == after.results["results"]["shapes"]["accuracy,none"]

@@ -47,6 +47,7 @@ def test_reward_file_from_config_runs_in_training(tiny_model_dir, shapes_cache, 
         "max_steps=2",
         "save_steps=0",
         "num_threads=1",
+        "eval_steps=0",
     ]
     assert main(args) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

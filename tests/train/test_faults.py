@@ -27,7 +27,7 @@ def _data_with_broken_images(tmp_path, n_broken: int) -> Path:
 def _train(tiny_model_dir, out, *extra):
     return main(["train", str(ROOT / "configs/quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
                  f"output_dir={out}", "rollout.num_generations=2", "rollout.max_completion_length=3",
-                 "prompts_per_step=4", "num_threads=1", "save_steps=0", *extra])
+                 "prompts_per_step=4", "num_threads=1", "save_steps=0", "eval_steps=0", *extra])
 
 
 @pytest.mark.slow

@@ -35,7 +35,7 @@ def test_vas_rollout_mode_refreshes_from_fresh_rollouts(tiny_model_dir, shapes_c
     out = tmp_path / "vas"
     assert main(["train", QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}",
                  "data.task_args={n: 6}", "rollout.num_generations=2", "rollout.max_completion_length=3",
-                 "prompts_per_step=2", "max_steps=2", "save_steps=0", "num_threads=1",
+                 "prompts_per_step=2", "max_steps=2", "save_steps=0", "num_threads=1", "eval_steps=0",
                  "sampler.name=vas", "sampler.options={mode: rollouts, update_every: 2}"]) == 0
     state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())["sampler"]
     assert state["refreshes"] == 1  # before step 1 only (update_every 2)

@@ -16,10 +16,15 @@ ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 
 
+# The random tiny model never answers a colour exactly, so these mechanics tests score it with a reward that
+# varies on its output (ANLS with no threshold: partial credit) to get non-zero advantages.
+VARYING_REWARDS = "rewards=[{name: anls, kwargs: {threshold: 0.0}}]"
+
+
 def _train(tiny_model_dir, out, *extra, command="train"):
-    args = [command, QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}",
+    args = [command, QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", VARYING_REWARDS,
             "rollout.num_generations=4", "rollout.max_completion_length=4", "prompts_per_step=2",
-            "log_completions_steps=1", "num_threads=1", *extra]
+            "log_completions_steps=1", "num_threads=1", "eval_steps=0", *extra]
     assert main(args) == 0
 
 
@@ -89,11 +94,27 @@ def test_plot_reads_a_run_dir(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_quickstart_reward_rises(tiny_model_dir, shapes_cache, tmp_path):
-    """The quickstart recipe, shortened: with a fixed seed the mean reward clearly rises."""
-    out = tmp_path / "learn"
-    assert main(["train", QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}",
-                 "max_steps=40", "save_steps=0", "log_completions_steps=0", "num_threads=1"]) == 0
-    rewards = [r["reward/mean"] for r in _metrics(out)]
-    start, end = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
-    assert end > start + 0.25, (start, end)
+def test_quickstart_learns_to_read_the_colour_on_held_out_images(tiny_model_dir, shapes_cache, tmp_path,
+                                                                one_torch_thread):
+    """The README's main job (SFT warm-up, then GRPO), with GRPO shortened to 20 steps: the held-out accuracy
+    of the in-training eval (images never trained on) ends >= 0.8, above where the warm-up left it and above
+    the best image-blind answer; `mmreason eval` on the run directory agrees; the answers are colour words."""
+    from mmreason.tasks.shapes.data import COLOURS, shapes_load
+
+    sft = tmp_path / "sft"
+    assert main(["sft", str(ROOT / "configs" / "quickstart_sft.yaml"), f"model.name_or_path={tiny_model_dir}",
+                 f"output_dir={sft}"]) == 0
+    out = tmp_path / "grpo"
+    assert main(["train", QUICKSTART, f"model.name_or_path={sft}/checkpoint-30/model", f"output_dir={out}",
+                 "max_steps=20", "save_steps=0", "eval_steps=10"]) == 0
+    held_out = {r["step"]: r["eval/shapes/accuracy"] for r in _metrics(out) if "eval/shapes/accuracy" in r}
+    assert sorted(held_out) == [0, 10, 20]
+    answers = [s.answer for s in shapes_load(split="eval")]
+    blind = max(answers.count(c) for c in COLOURS) / len(answers)  # always the most frequent colour
+    assert held_out[20] >= 0.8 and held_out[20] > held_out[0] and held_out[20] > blind + 0.3, (held_out, blind)
+    greedy = [json.loads(line)["response"] for line in (out / "eval" / "step-20_samples_shapes.jsonl").open()]
+    assert set(greedy) <= set(COLOURS) and len(set(greedy)) == len(COLOURS)  # every answer a colour, all used
+    results = tmp_path / "results"
+    assert main(["eval", "--model", str(out), "--tasks", "shapes", "--output_path", str(results)]) == 0
+    report = json.loads(next(results.rglob("*_results.json")).read_text())
+    assert report["results"]["shapes"]["accuracy,none"] == pytest.approx(held_out[20])
