@@ -2,8 +2,8 @@
 
 Right padding with an attention mask; every sample's visual tensors are concatenated in batch order,
 which is the order the model consumes them in. Log-probs are aligned with tokens: ``logprobs[:, t]`` is
-log p(token_t | tokens_<t) under the sampling distribution (temperature, suppressed tokens), and 0 at
-t = 0 and on padding. The math is ``mmreason.rl.logprobs_from_logits`` / ``entropy_from_logits``.
+log p(token_t | tokens_<t) under the sampling distribution (temperature, suppressed tokens), computed from
+the batch's first trained position on (0 before it and on padding). The math is ``mmreason.rl.logprobs_from_logits`` / ``entropy_from_logits``.
 """
 
 from __future__ import annotations
@@ -73,7 +73,9 @@ def sampling_logits(logits: torch.Tensor, temperature: float = 1.0,
 
 def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False, *, temperature: float = 1.0,
                    suppressed: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-token log-probs [N, T] aligned with ``batch.input_ids`` (0 at t=0 and padding), optional entropy.
+    """Per-token log-probs [N, T] aligned with ``batch.input_ids``, optional entropy; 0 on padding and before
+    the batch's first trained token (``action_mask``): the LM head runs only from there on
+    (``logits_to_keep``), so a long document prompt never materialises its [P, V] logits.
 
     ``temperature`` and ``suppressed`` must be the sampler's (``rollout.temperature``, the suppressed vision
     specials), so log-probs are those of the distribution the completions were drawn from (as TRL and verl
@@ -82,16 +84,28 @@ def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False, *, temp
     inner = getattr(model, "get_base_model", lambda: model)()
     if hasattr(inner, "model") and hasattr(inner.model, "rope_deltas"):
         inner.model.rope_deltas = None  # state left by generate(); positions must be recomputed
-    out = model(**batch.model_kwargs(), use_cache=False)
-    logits = sampling_logits(out.logits[:, :-1], temperature, suppressed)  # [N, T-1, V] predicts tokens 1..T-1
-    targets = batch.input_ids[:, 1:]
+    n, t = batch.input_ids.shape
+    first = first_action_position(batch.action_mask)  # no logits before it: a long prompt's are never made
+    out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)
+    # logits[:, j] predicts token first + j (the last position predicts nothing)
+    logits = sampling_logits(out.logits[:, :-1], temperature, suppressed)  # [N, T - first, V]
+    targets = batch.input_ids[:, first:]
     lp = logprobs_from_logits(logits, targets, temperature=temperature)
     if suppressed:
         lp = lp.masked_fill(torch.isin(targets, torch.as_tensor(list(suppressed), device=targets.device)), 0.0)
-    zero = torch.zeros_like(lp[:, :1])
-    logprobs = torch.cat([zero, lp], dim=1) * batch.attention_mask
+    head = lp.new_zeros(n, first)  # prompt positions before every row's first action token
+    logprobs = torch.cat([head, lp], dim=1) * batch.attention_mask
     entropy = None
     if with_entropy:
         ent = entropy_from_logits(logits, temperature=temperature)  # differentiable: entropy shaping uses it
-        entropy = torch.cat([zero, ent], dim=1) * batch.attention_mask
+        entropy = torch.cat([head, ent], dim=1) * batch.attention_mask
     return logprobs, entropy
+
+
+def first_action_position(action_mask: torch.Tensor) -> int:
+    """The earliest trained position of any row (>= 1: token 0 has no prediction); T - 1 when none is."""
+    rows = action_mask.bool().any(dim=1)
+    if not rows.any():
+        return max(action_mask.shape[1] - 1, 1)
+    first = int(action_mask.bool().float().argmax(dim=1)[rows].min())
+    return max(first, 1)

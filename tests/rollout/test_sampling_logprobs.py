@@ -57,3 +57,29 @@ def test_trainer_logprobs_equal_generate_processed_scores(tiny):
         # Negative control: raw logits differ from the sampler's distribution by far more than the tolerance.
         assert (raw[row, prompt.length: prompt.length + n] - expected[row, :n]).abs().max() > 1e-3
     assert torch.isfinite(trainer).all()  # the prompt's <|image_pad|> tokens are suppressed, not -inf
+
+
+def test_lm_head_runs_only_on_completion_positions_with_the_same_logprobs(tiny):
+    """A long prompt's logits are never made; the completion log-probs equal the full-logits computation."""
+    from mmreason.rl import logprobs_from_logits
+
+    model, processor = tiny
+    images = [Image.new("RGB", (112, 112), c) for c in ("red", "blue", "green")]
+    content = [{"type": "image"}] * 3 + [{"type": "text", "text": "Which page is blue?"}]
+    sample = Sample(id="doc", messages=[{"role": "user", "content": content}], answer="2", images=images)
+    prompt = build_prompt(processor, sample, max_prompt_length=1024)
+    trajs = generate_group(model, processor, prompt, 0, 3, GenerationSettings(max_new_tokens=6), seed=1)
+    batch = collate(trajs, processor.tokenizer.pad_token_id)
+    seen = []
+    hook = model.lm_head.register_forward_hook(lambda mod, inputs, out: seen.append(inputs[0].shape[1]))
+    try:
+        with torch.no_grad():
+            got, _ = token_logprobs(model, batch)
+            full = model(**batch.model_kwargs(), use_cache=False).logits  # [N, T, V]: every position
+    finally:
+        hook.remove()
+    t = batch.input_ids.shape[1]
+    assert seen[0] == t - prompt.length + 1 and seen[0] < t // 4  # prompt of ~60 visual tokens: no logits
+    want = logprobs_from_logits(full[:, :-1], batch.input_ids[:, 1:])
+    mask = batch.action_mask[:, 1:].bool()
+    torch.testing.assert_close(got[:, 1:][mask], want[mask], atol=1e-5, rtol=0)
