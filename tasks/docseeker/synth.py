@@ -14,10 +14,12 @@ the page count (no specific evidence page: ``[-1]``). Same (docs, pages, seed, p
 
 ``style="marks"``: small "slides" (112 x 140 px: 20 visual tokens each at a 20-token budget) for
 learning checks on a small model, where the evidence page is found from what such a model can see. Every
-page has a coloured banner across its top and a coloured box below it (banner colours distinct within a
+page has a coloured banner across its top two fifths and a coloured box in its bottom two fifths (banner colours distinct within a
 document, box colours too, a box never the colour of its own banner), over grey filler lines. The question
 names one banner colour: "What colour is the box on the page with the red banner?"; the evidence is that
 page and the answer its box's colour, so citing the page needs the banner and answering needs the box.
+The ALR trace reads every page's banner in order ("Page 1: blue. Page 2: red. ... The red banner is on
+page 2."), then the box of the page it found.
 """
 
 from __future__ import annotations
@@ -339,26 +341,30 @@ def compose_marks(rng: random.Random, n_pages: int) -> tuple[list[dict], dict]:
         boxes.append(rng.choice([c for c in names if c != banner and c not in boxes]))
     page = rng.randrange(n_pages)
     banner, box = banners[page], boxes[page]
-    pages = [{"banner": b, "box": x, "lines": rng.randint(2, 4)} for b, x in zip(banners, boxes)]
+    pages = [{"banner": b, "box": x, "lines": rng.randint(1, 3)} for b, x in zip(banners, boxes)]
     row = {"question": f"What colour is the box on the page with the {banner} banner?", "answer": box,
            "evidence_pages": [page + 1], "evidence_base": 1, "answer_format": "str", "qtype": "mark",
            "num_pages": n_pages, "analysis": f"Find the {banner} banner.",
-           "localization": f"Page {page + 1} has the {banner} banner.", "reasoning": f"Its box is {box}.",
+           "localization": " ".join(f"Page {k}: {b}." for k, b in enumerate(banners, start=1))
+           + f" The {banner} banner is on page {page + 1}.",
+           "reasoning": f"The box on page {page + 1} is {box}.",
            "banners": banners, "boxes": boxes}
     return pages, row
 
 
 def draw_marks_page(page: dict, size: tuple[int, int]):
+    """Banner across the top 2/5 of the page, grey filler lines, and a box centred in the bottom 2/5; on the
+    112 x 140 page each is whole 28-px patches (8 banner, 4 box), so every patch holds one colour."""
     from PIL import Image, ImageDraw
 
     w, h = size
     image = Image.new("RGB", size, (255, 255, 255))
     draw = ImageDraw.Draw(image)
-    draw.rectangle((0, 0, w, round(h * 0.2)), fill=MARK_COLOURS[page["banner"]])
-    draw.rectangle((round(w * 0.25), round(h * 0.3), round(w * 0.75), round(h * 0.6)), fill=MARK_COLOURS[page["box"]])
-    for k in range(page["lines"]):  # grey filler "text"
-        y = round(h * (0.68 + 0.08 * k))
-        draw.rectangle((round(w * 0.1), y, round(w * (0.9 - 0.1 * (k % 2))), y + max(1, h // 50)), fill=(150, 150, 150))
+    draw.rectangle((0, 0, w - 1, round(h * 0.4) - 1), fill=MARK_COLOURS[page["banner"]])
+    draw.rectangle((round(w * 0.25), round(h * 0.6), round(w * 0.75) - 1, h - 1), fill=MARK_COLOURS[page["box"]])
+    for k in range(page["lines"]):  # grey filler "text" between them
+        y = round(h * (0.43 + 0.05 * k))
+        draw.rectangle((round(w * 0.1), y, round(w * (0.9 - 0.1 * (k % 2))), y + max(1, h // 70)), fill=(150, 150, 150))
     return image
 
 
