@@ -241,6 +241,16 @@ class RewardRunner:
         return [_column_name(b, key) for b, key in self._columns]
 
     @property
+    def announced_names(self) -> list[str]:
+        """``names`` plus the sub-scores each reward's weight dict names: the columns a run will have,
+        known at start-up even for a reward that has not declared its keys."""
+        out = list(self.names)
+        for bound in self._bound:
+            if isinstance(bound.spec.weight, dict):
+                out += [n for n in (f"{bound.spec.name}/{k}" for k in bound.spec.weight) if n not in out]
+        return out
+
+    @property
     def total_errors(self) -> int:
         return sum(self.error_counts.values())
 

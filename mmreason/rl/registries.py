@@ -40,9 +40,24 @@ KL_ESTIMATORS: Registry[Callable[..., Any]] = Registry(
 )
 
 
-def register_estimator(name: str | None = None, *, replace: bool = False):
-    """Decorator: register an advantage estimator under ``name`` (default: the function name)."""
-    return ESTIMATORS.register(name, replace=replace)
+def register_estimator(name: str | None = None, *, replace: bool = False, needs: tuple[str, ...] = ()):
+    """Decorator: register an advantage estimator under ``name`` (default: the function name).
+
+    ``needs``: per-trajectory columns ``[N]`` the estimator takes as keyword arguments of the same name
+    (``fidelity``, ``step_index`` ...). The trainer checks at start-up that the run can produce each one (a
+    reward sub-score or a sample column of that name) and passes it from the step's table.
+    """
+
+    def decorator(fn):
+        fn.needs = tuple(needs)
+        return ESTIMATORS.register(name, replace=replace)(fn)
+
+    return decorator
+
+
+def needs_of(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The per-trajectory columns a registered estimator or loss declared (none when it declared nothing)."""
+    return tuple(getattr(fn, "needs", ()))
 
 
 def register_policy_loss(name: str | None = None, *, replace: bool = False):

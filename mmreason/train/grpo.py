@@ -27,6 +27,7 @@ from mmreason.train.logging import RunLogger
 from mmreason.train.metrics import completion_rows, rollout_metrics
 from mmreason.train.records import Drawn, Scored, task_index, task_names
 from mmreason.train.setup import Run, setup_run
+from mmreason.train.table import StepTable, build_table, check_needs
 from mmreason.train.update import accepted_options, policy_update
 from mmreason.types import Trajectory
 
@@ -106,30 +107,50 @@ def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
     return samples, batch
 
 
-def compute_advantages(run: Run, rewards: torch.Tensor, weights: torch.Tensor, group_ids: torch.Tensor,
-                       tasks: list[str], total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Advantages [N] and the keep mask [N] (estimator loss mask x dynamic-sampling filter).
+def compute_advantages(run: Run, table: StepTable) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages [N] and the keep mask [N] (estimator loss mask x dynamic-sampling filter), from the table.
 
-    ``reward_missing: renormalize`` reaches the estimator as its ``missing`` option (checked at start-up by
-    ``check_reward_missing``)."""
+    The estimator gets ``algorithm.estimator_options``, the columns it declared (``needs``) from the table,
+    and ``reward_missing`` as its ``missing`` option (checked at start-up by ``check_reward_missing``)."""
     from mmreason import rl
 
     a = run.cfg.algorithm
+    fn = rl.ESTIMATORS.get(a.estimator)
     options = dict(a.estimator_options)
-    accepted = accepted_options(rl.ESTIMATORS.get(a.estimator))
+    accepted = accepted_options(fn)
     if "scale_rewards" in accepted and "scale_rewards" not in options:
         options["scale_rewards"] = a.scale_rewards
     if "task_ids" in accepted and "task_ids" not in options:
-        options["task_ids"] = task_index(tasks)
+        options["task_ids"] = table.task_ids
+    for need in rl.needs_of(fn):
+        options[need] = table.column(need)
     if run.cfg.reward_missing != "zero":
         options["missing"] = run.cfg.reward_missing
-    result = rl.advantages(a.estimator, rewards, group_ids, weights=weights, **options)
+    result = rl.advantages(a.estimator, table.rewards, table.group_ids, weights=table.weights, **options)
     keep = result.keep_mask()
     if a.dynamic_sampling:
-        filtered = rl.dynamic_sampling_filter(total, group_ids)
+        filtered = rl.dynamic_sampling_filter(table.total, table.group_ids)
         keep = keep & filtered.keep
         run.counters.dropped_groups += int(filtered.num_dropped)
     return result.advantages, keep
+
+
+def check_estimator_needs(run: Run) -> None:
+    """Start-up: every column the estimator declared comes from a configured reward or the samples."""
+    from mmreason import rl
+    from mmreason.rewarding import REWARDS, reward_info
+
+    name = run.cfg.algorithm.estimator
+    needs = rl.needs_of(rl.ESTIMATORS.get(name))
+    if not needs:
+        return
+    producers: dict[str, list[str]] = {}
+    for reward_name in REWARDS.names():
+        info = reward_info(REWARDS.get(reward_name))
+        for key in info.keys if info else ():
+            producers.setdefault(key, []).append(f"{reward_name} (its {key!r} sub-score)")
+    sample = run.dataset[0] if run.dataset else None
+    check_needs("estimator", name, needs, run.rewards.announced_names, sample, producers)
 
 
 def check_reward_missing(cfg: TrainConfig) -> None:
@@ -157,10 +178,11 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     else:
         samples, batch = score(run, prompts, trajectories)
         t3 = time.perf_counter()
-        gids = torch.tensor([t.group_id for t in trajectories])
         tasks = task_names(samples, run.cfg.algorithm.task_key, run.pack.name)
         total = batch.total(run.cfg.reward_missing)
-        adv, keep = compute_advantages(run, batch.values, batch.weights, gids, tasks, total)
+        table = build_table(trajectories, samples, batch, total, {d.slot: d.index for d in prompts}, tasks,
+                            task_index(tasks))
+        adv, keep = compute_advantages(run, table)
         scored = Scored(trajectories, samples, batch.values, batch.names, total, adv, keep, tasks)
         observe_sampler(run, prompts, trajectories, total)
         metrics.update(policy_update(run, scored))
@@ -229,6 +251,7 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
 
     check_reward_missing(cfg)
     run = setup_run(cfg, config_dir=config_dir)
+    check_estimator_needs(run)
     start = 0
     ckpt = resolve_resume(cfg.resume, cfg.output_dir)
     if ckpt is not None:

@@ -53,7 +53,7 @@ def completion_rows(s: Scored, limit: int = 16) -> list[dict[str, Any]]:
     rows = []
     for t, sample, r, total, a in zip(s.trajectories, s.samples, s.rewards.tolist(), s.total_reward.tolist(),
                                       s.advantages.tolist()):
-        rows.append({"sample_id": t.sample_id, "prompt": sample.prompt_text, "answer": sample.answer,
+        rows.append({"sample_id": t.sample_id, "group": t.group_id, "prompt": sample.prompt_text, "answer": sample.answer,
                      "completion": t.completion_text, "reward": total, "advantage": a,
                      "rewards": dict(zip(s.reward_names, [None if math.isnan(x) else x for x in r]))})
     return rows[:limit]

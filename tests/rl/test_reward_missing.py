@@ -13,6 +13,7 @@ from mmreason import rl
 from mmreason.rewarding.runner import RewardBatch
 from mmreason.train.config import TrainConfig
 from mmreason.train.grpo import check_reward_missing, compute_advantages
+from mmreason.train.table import StepTable
 
 NAN = math.nan
 WEIGHTS = torch.tensor([0.1, 0.3, 0.6])  # DocSeeker: format, page F-beta, answer
@@ -61,7 +62,10 @@ def test_trainer_passes_the_config_rule_to_the_estimator():
     cfg = TrainConfig(reward_missing="renormalize")
     cfg.algorithm.scale_rewards = "batch"
     run = SimpleNamespace(cfg=cfg, counters=SimpleNamespace(dropped_groups=0))
-    adv, keep = compute_advantages(run, REWARDS, WEIGHTS, GROUPS, ["t"] * 6, RENORMALIZED)
+    table = StepTable(REWARDS, ["fmt", "page", "ans"], WEIGHTS, RENORMALIZED, GROUPS, GROUPS, ["t"] * 6,
+                      torch.zeros(6, dtype=torch.long), torch.ones(6, dtype=torch.long), torch.zeros(6, dtype=torch.bool),
+                      [])
+    adv, keep = compute_advantages(run, table)
     want = rl.advantages("grpo", RENORMALIZED, GROUPS, scale_rewards="batch").advantages
     torch.testing.assert_close(adv, want, atol=1e-6, rtol=0)
     assert keep.all()

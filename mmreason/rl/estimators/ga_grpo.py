@@ -55,7 +55,7 @@ def evidence_weighted(
     return adv * w
 
 
-@register_estimator("ga_grpo")
+@register_estimator("ga_grpo", needs=("fidelity",))
 def ga_grpo(
     rewards: Tensor,
     group_ids: Tensor,

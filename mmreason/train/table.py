@@ -1,0 +1,97 @@
+"""One step's per-trajectory table: everything the advantage and loss phases read, built once per step.
+
+Rows are trajectories (N), reward columns are components (K). Estimators and losses that need a signal
+beyond the rewards declare it (``@register_estimator("ga_grpo", needs=("fidelity",))``); the table gives a
+declared column from, in order: a reward column of that name or a reward sub-score ``<reward>/<name>``
+(e.g. ``tool_grounding/fidelity``), then the sample column of that name (``step_index`` of an unrolled step
+prompt). ``check_needs`` verifies at start-up that the run can produce every declared column.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from mmreason.types import Sample, Trajectory
+
+
+class MissingColumn(KeyError):
+    """A declared column the run cannot produce; the message names it and what could produce it."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; this one is a sentence
+        return str(self.args[0])
+
+
+@dataclass
+class StepTable:
+    rewards: torch.Tensor  # [N, K] fp32, NaN = the component does not apply
+    reward_names: list[str]  # [K]
+    weights: torch.Tensor  # [K] from the config
+    total: torch.Tensor  # [N] the weighted total under reward_missing: the one the logs and samplers see
+    group_ids: torch.Tensor  # [N] long: the trajectory's prompt slot in the step's global batch
+    dataset_index: torch.Tensor  # [N] long: the dataset row the prompt came from
+    tasks: list[str]  # [N] task of each trajectory (algorithm.task_key)
+    task_ids: torch.Tensor  # [N] long: tasks as dense ids (sorted names)
+    completion_length: torch.Tensor  # [N] long: trained (action) tokens
+    truncated: torch.Tensor  # [N] bool: stopped by the length limit, not an end token
+    samples: list[Sample]  # [N] the sample of each row (its columns are the table's sample columns)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def column(self, name: str) -> torch.Tensor:
+        """The per-trajectory column ``name`` [N] fp32 (NaN where a row has no value)."""
+        matches = [k for k, n in enumerate(self.reward_names) if n == name or n.endswith("/" + name)]
+        if len(matches) > 1:
+            found = ", ".join(self.reward_names[k] for k in matches)
+            raise MissingColumn(f"column {name!r} is ambiguous: the rewards give {found}")
+        if matches:
+            return self.rewards[:, matches[0]]
+        values = [s.meta.get(name) for s in self.samples]
+        if any(v is not None for v in values):
+            return torch.tensor([_number(v, name, s.id) for v, s in zip(values, self.samples)], dtype=torch.float32)
+        raise MissingColumn(f"column {name!r}: no reward column {name!r} or '<reward>/{name}' and no sample "
+                            f"column {name!r} in this step (rewards: {', '.join(self.reward_names)})")
+
+
+def _number(value, name: str, sample_id: str) -> float:
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"sample {sample_id!r}: column {name!r} is {value!r}, not a number") from None
+
+
+def build_table(trajectories: list[Trajectory], samples: list[Sample], batch, total: torch.Tensor,
+                dataset_index: dict[int, int], tasks: list[str], task_ids: torch.Tensor) -> StepTable:
+    """The table of one step from its rollouts, their samples and the reward batch."""
+    return StepTable(
+        rewards=batch.values, reward_names=list(batch.names), weights=batch.weights, total=total,
+        group_ids=torch.tensor([t.group_id for t in trajectories], dtype=torch.long),
+        dataset_index=torch.tensor([dataset_index[t.group_id] for t in trajectories], dtype=torch.long),
+        tasks=tasks, task_ids=task_ids,
+        completion_length=torch.tensor([t.completion_length for t in trajectories], dtype=torch.long),
+        truncated=torch.tensor([bool(t.truncated) for t in trajectories]),
+        samples=samples,
+    )
+
+
+def check_needs(component: str, name: str, needs: tuple[str, ...], reward_columns: list[str],
+                sample: Sample | None, producers: dict[str, list[str]]) -> None:
+    """Start-up check: every declared column must come from a configured reward or the data.
+
+    ``producers`` maps a sub-score key to the registered rewards that declare it, for the error message.
+    """
+    for need in needs:
+        if any(c == need or c.endswith("/" + need) for c in reward_columns):
+            continue
+        if sample is not None and need in sample.meta:
+            continue
+        hint = (f"add a reward that gives it: {', '.join(producers[need])}" if producers.get(need)
+                else f"give the samples a {need!r} column, or add a reward returning a {need!r} sub-score")
+        raise MissingColumn(f"{component} {name!r} needs the per-trajectory column {need!r}, which neither the "
+                            f"configured rewards ({', '.join(reward_columns) or 'none'}) nor the data's samples "
+                            f"produce; {hint}")
