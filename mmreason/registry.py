@@ -10,6 +10,8 @@ import difflib
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from mmreason.references import is_reference, resolve_reference
+
 T = TypeVar("T")
 
 
@@ -69,8 +71,12 @@ class Registry(Generic[T]):
             assert self._loader is not None
             self._loader()
 
-    def get(self, name: str) -> T:
+    def get(self, name: str, base_dir: str | None = None) -> T:
+        """The object registered as ``name``; a reference ``pkg.module:fn`` / ``file.py:fn`` (relative to
+        ``base_dir``, then the working directory) is imported once and kept under that name."""
         self._ensure_loaded()
+        if name not in self._items and is_reference(name):
+            self._items[name] = resolve_reference(name, self.kind, base_dir)
         try:
             return self._items[name]
         except KeyError:

@@ -10,7 +10,9 @@ Loss formula, token aggregation and KL estimator are independent choices, so eac
 - ``KL_ESTIMATORS``: ``fn(logprobs [N, T], ref_logprobs [N, T]) -> Tensor[N, T]``
 
 Each registry imports the modules that fill it on its first lookup, so ``ESTIMATORS.names()`` is complete
-even when only this module was imported.
+even when only this module was imported; estimators and policy losses of other packages register through
+the entry-point groups ``mmreason.estimators`` / ``mmreason.policy_losses``, and a config may name one by
+reference (``my_pkg.rl:my_estimator``, ``path/to/file.py:my_loss``), as it names a reward.
 """
 
 from __future__ import annotations
@@ -22,16 +24,27 @@ from typing import Any
 from mmreason.registry import Registry
 
 
-def _importer(*modules: str) -> Callable[[], None]:
+def _importer(*modules: str, group: str | None = None) -> Callable[[], None]:
+    """Import the built-in modules, then every module of the entry-point ``group`` (outside packages)."""
+
     def load() -> None:
         for module in modules:
             importlib.import_module(module)
+        if group is not None:
+            from importlib.metadata import entry_points
+
+            for ep in entry_points(group=group):
+                ep.load()
 
     return load
 
 
-ESTIMATORS: Registry[Callable[..., Any]] = Registry("estimator", loader=_importer("mmreason.rl.estimators"))
-POLICY_LOSSES: Registry[Callable[..., Any]] = Registry("policy loss", loader=_importer("mmreason.rl.losses"))
+ESTIMATORS: Registry[Callable[..., Any]] = Registry(
+    "estimator", loader=_importer("mmreason.rl.estimators", group="mmreason.estimators")
+)
+POLICY_LOSSES: Registry[Callable[..., Any]] = Registry(
+    "policy loss", loader=_importer("mmreason.rl.losses", group="mmreason.policy_losses")
+)
 AGGREGATIONS: Registry[Callable[..., Any]] = Registry(
     "loss aggregation", loader=_importer("mmreason.rl.losses.aggregation")
 )

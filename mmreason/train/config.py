@@ -58,10 +58,11 @@ class RewardConfig:
 
 @dataclass
 class AlgorithmConfig:
-    estimator: str = "grpo"  # `mmreason list estimators`
+    estimator: str = "grpo"  # `mmreason list estimators`, or pkg.module:fn | file.py:fn
     estimator_options: dict[str, Any] = field(default_factory=dict)
     scale_rewards: str = "group"  # group | batch | none (grpo)
-    policy_loss: str = "clipped"  # clipped | reg_grpo
+    policy_loss: str = "clipped"  # clipped | reg_grpo | pkg.module:fn | file.py:fn
+    loss_options: dict[str, Any] = field(default_factory=dict)  # the loss's own options (delta, eps_r ...)
     loss_type: str = "grpo"  # TRL names: grpo | bnpo | dapo | dr_grpo -> the token aggregation
     epsilon: float = 0.2
     epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None = epsilon

@@ -28,7 +28,7 @@ from mmreason.train.metrics import completion_rows, rollout_metrics
 from mmreason.train.records import Drawn, Scored, task_index, task_names
 from mmreason.train.setup import Run, setup_run
 from mmreason.train.table import StepTable, build_table, check_needs
-from mmreason.train.update import accepted_options, policy_update
+from mmreason.train.update import accepted_options, check_algorithm_options, policy_update
 from mmreason.types import Trajectory
 
 
@@ -249,6 +249,7 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     """The whole run; returns the Run (for tests and notebooks)."""
     from mmreason.rewarding import RewardErrorLimitExceeded
 
+    check_algorithm_options(cfg, config_dir)
     check_reward_missing(cfg)
     run = setup_run(cfg, config_dir=config_dir)
     check_estimator_needs(run)

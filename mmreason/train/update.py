@@ -111,14 +111,74 @@ def entropy_band_rows(a, tasks: list[str]):
     return h[:, 0], h[:, 1], task_index(tasks)
 
 
+# Top-level algorithm keys (TRL's names) that some policy losses take. Set away from its default for a loss
+# that does not take it, one is an error at start-up, never silently dropped.
+NAMED_LOSS_OPTIONS = ("epsilon", "epsilon_high", "importance_sampling_level", "beta", "kl_estimator")
+# What the trainer itself hands a loss that takes it (not options a config sets).
+LOSS_INPUTS = ("aggregation", "max_len", "ref_logprobs", "group_ids", "num_tokens", "seq_mask")
+
+
 def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids) -> dict[str, Any]:
     from mmreason import rl
 
-    options = dict(epsilon=a.epsilon, epsilon_high=a.epsilon_high, importance_sampling_level=a.importance_sampling_level,
-                   aggregation=rl.aggregation_for_loss_type(a.loss_type), max_len=cfg.rollout.max_completion_length,
-                   ref_logprobs=ref_logprobs, beta=a.beta, kl_estimator=a.kl_estimator, group_ids=group_ids)
     accepted = accepted_options(rl.POLICY_LOSSES.get(a.policy_loss))
-    return {k: v for k, v in options.items() if k in accepted}
+    inputs = dict(aggregation=rl.aggregation_for_loss_type(a.loss_type), max_len=cfg.rollout.max_completion_length,
+                  ref_logprobs=ref_logprobs, group_ids=group_ids)
+    named = {k: getattr(a, k) for k in NAMED_LOSS_OPTIONS}
+    return {k: v for k, v in {**inputs, **named}.items() if k in accepted} | dict(a.loss_options)
+
+
+def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> None:
+    """Start-up: every option reaches the component it names, or the run does not start.
+
+    ``algorithm.estimator_options`` / ``algorithm.loss_options`` must be options the chosen estimator / loss
+    takes; a top-level key (``scale_rewards``, ``epsilon``, ``epsilon_high`` ...) set away from its default
+    must be taken by the chosen component. Errors name the option and the component's valid options.
+    """
+    from mmreason import rl
+    from mmreason.config import ConfigError
+    from mmreason.rl.options import check_options
+    from mmreason.train.config import AlgorithmConfig
+
+    a, default = cfg.algorithm, AlgorithmConfig()
+    estimator = rl.ESTIMATORS.get(a.estimator, config_dir)
+    loss = rl.POLICY_LOSSES.get(a.policy_loss, config_dir)
+    supplied = {"task_ids", "missing", *rl.needs_of(estimator)}  # the trainer passes these itself
+    for key in a.estimator_options:
+        if key in supplied or key == "scale_rewards":
+            raise ConfigError(f"algorithm.estimator_options.{key}: set by the trainer"
+                              + (" (use algorithm.scale_rewards)" if key == "scale_rewards" else ""))
+    _check(check_options, "estimator", a.estimator, estimator, a.estimator_options, 3,
+           "algorithm.estimator_options", ConfigError, supplied | {"scale_rewards"})
+    if a.scale_rewards != default.scale_rewards and "scale_rewards" not in accepted_options(estimator):
+        raise ConfigError(f"algorithm.scale_rewards={a.scale_rewards!r}: estimator {a.estimator!r} takes no "
+                          f"scale_rewards; its options: {', '.join(_options(estimator, 3, supplied)) or '(none)'}")
+    for key in a.loss_options:
+        if key in NAMED_LOSS_OPTIONS or key in LOSS_INPUTS:
+            raise ConfigError(f"algorithm.loss_options.{key}: "
+                              + (f"set it as algorithm.{key}" if key in NAMED_LOSS_OPTIONS else "set by the trainer"))
+    _check(check_options, "policy loss", a.policy_loss, loss, a.loss_options, 4, "algorithm.loss_options",
+           ConfigError, {*LOSS_INPUTS, *NAMED_LOSS_OPTIONS})
+    taken = accepted_options(loss)
+    for key in NAMED_LOSS_OPTIONS:
+        if key not in taken and getattr(a, key) != getattr(default, key):
+            valid = [k for k in _options(loss, 4, set(LOSS_INPUTS))]
+            raise ConfigError(f"algorithm.{key}={getattr(a, key)!r}: policy loss {a.policy_loss!r} takes no {key}; "
+                              f"its options: {', '.join(valid) or '(none)'}")
+
+
+def _check(check, kind, name, fn, options, skip, where, error, supplied: set[str]) -> None:
+    """``check_options`` on the config's options, counting what the trainer supplies as present."""
+    present = {k: None for k in supplied if k in accepted_options(fn)}
+    try:
+        check(kind, name, fn, {**present, **options}, skip=skip)
+    except TypeError as exc:
+        raise error(f"{where}: {exc}") from None
+
+
+def _options(fn, skip: int, exclude: set[str]) -> list[str]:
+    params = list(inspect.signature(fn).parameters.values())[skip:]
+    return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in exclude]
 
 
 def accepted_options(fn) -> set[str]:
