@@ -66,7 +66,7 @@ def page_fbeta(sample, trajectory, *, beta: float = 2.0, index_base: int = 1):
     0-based data such as DocSeeker's raw ``gt_page``). Gold ``[-1]`` (or empty) means "no specific
     evidence page": the reward is None, and a total with ``RewardBatch.total(missing="renormalize")``
     reproduces DocSeeker's rule ``(0.1 R_fmt + 0.6 R_ans) / 0.7``. No dict answer scores 0.
-    Source: DocSeeker ``EviGRPO_reward.py::page_reward``; ALGORITHMS.md section 1.
+    Source: DocSeeker ``EviGRPO_reward.py::page_reward``; docs/algorithms.md §1.
     """
     raw = column(sample, "evidence_pages")
     gold = _pages(raw if raw is not None else [])
@@ -190,7 +190,7 @@ def temporal_iou(sample, trajectory):
     """tIoU of the answered span (<span>[s, e]</span> or "[s, e]" / "s to e") with the gold window(s).
 
     Columns: ``span`` ([start, end] seconds, or a list of windows: the best counts). None without a gold
-    span; 0 when no span can be read. Source: MedScope (proposed form); ALGORITHMS.md section 2.
+    span; 0 when no span can be read. Source: MedScope (proposed form); docs/algorithms.md §2.
     """
     spans = gold_spans(column(sample, "span"))
     if not spans:
@@ -290,7 +290,7 @@ def tool_grounding(
     half the video T (anti-hacking); R_frame = mean_k decay(t_k); ground = the weighted mean of the
     terms that occurred, 0 without any call, None without a gold window. ``fidelity`` (logged) is the
     fraction of calls that touch the window (tIoU > 0, or t inside), for evidence-weighted advantages.
-    Columns: ``span``, ``duration`` (optional, for T and tau). ALGORITHMS.md section 2 ([proposed]).
+    Columns: ``span``, ``duration`` (optional, for T and tau). docs/algorithms.md §2 ([proposed]).
     """
     spans = gold_spans(column(sample, "span"))
     if not spans:

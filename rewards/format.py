@@ -47,7 +47,7 @@ def think_answer_format(
 
     kwargs: ``answer_tag`` (TON's GUI task uses "action"); ``strip``: ignore whitespace around the whole
     completion (the TON source applies ``re.fullmatch`` to the raw text: set False for that).
-    Source: TON ``src/r1-v/src/open_r1/grpo.py`` format reward; ALGORITHMS.md section 6.
+    Source: TON ``src/r1-v/src/open_r1/grpo.py`` format reward; docs/algorithms.md §6.
     """
     text = _text(trajectory, max_chars)
     return float(text is not None and think_answer_bodies(text, answer_tag, strip) is not None)
@@ -106,7 +106,7 @@ def docseeker_format_score(text: str) -> float:
 def docseeker_format(sample, trajectory, *, max_chars: int = MAX_CHARS) -> float:
     r"""DocSeeker ALR format: think with the 3 \boxed{} headers in order, then a JSON answer dict.
 
-    Source: DocSeeker ``EviGRPO_reward.py::format_reward``; ALGORITHMS.md section 1 (R_fmt).
+    Source: DocSeeker ``EviGRPO_reward.py::format_reward``; docs/algorithms.md §1 (R_fmt).
     """
     text = _text(trajectory, max_chars)
     return 0.0 if text is None else docseeker_format_score(text)
@@ -161,7 +161,7 @@ def tool_call_format(sample, trajectory, *, require_answer: bool = True, max_tur
     """1 if every assistant turn is think+tool_call (JSON name/arguments) and the last is think+answer.
 
     kwargs: ``require_answer``: the last turn must answer (False accepts a trajectory cut off after a
-    call); ``max_turns``: more assistant turns than this score 0. Format: ALGORITHMS.md section 2.
+    call); ``max_turns``: more assistant turns than this score 0. Format: docs/algorithms.md §2.
     """
     turns = assistant_turns(trajectory)
     if not turns or len(turns) > max_turns:
@@ -205,7 +205,7 @@ def parse_route_step(text: str, knowledge_bases: tuple[str, ...] = KNOWLEDGE_BAS
 def route_format(sample, trajectory, *, max_chars: int = MAX_CHARS) -> float:
     """1 if the completion is a valid R1-Router step: think+sub-question+ret(one known KB) or think+answer.
 
-    Source: R1-Router ``src/prompt.py`` step format; ALGORITHMS.md section 7.
+    Source: R1-Router ``src/prompt.py`` step format; docs/algorithms.md §7.
     """
     text = _text(trajectory, max_chars)
     return float(text is not None and parse_route_step(text) is not None)

@@ -10,7 +10,7 @@ An intermediate step emits ``<think/><sub-question>q</sub-question><ret>KB</ret>
 ``sim`` is the paper's cosine of dense embeddings (BGE-M3) when ``embedding_model`` names a local
 ``from_pretrained`` directory; by default a lexical stand-in that needs no model: token F1 of the
 VQA-normalised questions (``similarity="token_f1"``) or the cosine of TF-IDF vectors with IDF from the
-batch's questions (``similarity="tfidf"``). Similarities are clamped to [0, 1] (ALGORITHMS.md section 7).
+batch's questions (``similarity="tfidf"``). Similarities are clamped to [0, 1] (docs/algorithms.md §7).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def route_step(
     Retriever", "Text Image Retriever", "Table Retriever" or "None"), ``answer`` (final steps),
     ``step_type`` ("ret" / "ans"; optional, see ``step_type``). Sub-scores: ``step`` (weighted),
     ``similarity`` and ``kb_match`` (logged; None on final steps). Source: R1-Router (Peng et al.),
-    ``Easy-R1/verl/utils/reward_score/step.py``; ALGORITHMS.md section 7.
+    ``Easy-R1/verl/utils/reward_score/step.py``; docs/algorithms.md §7.
     """
     n = len(samples)
     step: list[float | None] = [0.0] * n

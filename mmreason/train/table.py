@@ -5,6 +5,7 @@ beyond the rewards declare it (``@register_estimator("ga_grpo", needs=("fidelity
 declared column from, in order: a reward column of that name or a reward sub-score ``<reward>/<name>``
 (e.g. ``tool_grounding/fidelity``), then the sample column of that name (``step_index`` of an unrolled step
 prompt). ``check_needs`` verifies at start-up that the run can produce every declared column.
+docs/algorithms.md §9.3.
 """
 
 from __future__ import annotations

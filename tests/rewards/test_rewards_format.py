@@ -16,7 +16,7 @@ DOCSEEKER_OK = (
 
 
 def test_think_answer_format_accepts_ton_empty_thought():
-    # ALGORITHMS.md section 6: the format reward of the empty-think string is 1.
+    # docs/algorithms.md §6: the format reward of the empty-think string is 1.
     assert score("think_answer_format", "<think>\n\n</think><answer>1</answer>") == 1.0
     assert score("think_answer_format", "<think>reasoning</think>\n<answer>B</answer>") == 1.0
     assert (
@@ -43,7 +43,7 @@ def test_think_answer_format_rejects_broken_schemas():
 
 
 def test_skip_think():
-    # ALGORITHMS.md section 6: skip_ratio(["<think>\n\n</think><answer>1</answer>"]) = 1.
+    # docs/algorithms.md §6: skip_ratio(["<think>\n\n</think><answer>1</answer>"]) = 1.
     assert skip_ratio(["<think>\n\n</think><answer>1</answer>"]) == 1.0
     assert skip_ratio(["<think>\n\n</think><answer>1</answer>", "<think>x</think><answer>1</answer>"]) == 0.5
     assert score("skip_think", "<think> </think><answer>1</answer>") == 1.0
@@ -56,7 +56,7 @@ def test_docseeker_format_worked_examples():
         '{"evidence_pages": [6], "answer": "Page 6"}', "{'evidence_pages': [6], 'answer': 'Page 6'}"
     )
     assert score("docseeker_format", single_quoted) == 1.0
-    # missing \boxed{Reasoning Process} -> R_fmt = 0 (ALGORITHMS.md section 1)
+    # missing \boxed{Reasoning Process} -> R_fmt = 0 (docs/algorithms.md §1)
     assert score("docseeker_format", DOCSEEKER_OK.replace("\\boxed{Reasoning Process}", "")) == 0.0
     # headers out of order
     swapped = DOCSEEKER_OK.replace("Evidence Localization", "TMP").replace(

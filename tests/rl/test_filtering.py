@@ -1,4 +1,4 @@
-"""DAPO dynamic sampling filter (ALGORITHMS.md 8.7)."""
+"""DAPO dynamic sampling filter (docs/algorithms.md §8.7)."""
 
 import torch
 

@@ -1,4 +1,4 @@
-"""Length trapezoid, DAPO overlong penalty and the entropy band (ALGORITHMS.md sections 4 and 8.7)."""
+"""Length trapezoid, DAPO overlong penalty and the entropy band (docs/algorithms.md §4 and §8.7)."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""G²RPO: rank -> normal quantile with tie averaging (ALGORITHMS.md section 4)."""
+"""G²RPO: rank -> normal quantile with tie averaging (docs/algorithms.md §4)."""
 
 import pytest
 import torch

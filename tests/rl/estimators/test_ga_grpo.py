@@ -1,4 +1,4 @@
-"""Evidence-weighted advantages for GA-GRPO (ALGORITHMS.md section 2)."""
+"""Evidence-weighted advantages for GA-GRPO (docs/algorithms.md §2)."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""GRPO (group / batch / no std), Dr. GRPO and RLOO by hand (ALGORITHMS.md sections 0, 8.1, 8.6)."""
+"""GRPO (group / batch / no std), Dr. GRPO and RLOO by hand (docs/algorithms.md §0, §8.1, §8.6, §8.8)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Step-GRPO: every (sample, step) prompt is its own group (ALGORITHMS.md section 7)."""
+"""Step-GRPO: every (sample, step) prompt is its own group (docs/algorithms.md §7)."""
 
 import torch
 

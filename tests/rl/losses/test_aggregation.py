@@ -1,4 +1,4 @@
-"""Token aggregations by hand, and the TRL loss_type mapping (ALGORITHMS.md section 0)."""
+"""Token aggregations by hand, and the TRL loss_type mapping (docs/algorithms.md §0)."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Reg-GRPO: regression of normalised sequence log-ratios onto advantages (ALGORITHMS.md section 3)."""
+"""Reg-GRPO: regression of normalised sequence log-ratios onto advantages (docs/algorithms.md §3)."""
 
 import pytest
 import torch
