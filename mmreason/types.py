@@ -79,7 +79,6 @@ class Trajectory:
     token_ids:   [T] prompt + every turn, as fed to the model.
     action_mask: [T] 1 where the model produced the token and it is trained; 0 for prompt,
                  observations, retrieved passages and padding.
-    old_logprobs:[T] log-probs of the behaviour policy at sampling time (0 where action_mask is 0).
     mm_token_type_ids: [T] 0 text / 1 image / 2 video, as the processor returns them (Qwen M-RoPE).
     visual:      the processor's visual tensors for every image/video in token order: the prompt's
                  (shared, not copied, by the G rollouts of a group) then each observation's.
@@ -91,7 +90,6 @@ class Trajectory:
     action_mask: torch.Tensor
     prompt_length: int
     completion_text: str
-    old_logprobs: torch.Tensor | None = None
     truncated: bool = False
     turns: list[Turn] = field(default_factory=list)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)

@@ -102,6 +102,19 @@ class RewardBatch:
     weights: torch.Tensor
     errors: list[ErrorRecord] = field(default_factory=list)
 
+    @classmethod
+    def concat(cls, batches: list[RewardBatch]) -> RewardBatch:
+        """Rows of several batches of one run, columns aligned by name (NaN where a batch lacks one; the
+        runner's columns only grow, so the last batch names them all)."""
+        last = batches[-1]
+        rows = []
+        for b in batches:
+            index = {n: k for k, n in enumerate(b.names)}
+            cols = [b.values[:, index[n]] if n in index else torch.full((b.values.shape[0],), float("nan"))
+                    for n in last.names]
+            rows.append(torch.stack(cols, dim=1) if cols else b.values)
+        return cls(torch.cat(rows, dim=0), list(last.names), last.weights, [e for b in batches for e in b.errors])
+
     def column(self, name: str) -> torch.Tensor:
         """The ``[N]`` values of one column."""
         return self.values[:, self.names.index(name)]

@@ -47,8 +47,9 @@ def encode_observation(processor, obs: Observation, closed: bool) -> tuple[torch
 
 def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_id: int,
                 settings: GenerationSettings, max_turns: int, max_context: int, seed: int, step: int,
-                index: int, key: str | None = None) -> Trajectory:
-    """One trajectory of up to ``max_turns`` assistant turns against ``env``."""
+                index: int, key: str | None = None, max_observation_tokens: int | None = None) -> Trajectory:
+    """One trajectory of up to ``max_turns`` assistant turns against ``env``. An observation longer than
+    ``max_observation_tokens`` (text + visual tokens), or one that would overflow ``max_context``, ends it."""
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
     env.reset(prompt.sample)
@@ -56,7 +57,7 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
     mask = torch.zeros_like(ids)
     visual = [prompt.visual] if prompt.visual else []
     turns: list[Turn] = []
-    truncated, infos, seen = False, [], []
+    truncated, infos, seen, ended = False, [], [], None
     for turn in range(max_turns):
         merged = _merge_visual(visual)
         new = sample_tokens(model, tokenizer, ids, types, merged, 1, settings,
@@ -75,6 +76,9 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         if obs.done or turn == max_turns - 1:
             break
         obs_ids, obs_types, obs_visual = encode_observation(processor, obs, closed=ended_with_eos)
+        if max_observation_tokens is not None and obs_ids.numel() > max_observation_tokens:
+            ended = f"observation of {obs_ids.numel()} tokens > max_observation_tokens={max_observation_tokens}"
+            break
         if ids.numel() + obs_ids.numel() + settings.max_new_tokens > max_context:
             break
         turns.append(Turn("observation", obs.text, int(ids.numel()), int(ids.numel() + obs_ids.numel())))
@@ -90,7 +94,7 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         sample_id=prompt.sample.id, group_id=group_id, token_ids=ids, action_mask=mask,
         prompt_length=prompt.length, completion_text=completion, truncated=truncated, turns=turns,
         tool_calls=[i for i in infos if i], mm_token_type_ids=types, visual=visual,
-        reward_info={"observations": infos, "observation_images": seen},
+        reward_info={"observations": infos, "observation_images": seen, "ended": ended},
     )
 
 
@@ -105,12 +109,13 @@ def _merge_visual(chunks: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
 def generate_multiturn_group(model, processor, prompt: PromptInputs, make_env: Callable[[], Environment],
                              group_id: int, num_generations: int, settings: GenerationSettings,
                              max_turns: int, max_context: int, seed: int, step: int,
-                             key: str | None = None) -> list[Trajectory]:
+                             key: str | None = None, max_observation_tokens: int | None = None
+                             ) -> list[Trajectory]:
     """G episodes of one prompt, each against a fresh environment; turns end at EOS or a stop string."""
     trajectories = []
     for i in range(num_generations):
         env = make_env()
         turn_settings = replace(settings, stop_strings=tuple(getattr(env, "stop_strings", ())))
         trajectories.append(run_episode(model, processor, prompt, env, group_id, turn_settings, max_turns,
-                                        max_context, seed, step, i, key))
+                                        max_context, seed, step, i, key, max_observation_tokens))
     return trajectories

@@ -70,7 +70,9 @@ class AlgorithmConfig:
     num_iterations: int = 1  # policy updates per batch of rollouts (PPO epochs)
     beta: float = 0.0  # KL coefficient to the reference model; 0 = no reference model
     kl_estimator: str = "k3"  # k1 | k2 | k3 (= low_var_kl)
-    dynamic_sampling: bool = False  # drop zero-variance groups (DAPO) and report how many
+    dynamic_sampling: bool = False  # DAPO: draw more prompts until the step has prompts_per_step groups whose
+    # rewards vary (zero-variance groups left over at the cap stay out of the loss); see train/collect.py
+    dynamic_sampling_max_draws: int = 3  # extra prompt batches a step may draw
     task_key: str = "domain"  # sample column naming a trajectory's task (G2RPO task_batch, per-task metrics)
     entropy_coef: float = 0.0  # lambda_ent of the entropy band penalty (OpenVLThinkerV2); 0 = off
     entropy_band: dict[str, list[float]] = field(default_factory=dict)  # task -> [H_min, H_max]; key

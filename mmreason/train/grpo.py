@@ -22,6 +22,7 @@ from mmreason.rollout.generate import GenerationSettings, generate_group, group_
 from mmreason.rollout.multiturn import generate_multiturn_group
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
+from mmreason.train.collect import collect_rollouts
 from mmreason.train.config import TrainConfig
 from mmreason.train.logging import RunLogger
 from mmreason.train.metrics import completion_rows, rollout_metrics
@@ -85,7 +86,8 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
             max_context = run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns
             trajectories += generate_multiturn_group(
                 model, run.processor, d.prompt, run.pack.make_environment, d.slot, r.num_generations, settings,
-                r.max_turns, max_context, run.cfg.seed, step, key=d.key)
+                r.max_turns, max_context, run.cfg.seed, step, key=d.key,
+                max_observation_tokens=r.max_observation_tokens)
         else:
             seed = group_seed(run.cfg.seed, step, d.key)
             trajectories += generate_group(model, run.processor, d.prompt, d.slot, r.num_generations, settings,
@@ -167,17 +169,18 @@ def check_reward_missing(cfg: TrainConfig) -> None:
 def train_step(run: Run, step: int) -> dict[str, Any]:
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    prompts = build_prompts(run, sample_prompts(run))
-    t1 = time.perf_counter()
-    trajectories = roll_out(run, prompts, step)
+    got = collect_rollouts(run, step, sample_prompts, build_prompts, roll_out, score)
+    prompts, trajectories = got.prompts, got.trajectories
     t2 = time.perf_counter()
     metrics: dict[str, Any] = {}
+    run.counters.dropped_groups += got.discarded_groups
+    if run.cfg.algorithm.dynamic_sampling:
+        metrics["dynamic_sampling/extra_draws"] = float(got.extra_draws)
     if not trajectories:
         metrics["skipped_update"] = 1.0
-        times.update(generate=t2 - t1, reward=0.0, update=0.0)
+        times.update(generate=t2 - t0 - got.reward_seconds, reward=got.reward_seconds, update=0.0)
     else:
-        samples, batch = score(run, prompts, trajectories)
-        t3 = time.perf_counter()
+        samples, batch = got.samples, got.batch
         tasks = task_names(samples, run.cfg.algorithm.task_key, run.pack.name)
         total = batch.total(run.cfg.reward_missing)
         table = build_table(trajectories, samples, batch, total, {d.slot: d.index for d in prompts}, tasks,
@@ -188,7 +191,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         metrics.update(policy_update(run, scored))
         t4 = time.perf_counter()
         metrics.update(rollout_metrics(run, scored))
-        times.update(generate=t2 - t1, reward=t3 - t2, update=t4 - t3)
+        times.update(generate=t2 - t0 - got.reward_seconds, reward=got.reward_seconds, update=t4 - t2)
         if run.cfg.log_completions_steps and step % run.cfg.log_completions_steps == 0 and run.logger:
             run.logger.completions(step, completion_rows(scored))
     times["step"] = time.perf_counter() - t0

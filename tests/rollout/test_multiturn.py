@@ -94,3 +94,16 @@ def test_multiturn_sampling_is_seeded(tiny):
     b = generate_multiturn_group(model, processor, prompt, ZoomEnv, **kwargs)
     assert [t.token_ids.tolist() for t in a] == [t.token_ids.tolist() for t in b]
     assert a[0].token_ids.tolist() != a[1].token_ids.tolist()  # rollouts of a group differ
+
+
+def test_an_observation_over_max_observation_tokens_ends_the_episode(tiny):
+    model, processor = tiny
+    prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
+    kwargs = dict(group_id=0, num_generations=1, settings=GenerationSettings(max_new_tokens=5), max_turns=3,
+                  max_context=2048, seed=0, step=1)
+    (short,) = generate_multiturn_group(model, processor, prompt, ZoomEnv, max_observation_tokens=5, **kwargs)
+    assert [turn.role for turn in short.turns] == ["assistant"]  # the ~20-token observation never entered
+    assert "max_observation_tokens=5" in short.reward_info["ended"]
+    (full,) = generate_multiturn_group(model, processor, prompt, ZoomEnv, max_observation_tokens=100, **kwargs)
+    assert [turn.role for turn in full.turns] == ["assistant", "observation", "assistant"]
+    assert full.reward_info["ended"] is None

@@ -1,0 +1,111 @@
+"""The rollouts of one step: draw prompts, generate, score; with DAPO dynamic sampling, keep drawing.
+
+Without dynamic sampling a step is one draw of ``prompts_per_step`` prompts. With it (DAPO, arXiv
+2503.14476 §3.2) groups whose total rewards are all equal carry no gradient, so the step draws further
+batches of prompts (at most ``algorithm.dynamic_sampling_max_draws`` extra draws) until it holds
+``prompts_per_step`` groups with signal. It then keeps exactly ``prompts_per_step`` groups per process:
+those with signal first, in draw order, then zero-signal ones if the cap was reached (they stay in the
+batch with advantage 0 and leave the loss). Every process draws the same global batches and the decision
+to draw again is taken by all processes together, so ranks keep the same sampler state and batch shape.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from mmreason.rewarding.runner import RewardBatch
+from mmreason.train.records import Drawn
+from mmreason.types import Sample, Trajectory
+
+
+@dataclass
+class Collected:
+    prompts: list[Drawn]  # the kept groups' prompts
+    trajectories: list[Trajectory]
+    samples: list[Sample]  # one per trajectory
+    batch: RewardBatch  # rows = trajectories
+    extra_draws: int = 0  # further prompt batches drawn by dynamic sampling
+    discarded_groups: int = 0  # groups drawn, rolled out and scored, then not trained on
+    reward_seconds: float = 0.0  # of the step's wall time, spent scoring
+
+
+def collect_rollouts(run, step: int, draw, build, roll_out, score) -> Collected:
+    """One step's scored rollouts. ``draw``/``build``/``roll_out``/``score`` are the loop's phases."""
+    cfg = run.cfg
+    timed = [0.0]
+
+    def score_timed(*args):
+        t = time.perf_counter()
+        try:
+            return score(*args)
+        finally:
+            timed[0] += time.perf_counter() - t
+
+    got = _collect(run, step, cfg, draw, build, roll_out, score_timed)
+    got.reward_seconds = timed[0]
+    return got
+
+
+def _collect(run, step: int, cfg, draw, build, roll_out, score) -> Collected:
+    prompts = build(run, draw(run))
+    trajectories = roll_out(run, prompts, step)
+    if not trajectories:
+        return Collected(prompts, [], [], RewardBatch(torch.zeros(0, 0), [], torch.zeros(0)))
+    samples, batch = score(run, prompts, trajectories)
+    rounds = [(prompts, trajectories, samples, batch)]
+    if not cfg.algorithm.dynamic_sampling:
+        return Collected(prompts, trajectories, samples, batch)
+    extra = 0
+    while extra < cfg.algorithm.dynamic_sampling_max_draws and _any_rank(run, _signal_groups(rounds, cfg)
+                                                                          < cfg.prompts_per_step):
+        extra += 1
+        offset = extra * cfg.prompts_per_step * run.accelerator.num_processes  # slots stay unique: new seeds
+        more = build(run, [(slot + offset, index) for slot, index in draw(run)])
+        more_trajs = roll_out(run, more, step)
+        if more_trajs:
+            more_samples, more_batch = score(run, more, more_trajs)
+            rounds.append((more, more_trajs, more_samples, more_batch))
+    return _keep(rounds, cfg, extra)
+
+
+def _group_signal(trajectories: list[Trajectory], batch: RewardBatch, missing: str) -> dict[int, bool]:
+    """Group id -> whether its total rewards vary."""
+    total = batch.total(missing)
+    by_group: dict[int, list[float]] = {}
+    for t, r in zip(trajectories, total.tolist()):
+        if r == r:  # NaN-free
+            by_group.setdefault(t.group_id, []).append(r)
+    return {g: len(v) > 1 and max(v) > min(v) for g, v in by_group.items()}
+
+
+def _signal_groups(rounds, cfg) -> int:
+    return sum(sum(_group_signal(t, b, cfg.reward_missing).values()) for _, t, _, b in rounds)
+
+
+def _any_rank(run, flag: bool) -> bool:
+    """True on every process when it is true on any (all processes then draw again together)."""
+    if run.accelerator.num_processes == 1:
+        return flag
+    value = torch.tensor([1.0 if flag else 0.0], device=run.accelerator.device)
+    return bool(run.accelerator.reduce(value, reduction="sum").item() > 0)
+
+
+def _keep(rounds, cfg, extra: int) -> Collected:
+    flat = []
+    for prompts, trajectories, _, batch in rounds:
+        varies = _group_signal(trajectories, batch, cfg.reward_missing)
+        for d in prompts:
+            flat.append((d, varies.get(d.slot, False)))
+    ordered = [d for d, v in flat if v] + [d for d, v in flat if not v]
+    kept = {d.slot for d in ordered[: cfg.prompts_per_step]}
+    batches, trajectories, samples = [], [], []
+    for _, trajs, smp, batch in rounds:
+        rows = [i for i, t in enumerate(trajs) if t.group_id in kept]
+        trajectories += [trajs[i] for i in rows]
+        samples += [smp[i] for i in rows]
+        batches.append(RewardBatch(batch.values[rows], batch.names, batch.weights, batch.errors))
+    prompts = [d for p, *_ in rounds for d in p if d.slot in kept]
+    return Collected(prompts, trajectories, samples, RewardBatch.concat(batches), extra, len(flat) - len(kept))
