@@ -100,7 +100,11 @@ class TrainConfig:
     max_steps: int = 100
     prompts_per_step: int = 4  # prompts per optimizer step per process (each gets G rollouts)
     mini_batch_size: int = 16  # trajectories per forward/backward (gradient accumulation inside a step)
+    steps_per_generation: int = 1  # optimizer steps per batch of rollouts, each on its share of the groups
+    # (TRL's name; EasyR1 / verl: rollout batch / ppo_mini_batch_size). 1 = one step on the whole batch
     learning_rate: float = 1e-6
+    vision_learning_rate: float | None = None  # the vision tower's (not its projector); None = learning_rate
+    projector_learning_rate: float | None = None  # the vision-to-language projector's (Qwen: visual.merger)
     weight_decay: float = 0.0
     adam_beta1: float = 0.9
     adam_beta2: float = 0.99
@@ -126,6 +130,8 @@ class TrainConfig:
     def validate(self) -> None:
         if self.rollout.num_generations < 1:
             raise ConfigError("rollout.num_generations must be >= 1")
+        if self.steps_per_generation < 1:
+            raise ConfigError("steps_per_generation must be >= 1")
         if self.reward_missing not in ("zero", "renormalize"):
             raise ConfigError(f"reward_missing: {self.reward_missing!r} is not zero or renormalize")
         if self.reward_on_error not in ("none", "zero"):

@@ -21,6 +21,7 @@ from mmreason.models.loading import (
     load_model,
     load_processor,
     trainable_parameters,
+    vision_tower,
 )
 from mmreason.sampling import SAMPLERS
 from mmreason.taskpack import TASKS, TaskPack
@@ -105,13 +106,31 @@ def load_task_data(cfg: TrainConfig, split: str = "train") -> tuple[TaskPack, li
 def build_optimizer(cfg: TrainConfig, model, total_steps: int):
     from transformers import get_scheduler
 
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
+    groups = parameter_groups(model, cfg)
+    optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
                                   betas=(cfg.adam_beta1, cfg.adam_beta2))
     scheduler = get_scheduler(cfg.lr_scheduler_type, optimizer,
                               num_warmup_steps=int(cfg.warmup_ratio * total_steps),
                               num_training_steps=max(total_steps, 1))
     return optimizer, scheduler
+
+
+def parameter_groups(model, cfg: TrainConfig) -> list[dict]:
+    """Trainable parameters in optimizer groups: the vision tower at ``vision_learning_rate``, its projector
+    at ``projector_learning_rate``, everything else (the language model, LoRA weights) at ``learning_rate``.
+    An unset rate is the base rate; a group with no trainable parameter is left out."""
+    tower = vision_tower(model.get_base_model() if hasattr(model, "get_base_model") else model)
+    projector = getattr(tower, "merger", None) if tower is not None else None
+    ids_projector = {id(p) for p in projector.parameters()} if projector is not None else set()
+    ids_tower = {id(p) for p in tower.parameters()} - ids_projector if tower is not None else set()
+    named = {"vision": (cfg.vision_learning_rate, []), "projector": (cfg.projector_learning_rate, []),
+             "language": (None, [])}
+    for p in model.parameters():
+        if p.requires_grad:
+            key = "projector" if id(p) in ids_projector else "vision" if id(p) in ids_tower else "language"
+            named[key][1].append(p)
+    return [{"name": name, "params": params, "lr": cfg.learning_rate if lr is None else lr}
+            for name, (lr, params) in named.items() if params]
 
 
 def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards: bool = True,
@@ -138,7 +157,7 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
         ref_model = load_model(ref_cfg, trainable=False).to(accelerator.device)
     pack, dataset = load_task_data(cfg)
     steps = total_steps if total_steps is not None else cfg.max_steps
-    optimizer, scheduler = build_optimizer(cfg, model, steps * cfg.algorithm.num_iterations)
+    optimizer, scheduler = build_optimizer(cfg, model, steps * cfg.algorithm.num_iterations * cfg.steps_per_generation)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     sampler = SAMPLERS.get(cfg.sampler.name)(len(dataset), seed=cfg.seed, **cfg.sampler.options)
     rewards = build_rewards(cfg, pack, config_dir) if with_rewards else None

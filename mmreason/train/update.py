@@ -16,11 +16,13 @@ from mmreason.train.setup import Run
 
 
 def policy_update(run: Run, scored: Scored) -> dict[str, float]:
-    """num_iterations passes over mini-batches; gradient accumulation inside one optimizer step each.
+    """num_iterations passes; each pass is ``steps_per_generation`` optimizer steps, one per share of the
+    batch's groups, with gradient accumulation over mini-batches inside each step.
 
-    Mini-batch losses are weighted so the accumulated gradient is that of the whole batch: token-mean
-    aggregation divides by the batch's total response tokens, sequence-mean ones weight each mini-batch
-    by its share of the trajectories.
+    Mini-batch losses are weighted so a step's accumulated gradient is that of its share: token-mean
+    aggregation divides by the share's response tokens, sequence-mean ones weight each mini-batch by its
+    fraction of the share's trajectories. Old log-probs are taken once, before the first optimizer step,
+    whenever there is more than one (so later steps see the ratio to the policy that sampled).
     """
     from mmreason import rl
 
@@ -34,34 +36,51 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
     band = entropy_band_rows(a, [name for name, k in zip(scored.tasks, keep) if k])
     pad = run.processor.tokenizer.pad_token_id
     size = cfg.mini_batch_size
-    chunks = [list(range(i, min(i + size, len(trajs)))) for i in range(0, len(trajs), size)]
-    batches = [collate([trajs[i] for i in c], pad).to(run.device) for c in chunks]
+    parts = split_groups(gids.tolist(), cfg.steps_per_generation)  # [[row, ...] per optimizer step]
+    chunks = [[part[i : i + size] for i in range(0, len(part), size)] for part in parts]
+    batches = [[collate([trajs[i] for i in c], pad).to(run.device) for c in cs] for cs in chunks]
     token_mean = rl.aggregation_for_loss_type(a.loss_type) == "token_mean"
-    total_tokens = float(sum(t.completion_length for t in trajs))
     sampling = sampling_options(run)
+    off_policy = a.num_iterations > 1 or len(parts) > 1
     with torch.no_grad():
-        old = [token_logprobs(run.model, b, **sampling)[0] if a.num_iterations > 1 else None for b in batches]
-        ref = [token_logprobs(run.ref_model, b, **sampling)[0] if run.ref_model is not None else None
-               for b in batches]
+        old = [[token_logprobs(run.model, b, **sampling)[0] if off_policy else None for b in bs] for bs in batches]
+        ref = [[token_logprobs(run.ref_model, b, **sampling)[0] if run.ref_model is not None else None
+                for b in bs] for bs in batches]
     stats: dict[str, list[float]] = {}
     for _ in range(a.num_iterations):
-        for c, b, o, r in zip(chunks, batches, old, ref):
-            options = _loss_options(a, cfg, r, gids[c]) | ({"num_tokens": total_tokens} if token_mean else {})
-            rows = None if band is None else tuple(x[c].to(run.device) for x in band)
-            loss, metrics, ent = minibatch_loss(run, b, o, adv[c].to(run.device), options, rows, stats)
-            loss = loss if token_mean else loss * (len(c) / len(trajs))
-            if not torch.isfinite(loss):
-                return _skip_update(run, "nonfinite_loss")
-            run.accelerator.backward(loss)
-            _collect(stats, metrics, ent, b.action_mask, loss)
-        grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
-        if not torch.isfinite(torch.as_tensor(grad_norm)):
-            return _skip_update(run, "nonfinite_grad")
-        run.optimizer.step()
-        run.scheduler.step()
-        run.optimizer.zero_grad(set_to_none=True)
-        stats.setdefault("grad_norm", []).append(float(grad_norm))
+        for part, cs, bs, olds, refs in zip(parts, chunks, batches, old, ref):
+            part_tokens = float(sum(trajs[i].completion_length for i in part))
+            for c, b, o, r in zip(cs, bs, olds, refs):
+                options = _loss_options(a, cfg, r, gids[c]) | ({"num_tokens": part_tokens} if token_mean else {})
+                rows = None if band is None else tuple(x[c].to(run.device) for x in band)
+                loss, metrics, ent = minibatch_loss(run, b, o, adv[c].to(run.device), options, rows, stats)
+                loss = loss if token_mean else loss * (len(c) / len(part))
+                if not torch.isfinite(loss):
+                    return _skip_update(run, "nonfinite_loss")
+                run.accelerator.backward(loss)
+                _collect(stats, metrics, ent, b.action_mask, loss)
+            grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
+            if not torch.isfinite(torch.as_tensor(grad_norm)):
+                return _skip_update(run, "nonfinite_grad")
+            run.optimizer.step()
+            run.scheduler.step()
+            run.optimizer.zero_grad(set_to_none=True)
+            stats.setdefault("grad_norm", []).append(float(grad_norm))
     return {k: sum(v) / len(v) for k, v in stats.items()}
+
+
+def split_groups(group_ids: list[int], parts: int) -> list[list[int]]:
+    """Row indices in ``parts`` contiguous shares of whole groups (as equal in groups as they can be);
+    fewer shares when there are fewer groups."""
+    order: list[int] = []
+    rows: dict[int, list[int]] = {}
+    for i, g in enumerate(group_ids):
+        if g not in rows:
+            order.append(g)
+        rows.setdefault(g, []).append(i)
+    k = max(1, min(parts, len(order)))
+    bounds = [round(j * len(order) / k) for j in range(k + 1)]
+    return [[i for g in order[bounds[j] : bounds[j + 1]] for i in rows[g]] for j in range(k)]
 
 
 def minibatch_loss(run: Run, batch, old_logprobs, advantages, options, band, stats):
