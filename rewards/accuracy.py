@@ -12,8 +12,8 @@ import math
 import re
 from typing import Any
 
+from mmreason.parsing import final_answer, last_number, parse_number
 from mmreason.rewarding import column, per_sample, reward
-from mmreason.rewards.parsing import final_answer, last_number, parse_number
 from mmreason.rewards.textmatch import anls_score, token_recall, vqa_normalize
 
 

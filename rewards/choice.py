@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mmreason.parsing import as_text, clip, last_boxed, last_tag_body
 from mmreason.rewarding import column, per_sample, reward
-from mmreason.rewards.parsing import as_text, clip, last_boxed, last_tag_body
 
 LETTERS = "ABCDEFGHIJ"
 _LET = "A-Ja-j"

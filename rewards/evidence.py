@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from mmreason.parsing import all_tag_bodies, clip, last_tag_body, parse_dict
 from mmreason.rewarding import column, per_sample, reward
 from mmreason.rewards.format import parse_tool_call
-from mmreason.rewards.parsing import all_tag_bodies, clip, last_tag_body, parse_dict
 from mmreason.types import Sample, Trajectory
 
 Span = tuple[float, float]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mmreason.parsing import MAX_CHARS, as_text, parse_dict, parse_literal, parse_schema, tag_tokens
 from mmreason.rewarding import per_sample, reward
-from mmreason.rewards.parsing import MAX_CHARS, as_text, parse_dict, parse_literal, parse_schema, tag_tokens
 from mmreason.types import Trajectory
 
 DOCSEEKER_HEADERS = (

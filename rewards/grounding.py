@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mmreason.parsing import clip, last_tag_body
 from mmreason.rewarding import column, per_sample, reward
-from mmreason.rewards.parsing import clip, last_tag_body
 
 Box = tuple[float, float, float, float]
 _NUM = r"-?\d+(?:\.\d+)?"

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
+from mmreason.parsing import as_text, final_answer
 from mmreason.rewarding import reward
 from mmreason.rewards.accuracy import references
-from mmreason.rewards.parsing import as_text, final_answer
 from mmreason.types import Sample, Trajectory
 
 DEFAULT_TEMPLATE = Path(__file__).with_name("judge_prompt.jinja")

@@ -14,8 +14,8 @@ import math
 import threading
 from typing import Any
 
+from mmreason.parsing import as_text, final_answer
 from mmreason.rewarding import column, per_sample, reward
-from mmreason.rewards.parsing import as_text, final_answer
 
 MAX_ANSWER_CHARS = 1_000
 MAX_NODES = 400

@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
+from mmreason.parsing import as_text
 from mmreason.rewarding import column, reward
 from mmreason.rewards.accuracy import recall_score, references
 from mmreason.rewards.format import parse_route_step
-from mmreason.rewards.parsing import as_text
 from mmreason.rewards.textmatch import tfidf_cosine, token_f1, vqa_normalize
 from mmreason.types import Sample, Trajectory
 

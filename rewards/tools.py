@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mmreason.parsing import all_tag_bodies, as_text, clip
 from mmreason.rewarding import column, per_sample, reward
 from mmreason.rewards.format import parse_tool_call
-from mmreason.rewards.parsing import all_tag_bodies, as_text, clip
 
 MEDSCOPE_TOOLS: list[dict[str, Any]] = [
     {

@@ -69,9 +69,9 @@ def _qualname(fn: Any) -> str:
 
 def default_extractor() -> tuple[Callable[[str], str], str]:
     """The answer shown as ``parsed_answer``: the shared final-answer parser (metrics parse on their own)."""
-    from mmreason.rewards.parsing import final_answer
+    from mmreason.parsing import final_answer
 
-    return final_answer, "mmreason.rewards.parsing.final_answer(mode=auto)"
+    return final_answer, "mmreason.parsing.final_answer(mode=auto)"
 
 
 def parse_task_specs(text: str | list[str]) -> list[tuple[str, str | None]]:

@@ -3,7 +3,7 @@
 Sync rewards run in a fresh daemon thread joined with a timeout: a thread that overruns is abandoned
 (Python cannot kill a thread), keeps running in the background and can no longer hold up the training
 step or the interpreter's exit. So a reward that can loop for ever on some input should bound its own
-work; the built-in rewards do (see ``mmreason.rewards.parsing``). Async rewards get
+work; the built-in rewards do (see ``mmreason.parsing``). Async rewards get
 ``asyncio.wait_for``, which really cancels them.
 """
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from mmreason.parsing import final_answer
 from mmreason.rewards.evidence import cited_pages
-from mmreason.rewards.parsing import final_answer
 from mmreason.rewards.textmatch import anls_score
 from mmreason.types import Sample
 

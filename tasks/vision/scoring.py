@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import math
 
+from mmreason.parsing import final_answer, parse_number
 from mmreason.rewarding import per_sample
 from mmreason.rewards.accuracy import number_of, yes_no_of
 from mmreason.rewards.choice import extract_choice, gold_letter
 from mmreason.rewards.format import skip_ratio, think_answer_bodies
-from mmreason.rewards.parsing import final_answer, parse_number
 from mmreason.rewards.textmatch import vqa_normalize
 from mmreason.types import Sample
 

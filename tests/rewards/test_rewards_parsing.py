@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmreason.rewards.parsing import (
+from mmreason.parsing import (
     all_tag_bodies,
     final_answer,
     last_boxed,
@@ -127,7 +127,7 @@ def test_vqa_normalisation_and_token_overlap():
 
 
 def test_answer_dict_mode_scores_only_a_dict_answer():
-    from mmreason.rewards.parsing import final_answer
+    from mmreason.parsing import final_answer
 
     good = '<think>x</think><answer>{"evidence_pages": [2], "answer": "Page 6"}</answer>'
     assert final_answer(good, "answer_dict") == "Page 6"

@@ -10,8 +10,8 @@ import pytest
 
 from mmreason.cli import main
 from mmreason.media import pdf_page_count
+from mmreason.parsing import last_tag_body, parse_dict
 from mmreason.rewards.format import docseeker_format_score
-from mmreason.rewards.parsing import last_tag_body, parse_dict
 from mmreason.taskpack import TASKS
 from mmreason.tasks.docseeker.data import docseeker_load
 from mmreason.tasks.docseeker.synth import generate

@@ -1,6 +1,7 @@
 """Bounded-time parsing of model output: tag schemas, answer extraction, JSON / dict literals, numbers.
 
-Every reward reads completions through these helpers, because model output is hostile input: a policy
+Rewards, metrics and the evaluation harness read completions through these helpers (the engine owns them;
+rewards import them from here), because model output is hostile input: a policy
 early in training emits 10 MB of repeated tokens, unbalanced or nested tags, unicode junk and JSON
 nested thousands deep. The rules that keep every call bounded and exception-free:
 
