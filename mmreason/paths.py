@@ -31,3 +31,13 @@ def write_jsonl(path: str | Path, rows: list[dict]) -> Path:
     tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
     tmp.replace(path)
     return path
+
+
+STATE_FILE = "trainer_state.json"  # written last into checkpoint-<step>/: its presence marks a complete one
+
+
+def checkpoints(output_dir: str | Path) -> list[Path]:
+    """Complete checkpoints, oldest first."""
+    found = [p for p in Path(output_dir).glob("checkpoint-*") if p.is_dir() and (p / STATE_FILE).exists()
+             and p.name.split("-")[-1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))

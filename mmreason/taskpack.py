@@ -43,6 +43,9 @@ class TaskPack:
     # Called every time a sample is drawn, with split "train" (RL), "sft" or "eval" and a generator
     # seeded by (run seed, step, sample id): per-draw choices such as resolution allocation.
     transform: Callable[..., Sample] | None = None  # (sample, *, split: str, rng: random.Random) -> Sample
+    # The sample column that names a trajectory's task for per-task metrics and task-aware estimators
+    # (G²RPO's sets); None = the sample's ``task``. A config's ``algorithm.task_key`` overrides it.
+    task_key: str | None = None
 
     def metric_higher_is_better(self, metric: str) -> bool:
         return self.higher_is_better.get(metric, True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mmreason.models.loading import reset_position_state
 from mmreason.rollout.generate import GenerationSettings, cut_at_eos, eos_token_ids, suppressed_token_ids
 from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs
 
@@ -90,9 +91,7 @@ def generate_batch(model, processor, prompts: list[PromptInputs], settings: Gene
     processors = LogitsProcessorList()
     if settings.temperature > 0:
         processors.append(RowSeededSampling(seeds or [0] * len(prompts), settings, device))
-    inner = getattr(model, "get_base_model", lambda: model)()
-    if hasattr(inner, "model") and hasattr(inner.model, "rope_deltas"):
-        inner.model.rope_deltas = None  # left over from a previous call with other prompts
+    reset_position_state(model)  # left over from a previous call with other prompts
     with torch.no_grad():  # not inference_mode: the in-training hook generates with the trained model
         out = model.generate(
             **batch, max_new_tokens=settings.max_new_tokens, do_sample=False, num_beams=1,

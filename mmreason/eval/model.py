@@ -88,7 +88,7 @@ def _from_hub(spec: str) -> Path:
 
 
 def _latest_checkpoint(run_dir: Path) -> Path:
-    from mmreason.train.checkpoint import checkpoints
+    from mmreason.paths import checkpoints
 
     found = checkpoints(run_dir)
     if not found:

@@ -108,6 +108,15 @@ def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: 
     return processor
 
 
+def reset_position_state(model) -> None:
+    """Forget the M-RoPE offsets (``rope_deltas``) a Qwen-VL forward or generate left on the model: the next
+    call computes positions for its own prompts (stale ones give wrong positions or a batch-size mismatch)."""
+    inner = getattr(model, "get_base_model", lambda: model)()
+    backbone = getattr(inner, "model", None)
+    if backbone is not None and hasattr(backbone, "rope_deltas"):
+        backbone.rope_deltas = None
+
+
 def vision_tower(model) -> torch.nn.Module | None:
     inner = getattr(model, "model", model)
     return getattr(inner, "visual", None)

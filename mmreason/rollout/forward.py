@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mmreason.models.loading import reset_position_state
 from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
 from mmreason.rollout.prompts import VISUAL_KEYS
 from mmreason.types import Trajectory
@@ -81,9 +82,7 @@ def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False, *, temp
     specials), so log-probs are those of the distribution the completions were drawn from (as TRL and verl
     divide by the temperature); a prompt token that is suppressed (``<|image_pad|>``) gets log-prob 0.
     """
-    inner = getattr(model, "get_base_model", lambda: model)()
-    if hasattr(inner, "model") and hasattr(inner.model, "rope_deltas"):
-        inner.model.rope_deltas = None  # state left by generate(); positions must be recomputed
+    reset_position_state(model)  # state left by generate(); positions must be recomputed
     n, t = batch.input_ids.shape
     first = first_action_position(batch.action_mask)  # no logits before it: a long prompt's are never made
     out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)

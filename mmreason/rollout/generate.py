@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mmreason.models.loading import reset_position_state
 from mmreason.rollout.prompts import PromptInputs
 from mmreason.types import Trajectory, Turn
 
@@ -68,10 +69,8 @@ def sample_tokens(model, tokenizer, input_ids: torch.Tensor, mm_token_type_ids: 
     if settings.stop_strings:
         gen_kwargs.update(stop_strings=list(settings.stop_strings), tokenizer=tokenizer)
     ids = input_ids[None].to(device)  # [1, P]
-    inner = getattr(model, "get_base_model", lambda: model)()
-    backbone = getattr(inner, "model", None)
-    if backbone is not None and hasattr(backbone, "rope_deltas"):
-        backbone.rope_deltas = None  # state left by an earlier forward; positions must be recomputed
+    reset_position_state(model)  # state left by an earlier forward; positions must be recomputed
+    backbone = getattr(getattr(model, "get_base_model", lambda: model)(), "model", None)
     devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices), torch.no_grad():
         if n > 1 and ids.shape[1] > 1 and backbone is not None and hasattr(backbone, "rope_deltas"):

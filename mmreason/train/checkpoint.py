@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-STATE_FILE = "trainer_state.json"
+from mmreason.paths import STATE_FILE, checkpoints
 
 
 def rng_state() -> dict[str, Any]:
@@ -32,13 +32,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def checkpoints(output_dir: str | Path) -> list[Path]:
-    """Complete checkpoints, oldest first."""
-    found = [p for p in Path(output_dir).glob("checkpoint-*") if p.is_dir() and (p / STATE_FILE).exists()
-             and p.name.split("-")[-1].isdigit()]
-    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
 
 
 def resolve_resume(resume: str | None, output_dir: str | Path) -> Path | None:

@@ -73,7 +73,8 @@ class AlgorithmConfig:
     dynamic_sampling: bool = False  # DAPO: draw more prompts until the step has prompts_per_step groups whose
     # rewards vary (zero-variance groups left over at the cap stay out of the loss); see train/collect.py
     dynamic_sampling_max_draws: int = 3  # extra prompt batches a step may draw
-    task_key: str = "domain"  # sample column naming a trajectory's task (G2RPO task_batch, per-task metrics)
+    task_key: str | None = None  # sample column naming a trajectory's task (G2RPO task_batch, per-task
+    # metrics); None = the task pack's own (the vision pack: domain)
     entropy_coef: float = 0.0  # lambda_ent of the entropy band penalty (OpenVLThinkerV2); 0 = off
     entropy_band: dict[str, list[float]] = field(default_factory=dict)  # task -> [H_min, H_max]; key
     # "default" for tasks not listed

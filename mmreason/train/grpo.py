@@ -181,7 +181,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         times.update(generate=t2 - t0 - got.reward_seconds, reward=got.reward_seconds, update=0.0)
     else:
         samples, batch = got.samples, got.batch
-        tasks = task_names(samples, run.cfg.algorithm.task_key, run.pack.name)
+        tasks = task_names(samples, run.cfg.algorithm.task_key or run.pack.task_key, run.pack.name)
         total = batch.total(run.cfg.reward_missing)
         table = build_table(trajectories, samples, batch, total, {d.slot: d.index for d in prompts}, tasks,
                             task_index(tasks))
@@ -304,8 +304,6 @@ def _config_dict(cfg: TrainConfig) -> dict:
 def _evaluator(run: Run):
     if not run.cfg.eval_steps:
         return None
-    try:
-        from mmreason.eval.in_training import evaluate_during_training
-    except ImportError:
-        return None
+    from mmreason.eval.in_training import evaluate_during_training
+
     return evaluate_during_training

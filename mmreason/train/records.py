@@ -41,9 +41,9 @@ class Scored:
 # ---- phases -------------------------------------------------------------------------------------
 
 
-def task_names(samples: list[Sample], task_key: str, default: str) -> list[str]:
+def task_names(samples: list[Sample], task_key: str | None, default: str) -> list[str]:
     """Each trajectory's task (the ``task_key`` column, else the sample's task, else ``default``)."""
-    return [str(s.meta.get(task_key) or s.task or default) for s in samples]
+    return [str((s.meta.get(task_key) if task_key else None) or s.task or default) for s in samples]
 
 
 def task_index(names: list[str]) -> torch.Tensor:

@@ -23,5 +23,6 @@ PACK = register_task(
         rewards=[{"name": REWARD, "weight": 1.0}],
         metrics=dict(METRICS),
         prompt_template="{question}\\n{instruction by answer_format: plain | think}",
+        task_key="domain",
     )
 )

@@ -1,0 +1,44 @@
+"""The rooms import one way: the engine never imports the plug-in folders (tasks/, rewards/: it finds them by
+registry), the harness never imports the trainer, and the RL math imports no other room."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mmreason"
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def _room(room: str) -> list[Path]:
+    return sorted((PACKAGE / room).rglob("*.py")) if (PACKAGE / room).is_dir() else [PACKAGE / f"{room}.py"]
+
+
+@pytest.mark.parametrize("room, forbidden", [
+    ("eval", ("mmreason.train",)),
+    ("rl", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.models", "mmreason.rewarding")),
+    ("rollout", ("mmreason.train", "mmreason.eval", "mmreason.rewarding")),
+    ("models", ("mmreason.train", "mmreason.eval", "mmreason.rollout")),
+])
+def test_room_does_not_import_upward(room, forbidden):
+    bad = [(p.relative_to(PACKAGE), m) for p in _room(room) for m in _imports(p) if m.startswith(forbidden)]
+    assert not bad, bad
+
+
+def test_engine_never_imports_the_plugin_folders():
+    """Only the registries' discovery imports the folders as packages (to list their modules)."""
+    bad = [(p.relative_to(PACKAGE), m) for p in PACKAGE.rglob("*.py")
+           for m in _imports(p) if m.startswith(("mmreason.rewards.", "mmreason.tasks."))]
+    assert not bad, bad
