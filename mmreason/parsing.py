@@ -53,6 +53,31 @@ def clip(text: Any, max_chars: int = MAX_CHARS, keep: str = "tail") -> str:
 _TAG_RES: dict[tuple[str, ...], re.Pattern] = {}
 
 
+_SPACE_RUN = re.compile(r"\s+")
+
+
+def squeeze_space(text: str) -> str:
+    r"""Every whitespace run as one character (a newline if the run has one, else a space), in linear time.
+
+    Patterns that chain whitespace quantifiers (``answer\s*[:=]?\s*...``) backtrack over every split of a
+    long run; on squeezed text a run is one character, so each match attempt is short. Line structure is
+    kept for ``^``/``$`` patterns.
+    """
+    return _SPACE_RUN.sub(lambda m: "\n" if "\n" in m.group() else " ", text)
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a finite float, or None: model output may hold a 400-digit integer, ``NaN`` or a string,
+    which are invalid input, never an exception (``float(10**400)`` raises ``OverflowError``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _tag_re(names: Sequence[str]) -> re.Pattern:
     key = tuple(sorted(set(names)))
     if key not in _TAG_RES:

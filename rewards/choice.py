@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mmreason.parsing import as_text, clip, last_boxed, last_tag_body
+from mmreason.parsing import as_text, clip, last_boxed, last_tag_body, squeeze_space
 from mmreason.rewarding import column, per_sample, reward
 
 LETTERS = "ABCDEFGHIJ"
@@ -137,7 +137,7 @@ def extract_choice(text: Any, choices: Any = None) -> str | None:
         region = last_boxed(text)
     if region is None:
         region = text
-    region = region.strip()
+    region = squeeze_space(region.strip())  # one char per whitespace run: the phrase patterns stay linear
     for pattern, span in ((_ONLY, 64), (_LEADING, 200)):  # a lone letter is short: bounds the backtracking
         if pattern is _ONLY and len(region) > span:
             continue

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from mmreason.parsing import all_tag_bodies, clip, last_tag_body, parse_dict
+from mmreason.parsing import all_tag_bodies, clip, finite_number, last_tag_body, parse_dict, squeeze_space
 from mmreason.rewarding import column, per_sample, reward
 from mmreason.rewards.format import parse_tool_call
 from mmreason.types import Sample, Trajectory
@@ -83,7 +83,8 @@ _TIME = r"(?:\d{1,2}:)?\d{1,2}:\d{2}(?:\.\d+)?|\d+(?:\.\d+)?"
 _BRACKET_SPAN = re.compile(
     rf"[\[\(]\s*({_TIME})\s*(?:s|sec|seconds)?\s*[,;\-–]\s*({_TIME})\s*(?:s|sec|seconds)?\s*[\]\)]"
 )
-_WORD_SPAN = re.compile(rf"({_TIME})\s*(?:s|sec|seconds)?\s*(?:-|–|to|until)\s*({_TIME})", re.IGNORECASE)
+# starts only where a number starts: a match attempt inside a long digit run would rescan it (quadratic)
+_WORD_SPAN = re.compile(rf"(?<![\d.:])({_TIME})\s*(?:s|sec|seconds)?\s*(?:-|–|to|until)\s*({_TIME})", re.IGNORECASE)
 _TIME_POINT = re.compile(
     r"(?<![\w.:])((?:\d{1,2}:)?\d{1,2}:\d{2}(?:\.\d+)?|\d+(?:\.\d+)?\s*(?:s|sec|seconds)\b)"
 )
@@ -127,7 +128,7 @@ def answered_span(text: str) -> Span | None:
     in the answer (times in seconds, or m:ss / h:mm:ss)."""
     text = clip(text, 20_000)
     region = last_tag_body(text, "span") or last_tag_body(text, "answer") or text
-    region = region[-2_000:]
+    region = squeeze_space(region[-2_000:])  # the span patterns chain \s* runs
     for pattern in (_BRACKET_SPAN, _WORD_SPAN):
         matches = list(pattern.finditer(region))
         if matches:
@@ -241,9 +242,11 @@ def tool_calls_of(trajectory: Trajectory, limit: int = 64) -> list[dict]:
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
+    if not isinstance(value, str):
+        return finite_number(value)
     try:
-        number = seconds(value) if isinstance(value, str) else float(value)
-    except ValueError:
+        number = seconds(value)
+    except (ValueError, OverflowError):
         return None
     return number if math.isfinite(number) else None
 

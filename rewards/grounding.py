@@ -10,10 +10,11 @@ to the original image before comparing, so a correct box is scored correct whate
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
-from mmreason.parsing import clip, last_tag_body
+from mmreason.parsing import clip, last_tag_body, squeeze_space
 from mmreason.rewarding import column, per_sample, reward
 
 Box = tuple[float, float, float, float]
@@ -38,11 +39,12 @@ def parse_boxes(text: str, limit: int = 32) -> list[Box]:
     """Boxes written in the answer: ``[x1, y1, x2, y2]`` lists (Qwen2.5-VL's ``{"bbox_2d": [...]}`` JSON
     included) or Qwen2-VL's ``(x1,y1),(x2,y2)``. Reads the last ``<answer>`` body, else the completion."""
     text = clip(text, 20_000)
-    region = last_tag_body(text, "answer") or text
+    region = squeeze_space(last_tag_body(text, "answer") or text)  # the box patterns chain \s* runs
     found = [(m.start(), m.groups()) for m in _LIST_BOX.finditer(region)]
     found += [(m.start(), m.groups()) for m in _QWEN2_BOX.finditer(region)]
     found.sort(key=lambda item: item[0])
-    return [tuple(float(v) for v in groups) for _, groups in found[:limit]]  # type: ignore[misc]
+    boxes = [tuple(float(v) for v in groups) for _, groups in found[:limit]]
+    return [b for b in boxes if all(math.isfinite(v) for v in b)]  # type: ignore[misc]
 
 
 def gold_boxes(value: Any) -> list[Box]:

@@ -14,7 +14,7 @@ import math
 import threading
 from typing import Any
 
-from mmreason.parsing import as_text, final_answer
+from mmreason.parsing import as_text, final_answer, squeeze_space
 from mmreason.rewarding import column, per_sample, reward
 
 MAX_ANSWER_CHARS = 1_000
@@ -91,7 +91,7 @@ def _is_tame(expr: Any) -> bool:
 
 
 def _parse(text: str, mv: Any, timeout: int | None) -> list:
-    parsed = mv.parse(text[:MAX_ANSWER_CHARS], parsing_timeout=timeout)
+    parsed = mv.parse(squeeze_space(text[:MAX_ANSWER_CHARS]), parsing_timeout=timeout)  # long runs: slow
     return [p for p in parsed if is_tame(p)] if all(is_tame(p) for p in parsed) else []
 
 

@@ -19,10 +19,9 @@ pairs that must be strictly increasing (a window's start before its end).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from mmreason.parsing import all_tag_bodies, as_text, clip
+from mmreason.parsing import all_tag_bodies, as_text, clip, finite_number
 from mmreason.rewarding import column, per_sample, reward
 from mmreason.rewards.format import parse_tool_call
 
@@ -52,7 +51,7 @@ MEDSCOPE_TOOLS: list[dict[str, Any]] = [
 ]
 
 _TYPES = {
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    "number": lambda v: finite_number(v) is not None,  # a 400-digit integer is out of range, not an error
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "string": lambda v: isinstance(v, str),
     "boolean": lambda v: isinstance(v, bool),

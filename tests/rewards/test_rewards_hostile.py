@@ -171,3 +171,42 @@ def test_fragment_soup_never_raises(parts):
             continue
         for value in _values(REWARDS.get(name)([s], [traj(text)]), name):
             assert value is None or (math.isfinite(value) and -1.0 <= value <= 1.0), (name, text, value)
+
+
+# Texts of 20,000 characters that made chained whitespace quantifiers backtrack (an "answer ... 1" phrase with a
+# long whitespace run took minutes in the multiple-choice parser) and numbers too big for a float.
+BIG = "9" * 400
+WHITESPACE_AND_NUMBERS = {
+    "final_answer_spaces": "final answer" + " " * 20_000 + "1",
+    "answer_is_spaces": "the answer is" + " \t" * 10_000 + "(1",
+    "box_pair_spaces": "(1, 1)" + " " * 20_000 + "x",
+    "box_list_spaces": "[1" + " " * 20_000 + ",",
+    "digit_run": "(" + "1" * 20_000,
+    "newline_run": "answer:" + "\n" * 20_000 + "C?",
+    "big_int_tool_call": ('<tool_call>{"name": "crop_video", "arguments": {"start": ' + BIG + ', "end": 3}}</tool_call>'
+                          '<tool_call>{"name": "get_frame", "arguments": {"t": ' + BIG + "}}</tool_call>"),
+}
+STRICT_SECONDS = 0.25  # each takes < 10 ms now; the old parsers took 0.35 s (spans, boxes) to hours (mcq)
+
+
+@pytest.mark.parametrize("name", [n for n in REWARDS.names() if n not in MODEL_REWARDS])
+def test_long_whitespace_runs_and_huge_numbers_are_linear_and_never_raise(name):
+    fn = REWARDS.get(name)
+    for label, text in WHITESPACE_AND_NUMBERS.items():
+        start = time.monotonic()
+        out = fn([sample("C", **COLUMNS)], [traj(text, length=4)], **KWARGS.get(name, {}))
+        elapsed = time.monotonic() - start
+        assert elapsed < STRICT_SECONDS, (name, label, elapsed)
+        for value in _values(out, name):
+            assert value is None or math.isfinite(value), (name, label, value)
+
+
+def test_an_out_of_range_tool_argument_is_invalid_not_an_error():
+    from mmreason.rewarding import RewardRunner, RewardSpec
+
+    runner = RewardRunner([RewardSpec("tool_call_valid"), RewardSpec("tool_grounding")], max_reward_errors=0)
+    text = WHITESPACE_AND_NUMBERS["big_int_tool_call"]
+    batch = runner([sample("x", span=[5, 15], duration=60)], [traj(text, length=4)])
+    assert runner.total_errors == 0 and not batch.errors
+    assert batch.column("tool_call_valid").item() == 0.0  # neither call is in range
+    assert batch.column("tool_grounding/fidelity").item() == 0.0  # and neither touches the evidence
