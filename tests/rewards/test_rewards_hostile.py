@@ -192,6 +192,7 @@ STRICT_SECONDS = 0.25  # each takes < 10 ms now; the old parsers took 0.35 s (sp
 @pytest.mark.parametrize("name", [n for n in REWARDS.names() if n not in MODEL_REWARDS])
 def test_long_whitespace_runs_and_huge_numbers_are_linear_and_never_raise(name):
     fn = REWARDS.get(name)
+    fn([sample("C", **COLUMNS)], [traj("warm up: the first call imports its library", length=4)])
     for label, text in WHITESPACE_AND_NUMBERS.items():
         start = time.monotonic()
         out = fn([sample("C", **COLUMNS)], [traj(text, length=4)], **KWARGS.get(name, {}))
