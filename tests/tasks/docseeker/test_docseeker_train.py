@@ -18,6 +18,12 @@ DOCS = "n: 4, pages: '2..3', page_width: 170, egra_high_tokens: 16, egra_low_tok
 TINY = ["num_threads=1", "save_steps=0"]
 
 
+# The recipe's rewards, but ANLS without its threshold: a mechanics test needs a reward that varies on the
+# random model's output to get a non-zero gradient.
+VARYING_REWARDS = ("rewards=[{name: docseeker_format, weight: 0.1}, {name: page_fbeta, weight: 0.3, kwargs: "
+                   "{beta: 2.0, index_base: 1}}, {name: anls, weight: 0.6, kwargs: {threshold: 0.0}}]")
+
+
 def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -37,7 +43,7 @@ def test_sft_then_grpo_then_eval(tiny_model_dir, shapes_cache, tmp_path):
     grpo = tmp_path / "grpo"
     assert main(["train", str(ROOT / "configs" / "docseeker_grpo_tiny.yaml"), f"model.name_or_path={stage1}",
                  f"output_dir={grpo}", "max_steps=2", "rollout.num_generations=2", "rollout.max_completion_length=8",
-                 f"data.task_args={{{DOCS}, egra_k: 1}}", *TINY]) == 0
+                 f"data.task_args={{{DOCS}, egra_k: 1}}", VARYING_REWARDS, *TINY]) == 0
     rows = _rows(grpo / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     for key in ("rewards/docseeker_format/mean", "rewards/page_fbeta/mean", "rewards/anls/mean", "reward/mean",
