@@ -1,0 +1,37 @@
+"""Video QA data tools: generate short videos with events at known times and questions about them.
+
+    mmreason data videoqa --out DIR --videos N --seconds MIN..MAX [--seed S] [--size PX]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="output folder (videos + data.jsonl)")
+    parser.add_argument("--videos", type=int, default=16, help="videos to generate (4 questions each)")
+    parser.add_argument("--seconds", default="3..8", help="video length in whole seconds, MIN..MAX (MIN >= 3)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", type=int, default=64, help="frame side in pixels (a multiple of 8)")
+
+
+def seconds_range(text: str) -> tuple[int, int]:
+    lo, _, hi = text.partition("..")
+    try:
+        return int(lo), int(hi or lo)
+    except ValueError:
+        raise SystemExit(f"mmreason data videoqa: --seconds {text!r} is not MIN..MAX in whole seconds") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from mmreason.tasks.videoqa.synth import generate
+
+    if args.videos < 1:
+        raise SystemExit("mmreason data videoqa: --videos must be at least 1")
+    try:
+        path = generate(args.out, args.videos, args.seed, seconds_range(args.seconds), args.size)
+    except ValueError as err:
+        raise SystemExit(f"mmreason data videoqa: {err}") from None
+    print(f"wrote {args.videos} videos, {4 * args.videos} questions: {path}")
+    return 0

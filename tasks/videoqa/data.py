@@ -1,0 +1,183 @@
+"""Data of the videoqa pack: a loader for JSONL / parquet rows and the generated default splits.
+
+Row shape (read through ``datasets``)::
+
+    {"id": str, "video": path, "question": str, "answer": str, "answer_type": "mcq" | "numeric" | "free" | "span",
+     "options": [str] (mcq: the answer is a letter A.. or the text of one option),
+     "window": [start, end] seconds (optional: the part of the video the model sees), ...any other column}
+
+A ``span`` answer is ``[start, end]`` seconds from the start of the video, as a list or the string
+"[start, end]" (a column must hold one type for ``datasets``, so files that mix answer types write the
+string). Relative video paths resolve against the data file. Every other column goes to ``Sample.meta``
+(rewards see it as a column); the loader adds ``answer_type``, ``choices`` (mcq), ``span`` (span) and
+``target`` (the SFT text). A bad row raises ValueError naming the file and the row (index and id); with
+``probe=True`` each video's header is read too, so a missing, undecodable or too-short video (a window
+outside it) is an error here rather than a skipped sample in a run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from mmreason.paths import cache_dir
+from mmreason.tasks.videoqa import synth
+from mmreason.types import Sample, VideoRef
+
+ANSWER_TYPES = synth.ANSWER_TYPES
+LETTERS = "ABCDEFGHIJ"
+INSTRUCTION = {
+    "mcq": "Answer with the option's letter.",
+    "numeric": "Answer with a number.",
+    "free": "Answer with a single word.",
+    "span": "Answer with the start and end time in seconds as [start, end].",
+}
+TRAIN_VIDEOS, EVAL_VIDEOS = 96, 24
+AVOID_TRAIN = 2_000  # a held-out split avoids the first this-many train videos of its seed (drawn, not rendered)
+DATA_VERSION = 1  # in the cache folder name: bump when the generator draws different videos
+_SPAN_TEXT = re.compile(r"\s*\[\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\]\s*")
+
+
+def default_cache() -> Path:
+    return cache_dir("videoqa")
+
+
+def prompt_text(question: str, kind: str, options: list[str] | None) -> str:
+    text = question
+    if kind == "mcq":
+        text += "\nOptions: " + " ".join(f"({LETTERS[k]}) {o}" for k, o in enumerate(options or []))
+    return f"{text}\n{INSTRUCTION[kind]}"
+
+
+def parse_pair(value: Any, what: str) -> tuple[float, float]:
+    """[start, end] seconds (a list / tuple of two numbers or the string "[s, e]"), 0 <= start < end."""
+    if isinstance(value, str):
+        m = _SPAN_TEXT.fullmatch(value)
+        value = [m.group(1), m.group(2)] if m else None
+    try:
+        start, end = (float(v) for v in value)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} {value!r} is not [start, end] in seconds") from None
+    if not (math.isfinite(start) and math.isfinite(end)) or start < 0 or end <= start:
+        raise ValueError(f"{what} [{start}, {end}] is not a time window (need 0 <= start < end)")
+    return start, end
+
+
+def _gold_letter(answer: str, options: list[str]) -> str | None:
+    text = answer.strip()
+    m = re.fullmatch(r"[\(\[]?([A-Ja-j])[\)\]\.]?", text)
+    if m and m.group(1).upper() in LETTERS[: len(options)]:
+        return m.group(1).upper()
+    matches = [LETTERS[k] for k, o in enumerate(options) if str(o).strip().lower() == text.lower()]
+    return matches[0] if len(matches) == 1 else None
+
+
+def row_to_sample(row: dict[str, Any], source: str, index: int, probe: bool = False) -> Sample:
+    """One row -> Sample; anything wrong raises ValueError naming the file and row."""
+    where = f"{source}: row {index} (id {row.get('id', '?')!r})"
+    for key in ("id", "video", "question", "answer", "answer_type"):
+        if row.get(key) is None or row.get(key) == "":
+            raise ValueError(f"{where} has no {key!r} column")
+    kind = str(row["answer_type"])
+    if kind not in ANSWER_TYPES:
+        raise ValueError(f"{where}: answer_type {kind!r} is not one of {', '.join(ANSWER_TYPES)}")
+    meta = {k: v for k, v in row.items()
+            if k not in ("id", "video", "question", "answer", "window") and v is not None}
+    options = row.get("options")
+    answer: Any = row["answer"]
+    try:
+        if kind == "mcq":
+            if not isinstance(options, (list, tuple)) or not 2 <= len(options) <= len(LETTERS):
+                raise ValueError(f"mcq needs 2..{len(LETTERS)} options, got {options!r}")
+            letter = _gold_letter(str(answer), [str(o) for o in options])
+            if letter is None:
+                raise ValueError(f"mcq answer {answer!r} is neither an option letter nor one option's text")
+            answer = letter
+            meta["choices"] = [str(o) for o in options]
+        elif kind == "numeric":
+            from mmreason.parsing import parse_number
+
+            if parse_number(str(answer)) is None:
+                raise ValueError(f"numeric answer {answer!r} is not a number")
+            answer = str(answer)
+        elif kind == "span":
+            span = parse_pair(answer, "span answer")
+            meta["span"] = list(span)
+            answer = f"[{span[0]:g}, {span[1]:g}]"
+        else:
+            answer = str(answer)
+        window = parse_pair(row["window"], "window") if row.get("window") is not None else None
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    path = str(row["video"])
+    if not os.path.isabs(path):
+        path = str(Path(source).parent / path)
+    video = VideoRef(path, start=window[0] if window else None, end=window[1] if window else None)
+    if probe:
+        _probe(video, where)
+    meta["answer_type"] = kind
+    meta.setdefault("target", answer)
+    text = prompt_text(str(row["question"]), kind, meta.get("choices"))
+    messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]}]
+    return Sample(id=str(row["id"]), messages=messages, answer=answer, videos=[video], meta=meta, task="videoqa")
+
+
+def _probe(video: VideoRef, where: str) -> None:
+    """The video's header opens and the window lies inside it (nothing is decoded but the header)."""
+    from mmreason.media import MediaError, probe_video, window_frames
+
+    try:
+        window_frames(probe_video(video.path), video.start, video.end)
+    except MediaError as err:
+        raise ValueError(f"{where}: {err}") from err
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    from datasets import load_dataset
+
+    if not Path(path).exists():
+        raise FileNotFoundError(f"videoqa data file {str(path)!r} does not exist")
+    kind = "parquet" if str(path).endswith(".parquet") else "json"
+    try:
+        return list(load_dataset(kind, data_files=str(path), split="train"))
+    except Exception as err:  # pyarrow / datasets: a column whose rows hold different types, broken JSON
+        raise ValueError(f"videoqa data file {str(path)!r} cannot be read as {kind} rows ({type(err).__name__}: "
+                         f"{str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}); a column must "
+                         "hold one type in every row: write span answers as the string \"[start, end]\" when "
+                         "other answers are strings") from err
+
+
+def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int], size: int) -> Path:
+    """The default data: train from ``seed``; any other split from ``seed + 10_000``, never a video of a train
+    split of the same seed, seconds and up to ``AVOID_TRAIN`` videos."""
+    tag = f"{seconds[0]}-{seconds[1]}-{size}"
+    if split == "train":
+        return synth.generate(default_cache() / f"v{DATA_VERSION}-train-{videos}-{seed}-{tag}", videos, seed,
+                              seconds, size)
+    avoid = frozenset(synth.scenarios(AVOID_TRAIN, seed, seconds))
+    folder = default_cache() / f"v{DATA_VERSION}-{split}-{videos}-{seed + 10_000}-{tag}"
+    return synth.generate(folder, videos, seed + 10_000, seconds, size, avoid=avoid)
+
+
+def videoqa_load(path: str | None = None, split: str = "train", *, n: int | None = None, videos: int | None = None,
+                 seed: int = 0, seconds: tuple[int, int] | list[int] = (3, 8), size: int = 64,
+                 answer_types: list[str] | None = None, probe: bool = False) -> list[Sample]:
+    """The pack's data (``data.task_args`` are these keyword options).
+
+    path: a JSONL/parquet file in the row shape above; None = generated videos (``videos`` of them, default
+        96 train / 24 otherwise, 4 questions each, ``seconds`` long, ``size`` px), cached, the eval split
+        disjoint from the default train split.
+    n: the first n samples; answer_types: keep only these; probe: read each video's header at load time.
+    """
+    if answer_types is not None and not set(answer_types) <= set(ANSWER_TYPES):
+        raise ValueError(f"videoqa: answer_types {answer_types} must be among {', '.join(ANSWER_TYPES)}")
+    if path is None:
+        count = videos or (TRAIN_VIDEOS if split == "train" else EVAL_VIDEOS)
+        path = str(generated_split(split, count, seed, (int(seconds[0]), int(seconds[1])), size))
+    samples = [row_to_sample(row, str(path), i, probe) for i, row in enumerate(read_rows(path))]
+    if answer_types is not None:
+        samples = [s for s in samples if s.meta["answer_type"] in answer_types]
+    return samples[:n] if n else samples

@@ -1,0 +1,205 @@
+"""Generated videos with events at known times, and questions of every answer type whose answers the
+generator knows.
+
+Each video (``size`` x ``size`` px, 4, 6 or 8 fps, a whole number of seconds) shows two things on a light
+background:
+
+- a **square** that enters at ``t_in`` and leaves at ``t_out`` (visible while ``t_in <= t < t_out``), moving
+  left or right at constant speed, and changing from ``colour_before`` to ``colour_after`` at ``t_change``;
+- a **disc** in the bottom half that flashes ``flashes`` times, each flash 1 s long with at least 0.5 s
+  between flashes.
+
+All event times are multiples of 0.5 s, so they fall on frame boundaries at every frame rate used; the
+square is visible for at most half the video (an answer "the whole video" has tIoU below 0.5). Each video
+gets four questions, one per answer type::
+
+    mcq      "What colour does the square change to?"  or  "Which way does the square move?"  (lettered options)
+    numeric  "How many times does the disc flash?"
+    free     "What colour is the square when it appears?"  or  "Which way does the square move?" (one word)
+    span     "When is the square visible?"  ->  "[t_in, t_out]" seconds
+
+The same (n, seed, seconds, size, avoid) gives the same videos (x264 runs single-threaded) and the same rows.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mmreason.paths import generated_jsonl, write_jsonl
+
+COLOURS = {"red": (220, 30, 30), "green": (30, 170, 60), "blue": (30, 60, 220), "yellow": (235, 200, 20)}
+DISC_COLOUR = (40, 40, 40)
+BACKGROUND = (235, 235, 235)
+FRAME_RATES = (4, 6, 8)
+FLASH_SECONDS, FLASH_GAP = 1.0, 0.5
+ANSWER_TYPES = ("mcq", "numeric", "free", "span")
+LETTERS = "ABCD"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything that decides a video's pixels (times in seconds, multiples of 0.5)."""
+
+    seconds: int
+    fps: int
+    t_in: float
+    t_out: float
+    t_change: float
+    colour_before: str
+    colour_after: str
+    direction: str  # "left" | "right": where the square is heading
+    flash_starts: tuple[float, ...]
+    disc_x: int  # the disc's centre column, as a fraction of 1000 of the width
+
+    @property
+    def flashes(self) -> int:
+        return len(self.flash_starts)
+
+
+def _halves(rng: random.Random, lo: float, hi: float) -> float:
+    """A multiple of 0.5 in [lo, hi]."""
+    return rng.randint(round(2 * lo), round(2 * hi)) / 2
+
+
+def draw_scenario(rng: random.Random, seconds: int) -> Scenario:
+    duration = float(seconds)
+    visible = _halves(rng, 1.5, duration / 2)  # at most half the video, at least 3 half-seconds
+    t_in = _halves(rng, 0.0, duration - visible)
+    t_out = t_in + visible
+    t_change = _halves(rng, t_in + 0.5, t_out - 0.5)  # both colours shown for at least 0.5 s
+    before, after = rng.sample(sorted(COLOURS), 2)
+    # flashes: k one-second flashes with gaps of at least 0.5 s, placed by spreading the spare half-seconds
+    most = int((duration + FLASH_GAP) // (FLASH_SECONDS + FLASH_GAP))
+    k = rng.randint(1, min(3, most))
+    spare = round(2 * (duration - k * FLASH_SECONDS - (k - 1) * FLASH_GAP))
+    cuts = sorted(rng.randint(0, spare) for _ in range(k))
+    starts, t = [], 0.0
+    for j, cut in enumerate(cuts):
+        t = (cut / 2) + j * (FLASH_SECONDS + FLASH_GAP)
+        starts.append(t)
+    return Scenario(seconds, rng.choice(FRAME_RATES), t_in, t_out, t_change, before, after,
+                    rng.choice(("left", "right")), tuple(starts), rng.randint(250, 750))
+
+
+def square_state(s: Scenario, t: float, size: int) -> tuple[str, int] | None:
+    """(colour, left column) of the square at time ``t``, or None when it is not in the picture."""
+    if not s.t_in <= t < s.t_out:
+        return None
+    side = size // 4
+    travel = size - side - 4
+    progress = (t - s.t_in) / (s.t_out - s.t_in)  # 0 .. <1
+    x = 2 + round(travel * (progress if s.direction == "right" else 1 - progress))
+    return (s.colour_before if t < s.t_change else s.colour_after), x
+
+
+def disc_on(s: Scenario, t: float) -> bool:
+    return any(start <= t < start + FLASH_SECONDS for start in s.flash_starts)
+
+
+def render_frame(s: Scenario, i: int, size: int) -> np.ndarray:
+    """Frame ``i`` ([size, size, 3] uint8 RGB): it shows the scene at t = i / fps."""
+    t = i / s.fps
+    frame = np.empty((size, size, 3), np.uint8)
+    frame[:] = BACKGROUND
+    side = size // 4
+    state = square_state(s, t, size)
+    if state is not None:
+        colour, x = state
+        top = size // 8
+        frame[top : top + side, x : x + side] = COLOURS[colour]
+    if disc_on(s, t):
+        yy, xx = np.mgrid[:size, :size]
+        cx, cy, r = s.disc_x * size // 1000, 3 * size // 4, size // 8
+        frame[(xx - cx) ** 2 + (yy - cy) ** 2 <= r * r] = DISC_COLOUR
+    return frame
+
+
+def write_video(path: Path, s: Scenario, size: int) -> Path:
+    """H.264 mp4 of the scenario, written to a temporary name and renamed when complete."""
+    import av
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.mp4")
+    with av.open(str(tmp), "w") as container:
+        stream = container.add_stream("libx264", rate=s.fps, options={"threads": "1", "crf": "18"})
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for i in range(s.seconds * s.fps):
+            frame = av.VideoFrame.from_ndarray(render_frame(s, i, size), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    tmp.replace(path)
+    return path
+
+
+def _options(rng: random.Random, correct: str, pool: list[str]) -> tuple[list[str], str]:
+    options = list(pool)
+    rng.shuffle(options)
+    return options, LETTERS[options.index(correct)]
+
+
+def questions(s: Scenario, rng: random.Random) -> list[dict[str, Any]]:
+    """One question per answer type (without id / video), answers from the scenario."""
+    if rng.random() < 0.5:
+        options, letter = _options(rng, s.colour_after, sorted(COLOURS))
+        mcq = {"question": "What colour does the square change to?", "options": options, "answer": letter}
+        free = {"question": "What colour is the square when it appears?", "answer": s.colour_before}
+    else:
+        options, letter = _options(rng, s.direction, ["left", "right"])
+        mcq = {"question": "Which way does the square move?", "options": options, "answer": letter}
+        free = {"question": "What colour is the square when it leaves?", "answer": s.colour_after}
+    return [
+        {**mcq, "answer_type": "mcq"},
+        {"question": "How many times does the disc flash?", "answer": str(s.flashes), "answer_type": "numeric"},
+        {**free, "answer_type": "free"},
+        # a string: a column of one type (``datasets`` cannot read a JSONL whose answers mix strings and lists)
+        {"question": "When is the square visible?", "answer": f"[{s.t_in}, {s.t_out}]", "answer_type": "span"},
+    ]
+
+
+def scenarios(n: int, seed: int, seconds: tuple[int, int] = (3, 8),
+              avoid: frozenset[Scenario] = frozenset()) -> list[Scenario]:
+    """``n`` distinct scenarios, none in ``avoid``; the same arguments give the same list."""
+    lo, hi = seconds
+    if not 3 <= lo <= hi:
+        raise ValueError(f"videoqa: seconds {lo}..{hi} must satisfy 3 <= MIN <= MAX")
+    rng = random.Random(seed)
+    seen, out = set(avoid), []
+    for _ in range(100 * n + 100):
+        if len(out) == n:
+            return out
+        s = draw_scenario(rng, rng.randint(lo, hi))
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+    raise ValueError(f"videoqa: could not draw {n} distinct videos of {lo}..{hi} s (try a longer range)")
+
+
+def generate(out_dir: str | Path, n: int, seed: int = 0, seconds: tuple[int, int] = (3, 8), size: int = 64,
+             avoid: frozenset[Scenario] = frozenset()) -> Path:
+    """Write ``n`` videos and ``data.jsonl`` (4 questions per video, video paths relative to the file).
+
+    Each row also carries ``duration`` and ``scenario`` (the event times the answers come from)."""
+    if size < 32 or size % 8:
+        raise ValueError(f"videoqa: size {size} must be a multiple of 8, at least 32")
+    out = Path(out_dir)
+    done = generated_jsonl(out, 4 * n)
+    if done is not None:
+        return done
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i, s in enumerate(scenarios(n, seed, seconds, avoid)):
+        name = f"{i:05d}.mp4"
+        write_video(out / name, s, size)
+        rng = random.Random(f"{seed}/{i}/questions")
+        for kind, q in zip(ANSWER_TYPES, questions(s, rng)):
+            rows.append({"id": f"videoqa-{seed}-{i}-{kind}", "video": name, **q, "duration": float(s.seconds),
+                         "scenario": {**asdict(s), "flash_starts": list(s.flash_starts)}})
+    return write_jsonl(out / "data.jsonl", rows)
