@@ -7,8 +7,7 @@ Row shape (read through ``datasets``)::
      "window": [start, end] seconds (optional: the part of the video the model sees), ...any other column}
 
 A ``span`` answer is ``[start, end]`` seconds from the start of the video, as a list or the string
-"[start, end]" (a column must hold one type for ``datasets``, so files that mix answer types write the
-string). Relative video paths resolve against the data file. Every other column goes to ``Sample.meta``
+"[start, end]" (the generator writes the string, so every column holds one type, as parquet needs). Relative video paths resolve against the data file. Every other column goes to ``Sample.meta``
 (rewards see it as a column); the loader adds ``answer_type``, ``choices`` (mcq), ``span`` (span) and
 ``target`` (the SFT text). A bad row raises ValueError naming the file and the row (index and id); with
 ``probe=True`` each video's header is read too, so a missing, undecodable or too-short video (a window
@@ -54,11 +53,12 @@ def prompt_text(question: str, kind: str, options: list[str] | None) -> str:
 
 def parse_pair(value: Any, what: str) -> tuple[float, float]:
     """[start, end] seconds (a list / tuple of two numbers or the string "[s, e]"), 0 <= start < end."""
+    pair = value
     if isinstance(value, str):
         m = _SPAN_TEXT.fullmatch(value)
-        value = [m.group(1), m.group(2)] if m else None
+        pair = [m.group(1), m.group(2)] if m else None
     try:
-        start, end = (float(v) for v in value)  # type: ignore[union-attr]
+        start, end = (float(v) for v in pair)  # type: ignore[union-attr]
     except (TypeError, ValueError):
         raise ValueError(f"{what} {value!r} is not [start, end] in seconds") from None
     if not (math.isfinite(start) and math.isfinite(end)) or start < 0 or end <= start:
@@ -143,11 +143,10 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     kind = "parquet" if str(path).endswith(".parquet") else "json"
     try:
         return list(load_dataset(kind, data_files=str(path), split="train"))
-    except Exception as err:  # pyarrow / datasets: a column whose rows hold different types, broken JSON
-        raise ValueError(f"videoqa data file {str(path)!r} cannot be read as {kind} rows ({type(err).__name__}: "
-                         f"{str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}); a column must "
-                         "hold one type in every row: write span answers as the string \"[start, end]\" when "
-                         "other answers are strings") from err
+    except Exception as err:  # pyarrow / datasets: broken JSON, a column whose rows hold types it cannot unify
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"videoqa data file {str(path)!r} cannot be read as {kind} rows "
+                         f"({type(err).__name__}: {first})") from err
 
 
 def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int], size: int) -> Path:

@@ -159,7 +159,7 @@ def questions(s: Scenario, rng: random.Random) -> list[dict[str, Any]]:
         {**mcq, "answer_type": "mcq"},
         {"question": "How many times does the disc flash?", "answer": str(s.flashes), "answer_type": "numeric"},
         {**free, "answer_type": "free"},
-        # a string: a column of one type (``datasets`` cannot read a JSONL whose answers mix strings and lists)
+        # a string: every answer of the file one type (parquet needs that; the loader reads both forms)
         {"question": "When is the square visible?", "answer": f"[{s.t_in}, {s.t_out}]", "answer_type": "span"},
     ]
 
