@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from videoqa_helpers import audio_only, empty_video, good_video, truncated_video
 
 from mmreason.media import MediaError
 from mmreason.rollout.prompts import build_prompt, load_sample_media
 from mmreason.tasks.videoqa.data import videoqa_load
-from videoqa_helpers import audio_only, empty_video, good_video, truncated_video
 
 
 def _write(path: Path, rows: list[dict]) -> Path:
