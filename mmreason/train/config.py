@@ -101,6 +101,7 @@ class TrainConfig:
     max_steps: int = 100
     prompts_per_step: int = 4  # prompts per optimizer step per process (each gets G rollouts)
     mini_batch_size: int = 16  # trajectories per forward/backward (gradient accumulation inside a step)
+    shared_prefix: bool = True  # the update encodes each group's prompt once (see rollout/shared_prefix.py)
     steps_per_generation: int = 1  # optimizer steps per batch of rollouts, each on its share of the groups
     # (TRL's name; EasyR1 / verl: rollout batch / ppo_mini_batch_size). 1 = one step on the whole batch
     learning_rate: float = 1e-6

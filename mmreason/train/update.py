@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from mmreason.rollout import shared_prefix
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
 from mmreason.train.config import TrainConfig
@@ -38,22 +39,23 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
     size = cfg.mini_batch_size
     parts = split_groups(gids.tolist(), cfg.steps_per_generation)  # [[row, ...] per optimizer step]
     chunks = [[part[i : i + size] for i in range(0, len(part), size)] for part in parts]
-    batches = [[collate([trajs[i] for i in c], pad).to(run.device) for c in cs] for cs in chunks]
+    members = [[[trajs[i] for i in c] for c in cs] for cs in chunks]
+    batches = [[collate(m, pad).to(run.device) for m in ms] for ms in members]
     token_mean = rl.aggregation_for_loss_type(a.loss_type) == "token_mean"
-    sampling = sampling_options(run)
     off_policy = a.num_iterations > 1 or len(parts) > 1
     with torch.no_grad():
-        old = [[token_logprobs(run.model, b, **sampling)[0] if off_policy else None for b in bs] for bs in batches]
-        ref = [[token_logprobs(run.ref_model, b, **sampling)[0] if run.ref_model is not None else None
-                for b in bs] for bs in batches]
+        old = [[sequence_logprobs(run, run.model, b, m)[0] if off_policy else None for b, m in zip(bs, ms)]
+               for bs, ms in zip(batches, members)]
+        ref = [[sequence_logprobs(run, run.ref_model, b, m)[0] if run.ref_model is not None else None
+                for b, m in zip(bs, ms)] for bs, ms in zip(batches, members)]
     stats: dict[str, list[float]] = {}
     for _ in range(a.num_iterations):
-        for part, cs, bs, olds, refs in zip(parts, chunks, batches, old, ref):
+        for part, cs, ms, bs, olds, refs in zip(parts, chunks, members, batches, old, ref):
             part_tokens = float(sum(trajs[i].completion_length for i in part))
-            for c, b, o, r in zip(cs, bs, olds, refs):
+            for c, m, b, o, r in zip(cs, ms, bs, olds, refs):
                 options = _loss_options(a, cfg, r, gids[c]) | ({"num_tokens": part_tokens} if token_mean else {})
                 rows = None if band is None else tuple(x[c].to(run.device) for x in band)
-                loss, metrics, ent = minibatch_loss(run, b, o, adv[c].to(run.device), options, rows, stats)
+                loss, metrics, ent = minibatch_loss(run, b, m, o, adv[c].to(run.device), options, rows, stats)
                 loss = loss if token_mean else loss * (len(c) / len(part))
                 if not torch.isfinite(loss):
                     return _skip_update(run, "nonfinite_loss")
@@ -83,12 +85,22 @@ def split_groups(group_ids: list[int], parts: int) -> list[list[int]]:
     return [[i for g in order[bounds[j] : bounds[j + 1]] for i in rows[g]] for j in range(k)]
 
 
-def minibatch_loss(run: Run, batch, old_logprobs, advantages, options, band, stats):
+def sequence_logprobs(run: Run, model, batch, trajectories, with_entropy: bool = False):
+    """Per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each
+    group encoded once (``shared_prefix``, the default where it applies), else the plain padded forward."""
+    sampling = sampling_options(run)
+    if run.cfg.shared_prefix and shared_prefix.applies(model, trajectories):
+        return shared_prefix.shared_prefix_logprobs(model, trajectories, batch.input_ids.shape[1],
+                                                    run.processor.tokenizer.pad_token_id, with_entropy, **sampling)
+    return token_logprobs(model, batch, with_entropy, **sampling)
+
+
+def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, options, band, stats):
     """Policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T])."""
     from mmreason import rl
 
     a = run.cfg.algorithm
-    logp, ent = token_logprobs(run.model, batch, with_entropy=True, **sampling_options(run))  # [n, T] fp32
+    logp, ent = sequence_logprobs(run, run.model, batch, trajectories, with_entropy=True)  # [n, T] fp32
     old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
     out = rl.POLICY_LOSSES.get(a.policy_loss)(logp, old, advantages, batch.action_mask, **options)
     loss = out.loss

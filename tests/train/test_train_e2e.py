@@ -118,3 +118,19 @@ def test_quickstart_learns_to_read_the_colour_on_held_out_images(tiny_model_dir,
     assert main(["eval", "--model", str(out), "--tasks", "shapes", "--output_path", str(results)]) == 0
     report = json.loads(next(results.rglob("*_results.json")).read_text())
     assert report["results"]["shapes"]["accuracy,none"] == pytest.approx(held_out[20])
+
+
+@pytest.mark.slow
+def test_gradient_checkpointing_trains_with_and_without_the_shared_prefix(tiny_model_dir, shapes_cache, tmp_path):
+    """A step with model.gradient_checkpointing (the plain path: checkpointed layers drop a cache) equals one
+    with the shared prefix; both change the parameters."""
+    weights = {}
+    for name, extra in (("shared", ()), ("checkpointed", ("model.gradient_checkpointing=true",)),
+                        ("plain", ("shared_prefix=false",))):
+        out = tmp_path / name
+        _train(tiny_model_dir, out, "max_steps=1", "save_steps=0", "max_grad_norm=1e9", *extra)
+        weights[name] = _weights(out / "checkpoint-1")
+        assert _metrics(out)[0]["grad_norm"] > 0
+    for k in weights["plain"]:
+        torch.testing.assert_close(weights["shared"][k], weights["plain"][k], atol=1e-6, rtol=0, msg=k)
+        torch.testing.assert_close(weights["checkpointed"][k], weights["plain"][k], atol=1e-6, rtol=0, msg=k)

@@ -1,0 +1,110 @@
+"""Log-probs of a group's completions with the prompt encoded once (the update's shared prefix).
+
+The G completions of one prompt share every prompt token and image. Instead of G forward (and backward)
+passes over prompt + completion, the prompt, vision tower included, runs once with a KV cache; the cache is
+expanded to G rows and the G completions attend to it in one suffix pass. Gradients flow through the
+cache into the prompt pass, so log-probs and every parameter's gradient equal the plain path (a test checks
+both to 1e-5 in fp32), at a fraction of the cost when prompts are long (multi-page documents, video).
+
+Qwen-VL positions (M-RoPE): the prompt pass records the model's ``rope_deltas``; a completion token at
+sequence position ``P + j`` has text position ``P + j + delta`` on all three axes, as in generation.
+
+It applies to single-turn trajectories (a completion holds no image) on models with M-RoPE deltas, without
+gradient checkpointing (checkpointed layers drop a passed cache); elsewhere ``applies`` is False and the
+caller uses the plain path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from mmreason.models.loading import reset_position_state
+from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
+from mmreason.rollout.forward import sampling_logits
+from mmreason.types import Trajectory
+
+
+def applies(model, trajectories: list[Trajectory]) -> bool:
+    """True when every trajectory is single-turn and the model can continue a cached prompt exactly."""
+    inner = getattr(model, "get_base_model", lambda: model)()
+    backbone = getattr(inner, "model", None)
+    if backbone is None or not hasattr(backbone, "rope_deltas"):
+        return False
+    name = "is_activation_checkpointing" if hasattr(inner, "is_activation_checkpointing") else "is_gradient_checkpointing"
+    if getattr(inner, name, False):
+        return False
+    return all(len(t.visual) <= 1 and all(turn.role == "assistant" for turn in t.turns) for t in trajectories)
+
+
+def shared_prefix_logprobs(model, trajectories: list[Trajectory], length: int, pad_token_id: int,
+                           with_entropy: bool = False, *, temperature: float = 1.0, suppressed: Sequence[int] = (),
+                           _position_offset: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``[N, length]`` log-probs (and entropies) laid out as ``collate`` lays out the batch: row ``i`` holds
+    trajectory ``i``'s completion tokens at their sequence positions, 0 elsewhere."""
+    device = next(model.parameters()).device
+    n = len(trajectories)
+    logprobs = torch.zeros(n, length, device=device)
+    entropy = torch.zeros(n, length, device=device) if with_entropy else None
+    rows: dict[int, list[int]] = {}
+    for i, t in enumerate(trajectories):
+        rows.setdefault(t.group_id, []).append(i)
+    for members in rows.values():
+        lp, ent = _group(model, [trajectories[i] for i in members], pad_token_id, with_entropy, temperature,
+                         suppressed, device, _position_offset)
+        p = trajectories[members[0]].prompt_length
+        index = torch.tensor(members, device=device)
+        logprobs = logprobs.index_put((index,), _place(logprobs[index], lp, p))
+        if entropy is not None:
+            entropy = entropy.index_put((index,), _place(entropy[index], ent, p))
+    return logprobs, entropy
+
+
+def _place(target: torch.Tensor, values: torch.Tensor, start: int) -> torch.Tensor:
+    """``target`` rows with ``values`` [g, L] written at columns ``start .. start + L`` (out of place)."""
+    left, right = target[:, :start], target[:, start + values.shape[1]:]
+    return torch.cat([left, values, right], dim=1)
+
+
+def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool, temperature: float,
+           suppressed: Sequence[int], device, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One group: [g, L] completion log-probs (and entropies), L = its longest completion."""
+    first = group[0]
+    p = first.prompt_length
+    prompt = first.token_ids[:p]
+    for t in group[1:]:
+        if t.prompt_length != p or not torch.equal(t.token_ids[:p], prompt):
+            raise ValueError(f"shared prefix: trajectories of group {first.group_id} do not share their prompt")
+    inner = getattr(model, "get_base_model", lambda: model)()
+    backbone = inner.model
+    reset_position_state(model)
+    visual = {k: v.to(device) for k, v in (first.visual[0] if first.visual else {}).items()}
+    types = first.mm_token_type_ids[:p] if first.mm_token_type_ids is not None else torch.zeros_like(prompt)
+    ids = prompt[None].to(device)
+    out = model(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=types[None].to(device),
+                **visual, use_cache=True, logits_to_keep=1)
+    cache = out.cache
+    delta = backbone.rope_deltas if backbone.rope_deltas is not None else torch.zeros(1, 1, device=device)
+    g = len(group)
+    completions = [t.token_ids[p:] for t in group]
+    width = max(int(c.numel()) for c in completions)
+    suffix = torch.full((g, width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros(g, p + width, dtype=torch.long)
+    mask[:, :p] = 1
+    for i, c in enumerate(completions):
+        suffix[i, : c.numel()] = c
+        mask[i, p : p + c.numel()] = 1
+    suffix, mask = suffix.to(device), mask.to(device)
+    cache.batch_repeat_interleave(g)
+    start = p + offset  # offset: a test's negative control only
+    positions = (torch.arange(start, start + width, device=device)[None, None, :] + delta.view(1, -1, 1).to(device))
+    positions = positions.expand(3, g, width)
+    rest = model(input_ids=suffix, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True)
+    reset_position_state(model)  # the next caller computes its own positions
+    # logits[:, j] predicts completion token j: the prompt's last position, then the suffix's own.
+    logits = torch.cat([out.logits[:, -1:].expand(g, -1, -1), rest.logits[:, :-1]], dim=1)
+    logits = sampling_logits(logits, temperature, suppressed)
+    lp = logprobs_from_logits(logits, suffix, temperature=temperature) * mask[:, p:]
+    ent = entropy_from_logits(logits, temperature=temperature) * mask[:, p:] if with_entropy else None
+    return lp, ent

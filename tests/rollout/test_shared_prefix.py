@@ -1,0 +1,107 @@
+"""The update's shared prefix: each group's prompt (vision tower included) runs once and its G completions
+attend to the cached prompt. Log-probs and every parameter's gradient equal the plain padded path."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from PIL import Image
+
+from mmreason.models import ModelConfig, load_model
+from mmreason.rollout import shared_prefix
+from mmreason.rollout.forward import collate, token_logprobs
+from mmreason.rollout.generate import GenerationSettings, generate_group
+from mmreason.rollout.prompts import build_prompt
+from mmreason.types import Sample
+
+TEMPERATURE = 0.7
+
+
+def _groups(model, processor, pages=(("red", 112), ("blue", 84), ("green", 56))):
+    """Two groups of different prompt lengths (one multi-page, one single image) and uneven completions."""
+    out = []
+    for gid, n_images in enumerate((len(pages), 1)):
+        images = [Image.new("RGB", (px, px), c) for c, px in pages[:n_images]]
+        content = [{"type": "image"}] * n_images + [{"type": "text", "text": f"Question {gid}?"}]
+        sample = Sample(id=f"s{gid}", messages=[{"role": "user", "content": content}], answer="a", images=images)
+        prompt = build_prompt(processor, sample, max_prompt_length=2048)
+        group = generate_group(model, processor, prompt, gid, 3, GenerationSettings(max_new_tokens=10,
+                                                                                    temperature=TEMPERATURE), seed=gid)
+        out += [_cut(t, keep) for t, keep in zip(group, (10, 4, 7))]  # uneven completions: padding in play
+    return out
+
+
+def _cut(t, keep: int):
+    """The trajectory with only its first ``keep`` completion tokens."""
+    end = t.prompt_length + keep
+    return dataclasses.replace(t, token_ids=t.token_ids[:end], action_mask=t.action_mask[:end],
+                               mm_token_type_ids=t.mm_token_type_ids[:end])
+
+
+def _grads(model, logprobs, mask):
+    model.zero_grad(set_to_none=True)
+    (logprobs * mask).sum().backward()
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _check(model, processor, trajs, offset: int = 0):
+    batch = collate(trajs, processor.tokenizer.pad_token_id)
+    plain, plain_ent = token_logprobs(model, batch, True, temperature=TEMPERATURE)
+    want = _grads(model, plain, batch.action_mask)
+    got_lp, got_ent = shared_prefix.shared_prefix_logprobs(model, trajs, batch.input_ids.shape[1],
+                                                          processor.tokenizer.pad_token_id, True,
+                                                          temperature=TEMPERATURE, _position_offset=offset)
+    mask = batch.action_mask.bool()
+    got = _grads(model, got_lp, batch.action_mask)
+    return plain[mask].detach(), got_lp[mask].detach(), plain_ent[mask].detach(), got_ent[mask].detach(), want, got
+
+
+@pytest.fixture
+def trainable(tiny_model_dir):
+    model = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"))
+    model.train()
+    return model
+
+
+def test_logprobs_and_gradients_equal_the_plain_path(trainable, tiny, one_torch_thread):
+    _, processor = tiny
+    trainable.eval()
+    trajs = _groups(trainable, processor)
+    trainable.train()
+    assert shared_prefix.applies(trainable, trajs)
+    plain, got, plain_ent, got_ent, want, grads = _check(trainable, processor, trajs)
+    torch.testing.assert_close(got, plain, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got_ent, plain_ent, atol=1e-5, rtol=0)
+    assert set(grads) == set(want)
+    for name in want:
+        scale = want[name].abs().max().clamp(min=1e-8)
+        assert (grads[name] - want[name]).abs().max() / scale < 1e-5, name
+    assert any("visual" in n for n in grads)  # the gradient reaches the vision tower through the cached prompt
+
+
+def test_a_wrong_position_offset_is_caught(trainable, tiny, one_torch_thread):
+    """Negative control: completions placed one position late no longer match the plain path."""
+    _, processor = tiny
+    trainable.eval()
+    trajs = _groups(trainable, processor)
+    trainable.train()
+    plain, got, *_ = _check(trainable, processor, trajs, offset=1)
+    assert (got - plain).abs().max() > 1e-3
+
+
+def test_lora_and_checkpointing(tiny_model_dir, tiny, one_torch_thread):
+    _, processor = tiny
+    lora = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32", lora=True, lora_r=4))
+    lora.eval()
+    trajs = _groups(lora, processor)
+    lora.train()
+    assert shared_prefix.applies(lora, trajs)
+    plain, got, _, _, want, grads = _check(lora, processor, trajs)
+    torch.testing.assert_close(got, plain, atol=1e-5, rtol=0)
+    assert want and all((grads[n] - want[n]).abs().max() <= 1e-5 * want[n].abs().max().clamp(min=1e-8)
+                        for n in want)
+    checkpointed = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32",
+                                          gradient_checkpointing=True))
+    assert not shared_prefix.applies(checkpointed, trajs)  # checkpointed layers drop a cache: plain path
