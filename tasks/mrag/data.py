@@ -1,0 +1,94 @@
+"""Data of the mrag pack: user rows (JSONL / parquet through ``datasets``) unrolled into step prompts.
+
+Row shape::
+
+    {"id": str, "question": str, "image": path (optional), "answer": str,
+     "steps": [{"sub_question": str, "kb": "Text Retriever" | "Text Image Retriever" | "Table Retriever" | "None",
+                "answer": str (optional: the intermediate answer shown in later steps' history)}],
+     "thinks": [str] (optional: the think text of each step, the final one last), ...any other column}
+
+``unroll=True`` (offline Step-GRPO, the paper's way, and SFT): each gold step becomes its own sample
+``{id}#s{k}`` with ``step_index = k`` and the columns ``route_step`` reads (``step_type``,
+``sub_question``, ``knowledge_base``); ``unroll=False`` (online multi-turn rollouts through the environment):
+one sample per question, the gold route in ``gold_steps``. Relative image paths resolve against the data
+file. A bad row raises ValueError naming the file and the row.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mmreason.tasks.mrag.steps import GoldStep, parse_steps, render_step, step_prompt, unroll
+from mmreason.types import Sample
+
+RESERVED = ("id", "question", "image", "answer", "steps", "thinks")
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    from datasets import load_dataset
+
+    if not Path(path).exists():
+        raise FileNotFoundError(f"mrag data file {str(path)!r} does not exist")
+    kind = "parquet" if str(path).endswith(".parquet") else "json"
+    try:
+        return list(load_dataset(kind, data_files=str(path), split="train"))
+    except Exception as err:  # datasets / pyarrow: broken JSON, columns whose rows hold different types
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"mrag data file {str(path)!r} cannot be read as {kind} rows "
+                         f"({type(err).__name__}: {first})") from err
+
+
+def _messages(text: str, has_image: bool) -> list[dict[str, Any]]:
+    content = ([{"type": "image"}] if has_image else []) + [{"type": "text", "text": text}]
+    return [{"role": "user", "content": content}]
+
+
+def row_to_samples(row: dict[str, Any], source: str, index: int, unrolled: bool = True) -> list[Sample]:
+    where = f"{source}: row {index} (id {row.get('id', '?')!r})"
+    for key in ("id", "question", "answer"):
+        if row.get(key) is None or str(row.get(key)).strip() == "":
+            raise ValueError(f"{where} has no {key!r} column")
+    steps = parse_steps(row.get("steps"), where)
+    image = row.get("image")
+    if isinstance(image, str) and image and not os.path.isabs(image):
+        image = str(Path(source).parent / image)
+    images = [image] if image else []
+    question, answer = str(row["question"]), str(row["answer"])
+    extra = {k: v for k, v in row.items() if k not in RESERVED and v is not None}
+    gold = [{"sub_question": s.sub_question, "kb": s.kb, "answer": s.answer} for s in steps]
+    base = {**extra, "question": question, "gold_steps": gold, "num_steps": len(steps)}
+    if not unrolled:
+        meta = {**base, "step_index": 0, "step_type": "episode", "target": _full_target(steps, answer)}
+        return [Sample(id=str(row["id"]), messages=_messages(step_prompt(question, []), bool(images)),
+                       answer=answer, images=list(images), meta=meta, task="mrag")]
+    out = []
+    for step in unroll(question, steps, answer, row.get("thinks")):
+        meta = {**base, "step_index": step.step_index, "step_type": step.step_type,
+                "sub_question": step.sub_question, "knowledge_base": step.knowledge_base, "target": step.target}
+        out.append(Sample(id=f"{row['id']}#s{step.step_index}", messages=_messages(step.prompt, bool(images)),
+                          answer=answer, images=list(images), meta=meta, task="mrag"))
+    return out
+
+
+def _full_target(steps: list[GoldStep], answer: str) -> str:
+    """The whole gold route as one text (online variant's SFT target is per step; this is for the logs)."""
+    return "".join(render_step("", s.sub_question, s.kb) for s in steps) + render_step("", answer=answer)
+
+
+def mrag_load(path: str | None = None, split: str = "train", *, unrolled: bool = True, n: int | None = None,
+              seed: int = 0, questions: int | None = None) -> list[Sample]:
+    """The pack's data (``data.task_args`` are these options).
+
+    path: a JSONL/parquet file in the row shape above; None = questions generated from the knowledge bases
+        (``mmreason data mrag build`` caches them; ``questions`` per split, train and held-out disjoint).
+    unrolled: one sample per gold step (offline Step-GRPO, SFT) or one per question (online episodes).
+    n: the first n *questions*.
+    """
+    if path is None:
+        from mmreason.tasks.mrag.synth import generated_split
+
+        path = str(generated_split(split, seed, questions))
+    rows = read_rows(path)[:n] if n else read_rows(path)
+    return [s for i, row in enumerate(rows) for s in row_to_samples(row, str(path), i, unrolled)]
