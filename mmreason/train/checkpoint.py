@@ -1,13 +1,17 @@
 """Atomic checkpoints: model (or LoRA adapter), optimizer, scheduler, sampler, RNG states, step.
 
-A checkpoint is written to ``checkpoint-<step>.tmp`` and renamed to ``checkpoint-<step>`` only when
-complete, so a kill during a save never damages the last good checkpoint; ``resume=auto`` picks the
-newest complete one. Only the main process writes; every process restores its own RNG state.
+A checkpoint is written to ``checkpoint-<step>.tmp``, every file and the folder fsynced, the trainer state
+written last (its presence marks a complete checkpoint), then renamed to ``checkpoint-<step>``. Replacing an
+existing checkpoint renames the old one aside first and removes it only after the new one is in place, so
+a ``kill -9`` at any moment leaves a complete checkpoint behind; ``recover`` (run before ``resume=auto``
+picks one) puts an aside checkpoint back, promotes a complete ``.tmp`` and removes stale ones. Only the main
+process writes; every process restores its own RNG state. Everything is loaded with ``weights_only=True``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -20,24 +24,55 @@ from mmreason.paths import STATE_FILE, checkpoints
 
 
 def rng_state() -> dict[str, Any]:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """RNG states as tensors and plain numbers (loadable with ``weights_only=True``)."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = {"python": random.getstate(), "torch": torch.get_rng_state(),
+             "numpy": {"kind": kind, "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "gauss": float(gauss)}}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    random.setstate(_as_tuples(state["python"]))
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _as_tuples(value):
+    """``random.setstate`` needs tuples; a saved state may come back with lists."""
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def recover(output_dir: str | Path) -> None:
+    """Finish or undo what a kill interrupted: an aside (``.old``) checkpoint whose replacement never landed
+    goes back, a complete ``.tmp`` whose rename never happened is promoted, everything else is removed."""
+    out = Path(output_dir)
+    if not out.is_dir():
+        return
+    for aside in out.glob("checkpoint-*.old"):
+        final = aside.with_suffix("")
+        if final.exists():
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            aside.rename(final)
+    for tmp in out.glob("checkpoint-*.tmp"):
+        final = tmp.with_suffix("")
+        if (tmp / STATE_FILE).exists() and not final.exists():
+            tmp.rename(final)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def resolve_resume(resume: str | None, output_dir: str | Path) -> Path | None:
     if not resume:
         return None
     if resume == "auto":
+        recover(output_dir)
         found = checkpoints(output_dir)
         return found[-1] if found else None
     path = Path(resume)
@@ -66,14 +101,35 @@ def save_checkpoint(accelerator, output_dir: str | Path, step: int, model, optim
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(all_rng, tmp / "rng_state.pt")
-    (tmp / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2, default=str))
+    _fsync_tree(tmp)
+    (tmp / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2, default=str))  # last: complete
+    _fsync_tree(tmp)
+    aside = final.with_name(final.name + ".old")
     if final.exists():
-        shutil.rmtree(final)
+        shutil.rmtree(aside, ignore_errors=True)
+        final.rename(aside)
     tmp.rename(final)
+    _fsync(final.parent)
+    shutil.rmtree(aside, ignore_errors=True)
     for old in checkpoints(output_dir)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
     return final
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """Flush every file and folder under ``root`` (and ``root``) to disk."""
+    for path in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        _fsync(path)
+    _fsync(root)
 
 
 def _gather_objects(accelerator, obj):
@@ -103,8 +159,8 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler) -> dic
         saved = AutoModelForImageTextToText.from_pretrained(str(model_dir), dtype=dtype)
         unwrapped.load_state_dict(saved.state_dict(), strict=True)
         del saved
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
-    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
-    rng = torch.load(path / "rng_state.pt", weights_only=False)
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+    rng = torch.load(path / "rng_state.pt", weights_only=True)
     set_rng_state(rng[min(accelerator.process_index, len(rng) - 1)])
     return json.loads((path / STATE_FILE).read_text())

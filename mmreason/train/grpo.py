@@ -10,6 +10,7 @@ name in ``mmreason.rl``'s registries.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import time
@@ -242,8 +243,12 @@ def refresh_sampler(run: Run, step: int) -> None:
     run.sampler.refresh(scores)
 
 
-def _save(run: Run, step: int):
-    state = {"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict()}
+def _state(run: Run) -> dict[str, Any]:
+    return copy.deepcopy({"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict()})
+
+
+def _save(run: Run, step: int, state: dict[str, Any] | None = None):
+    state = state if state is not None else _state(run)
     return save_checkpoint(run.accelerator, run.cfg.output_dir, step, run.model, run.optimizer, run.scheduler,
                            state, processor=run.processor, keep=run.cfg.save_total_limit)
 
@@ -271,8 +276,10 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     try:
         if evaluator is not None and start == 0:
             run.logger.step(0, evaluator(run, 0), advance=False)  # where the eval curve starts
+        before = _state(run)
         for step in range(start + 1, cfg.max_steps + 1):
             run.step = step
+            before = _state(run)  # a fault inside this step saves step - 1 with this: resume replays the step
             refresh_sampler(run, step)
             metrics = train_step(run, step)
             if evaluator is not None and step % cfg.eval_steps == 0:
@@ -284,8 +291,10 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
         if not cfg.save_steps or cfg.max_steps % cfg.save_steps:
             _save(run, cfg.max_steps)
     except (RunStopped, RewardErrorLimitExceeded) as exc:
-        path = _save(run, run.step)
-        raise RunStopped(f"run stopped at step {run.step}: {exc}; last checkpoint: {path}") from exc
+        # Faults stop a step before its update: the weights are those after step - 1.
+        path = _save(run, run.step - 1, before)
+        raise RunStopped(f"run stopped at step {run.step}: {exc}; last checkpoint: {path} (the last finished "
+                         "step; resume replays this one)") from exc
     finally:
         run.logger.close()
     if run.accelerator.is_main_process:

@@ -79,4 +79,8 @@ def test_failing_reward_calls_are_counted_and_limited(tiny_model_dir, shapes_cac
     assert "max_reward_errors=12" in err and "always fails" in err
     events = [json.loads(x) for x in (out / "events.log").read_text().splitlines()]
     assert any(e["event"] == "reward_error" and "always fails" in json.dumps(e) for e in events)
-    assert list(out.glob("checkpoint-*"))
+    # The checkpoint is the last step that finished, with the sampler as it was before the failed step's
+    # draws, so resuming replays step 2's prompts.
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
+    state = json.loads((out / "checkpoint-1" / "trainer_state.json").read_text())
+    assert state["step"] == 1 and state["sampler"]["position"] == 4  # 4 prompts drawn by step 1
