@@ -7,6 +7,7 @@ answer) + ``<|im_end|>``; the loss is the mean negative log-likelihood of the as
 from __future__ import annotations
 
 import argparse
+import copy
 import time
 
 import torch
@@ -78,9 +79,11 @@ def sft(cfg: TrainConfig) -> Run:
         start = int(state["step"])
     run.logger = RunLogger(cfg.output_dir, run.accelerator, total, start, cfg.report_to)
     state = lambda: {"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict()}  # noqa: E731
+    before = state()
     try:
         for step in range(start + 1, total + 1):
             run.step = step
+            before = copy.deepcopy(state())  # a fault in this step saves step - 1 with this
             run.logger.step(step, sft_step(run))
             if cfg.save_steps and step % cfg.save_steps == 0:
                 save_checkpoint(run.accelerator, cfg.output_dir, step, run.model, run.optimizer, run.scheduler,
@@ -88,9 +91,9 @@ def sft(cfg: TrainConfig) -> Run:
         if not cfg.save_steps or total % cfg.save_steps:
             save_checkpoint(run.accelerator, cfg.output_dir, total, run.model, run.optimizer, run.scheduler,
                             state(), run.processor, cfg.save_total_limit)
-    except RunStopped:
-        save_checkpoint(run.accelerator, cfg.output_dir, run.step, run.model, run.optimizer, run.scheduler,
-                        state(), run.processor, cfg.save_total_limit)
+    except RunStopped:  # before the step's update: the weights are those after step - 1
+        save_checkpoint(run.accelerator, cfg.output_dir, run.step - 1, run.model, run.optimizer, run.scheduler,
+                        before, run.processor, cfg.save_total_limit)
         raise
     finally:
         run.logger.close()
