@@ -13,13 +13,16 @@ import torch
 
 @dataclass
 class VideoRef:
-    """A video and how to sample it: a time window in seconds and either fps or a fixed frame count."""
+    """A video and how to sample it: a time window in seconds and either fps or a fixed frame count, and optional
+    seeded frame noise (``noise_std`` > 0, added after decoding)."""
 
     path: str
     start: float | None = None
     end: float | None = None
     fps: float | None = None
     num_frames: int | None = None
+    noise_std: float = 0.0  # Gaussian noise on the decoded frames, [0, 1] pixel units (difficulty augmentation)
+    noise_seed: int = 0
 
 
 @dataclass

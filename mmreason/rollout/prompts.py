@@ -66,6 +66,10 @@ def load_sample_media(sample: Sample, min_pixels: int | None, max_pixels: int | 
             start=ref.start, end=ref.end, max_pixels=max_pixels, min_pixels=min_pixels,
             max_frames=video_max_frames,
         )
+        if ref.noise_std > 0:
+            from mmreason.sampling.difficulty import add_frame_noise
+
+            clip.frames = add_frame_noise(clip.frames, ref.noise_std, ref.noise_seed)
         videos.append(clip.frames)
         metadata.append(media.video_metadata(clip))
     return images, videos, metadata
