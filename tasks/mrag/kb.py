@@ -1,0 +1,212 @@
+"""The three knowledge bases behind one retriever interface, built once and cached on disk.
+
+``build_index(folder)`` reads the sources (``sources.py``), writes ``items.jsonl`` (one item a line) and
+``manifest.json`` (format version, item counts, the items file's sha256, the source files' sha256) last, so a
+folder with a manifest is complete. ``load_index`` checks the manifest and the checksum: a missing or corrupt
+index is a ``KnowledgeBaseError`` that says how to rebuild it. Retrieval is lexical BM25 (``rank_bm25``) per
+knowledge base; ``DenseRetriever`` ranks by a local ``from_pretrained`` encoder (e.g. BGE-M3) instead.
+``search`` returns at most ``k`` hits whose texts fit ``token_budget`` (whitespace tokens; the last hit is cut).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+from mmreason.paths import cache_dir
+from mmreason.tasks.mrag.sources import Item
+
+INDEX_VERSION = 1
+KB_OF_RETRIEVER = {"Text Retriever": "text", "Text Image Retriever": "image", "Table Retriever": "table"}
+MAX_QUERY_CHARS = 1_000  # a longer query is an error, not a slow search
+MAX_QUERY_TERMS = 64
+_WORD = re.compile(r"[a-z0-9]+")
+STOPWORDS = frozenset("a an the of in on at to for by with and or is are was were be been what which who whom "
+                      "whose when where how why does did do this that these those it its as from".split())
+
+
+class KnowledgeBaseError(RuntimeError):
+    """A missing, corrupt or stale index, or a query that cannot be run; the message says what to do."""
+
+
+def default_index_dir() -> Path:
+    return cache_dir("mrag", f"index-v{INDEX_VERSION}")
+
+
+def terms(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+# ---- build and load ----------------------------------------------------------------------------
+
+
+def build_index(folder: str | Path | None = None, *, force: bool = False, max_articles: int | None = None) -> Path:
+    """Build the knowledge bases into ``folder`` (default: the cache) unless a complete one is there."""
+    from mmreason.tasks.mrag import sources
+
+    folder = Path(folder or default_index_dir())
+    if (folder / "manifest.json").exists() and not force:
+        return folder
+    start = time.perf_counter()
+    items = sources.text_items(max_articles) + sources.table_items() + sources.image_items()
+    extra = {"sources": sources.source_files(), "licences": sources.LICENCES}
+    return write_index(folder, items, extra, time.perf_counter() - start)
+
+
+def write_index(folder: str | Path, items: list[Item], extra: dict | None = None, seconds: float = 0.0) -> Path:
+    """Write ``items`` as an index: items first, the manifest (with the items' checksum) last."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").unlink(missing_ok=True)
+    payload = "".join(json.dumps(asdict(item)) + "\n" for item in items).encode()
+    (folder / "items.jsonl").write_bytes(payload)
+    counts = {kb: sum(i.kb == kb for i in items) for kb in ("text", "table", "image", "row")}
+    manifest = {"version": INDEX_VERSION, "counts": counts, "items_sha256": hashlib.sha256(payload).hexdigest(),
+                **(extra or {}), "build_seconds": round(seconds, 2), "bytes": len(payload)}
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return folder
+
+
+def load_index(folder: str | Path | None = None) -> KnowledgeBases:
+    folder = Path(folder or default_index_dir())
+    rebuild = f"run `mmreason data mrag build --index {folder} --force`"
+    manifest_path, items_path = folder / "manifest.json", folder / "items.jsonl"
+    if not manifest_path.exists() or not items_path.exists():
+        raise KnowledgeBaseError(f"no mrag knowledge-base index in {folder}: {rebuild.replace(' --force', '')}")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        payload = items_path.read_bytes()
+    except (OSError, ValueError) as err:
+        raise KnowledgeBaseError(f"mrag index in {folder} is unreadable ({err}); {rebuild}") from None
+    if not isinstance(manifest, dict) or manifest.get("version") != INDEX_VERSION:
+        raise KnowledgeBaseError(f"mrag index in {folder} has format {manifest.get('version') if isinstance(manifest, dict) else '?'}, "
+                                 f"this version reads {INDEX_VERSION}; {rebuild}")
+    if hashlib.sha256(payload).hexdigest() != manifest.get("items_sha256"):
+        raise KnowledgeBaseError(f"mrag index in {folder} is corrupt (items.jsonl does not match its checksum); "
+                                 f"{rebuild}")
+    items = [Item(**json.loads(line)) for line in payload.decode().splitlines()]
+    return KnowledgeBases(items, folder)
+
+
+# ---- retrieval ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hit:
+    item_id: str
+    title: str
+    text: str
+    score: float
+    image: str | None = None
+
+
+class Retriever(Protocol):
+    def search(self, query: str, k: int, token_budget: int) -> list[Hit]: ...
+
+
+def check_query(query: str) -> list[str]:
+    if len(query) > MAX_QUERY_CHARS:
+        raise KnowledgeBaseError(f"query of {len(query)} characters is over the limit of {MAX_QUERY_CHARS}")
+    words = terms(query)[:MAX_QUERY_TERMS]
+    if not words:
+        raise KnowledgeBaseError("empty query: no searchable words")
+    return words
+
+
+def fit(ranked: list[tuple[Item, float]], k: int, token_budget: int) -> list[Hit]:
+    """At most ``k`` hits whose whitespace tokens sum to at most ``token_budget`` (the last one cut)."""
+    hits, left = [], token_budget
+    for item, score in ranked[:k]:
+        if left <= 0:
+            break
+        words = item.text.split()
+        text = item.text if len(words) <= left else " ".join(words[:left]) + " ..."
+        left -= min(len(words), left)
+        hits.append(Hit(item.id, item.title, text, score, item.image))
+    return hits
+
+
+class BM25Retriever:
+    """Okapi BM25 over one knowledge base's items (``rank_bm25``, k1 = 1.5, b = 0.75)."""
+
+    def __init__(self, items: list[Item]):
+        from rank_bm25 import BM25Okapi
+
+        self.items = items
+        self.bm25 = BM25Okapi([terms(f"{i.title} {i.text}") or ["_"] for i in items])
+
+    def search(self, query: str, k: int, token_budget: int) -> list[Hit]:
+        words = check_query(query)
+        scores = self.bm25.get_scores(words)  # [items]
+        # Items that share a term with the query (Okapi's IDF goes negative for a term in most of a tiny KB).
+        matched = [j for j, freqs in enumerate(self.bm25.doc_freqs) if any(w in freqs for w in words)]
+        order = sorted(matched, key=lambda j: (-scores[j], j))
+        return fit([(self.items[j], float(scores[j])) for j in order], k, token_budget)
+
+
+class DenseRetriever:
+    """Cosine of L2-normalised embeddings from a local ``from_pretrained`` encoder (e.g. BGE-M3, CLS pooling)."""
+
+    def __init__(self, items: list[Item], model_path: str, pooling: str = "cls", batch_size: int = 32):
+        import torch
+
+        from mmreason.rewards.retrieval import embed
+
+        self.items, self.model_path, self.pooling = items, model_path, pooling
+        texts = [f"{i.title}: {i.text}" for i in items]
+        self.vectors = torch.cat([embed(texts[s : s + batch_size], model_path, pooling)
+                                  for s in range(0, len(texts), batch_size)])  # [items, D]
+
+    def search(self, query: str, k: int, token_budget: int) -> list[Hit]:
+        from mmreason.rewards.retrieval import embed
+
+        check_query(query)
+        scores = (self.vectors @ embed([query], self.model_path, self.pooling)[0]).tolist()  # [items]
+        order = sorted(range(len(self.items)), key=lambda j: (-scores[j], j))
+        return fit([(self.items[j], scores[j]) for j in order], k, token_budget)
+
+
+class KnowledgeBases:
+    """The loaded index: items by knowledge base and one retriever per knowledge base (built on first use)."""
+
+    def __init__(self, items: list[Item], folder: Path | None = None, dense_model: str | None = None):
+        self.folder, self.dense_model = folder, dense_model
+        self.by_kb: dict[str, list[Item]] = {}
+        for item in items:
+            self.by_kb.setdefault(item.kb, []).append(item)
+        self._retrievers: dict[str, Retriever] = {}
+
+    def retriever(self, name: str) -> Retriever:
+        """The retriever of ``name`` ("Text Retriever", "Text Image Retriever", "Table Retriever")."""
+        if name not in KB_OF_RETRIEVER:
+            raise KnowledgeBaseError(f"unknown retriever {name[:80]!r}; known: {', '.join(KB_OF_RETRIEVER)}")
+        kb = KB_OF_RETRIEVER[name]
+        if kb not in self._retrievers:
+            items = self.by_kb.get(kb, [])
+            if not items:
+                raise KnowledgeBaseError(f"the {name} has no items in this index")
+            self._retrievers[kb] = (DenseRetriever(items, self.dense_model) if self.dense_model
+                                    else BM25Retriever(items))
+        return self._retrievers[kb]
+
+    def search(self, retriever: str, query: str, k: int = 3, token_budget: int = 200) -> list[Hit]:
+        if k < 1 or token_budget < 1 or not math.isfinite(token_budget):
+            raise KnowledgeBaseError(f"k={k} and token_budget={token_budget} must be positive")
+        return self.retriever(retriever).search(query, k, token_budget)
+
+
+_LOADED: dict[str, KnowledgeBases] = {}
+
+
+def shared_index(folder: str | Path | None = None) -> KnowledgeBases:
+    """The index of ``folder`` loaded once per process (environments are created per episode)."""
+    key = str(Path(folder or default_index_dir()))
+    if key not in _LOADED:
+        _LOADED[key] = load_index(key)
+    return _LOADED[key]

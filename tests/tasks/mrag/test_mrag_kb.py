@@ -1,0 +1,76 @@
+"""Knowledge bases: one retriever interface, at most k hits within a token budget, a cached index whose
+absence or corruption is a clear error; the real sources (gensim / vega_datasets / scikit-image) when installed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mrag_helpers import small_index
+
+from mmreason.cli import main
+from mmreason.tasks.mrag.kb import MAX_QUERY_CHARS, KnowledgeBaseError, build_index, load_index
+
+
+@pytest.fixture
+def kb(tmp_path):
+    return load_index(small_index(tmp_path))
+
+
+def test_each_retriever_searches_its_own_knowledge_base(kb):
+    (top, *_) = kb.search("Text Retriever", "Who discovered argon?", k=3, token_budget=200)
+    assert top.item_id == "text:Argon:0"
+    assert [h.item_id for h in kb.search("Table Retriever", "wheat price in 1600")] == ["table:wheat:0"]
+    (image,) = kb.search("Text Image Retriever", "a tabby cat")
+    assert image.image is not None and image.image.endswith("cat.png")
+
+
+def test_at_most_k_hits_within_the_token_budget(kb):
+    assert len(kb.search("Text Retriever", "argon Alaska", k=1, token_budget=500)) == 1
+    hits = kb.search("Text Retriever", "argon long passage", k=3, token_budget=40)
+    assert sum(len(h.text.replace(" ...", "").split()) for h in hits) <= 40
+    assert hits[0].item_id == "text:Long:0" and hits[0].text.endswith("...")  # the long passage, cut
+
+
+@pytest.mark.parametrize("retriever, query, message", [
+    ("Web Search", "argon", "unknown retriever 'Web Search'"),
+    ("Text Retriever", "x" * (100 * 1024), f"over the limit of {MAX_QUERY_CHARS}"),
+    ("Text Retriever", "  ?? the of ", "empty query"),
+])
+def test_bad_queries_are_knowledge_base_errors(kb, retriever, query, message):
+    with pytest.raises(KnowledgeBaseError, match=message):
+        kb.search(retriever, query)
+
+
+def test_missing_and_corrupt_index_say_how_to_rebuild(tmp_path):
+    with pytest.raises(KnowledgeBaseError, match="no mrag knowledge-base index.*mmreason data mrag build"):
+        load_index(tmp_path / "nothing")
+    folder = small_index(tmp_path)
+    items = folder / "items.jsonl"
+    items.write_bytes(items.read_bytes()[:-30])  # a truncated write
+    with pytest.raises(KnowledgeBaseError, match="corrupt.*--force"):
+        load_index(folder)
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(KnowledgeBaseError, match="unreadable"):
+        load_index(folder)
+
+
+def test_cli_reports_a_missing_index_without_a_traceback(tmp_path, capsys):
+    with pytest.raises(SystemExit, match="no mrag knowledge-base index"):
+        main(["data", "mrag", "search", "--index", str(tmp_path / "none"), "--query", "argon"])
+
+
+def test_real_sources_build_once_and_are_cached(tmp_path):
+    pytest.importorskip("gensim")
+    pytest.importorskip("skimage")
+    pytest.importorskip("vega_datasets")
+    folder = build_index(tmp_path / "real", max_articles=2)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["counts"]["text"] > 20 and manifest["counts"]["table"] > 100 and manifest["counts"]["image"] >= 10
+    assert "wiki" in manifest["sources"] and manifest["licences"]["text"].startswith("CC BY-SA")
+    stamp = (folder / "items.jsonl").stat().st_mtime_ns
+    assert build_index(folder) == folder and (folder / "items.jsonl").stat().st_mtime_ns == stamp  # cached
+    kb = load_index(folder)
+    assert kb.search("Table Retriever", "Playfair wheat price 1600")[0].item_id.startswith("table:wheat")
+    (hit, *_) = kb.search("Text Image Retriever", "launch of a Falcon 9 rocket")
+    assert hit.image.endswith("rocket.jpg")
