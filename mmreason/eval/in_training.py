@@ -68,4 +68,4 @@ def evaluate_during_training(run, step: int) -> dict[str, float]:
 
 def _write_samples(path: Path, records: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records))
+    path.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records), encoding="utf-8")

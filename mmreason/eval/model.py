@@ -39,7 +39,8 @@ class ResolvedModel:
 
 def sanitize(text: str) -> str:
     """lmms-eval's model-name sanitizer: path separators and shell-hostile characters become ``__``."""
-    return re.sub(r"[\"<>:/|\\?*\[\]]+", "__", text.strip().rstrip("/").removeprefix("./"))
+    name = re.sub(r"[\"<>:/|\\?*\[\]]+", "__", text.strip().rstrip("/").removeprefix("./"))
+    return re.sub(r"^\.+", lambda m: "_" * len(m.group()), name)  # "..", "." never name a folder above
 
 
 def resolve_model(spec: str, adapter: str | None = None) -> ResolvedModel:

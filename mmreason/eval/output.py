@@ -33,7 +33,7 @@ def config_hash(config: dict[str, Any]) -> str:
 
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
 
 
@@ -51,6 +51,8 @@ class RunFiles:
     def open(cls, output_path: str | Path, model_name: str, config: dict[str, Any]) -> RunFiles:
         """The run's folder: a pending run with the same config hash, or a new timestamp."""
         root = Path(output_path) / model_name
+        if Path(output_path).resolve() not in root.resolve().parents:
+            raise ValueError(f"model name {model_name!r} would write outside --output_path {str(output_path)!r}")
         root.mkdir(parents=True, exist_ok=True)
         digest = config_hash(config)
         for marker in sorted(root.glob("*_pending.json"), reverse=True):
@@ -91,7 +93,9 @@ class RunFiles:
         if not path.exists():
             return {}
         records: dict[str, dict[str, Any]] = {}
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # Split on "\n" only: a response may hold U+2028 / U+0085, which ``splitlines`` would cut a record at
+        # (JSON escapes "\n" inside strings, so every "\n" in the file ends a record).
+        lines = [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
         for line in lines:
             try:
                 record = json.loads(line)
