@@ -52,7 +52,10 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
     ``max_observation_tokens`` (text + visual tokens), or one that would overflow ``max_context``, ends it."""
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
-    env.reset(prompt.sample)
+    try:
+        env.reset(prompt.sample)
+    except Exception as exc:
+        raise ValueError(f"sample {prompt.sample.id!r}: the environment cannot start: {exc}") from exc
     ids, types = prompt.input_ids.clone(), prompt.mm_token_type_ids.clone()
     mask = torch.zeros_like(ids)
     visual = [prompt.visual] if prompt.visual else []
@@ -71,7 +74,11 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         turns.append(Turn("assistant", text, start, int(ids.numel())))
         ended_with_eos = action.numel() > 0 and int(action[-1]) in eos
         truncated = truncated and not any(text.endswith(s) for s in settings.stop_strings)
-        obs = env.step(text)  # the environment decides what a finished, stopped or cut turn means
+        try:
+            obs = env.step(text)  # the environment decides what a finished, stopped or cut turn means
+        except Exception as exc:  # an environment bug or a hostile action ends this episode, never the run
+            ended = f"environment error: {type(exc).__name__}: {str(exc)[:500]}"
+            break
         infos.append(obs.info)
         if obs.done or turn == max_turns - 1:
             break

@@ -85,10 +85,15 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
     for d in drawn:
         if run.pack.make_environment is not None and r.max_turns > 1:
             max_context = run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns
-            trajectories += generate_multiturn_group(
+            group = generate_multiturn_group(
                 model, run.processor, d.prompt, run.pack.make_environment, d.slot, r.num_generations, settings,
                 r.max_turns, max_context, run.cfg.seed, step, key=d.key,
                 max_observation_tokens=r.max_observation_tokens)
+            for t in group:
+                if str(t.reward_info.get("ended") or "").startswith("environment error"):
+                    run.counters.env_faults += 1
+                    run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])
+            trajectories += group
         else:
             seed = group_seed(run.cfg.seed, step, d.key)
             trajectories += generate_group(model, run.processor, d.prompt, d.slot, r.num_generations, settings,

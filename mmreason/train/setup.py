@@ -39,6 +39,7 @@ class Counters:
     nan_steps: int = 0
     reward_errors: int = 0
     dropped_groups: int = 0
+    env_faults: int = 0  # episodes ended by an exception inside the environment
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -56,6 +57,7 @@ class Run:
     dataset: list[Sample]
     sampler: Any
     logger: RunLogger | None = None
+    augmenter: Any = None  # DifficultyAugmenter when cfg.augment.enabled
     ref_model: Any = None
     rewards: Any = None
     counters: Counters = field(default_factory=Counters)
@@ -162,7 +164,17 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
     sampler = SAMPLERS.get(cfg.sampler.name)(len(dataset), seed=cfg.seed, **cfg.sampler.options)
     rewards = build_rewards(cfg, pack, config_dir) if with_rewards else None
     return Run(cfg, accelerator, model, processor, optimizer, scheduler, pack, dataset, sampler,
-               ref_model=ref_model, rewards=rewards)
+               ref_model=ref_model, rewards=rewards, augmenter=build_augmenter(cfg))
+
+
+def build_augmenter(cfg: TrainConfig):
+    """The difficulty-aware augmenter of ``cfg.augment`` (None when it is off)."""
+    if not cfg.augment.enabled:
+        return None
+    from mmreason.sampling.difficulty import DifficultyAugmenter
+
+    options = {k: v for k, v in vars(cfg.augment).items() if k != "enabled"}
+    return DifficultyAugmenter(**options, seed=cfg.seed)
 
 
 def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = None):

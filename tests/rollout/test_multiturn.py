@@ -107,3 +107,23 @@ def test_an_observation_over_max_observation_tokens_ends_the_episode(tiny):
     (full,) = generate_multiturn_group(model, processor, prompt, ZoomEnv, max_observation_tokens=100, **kwargs)
     assert [turn.role for turn in full.turns] == ["assistant", "observation", "assistant"]
     assert full.reward_info["ended"] is None
+
+
+class BrokenEnv(ZoomEnv):
+    """Raises on the second turn, as a buggy tool or a hostile action might."""
+
+    def step(self, action_text: str) -> Observation:
+        if self.calls >= 1:
+            raise RuntimeError("tool crashed")
+        return super().step(action_text)
+
+
+def test_an_exception_in_the_environment_ends_the_episode_not_the_run(tiny):
+    model, processor = tiny
+    prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
+    trajs = generate_multiturn_group(model, processor, prompt, BrokenEnv, group_id=0, num_generations=2,
+                                     settings=GenerationSettings(max_new_tokens=5), max_turns=3,
+                                     max_context=2048, seed=0, step=1)
+    for t in trajs:
+        assert [turn.role for turn in t.turns] == ["assistant", "observation", "assistant"]
+        assert t.reward_info["ended"] == "environment error: RuntimeError: tool crashed"
