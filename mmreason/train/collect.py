@@ -12,11 +12,12 @@ to draw again is taken by all processes together, so ranks keep the same sampler
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from mmreason.rewarding.runner import RewardBatch
+from mmreason.train.augment import augment_groups
 from mmreason.train.records import Drawn
 from mmreason.types import Sample, Trajectory
 
@@ -30,10 +31,12 @@ class Collected:
     extra_draws: int = 0  # further prompt batches drawn by dynamic sampling
     discarded_groups: int = 0  # groups drawn, rolled out and scored, then not trained on
     reward_seconds: float = 0.0  # of the step's wall time, spent scoring
+    metrics: dict[str, float] = field(default_factory=dict)  # difficulty-aware augmentation's, when on
 
 
-def collect_rollouts(run, step: int, draw, build, roll_out, score) -> Collected:
-    """One step's scored rollouts. ``draw``/``build``/``roll_out``/``score`` are the loop's phases."""
+def collect_rollouts(run, step: int, draw, build, roll_out, score, build_sample=None) -> Collected:
+    """One step's scored rollouts. ``draw``/``build``/``roll_out``/``score`` are the loop's phases;
+    ``build_sample(run, sample)`` builds one augmented prompt (difficulty-aware augmentation, when on)."""
     cfg = run.cfg
     timed = [0.0]
 
@@ -44,20 +47,24 @@ def collect_rollouts(run, step: int, draw, build, roll_out, score) -> Collected:
         finally:
             timed[0] += time.perf_counter() - t
 
-    got = _collect(run, step, cfg, draw, build, roll_out, score_timed)
+    got = _collect(run, step, cfg, draw, build, roll_out, score_timed, build_sample)
     got.reward_seconds = timed[0]
     return got
 
 
-def _collect(run, step: int, cfg, draw, build, roll_out, score) -> Collected:
+def _collect(run, step: int, cfg, draw, build, roll_out, score, build_sample=None) -> Collected:
     prompts = build(run, draw(run))
     trajectories = roll_out(run, prompts, step)
     if not trajectories:
         return Collected(prompts, [], [], RewardBatch(torch.zeros(0, 0), [], torch.zeros(0)))
     samples, batch = score(run, prompts, trajectories)
+    metrics: dict[str, float] = {}
+    if getattr(run, "augmenter", None) is not None and build_sample is not None:
+        prompts, trajectories, samples, batch, metrics = augment_groups(
+            run, step, prompts, trajectories, samples, batch, build_sample, roll_out, score)
     rounds = [(prompts, trajectories, samples, batch)]
     if not cfg.algorithm.dynamic_sampling:
-        return Collected(prompts, trajectories, samples, batch)
+        return Collected(prompts, trajectories, samples, batch, metrics=metrics)
     extra = 0
     while extra < cfg.algorithm.dynamic_sampling_max_draws and _any_rank(run, _signal_groups(rounds, cfg)
                                                                           < cfg.prompts_per_step):
@@ -68,7 +75,9 @@ def _collect(run, step: int, cfg, draw, build, roll_out, score) -> Collected:
         if more_trajs:
             more_samples, more_batch = score(run, more, more_trajs)
             rounds.append((more, more_trajs, more_samples, more_batch))
-    return _keep(rounds, cfg, extra)
+    got = _keep(rounds, cfg, extra)
+    got.metrics = metrics
+    return got
 
 
 def _group_signal(trajectories: list[Trajectory], batch: RewardBatch, missing: str) -> dict[int, bool]:

@@ -87,6 +87,23 @@ class SamplerConfig:
 
 
 @dataclass
+class AugmentConfig:
+    """Difficulty-aware augmentation (DeepVideo-R1; mmreason/sampling/difficulty.py): a group whose rewards are
+    all equal and whose mean is far from the recent groups' is regenerated with a hint (too hard) or with
+    noise on its video frames (too easy)."""
+
+    enabled: bool = False
+    window: int = 100  # FIFO of recent group mean rewards
+    min_buffer: int = 20  # groups in the FIFO before anything is augmented
+    r_max: float = 1.0  # the largest total reward (normalises |ΔR|)
+    threshold: float = 0.1  # augment only when |ΔR| > threshold * r_max
+    hint_min: float = 0.2  # hint = the first hint_min + hint_span * d of the best earlier trace's words
+    hint_span: float = 0.6
+    noise_max: float = 0.3  # frame noise sigma = noise_max * d ([0, 1] pixel units)
+    uniform_only: bool = True  # only groups whose rewards are all equal
+
+
+@dataclass
 class TrainConfig:
     """The whole run."""
 
@@ -96,6 +113,7 @@ class TrainConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     rewards: list[RewardConfig] = field(default_factory=list)  # empty = the task pack's defaults
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
     output_dir: str = "runs/default"
     seed: int = 0
     max_steps: int = 100

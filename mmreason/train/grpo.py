@@ -57,8 +57,13 @@ def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | No
 
     Past ``max_bad_samples`` broken samples the run stops (the loop saves a checkpoint first).
     """
-    d = run.cfg.data
     sample = run.pack.prepare(run.dataset[index], split=split, seed=run.cfg.seed, step=run.step)
+    return prompt_of(run, sample)
+
+
+def prompt_of(run: Run, sample) -> PromptInputs | None:
+    """``sample`` as model inputs, or None (counted and logged) when it cannot be (``load_prompt``)."""
+    d = run.cfg.data
     try:
         return build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length, min_pixels=d.min_pixels,
                             max_pixels=d.max_pixels, video_fps=d.video_fps, video_max_frames=d.video_max_frames,
@@ -175,10 +180,10 @@ def check_reward_missing(cfg: TrainConfig) -> None:
 def train_step(run: Run, step: int) -> dict[str, Any]:
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    got = collect_rollouts(run, step, sample_prompts, build_prompts, roll_out, score)
+    got = collect_rollouts(run, step, sample_prompts, build_prompts, roll_out, score, build_sample=prompt_of)
     prompts, trajectories = got.prompts, got.trajectories
     t2 = time.perf_counter()
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, Any] = dict(got.metrics)
     run.counters.dropped_groups += got.discarded_groups
     if run.cfg.algorithm.dynamic_sampling:
         metrics["dynamic_sampling/extra_draws"] = float(got.extra_draws)
@@ -249,7 +254,10 @@ def refresh_sampler(run: Run, step: int) -> None:
 
 
 def _state(run: Run) -> dict[str, Any]:
-    return copy.deepcopy({"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict()})
+    state = {"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict()}
+    if run.augmenter is not None:
+        state["augment"] = run.augmenter.state_dict()
+    return copy.deepcopy(state)
 
 
 def _save(run: Run, step: int, state: dict[str, Any] | None = None):
@@ -272,6 +280,8 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
         state = load_checkpoint(ckpt, run.accelerator, run.model, run.optimizer, run.scheduler)
         run.sampler.load_state_dict(state["sampler"])
         run.counters.__dict__.update(state.get("counters", {}))
+        if run.augmenter is not None and "augment" in state:
+            run.augmenter.load_state_dict(state["augment"])
         start = int(state["step"])
         if run.accelerator.is_main_process:
             print(f"resumed from {ckpt} at step {start}")
