@@ -31,6 +31,9 @@ _JUDGES: dict[tuple[str, str, str], Any] = {}
 _LOCK = threading.Lock()
 
 
+DELIMITERS = ("<candidate>", "</candidate>")  # around the policy's answer in the default template
+
+
 def load_judge(path: str, device: str = "cpu", dtype: str = "float32"):
     """(model, processor) from a local directory, cached per (path, device, dtype)."""
     key = (str(path), device, dtype)
@@ -43,6 +46,18 @@ def load_judge(path: str, device: str = "cpu", dtype: str = "float32"):
             model = AutoModelForImageTextToText.from_pretrained(str(path), dtype=getattr(torch, dtype))
             _JUDGES[key] = (model.to(device).eval(), processor)
         return _JUDGES[key]
+
+
+def defang(text: str, tokenizer: Any) -> str:
+    """The policy's text with every special token of the judge's tokenizer broken (``<|im_end|>`` becomes
+    ``<​|im_end|>``), so an answer cannot close the judge's turn and write its reply; markers of the
+    template's answer delimiters are broken too."""
+    specials = set(getattr(tokenizer, "all_special_tokens", []) or [])
+    specials |= {t for t in getattr(tokenizer, "get_added_vocab", dict)() if t.startswith("<") and t.endswith(">")}
+    for token in sorted(specials | set(DELIMITERS), key=len, reverse=True):
+        if len(token) > 1:
+            text = text.replace(token, token[0] + "\u200b" + token[1:])
+    return text
 
 
 def render_prompt(template_path: str | Path, **values: Any) -> str:
@@ -139,8 +154,8 @@ def vlm_judge(
                 template_path,
                 question=sample.prompt_text,
                 reference=refs[0] if refs else "",
-                answer=final_answer(completion, extract, max_chars=max_answer_chars),
-                completion=completion,
+                answer=defang(final_answer(completion, extract, max_chars=max_answer_chars), processor.tokenizer),
+                completion=defang(completion, processor.tokenizer),
             )
         )
         pictures.append(sample_visuals(sample, max_images, max_frames, max_pixels))
