@@ -78,17 +78,18 @@ def _full_target(steps: list[GoldStep], answer: str) -> str:
 
 
 def mrag_load(path: str | None = None, split: str = "train", *, unrolled: bool = True, n: int | None = None,
-              seed: int = 0, questions: int | None = None) -> list[Sample]:
+              seed: int = 0, train_questions: int | None = None, eval_questions: int | None = None
+              ) -> list[Sample]:
     """The pack's data (``data.task_args`` are these options).
 
     path: a JSONL/parquet file in the row shape above; None = questions generated from the knowledge bases
-        (``mmreason data mrag build`` caches them; ``questions`` per split, train and held-out disjoint).
+        (cached; ``train_questions`` / ``eval_questions``, default 256 / 64, disjoint; ``seed``).
     unrolled: one sample per gold step (offline Step-GRPO, SFT) or one per question (online episodes).
     n: the first n *questions*.
     """
     if path is None:
         from mmreason.tasks.mrag.synth import generated_split
 
-        path = str(generated_split(split, seed, questions))
+        path = str(generated_split(split, seed, train_questions, eval_questions))
     rows = read_rows(path)[:n] if n else read_rows(path)
     return [s for i, row in enumerate(rows) for s in row_to_samples(row, str(path), i, unrolled)]
