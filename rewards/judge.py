@@ -49,8 +49,8 @@ def load_judge(path: str, device: str = "cpu", dtype: str = "float32"):
 
 
 def defang(text: str, tokenizer: Any) -> str:
-    """The policy's text with every special token of the judge's tokenizer broken (``<|im_end|>`` becomes
-    ``<​|im_end|>``), so an answer cannot close the judge's turn and write its reply; markers of the
+    """The policy's text with every special token of the judge's tokenizer broken (a zero-width space after its
+    first character), so an answer cannot close the judge's turn and write its reply; markers of the
     template's answer delimiters are broken too."""
     specials = set(getattr(tokenizer, "all_special_tokens", []) or [])
     specials |= {t for t in getattr(tokenizer, "get_added_vocab", dict)() if t.startswith("<") and t.endswith(">")}
