@@ -22,6 +22,13 @@ from mmreason.media.errors import MediaError, describe, require_file
 ImageSource = Any  # str | os.PathLike | bytes | PIL.Image.Image | {"bytes": ..., "path": ...}
 
 _KIND = "image"
+# Pixels an image may have before it is decoded (its header is read first): far above any budget, far below
+# what would exhaust memory. Override with MMREASON_MAX_IMAGE_PIXELS.
+MAX_DECODE_PIXELS = 64_000_000
+
+
+def max_decode_pixels() -> int:
+    return int(os.environ.get("MMREASON_MAX_IMAGE_PIXELS") or MAX_DECODE_PIXELS)
 
 
 def _name(src: ImageSource) -> str:
@@ -98,6 +105,10 @@ def load_image(src: ImageSource, max_pixels: int | None = None, min_pixels: int 
     Raises ``MediaError`` naming the source for a missing, empty, corrupt or truncated file.
     """
     image = _open(src)
+    cap = max_decode_pixels()
+    if image.width * image.height > cap:  # from the header: nothing decoded yet
+        raise MediaError(_name(src), f"{image.width}x{image.height} px is over the decode cap of {cap:,} pixels "
+                         "(MMREASON_MAX_IMAGE_PIXELS)", _KIND)
     try:
         image.load()  # decodes now: truncated data fails here
         image = to_rgb(image)

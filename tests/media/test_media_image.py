@@ -136,3 +136,20 @@ def test_extreme_aspect_ratio_names_the_file(tmp_path):
         load_image(path, max_pixels=28 * 28 * 100)
     with pytest.raises(MediaError, match="strip.png"):
         image_file_tokens(path)
+
+
+def test_an_image_over_the_decode_cap_is_refused_from_its_header(tmp_path, monkeypatch):
+    """A huge image is refused before a pixel is decoded; the error names the file, the size and the knob."""
+    import pytest
+    from PIL import Image
+
+    from mmreason.media import MediaError
+    from mmreason.media.image import load_image
+
+    path = tmp_path / "big.png"
+    Image.new("RGB", (300, 200), "red").save(path)
+    monkeypatch.setenv("MMREASON_MAX_IMAGE_PIXELS", "50000")
+    with pytest.raises(MediaError, match=r"big.png.*300x200 px is over the decode cap of 50,000.*MMREASON_MAX_IMAGE"):
+        load_image(path)
+    monkeypatch.setenv("MMREASON_MAX_IMAGE_PIXELS", "60000")
+    assert load_image(path).size == (300, 200)
