@@ -105,8 +105,8 @@ def question_pool(kb: KnowledgeBases, seed: int, size: int) -> list[dict[str, An
     rng = random.Random(seed)
     tables, articles, images = table_facts(kb), article_facts(kb), image_facts(kb)
     rows: dict[str, dict[str, Any]] = {}
-    for kind, share in KIND_SHARE.items():
-        want, tries = round(size * share), 0
+    for n, (kind, share) in enumerate(KIND_SHARE.items()):
+        want, tries = round(size * share) if n < len(KIND_SHARE) - 1 else size - len(rows), 0
         made = 0
         while made < want and tries < 50 * want:
             tries += 1

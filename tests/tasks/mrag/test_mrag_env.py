@@ -1,0 +1,93 @@
+"""The online environment: a step runs its retriever and comes back as an observation (text, images for the
+text-image KB); answers and None end the episode, so does the step limit; retrieval is bounded; bad steps
+(an invented retriever, a 100 KB sub-question, an empty query, no parse) are error observations."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from mrag_helpers import small_default_index, small_index
+
+from mmreason.tasks.mrag.env import MragEnv, mrag_environment
+from mmreason.tasks.mrag.kb import KnowledgeBaseError, load_index
+from mmreason.tasks.mrag.rewards import mrag_episode
+from mmreason.types import Trajectory, Turn
+
+
+def step(question, kb):
+    return f"<think>need it</think><sub-question>{question}</sub-question><ret>{kb}</ret>"
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = MragEnv(load_index(small_index(tmp_path)), k=2, token_budget=60, max_steps=4, max_calls=2)
+    e.reset(None)
+    return e
+
+
+def test_a_step_runs_its_retriever_and_returns_the_hits(env):
+    obs = env.step(step("Who discovered argon?", "Text Retriever"))
+    assert not obs.done and obs.text.startswith("Text Retriever results:")
+    assert "Lord Rayleigh" in obs.text and obs.info["hits"][0] == "text:Argon:0"
+    assert len(obs.info["hits"]) <= 2 and len(obs.text.split()) < 60 + 20  # k and the token budget
+
+
+def test_text_image_hits_come_back_as_images(env):
+    obs = env.step(step("a tabby cat", "Text Image Retriever"))
+    assert len(obs.images) == 1 and obs.images[0].width * obs.images[0].height <= 56 * 56
+    assert "Chelsea" in obs.text
+
+
+def test_answer_and_none_end_the_episode(env):
+    assert env.step("<think>known</think><answer>42</answer>").done
+    env.reset(None)
+    obs = env.step(step("None", "None"))
+    assert obs.done and "error" not in obs.info
+
+
+@pytest.mark.parametrize("action, message", [
+    (step("Who discovered argon?", "Web Search"), "unknown retriever 'Web Search'"),
+    (step("Who discovered argon?", "Text Retriever, Table Retriever"), "unknown retriever"),
+    (step("x" * (100 * 1024), "Text Retriever"), "over the limit"),
+    (step("argon " * 300, "Text Retriever"), "over the limit of 1000"),  # under the step limit, over the query's
+    (step("the of ??", "Text Retriever"), "empty query"),
+    ("I will just chat", "does not parse"),
+])
+def test_bad_steps_are_error_observations(env, action, message):
+    obs = env.step(action)
+    assert message in obs.info["error"] and obs.text.startswith("Error:") and not obs.done
+
+
+def test_retrieval_is_bounded_per_episode_and_the_step_limit_ends_it(env):
+    for _ in range(2):
+        assert "error" not in env.step(step("argon", "Text Retriever")).info
+    third = env.step(step("argon", "Text Retriever"))
+    assert "budget of 2 calls is spent" in third.info["error"] and not third.done
+    assert env.step("no step").done  # the 4th step is the limit
+
+
+def test_the_pack_environment_needs_a_built_index(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMREASON_CACHE", str(tmp_path / "empty"))
+    with pytest.raises(KnowledgeBaseError, match="mmreason data mrag build"):
+        mrag_environment()
+    small_default_index(tmp_path / "cache", monkeypatch)
+    assert "Text Retriever results" in mrag_environment().step(step("argon", "Text Retriever")).text
+
+
+def _episode(*turns):
+    spans = [Turn("assistant", t, 0, 1) for t in turns]
+    return Trajectory("q", 0, torch.zeros(1, dtype=torch.long), torch.ones(1, dtype=torch.long), 0, "", turns=spans)
+
+
+def test_episode_reward_scores_answer_routing_and_format():
+    from mmreason.types import Sample
+
+    sample = Sample("q", [], answer="27; Greek philosopher", meta={"gold_steps": [
+        {"kb": "Table Retriever"}, {"kb": "Text Retriever"}]})
+    gold = _episode(step("wheat in 1600", "Table Retriever"), step("Aristotle", "Text Retriever"),
+                    "<think>ok</think><answer>27; Greek philosopher</answer>")
+    assert mrag_episode([sample], [gold]) == {"answer": [1.0], "routing": [1.0], "format": [1.0]}
+    wrong = _episode(step("wheat", "Text Retriever"), "<think>ok</think><answer>27</answer>")
+    out = mrag_episode([sample], [wrong])
+    assert out["routing"] == [0.0] and out["answer"] == [0.0]  # short gold: every token needed
+    assert mrag_episode([sample], [_episode("chat")])["format"] == [0.0]
