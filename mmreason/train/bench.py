@@ -30,7 +30,7 @@ def bench_grpo_step(model_dir: str | None = None, steps: int = 6, warmup: int = 
         ])
         run = setup_run(cfg, verbose=False)
         rows = [train_step(run, step) for step in range(1, steps + warmup + 1)][warmup:]
-    keys = ("time/step", "time/generate", "time/reward", "time/update", "time/other")
+    keys = ("time/step", "time/prompts", "time/generate", "time/reward", "time/update", "time/other")
     return {k.split("/")[1]: statistics.median(r[k] for r in rows) for k in keys} | {
         "steps": steps, "threads": threads, "trajectories_per_step": num_generations * prompts,
         "completion_length_mean": statistics.mean(r["completion/length_mean"] for r in rows),
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                           f"mean completion {r['completion_length_mean']:.1f} tokens, {r['threads']} thread(s)")
     for col in ("phase", "seconds", "share"):
         table.add_column(col)
-    for phase in ("generate", "reward", "update", "other", "step"):
+    for phase in ("prompts", "generate", "reward", "update", "other", "step"):
         table.add_row(phase, f"{r[phase]:.3f}", f"{100 * r[phase] / r['step']:.0f} %")
     Console().print(table)
     return 0

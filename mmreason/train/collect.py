@@ -31,6 +31,7 @@ class Collected:
     extra_draws: int = 0  # further prompt batches drawn by dynamic sampling
     discarded_groups: int = 0  # groups drawn, rolled out and scored, then not trained on
     reward_seconds: float = 0.0  # of the step's wall time, spent scoring
+    prompt_seconds: float = 0.0  # of the step's wall time, spent building prompts (media decode + processor)
     metrics: dict[str, float] = field(default_factory=dict)  # difficulty-aware augmentation's, when on
 
 
@@ -38,17 +39,20 @@ def collect_rollouts(run, step: int, draw, build, roll_out, score, build_sample=
     """One step's scored rollouts. ``draw``/``build``/``roll_out``/``score`` are the loop's phases;
     ``build_sample(run, sample)`` builds one augmented prompt (difficulty-aware augmentation, when on)."""
     cfg = run.cfg
-    timed = [0.0]
+    timed = {"score": 0.0, "build": 0.0}
 
-    def score_timed(*args):
-        t = time.perf_counter()
-        try:
-            return score(*args)
-        finally:
-            timed[0] += time.perf_counter() - t
+    def timer(name, fn):
+        def wrapped(*args):
+            t = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                timed[name] += time.perf_counter() - t
+        return wrapped
 
-    got = _collect(run, step, cfg, draw, build, roll_out, score_timed, build_sample)
-    got.reward_seconds = timed[0]
+    got = _collect(run, step, cfg, draw, timer("build", build), roll_out, timer("score", score),
+                   timer("build", build_sample) if build_sample is not None else None)
+    got.reward_seconds, got.prompt_seconds = timed["score"], timed["build"]
     return got
 
 

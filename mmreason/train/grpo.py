@@ -189,7 +189,8 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         metrics["dynamic_sampling/extra_draws"] = float(got.extra_draws)
     if not trajectories:
         metrics["skipped_update"] = 1.0
-        times.update(generate=t2 - t0 - got.reward_seconds, reward=got.reward_seconds, update=0.0)
+        times.update(prompts=got.prompt_seconds, generate=t2 - t0 - got.reward_seconds - got.prompt_seconds,
+                     reward=got.reward_seconds, update=0.0)
     else:
         samples, batch = got.samples, got.batch
         tasks = task_names(samples, run.cfg.algorithm.task_key or run.pack.task_key, run.pack.name)
@@ -202,11 +203,12 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         metrics.update(policy_update(run, scored))
         t4 = time.perf_counter()
         metrics.update(rollout_metrics(run, scored))
-        times.update(generate=t2 - t0 - got.reward_seconds, reward=got.reward_seconds, update=t4 - t2)
+        times.update(prompts=got.prompt_seconds, generate=t2 - t0 - got.reward_seconds - got.prompt_seconds,
+                     reward=got.reward_seconds, update=t4 - t2)
         if run.cfg.log_completions_steps and step % run.cfg.log_completions_steps == 0 and run.logger:
             run.logger.completions(step, completion_rows(scored))
     times["step"] = time.perf_counter() - t0
-    times["other"] = times["step"] - times["generate"] - times["reward"] - times["update"]
+    times["other"] = times["step"] - times["prompts"] - times["generate"] - times["reward"] - times["update"]
     metrics.update({f"time/{k}": v for k, v in times.items()})
     metrics["lr"] = run.scheduler.get_last_lr()[0]
     metrics.update({f"count/{k}": v for k, v in run.counters.as_dict().items()})

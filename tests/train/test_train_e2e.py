@@ -43,8 +43,8 @@ def test_train_logs_checkpoints_and_changes_parameters(tiny_model_dir, shapes_ca
     rows = _metrics(out)
     assert [r["step"] for r in rows] == [1, 2, 3]
     for key in ("reward/mean", "reward/std", "rewards/anls/mean", "frac_reward_zero_std", "completion/length_mean",
-                "completion/length_max", "completion/clipped_ratio", "entropy", "time/generate", "time/reward",
-                "time/update", "time/other", "loss", "grad_norm"):
+                "completion/length_max", "completion/clipped_ratio", "entropy", "time/prompts", "time/generate",
+                "time/reward", "time/update", "time/other", "loss", "grad_norm"):
         assert key in rows[-1], key
     assert (out / "config.yaml").exists() and (out / "curves.png").stat().st_size > 1000
     completions = [json.loads(x) for x in (out / "completions.jsonl").read_text().splitlines()]

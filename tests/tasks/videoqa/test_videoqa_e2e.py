@@ -65,6 +65,10 @@ def test_tiny_reg_grpo_trains_two_steps(tiny_model_dir, tmp_path, data, one_torc
     assert all(m["count/bad_samples"] == 0 and m["count/filtered_prompts"] == 0 for m in metrics)
     # at pi_theta = pi_old every predicted advantage is 0, so the loss is the mean squared target: > 0, finite
     assert all(0 < m["policy_loss"] < 10 and m["grad_norm"] > 0 for m in metrics)
+    # building the prompts (video decode + processor) is its own part of the step's time split
+    for m in metrics:
+        parts = sum(m[f"time/{k}"] for k in ("prompts", "generate", "reward", "update", "other"))
+        assert m["time/prompts"] > 0 and parts == pytest.approx(m["time/step"])
     rows = _jsonl(out / "completions.jsonl")
     assert len(rows) == 2 * 4 * 4 and all(r["sample_id"].startswith("videoqa-5-") for r in rows)
     assert {"videoqa_accuracy", "size_mod5"} == set(rows[0]["rewards"])
