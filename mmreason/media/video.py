@@ -46,6 +46,7 @@ BACKENDS = ("decord", "pyav")
 DEFAULT_FPS = 2.0
 DEFAULT_MAX_FRAMES = 768
 _READ_CHUNK = 32  # frames decoded at full size at a time, before the per-frame budget shrinks them
+_CHUNK_BYTES = 512 * 2**20  # at most this much for a chunk's full-size float copy while it is resized
 _KIND = "video"
 
 
@@ -344,9 +345,9 @@ def load_video(
         )
         window = window_frames(info, start, end)
         size = None if budget is None else _frame_size(info, budget.min_pixels, budget.max_pixels)
-        chunks = []
-        for i in range(0, len(indices), _READ_CHUNK):
-            chunk = torch.from_numpy(source.read(indices[i : i + _READ_CHUNK])).permute(
+        chunks, per_chunk = [], read_chunk(info.height, info.width)
+        for i in range(0, len(indices), per_chunk):
+            chunk = torch.from_numpy(source.read(indices[i : i + per_chunk])).permute(
                 0, 3, 1, 2
             )  # [t, 3, H, W]
             chunks.append(chunk if size is None else _resize_frames(chunk, *size))
@@ -364,6 +365,13 @@ def load_video(
         )
 
     return _with_source(str(path), backend, work)
+
+
+def read_chunk(height: int, width: int) -> int:
+    """Frames decoded at once: 32, fewer for large frames, so that the chunk's float copy made while resizing
+    stays under 512 MiB (an 8K frame, 7680 x 4320, is read one at a time)."""
+    per_frame = height * width * 3 * 5  # uint8 frame + its float32 copy
+    return max(1, min(_READ_CHUNK, _CHUNK_BYTES // max(per_frame, 1)))
 
 
 def _frame_size(info: VideoInfo, min_pixels: int, max_pixels: int) -> tuple[int, int]:

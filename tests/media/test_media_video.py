@@ -252,3 +252,23 @@ def test_container_without_a_frame_count(tmp_path):
         assert probe_video(path, backend).num_frames == 30
         clip = load_video(path, fps=4, start=1.0, backend=backend)  # 2 s at 4 fps: round(linspace(10, 29, 8))
         assert frame_numbers(clip.frames) == clip.frame_indices == [10, 13, 15, 18, 21, 24, 26, 29]
+
+
+def test_large_frames_are_decoded_a_few_at_a_time():
+    from mmreason.media.video import read_chunk
+
+    assert read_chunk(48, 64) == 32  # small frames: the whole chunk
+    assert read_chunk(1080, 1920) == 17  # 1080p: 17 x 31 MiB under 512 MiB
+    assert read_chunk(4320, 7680) == 1  # 8K: one frame (its float copy alone is 380 MiB)
+    assert read_chunk(8640, 15360) == 1  # never fewer than one
+
+
+def test_chunked_reading_gives_the_same_frames(tmp_path, monkeypatch):
+    from mmreason.media import video as video_module
+
+    path = write_mp4(tmp_path / "clip.mp4")
+    whole = load_video(path, num_frames=10, max_pixels=56 * 56, min_pixels=56 * 56)
+    monkeypatch.setattr(video_module, "_CHUNK_BYTES", 48 * 64 * 3 * 5 * 3)  # 3 frames per chunk
+    assert video_module.read_chunk(48, 64) == 3
+    chunked = load_video(path, num_frames=10, max_pixels=56 * 56, min_pixels=56 * 56)
+    assert torch.equal(whole.frames, chunked.frames) and frame_numbers(chunked.frames) == frame_numbers(whole.frames)
