@@ -1,4 +1,5 @@
-"""`mmreason plot RUN_DIR`: PNG training curves from a run's metrics.jsonl."""
+"""`mmreason plot RUN_DIR`: PNG training curves from a run's metrics.jsonl; `mmreason plot RUN_A RUN_B ...`: the
+runs' curves side by side, one line per run in each panel (e.g. Reg-GRPO beside GRPO on the same data)."""
 
 from __future__ import annotations
 
@@ -54,13 +55,64 @@ def plot_run(run_dir: str | Path, keys: tuple[str, ...] | None = None, out: str 
     return path
 
 
+Series = dict[str, dict[str, list[tuple[int, float]]]]  # metric -> run name -> [(step, value)]
+
+
+def comparison_series(run_dirs: list[str | Path], keys: tuple[str, ...] | None = None) -> Series:
+    """The curves of several runs: each wanted metric that any run logged, per run (named by its folder; a
+    repeated folder name gets its parent's in front)."""
+    names = [Path(d).name for d in run_dirs]
+    names = [f"{Path(d).parent.name}/{n}" if names.count(n) > 1 else n for d, n in zip(run_dirs, names)]
+    runs = {name: read_metrics(d) for name, d in zip(names, run_dirs)}
+    present = {k for rows in runs.values() for r in rows for k, v in r.items() if isinstance(v, (int, float))}
+    wanted = [k for k in (keys or DEFAULT_KEYS) if k in present]
+    wanted += sorted(k for k in present if k.startswith(("rewards/", "eval/")) and k not in wanted
+                     and not k.endswith(("/std", "/n_failed")))
+    return {key: {name: [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+                  for name, rows in runs.items()} for key in wanted[:12]}
+
+
+def plot_runs(run_dirs: list[str | Path], keys: tuple[str, ...] | None = None, out: str | Path | None = None
+              ) -> Path:
+    """One PNG with every run's curve in each panel; default path: the first run's compare.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = comparison_series(run_dirs, keys)
+    cols = min(3, max(1, len(series)))
+    rows_n = max(1, -(-len(series) // cols))
+    fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.0 * rows_n), squeeze=False)
+    for ax, (key, per_run) in zip(axes.flat, series.items()):
+        for name, points in per_run.items():
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], lw=1.5, label=name)
+        ax.set_title(key, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    for ax in list(axes.flat)[len(series):]:
+        ax.axis("off")
+    fig.tight_layout()
+    path = Path(out) if out else Path(run_dirs[0]) / "compare.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", help="a directory written by `mmreason train` or `mmreason sft`")
+    parser.add_argument("run_dir", nargs="+", help="one or more directories written by `mmreason train` or "
+                        "`mmreason sft`; with several, their curves share each panel")
     parser.add_argument("--keys", nargs="*", help="metrics to plot (default: reward, loss, KL, ...)")
-    parser.add_argument("--out", help="PNG path (default: RUN_DIR/curves.png)")
+    parser.add_argument("--out", help="PNG path (default: RUN_DIR/curves.png; several runs: the first's compare.png)")
 
 
 def run(args: argparse.Namespace) -> int:
-    path = plot_run(args.run_dir, tuple(args.keys) if args.keys else None, args.out)
+    keys = tuple(args.keys) if args.keys else None
+    if len(args.run_dir) == 1:
+        path = plot_run(args.run_dir[0], keys, args.out)
+    else:
+        path = plot_runs(args.run_dir, keys, args.out)
     print(f"wrote {path}")
     return 0
