@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -372,6 +373,48 @@ def read_chunk(height: int, width: int) -> int:
     stays under 512 MiB (an 8K frame, 7680 x 4320, is read one at a time)."""
     per_frame = height * width * 3 * 5  # uint8 frame + its float32 copy
     return max(1, min(_READ_CHUNK, _CHUNK_BYTES // max(per_frame, 1)))
+
+
+class ClipCache:
+    """Decoded clips kept across steps, least recently used first out, at most ``max_bytes`` of frames.
+
+    The key is the file (path, size, modification time) and every argument that changes the frames, so a
+    hit returns exactly what ``load_video`` would decode. Callers must not modify the returned frames in place.
+    ``max_bytes`` defaults to ``$MMREASON_VIDEO_CACHE_MB`` (256) MiB; 0 turns the cache off.
+    """
+
+    def __init__(self, max_bytes: int | None = None):
+        if max_bytes is None:
+            max_bytes = int(float(os.environ.get("MMREASON_VIDEO_CACHE_MB", "256")) * 2**20)
+        self.max_bytes = max_bytes
+        self.clips: OrderedDict[tuple, VideoClip] = OrderedDict()
+        self.bytes = 0
+        self.hits = self.misses = 0
+
+    def load(self, path: str | os.PathLike, **kwargs) -> VideoClip:
+        """``load_video(path, **kwargs)``, from the cache when the same clip was decoded before."""
+        if self.max_bytes <= 0:
+            return load_video(path, **kwargs)
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return load_video(path, **kwargs)  # raises the MediaError naming the file
+        key = (str(path), stat.st_size, stat.st_mtime_ns, tuple(sorted(kwargs.items())))
+        clip = self.clips.get(key)
+        if clip is not None:
+            self.clips.move_to_end(key)
+            self.hits += 1
+            return clip
+        self.misses += 1
+        clip = load_video(path, **kwargs)
+        size = clip.frames.numel() * clip.frames.element_size()
+        if size <= self.max_bytes:
+            self.clips[key] = clip
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, old = self.clips.popitem(last=False)
+                self.bytes -= old.frames.numel() * old.frames.element_size()
+        return clip
 
 
 def _frame_size(info: VideoInfo, min_pixels: int, max_pixels: int) -> tuple[int, int]:

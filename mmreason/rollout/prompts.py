@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from mmreason.media.video import ClipCache
 from mmreason.paths import cache_dir
 from mmreason.types import PageRef, Sample
 
@@ -48,6 +49,10 @@ class PromptInputs:
         return int((self.mm_token_type_ids != 0).sum())
 
 
+# Decoded video clips kept across steps (and across the prompt rebuilds of ``prompt_overflow: downscale``).
+CLIP_CACHE = ClipCache()
+
+
 def load_sample_media(sample: Sample, min_pixels: int | None, max_pixels: int | None,
                       video_fps: float, video_max_frames: int) -> tuple[list, list, list]:
     """Images (incl. document pages) and videos of a sample, resized to their budgets.
@@ -61,16 +66,17 @@ def load_sample_media(sample: Sample, min_pixels: int | None, max_pixels: int | 
         images.append(load_page(page, min_pixels, max_pixels))
     videos, metadata = [], []
     for ref in sample.videos:
-        clip = media.load_video(
+        clip = CLIP_CACHE.load(
             ref.path, fps=ref.fps or (None if ref.num_frames else video_fps), num_frames=ref.num_frames,
             start=ref.start, end=ref.end, max_pixels=max_pixels, min_pixels=min_pixels,
             max_frames=video_max_frames,
         )
+        frames = clip.frames  # [T, 3, H, W], shared with the cache: never changed in place
         if ref.noise_std > 0:
             from mmreason.sampling.difficulty import add_frame_noise
 
-            clip.frames = add_frame_noise(clip.frames, ref.noise_std, ref.noise_seed)
-        videos.append(clip.frames)
+            frames = add_frame_noise(frames, ref.noise_std, ref.noise_seed)
+        videos.append(frames)
         metadata.append(media.video_metadata(clip))
     return images, videos, metadata
 

@@ -272,3 +272,46 @@ def test_chunked_reading_gives_the_same_frames(tmp_path, monkeypatch):
     assert video_module.read_chunk(48, 64) == 3
     chunked = load_video(path, num_frames=10, max_pixels=56 * 56, min_pixels=56 * 56)
     assert torch.equal(whole.frames, chunked.frames) and frame_numbers(chunked.frames) == frame_numbers(whole.frames)
+
+
+def test_clip_cache_returns_the_decoded_clip_and_evicts_by_bytes(tmp_path, monkeypatch):
+    import os
+
+    from mmreason.media import video as video_module
+
+    calls = []
+    real = video_module.load_video
+    monkeypatch.setattr(video_module, "load_video", lambda path, **kw: calls.append(path) or real(path, **kw))
+    a, b = write_mp4(tmp_path / "a.mp4"), write_mp4(tmp_path / "b.mp4", step=4)
+    one_clip = 10 * 3 * 56 * 56  # bytes of 10 uint8 frames at 56 x 56
+    cache = video_module.ClipCache(max_bytes=one_clip)
+    kwargs = {"num_frames": 10, "max_pixels": 56 * 56, "min_pixels": 56 * 56}
+    first = cache.load(a, **kwargs)
+    assert cache.load(a, **kwargs) is first and len(calls) == 1 and (cache.hits, cache.misses) == (1, 1)
+    assert torch.equal(first.frames, real(a, **kwargs).frames)
+    cache.load(a, num_frames=4, max_pixels=56 * 56, min_pixels=56 * 56)  # other arguments: another clip
+    assert len(calls) == 2 and cache.bytes <= one_clip and len(cache.clips) == 1  # the first one was evicted
+    cache.load(b, **kwargs)
+    write_mp4(a, step=2)  # the file changes: decoded again
+    os.utime(a, ns=(1, 1))
+    again = cache.load(a, **kwargs)
+    assert len(calls) == 4 and torch.equal(again.frames, real(a, **kwargs).frames)  # the new pixels
+    assert not torch.equal(again.frames, first.frames)
+    off = video_module.ClipCache(max_bytes=0)
+    off.load(b, **kwargs)
+    off.load(b, **kwargs)
+    assert len(calls) == 6 and not off.clips
+
+
+def test_prompts_built_twice_from_the_cache_are_identical(tmp_path, tiny):
+    from mmreason.rollout.prompts import CLIP_CACHE, build_prompt
+    from mmreason.types import Sample, VideoRef
+
+    path = write_mp4(tmp_path / "clip.mp4")
+    sample = Sample("v", [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What?"}]}],
+                    videos=[VideoRef(str(path), num_frames=6)])
+    hits = CLIP_CACHE.hits
+    first = build_prompt(tiny[1], sample, max_prompt_length=512, min_pixels=3136, max_pixels=3136)
+    second = build_prompt(tiny[1], sample, max_prompt_length=512, min_pixels=3136, max_pixels=3136)
+    assert CLIP_CACHE.hits == hits + 1  # the second build did not decode
+    assert torch.equal(first.visual["pixel_values_videos"], second.visual["pixel_values_videos"])
