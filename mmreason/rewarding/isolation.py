@@ -1,10 +1,17 @@
 """Running one reward call under a time limit.
 
-Sync rewards run in a fresh daemon thread joined with a timeout: a thread that overruns is abandoned
-(Python cannot kill a thread), keeps running in the background and can no longer hold up the training
-step or the interpreter's exit. So a reward that can loop for ever on some input should bound its own
-work; the built-in rewards do (see ``mmreason.parsing``). Async rewards get
-``asyncio.wait_for``, which really cancels them.
+Two ways for sync rewards:
+
+- ``process`` (``call_in_process``): the call runs in a forked child process, which is killed when it
+  overruns, so a reward stuck in a loop (or in a regex holding the interpreter lock) costs its timeout and
+  nothing more. The child sees the parent's memory (fork), so nothing but the result is pickled. Rewards a
+  config names by reference (``file.py:fn``, ``pkg.module:fn``) run this way by default.
+- ``thread`` (``call_sync``): a daemon thread joined with a timeout, for cheap built-in rewards and for
+  rewards that hold a model (a forked child must not run torch). A thread that overruns cannot be killed;
+  it is abandoned and keeps running in the background, and a reward holding the interpreter lock can
+  overrun its join; the built-in rewards bound their own work (see ``mmreason.parsing``).
+
+Async rewards get ``asyncio.wait_for``, which really cancels them.
 """
 
 from __future__ import annotations
@@ -39,6 +46,46 @@ def call_sync(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], timeo
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+class RewardWorkerError(RuntimeError):
+    """The reward raised inside its worker process (the message carries its traceback)."""
+
+
+def call_in_process(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], timeout_s: float | None) -> Any:
+    """``fn(*args, **kwargs)`` in a forked child, killed after ``timeout_s`` seconds (``RewardTimeout``)."""
+    import multiprocessing
+    import traceback
+
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            send.send(("ok", fn(*args, **kwargs)))
+        except BaseException as err:  # the parent re-raises it as RewardWorkerError
+            send.send(("error", f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=5)}"))
+        finally:
+            send.close()
+
+    proc = ctx.Process(target=child, name="mmreason-reward", daemon=True)
+    proc.start()
+    send.close()
+    try:
+        if not receive.poll(timeout_s):
+            raise RewardTimeout(f"timed out after {timeout_s:g} s (worker process killed)")
+        try:
+            status, value = receive.recv()
+        except EOFError:
+            raise RewardWorkerError(f"the reward's worker process died (exit code {proc.exitcode})") from None
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=5)
+        receive.close()
+    if status == "error":
+        raise RewardWorkerError(value)
+    return value
 
 
 def run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:

@@ -13,10 +13,12 @@ Weights live in the config: ``RewardSpec.weight`` is a number (applied to every 
 except the sub-scores it declares as diagnostics, which get 0) or a dict ``{key: weight}`` for a
 dict-returning reward (unnamed keys get 0).
 
-Isolation: each reward is called once for the whole batch, under ``timeout_s``. If that call raises,
-times out or returns malformed output, it is called again sample by sample (each call under
-``timeout_s``; one after another for sync rewards, concurrently for async ones), so that one bad
-sample costs only its own value. A failed sample's value is NaN (``on_error="none"``: left out of that
+Isolation: each reward is called once for the whole batch, under ``timeout_s``: in a killable worker
+process for rewards named by reference (``file.py:fn``, ``pkg.module:fn``), in a thread for built-in ones
+(``RewardSpec.isolation`` overrides; see ``isolation.py``). If that call raises, times out or returns
+malformed output, it is called again sample by sample (each call under ``timeout_s``, all of them within
+two timeouts after a batch timeout; one after another for sync rewards, concurrently for async ones), so
+that one bad sample costs only its own value. A failed sample's value is NaN (``on_error="none"``: left out of that
 component's normalisation) or 0 (``on_error="zero"``); each failure is counted and logged with the
 sample id and a short traceback, and past ``max_reward_errors`` failures in the run the runner raises
 ``RewardErrorLimitExceeded``.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +47,13 @@ from mmreason.rewarding.calling import (
     plan_call,
     trl_arguments,
 )
-from mmreason.rewarding.isolation import RewardTimeout, call_async, call_async_many, call_sync
+from mmreason.rewarding.isolation import (
+    RewardTimeout,
+    call_async,
+    call_async_many,
+    call_in_process,
+    call_sync,
+)
 from mmreason.rewarding.registry import reward_info
 from mmreason.rewarding.resolve import resolve_reward
 from mmreason.types import Sample, Trajectory
@@ -67,6 +76,8 @@ class RewardSpec:
     weight: a number, or ``{sub-score key: weight}`` for a dict-returning reward.
     kwargs: passed to the function on every call (thresholds, tolerances, ...).
     trl_format: ``"text"`` or ``"conversational"`` prompts/completions for TRL-style functions.
+    isolation: ``"process"`` (a killable worker: the default for rewards named by reference), ``"thread"``
+        (the default for built-in rewards, and for rewards that hold a model) or ``"auto"``.
     """
 
     name: str
@@ -74,6 +85,7 @@ class RewardSpec:
     weight: float | dict[str, float] = 1.0
     kwargs: dict[str, Any] = field(default_factory=dict)
     trl_format: str = "text"
+    isolation: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -269,7 +281,8 @@ class RewardRunner:
 
     # ---- calling -------------------------------------------------------------------------------
 
-    def _invoke(self, bound: _Bound, samples: list[Sample], trajectories: list[Trajectory]) -> Any:
+    def _invoke(self, bound: _Bound, samples: list[Sample], trajectories: list[Trajectory],
+                timeout_s: float | None = None) -> Any:
         spec = bound.spec
         if bound.plan.convention == NATIVE:
             args: tuple = (samples, trajectories)
@@ -277,21 +290,33 @@ class RewardRunner:
         else:
             args = ()
             kwargs = trl_arguments(samples, trajectories, bound.plan, spec.kwargs, spec.trl_format, spec.name)
-        call = call_async if bound.plan.is_async else call_sync
-        return call(bound.fn, args, kwargs, self.timeout_s)
+        if bound.plan.is_async:
+            call = call_async
+        else:
+            call = call_in_process if _isolation(bound) == "process" else call_sync
+        return call(bound.fn, args, kwargs, self.timeout_s if timeout_s is None else timeout_s)
 
     def _per_sample(
-        self, bound: _Bound, samples: list[Sample], trajectories: list[Trajectory]
+        self, bound: _Bound, samples: list[Sample], trajectories: list[Trajectory], budget_s: float | None = None
     ) -> list[dict[str | None, list[float]] | BaseException]:
-        """Call the reward on each sample alone; each result is its coerced output or the exception."""
+        """Call the reward on each sample alone; each result is its coerced output or the exception.
+
+        ``budget_s`` caps the time of all the calls together (after a batch call timed out, the retry costs
+        at most two more timeouts, not N of them): samples not reached in time are recorded as timeouts."""
         if bound.plan.is_async and bound.plan.convention == NATIVE:
             calls = [(([s], [t]), dict(bound.spec.kwargs)) for s, t in zip(samples, trajectories)]
             raw = call_async_many(bound.fn, calls, self.timeout_s)
         else:
             raw = []
+            deadline = None if budget_s is None else time.monotonic() + budget_s
             for s, t in zip(samples, trajectories):
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raw.append(RewardTimeout("not retried: the batch call timed out and the retry budget is spent"))
+                    continue
+                timeout = self.timeout_s if left is None or self.timeout_s is None else min(self.timeout_s, left)
                 try:
-                    raw.append(self._invoke(bound, [s], [t]))
+                    raw.append(self._invoke(bound, [s], [t], timeout))
                 except RewardConfigError:
                     raise
                 except Exception as err:
@@ -319,7 +344,9 @@ class RewardRunner:
             raise
         except Exception as err:
             batch_error = err
-        results = [batch_error] if n == 1 else self._per_sample(bound, samples, trajectories)
+        # After a batch timeout the retry gets two timeouts in all, not one per sample (N x timeout).
+        budget = 2 * self.timeout_s if isinstance(batch_error, RewardTimeout) and self.timeout_s else None
+        results = [batch_error] if n == 1 else self._per_sample(bound, samples, trajectories, budget)
         if n > 1 and not any(isinstance(r, BaseException) for r in results):
             logger.warning(
                 "reward %r failed on the whole batch (%s) but on no single sample; kept the per-sample scores",
@@ -417,6 +444,22 @@ class RewardRunner:
             f"Fix the reward (try it with `mmreason reward NAME --completion ...`) or raise max_reward_errors."
             + (detail if last else "")
         )
+
+
+ISOLATIONS = ("auto", "process", "thread")
+
+
+def _isolation(bound: _Bound) -> str:
+    """``process`` for a reward named by reference to code outside the package (it may hang), else ``thread``;
+    a spec's explicit choice wins."""
+    choice = bound.spec.isolation
+    if choice not in ISOLATIONS:
+        raise RewardConfigError(f"reward {bound.spec.name!r}: isolation must be one of {ISOLATIONS}, got {choice!r}")
+    if choice != "auto":
+        return choice
+    ref = bound.spec.ref if bound.spec.ref is not None else bound.spec.name
+    outside = isinstance(ref, str) and ":" in ref and not ref.startswith("mmreason.")  # the package's own: thread
+    return "process" if outside else "thread"
 
 
 def _column_name(bound: _Bound, key: str | None) -> str:

@@ -54,6 +54,7 @@ class RewardConfig:
     weight: float | dict[str, float] = 1.0
     kwargs: dict[str, Any] = field(default_factory=dict)
     column: str | None = None  # the logged name (default: the registered or function name)
+    isolation: str = "auto"  # process (killable worker; default for references) | thread (default for built-ins)
 
 
 @dataclass

@@ -186,7 +186,7 @@ def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = Non
     for r in configs:
         ref = r.name
         column = r.column or (ref.rsplit(":", 1)[1] if ":" in ref else ref)
-        specs.append(RewardSpec(name=column, ref=ref, weight=r.weight, kwargs=dict(r.kwargs)))
+        specs.append(RewardSpec(name=column, ref=ref, weight=r.weight, kwargs=dict(r.kwargs), isolation=r.isolation))
     return RewardRunner(specs, timeout_s=cfg.reward_timeout_s, on_error=cfg.reward_on_error,
                         max_reward_errors=cfg.max_reward_errors, base_dir=config_dir or os.getcwd())
 

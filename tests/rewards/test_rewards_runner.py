@@ -356,3 +356,39 @@ def test_weight_dict_on_a_plain_reward_is_rejected():
     runner = RewardRunner([RewardSpec("numeric", weight={"accuracy": 1.0})])
     with pytest.raises(RewardConfigError, match="must be a number"):
         runner(*batch_of("1", answer="1"))
+
+
+SPINNING = '''
+def spin(samples, trajectories):
+    """Spins in pure Python (holding the interpreter lock) on samples that say "spin"."""
+    if any("spin" in t.completion_text for t in trajectories):
+        x = 0
+        while True:
+            x += 1
+    return [1.0] * len(trajectories)
+'''
+
+
+def test_a_reward_that_spins_is_killed_at_its_timeout_and_the_run_goes_on(tmp_path):
+    import multiprocessing
+
+    (tmp_path / "spinning.py").write_text(SPINNING)
+    runner = RewardRunner([RewardSpec("spin", ref=f"{tmp_path}/spinning.py:spin")], timeout_s=1.0)
+    start = time.monotonic()
+    batch = runner(*batch_of("spin", "fine", "spin"))
+    elapsed = time.monotonic() - start
+    assert elapsed < 1.0 + 2 * 1.0 + 1.0, elapsed  # the batch call, then at most two timeouts of retries
+    assert batch.values[1, 0].item() == 1.0  # the sample that does not spin still scores
+    assert [(e.sample_id, e.kind) for e in batch.errors] == [("s0", "timeout"), ("s2", "timeout")]
+    time.sleep(0.2)
+    assert not [p for p in multiprocessing.active_children() if p.name == "mmreason-reward"]  # killed, not left
+    start = time.monotonic()
+    assert runner(*batch_of("fine", "fine")).values[:, 0].tolist() == [1.0, 1.0]  # and the run goes on
+    assert time.monotonic() - start < 1.0
+
+
+def test_an_exception_in_a_worker_process_is_reported_with_its_traceback(tmp_path):
+    (tmp_path / "broken.py").write_text("def broken(samples, trajectories):\n    raise KeyError('no such column')\n")
+    runner = RewardRunner([RewardSpec("broken", ref=f"{tmp_path}/broken.py:broken")], timeout_s=5.0)
+    batch = runner(*batch_of("a"))
+    assert batch.errors and "KeyError" in batch.errors[0].message and "no such column" in batch.errors[0].message
