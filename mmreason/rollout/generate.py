@@ -98,7 +98,8 @@ def _prefill(model, backbone, ids: torch.Tensor, types: torch.Tensor, visual: di
                 mm_token_type_ids=types[:, :-1], **visual, use_cache=True)
     cache = getattr(out, "cache", None) or out.past_key_values
     cache.batch_repeat_interleave(n)
-    backbone.rope_deltas = backbone.rope_deltas.repeat_interleave(n, dim=0)
+    if backbone.rope_deltas is not None:  # None after a text-only prompt: positions are plain offsets
+        backbone.rope_deltas = backbone.rope_deltas.repeat_interleave(n, dim=0)
     return cache
 
 

@@ -1,8 +1,9 @@
 """The episode reward of online multi-turn rollouts (the offline, unrolled steps use ``route_step``).
 
     answer   R1-Router's answer rule (``recall_score``) on the episode's last ``<answer>``; 0 without one;
-    routing  the fraction of positions where the episode's k-th retriever decision (a KB or None) is the gold
-             route's k-th KB, over max(gold steps, decisions): extra or missing calls cost;
+    routing  the fraction of positions where the episode's k-th non-answer turn (a KB, None, or a turn that
+             does not parse) is the gold route's k-th KB, over max(gold steps, such turns): extra, missing and
+             unparsed turns cost; an immediate answer to a question that needs no retrieval scores 1;
     format   the fraction of assistant turns that parse as a step.
 
 Columns: ``answer``, ``gold_steps`` (the loader's ``unrolled: false`` samples).
@@ -33,7 +34,7 @@ def mrag_episode(sample, trajectory) -> dict[str, float]:
     refs = references(column(sample, "answer"))
     answer = recall_score(answers[-1], refs) if answers and refs else 0.0
     gold = [s["kb"] for s in column(sample, "gold_steps", [])]
-    chosen = [s.knowledge_base for s in steps if s is not None and s.answer is None]
+    chosen = [s.knowledge_base if s is not None else "unparsed" for s in steps if s is None or s.answer is None]
     span = max(len(gold), len(chosen))
     routing = 1.0 if span == 0 else sum(a == b for a, b in zip(gold, chosen)) / span
     fmt = sum(s is not None for s in steps) / len(steps) if steps else 0.0

@@ -91,3 +91,6 @@ def test_episode_reward_scores_answer_routing_and_format():
     out = mrag_episode([sample], [wrong])
     assert out["routing"] == [0.0] and out["answer"] == [0.0]  # short gold: every token needed
     assert mrag_episode([sample], [_episode("chat")])["format"] == [0.0]
+    no_retrieval = Sample("n", [], answer="101", meta={"gold_steps": []})
+    assert mrag_episode([no_retrieval], [_episode("<think>add</think><answer>101</answer>")])["routing"] == [1.0]
+    assert mrag_episode([no_retrieval], [_episode("chat", "more chat")])["routing"] == [0.0]  # no free credit
