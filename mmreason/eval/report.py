@@ -23,6 +23,8 @@ def task_results(task: EvalTask, records: list[dict[str, Any]]) -> dict[str, Any
     out["n"] = len(records) - len(failed)
     out["n_failed"] = len(failed)
     out["failed_ids"] = [r["doc_id"] for r in failed]
+    metric_failures = [r for r in records if r.get("metric_errors")]
+    out["n_metric_failed"] = len(metric_failures)  # docs where a metric raised (scored without that metric)
     return out
 
 

@@ -9,6 +9,7 @@ missing or corrupt (or whose prompt exceeds max_prompt_length) becomes a failure
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Callable
@@ -26,6 +27,8 @@ from mmreason.types import Sample
 
 # What a broken doc raises while its prompt is built (the trainer skips the same kinds).
 SAMPLE_ERRORS = (MediaError, PromptTooLong, OSError, ValueError)
+
+log = logging.getLogger("mmreason.eval")
 
 
 @dataclass
@@ -117,19 +120,22 @@ def build_prompts(processor, task: EvalTask, indices: list[int], opts: PromptOpt
 def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: Completion) -> dict[str, Any]:
     """The samples-file line of one doc: prompt, target, raw response, parsed answer, per-metric scores."""
     sample = task.samples[index]
-    scores = {}
+    scores, metric_errors = {}, {}
     for name, fn in task.pack.metrics.items():
         try:
             value = float(fn(sample, completion.text))
-        except Exception as exc:  # a metric bug must name the doc and the metric, not just crash
-            raise RuntimeError(f"task {task.name!r}: metric {name!r} failed on doc {sample.id!r}: {exc}") from exc
+        except Exception as exc:  # isolated like a reward: this doc's metric fails, counted; the run goes on
+            metric_errors[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            log.warning("task %r: metric %r failed on doc %r: %s", task.name, name, sample.id, metric_errors[name])
+            value = math.nan
         scores[name] = None if math.isnan(value) else value
+    extra = {"metric_errors": metric_errors} if metric_errors else {}
     return {
         "doc_id": sample.id, "doc_index": index, "prompt": prompt.text,
         "target": _jsonable(sample.answer), "response": completion.text,
         "parsed_answer": task.extract_answer(completion.text), "scores": scores,
         "prompt_tokens": prompt.length, "visual_tokens": prompt.visual_tokens,
-        "completion_tokens": int(completion.token_ids.numel()), "truncated": completion.truncated,
+        "completion_tokens": int(completion.token_ids.numel()), "truncated": completion.truncated, **extra,
     }
 
 

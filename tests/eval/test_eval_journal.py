@@ -27,3 +27,33 @@ def test_a_model_name_never_names_a_folder_above_the_output(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name != "results"]
     with pytest.raises(ValueError, match="outside --output_path"):
         RunFiles.open(out, "..", {})
+
+
+def test_a_metric_that_raises_fails_that_doc_s_metric_and_the_run_goes_on(shapes_cache):
+    import dataclasses
+
+    import torch
+
+    from mmreason.eval.generate import Completion
+    from mmreason.eval.report import task_results
+    from mmreason.eval.scoring import score_record
+    from mmreason.eval.tasks import load_task
+    from mmreason.rollout.prompts import PromptInputs
+
+    task = load_task("shapes", None, 3)
+
+    def picky(sample, completion):
+        if sample.id == task.samples[1].id:
+            raise KeyError("no such column")
+        return 1.0
+
+    task.pack = dataclasses.replace(task.pack, metrics={**task.pack.metrics, "picky": picky})
+    records = []
+    for i, sample in enumerate(task.samples):
+        prompt = PromptInputs(sample, torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long))
+        records.append(score_record(task, i, prompt, Completion(torch.tensor([1]), sample.answer, False)))
+    assert [r["scores"]["picky"] for r in records] == [1.0, None, 1.0]
+    assert "KeyError" in records[1]["metric_errors"]["picky"] and "metric_errors" not in records[0]
+    assert records[1]["scores"]["accuracy"] == 1.0  # the other metrics of that doc still count
+    out = task_results(task, records)
+    assert out["picky_n,none"] == 2 and out["n_metric_failed"] == 1
