@@ -20,7 +20,9 @@ TEMPERATURE = 0.7
 
 
 def _groups(model, processor, pages=(("red", 112), ("blue", 84), ("green", 56))):
-    """Two groups of different prompt lengths (one multi-page, one single image) and uneven completions."""
+    """Two groups of different prompt lengths (one multi-page, one single image) and uneven completions,
+    sampled in eval mode; the model is left in train mode."""
+    model.eval()
     out = []
     for gid, n_images in enumerate((len(pages), 1)):
         images = [Image.new("RGB", (px, px), c) for c, px in pages[:n_images]]
@@ -30,6 +32,7 @@ def _groups(model, processor, pages=(("red", 112), ("blue", 84), ("green", 56)))
         group = generate_group(model, processor, prompt, gid, 3, GenerationSettings(max_new_tokens=10,
                                                                                     temperature=TEMPERATURE), seed=gid)
         out += [_cut(t, keep) for t, keep in zip(group, (10, 4, 7))]  # uneven completions: padding in play
+    model.train()
     return out
 
 
@@ -67,9 +70,7 @@ def trainable(tiny_model_dir):
 
 def test_logprobs_and_gradients_equal_the_plain_path(trainable, tiny, one_torch_thread):
     _, processor = tiny
-    trainable.eval()
     trajs = _groups(trainable, processor)
-    trainable.train()
     assert shared_prefix.applies(trainable, trajs)
     plain, got, plain_ent, got_ent, want, grads = _check(trainable, processor, trajs)
     torch.testing.assert_close(got, plain, atol=1e-5, rtol=0)
@@ -84,9 +85,7 @@ def test_logprobs_and_gradients_equal_the_plain_path(trainable, tiny, one_torch_
 def test_a_wrong_position_offset_is_caught(trainable, tiny, one_torch_thread):
     """Negative control: completions placed one position late no longer match the plain path."""
     _, processor = tiny
-    trainable.eval()
     trajs = _groups(trainable, processor)
-    trainable.train()
     plain, got, *_ = _check(trainable, processor, trajs, offset=1)
     assert (got - plain).abs().max() > 1e-3
 
@@ -94,9 +93,7 @@ def test_a_wrong_position_offset_is_caught(trainable, tiny, one_torch_thread):
 def test_lora_and_checkpointing(tiny_model_dir, tiny, one_torch_thread):
     _, processor = tiny
     lora = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32", lora=True, lora_r=4))
-    lora.eval()
     trajs = _groups(lora, processor)
-    lora.train()
     assert shared_prefix.applies(lora, trajs)
     plain, got, _, _, want, grads = _check(lora, processor, trajs)
     torch.testing.assert_close(got, plain, atol=1e-5, rtol=0)
