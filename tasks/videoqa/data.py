@@ -162,19 +162,19 @@ def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int]
 
 
 def videoqa_load(path: str | None = None, split: str = "train", *, n: int | None = None, videos: int | None = None,
-                 seed: int = 0, seconds: tuple[int, int] | list[int] = (3, 8), size: int = 64,
-                 answer_types: list[str] | None = None, probe: bool = False) -> list[Sample]:
-    """The pack's data (``data.task_args`` are these keyword options).
+                 eval_videos: int | None = None, seed: int = 0, seconds: tuple[int, int] | list[int] = (3, 8),
+                 size: int = 64, answer_types: list[str] | None = None, probe: bool = False) -> list[Sample]:
+    """The pack's data (``data.task_args`` are these keyword options; training and its eval share them).
 
-    path: a JSONL/parquet file in the row shape above; None = generated videos (``videos`` of them, default
-        96 train / 24 otherwise, 4 questions each, ``seconds`` long, ``size`` px), cached, the eval split
-        disjoint from the default train split.
+    path: a JSONL/parquet file in the row shape above; None = generated videos, 4 questions each, ``seconds``
+        long, ``size`` px, cached: ``videos`` (default 96) for the train split, ``eval_videos`` (default 24)
+        for any other split, which never holds a video of the train split.
     n: the first n samples; answer_types: keep only these; probe: read each video's header at load time.
     """
     if answer_types is not None and not set(answer_types) <= set(ANSWER_TYPES):
         raise ValueError(f"videoqa: answer_types {answer_types} must be among {', '.join(ANSWER_TYPES)}")
     if path is None:
-        count = videos or (TRAIN_VIDEOS if split == "train" else EVAL_VIDEOS)
+        count = (videos or TRAIN_VIDEOS) if split == "train" else (eval_videos or EVAL_VIDEOS)
         path = str(generated_split(split, count, seed, (int(seconds[0]), int(seconds[1])), size))
     samples = [row_to_sample(row, str(path), i, probe) for i, row in enumerate(read_rows(path))]
     if answer_types is not None:

@@ -106,7 +106,8 @@ def test_cli_writes_the_videos_and_rows(tmp_path, capsys):
 
 def test_default_eval_split_never_holds_a_train_video(shapes_cache):
     train = videoqa_load(None, "train", videos=4, seconds=(3, 4))
-    held_out = videoqa_load(None, "eval", videos=4, seconds=(3, 4))
+    held_out = videoqa_load(None, "eval", videos=4, eval_videos=4, seconds=(3, 4))
+    assert len(videoqa_load(None, "eval", videos=4, eval_videos=2, seconds=(3, 4))) == 8  # eval size is its own
     key = lambda s: json.dumps(s.meta["scenario"], sort_keys=True)  # noqa: E731
     assert len(train) == len(held_out) == 16
     assert not {key(s) for s in train} & {key(s) for s in held_out}
