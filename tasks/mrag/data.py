@@ -91,5 +91,9 @@ def mrag_load(path: str | None = None, split: str = "train", *, unrolled: bool =
         from mmreason.tasks.mrag.synth import generated_split
 
         path = str(generated_split(split, seed, train_questions, eval_questions))
+    if not unrolled:  # episodes query the cached index: a missing or corrupt one is an error now, not mid-run
+        from mmreason.tasks.mrag.kb import shared_index
+
+        shared_index()
     rows = read_rows(path)[:n] if n else read_rows(path)
     return [s for i, row in enumerate(rows) for s in row_to_samples(row, str(path), i, unrolled)]

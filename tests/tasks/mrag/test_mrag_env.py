@@ -94,3 +94,18 @@ def test_episode_reward_scores_answer_routing_and_format():
     no_retrieval = Sample("n", [], answer="101", meta={"gold_steps": []})
     assert mrag_episode([no_retrieval], [_episode("<think>add</think><answer>101</answer>")])["routing"] == [1.0]
     assert mrag_episode([no_retrieval], [_episode("chat", "more chat")])["routing"] == [0.0]  # no free credit
+
+
+def test_online_runs_stop_before_training_without_an_index(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    from mmreason.cli import main
+
+    monkeypatch.setenv("MMREASON_CACHE", str(tmp_path / "empty"))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "q", "question": "What is 2 plus 3?", "answer": "5", "steps": []}\n')
+    recipe = Path(__file__).resolve().parents[3] / "configs" / "mrag_online_grpo_tiny.yaml"
+    assert main(["train", str(recipe), f"model.name_or_path={tiny_model_dir}", f"data.train_path={rows}",
+                 f"output_dir={tmp_path / 'run'}", "max_steps=1"]) == 2
+    assert "no mrag knowledge-base index" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
