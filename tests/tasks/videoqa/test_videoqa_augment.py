@@ -25,7 +25,7 @@ def _run(model, data, out: Path, reward_file: Path, *extra: str) -> None:
     rewards = [{"name": f"{reward_file}:by_type", "weight": 1.0}]
     augment = {"enabled": True, "min_buffer": 1, "window": 8, "threshold": 0.05}
     assert main(["train", str(CONFIG), f"model.name_or_path={model}", f"output_dir={out}", "num_threads=1",
-                 f"data.train_path={data}", "prompts_per_step=4", "save_steps=1", "save_total_limit=5",
+                 f"data.train_path={data}", "prompts_per_step=4", "eval_steps=0", "save_steps=1", "save_total_limit=5",
                  "rewards=" + json.dumps(rewards), "augment=" + json.dumps(augment), *extra]) == 0
 
 

@@ -49,7 +49,7 @@ def test_recipes_load(path):
 
 
 @pytest.mark.slow
-def test_tiny_reg_grpo_trains_two_steps(tiny_model_dir, tmp_path, data, one_torch_thread):
+def test_tiny_reg_grpo_trains_two_steps(tiny_model_dir, shapes_cache, tmp_path, data, one_torch_thread):
     # The untrained model never answers right, so the pack's reward is constant; a second reward (completion
     # size mod 5) gives the regression targets that vary, so the Reg-GRPO loss has something to fit.
     (tmp_path / "size_reward.py").write_text(
@@ -59,9 +59,11 @@ def test_tiny_reg_grpo_trains_two_steps(tiny_model_dir, tmp_path, data, one_torc
                {"name": str(tmp_path / "size_reward.py") + ":size_mod5", "weight": 0.1}]
     out = tmp_path / "run"
     _train("videoqa_reg_grpo_tiny.yaml", tiny_model_dir, out, f"data.train_path={data}", "max_steps=2",
-           "rewards=" + json.dumps(rewards))
+           "eval_steps=2", "rewards=" + json.dumps(rewards))
     metrics = _jsonl(out / "metrics.jsonl")
-    assert [m["step"] for m in metrics] == [1, 2]
+    assert [m["step"] for m in metrics] == [0, 1, 2]  # step 0: the in-training eval before training
+    assert "eval/videoqa/accuracy" in metrics[0]
+    metrics = metrics[1:]
     assert all(m["count/bad_samples"] == 0 and m["count/filtered_prompts"] == 0 for m in metrics)
     # at pi_theta = pi_old every predicted advantage is 0, so the loss is the mean squared target: > 0, finite
     assert all(0 < m["policy_loss"] < 10 and m["grad_norm"] > 0 for m in metrics)
@@ -72,6 +74,11 @@ def test_tiny_reg_grpo_trains_two_steps(tiny_model_dir, tmp_path, data, one_torc
     rows = _jsonl(out / "completions.jsonl")
     assert len(rows) == 2 * 4 * 4 and all(r["sample_id"].startswith("videoqa-5-") for r in rows)
     assert {"videoqa_accuracy", "size_mod5"} == set(rows[0]["rewards"])
+    # the in-training eval scored the generated held-out split (8 videos x 4 questions) at steps 0 and 2
+    assert metrics[-1]["eval/videoqa/n_failed"] == 0 and {"eval/videoqa/accuracy_span", "eval/videoqa/r@0.5"} <= set(
+        metrics[-1])
+    (held_out,) = shapes_cache.glob("videoqa/*-eval-8-*/data.jsonl")
+    assert len(held_out.read_text().splitlines()) == 32
     saved = (out / "config.yaml").read_text()
     assert "policy_loss: reg_grpo" in saved and "num_iterations: 2" in saved
     assert (out / "checkpoint-2" / "model" / "model.safetensors").exists()
@@ -88,7 +95,7 @@ def test_broken_videos_in_a_run_are_counted_and_logged(tiny_model_dir, tmp_path,
     path.write_text("".join(json.dumps(r) + "\n" for r in [*broken, {**rows[3], "video": video}]))
     out = tmp_path / "run"
     _train("videoqa_reg_grpo_tiny.yaml", tiny_model_dir, out, f"data.train_path={path}", "max_steps=1",
-           "prompts_per_step=4")
+           "prompts_per_step=4", "eval_steps=0")
     (m,) = _jsonl(out / "metrics.jsonl")
     assert m["count/bad_samples"] == 3 and m["completion/length_mean"] > 0  # the good sample still trains
     events = [json.loads(line) for line in (out / "events.log").read_text().splitlines()]
