@@ -74,3 +74,26 @@ def test_real_sources_build_once_and_are_cached(tmp_path):
     assert kb.search("Table Retriever", "Playfair wheat price 1600")[0].item_id.startswith("table:wheat")
     (hit, *_) = kb.search("Text Image Retriever", "launch of a Falcon 9 rocket")
     assert hit.image.endswith("rocket.jpg")
+
+
+def test_a_dense_retriever_plugs_in_from_a_local_encoder(tmp_path):
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    from mmreason.tasks.mrag.kb import KnowledgeBases, terms
+    from mmreason.tasks.mrag.sources import Item
+
+    items = [Item(f"text:{k}", "text", f"T{k}", text) for k, text in enumerate(
+        ["argon was discovered in 1894", "alaska became a state in 1959", "wheat cost more in 1800"])]
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + sorted({w for i in items for w in terms(f"{i.title} {i.text}")})
+    raw = Tokenizer(models.WordLevel({w: n for n, w in enumerate(words)}, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="[PAD]", unk_token="[UNK]").save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32, max_position_embeddings=64)).save_pretrained(tmp_path)
+    kb = KnowledgeBases(items, dense_model=str(tmp_path))
+    hits = kb.search("Text Retriever", "T1: alaska became a state in 1959", k=2, token_budget=100)
+    assert len(hits) == 2 and hits[0].item_id == "text:1" and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert hits[0].score >= hits[1].score
