@@ -54,7 +54,11 @@ def build_index(folder: str | Path | None = None, *, force: bool = False, max_ar
     if (folder / "manifest.json").exists() and not force:
         return folder
     start = time.perf_counter()
-    items = sources.text_items(max_articles) + sources.table_items() + sources.image_items()
+    try:
+        items = sources.text_items(max_articles) + sources.table_items() + sources.image_items()
+    except ImportError as err:
+        raise KnowledgeBaseError(f"building the mrag knowledge bases needs gensim, scikit-image and vega_datasets "
+                                 f"({err}): pip install \"mmreason[mrag]\"") from err
     extra = {"sources": sources.source_files(), "licences": sources.LICENCES}
     return write_index(folder, items, extra, time.perf_counter() - start)
 

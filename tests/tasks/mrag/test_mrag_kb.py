@@ -97,3 +97,12 @@ def test_a_dense_retriever_plugs_in_from_a_local_encoder(tmp_path):
     hits = kb.search("Text Retriever", "T1: alaska became a state in 1959", k=2, token_budget=100)
     assert len(hits) == 2 and hits[0].item_id == "text:1" and hits[0].score == pytest.approx(1.0, abs=1e-5)
     assert hits[0].score >= hits[1].score
+
+
+def test_building_without_the_source_packages_says_what_to_install(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gensim", None)  # import gensim -> ImportError
+    with pytest.raises(KnowledgeBaseError, match=r"mmreason\[mrag\]"):
+        build_index(tmp_path / "idx")
+    assert not (tmp_path / "idx" / "manifest.json").exists()
