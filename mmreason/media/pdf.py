@@ -32,6 +32,7 @@ from mmreason.media.budget import (
     resolve_budget,
 )
 from mmreason.media.errors import MediaError, describe, require_file
+from mmreason.media.image import max_decode_pixels
 
 _KIND = "PDF"
 _PDFIUM_LOCK = threading.RLock()
@@ -167,6 +168,10 @@ def _render(path: str, page, dpi: float, budget: PixelBudget | None, index: int)
     height, width = _rendered_size(page, dpi)
     scale = dpi / 72
     target = None
+    cap = max_decode_pixels()
+    if budget is None and height * width > cap:  # no budget: a poster-sized page would render at full size
+        raise MediaError(path, f"page {index} renders to {width}x{height} px at {dpi:g} dpi, over the cap of "
+                         f"{cap:,} pixels (MMREASON_MAX_IMAGE_PIXELS); give a pixel budget or a lower dpi", _KIND)
     if budget is not None:
         try:
             target = budget.resize(height, width)

@@ -192,3 +192,13 @@ def test_outline_and_page_text_of_a_pdf_with_a_text_layer(tmp_path):
     assert pdf_page_text(path, 1) == ""  # no text layer
     with pytest.raises(MediaError, match="out of range"):
         pdf_page_text(path, 5)
+
+
+def test_a_page_over_the_pixel_cap_without_a_budget_is_refused_before_rendering(pdf, monkeypatch):
+    """Page 0 is 200x100 pt: at 100 dpi 278x139 px. Under a 30,000-pixel cap and no budget it is refused,
+    naming the page, its size and the knob; with a budget it renders onto the budget."""
+    monkeypatch.setenv("MMREASON_MAX_IMAGE_PIXELS", "30000")
+    with pytest.raises(MediaError, match=r"colors.pdf.*page 0 renders to 278x139 px .*MMREASON_MAX_IMAGE_PIXELS"):
+        render_pages(pdf, [0])
+    (image,) = render_pages(pdf, [0], max_pixels=28 * 28 * 16)
+    assert image.width * image.height <= 28 * 28 * 16
