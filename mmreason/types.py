@@ -85,6 +85,10 @@ class Trajectory:
     mm_token_type_ids: [T] 0 text / 1 image / 2 video, as the processor returns them (Qwen M-RoPE).
     visual:      the processor's visual tensors for every image/video in token order: the prompt's
                  (shared, not copied, by the G rollouts of a group) then each observation's.
+    completion_text: what rewards score: the model's own text. In a multi-turn trajectory each observation
+                 stands as an empty ``<observation></observation>`` marker, so text an environment returned
+                 (a retrieved passage that holds the answer) can never be scored as the model's;
+                 ``transcript`` has the observations in full, for logs.
     """
 
     sample_id: str
@@ -103,3 +107,11 @@ class Trajectory:
     @property
     def completion_length(self) -> int:
         return int(self.action_mask.sum())
+
+    @property
+    def transcript(self) -> str:
+        """The completion with each observation's text in full (for logs; rewards read ``completion_text``)."""
+        if not any(t.role == "observation" for t in self.turns):
+            return self.completion_text
+        return "".join(t.text if t.role == "assistant" else f"\n<observation>{t.text}</observation>\n"
+                       for t in self.turns)

@@ -95,8 +95,8 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         if obs_visual:
             visual.append(obs_visual)
         seen.extend(obs.images)  # what the model was actually shown
-    completion = "".join(t.text if t.role == "assistant" else f"\n<observation>{t.text}</observation>\n"
-                         for t in turns)
+    # Rewards score the model's own text: observations stand as empty markers (Trajectory.transcript has them)
+    completion = "".join(t.text if t.role == "assistant" else "\n<observation></observation>\n" for t in turns)
     return Trajectory(
         sample_id=prompt.sample.id, group_id=group_id, token_ids=ids, action_mask=mask,
         prompt_length=prompt.length, completion_text=completion, truncated=truncated, turns=turns,

@@ -54,6 +54,6 @@ def completion_rows(s: Scored, limit: int = 16) -> list[dict[str, Any]]:
     for t, sample, r, total, a in zip(s.trajectories, s.samples, s.rewards.tolist(), s.total_reward.tolist(),
                                       s.advantages.tolist()):
         rows.append({"sample_id": t.sample_id, "group": t.group_id, "prompt": sample.prompt_text, "answer": sample.answer,
-                     "completion": t.completion_text, "reward": total, "advantage": a,
+                     "completion": t.transcript, "reward": total, "advantage": a,
                      "rewards": dict(zip(s.reward_names, [None if math.isnan(x) else x for x in r]))})
     return rows[:limit]

@@ -68,7 +68,9 @@ def test_observation_turns_carry_images_and_are_masked(tiny):
         image_tokens_in_obs = int((t.mm_token_type_ids[obs.start : obs.end] == 1).sum())
         assert image_tokens_in_obs == 4  # 56x56 px -> 2x2 merged tokens
         assert len(t.visual) == 2 and t.visual[1]["image_grid_thw"].tolist() == [[1, 4, 4]]
-        assert "<observation>" in t.completion_text
+        assert "<observation></observation>" in t.completion_text  # rewards see a marker, not the tool's text
+        assert "zoomed:" not in t.completion_text and "full image:" not in t.completion_text
+        assert "<observation>zoomed:" in t.transcript or "<observation>no valid tool call" in t.transcript
         assert len(t.reward_info["observation_images"]) == 1  # rewards can look at what the model was shown
 
     # The trainer's forward accepts the interleaved trajectory; gradients come only from action tokens.

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from mrag_helpers import small_default_index
 
 from mmreason import rl
 from mmreason.rewards.retrieval import route_step
@@ -77,7 +78,8 @@ def test_two_kbs_named_score_zero_on_the_kb_term(data_file):
     assert wrong_kb["kb_match"] == [0.0] and wrong_kb["step"] == [0.5]  # right question, wrong single KB
 
 
-def test_episode_samples_keep_the_gold_route(data_file):
+def test_episode_samples_keep_the_gold_route(data_file, tmp_path, monkeypatch):
+    small_default_index(tmp_path / "cache", monkeypatch)  # episodes check the index when they load
     (episode,) = mrag_load(str(data_file), unrolled=False)
     assert episode.id == "q1" and episode.meta["num_steps"] == 2
     assert [s["kb"] for s in episode.meta["gold_steps"]] == ["Table Retriever", "Text Retriever"]
