@@ -85,13 +85,12 @@ def _collect(run, step: int, cfg, draw, build, roll_out, score, build_sample=Non
 
 
 def _group_signal(trajectories: list[Trajectory], batch: RewardBatch, missing: str) -> dict[int, bool]:
-    """Group id -> whether its total rewards vary."""
-    total = batch.total(missing)
-    by_group: dict[int, list[float]] = {}
-    for t, r in zip(trajectories, total.tolist()):
-        if r == r:  # NaN-free
-            by_group.setdefault(t.group_id, []).append(r)
-    return {g: len(v) > 1 and max(v) > min(v) for g, v in by_group.items()}
+    """Group id -> whether its total rewards vary (DAPO's filter, ``rl.dynamic_sampling_filter``)."""
+    from mmreason import rl
+
+    group_ids = torch.tensor([t.group_id for t in trajectories])
+    keep = rl.dynamic_sampling_filter(batch.total(missing), group_ids).keep.tolist()
+    return {t.group_id: k for t, k in zip(trajectories, keep)}
 
 
 def _signal_groups(rounds, cfg) -> int:
