@@ -127,6 +127,10 @@ class RewardBatch:
             rows.append(torch.stack(cols, dim=1) if cols else b.values)
         return cls(torch.cat(rows, dim=0), list(last.names), last.weights, [e for b in batches for e in b.errors])
 
+    def take(self, rows: list[int]) -> RewardBatch:
+        """The batch restricted to ``rows`` (its error records kept as they are)."""
+        return RewardBatch(self.values[rows], self.names, self.weights, self.errors)
+
     def column(self, name: str) -> torch.Tensor:
         """The ``[N]`` values of one column."""
         return self.values[:, self.names.index(name)]

@@ -46,7 +46,6 @@ def augment_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traj
     new_samples, new_batch = score(run, new, new_trajs)
     keep = [i for i, t in enumerate(trajectories) if t.group_id not in replaced]
     out_prompts = [replaced.get(d.slot, d) for d in prompts]
-    merged = RewardBatch.concat([RewardBatch(batch.values[keep], batch.names, batch.weights, batch.errors),
-                                 new_batch])
+    merged = RewardBatch.concat([batch.take(keep), new_batch])
     return (out_prompts, [trajectories[i] for i in keep] + new_trajs, [samples[i] for i in keep] + new_samples,
             merged, metrics)

@@ -118,6 +118,6 @@ def _keep(rounds, cfg, extra: int) -> Collected:
         rows = [i for i, t in enumerate(trajs) if t.group_id in kept]
         trajectories += [trajs[i] for i in rows]
         samples += [smp[i] for i in rows]
-        batches.append(RewardBatch(batch.values[rows], batch.names, batch.weights, batch.errors))
+        batches.append(batch.take(rows))
     prompts = [d for p, *_ in rounds for d in p if d.slot in kept]
     return Collected(prompts, trajectories, samples, RewardBatch.concat(batches), extra, len(flat) - len(kept))
