@@ -44,7 +44,7 @@ class StepTable:
 
     def column(self, name: str) -> torch.Tensor:
         """The per-trajectory column ``name`` [N] fp32 (NaN where a row has no value)."""
-        matches = [k for k, n in enumerate(self.reward_names) if n == name or n.endswith("/" + name)]
+        matches = [k for k, n in enumerate(self.reward_names) if gives(n, name)]
         if len(matches) > 1:
             found = ", ".join(self.reward_names[k] for k in matches)
             raise MissingColumn(f"column {name!r} is ambiguous: the rewards give {found}")
@@ -55,6 +55,11 @@ class StepTable:
             return torch.tensor([_number(v, name, s.id) for v, s in zip(values, self.samples)], dtype=torch.float32)
         raise MissingColumn(f"column {name!r}: no reward column {name!r} or '<reward>/{name}' and no sample "
                             f"column {name!r} in this step (rewards: {', '.join(self.reward_names)})")
+
+
+def gives(column: str, name: str) -> bool:
+    """A reward column gives ``name`` when it is ``name`` or a sub-score ``<reward>/<name>``."""
+    return column == name or column.endswith("/" + name)
 
 
 def _number(value, name: str, sample_id: str) -> float:
@@ -87,7 +92,7 @@ def check_needs(component: str, name: str, needs: tuple[str, ...], reward_column
     ``producers`` maps a sub-score key to the registered rewards that declare it, for the error message.
     """
     for need in needs:
-        if any(c == need or c.endswith("/" + need) for c in reward_columns):
+        if any(gives(c, need) for c in reward_columns):
             continue
         if sample is not None and need in sample.meta:
             continue
