@@ -44,27 +44,21 @@ def shared_prefix_logprobs(model, trajectories: list[Trajectory], length: int, p
     """``[N, length]`` log-probs (and entropies) laid out as ``collate`` lays out the batch: row ``i`` holds
     trajectory ``i``'s completion tokens at their sequence positions, 0 elsewhere."""
     device = next(model.parameters()).device
-    n = len(trajectories)
-    logprobs = torch.zeros(n, length, device=device)
-    entropy = torch.zeros(n, length, device=device) if with_entropy else None
-    rows: dict[int, list[int]] = {}
+    groups: dict[int, list[int]] = {}
     for i, t in enumerate(trajectories):
-        rows.setdefault(t.group_id, []).append(i)
-    for members in rows.values():
+        groups.setdefault(t.group_id, []).append(i)
+    rows: list[torch.Tensor | None] = [None] * len(trajectories)
+    ent_rows: list[torch.Tensor | None] = [None] * len(trajectories)
+    for members in groups.values():
         lp, ent = _group(model, [trajectories[i] for i in members], pad_token_id, with_entropy, temperature,
                          suppressed, device, _position_offset)
         p = trajectories[members[0]].prompt_length
-        index = torch.tensor(members, device=device)
-        logprobs = logprobs.index_put((index,), _place(logprobs[index], lp, p))
-        if entropy is not None:
-            entropy = entropy.index_put((index,), _place(entropy[index], ent, p))
-    return logprobs, entropy
-
-
-def _place(target: torch.Tensor, values: torch.Tensor, start: int) -> torch.Tensor:
-    """``target`` rows with ``values`` [g, L] written at columns ``start .. start + L`` (out of place)."""
-    left, right = target[:, :start], target[:, start + values.shape[1]:]
-    return torch.cat([left, values, right], dim=1)
+        pad = (p, length - p - lp.shape[1])  # zeros before the completion and after the group's longest one
+        for j, i in enumerate(members):
+            rows[i] = torch.nn.functional.pad(lp[j], pad)
+            if ent is not None:
+                ent_rows[i] = torch.nn.functional.pad(ent[j], pad)
+    return torch.stack(rows), torch.stack(ent_rows) if with_entropy else None
 
 
 def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool, temperature: float,
