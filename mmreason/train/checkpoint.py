@@ -103,7 +103,8 @@ def save_checkpoint(accelerator, output_dir: str | Path, step: int, model, optim
     torch.save(all_rng, tmp / "rng_state.pt")
     _fsync_tree(tmp)
     (tmp / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2, default=str))  # last: complete
-    _fsync_tree(tmp)
+    _fsync(tmp / STATE_FILE)
+    _fsync(tmp)
     aside = final.with_name(final.name + ".old")
     if final.exists():
         shutil.rmtree(aside, ignore_errors=True)
