@@ -253,6 +253,9 @@ class RewardRunner:
             raise RewardConfigError(
                 f"reward {spec.name!r}: weights must be finite numbers, got {spec.weight!r}"
             )
+        if spec.isolation not in ISOLATIONS:
+            raise RewardConfigError(f"reward {spec.name!r}: isolation must be one of {ISOLATIONS}, "
+                                    f"got {spec.isolation!r}")
         fn = resolve_reward(spec.ref if spec.ref is not None else spec.name, base_dir)
         plan = plan_call(fn, spec.kwargs, spec.name)
         info = reward_info(fn)
@@ -456,9 +459,7 @@ ISOLATIONS = ("auto", "process", "thread")
 def _isolation(bound: _Bound) -> str:
     """``process`` for a reward named by reference to code outside the package (it may hang), else ``thread``;
     a spec's explicit choice wins."""
-    choice = bound.spec.isolation
-    if choice not in ISOLATIONS:
-        raise RewardConfigError(f"reward {bound.spec.name!r}: isolation must be one of {ISOLATIONS}, got {choice!r}")
+    choice = bound.spec.isolation  # checked when the reward was bound
     if choice != "auto":
         return choice
     ref = bound.spec.ref if bound.spec.ref is not None else bound.spec.name
