@@ -124,7 +124,7 @@ def compute_advantages(run: Run, table: StepTable) -> tuple[torch.Tensor, torch.
     """Advantages [N] and the keep mask [N] (estimator loss mask x dynamic-sampling filter), from the table.
 
     The estimator gets ``algorithm.estimator_options``, the columns it declared (``needs``) from the table,
-    and ``reward_missing`` as its ``missing`` option (checked at start-up by ``check_reward_missing``)."""
+    and ``reward_missing`` as its ``missing`` option (checked at start-up by ``check_algorithm_options``)."""
     from mmreason import rl
 
     a = run.cfg.algorithm
@@ -164,17 +164,6 @@ def check_estimator_needs(run: Run) -> None:
             producers.setdefault(key, []).append(f"{reward_name} (its {key!r} sub-score)")
     sample = run.dataset[0] if run.dataset else None
     check_needs("estimator", name, needs, run.rewards.announced_names, sample, producers)
-
-
-def check_reward_missing(cfg: TrainConfig) -> None:
-    """``reward_missing: renormalize`` needs an estimator of the weighted total (it takes ``missing``)."""
-    from mmreason import rl
-
-    fn = rl.ESTIMATORS.get(cfg.algorithm.estimator)
-    if cfg.reward_missing != "zero" and "missing" not in accepted_options(fn):
-        raise ValueError(f"reward_missing={cfg.reward_missing!r}: estimator {cfg.algorithm.estimator!r} normalises "
-                         "each reward component on its own and has no weighted total to renormalise; use "
-                         "reward_missing=zero with it (a component that does not apply is already left out)")
 
 
 def train_step(run: Run, step: int) -> dict[str, Any]:
@@ -273,7 +262,6 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     from mmreason.rewarding import RewardErrorLimitExceeded
 
     check_algorithm_options(cfg, config_dir)
-    check_reward_missing(cfg)
     run = setup_run(cfg, config_dir=config_dir)
     check_estimator_needs(run)
     start = 0

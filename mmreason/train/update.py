@@ -164,11 +164,11 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
 
     ``algorithm.estimator_options`` / ``algorithm.loss_options`` must be options the chosen estimator / loss
     takes; a top-level key (``scale_rewards``, ``epsilon``, ``epsilon_high`` ...) set away from its default
-    must be taken by the chosen component. Errors name the option and the component's valid options.
+    must be taken by the chosen component; ``reward_missing: renormalize`` needs an estimator of the weighted
+    total. Errors name the option and the component's valid options.
     """
     from mmreason import rl
     from mmreason.config import ConfigError
-    from mmreason.rl.options import check_options
     from mmreason.train.config import AlgorithmConfig
 
     a, default = cfg.algorithm, AlgorithmConfig()
@@ -179,8 +179,8 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
         if key in supplied or key == "scale_rewards":
             raise ConfigError(f"algorithm.estimator_options.{key}: set by the trainer"
                               + (" (use algorithm.scale_rewards)" if key == "scale_rewards" else ""))
-    _check(check_options, "estimator", a.estimator, estimator, a.estimator_options, 3,
-           "algorithm.estimator_options", ConfigError, supplied | {"scale_rewards"})
+    _check("estimator", a.estimator, estimator, a.estimator_options, 3, "algorithm.estimator_options",
+           supplied | {"scale_rewards"})
     if a.scale_rewards != default.scale_rewards and "scale_rewards" not in accepted_options(estimator):
         raise ConfigError(f"algorithm.scale_rewards={a.scale_rewards!r}: estimator {a.estimator!r} takes no "
                           f"scale_rewards; its options: {', '.join(_options(estimator, 3, supplied)) or '(none)'}")
@@ -188,23 +188,39 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
         if key in NAMED_LOSS_OPTIONS or key in LOSS_INPUTS:
             raise ConfigError(f"algorithm.loss_options.{key}: "
                               + (f"set it as algorithm.{key}" if key in NAMED_LOSS_OPTIONS else "set by the trainer"))
-    _check(check_options, "policy loss", a.policy_loss, loss, a.loss_options, 4, "algorithm.loss_options",
-           ConfigError, {*LOSS_INPUTS, *NAMED_LOSS_OPTIONS})
+    _check("policy loss", a.policy_loss, loss, a.loss_options, 4, "algorithm.loss_options",
+           {*LOSS_INPUTS, *NAMED_LOSS_OPTIONS})
     taken = accepted_options(loss)
     for key in NAMED_LOSS_OPTIONS:
         if key not in taken and getattr(a, key) != getattr(default, key):
-            valid = [k for k in _options(loss, 4, set(LOSS_INPUTS))]
+            valid = _options(loss, 4, set(LOSS_INPUTS))
             raise ConfigError(f"algorithm.{key}={getattr(a, key)!r}: policy loss {a.policy_loss!r} takes no {key}; "
                               f"its options: {', '.join(valid) or '(none)'}")
+    check_reward_missing(cfg)
 
 
-def _check(check, kind, name, fn, options, skip, where, error, supplied: set[str]) -> None:
+def _check(kind, name, fn, options, skip, where, supplied: set[str]) -> None:
     """``check_options`` on the config's options, counting what the trainer supplies as present."""
+    from mmreason.config import ConfigError
+    from mmreason.rl.options import check_options
+
     present = {k: None for k in supplied if k in accepted_options(fn)}
     try:
-        check(kind, name, fn, {**present, **options}, skip=skip)
+        check_options(kind, name, fn, {**present, **options}, skip=skip)
     except TypeError as exc:
-        raise error(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def check_reward_missing(cfg: TrainConfig) -> None:
+    """``reward_missing: renormalize`` needs an estimator of the weighted total (it takes ``missing``)."""
+    from mmreason import rl
+
+    fn = rl.ESTIMATORS.get(cfg.algorithm.estimator)
+    if cfg.reward_missing != "zero" and "missing" not in accepted_options(fn):
+        raise ValueError(f"reward_missing={cfg.reward_missing!r}: estimator {cfg.algorithm.estimator!r} normalises "
+                         "each reward component on its own and has no weighted total to renormalise; use "
+                         "reward_missing=zero with it (a component that does not apply is already left out)")
+
 
 
 def _options(fn, skip: int, exclude: set[str]) -> list[str]:

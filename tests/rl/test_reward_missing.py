@@ -12,8 +12,9 @@ import torch
 from mmreason import rl
 from mmreason.rewarding.runner import RewardBatch
 from mmreason.train.config import TrainConfig
-from mmreason.train.grpo import check_reward_missing, compute_advantages
+from mmreason.train.grpo import compute_advantages
 from mmreason.train.table import StepTable
+from mmreason.train.update import check_reward_missing
 
 NAN = math.nan
 WEIGHTS = torch.tensor([0.1, 0.3, 0.6])  # DocSeeker: format, page F-beta, answer
