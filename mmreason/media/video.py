@@ -453,3 +453,13 @@ def video_clip_tokens(
         max_pixels,
         cap_pixels_per_frame=cap_pixels_per_frame,
     )
+
+
+def add_frame_noise(frames: torch.Tensor, std: float, seed: int) -> torch.Tensor:
+    """[T, 3, H, W] uint8 -> the same frames plus N(0, std) noise in [0, 1] pixel units, clamped, uint8."""
+    if std <= 0:
+        return frames
+    gen = torch.Generator().manual_seed(seed)
+    noise = torch.randn(frames.shape, generator=gen) * std  # [T, 3, H, W]
+    noisy = frames.float() / 255.0 + noise
+    return (noisy.clamp(0, 1) * 255.0).round().to(torch.uint8)

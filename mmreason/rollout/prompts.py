@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from mmreason.media.video import ClipCache
+from mmreason.media.video import ClipCache, add_frame_noise
 from mmreason.paths import cache_dir
 from mmreason.types import PageRef, Sample
 
@@ -73,8 +73,6 @@ def load_sample_media(sample: Sample, min_pixels: int | None, max_pixels: int | 
         )
         frames = clip.frames  # [T, 3, H, W], shared with the cache: never changed in place
         if ref.noise_std > 0:
-            from mmreason.sampling.difficulty import add_frame_noise
-
             frames = add_frame_noise(frames, ref.noise_std, ref.noise_seed)
         videos.append(frames)
         metadata.append(media.video_metadata(clip))

@@ -32,8 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from mmreason.types import Sample
 
 HINT_PREFIX = "Hint: "
@@ -87,16 +85,6 @@ def hint_from_trace(trace: str, fraction: float, answers: Sequence[str]) -> str:
     if any(_first_mention(prefix, a) is not None for a in answers):  # the check the docstring promises
         raise AssertionError("hint still contains the answer")
     return prefix
-
-
-def add_frame_noise(frames: torch.Tensor, std: float, seed: int) -> torch.Tensor:
-    """[T, 3, H, W] uint8 -> the same frames plus N(0, std) noise in [0, 1] pixel units, clamped, uint8."""
-    if std <= 0:
-        return frames
-    gen = torch.Generator().manual_seed(seed)
-    noise = torch.randn(frames.shape, generator=gen) * std  # [T, 3, H, W]
-    noisy = frames.float() / 255.0 + noise
-    return (noisy.clamp(0, 1) * 255.0).round().to(torch.uint8)
 
 
 class DifficultyAugmenter:

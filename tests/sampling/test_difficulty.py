@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from mmreason.media.video import add_frame_noise
 from mmreason.rollout.prompts import load_sample_media
-from mmreason.sampling.difficulty import Augmentation, DifficultyAugmenter, add_frame_noise, hint_from_trace
+from mmreason.sampling.difficulty import Augmentation, DifficultyAugmenter, hint_from_trace
 from mmreason.types import Sample, VideoRef
 
 TRACE = "The square enters at one second. It moves right. It turns blue near the end. So the answer is blue."
