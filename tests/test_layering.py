@@ -29,7 +29,7 @@ def _room(room: str) -> list[Path]:
 @pytest.mark.parametrize("room, forbidden", [
     ("eval", ("mmreason.train",)),
     ("rl", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.models", "mmreason.rewarding")),
-    ("rollout", ("mmreason.train", "mmreason.eval", "mmreason.rewarding")),
+    ("rollout", ("mmreason.train", "mmreason.eval", "mmreason.rewarding", "mmreason.sampling")),
     ("models", ("mmreason.train", "mmreason.eval", "mmreason.rollout")),
 ])
 def test_room_does_not_import_upward(room, forbidden):
