@@ -7,8 +7,9 @@ whose start time lies in ``[start, end)``; ``None`` means the start / end of the
 How many frames (T is always even, because the Qwen vision tower groups 2 consecutive frames into one
 temporal patch and would otherwise repeat the last frame):
 
-- ``num_frames=n``: ``T = n`` rounded *up* to even. Asking for more frames than the window holds is an
-  error (rounding up may repeat one frame when ``n`` is odd and equals the window's frame count).
+- ``num_frames=n``: ``T = n`` rounded *up* to even. Asking for more frames than the window holds, or more
+  than ``max_frames``, is an error (rounding up may repeat one frame when ``n`` is odd and equals the
+  window's frame count). The cap is checked on the container's header, before any frame is decoded.
 - ``fps=r`` (default 2.0, Qwen's): ``T = floor_even(min(window seconds * r, window frames, max_frames))``,
   at least 2 (a one-frame window gives that frame twice); ``max_frames`` defaults to 768, the Qwen
   processors' cap, so an hour at 2 fps does not become 7,200 frames.
@@ -173,6 +174,11 @@ def plan_frames(
     if num_frames is not None:
         if num_frames < 1:
             raise ValueError(f"num_frames must be at least 1, got {num_frames}")
+        if max_frames is not None and num_frames > max_frames:  # a dataset's num_frames obeys the cap too
+            raise MediaError(
+                info.path, f"asked for {num_frames} frames, over the frame cap max_frames={max_frames} "
+                "(data.video_max_frames in a run config)", _KIND
+            )
         if num_frames > count:
             raise MediaError(
                 info.path, f"asked for {num_frames} frames but the window holds only {count}", _KIND

@@ -217,6 +217,30 @@ def test_more_frames_than_the_window_holds(mp4):
         load_video(mp4, fps=2, num_frames=4)
 
 
+def test_a_datasets_num_frames_obeys_the_frame_cap(mp4, monkeypatch):
+    """A fixed frame count from the data is held to ``max_frames`` like an fps plan, on the header alone."""
+    info = VideoInfo("hour.mp4", num_frames=3600 * 30, fps=30.0, height=720, width=1280, backend="decord")
+    with pytest.raises(MediaError, match=r"'hour.mp4'.*asked for 5000 frames, over the frame cap max_frames=768"):
+        plan_frames(info, num_frames=5000)  # the default cap: no file, nothing decoded
+    assert len(plan_frames(info, num_frames=5000, max_frames=None)) == 5000  # the cap can be lifted
+    assert len(plan_frames(info, num_frames=8, max_frames=8)) == 8
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("a frame was decoded before the cap was checked")
+
+    for source in ("_DecordSource", "_PyAVSource"):
+        monkeypatch.setattr(f"mmreason.media.video.{source}.read", no_decoding)
+    with pytest.raises(MediaError, match="over the frame cap max_frames=6 .*video_max_frames"):
+        load_video(mp4, num_frames=8, max_frames=6)
+
+    from mmreason.rollout.prompts import load_sample_media
+    from mmreason.types import Sample, VideoRef
+
+    sample = Sample("v", [], videos=[VideoRef(mp4, num_frames=20)])
+    with pytest.raises(MediaError, match="max_frames=16"):  # a run's data.video_max_frames reaches the check
+        load_sample_media(sample, None, None, video_fps=2.0, video_max_frames=16)
+
+
 def test_a_video_of_another_size_and_rate(tmp_path):
     path = write_mp4(tmp_path / "wide.mp4", num_frames=25, fps=25, width=96, height=32)
     info = probe_video(path)
