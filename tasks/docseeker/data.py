@@ -20,6 +20,7 @@ Every sample's ``meta["evidence_pages"]`` is 1-based (or ``[-1]``), as the promp
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,11 @@ from mmreason.types import PageRef, Sample
 
 TASK = "docseeker"
 NO_PAGE = [-1]
+# Pages of one document a sample keeps (counted from the PDF's header, before any page is rendered): far above
+# the documents the paper trains on, far below a 2,000-page file rendered whole. ``task_args.max_pages``
+# overrides it (null: no cap).
+DEFAULT_MAX_PAGES = 128
+log = logging.getLogger(__name__)
 
 
 def default_cache() -> Path:
@@ -75,9 +81,10 @@ def _question_and_target(row: dict, where: str) -> tuple[str, str | None]:
 
 
 def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSettings,
-                  max_pages: int | None = None, tokenizer: Any = None) -> Sample:
+                  max_pages: int | None = DEFAULT_MAX_PAGES, tokenizer: Any = None) -> Sample:
     """One sample: pages as PageRefs (PDF pages, or one page image each), the prompt
-    with "Page k:" before each page, and the evidence pages in ``meta`` (1-based)."""
+    with "Page k:" before each page, and the evidence pages in ``meta`` (1-based). A document of more than
+    ``max_pages`` pages keeps its first ``max_pages`` (logged; ``meta["document_pages"]`` then has the full count)."""
     rid = row.get("id")
     where = f"{source}: row {rid!r}"
     if rid is None:
@@ -92,7 +99,11 @@ def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSetti
         pdf = [_resolve(str(p), base_dir) for p in document]
         count = len(pdf)
         pages = [PageRef(image, 0) for image in pdf]
-    count = min(count, max_pages) if max_pages else count
+    document_pages = count
+    if max_pages and count > max_pages:
+        count = max_pages
+        log.warning("%s: the document has %d pages; only the first %d are used (max_pages=%d, task_args.max_pages)",
+                    where, document_pages, max_pages, max_pages)
     question, target = _question_and_target(row, where)
     if row.get("answer") is None and row.get("final_answer") is None:
         raise ValueError(f"{where}: no 'answer' column")
@@ -117,6 +128,8 @@ def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSetti
                 page_allocation=describe_allocation(egra))
     if target:
         meta["target"] = target
+    if count < document_pages:
+        meta["document_pages"] = document_pages
     if tokenizer is not None:  # the text's exact size, for fitting the page budgets to max_prompt_length
         meta["text_tokens"] = sum(len(tokenizer(i["text"], add_special_tokens=False)["input_ids"])
                                   for i in content if i["type"] == "text")
@@ -136,14 +149,16 @@ def _pages_range(pages: Any) -> tuple[int, int]:
 def docseeker_load(path: str | None = None, split: str = "train", *, n: int | None = None, seed: int = 0,
                    pages: Any = "3..8", evidence_base: int = 1, use_egra: bool = True, egra_k: int = 5,
                    egra_high_tokens: int = 1024, egra_low_tokens: int = 256, egra_eval: str = "uniform",
-                   max_prompt_length: int | None = None, max_pages: int | None = None,
+                   max_prompt_length: int | None = None, max_pages: int | None = DEFAULT_MAX_PAGES,
                    page_width: int | None = None, style: str = "report", tokenizer: Any = None) -> list[Sample]:
     """The pack's data: ``path`` (JSONL / parquet in the row shape above) or generated documents.
 
     Without ``path``, ``n`` documents (default 64 train / 16 otherwise) of ``pages`` ("MIN..MAX") pages
     are generated into ``$MMREASON_CACHE/docseeker`` in ``style`` ``report`` (pages ``page_width`` wide,
     default 850) or ``marks`` (coloured banners, default 112 px wide; synth.py). ``evidence_base`` declares the base of the rows'
-    ``evidence_pages`` when a row does not. EGRA options are stored on each sample for the ``transform``.
+    ``evidence_pages`` when a row does not. A document keeps at most ``max_pages`` pages (default
+    ``DEFAULT_MAX_PAGES``, read from the PDF header before any page is rendered; None lifts the cap); an
+    evidence page beyond the cap is an error naming it. EGRA options are stored on each sample for the ``transform``.
     Eval samples get their (deterministic) allocation now, so consumers that do not call the pack's
     ``transform`` see it too: by default (``egra_eval: uniform``) one budget for every page, fitted to
     ``max_prompt_length`` (the harness passes its own, and the model's ``tokenizer`` to count the text

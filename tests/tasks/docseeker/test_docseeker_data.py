@@ -100,3 +100,30 @@ def test_data_command_writes_pdfs_and_jsonl(tmp_path, capsys):
     assert [r["id"] for r in reports] == [r["id"] for r in rows]
     assert all(r["tokens_egra_eval"] <= r["tokens_without_egra"] and math.isfinite(r["reduction_train"])
                for r in reports)
+
+
+def test_a_long_document_is_capped_before_its_pages_are_rendered(tmp_path, monkeypatch, caplog):
+    """Pages per document have a default cap, counted from the PDF header; the cut is logged with the knob."""
+    import inspect
+
+    from mmreason.tasks.docseeker import data
+
+    assert inspect.signature(docseeker_load).parameters["max_pages"].default == data.DEFAULT_MAX_PAGES > 0
+    generate(tmp_path, 1, 5, 5, seed=0, page_size=(170, 220))
+    rendered = []
+    monkeypatch.setattr("mmreason.media.pdf._render", lambda *a, **k: rendered.append(a) or None)
+    file = tmp_path / "long.jsonl"
+    file.write_text(json.dumps({"id": "long", "document": "doc-00000.pdf", "question": "q", "answer": "a",
+                                "evidence_pages": [2]}) + "\n")
+    with caplog.at_level("WARNING"):
+        (sample,) = docseeker_load(str(file), "train", max_pages=3)
+    assert len(sample.pages) == 3 and sample.meta["num_pages"] == 3 and sample.meta["document_pages"] == 5
+    assert sum(item.get("type") == "image" for item in sample.messages[0]["content"]) == 3
+    assert "max_pages=3" in caplog.text and "5 pages" in caplog.text
+    assert not rendered  # nothing was rendered to count the pages
+    (whole,) = docseeker_load(str(file), "train", max_pages=None)  # the cap can be lifted
+    assert len(whole.pages) == 5 and "document_pages" not in whole.meta
+    file.write_text(json.dumps({"id": "late", "document": "doc-00000.pdf", "question": "q", "answer": "a",
+                                "evidence_pages": [5]}) + "\n")
+    with pytest.raises(ValueError, match=r"row 'late'.*evidence page 5.*max_pages=3"):
+        docseeker_load(str(file), "train", max_pages=3)
