@@ -9,6 +9,9 @@ import importlib
 BENCHES = {
     "grpo-step": ("mmreason.train.bench", "time split of one GRPO step on a fixed tiny config"),
     "eval-overhead": ("mmreason.eval.bench", "evaluation harness vs bare batched generate"),
+    "grpo-vs-trl": ("mmreason.train.bench_trl", "GRPO step time against TRL's GRPOTrainer, same work (needs trl)"),
+    "update-throughput": ("mmreason.train.bench_throughput",
+                          "policy-update tokens/s and MFU of a random-init model (3b shape on a GPU)"),
 }
 
 
@@ -19,9 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.set_defaults(_bench_module=module)
         try:
             importlib.import_module(module).add_arguments(p)
-        except ImportError:
-            p.set_defaults(_bench_missing=True)
+        except ImportError as exc:
+            p.set_defaults(_bench_missing=f"{exc} (install the dev extra: pip install -e '.[dev]')")
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "_bench_missing", None):
+        print(f"mmreason bench {args.bench}: {args._bench_missing}")
+        return 2
     return int(importlib.import_module(args._bench_module).run(args) or 0)

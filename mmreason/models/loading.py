@@ -64,11 +64,13 @@ def resolve_attn_implementation(name: str) -> str:
     return "sdpa"
 
 
-def backend_note(attn_implementation: str) -> str:
-    """One line saying which optional GPU extras are used and what falls back, for the run header."""
-    have = {name: importlib.util.find_spec(name) is not None for name in ("flash_attn", "vllm", "deepspeed")}
-    parts = [f"attention: {attn_implementation}" + ("" if have["flash_attn"] else " (flash-attn not installed)"),
-             "generation: HF generate" + ("" if have["vllm"] else " (vllm not installed)")]
+def backend_note(attn_implementation: str, dtype: torch.dtype | None = None) -> str:
+    """One line saying which attention, dtype and generation backend a run uses, for the run header."""
+    have = {name: importlib.util.find_spec(name) is not None for name in ("flash_attn", "deepspeed")}
+    parts = [f"attention: {attn_implementation}" + ("" if have["flash_attn"] else " (flash-attn not installed)")]
+    if dtype is not None:
+        parts.append(f"dtype: {str(dtype).removeprefix('torch.')}")
+    parts.append("generation: HF generate (vLLM generation is not supported yet)")
     if not have["deepspeed"]:
         parts.append("deepspeed not installed (DDP/FSDP only)")
     return "; ".join(parts)

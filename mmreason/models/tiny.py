@@ -125,11 +125,17 @@ def build_tokenizer(vocab_size: int):
 
 def _model_config(arch: str, size: TinySize, tokenizer):
     ids = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_TOKENS}
+    return model_config(arch, size, ids, len(tokenizer))
+
+
+def model_config(arch: str, size: TinySize, ids: dict[str, int], vocab_size: int,
+                 fullatt_block_indexes: list[int] | None = None):
+    """A Qwen2.5-VL / Qwen2-VL config of the given shape; ``ids`` maps the special tokens to their ids."""
     head_dim = size.text_hidden // size.text_heads
     mrope = [head_dim // 8, head_dim // 8 * 3 // 2, head_dim // 8 * 3 // 2]
     mrope[0] += head_dim // 2 - sum(mrope)  # sections must sum to head_dim / 2
     text = dict(
-        vocab_size=len(tokenizer),
+        vocab_size=vocab_size,
         hidden_size=size.text_hidden,
         intermediate_size=size.text_intermediate,
         num_hidden_layers=size.text_layers,
@@ -158,7 +164,7 @@ def _model_config(arch: str, size: TinySize, tokenizer):
             num_heads=size.vision_heads,
             out_hidden_size=size.text_hidden,
             window_size=112,
-            fullatt_block_indexes=[size.vision_depth - 1],
+            fullatt_block_indexes=fullatt_block_indexes or [size.vision_depth - 1],
             tokens_per_second=2,
         )
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **common)

@@ -152,7 +152,8 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
         print(f"model: {cfg.model.name_or_path} ({total:,} parameters, {trainable:,} trainable); "
               f"processes: {accelerator.num_processes} ({accelerator.distributed_type.value.lower()}, "
               f"{accelerator.device})")
-        print(backend_note(getattr(model.config, "_attn_implementation", None) or cfg.model.attn_implementation))
+        print(backend_note(getattr(model.config, "_attn_implementation", None) or cfg.model.attn_implementation,
+                           next(model.parameters()).dtype))
     ref_model = None
     if cfg.algorithm.beta > 0:
         ref_cfg = ModelConfig(**{**cfg.model.__dict__, "lora": False, "gradient_checkpointing": False})

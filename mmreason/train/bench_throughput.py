@@ -1,0 +1,253 @@
+"""`mmreason bench update-throughput`: policy-update throughput (tokens/s, MFU) of a random-init model.
+
+Builds a Qwen2.5-VL of a named shape (``3b`` is Qwen2.5-VL-3B's shape; ``tiny`` / ``small`` are the CPU
+shapes of ``mmreason tiny-model``) straight from its config, no checkpoint or tokenizer needed, and times
+the GRPO policy update the trainer runs: one group of G completions of a prompt with image pages, the
+trainer's log-prob path (shared prefix or plain padded forward), the clipped policy loss, backward and an
+AdamW step. Made for the first minutes on a lent GPU: one command gives a figure.
+
+MFU counts the FLOPs the update has to do (the prompt and its images once per group, then G completions
+attending to it), so the plain path, which repeats the prompt G times, shows a lower MFU for the same work:
+6 x parameters x tokens for the dense layers (vision tower on patches, text layers on tokens, LM head on
+completion tokens only), plus causal attention in the text layers. Vision attention is left out (small).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from mmreason.models.tiny import SIZES, TinySize, model_config
+
+# Qwen2.5-VL-3B-Instruct's shape; the vocabulary and special-token ids are Qwen's.
+SHAPES: dict[str, TinySize] = {**SIZES, "3b": TinySize(151936, 2048, 36, 16, 2, 11008, 1280, 32, 16, 3420)}
+_QWEN_IDS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645, "<|vision_start|>": 151652,
+             "<|vision_end|>": 151653, "<|vision_pad|>": 151654, "<|image_pad|>": 151655, "<|video_pad|>": 151656}
+_FULL_ATTENTION_BLOCKS = {"3b": [7, 15, 23, 31]}
+# Dense bf16 peak of common accelerators (TFLOP/s), matched on the CUDA device name; --peak-tflops overrides.
+PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "H800": 989.4, "A100": 312.0, "A800": 312.0, "L40S": 362.0,
+               "L4": 121.0, "A10": 125.0, "4090": 165.2}
+PATCH = 14  # vision patch side; 2 x 2 patches merge into one visual token
+PATCH_DIM = 3 * 2 * PATCH * PATCH  # channels x temporal patch x patch x patch
+
+
+@dataclass(frozen=True)
+class Workload:
+    pages: int = 8  # images in the prompt
+    image_tokens: int = 64  # merged visual tokens per image (a square grid when it is a square number)
+    prompt_text: int = 96  # text tokens of the prompt
+    completion_len: int = 64
+    num_generations: int = 8
+
+    @property
+    def prompt_length(self) -> int:
+        return self.prompt_text + self.pages * (self.image_tokens + 2)
+
+    @property
+    def patches(self) -> int:
+        return 4 * self.pages * self.image_tokens
+
+
+def build_model(shape: str, dtype: torch.dtype, attn: str, device: torch.device, seed: int = 0):
+    from transformers import AutoModelForImageTextToText
+
+    size = SHAPES[shape]
+    ids = _QWEN_IDS if shape == "3b" else {name: size.vocab_size - 16 + i for i, name in enumerate(_QWEN_IDS)}
+    config = model_config("qwen2_5_vl", size, ids, size.vocab_size, _FULL_ATTENTION_BLOCKS.get(shape))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        with torch.device(device):
+            model = AutoModelForImageTextToText.from_config(config, dtype=dtype, attn_implementation=attn)
+    model.train()
+    return model, ids
+
+
+def _grid(tokens: int) -> tuple[int, int]:
+    side = math.isqrt(tokens)
+    return (2 * side, 2 * side) if side * side == tokens else (2, 2 * tokens)
+
+
+def synthetic_group(w: Workload, ids: dict[str, int], vocab: int, seed: int = 0) -> list:
+    """G trajectories of one prompt (text, ``pages`` images, text) with random token ids and pixels."""
+    from mmreason.types import Trajectory
+
+    g = torch.Generator().manual_seed(seed)
+    text_ids = min(ids.values())  # ordinary tokens lie below the special ones
+
+    def words(n: int) -> torch.Tensor:
+        return torch.randint(0, text_ids, (n,), generator=g)
+
+    h, wd = _grid(w.image_tokens)
+    pieces, types = [words(w.prompt_text // 2)], [torch.zeros(w.prompt_text // 2, dtype=torch.long)]
+    for _ in range(w.pages):
+        page = torch.tensor([ids["<|vision_start|>"]] + [ids["<|image_pad|>"]] * w.image_tokens + [ids["<|vision_end|>"]])
+        pieces.append(page)
+        types.append(torch.tensor([0] + [1] * w.image_tokens + [0]))
+    rest = w.prompt_text - w.prompt_text // 2
+    pieces.append(words(rest))
+    types.append(torch.zeros(rest, dtype=torch.long))
+    prompt, prompt_types = torch.cat(pieces), torch.cat(types)
+    visual = {"pixel_values": torch.randn(w.patches, PATCH_DIM, generator=g),
+              "image_grid_thw": torch.tensor([[1, h, wd]] * w.pages)}
+    out = []
+    for _ in range(w.num_generations):
+        completion = torch.cat([words(w.completion_len - 1), torch.tensor([ids["<|im_end|>"]])])
+        out.append(Trajectory(
+            sample_id="bench", group_id=0, token_ids=torch.cat([prompt, completion]),
+            action_mask=torch.cat([torch.zeros(len(prompt)), torch.ones(len(completion))]),
+            prompt_length=len(prompt), completion_text="",
+            mm_token_type_ids=torch.cat([prompt_types, torch.zeros(len(completion), dtype=torch.long)]),
+            visual=[visual]))
+    return out
+
+
+def update_flops(model, w: Workload) -> float:
+    """FLOPs of one update (forward + backward) on one group, counting the prompt once."""
+    cfg = model.config.text_config
+    d, layers, vocab = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
+    visual = sum(p.numel() for n, p in model.named_parameters() if ".visual." in f".{n}")
+    head = vocab * d
+    embed = vocab * d
+    body = sum(p.numel() for p in model.parameters()) - visual - head - embed
+    p, c, g = w.prompt_length, w.completion_len, w.num_generations
+    dense = 6 * (visual * w.patches + body * (p + g * c) + head * g * c)
+    attention = 6 * layers * d * p * p + g * 12 * layers * d * c * (p + c / 2)
+    return float(dense + attention)
+
+
+def peak_flops(device: torch.device, override: float | None) -> float | None:
+    if override:
+        return override * 1e12
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((tf * 1e12 for key, tf in PEAK_TFLOPS.items() if key in name), None)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def bench_update(shape: str = "tiny", workload: Workload = Workload(), steps: int = 5, warmup: int = 2,
+                 dtype: str = "auto", attn: str = "auto", shared_prefix: bool = True,
+                 gradient_checkpointing: bool = False, peak_tflops: float | None = None) -> dict:
+    from mmreason import rl
+    from mmreason.models.loading import resolve_attn_implementation, resolve_dtype
+    from mmreason.rollout import shared_prefix as sp
+    from mmreason.rollout.forward import collate, token_logprobs
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch_dtype, attn_name = resolve_dtype(dtype), resolve_attn_implementation(attn)
+    model, ids = build_model(shape, torch_dtype, attn_name, device)
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    trajectories = synthetic_group(workload, ids, model.config.text_config.vocab_size)
+    pad = ids["<|endoftext|>"]
+    batch = collate(trajectories, pad).to(device)
+    batch.visual["pixel_values"] = batch.visual["pixel_values"].to(torch_dtype)
+    for t in trajectories:
+        t.visual = [{k: v.to(device).to(torch_dtype) if v.is_floating_point() else v.to(device)
+                     for k, v in t.visual[0].items()}]
+    use_shared = shared_prefix and sp.applies(model, trajectories)
+    advantages = torch.linspace(-1, 1, len(trajectories), device=device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    rows = []
+    for i in range(warmup + steps):
+        _sync(device)
+        t0 = time.perf_counter()
+        if use_shared:
+            logp, _ = sp.shared_prefix_logprobs(model, trajectories, batch.input_ids.shape[1], pad)
+        else:
+            logp, _ = token_logprobs(model, batch)
+        out = rl.policy_loss("clipped", logp, logp.detach(), advantages, batch.action_mask)
+        _sync(device)
+        t1 = time.perf_counter()
+        out.loss.backward()
+        _sync(device)
+        t2 = time.perf_counter()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        _sync(device)
+        t3 = time.perf_counter()
+        if i >= warmup:
+            rows.append((t1 - t0, t2 - t1, t3 - t2))
+    fwd, bwd, opt = (statistics.median(r[k] for r in rows) for k in range(3))
+    update = fwd + bwd
+    w = workload
+    flops = update_flops(model, w)
+    peak = peak_flops(device, peak_tflops)
+    return {
+        "shape": shape, "parameters": sum(p.numel() for p in model.parameters()), "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "dtype": str(torch_dtype).removeprefix("torch."), "attention": attn_name,
+        "path": "shared prefix" if use_shared else "plain", "gradient_checkpointing": gradient_checkpointing,
+        "forward_s": fwd, "backward_s": bwd, "optimizer_s": opt,
+        "sequence_tokens_per_s": w.num_generations * (w.prompt_length + w.completion_len) / update,
+        "completion_tokens_per_s": w.num_generations * w.completion_len / update,
+        "update_tflops": flops / 1e12, "achieved_tflops_per_s": flops / update / 1e12,
+        "mfu": flops / update / peak if peak else None,
+        "peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+        "workload": w, "steps": steps,
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", choices=sorted(SHAPES), default=None,
+                        help="model shape (default: 3b on CUDA, tiny on CPU)")
+    parser.add_argument("--pages", type=int, default=8, help="images in the prompt")
+    parser.add_argument("--image-tokens", type=int, default=None,
+                        help="visual tokens per image (default: 256 for 3b, 64 otherwise)")
+    parser.add_argument("--prompt-text", type=int, default=96, help="text tokens in the prompt")
+    parser.add_argument("--completion-len", type=int, default=None, help="default: 512 for 3b, 64 otherwise")
+    parser.add_argument("--num-generations", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--attn", default="auto", help="auto | sdpa | eager | flash_attention_2")
+    parser.add_argument("--plain", action="store_true", help="the plain padded forward, not the shared prefix")
+    parser.add_argument("--gradient-checkpointing", action="store_true")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: known GPUs)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    shape = args.shape or ("3b" if torch.cuda.is_available() else "tiny")
+    big = shape == "3b"
+    w = Workload(pages=args.pages, image_tokens=args.image_tokens or (256 if big else 64),
+                 prompt_text=args.prompt_text, completion_len=args.completion_len or (512 if big else 64),
+                 num_generations=args.num_generations)
+    r = bench_update(shape, w, args.steps, args.warmup, args.dtype, args.attn, not args.plain,
+                     args.gradient_checkpointing, args.peak_tflops)
+    console = Console()
+    console.print(f"policy update, Qwen2.5-VL {shape} shape ({r['parameters'] / 1e6:,.1f} M parameters): "
+                  f"{r['device_name']}, {r['dtype']}, attention {r['attention']}, {r['path']}"
+                          f"{', gradient checkpointing' if r['gradient_checkpointing'] else ''}; one group of "
+                          f"{w.num_generations} x {w.completion_len} completion tokens on a {w.prompt_length}-token "
+                          f"prompt ({w.pages} images x {w.image_tokens} tokens); median of {r['steps']} steps")
+    table = Table()
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for label, key, fmt in [("forward (s)", "forward_s", "{:.3f}"), ("backward (s)", "backward_s", "{:.3f}"),
+                            ("optimizer step (s)", "optimizer_s", "{:.3f}"),
+                            ("sequence tokens / s", "sequence_tokens_per_s", "{:,.0f}"),
+                            ("completion tokens / s", "completion_tokens_per_s", "{:,.0f}"),
+                            ("TFLOP per update", "update_tflops", "{:.3f}"),
+                            ("achieved TFLOP/s", "achieved_tflops_per_s", "{:.2f}"),
+                            ("MFU", "mfu", "{:.1%}"), ("peak memory (GiB)", "peak_memory_gib", "{:.1f}")]:
+        value = r[key]
+        table.add_row(label, "n/a" if value is None else fmt.format(value))
+    console.print(table)
+    return 0
