@@ -50,17 +50,23 @@ def resolve_dtype(name: str) -> torch.dtype:
         raise ValueError(f"model.dtype: unknown dtype {name!r}; valid: auto, {', '.join(_DTYPES)}") from None
 
 
-def resolve_attn_implementation(name: str) -> str:
-    """flash_attention_2 on CUDA when flash-attn imports, else sdpa; an explicit name is kept."""
+def resolve_attn_implementation(name: str, dtype: torch.dtype | None = None) -> str:
+    """flash_attention_2 on CUDA when flash-attn imports and the weights are bf16/fp16 (``dtype``, default
+    the ``auto`` dtype), else sdpa; an explicit name is kept."""
     if name != "auto":
         if name == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
             raise ValueError("model.attn_implementation=flash_attention_2 but flash-attn is not installed "
                              "(pip install 'mmreason[gpu]'), or use sdpa")
         return name
-    if torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None:
-        return "flash_attention_2"
-    if torch.cuda.is_available():
+    if not torch.cuda.is_available():
+        return "sdpa"
+    dtype = dtype if dtype is not None else resolve_dtype("auto")
+    if importlib.util.find_spec("flash_attn") is None:
         log.info("flash-attn not installed: using SDPA attention")
+    elif dtype not in (torch.bfloat16, torch.float16):
+        log.info("flash-attn needs bf16 or fp16 weights; %s uses SDPA attention", dtype)
+    else:
+        return "flash_attention_2"
     return "sdpa"
 
 
@@ -130,7 +136,7 @@ def load_model(cfg: ModelConfig, *, trainable: bool = True):
 
     path = check_model_dir(cfg.name_or_path)
     dtype = resolve_dtype(cfg.dtype)
-    attn = resolve_attn_implementation(cfg.attn_implementation)
+    attn = resolve_attn_implementation(cfg.attn_implementation, dtype)
     try:
         model = AutoModelForImageTextToText.from_pretrained(str(path), dtype=dtype, attn_implementation=attn)
     except Exception as exc:

@@ -143,7 +143,8 @@ def bench_update(shape: str = "tiny", workload: Workload = Workload(), steps: in
     from mmreason.rollout.forward import collate, token_logprobs
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    torch_dtype, attn_name = resolve_dtype(dtype), resolve_attn_implementation(attn)
+    torch_dtype = resolve_dtype(dtype)
+    attn_name = resolve_attn_implementation(attn, torch_dtype)
     model, ids = build_model(shape, torch_dtype, attn_name, device)
     if gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

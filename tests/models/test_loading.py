@@ -7,9 +7,37 @@ import pytest
 from mmreason.models import ModelConfig, load_model, resolve_attn_implementation, trainable_parameters
 
 
-def test_attention_falls_back_to_sdpa_without_cuda_or_flash_attn():
-    assert resolve_attn_implementation("auto") in ("sdpa", "flash_attention_2")
-    assert resolve_attn_implementation("eager") == "eager"
+def _pretend(monkeypatch, cuda: bool, flash_attn: bool):
+    import importlib.util
+
+    import torch
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: (object() if flash_attn else None) if name == "flash_attn" else real(name, *a))
+
+
+@pytest.mark.parametrize("cuda,flash_attn,dtype,expected", [
+    (True, True, "bfloat16", "flash_attention_2"),
+    (True, True, "float16", "flash_attention_2"),
+    (True, True, "float32", "sdpa"),  # flash-attn has no fp32 kernels
+    (True, False, "bfloat16", "sdpa"),
+    (False, True, "bfloat16", "sdpa"),
+])
+def test_auto_attention_is_flash_attention_2_only_on_cuda_with_half_precision(monkeypatch, cuda, flash_attn,
+                                                                               dtype, expected):
+    import torch
+
+    _pretend(monkeypatch, cuda, flash_attn)
+    assert resolve_attn_implementation("auto", getattr(torch, dtype)) == expected
+    assert resolve_attn_implementation("eager", getattr(torch, dtype)) == "eager"
+
+
+def test_explicit_flash_attention_without_the_package_is_a_clear_error(monkeypatch):
+    _pretend(monkeypatch, True, False)
+    with pytest.raises(ValueError, match="flash-attn is not installed"):
+        resolve_attn_implementation("flash_attention_2")
 
 
 def test_lora_leaves_the_vision_tower_out_by_default(tiny_model_dir):
