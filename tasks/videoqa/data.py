@@ -36,6 +36,7 @@ INSTRUCTION = {
 }
 TRAIN_VIDEOS, EVAL_VIDEOS = 96, 24
 AVOID_TRAIN = 2_000  # a held-out split avoids the first this-many train videos of its seed (drawn, not rendered)
+AVOID_TRAIN_BASIC = 600  # the same for the ``basic`` style, which has fewer distinct videos
 DATA_VERSION = 1  # in the cache folder name: bump when the generator draws different videos
 _SPAN_TEXT = re.compile(r"\s*\[\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\]\s*")
 
@@ -149,24 +150,28 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
                          f"({type(err).__name__}: {first})") from err
 
 
-def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int], size: int) -> Path:
+def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int], size: int,
+                    style: str = "events") -> Path:
     """The default data: train from ``seed``; any other split from ``seed + 10_000``, never a video of a train
-    split of the same seed, seconds and up to ``AVOID_TRAIN`` videos."""
-    tag = f"{seconds[0]}-{seconds[1]}-{size}"
+    split of the same seed, seconds, style and up to ``AVOID_TRAIN`` (``basic``: ``AVOID_TRAIN_BASIC``) videos."""
+    tag = f"{seconds[0]}-{seconds[1]}-{size}" + ("" if style == "events" else f"-{style}")
     if split == "train":
         return synth.generate(default_cache() / f"v{DATA_VERSION}-train-{videos}-{seed}-{tag}", videos, seed,
-                              seconds, size)
-    avoid = frozenset(synth.scenarios(AVOID_TRAIN, seed, seconds))
+                              seconds, size, style=style)
+    avoid = frozenset(synth.scenarios(AVOID_TRAIN if style == "events" else AVOID_TRAIN_BASIC, seed, seconds,
+                                      style=style))
     folder = default_cache() / f"v{DATA_VERSION}-{split}-{videos}-{seed + 10_000}-{tag}"
-    return synth.generate(folder, videos, seed + 10_000, seconds, size, avoid=avoid)
+    return synth.generate(folder, videos, seed + 10_000, seconds, size, avoid=avoid, style=style)
 
 
 def videoqa_load(path: str | None = None, split: str = "train", *, n: int | None = None, videos: int | None = None,
                  eval_videos: int | None = None, seed: int = 0, seconds: tuple[int, int] | list[int] = (3, 8),
-                 size: int = 64, answer_types: list[str] | None = None, probe: bool = False) -> list[Sample]:
+                 size: int = 64, answer_types: list[str] | None = None, probe: bool = False,
+                 style: str = "events") -> list[Sample]:
     """The pack's data (``data.task_args`` are these keyword options; training and its eval share them).
 
-    path: a JSONL/parquet file in the row shape above; None = generated videos, 4 questions each, ``seconds``
+    path: a JSONL/parquet file in the row shape above; None = generated videos of ``style`` (``events``: 4
+        questions each, one per answer type; ``basic``: 3 one-word questions, see ``synth``), ``seconds``
         long, ``size`` px, cached: ``videos`` (default 96) for the train split, ``eval_videos`` (default 24)
         for any other split, which never holds a video of the train split.
     n: the first n samples; answer_types: keep only these; probe: read each video's header at load time.
@@ -175,7 +180,7 @@ def videoqa_load(path: str | None = None, split: str = "train", *, n: int | None
         raise ValueError(f"videoqa: answer_types {answer_types} must be among {', '.join(ANSWER_TYPES)}")
     if path is None:
         count = (videos or TRAIN_VIDEOS) if split == "train" else (eval_videos or EVAL_VIDEOS)
-        path = str(generated_split(split, count, seed, (int(seconds[0]), int(seconds[1])), size))
+        path = str(generated_split(split, count, seed, (int(seconds[0]), int(seconds[1])), size, style))
     samples = [row_to_sample(row, str(path), i, probe) for i, row in enumerate(read_rows(path))]
     if answer_types is not None:
         samples = [s for s in samples if s.meta["answer_type"] in answer_types]

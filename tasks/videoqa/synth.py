@@ -1,24 +1,29 @@
-"""Generated videos with events at known times, and questions of every answer type whose answers the
-generator knows.
+"""Generated videos with events at known times, and questions whose answers the generator knows.
 
-Each video (``size`` x ``size`` px, 4, 6 or 8 fps, a whole number of seconds) shows two things on a light
-background:
+Each video (``size`` x ``size`` px, 4, 6 or 8 fps, a whole number of seconds) shows on a light background:
 
 - a **square** that enters at ``t_in`` and leaves at ``t_out`` (visible while ``t_in <= t < t_out``), moving
   left or right at constant speed, and changing from ``colour_before`` to ``colour_after`` at ``t_change``;
 - a **disc** in the bottom half that flashes ``flashes`` times, each flash 1 s long with at least 0.5 s
   between flashes.
 
-All event times are multiples of 0.5 s, so they fall on frame boundaries at every frame rate used; the
-square is visible for at most half the video (an answer "the whole video" has tIoU below 0.5). Each video
-gets four questions, one per answer type::
+All event times are multiples of 0.5 s, so they fall on frame boundaries at every frame rate used.
+
+Style ``events`` (the default): the square is visible for at most half the video (an answer "the whole
+video" has tIoU below 0.5); four questions per video, one per answer type::
 
     mcq      "What colour does the square change to?"  or  "Which way does the square move?"  (lettered options)
     numeric  "How many times does the disc flash?"
-    free     "What colour is the square when it appears?"  or  "Which way does the square move?" (one word)
+    free     "What colour is the square when it appears?"  or  "... when it leaves?"  (one word)
     span     "When is the square visible?"  ->  "[t_in, t_out]" seconds
 
-The same (n, seed, seconds, size, avoid) gives the same videos (x264 runs single-threaded) and the same rows.
+Style ``basic`` (what a small model can learn from a few hundred videos): a larger square in view the whole
+time, changing colour once near the middle, no disc; three one-word questions per video whose answers are
+uniform over their values: the colour at the start, the colour at the end, the direction (left / right).
+A model that ignores the video scores 1/4, 1/4 and 1/2 on them; one that sees a single frame, at most 1/2 on
+the colours.
+
+The same (n, seed, seconds, size, avoid, style) gives the same videos (x264 runs single-threaded) and rows.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ FRAME_RATES = (4, 6, 8)
 FLASH_SECONDS, FLASH_GAP = 1.0, 0.5
 ANSWER_TYPES = ("mcq", "numeric", "free", "span")
 LETTERS = "ABCD"
+BASIC_SIDES = (312, 375, 438)  # square sides of the ``basic`` style, fractions of 1000 of the frame
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,7 @@ class Scenario:
     direction: str  # "left" | "right": where the square is heading
     flash_starts: tuple[float, ...]
     disc_x: int  # the disc's centre column, as a fraction of 1000 of the width
+    side: int = 250  # the square's side, as a fraction of 1000 of the frame size
 
     @property
     def flashes(self) -> int:
@@ -91,7 +98,7 @@ def square_state(s: Scenario, t: float, size: int) -> tuple[str, int] | None:
     """(colour, left column) of the square at time ``t``, or None when it is not in the picture."""
     if not s.t_in <= t < s.t_out:
         return None
-    side = size // 4
+    side = size * s.side // 1000
     travel = size - side - 4
     progress = (t - s.t_in) / (s.t_out - s.t_in)  # 0 .. <1
     x = 2 + round(travel * (progress if s.direction == "right" else 1 - progress))
@@ -107,7 +114,7 @@ def render_frame(s: Scenario, i: int, size: int) -> np.ndarray:
     t = i / s.fps
     frame = np.empty((size, size, 3), np.uint8)
     frame[:] = BACKGROUND
-    side = size // 4
+    side = size * s.side // 1000
     state = square_state(s, t, size)
     if state is not None:
         colour, x = state
@@ -164,18 +171,49 @@ def questions(s: Scenario, rng: random.Random) -> list[dict[str, Any]]:
     ]
 
 
+def draw_basic(rng: random.Random, seconds: int) -> Scenario:
+    """A ``basic`` video: a large square in view the whole time, moving left or right, changing colour once
+    near the middle (colours, direction and size drawn uniformly); no disc."""
+    duration = float(seconds)
+    t_change = _halves(rng, 0.4 * duration, 0.6 * duration)
+    before, after = rng.sample(sorted(COLOURS), 2)
+    return Scenario(seconds, rng.choice(FRAME_RATES), 0.0, duration, t_change, before, after,
+                    rng.choice(("left", "right")), (), 500, rng.choice(BASIC_SIDES))
+
+
+def basic_questions(s: Scenario, rng: random.Random) -> list[dict[str, Any]]:
+    """Three one-word questions whose answers each frame pair shows: the colour in the first frames, in the
+    last frames, and the direction (answers uniform: 4 colours, 2 directions)."""
+    del rng  # the same three questions for every video
+    return [
+        {"question": "What colour is the square at the start of the video?", "answer": s.colour_before,
+         "answer_type": "free"},
+        {"question": "What colour is the square at the end of the video?", "answer": s.colour_after,
+         "answer_type": "free"},
+        {"question": "Which way does the square move, left or right?", "answer": s.direction,
+         "answer_type": "free"},
+    ]
+
+
+STYLES = {"events": (draw_scenario, questions, ANSWER_TYPES), "basic": (draw_basic, basic_questions,
+                                                                         ("start", "end", "direction"))}
+
+
 def scenarios(n: int, seed: int, seconds: tuple[int, int] = (3, 8),
-              avoid: frozenset[Scenario] = frozenset()) -> list[Scenario]:
+              avoid: frozenset[Scenario] = frozenset(), style: str = "events") -> list[Scenario]:
     """``n`` distinct scenarios, none in ``avoid``; the same arguments give the same list."""
     lo, hi = seconds
     if not 3 <= lo <= hi:
         raise ValueError(f"videoqa: seconds {lo}..{hi} must satisfy 3 <= MIN <= MAX")
+    if style not in STYLES:
+        raise ValueError(f"videoqa: style {style!r} is not one of {', '.join(STYLES)}")
+    draw = STYLES[style][0]
     rng = random.Random(seed)
     seen, out = set(avoid), []
     for _ in range(100 * n + 100):
         if len(out) == n:
             return out
-        s = draw_scenario(rng, rng.randint(lo, hi))
+        s = draw(rng, rng.randint(lo, hi))
         if s not in seen:
             seen.add(s)
             out.append(s)
@@ -183,23 +221,27 @@ def scenarios(n: int, seed: int, seconds: tuple[int, int] = (3, 8),
 
 
 def generate(out_dir: str | Path, n: int, seed: int = 0, seconds: tuple[int, int] = (3, 8), size: int = 64,
-             avoid: frozenset[Scenario] = frozenset()) -> Path:
-    """Write ``n`` videos and ``data.jsonl`` (4 questions per video, video paths relative to the file).
+             avoid: frozenset[Scenario] = frozenset(), style: str = "events") -> Path:
+    """Write ``n`` videos and ``data.jsonl`` (video paths relative to the file): ``style`` ``events``, 4
+    questions per video (one per answer type); ``basic``, 3 (``basic_questions``).
 
     Each row also carries ``duration`` and ``scenario`` (the event times the answers come from)."""
     if size < 32 or size % 8:
         raise ValueError(f"videoqa: size {size} must be a multiple of 8, at least 32")
     out = Path(out_dir)
-    done = generated_jsonl(out, 4 * n)
+    if style not in STYLES:
+        raise ValueError(f"videoqa: style {style!r} is not one of {', '.join(STYLES)}")
+    _, ask, kinds = STYLES[style]
+    done = generated_jsonl(out, len(kinds) * n)
     if done is not None:
         return done
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for i, s in enumerate(scenarios(n, seed, seconds, avoid)):
+    for i, s in enumerate(scenarios(n, seed, seconds, avoid, style)):
         name = f"{i:05d}.mp4"
         write_video(out / name, s, size)
         rng = random.Random(f"{seed}/{i}/questions")
-        for kind, q in zip(ANSWER_TYPES, questions(s, rng)):
+        for kind, q in zip(kinds, ask(s, rng)):
             rows.append({"id": f"videoqa-{seed}-{i}-{kind}", "video": name, **q, "duration": float(s.seconds),
                          "scenario": {**asdict(s), "flash_starts": list(s.flash_starts)}})
     return write_jsonl(out / "data.jsonl", rows)

@@ -125,3 +125,31 @@ def test_flash_placement_fits_every_length():
             ends = [t + synth.FLASH_SECONDS for t in s.flash_starts]
             assert ends[-1] <= seconds and all(b - a >= 1.5 for a, b in zip(s.flash_starts, s.flash_starts[1:]))
             assert s.t_in < s.t_change < s.t_out <= seconds
+
+
+def test_basic_style_answers_match_the_decoded_frames(tmp_path):
+    jsonl = synth.generate(tmp_path / "basic", 6, seed=2, seconds=(3, 5), size=SIZE, style="basic")
+    rows = read_rows(jsonl)
+    assert len(rows) == 18 and all(r["answer_type"] == "free" for r in rows)
+    for v in range(6):
+        start, end, direction = rows[3 * v : 3 * v + 3]
+        s = start["scenario"]
+        assert s["flash_starts"] == [] and s["t_in"] == 0 and s["t_out"] == s["seconds"]
+        clip = load_video(tmp_path / "basic" / start["video"], fps=2.0, max_frames=8)  # what the recipes see
+        pixels = [f.permute(1, 2, 0).numpy() for f in clip.frames]
+        scenes = [_read_scene(p) for p in pixels]
+        assert all(colour is not None for colour, _, _ in scenes)  # always in view
+        disc_rows = [np.abs(p[5 * SIZE // 8 :].astype(float) - synth.BACKGROUND).sum(-1) > 120 for p in pixels]
+        assert not any(rows.any() for rows in disc_rows)  # below the square: nothing (no disc)
+        assert scenes[0][0] == start["answer"] and scenes[-1][0] == end["answer"] != start["answer"]
+        assert ("right" if scenes[-1][1] > scenes[0][1] else "left") == direction["answer"]
+
+
+def test_basic_style_answers_are_balanced():
+    drawn = synth.scenarios(400, 0, (3, 5), style="basic")
+    for values, pick in ((synth.COLOURS, lambda s: s.colour_before), (synth.COLOURS, lambda s: s.colour_after),
+                         (("left", "right"), lambda s: s.direction)):
+        counts = [sum(pick(s) == v for s in drawn) for v in values]
+        assert min(counts) > 0.7 * 400 / len(values)  # no answer is a majority: a blind prior stays at chance
+    with pytest.raises(ValueError, match="style"):
+        synth.scenarios(2, 0, (3, 5), style="nope")
