@@ -1,0 +1,38 @@
+"""MedScope: clinical long-video reasoning with coarse-to-fine tool calls ("think with videos"), trained with
+GA-GRPO (answer + tool grounding + format rewards, advantages weighted by each rollout's evidence fidelity).
+
+The model sees the question and a sparse global view of the whole video, calls ``crop_video(start, end)`` and
+``get_frame(t)`` in the environment (``env.py``: schema-checked, bounded, never executed as code), and answers
+with the evidence span. Data: user rows (``data.py``: ``evidence_windows``, ``task_type`` qa /
+temporal_grounding / grounded_qa), generated minutes-long procedure videos with short events at known times
+(``synth.py``), or the real echocardiography cine of pydicom-data with measured answers (``echo.py``).
+Two stages: SFT on generated tool trajectories (``trajectories.py``), then GA-GRPO. Paper: "MedScope:
+Incentivizing 'Think with Videos' for Clinical Reasoning via Coarse-to-Fine Tool Calling" (arXiv 2602.13332);
+docs/algorithms.md §2. Recipes: configs/medscope_sft.yaml, configs/medscope_ga_grpo.yaml (+ ``_tiny``).
+"""
+
+from mmreason.taskpack import TaskPack, register_task
+from mmreason.tasks.medscope.data import medscope_load
+from mmreason.tasks.medscope.env import medscope_environment
+from mmreason.tasks.medscope.scoring import HIGHER_IS_BETTER, METRICS
+
+SCORING = "mmreason.tasks.medscope.scoring"
+# R = 1.0 answer + 0.5 grounding + 0.2 format; crop / frame / fidelity are logged (fidelity feeds ga_grpo)
+REWARDS = [
+    {"name": f"{SCORING}:medscope_accuracy", "weight": 1.0},
+    {"name": "tool_grounding", "weight": {"ground": 0.5, "crop": 0.0, "frame": 0.0, "fidelity": 0.0}},
+    {"name": f"{SCORING}:medscope_format", "weight": 0.2},
+]
+
+PACK = register_task(
+    TaskPack(
+        name="medscope",
+        description="clinical long-video QA / temporal grounding with crop_video / get_frame tool calls, GA-GRPO",
+        load=medscope_load,
+        rewards=REWARDS,
+        metrics=dict(METRICS),
+        higher_is_better=HIGHER_IS_BETTER,
+        make_environment=medscope_environment,
+        prompt_template="{question}\\n{options}\\n{global-view timestamps}\\n{tool hint}\\n{answer instruction}",
+    )
+)

@@ -1,0 +1,189 @@
+"""Data of the MedScope pack: a loader for clinical-video rows and the generated default splits.
+
+Row shape (JSONL or parquet, read through ``datasets``)::
+
+    {"id": str, "video": path, "question": str,
+     "task_type": "qa" | "temporal_grounding" | "grounded_qa",
+     "answer": str,                      # qa / grounded_qa: an option letter (or option text), a number or a word;
+                                         # temporal_grounding: "[start, end]" seconds (a list works too)
+     "options": [str] (optional),        # multiple choice: the answer is a letter A.. or one option's text
+     "evidence_windows": [[start, end], ...] seconds (where the answer can be seen), ...any other column}
+
+Relative video paths resolve against the data file. The first turn shows the question and a sparse global
+view: ``global_frames`` (16) frames spread over the whole video, at the run's per-frame pixel budget, with
+their timestamps written in the text (read from the video header at load time, so a missing or unreadable
+video is an error here naming the row). Every other column goes to ``Sample.meta``; the loader adds ``span``
+(the evidence windows, which the grounding rewards read), ``duration``, ``answer_kind`` (mcq / numeric /
+free / span), ``choices``, ``tool_limits`` and ``target`` (the tool trajectory SFT imitates).
+A bad row raises ValueError naming the file, the row index and its id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mmreason.paths import cache_dir
+from mmreason.tasks.medscope import synth
+from mmreason.tasks.medscope.env import TOOL_HINT, ToolLimits
+from mmreason.tasks.medscope.trajectories import gold_trajectory
+from mmreason.tasks.videoqa.data import _gold_letter, parse_pair, read_rows
+from mmreason.types import Sample, VideoRef
+
+TASK_TYPES = synth.TASK_TYPES
+LETTERS = "ABCDEFGHIJ"
+GLOBAL_FRAMES = 16
+TRAIN_VIDEOS, EVAL_VIDEOS = 64, 16
+AVOID_TRAIN = 2_000  # a held-out split never holds one of the first this-many train videos of its seed
+DATA_VERSION = 1
+INSTRUCTION = {
+    "mcq": "Answer with the option's letter in <answer></answer>, then the moment as <span>[start, end]</span>.",
+    "numeric": "Answer with a number in <answer></answer>, then the moment as <span>[start, end]</span>.",
+    "free": "Answer with one word in <answer></answer>, then the moment as <span>[start, end]</span>.",
+    "span": "Answer with <answer>[start, end]</answer> in seconds.",
+}
+
+
+def default_cache() -> Path:
+    return cache_dir("medscope")
+
+
+def global_timestamps(path: str, frames: int) -> tuple[list[float], float]:
+    """Timestamps of the global view's frames and the video's length, from the header alone."""
+    from mmreason.media import plan_frames, probe_video
+
+    info = probe_video(path)
+    indices = plan_frames(info, num_frames=min(frames, info.num_frames))
+    return [i / info.fps for i in indices], info.num_frames / info.fps
+
+
+def prompt_text(question: str, kind: str, options: list[str] | None, stamps: list[float], duration: float) -> str:
+    lines = [question]
+    if options:
+        lines.append("Options: " + " ".join(f"({LETTERS[k]}) {o}" for k, o in enumerate(options)))
+    lines.append(f"The video is {duration:.1f} s long; you see {len(stamps)} frames of it at t = "
+                 + ", ".join(f"{t:.1f}" for t in stamps) + " s.")
+    lines.append(TOOL_HINT)
+    lines.append(INSTRUCTION[kind])
+    return "\n".join(lines)
+
+
+def _windows(value: Any, where: str) -> list[list[float]]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(f"{where}: evidence_windows {value!r} is not a JSON list of [start, end]") from None
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(f"{where}: evidence_windows must be a non-empty list of [start, end] seconds")
+    pairs = [value] if not isinstance(value[0], (list, tuple, str)) else list(value)
+    return [list(parse_pair(p, f"{where}: evidence window")) for p in pairs[:32]]
+
+
+def _answer(row: dict[str, Any], kind_hint: str, meta: dict[str, Any]) -> tuple[str, str]:
+    """(answer, answer_kind) of a row; raises ValueError saying what is wrong."""
+    from mmreason.parsing import parse_number
+
+    answer, options = row["answer"], row.get("options")
+    if kind_hint == "temporal_grounding":
+        span = parse_pair(answer, "temporal_grounding answer")
+        return f"[{span[0]:g}, {span[1]:g}]", "span"
+    if options is not None:
+        if not isinstance(options, (list, tuple)) or not 2 <= len(options) <= len(LETTERS):
+            raise ValueError(f"options must be a list of 2..{len(LETTERS)} strings, got {options!r}")
+        meta["choices"] = [str(o) for o in options]
+        letter = _gold_letter(str(answer), meta["choices"])
+        if letter is None:
+            raise ValueError(f"answer {answer!r} is neither an option letter nor one option's text")
+        return letter, "mcq"
+    text = str(answer).strip()
+    if not text:
+        raise ValueError("the answer is empty")
+    return text, ("numeric" if parse_number(text) is not None else "free")
+
+
+def row_to_sample(row: dict[str, Any], source: str, index: int, *, global_frames: int = GLOBAL_FRAMES,
+                  tool_limits: dict | None = None, probe_cache: dict | None = None) -> Sample:
+    """One row -> Sample; anything wrong raises ValueError naming the file and row."""
+    where = f"{source}: row {index} (id {row.get('id', '?')!r})"
+    for key in ("id", "video", "question", "answer", "task_type", "evidence_windows"):
+        if row.get(key) is None or row.get(key) == "":
+            raise ValueError(f"{where} has no {key!r} column")
+    task_type = str(row["task_type"])
+    if task_type not in TASK_TYPES:
+        raise ValueError(f"{where}: task_type {task_type!r} is not one of {', '.join(TASK_TYPES)}")
+    meta = {k: v for k, v in row.items() if k not in ("id", "video", "question", "answer") and v is not None}
+    try:
+        answer, kind = _answer(row, task_type, meta)
+        meta["span"] = _windows(row["evidence_windows"], where)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    path = str(row["video"])
+    if not os.path.isabs(path):
+        path = str(Path(source).parent / path)
+    cache = probe_cache if probe_cache is not None else {}
+    if path not in cache:
+        from mmreason.media import MediaError
+
+        try:
+            cache[path] = global_timestamps(path, global_frames)
+        except MediaError as err:
+            raise ValueError(f"{where}: {err}") from err
+    stamps, duration = cache[path]
+    meta.update(task_type=task_type, answer_kind=kind, duration=float(row.get("duration") or duration),
+                tool_limits=dict(tool_limits or {}))
+    ToolLimits.of(meta["tool_limits"])  # unknown keys fail at load, not in the first episode
+    sample = Sample(id=str(row["id"]), messages=[], answer=answer, meta=meta, task="medscope",
+                    videos=[VideoRef(path, num_frames=len(stamps))])
+    text = prompt_text(str(row["question"]), kind, meta.get("choices"), stamps, duration)
+    sample.messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]}]
+    meta.setdefault("target", gold_trajectory(sample))
+    return sample
+
+
+def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int], size: int) -> Path:
+    """The default data: train from ``seed``; any other split from ``seed + 10_000``, never a video of a
+    train split of the same seed and length range (up to ``AVOID_TRAIN`` videos)."""
+    tag = f"{seconds[0]}-{seconds[1]}-{size}"
+    if split == "train":
+        return synth.generate(default_cache() / f"v{DATA_VERSION}-train-{videos}-{seed}-{tag}", videos, seed,
+                              seconds, size)
+    avoid = frozenset(synth.procedures(AVOID_TRAIN, seed, seconds))
+    folder = default_cache() / f"v{DATA_VERSION}-{split}-{videos}-{seed + 10_000}-{tag}"
+    return synth.generate(folder, videos, seed + 10_000, seconds, size, avoid=avoid)
+
+
+def medscope_load(path: str | None = None, split: str = "train", *, n: int | None = None,
+                  videos: int | None = None, eval_videos: int | None = None, seed: int = 0,
+                  seconds: tuple[int, int] | list[int] = (120, 300), size: int = 64,
+                  task_types: list[str] | None = None, global_frames: int = GLOBAL_FRAMES,
+                  tool_limits: dict | None = None, source: str = "generated") -> list[Sample]:
+    """The pack's data (``data.task_args`` are these keyword options; training and its eval share them).
+
+    path: a JSONL/parquet file in the row shape above; None = the built-in data: ``source: generated``
+        procedure videos (``videos`` for train, default 64, ``eval_videos`` for any other split, default 16,
+        3 questions each, ``seconds`` long, ``size`` px, cached), or ``source: echo``, the real
+        echocardiography cine of pydicom-data with measured answers (``echo.py``).
+    n: the first n samples; task_types: keep only these; global_frames: frames of the first-turn view;
+    tool_limits: ``ToolLimits`` fields for the environment (e.g. ``{max_calls: 3}``).
+    """
+    if task_types is not None and not set(task_types) <= set(TASK_TYPES):
+        raise ValueError(f"medscope: task_types {task_types} must be among {', '.join(TASK_TYPES)}")
+    if path is None:
+        if source == "echo":
+            from mmreason.tasks.medscope.echo import echo_rows
+
+            path = str(echo_rows())
+        elif source == "generated":
+            count = (videos or TRAIN_VIDEOS) if split == "train" else (eval_videos or EVAL_VIDEOS)
+            path = str(generated_split(split, count, seed, (int(seconds[0]), int(seconds[1])), size))
+        else:
+            raise ValueError(f"medscope: source {source!r} is not 'generated' or 'echo'")
+    probe: dict = {}
+    samples = [row_to_sample(row, str(path), i, global_frames=global_frames, tool_limits=tool_limits,
+                             probe_cache=probe) for i, row in enumerate(read_rows(path))]
+    if task_types is not None:
+        samples = [s for s in samples if s.meta["task_type"] in task_types]
+    return samples[:n] if n else samples
