@@ -1,9 +1,11 @@
 """Multi-turn rollouts: assistant turns interleaved with environment observations.
 
 Tokens are appended, never re-tokenized: the sampled ids of every assistant turn are kept exactly
-(action_mask 1) and each observation is rendered as a user turn in the Qwen chat format and encoded by
+(action_mask 1) and each observation is rendered as a user turn by the checkpoint's chat template and encoded by
 the processor (visual pads expanded, action_mask 0). The trajectory ends when the model stops without
 a tool call, the environment says done, ``max_turns`` is reached, or the context would exceed its limit.
+An exception in ``Environment.step``, or a step running past ``step_timeout_s`` (``deadline.py``), ends the
+episode with ``reward_info["ended"]`` starting "environment error" (the trainer counts it), never the run.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import replace
 
 import torch
 
+from mmreason.rollout.chat_turns import next_turn
+from mmreason.rollout.deadline import call_with_deadline
 from mmreason.rollout.environment import Environment, Observation
 from mmreason.rollout.generate import (
     GenerationSettings,
@@ -24,21 +28,20 @@ from mmreason.rollout.generate import (
 from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs, encode
 from mmreason.types import Trajectory, Turn
 
-TURN_END = "<|im_end|>\n"
-OBSERVATION_HEADER = "<|im_start|>user\n"
-ASSISTANT_HEADER = "<|im_start|>assistant\n"
+def observation_content(obs: Observation) -> list[dict]:
+    """An observation as chat-template content parts: its images, its videos, then its text."""
+    return ([{"type": "image"}] * len(obs.images) + [{"type": "video"}] * len(obs.videos)
+            + [{"type": "text", "text": obs.text}])
 
 
-def observation_text(obs: Observation, closed: bool) -> str:
-    """The tokens between two assistant turns, as the chat template would render them."""
-    vision = "<|vision_start|><|image_pad|><|vision_end|>" * len(obs.images)
-    vision += "<|vision_start|><|video_pad|><|vision_end|>" * len(obs.videos)
-    head = "\n" if closed else TURN_END
-    return f"{head}{OBSERVATION_HEADER}{vision}{obs.text}{TURN_END}{ASSISTANT_HEADER}"
+def observation_text(processor, obs: Observation, closed: bool) -> str:
+    """The tokens between two assistant turns, as the checkpoint's chat template renders them."""
+    eos = processor.tokenizer.eos_token or ""
+    return next_turn(processor, observation_content(obs), closed, eos)
 
 
 def encode_observation(processor, obs: Observation, closed: bool) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    out = encode(processor, observation_text(obs, closed), obs.images, obs.videos, obs.video_metadata)
+    out = encode(processor, observation_text(processor, obs, closed), obs.images, obs.videos, obs.video_metadata)
     ids = out["input_ids"][0]
     types = out.get("mm_token_type_ids")
     types = types[0].long() if types is not None else torch.zeros_like(ids)
@@ -47,9 +50,11 @@ def encode_observation(processor, obs: Observation, closed: bool) -> tuple[torch
 
 def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_id: int,
                 settings: GenerationSettings, max_turns: int, max_context: int, seed: int, step: int,
-                index: int, key: str | None = None, max_observation_tokens: int | None = None) -> Trajectory:
+                index: int, key: str | None = None, max_observation_tokens: int | None = None,
+                step_timeout_s: float | None = None) -> Trajectory:
     """One trajectory of up to ``max_turns`` assistant turns against ``env``. An observation longer than
-    ``max_observation_tokens`` (text + visual tokens), or one that would overflow ``max_context``, ends it."""
+    ``max_observation_tokens`` (text + visual tokens), or one that would overflow ``max_context``, ends it;
+    so does a ``step`` that raises or runs past ``step_timeout_s`` seconds (None: no limit)."""
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
     try:
@@ -75,7 +80,8 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         ended_with_eos = action.numel() > 0 and int(action[-1]) in eos
         truncated = truncated and not any(text.endswith(s) for s in settings.stop_strings)
         try:
-            obs = env.step(text)  # the environment decides what a finished, stopped or cut turn means
+            # the environment decides what a finished, stopped or cut turn means
+            obs = call_with_deadline(env.step, (text,), step_timeout_s)
         except Exception as exc:  # an environment bug or a hostile action ends this episode, never the run
             ended = f"environment error: {type(exc).__name__}: {str(exc)[:500]}"
             break
@@ -116,13 +122,13 @@ def _merge_visual(chunks: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
 def generate_multiturn_group(model, processor, prompt: PromptInputs, make_env: Callable[[], Environment],
                              group_id: int, num_generations: int, settings: GenerationSettings,
                              max_turns: int, max_context: int, seed: int, step: int,
-                             key: str | None = None, max_observation_tokens: int | None = None
-                             ) -> list[Trajectory]:
+                             key: str | None = None, max_observation_tokens: int | None = None,
+                             step_timeout_s: float | None = None) -> list[Trajectory]:
     """G episodes of one prompt, each against a fresh environment; turns end at EOS or a stop string."""
     trajectories = []
     for i in range(num_generations):
         env = make_env()
         turn_settings = replace(settings, stop_strings=tuple(getattr(env, "stop_strings", ())))
         trajectories.append(run_episode(model, processor, prompt, env, group_id, turn_settings, max_turns,
-                                        max_context, seed, step, i, key, max_observation_tokens))
+                                        max_context, seed, step, i, key, max_observation_tokens, step_timeout_s))
     return trajectories

@@ -42,6 +42,8 @@ class RolloutConfig:
     top_k: int | None = None
     max_turns: int = 1  # >1 with an environment: assistant turns per trajectory
     max_observation_tokens: int = 1024  # an environment observation longer than this ends the episode
+    env_step_timeout_s: float | None = 60.0  # an environment step running longer ends its episode (a counted
+    # environment fault); None = no limit. See mmreason/rollout/deadline.py for what can be interrupted.
 
 
 @dataclass
@@ -151,6 +153,8 @@ class TrainConfig:
     def validate(self) -> None:
         if self.rollout.num_generations < 1:
             raise ConfigError("rollout.num_generations must be >= 1")
+        if self.rollout.env_step_timeout_s is not None and not self.rollout.env_step_timeout_s > 0:
+            raise ConfigError("rollout.env_step_timeout_s must be positive or null (no limit)")
         if self.steps_per_generation < 1:
             raise ConfigError("steps_per_generation must be >= 1")
         if self.reward_missing not in ("zero", "renormalize"):

@@ -4,7 +4,10 @@ never trained (action_mask 0) and the whole trajectory goes through the trainer'
 from __future__ import annotations
 
 import json
+import threading
+import time
 
+import pytest
 import torch
 from PIL import Image
 
@@ -129,3 +132,52 @@ def test_an_exception_in_the_environment_ends_the_episode_not_the_run(tiny):
     for t in trajs:
         assert [turn.role for turn in t.turns] == ["assistant", "observation", "assistant"]
         assert t.reward_info["ended"] == "environment error: RuntimeError: tool crashed"
+
+
+class SleepingEnv(ZoomEnv):
+    """Its second step waits on a tool that never answers."""
+
+    def step(self, action_text: str) -> Observation:
+        if self.calls >= 1:
+            time.sleep(30)
+        return super().step(action_text)
+
+
+class SpinningEnv(ZoomEnv):
+    """Its second step loops forever in pure Python (a hostile action sending a tool into a loop)."""
+
+    def step(self, action_text: str) -> Observation:
+        if self.calls >= 1:
+            while True:
+                self.calls += 1
+        return super().step(action_text)
+
+
+@pytest.mark.parametrize("env", [SleepingEnv, SpinningEnv])
+def test_a_hanging_environment_step_ends_the_episode_within_its_time_limit(tiny, env):
+    model, processor = tiny
+    prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
+    before = set(threading.enumerate())
+    start = time.monotonic()
+    (t,) = generate_multiturn_group(model, processor, prompt, env, group_id=0, num_generations=1,
+                                    settings=GenerationSettings(max_new_tokens=5), max_turns=3,
+                                    max_context=2048, seed=0, step=1, step_timeout_s=0.5)
+    assert time.monotonic() - start < 20  # not the 30 s sleep, not forever
+    assert [turn.role for turn in t.turns] == ["assistant", "observation", "assistant"]
+    assert t.reward_info["ended"].startswith("environment error: StepTimeout: ")  # what the trainer counts
+    assert "env_step_timeout_s" in t.reward_info["ended"]
+    if env is SpinningEnv:  # the abandoned step is stopped, not left spinning beside the run
+        for spinning in [th for th in threading.enumerate() if th not in before and th.name == "mmreason-env-step"]:
+            spinning.join(10)
+            assert not spinning.is_alive()
+
+
+def test_a_step_deadline_passes_results_and_exceptions_through():
+    from mmreason.rollout.deadline import StepTimeout, call_with_deadline
+
+    assert call_with_deadline(lambda x: x + 1, (1,), 5.0) == 2
+    assert call_with_deadline(lambda x: x + 1, (1,), None) == 2
+    with pytest.raises(KeyError, match="tool"):
+        call_with_deadline(lambda: {}["tool"], (), 5.0)
+    with pytest.raises(StepTimeout, match="0.2 s"):
+        call_with_deadline(time.sleep, (5,), 0.2)
