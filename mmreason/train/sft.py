@@ -1,7 +1,8 @@
 """`mmreason sft CONFIG`: supervised fine-tuning on the same data, model, logging and checkpoints.
 
 Each sample becomes prompt + target (the pack's ``target_text``, e.g. an ALR trace or a thought-dropped
-answer) + ``<|im_end|>``; the loss is the mean negative log-likelihood of the assistant tokens only.
+answer) + the chat template's turn end (``<|im_end|>`` for Qwen); the loss is the mean negative
+log-likelihood of the assistant tokens only.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 import torch
 
 from mmreason.config import load_config
+from mmreason.rollout.chat_turns import turn_end
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from mmreason.train.config import TrainConfig
@@ -27,7 +29,9 @@ def sft_example(run: Run, index: int) -> Trajectory | None:
     prompt = load_prompt(run, index, split="sft")
     if prompt is None:
         return None
-    text = run.pack.target_text(prompt.sample) + "<|im_end|>"
+    if run.pack.make_environment is not None and run.cfg.rollout.max_turns > 1:
+        return replayed_example(run, prompt, index)  # a tool trajectory, its observations real
+    text = run.pack.target_text(prompt.sample) + turn_end(run.processor).strip()  # the model learns to stop
     target = run.processor.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"][0]
     target = target[: run.cfg.rollout.max_completion_length]
     ids = torch.cat([prompt.input_ids, target])
@@ -36,6 +40,23 @@ def sft_example(run: Run, index: int) -> Trajectory | None:
     return Trajectory(prompt.sample.id, index, ids, mask, prompt.length, text,
                       mm_token_type_ids=torch.cat([prompt.mm_token_type_ids, torch.zeros_like(target)]),
                       visual=[prompt.visual] if prompt.visual else [])
+
+
+def replayed_example(run: Run, prompt, index: int) -> Trajectory | None:
+    """A multi-turn target (a tool trajectory) replayed through the pack's environment, its real observations
+    between the turns (``mmreason.rollout.replay``); a target the environment refuses is a counted bad sample."""
+    from mmreason.rollout.replay import replay_episode
+
+    try:
+        return replay_episode(run.processor, prompt, run.pack.make_environment(),
+                              run.pack.target_text(prompt.sample), turn_end(run.processor).strip(), index)
+    except (ValueError, OSError) as exc:
+        run.counters.bad_samples += 1
+        run.event("bad_sample", sample_id=prompt.sample.id, reason=str(exc))
+        if run.counters.bad_samples > run.cfg.max_bad_samples:
+            raise RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
+                             f"{run.cfg.max_bad_samples}); last: {prompt.sample.id!r}: {exc}") from exc
+        return None
 
 
 def sft_step(run: Run) -> dict[str, float]:
