@@ -9,7 +9,7 @@ import pytest
 from mrag_helpers import small_index
 
 from mmreason.cli import main
-from mmreason.tasks.mrag.kb import MAX_QUERY_CHARS, KnowledgeBaseError, build_index, load_index
+from mmreason.tasks.mrag.kb import MAX_QUERY_CHARS, KnowledgeBaseError, build_index, load_index, write_index
 
 
 @pytest.fixture
@@ -30,6 +30,24 @@ def test_at_most_k_hits_within_the_token_budget(kb):
     hits = kb.search("Text Retriever", "argon long passage", k=3, token_budget=40)
     assert sum(len(h.text.replace(" ...", "").split()) for h in hits) <= 40
     assert hits[0].item_id == "text:Long:0" and hits[0].text.endswith("...")  # the long passage, cut
+
+
+def test_a_query_that_names_an_article_gets_its_lead_passage_first(tmp_path):
+    from mmreason.tasks.mrag.sources import Item
+
+    filler, words = "Animal Farm is discussed again here. " * 3, " ".join(f"word{k}" for k in range(60))
+    items = [Item("text:Animal Farm:0", "text", "Animal Farm", f"Animal Farm is an allegorical novella. {words}"),
+             *(Item(f"text:Animal Farm:{k}", "text", "Animal Farm", f"{filler} Part {k}.") for k in (1, 2, 3)),
+             Item("text:Farm:0", "text", "Farm", "A farm is an area of land devoted to agriculture.")]
+    kb = load_index(write_index(tmp_path / "index", items))
+    for query in ("What is Animal Farm?", "animal farm"):
+        assert kb.search("Text Retriever", query, k=1)[0].item_id == "text:Animal Farm:0"
+    assert kb.search("Text Retriever", "What is a farm?", k=1)[0].item_id == "text:Farm:0"
+    # Without an exact title the ranking is BM25's: the later, shorter passages repeat the words and outrank
+    # the lead (as they do for the title query itself when the rule is off).
+    assert kb.search("Text Retriever", "Animal Farm discussed", k=1)[0].item_id != "text:Animal Farm:0"
+    kb.retriever("Text Retriever").leads.clear()
+    assert kb.search("Text Retriever", "What is Animal Farm?", k=1)[0].item_id != "text:Animal Farm:0"
 
 
 @pytest.mark.parametrize("retriever, query, message", [
