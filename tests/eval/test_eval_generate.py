@@ -5,9 +5,16 @@ from __future__ import annotations
 import torch
 from PIL import Image
 
-from mmreason.eval.generate import RowSeededSampling, collate_left, generate_batch
-from mmreason.rollout.generate import GenerationSettings, cut_at_eos, eos_token_ids, sample_tokens
+from mmreason.eval.generate import generate_batch
+from mmreason.rollout.generate import (
+    GenerationSettings,
+    collate_left,
+    cut_at_eos,
+    eos_token_ids,
+    sample_tokens,
+)
 from mmreason.rollout.prompts import build_prompt
+from mmreason.rollout.row_sampling import RowSeededSampling
 from mmreason.types import Sample
 
 
@@ -78,7 +85,7 @@ def test_row_sampler_respects_top_k_top_p_and_masked_tokens():
     logits = torch.log(torch.tensor([[0.6, 0.3, 0.1, 0.0]])).repeat(400, 1)  # [N, V]
 
     def draws(**kw):
-        proc = RowSeededSampling(list(range(400)), GenerationSettings(1, temperature=1.0, **kw), torch.device("cpu"))
+        proc = RowSeededSampling(list(range(400)), GenerationSettings(1, temperature=1.0, **kw))
         out = proc(None, logits)
         assert ((out == 0).sum(-1) == 1).all()  # one-hot: greedy then takes the drawn token
         return out.argmax(-1)

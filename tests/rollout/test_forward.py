@@ -8,12 +8,12 @@ from PIL import Image
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import (
     GenerationSettings,
-    eos_token_ids,
     generate_group,
+    sample_rows,
     sample_tokens,
-    suppressed_token_ids,
 )
 from mmreason.rollout.prompts import PromptTooLong, build_prompt
+from mmreason.rollout.row_sampling import row_seeds
 from mmreason.types import Sample
 
 
@@ -95,18 +95,17 @@ def test_long_prompt_is_filtered_not_truncated(tiny):
 
 
 def test_shared_prefill_samples_exactly_what_prompt_copies_sample(tiny):
-    """The group path (prompt encoded once, cache expanded) draws the same tokens as n prompt copies."""
+    """The group path (prompt encoded once, cache expanded) draws the same tokens as n prompt copies, each
+    copy sampled alone with its row's seed, and as n copies in one batch without the prefill."""
     model, processor = tiny
     tok = processor.tokenizer
     prompt = build_prompt(processor, _sample(0, (120, 200), "blue", n_images=3), max_prompt_length=2048)
-    grouped = sample_tokens(model, tok, prompt.input_ids, prompt.mm_token_type_ids, prompt.visual, 6,
-                            GenerationSettings(max_new_tokens=24), seed=9)
-    torch.manual_seed(9)
-    copies = model.generate(
-        input_ids=prompt.input_ids[None], attention_mask=torch.ones_like(prompt.input_ids)[None],
-        mm_token_type_ids=prompt.mm_token_type_ids[None], **prompt.visual, num_return_sequences=6,
-        do_sample=True, max_new_tokens=24, top_k=0, eos_token_id=eos_token_ids(tok),
-        pad_token_id=tok.pad_token_id, suppress_tokens=suppressed_token_ids(tok),
-    )[:, prompt.length:]
+    settings = GenerationSettings(max_new_tokens=24)
+    grouped = sample_tokens(model, tok, prompt.input_ids, prompt.mm_token_type_ids, prompt.visual, 6, settings, seed=9)
+    copies = sample_rows(model, tok, [prompt] * 6, 1, settings, row_seeds(9, 6))  # n = 1: no prefill
     assert grouped.shape == copies.shape
     assert torch.equal(grouped, copies)
+    for r, seed in enumerate(row_seeds(9, 6)):
+        (alone,) = sample_rows(model, tok, [prompt], 1, settings, [seed])
+        assert torch.equal(alone, grouped[r, : alone.numel()])
+    assert len({tuple(row.tolist()) for row in grouped}) == 6  # six different samples

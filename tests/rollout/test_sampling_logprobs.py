@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import torch
 from PIL import Image
 
+from mmreason.rollout import generate, row_sampling
 from mmreason.rollout.forward import collate, token_logprobs
-from mmreason.rollout.generate import GenerationSettings, eos_token_ids, generate_group, suppressed_token_ids
+from mmreason.rollout.generate import GenerationSettings, generate_group
 from mmreason.rollout.prompts import build_prompt
 from mmreason.train.update import sampling_options
 from mmreason.types import Sample
@@ -17,22 +18,29 @@ from mmreason.types import Sample
 TEMPERATURE = 0.7
 
 
-def _generate_with_scores(model, processor, prompt, n: int, seed: int):
-    """What `sample_tokens` draws, plus generate's processed scores (temperature warper, suppression)."""
-    tok = processor.tokenizer
-    torch.manual_seed(seed)
-    out = model.generate(
-        input_ids=prompt.input_ids[None], attention_mask=torch.ones_like(prompt.input_ids)[None],
-        mm_token_type_ids=prompt.mm_token_type_ids[None], **prompt.visual, num_return_sequences=n,
-        do_sample=True, temperature=TEMPERATURE, top_p=1.0, top_k=0, max_new_tokens=8,
-        eos_token_id=eos_token_ids(tok), pad_token_id=tok.pad_token_id, suppress_tokens=suppressed_token_ids(tok),
-        output_scores=True, return_dict_in_generate=True)
-    scores = torch.stack(out.scores, dim=1).log_softmax(-1)  # [n, L, V]
-    new = out.sequences[:, prompt.length:]  # [n, L]
+class _Recording(row_sampling.RowSeededSampling):
+    """The sampler, also keeping each step's log-probabilities of the distribution it draws from [N, V]."""
+
+    steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids, scores):
+        s = self.settings
+        _Recording.steps.append(row_sampling.sampling_probabilities(scores, s.temperature, s.top_k, s.top_p).log())
+        return super().__call__(input_ids, scores)
+
+
+def _generate_with_scores(model, processor, prompt, n: int, seed: int, monkeypatch):
+    """What `generate_group` draws, plus the log-probs the sampler drew them with (after generate's
+    suppression of vision specials and the sampler's temperature)."""
+    _Recording.steps = []
+    monkeypatch.setattr(generate, "RowSeededSampling", _Recording)
+    new = generate.sample_tokens(model, processor.tokenizer, prompt.input_ids, prompt.mm_token_type_ids,
+                                 prompt.visual, n, GenerationSettings(max_new_tokens=8, temperature=TEMPERATURE), seed)
+    scores = torch.stack(_Recording.steps, dim=1)  # [n, L, V]
     return new, scores.gather(-1, new[..., None]).squeeze(-1)  # sampled tokens' log-probs under the sampler
 
 
-def test_trainer_logprobs_equal_generate_processed_scores(tiny):
+def test_trainer_logprobs_equal_generate_processed_scores(tiny, monkeypatch):
     model, processor = tiny
     image = Image.new("RGB", (84, 56), "teal")
     sample = Sample(id="t", messages=[{"role": "user", "content": [{"type": "image"},
@@ -41,7 +49,7 @@ def test_trainer_logprobs_equal_generate_processed_scores(tiny):
     prompt = build_prompt(processor, sample, max_prompt_length=512)
     settings = GenerationSettings(max_new_tokens=8, temperature=TEMPERATURE)
     trajs = generate_group(model, processor, prompt, 0, 4, settings, seed=5)
-    new, expected = _generate_with_scores(model, processor, prompt, 4, seed=5)
+    new, expected = _generate_with_scores(model, processor, prompt, 4, 5, monkeypatch)
     run = SimpleNamespace(cfg=SimpleNamespace(rollout=SimpleNamespace(temperature=TEMPERATURE)), processor=processor)
     options = sampling_options(run)  # what the trainer's policy update passes
     assert options["temperature"] == TEMPERATURE

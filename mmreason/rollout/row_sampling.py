@@ -1,0 +1,77 @@
+"""Sampling that does not depend on the batch: every row draws from its own seeded random stream.
+
+``RowSeededSampling`` is a ``generate`` logits processor. At each decoding step it turns row ``i``'s scores
+into the sampling distribution (temperature, top-k, top-p; tokens already at -inf, such as suppressed
+ones, keep probability 0) and draws one token by inverting the row's cumulative distribution at a uniform
+number taken from row ``i``'s own ``torch.Generator``. It returns scores that are 0 at the drawn token and
+-inf elsewhere, so greedy decoding picks it.
+
+A row's draws therefore depend only on its seed and its own logits: not on which rows share its batch,
+on the batch size, on the row's place in the batch, or on the global RNG. Training generates all groups
+of a step in one call (row seeds derived from each group's seed by ``row_seeds``) and samples exactly
+what per-group calls sample; evaluation seeds each document's row the same way. The generators live on
+the CPU, so the uniform numbers are the same on every device.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import torch
+
+
+def row_seeds(seed: int, n: int) -> list[int]:
+    """The seeds of the ``n`` rows sampled from one seed (a group's G rollouts)."""
+    return [int.from_bytes(hashlib.sha256(f"{seed}/row/{r}".encode()).digest()[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
+            for r in range(n)]
+
+
+def sampling_probabilities(scores: torch.Tensor, temperature: float, top_k: int | None = None,
+                           top_p: float = 1.0) -> torch.Tensor:
+    """scores [N, V] -> [N, V] float32 probabilities after temperature, top-k and top-p."""
+    logits = scores.float() / temperature  # [N, V]
+    if top_k:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # [N, 1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)  # [N, V]
+        sorted_probs = sorted_logits.softmax(-1)
+        # Drop a token when the mass before it already reaches top_p: the smallest prefix is kept.
+        drop = sorted_probs.cumsum(-1) - sorted_probs >= top_p  # [N, V] in sorted order
+        logits = logits.masked_fill(torch.zeros_like(drop).scatter(1, order, drop), float("-inf"))
+    return logits.softmax(-1)
+
+
+def inverse_cdf_draw(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """probs [N, V], uniforms [N] in [0, 1) -> [N] token ids: row i's first token whose cumulative mass
+    exceeds u_i x its total mass (float64; a token of probability 0 is never drawn)."""
+    cdf = probs.double().cumsum(-1)  # [N, V]
+    total = cdf[:, -1:]  # [N, 1]
+    picks = torch.searchsorted(cdf, uniforms.to(cdf)[:, None] * total, right=True)  # [N, 1]
+    last = torch.searchsorted(cdf, total.contiguous(), right=False)  # [N, 1] the last token of positive mass
+    return torch.minimum(picks, last)[:, 0]
+
+
+class RowSeededSampling:
+    """A logits processor: temperature / top-k / top-p sampling with one generator per row.
+
+    scores [N, V] -> [N, V] that is 0 at the drawn token and -inf elsewhere (so greedy picks it).
+    """
+
+    def __init__(self, seeds: Sequence[int], settings):
+        self.settings = settings  # GenerationSettings: temperature, top_k, top_p
+        self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+
+    def uniforms(self) -> torch.Tensor:
+        """[N] float64: the next number of each row's stream (one per row and decoding step)."""
+        return torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators])
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if scores.shape[0] != len(self.generators):
+            raise ValueError(f"row-seeded sampling: {scores.shape[0]} rows but {len(self.generators)} seeds")
+        s = self.settings
+        probs = sampling_probabilities(scores, s.temperature, s.top_k, s.top_p)  # [N, V]
+        picks = inverse_cdf_draw(probs, self.uniforms().to(scores.device))  # [N]
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter(1, picks[:, None], 0.0)
