@@ -13,7 +13,6 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,14 +23,18 @@ def is_reference(name: str) -> bool:
     return ":" in name
 
 
-def resolve_reference(ref: str, kind: str = "object", base_dir: str | Path | None = None) -> Callable[..., Any]:
-    """The callable ``ref`` names; errors name ``kind`` (reward, estimator ...) and the reference."""
+def resolve_reference(ref: str, kind: str = "object", base_dir: str | Path | None = None,
+                      expect: type | None = None) -> Any:
+    """The callable ``ref`` names (or, with ``expect``, the instance of that type, such as a ``TaskPack``);
+    errors name ``kind`` (reward, estimator, task ...) and the reference."""
     target, _, attr = ref.rpartition(":")
     if not target or not attr:
         raise ValueError(f"{kind} reference {ref!r}: expected 'pkg.module:function' or 'path/file.py:function'")
     module = load_file_module(target, base_dir, kind) if _is_file_ref(target) else importlib.import_module(target)
     obj = _attribute(module, attr, ref, kind)
-    if not callable(obj):
+    if expect is not None and not isinstance(obj, expect):
+        raise TypeError(f"{kind} reference {ref!r} names a {type(obj).__name__}, not a {expect.__name__}")
+    if expect is None and not callable(obj):
         raise TypeError(f"{kind} reference {ref!r} names a {type(obj).__name__}, not a function")
     return obj
 

@@ -38,8 +38,9 @@ class Registry(Generic[T]):
     ... def grpo(rewards, group_ids): ...
     """
 
-    def __init__(self, kind: str, loader: Callable[[], None] | None = None):
+    def __init__(self, kind: str, loader: Callable[[], None] | None = None, item_type: type | None = None):
         self.kind = kind
+        self.item_type = item_type  # what a reference must name: an instance of this type (None: a callable)
         self._items: dict[str, T] = {}
         self._loader = loader  # imports the modules that fill this registry, once, on first lookup
         self._loaded = loader is None
@@ -76,7 +77,7 @@ class Registry(Generic[T]):
         ``base_dir``, then the working directory) is imported once and kept under that name."""
         self._ensure_loaded()
         if name not in self._items and is_reference(name):
-            self._items[name] = resolve_reference(name, self.kind, base_dir)
+            self._items[name] = resolve_reference(name, self.kind, base_dir, expect=self.item_type)
         try:
             return self._items[name]
         except KeyError:
