@@ -76,7 +76,7 @@ def _load_packs() -> None:
         ep.load()
 
 
-TASKS: Registry[TaskPack] = Registry("task", loader=_load_packs)
+TASKS: Registry[TaskPack] = Registry("task", loader=_load_packs, item_type=TaskPack)
 
 
 def register_task(pack: TaskPack) -> TaskPack:
