@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from mmreason.media import MediaError
-from mmreason.rollout.generate import GenerationSettings, generate_group, group_seed
+from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
 from mmreason.rollout.multiturn import generate_multiturn_group
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
@@ -86,23 +86,23 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
     settings = GenerationSettings(r.max_completion_length, r.temperature, r.top_p, r.top_k)
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
-    trajectories: list[Trajectory] = []
-    for d in drawn:
-        if run.pack.make_environment is not None and r.max_turns > 1:
-            max_context = run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns
-            group = generate_multiturn_group(
-                model, run.processor, d.prompt, run.pack.make_environment, d.slot, r.num_generations, settings,
-                r.max_turns, max_context, run.cfg.seed, step, key=d.key,
-                max_observation_tokens=r.max_observation_tokens, step_timeout_s=r.env_step_timeout_s)
-            for t in group:
-                if str(t.reward_info.get("ended") or "").startswith("environment error"):
-                    run.counters.env_faults += 1
-                    run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])
-            trajectories += group
-        else:
-            seed = group_seed(run.cfg.seed, step, d.key)
-            trajectories += generate_group(model, run.processor, d.prompt, d.slot, r.num_generations, settings,
-                                           seed)
+    multiturn = run.pack.make_environment is not None and r.max_turns > 1
+    # Single-turn: all groups of the step in one generate call; each row samples with its own seed, derived
+    # from its group's (run seed, step, sample key), so the split over processes changes no sample.
+    trajectories: list[Trajectory] = [] if multiturn else generate_groups(
+        model, run.processor, [d.prompt for d in drawn], [d.slot for d in drawn], r.num_generations, settings,
+        [group_seed(run.cfg.seed, step, d.key) for d in drawn])
+    for d in drawn if multiturn else []:
+        max_context = run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns
+        group = generate_multiturn_group(
+            model, run.processor, d.prompt, run.pack.make_environment, d.slot, r.num_generations, settings,
+            r.max_turns, max_context, run.cfg.seed, step, key=d.key,
+            max_observation_tokens=r.max_observation_tokens, step_timeout_s=r.env_step_timeout_s)
+        for t in group:
+            if str(t.reward_info.get("ended") or "").startswith("environment error"):
+                run.counters.env_faults += 1
+                run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])
+        trajectories += group
     model.train()
     return trajectories
 

@@ -1,0 +1,36 @@
+"""Writes one training step's rollouts, gathered from every process, as JSON: ``{group key: [[token ids,
+text], ...]}``. tests/rollout/test_rollouts_across_processes.py runs it under ``accelerate launch`` with 2
+processes (arguments: the output file, then config overrides) and calls ``main`` in its own process."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main(out: str, overrides: list[str]) -> None:
+    from accelerate.utils import gather_object
+
+    from mmreason.config import load_config
+    from mmreason.train.config import TrainConfig
+    from mmreason.train.grpo import build_prompts, roll_out, sample_prompts
+    from mmreason.train.setup import setup_run
+
+    run = setup_run(load_config(TrainConfig, None, overrides), with_rewards=False, verbose=False)
+    run.step = 1
+    drawn = build_prompts(run, sample_prompts(run))
+    trajectories = roll_out(run, drawn, 1)
+    key_of = {d.slot: d.key for d in drawn}
+    mine: dict[str, list] = {}
+    for t in trajectories:
+        mine.setdefault(key_of[t.group_id], []).append([t.token_ids.tolist(), t.completion_text])
+    merged: dict[str, list] = {}
+    for part in gather_object([mine]):
+        merged.update(part)
+    if run.accelerator.is_main_process:
+        with open(out, "w") as f:
+            json.dump({"processes": run.accelerator.num_processes, "groups": merged}, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])
