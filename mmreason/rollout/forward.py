@@ -2,13 +2,14 @@
 
 Right padding with an attention mask; every sample's visual tensors are concatenated in batch order,
 which is the order the model consumes them in. Log-probs are aligned with tokens: ``logprobs[:, t]`` is
-log p(token_t | tokens_<t) under the sampling distribution (temperature, suppressed tokens), computed from
-the batch's first trained position on (0 before it and on padding). The math is ``mmreason.rl.logprobs_from_logits`` / ``entropy_from_logits``; docs/algorithms.md §9.1.
+log p(token_t | tokens_<t) under the sampling distribution (temperature, suppressed tokens), computed for
+trained tokens only (``action_mask``; 0 elsewhere): the LM head runs on those positions alone. The math is ``mmreason.rl.logprobs_from_logits`` / ``entropy_from_logits``; docs/algorithms.md §9.1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -74,31 +75,59 @@ def sampling_logits(logits: torch.Tensor, temperature: float = 1.0,
 
 def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False, *, temperature: float = 1.0,
                    suppressed: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-token log-probs [N, T] aligned with ``batch.input_ids``, optional entropy; 0 on padding and before
-    the batch's first trained token (``action_mask``): the LM head runs only from there on
-    (``logits_to_keep``), so a long document prompt never materialises its [P, V] logits.
+    """Per-token log-probs [N, T] aligned with ``batch.input_ids``, optional entropy; 0 wherever
+    ``action_mask`` is 0 (prompt, observations, padding). The LM head sees only the hidden states that
+    predict a trained token (``lm_head_rows``): no prompt logits, none for padding, so a long document
+    prompt never materialises its [P, V] logits.
 
     ``temperature`` and ``suppressed`` must be the sampler's (``rollout.temperature``, the suppressed vision
     specials), so log-probs are those of the distribution the completions were drawn from (as TRL and verl
-    divide by the temperature); a prompt token that is suppressed (``<|image_pad|>``) gets log-prob 0.
+    divide by the temperature); a trained token that is suppressed gets log-prob 0.
     """
     reset_position_state(model)  # state left by generate(); positions must be recomputed
     n, t = batch.input_ids.shape
-    first = first_action_position(batch.action_mask)  # no logits before it: a long prompt's are never made
-    out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)
-    # logits[:, j] predicts token first + j (the last position predicts nothing)
-    logits = sampling_logits(out.logits[:, :-1], temperature, suppressed)  # [N, T - first, V]
-    targets = batch.input_ids[:, first:]
-    lp = logprobs_from_logits(logits, targets, temperature=temperature)
+    first = first_action_position(batch.action_mask)  # the transformer's last layer runs from here on only
+    trained = batch.action_mask[:, first:].bool()  # [N, T - first]: the tokens that get a log-prob
+    # hidden state first - 1 + j predicts token first + j; the last position predicts nothing
+    rows = torch.nn.functional.pad(trained, (0, 1))
+    with lm_head_rows(model, rows):
+        out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)
+    logits = sampling_logits(out.logits, temperature, suppressed)  # [1, M, V], M = trained tokens
+    targets = batch.input_ids[:, first:][trained][None]  # [1, M]
+    lp = logprobs_from_logits(logits, targets, temperature=temperature)[0]
     if suppressed:
-        lp = lp.masked_fill(torch.isin(targets, torch.as_tensor(list(suppressed), device=targets.device)), 0.0)
-    head = lp.new_zeros(n, first)  # prompt positions before every row's first action token
-    logprobs = torch.cat([head, lp], dim=1) * batch.attention_mask
+        lp = lp.masked_fill(torch.isin(targets[0], torch.as_tensor(list(suppressed), device=lp.device)), 0.0)
+    where = torch.nn.functional.pad(trained, (first, 0))  # [N, T]
+    logprobs = lp.new_zeros(n, t).masked_scatter(where, lp)
     entropy = None
     if with_entropy:
-        ent = entropy_from_logits(logits, temperature=temperature)  # differentiable: entropy shaping uses it
-        entropy = torch.cat([head, ent], dim=1) * batch.attention_mask
+        ent = entropy_from_logits(logits, temperature=temperature)[0]  # differentiable: entropy shaping uses it
+        entropy = ent.new_zeros(n, t).masked_scatter(where, ent)
     return logprobs, entropy
+
+
+@contextmanager
+def lm_head_rows(model, rows: torch.Tensor):
+    """Inside the block the model's LM head gets only the hidden states where ``rows`` is true and returns
+    their logits as ``[1, M, V]`` (M = ``rows.sum()``). ``rows`` is ``[N, L]`` over the positions whose logits
+    the forward keeps (``logits_to_keep = L``). The forward still goes through the model's own ``__call__``
+    (DDP / FSDP hooks, LoRA layers); only the head's input is narrowed, by a forward pre-hook."""
+    inner = getattr(model, "module", model)  # DDP / accelerate wrappers
+    head = inner.get_output_embeddings()
+    if head is None:
+        raise ValueError(f"{type(inner).__name__} has no output embeddings (LM head) to narrow")
+
+    def keep(_module, args):
+        hidden = args[0]
+        if hidden.shape[:2] != rows.shape:
+            raise ValueError(f"LM head input {tuple(hidden.shape)} does not match the rows to keep {tuple(rows.shape)}")
+        return (hidden[rows][None], *args[1:])
+
+    handle = head.register_forward_pre_hook(keep)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def first_action_position(action_mask: torch.Tensor) -> int:

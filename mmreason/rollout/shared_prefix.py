@@ -22,7 +22,7 @@ import torch
 
 from mmreason.models.loading import reset_position_state
 from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
-from mmreason.rollout.forward import sampling_logits
+from mmreason.rollout.forward import lm_head_rows, sampling_logits
 from mmreason.types import Trajectory
 
 
@@ -94,11 +94,26 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     start = p + offset  # offset: a test's negative control only
     positions = (torch.arange(start, start + width, device=device)[None, None, :] + delta.view(1, -1, 1).to(device))
     positions = positions.expand(3, g, width)
-    rest = model(input_ids=suffix, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True)
+    lengths = mask[:, p:].sum(dim=1)  # [g] completion tokens per row
+    width_range = torch.arange(width, device=device)[None]
+    trained = width_range < lengths[:, None]  # [g, width]: the completion tokens
+    # suffix position j predicts token j + 1: the LM head sees the rows that predict a completion token only
+    with lm_head_rows(model, width_range + 1 < lengths[:, None]):
+        rest = model(input_ids=suffix, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True)
     reset_position_state(model)  # the next caller computes its own positions
-    # logits[:, j] predicts completion token j: the prompt's last position, then the suffix's own.
-    logits = torch.cat([out.logits[:, -1:].expand(g, -1, -1), rest.logits[:, :-1]], dim=1)
-    logits = sampling_logits(logits, temperature, suppressed)
-    lp = logprobs_from_logits(logits, suffix, temperature=temperature) * mask[:, p:]
-    ent = entropy_from_logits(logits, temperature=temperature) * mask[:, p:] if with_entropy else None
+    # token 0 is predicted by the prompt's last position (one row shared by the group), the rest by the suffix
+    logits = sampling_logits(torch.cat([out.logits[0].expand(g, -1), rest.logits[0]]), temperature, suppressed)
+    firsts = trained & (width_range == 0)
+    targets = torch.cat([suffix[:, 0], suffix[trained & ~firsts]])  # in the order of the logits rows
+    lp_rows = logprobs_from_logits(logits[None], targets[None], temperature=temperature)[0]
+    lp = _place(lp_rows, g, firsts, trained & ~firsts)
+    ent = None
+    if with_entropy:
+        ent = _place(entropy_from_logits(logits[None], temperature=temperature)[0], g, firsts, trained & ~firsts)
     return lp, ent
+
+
+def _place(values: torch.Tensor, g: int, firsts: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
+    """[g + R] per-row values (g first tokens, then R later tokens row by row) -> [g, width], 0 elsewhere."""
+    zeros = values.new_zeros(firsts.shape)
+    return zeros.masked_scatter(firsts, values[:g][firsts[:, 0]]) + zeros.masked_scatter(rest, values[g:])

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import torch
@@ -68,7 +69,8 @@ def test_trainer_logprobs_equal_generate_processed_scores(tiny, monkeypatch):
 
 
 def test_lm_head_runs_only_on_completion_positions_with_the_same_logprobs(tiny):
-    """A long prompt's logits are never made; the completion log-probs equal the full-logits computation."""
+    """The LM head sees one row per completion token (no prompt, no padding, no last position); the
+    completion log-probs equal the full-logits computation."""
     from mmreason.rl import logprobs_from_logits
 
     model, processor = tiny
@@ -77,17 +79,22 @@ def test_lm_head_runs_only_on_completion_positions_with_the_same_logprobs(tiny):
     sample = Sample(id="doc", messages=[{"role": "user", "content": content}], answer="2", images=images)
     prompt = build_prompt(processor, sample, max_prompt_length=1024)
     trajs = generate_group(model, processor, prompt, 0, 3, GenerationSettings(max_new_tokens=6), seed=1)
+    cut = trajs[1].token_ids.numel() - 3  # a shorter row: the batch has padding the head must not see
+    trajs[1] = dataclasses.replace(trajs[1], token_ids=trajs[1].token_ids[:cut],
+                                   action_mask=trajs[1].action_mask[:cut],
+                                   mm_token_type_ids=trajs[1].mm_token_type_ids[:cut])
     batch = collate(trajs, processor.tokenizer.pad_token_id)
     seen = []
-    hook = model.lm_head.register_forward_hook(lambda mod, inputs, out: seen.append(inputs[0].shape[1]))
+    hook = model.lm_head.register_forward_hook(lambda mod, inputs, out: seen.append(tuple(inputs[0].shape[:2])))
     try:
         with torch.no_grad():
             got, _ = token_logprobs(model, batch)
             full = model(**batch.model_kwargs(), use_cache=False).logits  # [N, T, V]: every position
     finally:
         hook.remove()
-    t = batch.input_ids.shape[1]
-    assert seen[0] == t - prompt.length + 1 and seen[0] < t // 4  # prompt of ~60 visual tokens: no logits
+    lengths = [t.completion_length for t in trajs]
+    assert len(set(lengths)) > 1
+    assert seen[0] == (1, sum(lengths)) == (1, int(batch.action_mask.sum()))
     want = logprobs_from_logits(full[:, :-1], batch.input_ids[:, 1:])
     mask = batch.action_mask[:, 1:].bool()
     torch.testing.assert_close(got[:, 1:][mask], want[mask], atol=1e-5, rtol=0)

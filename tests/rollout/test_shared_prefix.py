@@ -102,3 +102,23 @@ def test_lora_and_checkpointing(tiny_model_dir, tiny, one_torch_thread):
     checkpointed = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32",
                                           gradient_checkpointing=True))
     assert not shared_prefix.applies(checkpointed, trajs)  # checkpointed layers drop a cache: plain path
+
+
+def test_each_prompt_once_and_logits_only_for_completion_tokens(trainable, tiny, one_torch_thread):
+    """Per group: the vision tower runs once; the LM head sees the prompt's last position (it predicts every
+    completion's first token) and then one row per later completion token: no prompt rows, no padding."""
+    _, processor = tiny
+    trajs = _groups(trainable, processor)
+    heads, towers = [], []
+    hooks = [trainable.lm_head.register_forward_hook(lambda m, i, o: heads.append(tuple(i[0].shape[:2]))),
+             trainable.model.visual.register_forward_hook(lambda m, i, o: towers.append(1))]
+    try:
+        with torch.no_grad():
+            shared_prefix.shared_prefix_logprobs(trainable, trajs, max(t.token_ids.numel() for t in trajs),
+                                                 processor.tokenizer.pad_token_id)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert len(towers) == 2  # two groups
+    later = [sum(t.completion_length - 1 for t in trajs if t.group_id == g) for g in (0, 1)]
+    assert heads == [(1, 1), (1, later[0]), (1, 1), (1, later[1])]
