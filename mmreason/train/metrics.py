@@ -23,6 +23,9 @@ def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
         valid = col[~torch.isnan(col)]
         m[f"rewards/{name}/mean"] = float(valid.mean()) if valid.numel() else float("nan")
         m[f"rewards/{name}/std"] = float(valid.std(unbiased=False)) if valid.numel() else float("nan")
+        # share of trajectories with no value in this column: the reward said "does not apply" (None / NaN)
+        # or its call failed (reward_on_error: none); times the step's trajectories, it is a count
+        m[f"reward_missing/{name}"] = 1.0 - valid.numel() / max(col.numel(), 1)
     if s.tasks:
         for name in sorted(set(s.tasks)):
             rows = torch.tensor([t == name for t in s.tasks])
