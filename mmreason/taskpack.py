@@ -36,6 +36,7 @@ class TaskPack:
     rewards: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Callable[[Sample, str], float]] = field(default_factory=dict)
     make_environment: Callable[..., Any] | None = None
+    max_turns: int = 1  # assistant turns of an eval episode in the environment (1 = single-turn generation)
     prompt_template: str = ""
     sft_target: Callable[[Sample], str] | None = None  # assistant text to imitate; default: the answer
     higher_is_better: dict[str, bool] = field(default_factory=dict)  # metric -> direction (default True)

@@ -40,6 +40,7 @@ class GenKwargs:
     top_p: float = 1.0
     top_k: int | None = None
     do_sample: bool | None = None  # lmms-eval's flag: false forces greedy; true needs temperature > 0
+    max_turns: int | None = None  # assistant turns of an episode in a pack's environment; None = the pack's own
 
     def validate(self) -> None:
         if self.do_sample is False:
@@ -48,6 +49,8 @@ class GenKwargs:
             raise ConfigError("gen_kwargs: do_sample=true needs temperature > 0")
         if self.max_new_tokens < 1:
             raise ConfigError("gen_kwargs.max_new_tokens must be >= 1")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ConfigError("gen_kwargs.max_turns must be >= 1")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"gen_kwargs.top_p: {self.top_p} is not in (0, 1]")
 

@@ -37,7 +37,7 @@ def scoring_options(cfg: EvalConfig) -> ScoringOptions:
     settings = GenerationSettings(g.max_new_tokens, g.temperature, g.top_p, g.top_k)
     prompt = PromptOptions(m.min_pixels, m.max_pixels, m.video_fps, m.video_max_frames, m.max_prompt_length,
                            m.system_prompt)
-    return ScoringOptions(settings, prompt, cfg.batch_size, cfg.seed)
+    return ScoringOptions(settings, prompt, cfg.batch_size, cfg.seed, g.max_turns)
 
 
 def run_config(cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], processor, device: str

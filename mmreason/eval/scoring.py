@@ -5,10 +5,12 @@ out-of-memory batch shows up at once) and cut into fixed batches. The batches ar
 docs alone, so a resumed run regenerates exactly the batches an uninterrupted run generates: a batch
 whose docs are all in the samples file is skipped, any other is generated whole. A doc whose media is
 missing or corrupt (or whose prompt exceeds max_prompt_length) becomes a failure record; the run goes on.
+A pack with an environment and an episode length above 1 runs each doc as one episode in it (``episodes.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -17,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmreason.eval.episodes import episode_turns, run_episode_doc
 from mmreason.eval.generate import Completion, generate_batch
 from mmreason.eval.prompts import encode_batch
 from mmreason.eval.tasks import EvalTask
@@ -50,6 +53,7 @@ class ScoringOptions:
     prompt: PromptOptions = field(default_factory=PromptOptions)
     batch_size: int = 1
     seed: int = 0
+    max_turns: int | None = None  # episode length for packs with an environment; None = the pack's own
 
 
 # ---- ordering ----------------------------------------------------------------------------------
@@ -117,7 +121,8 @@ def build_prompts(processor, task: EvalTask, indices: list[int], opts: PromptOpt
     return built, failed
 
 
-def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: Completion) -> dict[str, Any]:
+def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: Completion,
+                 extra_fields: dict[str, Any] | None = None) -> dict[str, Any]:
     """The samples-file line of one doc: prompt, target, raw response, parsed answer, per-metric scores."""
     sample = task.samples[index]
     scores, metric_errors = {}, {}
@@ -136,6 +141,7 @@ def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: C
         "parsed_answer": task.extract_answer(completion.text), "scores": scores,
         "prompt_tokens": prompt.length, "visual_tokens": prompt.visual_tokens,
         "completion_tokens": int(completion.token_ids.numel()), "truncated": completion.truncated, **extra,
+        **(extra_fields or {}),
     }
 
 
@@ -147,7 +153,14 @@ def run_batch(model, processor, task: EvalTask, indices: list[int], opts: Scorin
               prepared: tuple[list, list] | None = None, lock=None) -> list[dict[str, Any]]:
     """Records of one batch; ``prepared`` = its (built prompts, failure records) when built ahead."""
     built, records = prepared or build_prompts(processor, task, indices, opts.prompt)
-    if built:
+    turns = episode_turns(task, opts.max_turns)
+    if built and turns > 1:  # one episode per doc in the task's environment (episodes.py)
+        for i, p in built:
+            with lock or contextlib.nullcontext():
+                completion, fields = run_episode_doc(model, processor, p, task, opts.settings, turns,
+                                                     opts.prompt.max_prompt_length, opts.seed)
+            records = records + [score_record(task, i, p, completion, fields)]
+    elif built:
         prompts = [p for _, p in built]
         seeds = [group_seed(opts.seed, 0, p.sample.id) for p in prompts]
         completions = generate_batch(model, processor, prompts, opts.settings, seeds, lock=lock)
