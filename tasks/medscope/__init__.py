@@ -33,6 +33,7 @@ PACK = register_task(
         metrics=dict(METRICS),
         higher_is_better=HIGHER_IS_BETTER,
         make_environment=medscope_environment,
+        max_turns=5,  # eval episodes: up to 4 tool calls (ToolLimits.max_calls) and the answer
         prompt_template="{question}\\n{options}\\n{global-view timestamps}\\n{tool hint}\\n{answer instruction}",
     )
 )

@@ -39,9 +39,9 @@ TRAIN_VIDEOS, EVAL_VIDEOS = 64, 16
 AVOID_TRAIN = 2_000  # a held-out split never holds one of the first this-many train videos of its seed
 DATA_VERSION = 1
 INSTRUCTION = {
-    "mcq": "Answer with the option's letter in <answer></answer>, then the moment as <span>[start, end]</span>.",
-    "numeric": "Answer with a number in <answer></answer>, then the moment as <span>[start, end]</span>.",
-    "free": "Answer with one word in <answer></answer>, then the moment as <span>[start, end]</span>.",
+    "mcq": "Give the moment as <span>[start, end]</span>, then the option's letter in <answer></answer>.",
+    "numeric": "Give the moment as <span>[start, end]</span>, then a number in <answer></answer>.",
+    "free": "Give the moment as <span>[start, end]</span>, then one word in <answer></answer>.",
     "span": "Answer with <answer>[start, end]</answer> in seconds.",
 }
 

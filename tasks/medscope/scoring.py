@@ -150,16 +150,22 @@ def recall_at(threshold: float):
     return metric
 
 
+def attempted_calls(completion: str, limit: int = 64) -> int:
+    """``<tool_call>`` tags the model opened (a call it never closed or that does not parse counts too)."""
+    return min(limit, clip(completion).count("<tool_call>"))
+
+
 def medscope_metric_tool_calls(sample: Sample, completion: str) -> float:
-    """Tool calls written in the episode (valid or not)."""
-    return float(len(calls_in_text(completion)))
+    """Tool calls attempted in the episode (valid or not)."""
+    return float(attempted_calls(completion))
 
 
 def medscope_metric_grounded_calls(sample: Sample, completion: str) -> float:
-    """Fraction of the episode's tool calls that touch the evidence (NaN without a call)."""
-    calls = calls_in_text(completion)
+    """Fraction of the episode's attempted tool calls that touch the evidence (NaN without a call)."""
+    attempted = attempted_calls(completion)
     spans = gold_spans(sample.meta.get("span"))
-    return sum(call_hits(c, spans) for c in calls) / len(calls) if calls else float("nan")
+    hits = sum(call_hits(c, spans) for c in calls_in_text(completion))
+    return min(hits, attempted) / attempted if attempted else float("nan")
 
 
 METRICS = {

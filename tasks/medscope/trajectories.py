@@ -38,5 +38,5 @@ def gold_trajectory(sample: Sample) -> str:
     if sample.meta["answer_kind"] == "span":
         answer = f"<answer>{span}</answer>"
     else:
-        answer = f"<answer>{sample.answer}</answer><span>{span}</span>"
+        answer = f"<span>{span}</span><answer>{sample.answer}</answer>"  # </answer> ends the turn
     return _call("crop_video", start=lo, end=hi) + _call("get_frame", t=middle) + answer
