@@ -12,6 +12,7 @@ from mmreason.rollout import shared_prefix
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
 from mmreason.train.config import TrainConfig
+from mmreason.train.minibatches import length_sorted_minibatches
 from mmreason.train.records import Scored, task_index
 from mmreason.train.setup import Run
 
@@ -38,7 +39,7 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
     pad = run.processor.tokenizer.pad_token_id
     size = cfg.mini_batch_size
     parts = split_groups(gids.tolist(), cfg.steps_per_generation)  # [[row, ...] per optimizer step]
-    chunks = [[part[i : i + size] for i in range(0, len(part), size)] for part in parts]
+    chunks = [length_sorted_minibatches(part, trajs, size) for part in parts]  # whole groups, longest first
     members = [[[trajs[i] for i in c] for c in cs] for cs in chunks]
     batches = [[collate(m, pad).to(run.device) for m in ms] for ms in members]
     token_mean = rl.aggregation_for_loss_type(a.loss_type) == "token_mean"
