@@ -44,11 +44,28 @@ def training_options(cfg) -> ScoringOptions:
 
 
 def evaluate_during_training(run, step: int) -> dict[str, float]:
-    """``eval/<task>/<metric>`` means (and ``eval/<task>/n_failed``) on the main process; {} elsewhere."""
+    """``eval/<task>/<metric>`` means (and ``eval/<task>/n_failed``) on the main process; {} elsewhere.
+
+    Every process learns whether the evaluation succeeded: an exception on the main process is raised
+    there and a ``RuntimeError`` naming it on the others (none is left waiting)."""
+    from mmreason.train.agree import any_rank
+
     accelerator = run.accelerator
-    if not accelerator.is_main_process:
-        accelerator.wait_for_everyone()
-        return {}
+    metrics, error = {}, None
+    if accelerator.is_main_process:
+        try:
+            metrics = _evaluate(run, step)
+        except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
+            error = exc
+    if any_rank(accelerator, error is not None):  # also the barrier the other processes wait at
+        if error is not None:
+            raise error
+        raise RuntimeError(f"in-training evaluation at step {step} failed on the main process")
+    return metrics
+
+
+def _evaluate(run, step: int) -> dict[str, float]:
+    accelerator = run.accelerator
     task = _eval_task(run.cfg, run.processor.tokenizer)
     model = accelerator.unwrap_model(run.model)
     was_training = model.training
@@ -62,7 +79,6 @@ def evaluate_during_training(run, step: int) -> dict[str, float]:
     for name, summary in aggregate(records, list(task.pack.metrics)).items():
         metrics[f"eval/{task.name}/{name}"] = summary.value if summary.value is not None else math.nan
     metrics[f"eval/{task.name}/n_failed"] = float(sum("error" in r for r in records))
-    accelerator.wait_for_everyone()
     return metrics
 
 

@@ -6,6 +6,7 @@ existing checkpoint renames the old one aside first and removes it only after th
 a ``kill -9`` at any moment leaves a complete checkpoint behind; ``recover`` (run before ``resume=auto``
 picks one) puts an aside checkpoint back, promotes a complete ``.tmp`` and removes stale ones. Only the main
 process writes; every process restores its own RNG state. Everything is loaded with ``weights_only=True``.
+Every process learns whether the write succeeded (a failed write raises on all of them, none waits).
 """
 
 from __future__ import annotations
@@ -83,13 +84,32 @@ def resolve_resume(resume: str | None, output_dir: str | Path) -> Path | None:
 
 def save_checkpoint(accelerator, output_dir: str | Path, step: int, model, optimizer, scheduler,
                     state: dict[str, Any], processor=None, keep: int = 2) -> Path | None:
-    """Write checkpoint-<step> atomically; returns its path on the main process."""
+    """Write checkpoint-<step> atomically; returns its path on the main process (None elsewhere).
+
+    A failed write raises on every process: the main process's error there, a ``CheckpointError`` naming
+    it on the others."""
+    from mmreason.train.agree import any_rank
+
     accelerator.wait_for_everyone()
-    rank_rng = rng_state()
-    all_rng = _gather_objects(accelerator, rank_rng)
-    if not accelerator.is_main_process:
-        accelerator.wait_for_everyone()
-        return None
+    all_rng = _gather_objects(accelerator, rng_state())
+    final, error = None, None
+    if accelerator.is_main_process:
+        try:
+            final = _write(accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng)
+        except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
+            error = exc
+    if any_rank(accelerator, error is not None):  # also the closing barrier
+        if error is not None:
+            raise error
+        raise CheckpointError(f"the main process failed to write checkpoint-{step} in {output_dir}")
+    return final
+
+
+class CheckpointError(RuntimeError):
+    """The main process failed to write a checkpoint (raised on the other processes)."""
+
+
+def _write(accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng) -> Path:
     final = Path(output_dir) / f"checkpoint-{step}"
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -114,7 +134,6 @@ def save_checkpoint(accelerator, output_dir: str | Path, step: int, model, optim
     shutil.rmtree(aside, ignore_errors=True)
     for old in checkpoints(output_dir)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
-    accelerator.wait_for_everyone()
     return final
 
 

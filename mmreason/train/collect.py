@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mmreason.rewarding.runner import RewardBatch
+from mmreason.train.agree import any_rank
 from mmreason.train.augment import augment_groups
 from mmreason.train.records import Drawn
 from mmreason.types import Sample, Trajectory
@@ -99,10 +100,7 @@ def _signal_groups(rounds, cfg) -> int:
 
 def _any_rank(run, flag: bool) -> bool:
     """True on every process when it is true on any (all processes then draw again together)."""
-    if run.accelerator.num_processes == 1:
-        return flag
-    value = torch.tensor([1.0 if flag else 0.0], device=run.accelerator.device)
-    return bool(run.accelerator.reduce(value, reduction="sum").item() > 0)
+    return any_rank(run.accelerator, flag)
 
 
 def _keep(rounds, cfg, extra: int) -> Collected:

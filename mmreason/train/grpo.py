@@ -22,6 +22,7 @@ from mmreason.media import MediaError
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
 from mmreason.rollout.multiturn import generate_multiturn_group
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
+from mmreason.train.agree import any_rank, hold, settle, stopping
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from mmreason.train.collect import collect_rollouts
 from mmreason.train.config import TrainConfig
@@ -48,6 +49,8 @@ def sample_prompts(run: Run) -> list[tuple[int, int]]:
 
 def build_prompts(run: Run, drawn: list[tuple[int, int]]) -> list[Drawn]:
     """Prompts for the drawn samples; broken media and over-long prompts are counted and skipped."""
+    if stopping(run):
+        return []
     out = [Drawn(slot, index, load_prompt(run, index)) for slot, index in drawn]
     return [d for d in out if d.prompt is not None]
 
@@ -55,7 +58,8 @@ def build_prompts(run: Run, drawn: list[tuple[int, int]]) -> list[Drawn]:
 def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | None:
     """One dataset sample as model inputs for this draw, or None (counted and logged) when it cannot be.
 
-    Past ``max_bad_samples`` broken samples the run stops (the loop saves a checkpoint first).
+    Past ``max_bad_samples`` broken samples the run stops on every process at the step's agreement point
+    (``agree.settle``; the loop saves a checkpoint first).
     """
     sample = run.pack.prepare(run.dataset[index], split=split, seed=run.cfg.seed, step=run.step)
     return prompt_of(run, sample)
@@ -75,8 +79,10 @@ def prompt_of(run: Run, sample) -> PromptInputs | None:
         run.counters.bad_samples += 1
         run.event("bad_sample", sample_id=sample.id, reason=str(exc))
         if run.counters.bad_samples > run.cfg.max_bad_samples:
-            raise RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
-                             f"{run.cfg.max_bad_samples}); last: {sample.id!r}: {exc}") from exc
+            stop = RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
+                              f"{run.cfg.max_bad_samples}); last: {sample.id!r}: {exc}")
+            stop.__cause__ = exc
+            hold(run, stop)
     return None
 
 
@@ -84,6 +90,8 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
     """G trajectories per prompt (single-turn, or multi-turn when the task has an environment)."""
     r = run.cfg.rollout
     settings = GenerationSettings(r.max_completion_length, r.temperature, r.top_p, r.top_k)
+    if stopping(run):
+        return []
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
     multiturn = run.pack.make_environment is not None and r.max_turns > 1
@@ -108,11 +116,17 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
 
 
 def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
-    """Rewards [N, K] from the reward runner (errors are counted there, under max_reward_errors)."""
+    """Rewards [N, K] from the reward runner (errors are counted there, under max_reward_errors; past it
+    the rows are NaN and the run stops at the step's agreement point)."""
+    from mmreason.rewarding import RewardErrorLimitExceeded
+
     by_slot = {d.slot: d.prompt.sample for d in drawn}
     samples = [by_slot[t.group_id] for t in trajectories]
     try:
         batch = run.rewards(samples, trajectories)
+    except RewardErrorLimitExceeded as exc:
+        hold(run, exc)
+        batch = _nan_rewards(run, len(trajectories))
     finally:
         run.counters.reward_errors = run.rewards.total_errors
     for err in batch.errors:
@@ -169,14 +183,18 @@ def check_estimator_needs(run: Run) -> None:
 def train_step(run: Run, step: int) -> dict[str, Any]:
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    got = collect_rollouts(run, step, sample_prompts, build_prompts, roll_out, score, build_sample=prompt_of)
+    got = collect_rollouts(run, step, sample_prompts, *guarded(run, build_prompts, roll_out, score),
+                           build_sample=guarded(run, prompt_of)[0])
+    settle(run, RunStopped)  # a fault on any process stops every process here
     prompts, trajectories = got.prompts, got.trajectories
     t2 = time.perf_counter()
     metrics: dict[str, Any] = dict(got.metrics)
     run.counters.dropped_groups += got.discarded_groups
     if run.cfg.algorithm.dynamic_sampling:
         metrics["dynamic_sampling/extra_draws"] = float(got.extra_draws)
-    if not trajectories:
+    if any_rank(run.accelerator, not trajectories):  # every process skips when one has nothing to train on
+        if trajectories:
+            run.event("update_skipped", step=step, reason="another process has no trajectories this step")
         metrics["skipped_update"] = 1.0
         times.update(prompts=got.prompt_seconds, generate=t2 - t0 - got.reward_seconds - got.prompt_seconds,
                      reward=got.reward_seconds, update=0.0)
@@ -223,17 +241,19 @@ def refresh_sampler(run: Run, step: int) -> None:
     acc, n = run.accelerator, max(run.cfg.prompts_per_step, 1)
     mine = run.sampler.refresh_indices()[acc.process_index :: acc.num_processes]
     scores: dict[int, tuple[list[float], list[str]]] = {}
+    build, generate, scorer = guarded(run, build_prompts, roll_out, score)
     for start in range(0, len(mine), n):
-        drawn = build_prompts(run, [(slot, index) for slot, index in enumerate(mine[start : start + n])])
-        trajectories = roll_out(run, drawn, step)
+        drawn = build(run, [(slot, index) for slot, index in enumerate(mine[start : start + n])])
+        trajectories = generate(run, drawn, step)
         if not trajectories:
             continue
-        _, batch = score(run, drawn, trajectories)
+        _, batch = scorer(run, drawn, trajectories)
         index_of = {d.slot: d.index for d in drawn}
         for t, reward in zip(trajectories, batch.total(run.cfg.reward_missing).tolist()):
             rewards, texts = scores.setdefault(index_of[t.group_id], ([], []))
             rewards.append(reward)
             texts.append(t.completion_text)
+    settle(run, RunStopped)
     if acc.num_processes > 1:
         from accelerate.utils import gather_object
 
@@ -242,6 +262,42 @@ def refresh_sampler(run: Run, step: int) -> None:
             merged.update(part)
         scores = merged
     run.sampler.refresh(scores)
+
+
+def guarded(run: Run, *phases):
+    """The step's phases (build, roll out, score), each turning an exception into a held stop when more than
+    one process runs: this process then does no more work, and every process stops together at ``settle``
+    instead of the others waiting at a collective for this one. Alone, an exception propagates as it is."""
+    if run.accelerator.num_processes == 1:
+        return phases
+
+    def guard(fn):
+        def wrapped(run, *args):
+            try:
+                return fn(run, *args)
+            except Exception as exc:  # noqa: BLE001 - held, then raised on every process by settle
+                hold(run, exc)
+                return _nothing(fn, run, *args)
+        return wrapped
+
+    return tuple(guard(fn) for fn in phases)
+
+
+def _nothing(fn, run: Run, *args):
+    """What a failed phase hands on: no prompts / no trajectories / NaN rewards (a held stop follows)."""
+    if fn is score:
+        drawn, trajectories = args
+        by_slot = {d.slot: d.prompt.sample for d in drawn}
+        return [by_slot[t.group_id] for t in trajectories], _nan_rewards(run, len(trajectories))
+    return None if fn is prompt_of else []
+
+
+def _nan_rewards(run: Run, n: int):
+    """Rewards of ``n`` rows that were not scored (a stop is held: they never reach an update)."""
+    from mmreason.rewarding import RewardBatch
+
+    k = len(run.rewards.names)
+    return RewardBatch(torch.full((n, k), float("nan")), list(run.rewards.names), torch.ones(k))
 
 
 def _state(run: Run) -> dict[str, Any]:

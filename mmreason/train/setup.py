@@ -75,15 +75,31 @@ class Run:
 
 def make_accelerator(cfg: TrainConfig):
     from accelerate import Accelerator
-    from accelerate.utils import set_seed
+    from accelerate.utils import DistributedDataParallelKwargs, set_seed
 
     cpu = not torch.cuda.is_available()
     trackers = [t for t in cfg.report_to if _tracker_available(t)]
-    accelerator = Accelerator(cpu=cpu, log_with=trackers or None, project_dir=cfg.output_dir)
+    # The model's buffers are constants (rotary frequencies): no broadcast of them before every forward,
+    # which would make each forward a collective that every process must run the same number of times.
+    ddp = DistributedDataParallelKwargs(broadcast_buffers=False)
+    accelerator = Accelerator(cpu=cpu, log_with=trackers or None, project_dir=cfg.output_dir, kwargs_handlers=[ddp])
     set_seed(cfg.seed)
-    if cfg.num_threads:
-        torch.set_num_threads(cfg.num_threads)
+    threads = cfg.num_threads or threads_per_process()
+    if threads:
+        torch.set_num_threads(threads)
     return accelerator
+
+
+def threads_per_process() -> int | None:
+    """Torch CPU threads of one training process started by a launcher: the cores this process may use
+    divided by the processes on this machine (``LOCAL_WORLD_SIZE``), at least 1, so that processes do not
+    oversubscribe the cores. None outside a launcher (torch's default: ``OMP_NUM_THREADS`` or all cores).
+    ``num_threads`` in the config overrides both."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or 0)
+    if local < 1:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // local)
 
 
 def _tracker_available(name: str) -> bool:
@@ -151,7 +167,7 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
     if verbose:
         print(f"model: {cfg.model.name_or_path} ({total:,} parameters, {trainable:,} trainable); "
               f"processes: {accelerator.num_processes} ({accelerator.distributed_type.value.lower()}, "
-              f"{accelerator.device})")
+              f"{accelerator.device}, {torch.get_num_threads()} CPU threads each)")
         print(backend_note(getattr(model.config, "_attn_implementation", None) or cfg.model.attn_implementation,
                            next(model.parameters()).dtype))
     ref_model = None

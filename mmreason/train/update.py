@@ -11,6 +11,7 @@ import torch
 from mmreason.rollout import shared_prefix
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
+from mmreason.train.agree import any_rank, equal_minibatches
 from mmreason.train.config import TrainConfig
 from mmreason.train.minibatches import length_sorted_minibatches
 from mmreason.train.records import Scored, task_index
@@ -31,7 +32,7 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
     cfg, a = run.cfg, run.cfg.algorithm
     keep = scored.keep.tolist()
     trajs = [t for t, k in zip(scored.trajectories, keep) if k]
-    if not trajs:
+    if any_rank(run.accelerator, not trajs):  # every process skips when one has nothing to train on
         return {"loss": 0.0, "skipped_update": 1.0}
     adv = scored.advantages[scored.keep]  # [N]
     gids = torch.tensor([t.group_id for t in trajs])  # [N]
@@ -40,6 +41,7 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
     size = cfg.mini_batch_size
     parts = split_groups(gids.tolist(), cfg.steps_per_generation)  # [[row, ...] per optimizer step]
     chunks = [length_sorted_minibatches(part, trajs, size) for part in parts]  # whole groups, longest first
+    parts, chunks, weights = equal_minibatches(run.accelerator, parts, chunks, cfg.steps_per_generation)
     members = [[[trajs[i] for i in c] for c in cs] for cs in chunks]
     batches = [[collate(m, pad).to(run.device) for m in ms] for ms in members]
     token_mean = rl.aggregation_for_loss_type(a.loss_type) == "token_mean"
@@ -51,19 +53,20 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
                 for b, m in zip(bs, ms)] for bs, ms in zip(batches, members)]
     stats: dict[str, list[float]] = {}
     for _ in range(a.num_iterations):
-        for part, cs, ms, bs, olds, refs in zip(parts, chunks, members, batches, old, ref):
+        for part, cs, ms, bs, olds, refs, ws in zip(parts, chunks, members, batches, old, ref, weights):
             part_tokens = float(sum(trajs[i].completion_length for i in part))
-            for c, m, b, o, r in zip(cs, ms, bs, olds, refs):
+            for c, m, b, o, r, w in zip(cs, ms, bs, olds, refs, ws):
                 options = _loss_options(a, cfg, r, gids[c]) | ({"num_tokens": part_tokens} if token_mean else {})
                 rows = None if band is None else tuple(x[c].to(run.device) for x in band)
                 loss, metrics, ent = minibatch_loss(run, b, m, o, adv[c].to(run.device), options, rows, stats)
-                loss = loss if token_mean else loss * (len(c) / len(part))
-                if not torch.isfinite(loss):
+                loss = (loss if token_mean else loss * (len(c) / len(part))) * w  # w = 0: a stand-in
+                if any_rank(run.accelerator, not torch.isfinite(loss)):  # all processes skip together
                     return _skip_update(run, "nonfinite_loss")
                 run.accelerator.backward(loss)
-                _collect(stats, metrics, ent, b.action_mask, loss)
+                if w:
+                    _collect(stats, metrics, ent, b.action_mask, loss)
             grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
-            if not torch.isfinite(torch.as_tensor(grad_norm)):
+            if any_rank(run.accelerator, not torch.isfinite(torch.as_tensor(grad_norm))):
                 return _skip_update(run, "nonfinite_grad")
             run.optimizer.step()
             run.scheduler.step()
@@ -122,7 +125,8 @@ def sampling_options(run: Run) -> dict[str, Any]:
 
 
 def _skip_update(run: Run, kind: str) -> dict[str, float]:
-    """A NaN/inf loss or gradient: drop this step's update, count it, keep going."""
+    """A NaN/inf loss or gradient on any process: every process drops this step's update, counts it and
+    keeps going."""
     run.counters.nan_steps += 1
     run.event(kind, step=run.step)
     run.optimizer.zero_grad(set_to_none=True)
