@@ -5,7 +5,10 @@ An intermediate step emits ``<think/><sub-question>q</sub-question><ret>KB</ret>
     R_ret = 0.5 * sim(q, q*) + 0.5 * 1[KB == KB*]
 
 (0 when the step does not parse, names an unknown KB or several). The final step emits
-``<think/><answer/>`` and scores R1-Router's answer rule (``accuracy.recall_score``).
+``<think/><answer/>`` and scores R1-Router's answer rule (``accuracy.recall_score``); with
+``answer_decision_weight = w > 0`` it scores ``w * 1[it answers] + (1 - w) * recall``, so that on a final step
+answering (the right route) outscores asking a knowledge base even while the answer itself is wrong (the paper
+uses w = 0: there a wrong answer and a needless retrieval both score 0).
 
 ``sim`` is the paper's cosine of dense embeddings (BGE-M3) when ``embedding_model`` names a local
 ``from_pretrained`` directory; by default a lexical stand-in that needs no model: token F1 of the
@@ -99,15 +102,19 @@ def route_step(
     device: str = "cpu",
     question_weight: float = 0.5,
     strict_words: int = 5,
+    answer_decision_weight: float = 0.0,
 ) -> dict[str, list[float | None]]:
     """R1-Router step reward: 0.5 sub-question similarity + 0.5 KB match; final steps: answer recall.
 
     Columns: ``sub_question`` (gold sub-question, may be "None"), ``knowledge_base`` (gold KB: "Text
     Retriever", "Text Image Retriever", "Table Retriever" or "None"), ``answer`` (final steps),
-    ``step_type`` ("ret" / "ans"; optional, see ``step_type``). Sub-scores: ``step`` (weighted),
+    ``step_type`` ("ret" / "ans"; optional, see ``step_type``). ``answer_decision_weight``: the share of a
+    final step's score given for answering at all (default 0, the paper's). Sub-scores: ``step`` (weighted),
     ``similarity`` and ``kb_match`` (logged; None on final steps). Source: R1-Router (Peng et al.),
     ``Easy-R1/verl/utils/reward_score/step.py``; docs/algorithms.md §7.
     """
+    if not 0.0 <= answer_decision_weight <= 1.0:
+        raise ValueError(f"answer_decision_weight must be in [0, 1], got {answer_decision_weight}")
     n = len(samples)
     step: list[float | None] = [0.0] * n
     sim: list[float | None] = [None] * n
@@ -121,7 +128,8 @@ def route_step(
             if not refs:
                 step[i] = None
             elif parsed is not None and parsed.answer is not None:
-                step[i] = recall_score(parsed.answer, refs, strict_words)
+                recall = recall_score(parsed.answer, refs, strict_words)
+                step[i] = answer_decision_weight + (1 - answer_decision_weight) * recall
             continue
         gold_kb = str(column(sample, "knowledge_base", "None")).strip()
         if parsed is None or parsed.sub_question is None:

@@ -58,6 +58,18 @@ def test_final_step_uses_the_answer_rule():
     assert run("<think>found it</think><answer>It was built in 1889.</answer>", s)["step"] == 1.0
     assert run("<think>found it</think><answer>1890</answer>", s)["step"] == 0.0
     assert run("<answer>1889</answer>", s)["step"] == 0.0  # missing <think>
+
+
+def test_answer_decision_weight_credits_answering_on_a_final_step():
+    s = sample("1889", step_type="ans")
+    wrong, right = "<think>so</think><answer>1890</answer>", "<think>so</think><answer>1889</answer>"
+    retrieves = step(GOLD_Q, "Text Retriever")
+    assert run(wrong, s)["step"] == run(retrieves, s)["step"] == 0.0  # the paper's rule: the route is not scored
+    assert run(wrong, s, answer_decision_weight=0.3)["step"] == pytest.approx(0.3)
+    assert run(right, s, answer_decision_weight=0.3)["step"] == pytest.approx(1.0)
+    assert run(retrieves, s, answer_decision_weight=0.3)["step"] == 0.0
+    with pytest.raises(ValueError, match="answer_decision_weight"):
+        run(wrong, s, answer_decision_weight=1.5)
     assert run("<answer>1889</answer>", s)["kb_match"] is None
 
 
