@@ -4,16 +4,24 @@ A prompt is built once per Sample and shared by its G rollouts (``PromptInputs``
 tensors once), so later speed work can encode the vision tower once per group.
 Prompts are never truncated: a prompt whose text + visual tokens exceed ``max_prompt_length`` is
 filtered (``PromptTooLong``) or, with ``prompt_overflow: downscale``, re-built at lower pixel budgets.
+A video's frames, frame size and tokens are planned from its container header first
+(``mmreason.media.video_plan``), so a prompt that its videos alone put over the limit is filtered or
+downscaled before any frame is decoded. Time spent reading video headers and decoding frames adds up in
+``MEDIA_SECONDS["video_decode"]`` (the trainer reports it per step as ``time/video_decode``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from mmreason.media.budget import VIDEO_MAX_PIXELS, VIDEO_MIN_PIXELS, resolve_budget
 from mmreason.media.video import ClipCache, add_frame_noise
+from mmreason.media.video_plan import ClipPlan, HeaderCache, VideoLimits, plan_clip
 from mmreason.paths import cache_dir
 from mmreason.types import PageRef, Sample
 
@@ -49,28 +57,69 @@ class PromptInputs:
         return int((self.mm_token_type_ids != 0).sum())
 
 
-# Decoded video clips kept across steps (and across the prompt rebuilds of ``prompt_overflow: downscale``).
+# Decoded video clips kept across steps (and across the prompt rebuilds of ``prompt_overflow: downscale``);
+# video headers (frame count, rate, size) kept per file, so planning a clip again opens nothing.
 CLIP_CACHE = ClipCache()
+HEADERS = HeaderCache()
+MEDIA_SECONDS = {"video_decode": 0.0}  # header reads + frame decoding (cache hits cost ~0), summed
+
+
+def plan_videos(sample: Sample, limits: VideoLimits, min_pixels: int | None = None, max_pixels: int | None = None,
+                fallback: tuple[int, int] = (VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS)) -> list[ClipPlan]:
+    """The sample's clips planned from their headers: frames, frame size and tokens, nothing decoded.
+
+    Per-frame pixel limits: ``limits``' own, else the image limits ``min_pixels`` / ``max_pixels``, else
+    ``fallback`` (the video processor's, which then resizes the frames). Raises MediaError naming the file."""
+    low = limits.min_pixels if limits.min_pixels is not None else min_pixels
+    high = limits.max_pixels if limits.max_pixels is not None else max_pixels
+    # one limit set: the other is the media layer's default (as load_video resolves it); none: the frames keep
+    # their size and the processor's own limits (``fallback``) decide the tokens
+    budget = resolve_budget(low, high, VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS) or resolve_budget(*fallback, *fallback)
+    resize = low is not None or high is not None
+    plans = []
+    t = time.perf_counter()
+    try:
+        for ref in sample.videos:
+            plans.append(plan_clip(
+                HEADERS.info(ref.path), fps=ref.fps or (None if ref.num_frames else limits.fps),
+                num_frames=ref.num_frames, start=ref.start, end=ref.end, max_frames=limits.max_frames,
+                min_pixels=budget.min_pixels, max_pixels=budget.max_pixels, total_pixels=limits.total_pixels))
+            if not resize and limits.total_pixels is None:
+                plans[-1] = dataclasses.replace(plans[-1], resize=False)
+    finally:
+        MEDIA_SECONDS["video_decode"] += time.perf_counter() - t
+    return plans
 
 
 def load_sample_media(sample: Sample, min_pixels: int | None, max_pixels: int | None,
-                      video_fps: float, video_max_frames: int) -> tuple[list, list, list]:
+                      video_fps: float, video_max_frames: int, *, video: VideoLimits | None = None,
+                      plans: list[ClipPlan] | None = None) -> tuple[list, list, list]:
     """Images (incl. document pages) and videos of a sample, resized to their budgets.
 
-    Raises mmreason.media.MediaError naming the file when something cannot be read.
+    ``video`` (default: ``video_fps`` / ``video_max_frames`` and the image pixel limits) sets the clips'
+    limits; ``plans`` (from ``plan_videos``) skips planning them again. Each clip is decoded at its plan's
+    frame size. Raises mmreason.media.MediaError naming the file when something cannot be read.
     """
     from mmreason import media
 
     images = [media.load_image(src, max_pixels=max_pixels, min_pixels=min_pixels) for src in sample.images]
     for page in sample.pages:
         images.append(load_page(page, min_pixels, max_pixels))
+    limits = video or VideoLimits(video_fps, video_max_frames)
+    if plans is None:
+        plans = plan_videos(sample, limits, min_pixels, max_pixels)
     videos, metadata = [], []
-    for ref in sample.videos:
-        clip = CLIP_CACHE.load(
-            ref.path, fps=ref.fps or (None if ref.num_frames else video_fps), num_frames=ref.num_frames,
-            start=ref.start, end=ref.end, max_pixels=max_pixels, min_pixels=min_pixels,
-            max_frames=video_max_frames,
-        )
+    for ref, plan in zip(sample.videos, plans):
+        t = time.perf_counter()
+        try:
+            clip = CLIP_CACHE.load(
+                ref.path, fps=ref.fps or (None if ref.num_frames else limits.fps), num_frames=ref.num_frames,
+                start=ref.start, end=ref.end, max_pixels=plan.max_pixels if plan.resize else None,
+                min_pixels=plan.min_pixels if plan.resize else None,
+                max_frames=limits.max_frames,
+            )
+        finally:
+            MEDIA_SECONDS["video_decode"] += time.perf_counter() - t
         frames = clip.frames  # [T, 3, H, W], shared with the cache: never changed in place
         if ref.noise_std > 0:
             frames = add_frame_noise(frames, ref.noise_std, ref.noise_seed)
@@ -110,14 +159,46 @@ def encode(processor, text: str, images: list, videos: list, metadata: list) -> 
     return dict(processor(**kwargs))
 
 
+def processor_video_limits(processor) -> tuple[int, int]:
+    """The video processor's own per-frame ``(min_pixels, max_pixels)`` (the transformers defaults if unset)."""
+    size = getattr(getattr(processor, "video_processor", None), "size", None) or {}
+    try:
+        return int(size["shortest_edge"]), int(size["longest_edge"])
+    except (KeyError, TypeError, ValueError):
+        return VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS
+
+
+def text_tokens(processor, text: str) -> int:
+    """Tokens of the rendered chat before the processor expands each visual placeholder (one token each)."""
+    return len(processor.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixels: int | None = None,
                  max_pixels: int | None = None, video_fps: float = 2.0, video_max_frames: int = 16,
-                 overflow: str = "filter", system_prompt: str | None = None) -> PromptInputs:
-    """Build the model inputs of one prompt; raise PromptTooLong (filter) or shrink budgets (downscale)."""
+                 overflow: str = "filter", system_prompt: str | None = None,
+                 video_limits: VideoLimits | None = None) -> PromptInputs:
+    """Build the model inputs of one prompt; raise PromptTooLong (filter) or shrink budgets (downscale).
+
+    ``video_limits`` (default: ``video_fps`` / ``video_max_frames`` and the image pixel limits) are the
+    clips' limits. Videos are planned from their headers first: when the text and the videos' tokens alone
+    exceed ``max_prompt_length``, the prompt is filtered or downscaled before any frame is decoded."""
     text = render_chat(processor, sample.messages, system_prompt)
     budget = max_pixels
+    limits = video_limits or VideoLimits(video_fps, video_max_frames)
+    fallback = processor_video_limits(processor)
+    n_text = text_tokens(processor, text) if sample.videos else 0
     for _attempt in range(6):
-        images, videos, metadata = load_sample_media(sample, min_pixels, budget, video_fps, video_max_frames)
+        plans = plan_videos(sample, limits, min_pixels, budget, fallback)
+        planned = n_text + sum(p.tokens - 1 for p in plans)  # a lower bound: images still count 1 each
+        if plans and planned > max_prompt_length:
+            if overflow != "downscale":
+                raise PromptTooLong(
+                    f"sample {sample.id!r}: prompt has at least {planned} tokens (text + video, from the video "
+                    f"headers, nothing decoded) > max_prompt_length {max_prompt_length}")
+            budget, limits = _smaller(processor, budget, limits, plans)
+            continue
+        images, videos, metadata = load_sample_media(sample, min_pixels, budget, limits.fps, limits.max_frames,
+                                                     video=limits, plans=plans)
         out = encode(processor, text, images, videos, metadata)
         ids = out["input_ids"][0]
         if ids.numel() <= max_prompt_length:
@@ -127,9 +208,19 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
             return PromptInputs(sample, ids, types.to(torch.long), visual, text)
         if overflow != "downscale" or not (images or videos):
             break
-        current = budget or processor.image_processor.size["longest_edge"]
-        budget = max(current // 2, 4 * 28 * 28)
+        budget, limits = _smaller(processor, budget, limits, plans)
     raise PromptTooLong(
         f"sample {sample.id!r}: prompt has {ids.numel()} tokens (text + visual) > max_prompt_length "
         f"{max_prompt_length}"
     )
+
+
+def _smaller(processor, budget: int | None, limits: VideoLimits, plans: list[ClipPlan]
+             ) -> tuple[int, VideoLimits]:
+    """Half the image budget and half of each video frame's (and the clips' total), not below 4 tokens' worth."""
+    floor = 4 * 28 * 28
+    current = budget or processor.image_processor.size["longest_edge"]
+    if plans and limits.max_pixels is None:
+        limits = VideoLimits(limits.fps, limits.max_frames, limits.min_pixels, max(p.max_pixels for p in plans),
+                             limits.total_pixels)
+    return max(current // 2, floor), limits.scaled(0.5, floor)
