@@ -133,6 +133,8 @@ def answered_span(text: str) -> Span | None:
         matches = list(pattern.finditer(region))
         if matches:
             s, e = seconds(matches[-1].group(1)), seconds(matches[-1].group(2))
+            if not (math.isfinite(s) and math.isfinite(e)):  # a 400-digit time is invalid, not infinity
+                return None
             return (min(s, e), max(s, e))
     return None
 
@@ -144,15 +146,18 @@ def time_points(text: str, limit: int = 32) -> list[float]:
     text = clip(text, 20_000)
     bodies = all_tag_bodies(text, "time", limit)
     if bodies:
-        return [
+        points = [
             seconds(_strip_unit(b))
             for b in bodies
             if _TIME_POINT.fullmatch(b.strip()) or _BARE_TIME.fullmatch(b)
         ]
-    answer = (last_tag_body(text, "answer") or "")[-2_000:]
-    if _BARE_TIME.fullmatch(answer):
-        return [float(answer)]
-    return [seconds(_strip_unit(m.group(1))) for m in _TIME_POINT.finditer(answer)][:limit]
+    else:
+        answer = (last_tag_body(text, "answer") or "")[-2_000:]
+        if _BARE_TIME.fullmatch(answer):
+            points = [float(answer)]
+        else:
+            points = [seconds(_strip_unit(m.group(1))) for m in _TIME_POINT.finditer(answer)][:limit]
+    return [p for p in points if math.isfinite(p)]  # a 400-digit time is invalid, not infinity
 
 
 def _strip_unit(token: str) -> str:
