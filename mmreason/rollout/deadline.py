@@ -23,6 +23,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+DEFAULT_STEP_TIMEOUT_S = 60.0  # the trainer's rollout.env_step_timeout_s default; evaluation episodes use it too
+
 
 class StepTimeout(TimeoutError):
     """An environment step ran past its time limit."""

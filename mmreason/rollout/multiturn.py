@@ -16,7 +16,7 @@ from dataclasses import replace
 import torch
 
 from mmreason.rollout.chat_turns import next_turn
-from mmreason.rollout.deadline import call_with_deadline
+from mmreason.rollout.deadline import DEFAULT_STEP_TIMEOUT_S, call_with_deadline
 from mmreason.rollout.environment import Environment, Observation
 from mmreason.rollout.generate import (
     GenerationSettings,
@@ -27,6 +27,7 @@ from mmreason.rollout.generate import (
 )
 from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs, encode
 from mmreason.types import Trajectory, Turn
+
 
 def observation_content(obs: Observation) -> list[dict]:
     """An observation as chat-template content parts: its images, its videos, then its text."""
@@ -51,10 +52,10 @@ def encode_observation(processor, obs: Observation, closed: bool) -> tuple[torch
 def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_id: int,
                 settings: GenerationSettings, max_turns: int, max_context: int, seed: int, step: int,
                 index: int, key: str | None = None, max_observation_tokens: int | None = None,
-                step_timeout_s: float | None = None) -> Trajectory:
+                step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> Trajectory:
     """One trajectory of up to ``max_turns`` assistant turns against ``env``. An observation longer than
     ``max_observation_tokens`` (text + visual tokens), or one that would overflow ``max_context``, ends it;
-    so does a ``step`` that raises or runs past ``step_timeout_s`` seconds (None: no limit)."""
+    so does a ``step`` that raises or runs past ``step_timeout_s`` seconds (default 60; None: no limit)."""
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
     try:
@@ -123,7 +124,7 @@ def generate_multiturn_group(model, processor, prompt: PromptInputs, make_env: C
                              group_id: int, num_generations: int, settings: GenerationSettings,
                              max_turns: int, max_context: int, seed: int, step: int,
                              key: str | None = None, max_observation_tokens: int | None = None,
-                             step_timeout_s: float | None = None) -> list[Trajectory]:
+                             step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> list[Trajectory]:
     """G episodes of one prompt, each against a fresh environment; turns end at EOS or a stop string."""
     trajectories = []
     for i in range(num_generations):

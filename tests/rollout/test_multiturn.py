@@ -181,3 +181,13 @@ def test_a_step_deadline_passes_results_and_exceptions_through():
         call_with_deadline(lambda: {}["tool"], (), 5.0)
     with pytest.raises(StepTimeout, match="0.2 s"):
         call_with_deadline(time.sleep, (5,), 0.2)
+
+
+def test_evaluation_episodes_get_the_trainers_default_step_limit():
+    import inspect
+
+    from mmreason.rollout.multiturn import run_episode
+    from mmreason.train.config import RolloutConfig
+
+    limit = inspect.signature(run_episode).parameters["step_timeout_s"].default
+    assert limit == RolloutConfig().env_step_timeout_s and limit is not None  # eval calls run_episode without one
