@@ -1,0 +1,113 @@
+"""MedScope data: generated procedure videos show their events exactly in the windows the rows name (and a
+sparse global look mostly misses them), user rows load with their evidence windows or fail naming the row,
+the pydicom-data echocardiography cine becomes a video with measured answers, and the data command works."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from medscope_helpers import make_data  # noqa: I001
+
+from mmreason.cli import main
+from mmreason.media import load_video
+from mmreason.tasks.medscope import synth
+from mmreason.tasks.medscope.data import medscope_load
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_events_happen_exactly_in_their_evidence_windows(tmp_path):
+    path = make_data(tmp_path, videos=1, seconds=(90, 90))
+    rows = _rows(path)
+    p = rows[0]["procedure"]
+    clip = load_video(tmp_path / rows[0]["video"], fps=2.0, max_frames=None)
+    frames = clip.frames.permute(0, 2, 3, 1).numpy().astype(int)  # [T, H, W, 3]
+    assert len(frames) == 180
+    marker = frames[:, 2:5, 2:5].mean(axis=(1, 2))  # [T, 3] the corner marker
+    grey = np.abs(marker - np.array(synth.GREY)).max(axis=1) < 25
+    inside = np.array([p["marker"][0] <= i / 2 < p["marker"][1] for i in range(180)])
+    assert (grey == ~inside).all()  # coloured exactly while the evidence window lasts
+    bar = frames[:, 16, :, :].mean(axis=(1, 2)) < 110  # the dark instrument across the middle row
+    inside = np.array([p["instrument"][0] <= i / 2 < p["instrument"][1] for i in range(180)])
+    assert (bar == inside).all()
+    by_type = {r["task_type"]: r for r in rows}
+    assert by_type["temporal_grounding"]["evidence_windows"] == [p["instrument"]]
+    assert by_type["qa"]["answer"] == str(p["dots_during"]) and p["dots_during"] > p["dots_before"]
+    assert by_type["grounded_qa"]["options"]["ABCD".index(by_type["grounded_qa"]["answer"])] == p["marker_colour"]
+
+
+def test_generation_is_deterministic_and_events_are_short_and_apart():
+    a, b = synth.procedures(50, 3, (120, 300)), synth.procedures(50, 3, (120, 300))
+    assert a == b
+    for p in a:
+        windows = sorted([p.instrument, p.marker, p.count])
+        assert all(3 <= e - s <= 6 for s, e in windows) and windows[-1][1] <= p.seconds - 2
+        assert all(w2[0] - w1[1] >= 4 for w1, w2 in zip(windows, windows[1:]))
+    # a 16-frame global look over minutes misses most 3-6 s events
+    seen = [any(s <= t < e for t in np.linspace(0, p.seconds - 0.5, 16)) for p in a for s, e in [p.marker]]
+    assert sum(seen) < 0.5 * len(seen)
+
+
+def test_rows_become_samples_with_the_global_view_and_the_evidence(tmp_path):
+    path = make_data(tmp_path, videos=1)
+    by_type = {s.meta["task_type"]: s for s in medscope_load(str(path), "eval")}
+    grounding = by_type["temporal_grounding"]
+    text = grounding.messages[0]["content"][1]["text"]
+    assert "The video is 60.0 s long; you see 16 frames of it at t = 0.0, 4.0," in text
+    assert grounding.videos[0].num_frames == 16 and grounding.meta["answer_kind"] == "span"
+    assert grounding.meta["span"] == [[float(v) for v in json.loads(grounding.answer)]]
+    assert by_type["grounded_qa"].meta["answer_kind"] == "mcq" and "(D)" in by_type["grounded_qa"].messages[0][
+        "content"][1]["text"]
+    assert by_type["qa"].meta["answer_kind"] == "numeric"
+    assert "<tool_call>" in by_type["qa"].meta["target"]
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"task_type": "caption"}, "task_type 'caption' is not one of"),
+    ({"evidence_windows": None}, r"row 0 \(id 'r'\) has no 'evidence_windows'"),
+    ({"evidence_windows": [[5, 2]]}, r"evidence window \[5.0, 2.0\] is not a time window"),
+    ({"evidence_windows": "soon"}, "not a JSON list"),
+    ({"options": ["red"], "answer": "A"}, "options must be a list of 2..10"),
+    ({"options": ["red", "blue"], "answer": "green"}, "neither an option letter"),
+    ({"task_type": "temporal_grounding", "answer": "later"}, "is not \\[start, end\\]"),
+    ({"video": "gone.mp4"}, "does not exist"),
+])
+def test_bad_rows_name_the_file_and_row(tmp_path, change, message):
+    make_data(tmp_path, videos=1)
+    row = {"id": "r", "video": "00000.mp4", "question": "q?", "answer": "3", "task_type": "qa",
+           "evidence_windows": [[1, 2]], **change}
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match=message) as info:
+        medscope_load(str(path), "eval")
+    assert str(path) in str(info.value)
+
+
+def test_the_data_command_writes_minutes_long_videos(tmp_path):
+    assert main(["data", "medscope", "--out", str(tmp_path), "--videos", "1", "--minutes", "1..1", "--size", "32"]) == 0
+    (row, *_) = _rows(tmp_path / "data.jsonl")
+    assert row["duration"] == 60.0 and (tmp_path / row["video"]).exists()
+    with pytest.raises(SystemExit, match="--minutes"):
+        main(["data", "medscope", "--out", str(tmp_path), "--minutes", "a..b"])
+
+
+def test_the_echocardiography_cine_becomes_a_video_with_measured_answers(tmp_path):
+    pytest.importorskip("pydicom")
+    pytest.importorskip("data_store", reason="pydicom-data is not installed")
+    from mmreason.tasks.medscope.echo import FPS, dicom_path, echo_rows, read_frames
+
+    path = echo_rows(tmp_path)
+    samples = {s.id: s for s in medscope_load(str(path), "eval")}
+    frames = read_frames(dicom_path())
+    brightness = frames.astype(np.float32).mean(axis=(1, 2, 3))
+    brightest = samples["echo-brightest"].meta["span"][0]
+    assert brightest[0] <= int(brightness.argmax()) / FPS <= brightest[1]
+    assert samples["echo-brightest-second"].answer == "ABCD"[int(brightness.argmax()) // FPS]
+    clip = load_video(tmp_path / "echo.mp4", num_frames=4)
+    assert clip.total_frames == 120 and clip.source_fps == 30 and clip.frames.shape[-2:] == (240, 320)
+    assert samples["echo-darkest"].meta["duration"] == 4.0
