@@ -24,6 +24,9 @@ class ModelArgs:
     max_pixels: int | None = None
     video_fps: float = 2.0
     video_max_frames: int = 16
+    video_min_pixels: int | None = None  # per video frame; None = min_pixels (then the processor's)
+    video_max_pixels: int | None = None  # per video frame; None = max_pixels (then the processor's)
+    video_total_pixels: int | None = None  # per clip, all frames; None = no cap
     max_prompt_length: int = 32768  # text + visual tokens; a longer prompt is a failed sample, never cut
     system_prompt: str | None = None
     attn_implementation: str = "auto"  # auto | flash_attention_2 | sdpa | eager

@@ -36,7 +36,8 @@ def scoring_options(cfg: EvalConfig) -> ScoringOptions:
     g, m = cfg.gen_kwargs, cfg.model_args
     settings = GenerationSettings(g.max_new_tokens, g.temperature, g.top_p, g.top_k)
     prompt = PromptOptions(m.min_pixels, m.max_pixels, m.video_fps, m.video_max_frames, m.max_prompt_length,
-                           m.system_prompt)
+                           m.system_prompt, video_min_pixels=m.video_min_pixels,
+                           video_max_pixels=m.video_max_pixels, video_total_pixels=m.video_total_pixels)
     return ScoringOptions(settings, prompt, cfg.batch_size, cfg.seed, g.max_turns)
 
 

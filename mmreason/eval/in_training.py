@@ -5,8 +5,9 @@ The trainer calls ``evaluate_during_training(run, step)`` on every process; the 
 others wait, so the numbers match `mmreason eval --limit eval_limit` on the saved checkpoint with
 ``max_new_tokens = rollout.max_completion_length``. The per-doc records go to
 ``<output_dir>/eval/step-<step>_samples_<task>.jsonl``; the returned metrics are ``eval/<task>/<metric>``.
-The model is generated from unwrapped (``accelerator.unwrap_model``): fine for one process or DDP; a
-model sharded with FSDP / ZeRO-3 cannot generate on one process alone.
+The model is generated from unwrapped (``accelerator.unwrap_model``); a model the trainer sharded with
+FSDP2 (``mmreason.train.sharding``) has its parameters gathered on every process first, so the main process
+generates alone without collectives. A model sharded by DeepSpeed ZeRO-3 cannot generate on one process alone.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def training_options(cfg) -> ScoringOptions:
     """Greedy decoding with the run's completion limit and prompt settings; G docs per generate call."""
     d = cfg.data
     prompt = PromptOptions(d.min_pixels, d.max_pixels, d.video_fps, d.video_max_frames, d.max_prompt_length,
-                           d.system_prompt, d.prompt_overflow)
+                           d.system_prompt, d.prompt_overflow, d.video_min_pixels, d.video_max_pixels,
+                           d.video_total_pixels)
     settings = GenerationSettings(max_new_tokens=cfg.rollout.max_completion_length, temperature=0.0)
     return ScoringOptions(settings, prompt, batch_size=max(1, cfg.rollout.num_generations), seed=cfg.seed)
 
@@ -50,13 +52,16 @@ def evaluate_during_training(run, step: int) -> dict[str, float]:
     there and a ``RuntimeError`` naming it on the others (none is left waiting)."""
     from mmreason.train.agree import any_rank
 
+    from mmreason.train.sharding import gathered
+
     accelerator = run.accelerator
     metrics, error = {}, None
-    if accelerator.is_main_process:
-        try:
-            metrics = _evaluate(run, step)
-        except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
-            error = exc
+    with gathered(accelerator.unwrap_model(run.model)):  # every process: a sharded model generates whole
+        if accelerator.is_main_process:
+            try:
+                metrics = _evaluate(run, step)
+            except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
+                error = exc
     if any_rank(accelerator, error is not None):  # also the barrier the other processes wait at
         if error is not None:
             raise error

@@ -20,8 +20,8 @@ from mmreason.types import Sample
 
 def build_one(processor, sample: Sample, opts) -> PromptInputs:
     return build_prompt(processor, sample, max_prompt_length=opts.max_prompt_length, min_pixels=opts.min_pixels,
-                        max_pixels=opts.max_pixels, video_fps=opts.video_fps, video_max_frames=opts.video_max_frames,
-                        overflow=opts.overflow, system_prompt=opts.system_prompt)
+                        max_pixels=opts.max_pixels, overflow=opts.overflow, system_prompt=opts.system_prompt,
+                        video_limits=opts.video)
 
 
 def _split(out: dict[str, torch.Tensor], key: str, grid_key: str, counts: list[int]) -> list[torch.Tensor | None]:
@@ -59,7 +59,7 @@ def encode_batch(processor, samples: list[Sample], opts, errors: tuple[type[Base
     for k, sample in enumerate(samples):
         try:
             ims, vids, meta = load_sample_media(sample, opts.min_pixels, opts.max_pixels, opts.video_fps,
-                                                opts.video_max_frames)
+                                                opts.video_max_frames, video=opts.video)
         except errors as exc:
             results[k] = exc
             continue

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mmreason.rewarding.runner import RewardBatch
+from mmreason.rollout.prompts import MEDIA_SECONDS
 from mmreason.train.agree import any_rank
 from mmreason.train.augment import augment_groups
 from mmreason.train.records import Drawn
@@ -51,8 +52,10 @@ def collect_rollouts(run, step: int, draw, build, roll_out, score, build_sample=
                 timed[name] += time.perf_counter() - t
         return wrapped
 
+    decoded = MEDIA_SECONDS["video_decode"]
     got = _collect(run, step, cfg, draw, timer("build", build), roll_out, timer("score", score),
                    timer("build", build_sample) if build_sample is not None else None)
+    got.metrics["time/video_decode"] = MEDIA_SECONDS["video_decode"] - decoded  # part of time/prompts
     got.reward_seconds, got.prompt_seconds = timed["score"], timed["build"]
     return got
 

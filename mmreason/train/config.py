@@ -24,6 +24,9 @@ class DataConfig:
     max_pixels: int | None = None
     video_fps: float = 2.0
     video_max_frames: int = 16
+    video_min_pixels: int | None = None  # per video frame; None = min_pixels (then the processor's)
+    video_max_pixels: int | None = None  # per video frame; None = max_pixels (then the processor's)
+    video_total_pixels: int | None = None  # per clip, all frames (qwen-vl-utils' total_pixels); None = no cap
     max_prompt_length: int = 4096  # text + visual tokens; longer prompts are filtered (or downscaled)
     prompt_overflow: str = "filter"  # filter | downscale
     system_prompt: str | None = None

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from mmreason.media import MediaError
+from mmreason.media.video_plan import VideoLimits
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
 from mmreason.rollout.multiturn import generate_multiturn_group
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
@@ -30,6 +31,7 @@ from mmreason.train.logging import RunLogger
 from mmreason.train.metrics import completion_rows, rollout_metrics
 from mmreason.train.records import Drawn, Scored, task_index, task_names
 from mmreason.train.setup import Run, setup_run
+from mmreason.train.sharding import gathered
 from mmreason.train.table import StepTable, build_table, check_needs
 from mmreason.train.update import accepted_options, check_algorithm_options, policy_update
 from mmreason.types import Trajectory
@@ -70,8 +72,9 @@ def prompt_of(run: Run, sample) -> PromptInputs | None:
     d = run.cfg.data
     try:
         return build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length, min_pixels=d.min_pixels,
-                            max_pixels=d.max_pixels, video_fps=d.video_fps, video_max_frames=d.video_max_frames,
-                            overflow=d.prompt_overflow, system_prompt=d.system_prompt)
+                            max_pixels=d.max_pixels, overflow=d.prompt_overflow, system_prompt=d.system_prompt,
+                            video_limits=VideoLimits(d.video_fps, d.video_max_frames, d.video_min_pixels,
+                                                     d.video_max_pixels, d.video_total_pixels))
     except PromptTooLong as exc:
         run.counters.filtered_prompts += 1
         run.event("prompt_filtered", sample_id=sample.id, reason=str(exc))
@@ -183,8 +186,9 @@ def check_estimator_needs(run: Run) -> None:
 def train_step(run: Run, step: int) -> dict[str, Any]:
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    got = collect_rollouts(run, step, sample_prompts, *guarded(run, build_prompts, roll_out, score),
-                           build_sample=guarded(run, prompt_of)[0])
+    with gathered(run.accelerator.unwrap_model(run.model)):  # a sharded model generates whole (sharding.py)
+        got = collect_rollouts(run, step, sample_prompts, *guarded(run, build_prompts, roll_out, score),
+                               build_sample=guarded(run, prompt_of)[0])
     settle(run, RunStopped)  # a fault on any process stops every process here
     prompts, trajectories = got.prompts, got.trajectories
     t2 = time.perf_counter()
@@ -242,17 +246,18 @@ def refresh_sampler(run: Run, step: int) -> None:
     mine = run.sampler.refresh_indices()[acc.process_index :: acc.num_processes]
     scores: dict[int, tuple[list[float], list[str]]] = {}
     build, generate, scorer = guarded(run, build_prompts, roll_out, score)
-    for start in range(0, len(mine), n):
-        drawn = build(run, [(slot, index) for slot, index in enumerate(mine[start : start + n])])
-        trajectories = generate(run, drawn, step)
-        if not trajectories:
-            continue
-        _, batch = scorer(run, drawn, trajectories)
-        index_of = {d.slot: d.index for d in drawn}
-        for t, reward in zip(trajectories, batch.total(run.cfg.reward_missing).tolist()):
-            rewards, texts = scores.setdefault(index_of[t.group_id], ([], []))
-            rewards.append(reward)
-            texts.append(t.completion_text)
+    with gathered(acc.unwrap_model(run.model)):
+        for start in range(0, len(mine), n):
+            drawn = build(run, [(slot, index) for slot, index in enumerate(mine[start : start + n])])
+            trajectories = generate(run, drawn, step)
+            if not trajectories:
+                continue
+            _, batch = scorer(run, drawn, trajectories)
+            index_of = {d.slot: d.index for d in drawn}
+            for t, reward in zip(trajectories, batch.total(run.cfg.reward_missing).tolist()):
+                rewards, texts = scores.setdefault(index_of[t.group_id], ([], []))
+                rewards.append(reward)
+                texts.append(t.completion_text)
     settle(run, RunStopped)
     if acc.num_processes > 1:
         from accelerate.utils import gather_object
