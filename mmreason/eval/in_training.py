@@ -51,7 +51,6 @@ def evaluate_during_training(run, step: int) -> dict[str, float]:
     Every process learns whether the evaluation succeeded: an exception on the main process is raised
     there and a ``RuntimeError`` naming it on the others (none is left waiting)."""
     from mmreason.train.agree import any_rank
-
     from mmreason.train.sharding import gathered
 
     accelerator = run.accelerator

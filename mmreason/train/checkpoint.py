@@ -89,13 +89,17 @@ def save_checkpoint(accelerator, output_dir: str | Path, step: int, model, optim
     A failed write raises on every process: the main process's error there, a ``CheckpointError`` naming
     it on the others."""
     from mmreason.train.agree import any_rank
+    from mmreason.train.sharding import full_optimizer_state, full_state_dict
 
     accelerator.wait_for_everyone()
     all_rng = _gather_objects(accelerator, rng_state())
+    unwrapped = accelerator.unwrap_model(model)
+    whole = (full_state_dict(unwrapped), full_optimizer_state(unwrapped, optimizer))  # sharded: every process
     final, error = None, None
     if accelerator.is_main_process:
         try:
-            final = _write(accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng)
+            final = _write(accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng,
+                           whole)
         except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
             error = exc
     if any_rank(accelerator, error is not None):  # also the closing barrier
@@ -109,16 +113,20 @@ class CheckpointError(RuntimeError):
     """The main process failed to write a checkpoint (raised on the other processes)."""
 
 
-def _write(accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng) -> Path:
+def _write(accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng,
+           whole=(None, None)) -> Path:
+    """The main process's part; ``whole`` = a sharded model's gathered (model, optimizer) state dicts."""
     final = Path(output_dir) / f"checkpoint-{step}"
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     unwrapped = accelerator.unwrap_model(model)
-    unwrapped.save_pretrained(tmp / "model", safe_serialization=True)
+    model_state, optimizer_state = whole
+    unwrapped.save_pretrained(tmp / "model", safe_serialization=True,
+                              **({"state_dict": model_state} if model_state is not None else {}))
     if processor is not None:
         processor.save_pretrained(tmp / "model")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(optimizer_state if optimizer_state is not None else optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(all_rng, tmp / "rng_state.pt")
     _fsync_tree(tmp)
@@ -164,6 +172,8 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler) -> dic
     """Restore weights, optimizer, scheduler and this process's RNG; returns the trainer state."""
     from safetensors.torch import load_file
 
+    from mmreason.train.sharding import is_sharded, load_full_optimizer_state, load_full_state_dict
+
     unwrapped = accelerator.unwrap_model(model)
     model_dir = path / "model"
     if (model_dir / "adapter_model.safetensors").exists():
@@ -177,9 +187,16 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler) -> dic
 
         dtype = next(unwrapped.parameters()).dtype
         saved = AutoModelForImageTextToText.from_pretrained(str(model_dir), dtype=dtype)
-        unwrapped.load_state_dict(saved.state_dict(), strict=True)
+        if is_sharded(unwrapped):
+            load_full_state_dict(unwrapped, saved.state_dict())
+        else:
+            unwrapped.load_state_dict(saved.state_dict(), strict=True)
         del saved
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+    optimizer_state = torch.load(path / "optimizer.pt", weights_only=True)
+    if is_sharded(unwrapped):
+        load_full_optimizer_state(unwrapped, optimizer, optimizer_state)
+    else:
+        optimizer.load_state_dict(optimizer_state)
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
     rng = torch.load(path / "rng_state.pt", weights_only=True)
     set_rng_state(rng[min(accelerator.process_index, len(rng) - 1)])

@@ -27,6 +27,7 @@ from mmreason.sampling import SAMPLERS
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import TrainConfig
 from mmreason.train.logging import RunLogger
+from mmreason.train.sharding import is_sharded, needs_own_sharding, shard_model, wrap_classes
 from mmreason.types import Sample
 
 log = logging.getLogger(__name__)
@@ -170,6 +171,11 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
               f"{accelerator.device}, {torch.get_num_threads()} CPU threads each)")
         print(backend_note(getattr(model.config, "_attn_implementation", None) or cfg.model.attn_implementation,
                            next(model.parameters()).dtype))
+    if needs_own_sharding(accelerator):  # FSDP2 asked for where accelerate does not apply it (the CPU)
+        model = shard_model(model, wrap_classes())
+        if verbose:
+            print(f"fsdp2: each {' / '.join(wrap_classes())} and the root sharded over {accelerator.num_processes} "
+                  "processes (torch fully_shard: accelerate applies FSDP on accelerators only)")
     ref_model = None
     if cfg.algorithm.beta > 0:
         ref_cfg = ModelConfig(**{**cfg.model.__dict__, "lora": False, "gradient_checkpointing": False})
@@ -177,7 +183,10 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
     pack, dataset = load_task_data(cfg)
     steps = total_steps if total_steps is not None else cfg.max_steps
     optimizer, scheduler = build_optimizer(cfg, model, steps * cfg.algorithm.num_iterations * cfg.steps_per_generation)
-    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    if is_sharded(model):
+        optimizer, scheduler = accelerator.prepare(optimizer, scheduler)
+    else:
+        model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     sampler = SAMPLERS.get(cfg.sampler.name)(len(dataset), seed=cfg.seed, **cfg.sampler.options)
     rewards = build_rewards(cfg, pack, config_dir) if with_rewards else None
     return Run(cfg, accelerator, model, processor, optimizer, scheduler, pack, dataset, sampler,

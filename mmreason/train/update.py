@@ -16,6 +16,7 @@ from mmreason.train.config import TrainConfig
 from mmreason.train.minibatches import length_sorted_minibatches
 from mmreason.train.records import Scored, task_index
 from mmreason.train.setup import Run
+from mmreason.train.sharding import is_sharded
 
 
 def policy_update(run: Run, scored: Scored) -> dict[str, float]:
@@ -93,7 +94,9 @@ def sequence_logprobs(run: Run, model, batch, trajectories, with_entropy: bool =
     """Per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each
     group encoded once (``shared_prefix``, the default where it applies), else the plain padded forward."""
     sampling = sampling_options(run)
-    if run.cfg.shared_prefix and shared_prefix.applies(model, trajectories):
+    # A sharded model all-gathers in every forward: it takes the plain path (one forward per mini-batch,
+    # as many on every process) rather than the shared prefix's forwards per group.
+    if run.cfg.shared_prefix and not is_sharded(model) and shared_prefix.applies(model, trajectories):
         return shared_prefix.shared_prefix_logprobs(model, trajectories, batch.input_ids.shape[1],
                                                     run.processor.tokenizer.pad_token_id, with_entropy, **sampling)
     return token_logprobs(model, batch, with_entropy, **sampling)
