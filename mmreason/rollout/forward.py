@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -26,12 +26,29 @@ class ModelBatch:
     attention_mask: torch.Tensor  # [N, T]
     mm_token_type_ids: torch.Tensor  # [N, T]
     action_mask: torch.Tensor  # [N, T] float
-    visual: dict[str, torch.Tensor]
+    visual_parts: list[dict[str, torch.Tensor]] = field(default_factory=list)  # every trajectory's, in order
+    device: torch.device | str | None = None
+    _visual: dict[str, torch.Tensor] | None = field(default=None, repr=False)
+
+    @property
+    def visual(self) -> dict[str, torch.Tensor]:
+        """The visual tensors of every row concatenated in batch order (on ``device``), built on first use:
+        a padded forward needs them, the shared-prefix update never does (it reads each group's tensors
+        once), and for a long document G copies of its pixels are the largest tensors of the update."""
+        if self._visual is None:
+            chunks: dict[str, list[torch.Tensor]] = {}
+            for visual in self.visual_parts:
+                for key in VISUAL_KEYS:
+                    if key in visual:
+                        chunks.setdefault(key, []).append(visual[key])
+            self._visual = {k: torch.cat(v, dim=0).to(self.device or v[0].device) for k, v in chunks.items()}
+        return self._visual
 
     def to(self, device) -> ModelBatch:
+        built = None if self._visual is None else {k: v.to(device) for k, v in self._visual.items()}
         return ModelBatch(self.input_ids.to(device), self.attention_mask.to(device),
-                          self.mm_token_type_ids.to(device), self.action_mask.to(device),
-                          {k: v.to(device) for k, v in self.visual.items()})
+                          self.mm_token_type_ids.to(device), self.action_mask.to(device), self.visual_parts,
+                          device, built)
 
     def model_kwargs(self) -> dict[str, torch.Tensor]:
         return {"input_ids": self.input_ids, "attention_mask": self.attention_mask,
@@ -53,14 +70,7 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> ModelBatch:
     types = pad_stack([t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
                        for t in trajectories], 0, torch.long)
     action = pad_stack([t.action_mask.float() for t in trajectories], 0.0, torch.float32)
-    chunks: dict[str, list[torch.Tensor]] = {}
-    for traj in trajectories:
-        for visual in traj.visual:
-            for key in VISUAL_KEYS:
-                if key in visual:
-                    chunks.setdefault(key, []).append(visual[key])
-    visual = {k: torch.cat(v, dim=0) for k, v in chunks.items()}
-    return ModelBatch(ids, attention, types, action, visual)
+    return ModelBatch(ids, attention, types, action, [v for t in trajectories for v in t.visual])
 
 
 def sampling_logits(logits: torch.Tensor, temperature: float = 1.0,

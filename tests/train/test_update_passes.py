@@ -1,11 +1,13 @@
 """Every pass of the update (the policy's forward and backward, the old-policy pass, the reference pass)
-encodes each group's prompt once and gives the LM head only rows that predict a completion token."""
+encodes each group's prompt once and gives the LM head only rows that predict a completion token; the
+mini-batch never builds G copies of the prompt's pixels."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from mmreason.config import load_config
+from mmreason.rollout.forward import ModelBatch
 from mmreason.train import grpo
 from mmreason.train.config import TrainConfig
 from mmreason.train.setup import setup_run
@@ -42,9 +44,13 @@ def test_policy_old_and_reference_passes_share_each_prompt(tiny_model_dir, shape
                 h.remove()
 
     monkeypatch.setattr(grpo, "policy_update", counted_update)
+    built = []
+    lazy = ModelBatch.visual
+    monkeypatch.setattr(ModelBatch, "visual", property(lambda self: built.append(1) or lazy.fget(self)))
     run.step = 1
     metrics = grpo.train_step(run, 1)
     assert metrics.get("skipped_update", 0) == 0
+    assert not built  # the batch's concatenated visual tensors are for a padded forward only
     # one mini-batch holds both groups: a plain padded pass would run the vision tower once for both
     assert seen["reference"][0] == PROMPTS
     assert seen["policy"][0] == PROMPTS * (1 + ITERATIONS)  # old-policy pass + one per iteration
