@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from mmreason.rollout.prompts import PromptInputs, build_prompt, load_sample_media, render_chat
+from mmreason.rollout.prompts import PromptInputs, build_prompt, frame_times, load_sample_media, render_chat
 from mmreason.types import Sample
 
 
@@ -55,7 +55,7 @@ def encode_batch(processor, samples: list[Sample], opts, errors: tuple[type[Base
                  ) -> list[PromptInputs | BaseException]:
     """One PromptInputs per sample, or the exception its media (or its rebuild alone) raised."""
     results: dict[int, PromptInputs | BaseException] = {}
-    docs, texts, images, videos, metadata, n_images, n_videos = [], [], [], [], [], [], []
+    docs, texts, images, videos, metadata, n_images, n_videos, shown = [], [], [], [], [], [], [], []
     for k, sample in enumerate(samples):
         try:
             ims, vids, meta = load_sample_media(sample, opts.min_pixels, opts.max_pixels, opts.video_fps,
@@ -68,10 +68,13 @@ def encode_batch(processor, samples: list[Sample], opts, errors: tuple[type[Base
         images, videos, metadata = images + ims, videos + vids, metadata + meta
         n_images.append(len(ims))
         n_videos.append(len(vids))
+        shown.append(frame_times(meta))
     out = _call(processor, texts, images, videos, metadata, errors) if docs else None
     visuals = split_visual(out, n_images, n_videos) if out is not None else [None] * len(docs)
     for j, k in enumerate(docs):
         results[k] = _unpadded(samples[k], texts[j], out, j, visuals[j], opts)
+        if results[k] is not None:
+            results[k].video_frames = shown[j]
         if results[k] is None:  # over max_prompt_length, or the batch call failed: this doc alone
             try:
                 results[k] = build_one(processor, samples[k], opts)

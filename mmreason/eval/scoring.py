@@ -144,6 +144,8 @@ def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: C
             value = math.nan
         scores[name] = None if math.isnan(value) else value
     extra = {"metric_errors": metric_errors} if metric_errors else {}
+    if prompt.video_frames:  # which frames the model saw: seconds from the start of each video
+        extra["video_frames"] = prompt.video_frames
     return {
         "doc_id": sample.id, "doc_index": index, "prompt": prompt.text,
         "target": _jsonable(sample.answer), "response": completion.text,

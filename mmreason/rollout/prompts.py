@@ -47,6 +47,7 @@ class PromptInputs:
     mm_token_type_ids: torch.Tensor
     visual: dict[str, torch.Tensor] = field(default_factory=dict)
     text: str = ""
+    video_frames: list[list[float]] = field(default_factory=list)  # per video: the seconds of the frames shown
 
     @property
     def length(self) -> int:
@@ -142,6 +143,11 @@ def load_page(page: PageRef, min_pixels: int | None, max_pixels: int | None):
     return media.load_image(page.source, max_pixels=budget, min_pixels=floor)
 
 
+def frame_times(metadata: list[dict]) -> list[list[float]]:
+    """Per video, the time in seconds of each frame the model is shown (from ``video_metadata``)."""
+    return [[round(i / m["fps"], 3) for i in m["frames_indices"]] for m in metadata]
+
+
 def render_chat(processor, messages: list[dict[str, Any]], system_prompt: str | None = None) -> str:
     if system_prompt and (not messages or messages[0].get("role") != "system"):
         messages = [{"role": "system", "content": system_prompt}, *messages]
@@ -205,7 +211,7 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
             types = out.get("mm_token_type_ids")
             types = types[0] if types is not None else torch.zeros_like(ids)
             visual = {k: out[k] for k in VISUAL_KEYS if k in out}
-            return PromptInputs(sample, ids, types.to(torch.long), visual, text)
+            return PromptInputs(sample, ids, types.to(torch.long), visual, text, frame_times(metadata))
         if overflow != "downscale" or not (images or videos):
             break
         budget, limits = _smaller(processor, budget, limits, plans)

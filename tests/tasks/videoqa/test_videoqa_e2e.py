@@ -70,10 +70,12 @@ def test_tiny_reg_grpo_trains_two_steps(tiny_model_dir, shapes_cache, tmp_path, 
     assert all(m["count/bad_samples"] == 0 and m["count/filtered_prompts"] == 0 for m in metrics)
     # at pi_theta = pi_old every predicted advantage is 0, so the loss is the mean squared target: > 0, finite
     assert all(0 < m["policy_loss"] < 10 and m["grad_norm"] > 0 for m in metrics)
-    # building the prompts (video decode + processor) is its own part of the step's time split
+    # building the prompts (video decode + processor) is its own part of the step's time split, and the video
+    # decode (header reads + frames) a part of it
     for m in metrics:
         parts = sum(m[f"time/{k}"] for k in ("prompts", "generate", "reward", "update", "other"))
         assert m["time/prompts"] > 0 and parts == pytest.approx(m["time/step"])
+        assert 0 < m["time/video_decode"] <= m["time/prompts"]
     rows = _jsonl(out / "completions.jsonl")
     assert len(rows) == 2 * 4 * 4 and all(r["sample_id"].startswith("videoqa-5-") for r in rows)
     assert {"videoqa_accuracy", "size_mod5"} == set(rows[0]["rewards"])
@@ -124,3 +126,10 @@ def test_eval_on_a_users_file_reports_types_and_span_metrics(tiny_model_dir, tmp
     (samples_path,) = out.rglob("*_samples_*.jsonl")
     records = _jsonl(samples_path)
     assert len(records) == 8 and all("response" in r for r in records)
+    # each record names the frames the model saw: 2 fps, at most 8, in seconds from the start of the video
+    rows = {r["id"]: r for r in _jsonl(data)}
+    for r in records:
+        (times,) = r["video_frames"]
+        duration = rows[r["doc_id"]]["duration"]
+        assert len(times) == min(8, 2 * duration) and times == sorted(times) and 0 <= times[0] < times[-1] < duration
+        assert r["visual_tokens"] == len(times) // 2 * 4  # 56 x 56 frames: 4 tokens per pair of frames
