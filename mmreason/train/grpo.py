@@ -313,7 +313,9 @@ def _state(run: Run) -> dict[str, Any]:
 
 
 def _save(run: Run, step: int, state: dict[str, Any] | None = None):
-    state = state if state is not None else _state(run)
+    from mmreason.train.augment import with_every_rank
+
+    state = with_every_rank(run.accelerator, state if state is not None else _state(run))
     return save_checkpoint(run.accelerator, run.cfg.output_dir, step, run.model, run.optimizer, run.scheduler,
                            state, processor=run.processor, keep=run.cfg.save_total_limit)
 
@@ -331,8 +333,12 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
         state = load_checkpoint(ckpt, run.accelerator, run.model, run.optimizer, run.scheduler)
         run.sampler.load_state_dict(state["sampler"])
         run.counters.__dict__.update(state.get("counters", {}))
-        if run.augmenter is not None and "augment" in state:
-            run.augmenter.load_state_dict(state["augment"])
+        if run.augmenter is not None:
+            from mmreason.train.augment import own_state
+
+            mine = own_state(state, run.accelerator.process_index)
+            if mine is not None:
+                run.augmenter.load_state_dict(mine)
         start = int(state["step"])
         if run.accelerator.is_main_process:
             print(f"resumed from {ckpt} at step {start}")

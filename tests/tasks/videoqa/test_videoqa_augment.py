@@ -53,7 +53,9 @@ def test_hints_and_noise_are_logged_and_resume_replays_them(tiny_model_dir, tmp_
     for r in hinted:
         hint = r["prompt"].split("\nHint: ", 1)[1].lower()
         assert str(answers[r["sample_id"]]["answer"]).lower() not in hint.split()
-    state = json.loads((straight / "checkpoint-3" / "trainer_state.json").read_text())["augment"]
+    saved = json.loads((straight / "checkpoint-3" / "trainer_state.json").read_text())
+    state = saved["augment"]
+    assert saved["augment_by_rank"] == [state]  # one process: its own state is the main one
     assert len(state["buffer"]) == 8 and set(state["best"]) == set(answers)
     # resume from step 2: the FIFO and best traces come back, so step 3 plans and samples the same
     resumed = tmp_path / "resumed"
