@@ -74,6 +74,9 @@ def gathered(model):
     from torch.distributed.fsdp import FSDPModule
 
     units = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    # The root's state must be set up before any unit runs on its own (generation may call the vision
+    # tower directly); the root's first forward would do this, and there may have been none yet.
+    model._get_fsdp_state()._lazy_init()
     for unit in units:
         unit.set_reshard_after_forward(False)
         unit.unshard()
