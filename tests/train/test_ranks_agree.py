@@ -120,3 +120,42 @@ def test_broken_samples_on_one_process_uneven_work_then_both_stop_at_the_limit(t
     bad = [e for e in _events(out) if e["event"] == "bad_sample"]
     assert [(e["rank"], e["sample_id"]) for e in bad] == [(1, rows[i]["id"]) for i in broken]
     assert (out / "checkpoint-1" / "trainer_state.json").exists()
+
+
+SAVE = '''
+import sys
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+
+from mmreason.train.checkpoint import save_checkpoint
+
+acc = Accelerator(cpu=True)
+model = torch.nn.Linear(2, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0)
+model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
+out = Path(sys.argv[1])
+try:
+    save_checkpoint(acc, out, 1, model, optimizer, scheduler, {})
+except Exception as exc:
+    print(f"rank {acc.process_index} raised {type(exc).__name__}: {exc}", flush=True)
+    raise SystemExit(3)
+print(f"rank {acc.process_index} saved", flush=True)
+'''
+
+
+def test_a_failed_checkpoint_write_on_the_main_process_raises_on_both(tmp_path):
+    script = tmp_path / "save.py"
+    script.write_text(SAVE)
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the output folder should be")  # the main process cannot write there
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    try:
+        run = subprocess.run([str(ACCELERATE), "launch", "--config_file", str(ROOT / "configs/accelerate/ddp_cpu.yaml"),
+                              str(script), str(blocked)], env=env, capture_output=True, text=True, timeout=HANG)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a process still waits after the main process failed to write the checkpoint")
+    assert "rank 0 raised" in run.stdout and "rank 1 raised CheckpointError" in run.stdout, run.stdout + run.stderr
+    assert "saved" not in run.stdout
