@@ -151,7 +151,7 @@ class TrainConfig:
     reward_on_error: str = "none"  # none | zero
     reward_missing: str = "zero"  # a reward that does not apply (None) counts as: zero | renormalize
     report_to: list[str] = field(default_factory=list)  # tensorboard | wandb, through accelerate trackers
-    num_threads: int | None = None  # torch CPU threads
+    num_threads: int | None = None  # torch CPU threads; unset: cores / processes on this machine when launched
 
     def validate(self) -> None:
         if self.rollout.num_generations < 1:
