@@ -79,6 +79,36 @@ def test_batched_greedy_and_top_k_equal_per_group(tiny, one_torch_thread):
         assert _rows(batched) == _rows(_per_group(model, processor, prompts, [1, 2, 3], settings))
 
 
+def _video_prompt(processor, sample_id: str, frames: int, fps: float, text: str):
+    """A prompt with one video of ``frames`` frames taken at ``fps`` (its own temporal M-RoPE step)."""
+    from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs, encode, render_chat
+
+    pixels = (torch.rand(frames, 3, 56, 56, generator=torch.Generator().manual_seed(frames)) * 255).to(torch.uint8)
+    messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]}]
+    chat = render_chat(processor, messages)
+    out = encode(processor, chat, [], [pixels], [{"total_num_frames": frames * 2, "fps": fps,
+                                                  "frames_indices": list(range(0, frames * 2, 2))}])
+    return PromptInputs(Sample(id=sample_id, messages=messages), out["input_ids"][0],
+                        out["mm_token_type_ids"][0].long(), {k: out[k] for k in VISUAL_KEYS if k in out}, chat)
+
+
+def test_videos_and_text_only_batches_equal_per_group(tiny, one_torch_thread):
+    """Videos of different lengths and frame rates (second_per_grid_ts) beside an image; and a batch of
+    text-only prompts of different lengths, whose left pads the positions must skip."""
+    model, processor = tiny
+    videos = [_video_prompt(processor, "v0", 4, 4.0, "What moves?"), _prompts(processor)[2],
+              _video_prompt(processor, "v1", 6, 1.0, "Which way does it move, and how fast?")]
+    assert videos[0].visual["second_per_grid_ts"].tolist() != videos[2].visual["second_per_grid_ts"].tolist()
+    texts = []
+    for i, words in enumerate(("Two plus two?", "Name a colour that is often used for warning signs, please.")):
+        messages = [{"role": "user", "content": [{"type": "text", "text": words}]}]
+        texts.append(build_prompt(processor, Sample(id=f"t{i}", messages=messages), max_prompt_length=512))
+    for prompts in (videos, texts):
+        seeds = list(range(31, 31 + len(prompts)))
+        batched = generate_groups(model, processor, prompts, [10 + i for i in range(len(prompts))], G, SETTINGS, seeds)
+        assert _rows(batched) == _rows(_per_group(model, processor, prompts, seeds))
+
+
 def test_negative_control_a_shared_stream_makes_sampling_depend_on_the_batch(tiny, one_torch_thread, monkeypatch):
     """One generator for all rows (what a batch-level seed amounts to): the comparison above fails."""
     model, processor = tiny
