@@ -102,11 +102,13 @@ class MedScopeEnv:
         if len(text) > self.limits.max_turn_chars:
             return self._error(f"a turn of {len(text)} characters is over the limit of {self.limits.max_turn_chars}")
         tokens = tag_tokens(text, ("tool_call", "think", "answer"))
+        # The end of an episode is recorded too, so the trajectory's tool calls are always the ones that ran
+        # (a call written beside the answer never ran and earns no grounding).
         if any(name == "answer" for _, _, name, closing in tokens if closing):
-            return Observation(info={}, done=True)  # the final answer (rewards read it from the text)
+            return Observation(info={"end": "answer"}, done=True)  # rewards read the answer from the text
         calls = [t for t in tokens if t[2] == "tool_call"]
         if not calls:
-            return Observation(info={}, done=True)  # stopped without a tool call: nothing to run
+            return Observation(info={"end": "no tool call"}, done=True)
         problem = _tag_problem(tokens)
         if problem:
             return self._error(problem)

@@ -112,11 +112,12 @@ def medscope_format(sample, trajectory) -> float:
     text = clip(trajectory.completion_text)
     if last_tag_body(text, "answer") is None:
         return 0.0
-    infos = [i for i in (trajectory.reward_info or {}).get("observations") or [] if i]
-    if not infos:  # no recorded episode (a single-turn run): the calls written in the text
+    observations = (trajectory.reward_info or {}).get("observations")
+    infos = [i for i in observations or [] if i and ("name" in i or "error" in i)]  # the tool turns
+    if not observations:  # no recorded episode (a single-turn run): the calls written in the text
         calls = calls_in_text(text)
         return sum(c is not None for c in calls) / len(calls) if calls else 1.0
-    return sum("error" not in i for i in infos) / len(infos)
+    return sum("error" not in i for i in infos) / len(infos) if infos else 1.0
 
 
 # ---- eval metrics: fn(sample, completion) -> float (NaN = does not apply) ----------------------------

@@ -114,3 +114,17 @@ def test_a_video_that_breaks_mid_episode_raises_for_the_engine_to_count(samples,
     broken.write_bytes(b"not a video any more")
     with pytest.raises(MediaError):
         env.step(call("crop_video", start=1, end=9))
+
+
+def test_a_call_written_beside_the_answer_never_runs_and_earns_no_grounding(env, samples):
+    from mmreason.rewards.evidence import tool_grounding
+    from mmreason.types import Trajectory
+
+    sample = samples[0]
+    (start, end), = sample.meta["span"]
+    text = call("crop_video", start=start, end=end) + "<answer>[1, 2]</answer>"
+    obs = env.step(text)
+    assert obs.done and obs.info == {"end": "answer"} and env.calls == 0
+    traj = Trajectory(sample.id, 0, None, None, 0, text, tool_calls=[obs.info])  # what the rollout records
+    assert tool_grounding([sample], [traj])["ground"][0] == 0.0
+    assert tool_grounding([sample], [Trajectory(sample.id, 0, None, None, 0, text)])["ground"][0] == 1.0
