@@ -97,12 +97,11 @@ def run_trl(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) -> di
     from trl import GRPOConfig, GRPOTrainer
 
     from mmreason.rollout.generate import suppressed_token_ids
+    from mmreason.taskpack import TASKS
 
-    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
-    data = Dataset.from_list([
-        {"prompt": [{"role": "user", "content": [{"type": "image"} for _ in r["images"]]
-                     + [{"type": "text", "text": _vision_text(r)}]}],
-         "images": [Image.open(jsonl.parent / p).convert("RGB") for p in r["images"]]} for r in rows])
+    samples = TASKS.get("vision").load(str(jsonl), "train")  # the samples mmreason trains on, as TRL rows
+    data = Dataset.from_list([{"prompt": s.messages, "images": [Image.open(p).convert("RGB") for p in s.images]}
+                              for s in samples])
     processor = AutoProcessor.from_pretrained(model_dir)
     model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
     n = o.prompts * o.num_generations
@@ -132,12 +131,6 @@ def run_trl(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) -> di
     steps = _diffs(clock.ends)[w:]
     return _summary(steps, clock.generate[w:], clock.update[w:], _diffs(clock.cpu)[w:]) | {
         "prompt_tokens": clock.prompt_tokens, "completion_tokens": statistics.mean(clock.lengths[w:])}
-
-
-def _vision_text(row: dict) -> str:
-    from mmreason.tasks.vision.data import prompt_text
-
-    return prompt_text(row)
 
 
 class _TrlClock:
