@@ -166,7 +166,14 @@ def plan_frames(
     end: float | None = None,
     max_frames: int | None = DEFAULT_MAX_FRAMES,
 ) -> list[int]:
-    """The source frame indices ``load_video`` decodes, without decoding anything (see the module doc)."""
+    """The source frame indices ``load_video`` decodes, without decoding anything (see the module doc).
+    Frames over the decode cap (``MMREASON_MAX_IMAGE_PIXELS``, as for images) are refused from the header."""
+    from mmreason.media.image import max_decode_pixels
+
+    cap = max_decode_pixels()
+    if info.height * info.width > cap:
+        raise MediaError(info.path, f"frames of {info.width}x{info.height} px are over the decode cap of {cap:,} "
+                         "pixels (MMREASON_MAX_IMAGE_PIXELS)", _KIND)
     if fps is not None and num_frames is not None:
         raise ValueError("give either fps or num_frames, not both")
     frames = window_frames(info, start, end)

@@ -241,6 +241,17 @@ def test_a_datasets_num_frames_obeys_the_frame_cap(mp4, monkeypatch):
         load_sample_media(sample, None, None, video_fps=2.0, video_max_frames=16)
 
 
+def test_frames_over_the_decode_cap_are_refused_from_the_header(mp4, monkeypatch):
+    huge = VideoInfo("huge.mp4", num_frames=60, fps=30.0, height=20_000, width=20_000, backend="decord")
+    with pytest.raises(MediaError, match=r"'huge.mp4'.*20000x20000 px are over the decode cap of 64,000,000"):
+        plan_frames(huge, num_frames=2)  # no file: nothing decoded
+    monkeypatch.setenv("MMREASON_MAX_IMAGE_PIXELS", str(64 * 48 - 1))  # the fixture's frames are 64 x 48
+    for source in ("_DecordSource", "_PyAVSource"):
+        monkeypatch.setattr(f"mmreason.media.video.{source}.read", lambda *a, **k: pytest.fail("decoded"))
+    with pytest.raises(MediaError, match="64x48 px are over the decode cap of 3,071 pixels .*MMREASON_MAX_IMAGE"):
+        load_video(mp4, num_frames=2)
+
+
 def test_a_video_of_another_size_and_rate(tmp_path):
     path = write_mp4(tmp_path / "wide.mp4", num_frames=25, fps=25, width=96, height=32)
     info = probe_video(path)
