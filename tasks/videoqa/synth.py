@@ -45,7 +45,7 @@ FRAME_RATES = (4, 6, 8)
 FLASH_SECONDS, FLASH_GAP = 1.0, 0.5
 ANSWER_TYPES = ("mcq", "numeric", "free", "span")
 LETTERS = "ABCD"
-BASIC_SIDES = (312, 375, 438)  # square sides of the ``basic`` style, fractions of 1000 of the frame
+BASIC_SIDES = (563, 625, 688)  # square sides of the ``basic`` style, fractions of 1000 of the frame
 
 
 @dataclass(frozen=True)

@@ -41,13 +41,15 @@ def test_recipes_load(path):
         assert cfg.num_threads == 1 and cfg.data.task_args.get("style") == "basic"
         return
     assert cfg.rewards[0].name == "mmreason.tasks.videoqa.scoring:videoqa_accuracy"
-    reg = path.stem.startswith("videoqa_reg_grpo")
+    reg = "reg_grpo" in path.stem
     assert cfg.algorithm.policy_loss == ("reg_grpo" if reg else "clipped")
     # Reg-GRPO with one update per batch is a scaled GRPO gradient: every recipe reuses each batch
     assert cfg.algorithm.num_iterations * cfg.steps_per_generation >= 2
     if reg:
         assert cfg.algorithm.loss_options == {"eps_r": 0.01}
-    if path.stem.endswith("_tiny"):
+    if path.stem.startswith("videoqa_learn_"):  # stage 2 of the learning check: from the SFT stage's checkpoint
+        assert cfg.model.name_or_path == "runs/videoqa_learn_sft_tiny/checkpoint-600/model"
+    elif path.stem.endswith("_tiny"):
         assert cfg.num_threads == 1 and cfg.model.name_or_path == "runs/tiny-model"
 
 
