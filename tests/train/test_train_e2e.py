@@ -132,5 +132,7 @@ def test_gradient_checkpointing_trains_with_and_without_the_shared_prefix(tiny_m
         weights[name] = _weights(out / "checkpoint-1")
         assert _metrics(out)[0]["grad_norm"] > 0
     for k in weights["plain"]:
-        torch.testing.assert_close(weights["shared"][k], weights["plain"][k], atol=1e-6, rtol=0, msg=k)
+        # Adam's first step is about lr * sign(gradient) (lr 1e-3): where a gradient is near zero (a key bias:
+        # softmax cancels it) rounding differences of the two paths grow to ~1e-6; a wrong prefix moves far more
+        torch.testing.assert_close(weights["shared"][k], weights["plain"][k], atol=1e-5, rtol=0, msg=k)
         torch.testing.assert_close(weights["checkpointed"][k], weights["plain"][k], atol=1e-6, rtol=0, msg=k)
