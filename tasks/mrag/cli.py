@@ -3,6 +3,8 @@
     mmreason data mrag build [--index DIR] [--force]                   # text + table + image KBs, cached
     mmreason data mrag search --retriever "Text Retriever" --query Q [--k 3] [--budget 200]
     mmreason data mrag generate --out DIR [--train N] [--eval N] [--seed S]
+    mmreason data mrag paired A_samples.jsonl B_samples.jsonl          # routing per step, turned right / wrong
+    mmreason data mrag baseline TRAIN.jsonl HELD_OUT.jsonl             # routing of the per-step majority rule
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-ACTIONS = ("build", "search", "generate")
+ACTIONS = ("build", "search", "generate", "paired", "baseline")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,11 +27,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train", type=int, default=None, help="generate: train questions")
     parser.add_argument("--eval", type=int, default=None, help="generate: held-out questions")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("files", nargs="*", help="paired: two `mmreason eval --log_samples` files (A then B); "
+                        "baseline: the train rows then the held-out rows")
 
 
 def run(args: argparse.Namespace) -> int:
     from mmreason.tasks.mrag.kb import KnowledgeBaseError, build_index, load_index
 
+    if args.action in ("paired", "baseline"):
+        from mmreason.tasks.mrag import learncheck
+
+        if len(args.files) != 2:
+            raise SystemExit(f"mmreason data mrag {args.action}: give two files")
+        compare = learncheck.paired if args.action == "paired" else learncheck.position_baseline
+        print(json.dumps(compare(*args.files)))
+        return 0
     try:
         if args.action == "build":
             folder = build_index(args.index, force=args.force)
