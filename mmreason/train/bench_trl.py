@@ -254,7 +254,8 @@ def run(args: argparse.Namespace) -> int:
                   caption=f"median of {args.steps} steps after {args.warmup} warm-up; {args.prompts} prompt(s) x "
                           f"{args.pages} image(s) of {args.page_px} px, G={args.num_generations}, "
                           f"C={args.completion_len}, loss {args.loss_type}, beta {args.beta}, "
-                          f"{args.threads} thread(s)")
+                          f"{args.threads} thread(s)" + ("; mmreason without the shared prefix" if args.no_shared_prefix
+                                                        else ""))
     for col in ("side", "step s", "generation s", "update s", "other s", "step CPU s", "prompt tokens",
                 "completion tokens"):
         table.add_column(col)
