@@ -90,14 +90,21 @@ class MedScopeEnv:
         if not sample.videos:
             raise ValueError(f"sample {sample.id!r} has no video")
         self.path = sample.videos[0].path
-        self.info = probe_video(self.path)  # a broken file fails the episode here, before any turn
-        self.duration = self.info.num_frames / self.info.fps
         self.limits = ToolLimits.of(sample.meta.get("tool_limits") or self.default_limits)
         self.calls = self.errors = self.tokens = 0
+        try:
+            self.info = probe_video(self.path)
+            self.broken: MediaError | None = None
+        except MediaError as err:  # the video broke after its prompt was built: the first step raises it,
+            self.broken = err  # which ends this episode as a counted environment fault
+            return
+        self.duration = self.info.num_frames / self.info.fps
 
     # ---- one turn ----------------------------------------------------------------------------------
 
     def step(self, action_text: str) -> Observation:
+        if self.broken is not None:
+            raise self.broken
         text = as_text(action_text)
         if len(text) > self.limits.max_turn_chars:
             return self._error(f"a turn of {len(text)} characters is over the limit of {self.limits.max_turn_chars}")

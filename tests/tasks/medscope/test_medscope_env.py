@@ -128,3 +128,14 @@ def test_a_call_written_beside_the_answer_never_runs_and_earns_no_grounding(env,
     traj = Trajectory(sample.id, 0, None, None, 0, text, tool_calls=[obs.info])  # what the rollout records
     assert tool_grounding([sample], [traj])["ground"][0] == 0.0
     assert tool_grounding([sample], [Trajectory(sample.id, 0, None, None, 0, text)])["ground"][0] == 1.0
+
+
+def test_a_video_gone_before_the_episode_fails_its_first_step(samples, tmp_path):
+    from mmreason.media import MediaError
+
+    sample = samples[0]
+    gone = type(sample)(**{**sample.__dict__, "videos": [type(sample.videos[0])(str(tmp_path / "gone.mp4"))]})
+    env = MedScopeEnv()
+    env.reset(gone)  # reset does not raise: the engine counts a failing step as this episode's fault
+    with pytest.raises(MediaError, match="does not exist"):
+        env.step(call("get_frame", t=1.0))
