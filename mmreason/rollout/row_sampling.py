@@ -59,19 +59,28 @@ class RowSeededSampling:
     scores [N, V] -> [N, V] that is 0 at the drawn token and -inf elsewhere (so greedy picks it).
     """
 
+    block = 64  # decoding steps whose uniform numbers are drawn (and moved to the device) at once
+
     def __init__(self, seeds: Sequence[int], settings):
         self.settings = settings  # GenerationSettings: temperature, top_k, top_p
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        self._drawn = torch.zeros(len(self.generators), 0, dtype=torch.float64)  # [N, block]
+        self._next = 0
 
     def uniforms(self) -> torch.Tensor:
         """[N] float64: the next number of each row's stream (one per row and decoding step)."""
-        return torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators])
+        if self._next == self._drawn.shape[1]:
+            self._drawn = torch.stack([torch.rand(self.block, generator=g, dtype=torch.float64)
+                                       for g in self.generators])
+            self._next = 0
+        self._next += 1
+        return self._drawn[:, self._next - 1]
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if scores.shape[0] != len(self.generators):
             raise ValueError(f"row-seeded sampling: {scores.shape[0]} rows but {len(self.generators)} seeds")
         s = self.settings
         probs = sampling_probabilities(scores, s.temperature, s.top_k, s.top_p)  # [N, V]
-        picks = inverse_cdf_draw(probs, self.uniforms().to(scores.device))  # [N]
+        picks = inverse_cdf_draw(probs, self.uniforms())  # [N]
         out = torch.full_like(scores, float("-inf"))
         return out.scatter(1, picks[:, None], 0.0)

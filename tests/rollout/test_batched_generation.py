@@ -45,8 +45,9 @@ def _per_group(model, processor, prompts, seeds, settings=SETTINGS):
             for t in generate_group(model, processor, p, 10 + i, G, settings, s)]
 
 
-def test_one_batched_call_samples_what_per_group_calls_sample(tiny, one_torch_thread):
+def test_one_batched_call_samples_what_per_group_calls_sample(tiny, one_torch_thread, monkeypatch):
     model, processor = tiny
+    monkeypatch.setattr(row_sampling.RowSeededSampling, "block", 5)  # rows draw new blocks of numbers mid-call
     prompts = _prompts(processor)
     seeds = [7, 123456789, 42, 2**40 + 3]
     batched = generate_groups(model, processor, prompts, [10 + i for i in range(len(prompts))], G, SETTINGS, seeds)
