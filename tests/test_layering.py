@@ -31,6 +31,7 @@ def _room(room: str) -> list[Path]:
     ("rl", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.models", "mmreason.rewarding")),
     ("rollout", ("mmreason.train", "mmreason.eval", "mmreason.rewarding", "mmreason.sampling")),
     ("models", ("mmreason.train", "mmreason.eval", "mmreason.rollout")),
+    ("parallel", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.rewarding", "mmreason.sampling")),
 ])
 def test_room_does_not_import_upward(room, forbidden):
     bad = [(p.relative_to(PACKAGE), m) for p in _room(room) for m in _imports(p) if m.startswith(forbidden)]

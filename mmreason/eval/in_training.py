@@ -6,7 +6,7 @@ others wait, so the numbers match `mmreason eval --limit eval_limit` on the save
 ``max_new_tokens = rollout.max_completion_length``. The per-doc records go to
 ``<output_dir>/eval/step-<step>_samples_<task>.jsonl``; the returned metrics are ``eval/<task>/<metric>``.
 The model is generated from unwrapped (``accelerator.unwrap_model``); a model the trainer sharded with
-FSDP2 (``mmreason.train.sharding``) has its parameters gathered on every process first, so the main process
+FSDP2 (``mmreason.parallel.sharding``) has its parameters gathered on every process first, so the main process
 generates alone without collectives. A model sharded by DeepSpeed ZeRO-3 cannot generate on one process alone.
 """
 
@@ -50,8 +50,8 @@ def evaluate_during_training(run, step: int) -> dict[str, float]:
 
     Every process learns whether the evaluation succeeded: an exception on the main process is raised
     there and a ``RuntimeError`` naming it on the others (none is left waiting)."""
-    from mmreason.train.agree import any_rank
-    from mmreason.train.sharding import gathered
+    from mmreason.parallel.agree import any_rank
+    from mmreason.parallel.sharding import gathered
 
     accelerator = run.accelerator
     metrics, error = {}, None

@@ -88,8 +88,8 @@ def save_checkpoint(accelerator, output_dir: str | Path, step: int, model, optim
 
     A failed write raises on every process: the main process's error there, a ``CheckpointError`` naming
     it on the others."""
-    from mmreason.train.agree import any_rank
-    from mmreason.train.sharding import full_optimizer_state, full_state_dict
+    from mmreason.parallel.agree import any_rank
+    from mmreason.parallel.sharding import full_optimizer_state, full_state_dict
 
     accelerator.wait_for_everyone()
     all_rng = _gather_objects(accelerator, rng_state())
@@ -172,7 +172,7 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler) -> dic
     """Restore weights, optimizer, scheduler and this process's RNG; returns the trainer state."""
     from safetensors.torch import load_file
 
-    from mmreason.train.sharding import is_sharded, load_full_optimizer_state, load_full_state_dict
+    from mmreason.parallel.sharding import is_sharded, load_full_optimizer_state, load_full_state_dict
 
     unwrapped = accelerator.unwrap_model(model)
     model_dir = path / "model"

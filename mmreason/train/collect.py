@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from mmreason.parallel.agree import any_rank
 from mmreason.rewarding.runner import RewardBatch
 from mmreason.rollout.prompts import MEDIA_SECONDS
-from mmreason.train.agree import any_rank
 from mmreason.train.augment import augment_groups
 from mmreason.train.records import Drawn
 from mmreason.types import Sample, Trajectory

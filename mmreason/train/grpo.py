@@ -20,10 +20,11 @@ import torch
 
 from mmreason.media import MediaError
 from mmreason.media.video_plan import VideoLimits
+from mmreason.parallel.agree import any_rank, hold, settle, stopping
+from mmreason.parallel.sharding import gathered
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
 from mmreason.rollout.multiturn import generate_multiturn_group
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
-from mmreason.train.agree import any_rank, hold, settle, stopping
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from mmreason.train.collect import collect_rollouts
 from mmreason.train.config import TrainConfig
@@ -31,7 +32,6 @@ from mmreason.train.logging import RunLogger
 from mmreason.train.metrics import completion_rows, rollout_metrics
 from mmreason.train.records import Drawn, Scored, task_index, task_names
 from mmreason.train.setup import Run, setup_run
-from mmreason.train.sharding import gathered
 from mmreason.train.table import StepTable, build_table, check_needs
 from mmreason.train.update import accepted_options, check_algorithm_options, policy_update
 from mmreason.types import Trajectory
@@ -186,7 +186,7 @@ def check_estimator_needs(run: Run) -> None:
 def train_step(run: Run, step: int) -> dict[str, Any]:
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    with gathered(run.accelerator.unwrap_model(run.model)):  # a sharded model generates whole (sharding.py)
+    with gathered(run.accelerator.unwrap_model(run.model)):  # a sharded model generates whole (mmreason.parallel)
         got = collect_rollouts(run, step, sample_prompts, *guarded(run, build_prompts, roll_out, score),
                                build_sample=guarded(run, prompt_of)[0])
     settle(run, RunStopped)  # a fault on any process stops every process here

@@ -23,11 +23,11 @@ from mmreason.models.loading import (
     trainable_parameters,
     vision_tower,
 )
+from mmreason.parallel.sharding import is_sharded, needs_own_sharding, shard_model, wrap_classes
 from mmreason.sampling import SAMPLERS
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import TrainConfig
 from mmreason.train.logging import RunLogger
-from mmreason.train.sharding import is_sharded, needs_own_sharding, shard_model, wrap_classes
 from mmreason.types import Sample
 
 log = logging.getLogger(__name__)

@@ -8,15 +8,15 @@ from typing import Any
 
 import torch
 
+from mmreason.parallel.agree import any_rank, equal_minibatches
+from mmreason.parallel.sharding import is_sharded
 from mmreason.rollout import shared_prefix
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
-from mmreason.train.agree import any_rank, equal_minibatches
 from mmreason.train.config import TrainConfig
 from mmreason.train.minibatches import length_sorted_minibatches
 from mmreason.train.records import Scored, task_index
 from mmreason.train.setup import Run
-from mmreason.train.sharding import is_sharded
 
 
 def policy_update(run: Run, scored: Scored) -> dict[str, float]:

@@ -16,7 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from mmreason.train.sharding import gathered, shard_model
+from mmreason.parallel.sharding import gathered, shard_model
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCELERATE = Path(sys.executable).parent / "accelerate"
