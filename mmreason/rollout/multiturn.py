@@ -29,6 +29,10 @@ from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs, encode
 from mmreason.types import Trajectory, Turn
 
 
+class EnvironmentStartError(ValueError):
+    """``Environment.reset`` raised or ran past the step time limit: no episode of that sample can run."""
+
+
 def observation_content(obs: Observation) -> list[dict]:
     """An observation as chat-template content parts: its images, its videos, then its text."""
     return ([{"type": "image"}] * len(obs.images) + [{"type": "video"}] * len(obs.videos)
@@ -59,9 +63,10 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
     try:
-        env.reset(prompt.sample)
-    except Exception as exc:
-        raise ValueError(f"sample {prompt.sample.id!r}: the environment cannot start: {exc}") from exc
+        call_with_deadline(env.reset, (prompt.sample,), step_timeout_s, what="reset")
+    except Exception as exc:  # the sample cannot be played: the trainer counts it as a broken sample
+        raise EnvironmentStartError(f"sample {prompt.sample.id!r}: the environment cannot start: "
+                                    f"{type(exc).__name__}: {str(exc)[:500]}") from exc
     ids, types = prompt.input_ids.clone(), prompt.mm_token_type_ids.clone()
     mask = torch.zeros_like(ids)
     visual = [prompt.visual] if prompt.visual else []

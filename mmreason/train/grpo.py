@@ -23,7 +23,7 @@ from mmreason.media.video_plan import VideoLimits
 from mmreason.parallel.agree import any_rank, hold, settle, stopping
 from mmreason.parallel.sharding import gathered
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
-from mmreason.rollout.multiturn import generate_multiturn_group
+from mmreason.rollout.multiturn import EnvironmentStartError, generate_multiturn_group
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from mmreason.train.collect import collect_rollouts
@@ -79,14 +79,19 @@ def prompt_of(run: Run, sample) -> PromptInputs | None:
         run.counters.filtered_prompts += 1
         run.event("prompt_filtered", sample_id=sample.id, reason=str(exc))
     except (MediaError, OSError, ValueError) as exc:
-        run.counters.bad_samples += 1
-        run.event("bad_sample", sample_id=sample.id, reason=str(exc))
-        if run.counters.bad_samples > run.cfg.max_bad_samples:
-            stop = RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
-                              f"{run.cfg.max_bad_samples}); last: {sample.id!r}: {exc}")
-            stop.__cause__ = exc
-            hold(run, stop)
+        bad_sample(run, sample.id, exc)
     return None
+
+
+def bad_sample(run: Run, sample_id: str, exc: BaseException) -> None:
+    """Count and log a sample that cannot be used; past ``max_bad_samples`` the run stops (``hold``)."""
+    run.counters.bad_samples += 1
+    run.event("bad_sample", sample_id=sample_id, reason=str(exc))
+    if run.counters.bad_samples > run.cfg.max_bad_samples:
+        stop = RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
+                          f"{run.cfg.max_bad_samples}); last: {sample_id!r}: {exc}")
+        stop.__cause__ = exc
+        hold(run, stop)
 
 
 def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
@@ -105,10 +110,14 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
         [group_seed(run.cfg.seed, step, d.key) for d in drawn])
     for d in drawn if multiturn else []:
         max_context = run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns
-        group = generate_multiturn_group(
-            model, run.processor, d.prompt, run.pack.make_environment, d.slot, r.num_generations, settings,
-            r.max_turns, max_context, run.cfg.seed, step, key=d.key,
-            max_observation_tokens=r.max_observation_tokens, step_timeout_s=r.env_step_timeout_s)
+        try:
+            group = generate_multiturn_group(
+                model, run.processor, d.prompt, run.pack.make_environment, d.slot, r.num_generations, settings,
+                r.max_turns, max_context, run.cfg.seed, step, key=d.key,
+                max_observation_tokens=r.max_observation_tokens, step_timeout_s=r.env_step_timeout_s)
+        except EnvironmentStartError as exc:  # its group is left out of the step, like a sample that won't load
+            bad_sample(run, d.prompt.sample.id, exc)
+            continue
         for t in group:
             if str(t.reward_info.get("ended") or "").startswith("environment error"):
                 run.counters.env_faults += 1

@@ -191,3 +191,27 @@ def test_evaluation_episodes_get_the_trainers_default_step_limit():
 
     limit = inspect.signature(run_episode).parameters["step_timeout_s"].default
     assert limit == RolloutConfig().env_step_timeout_s and limit is not None  # eval calls run_episode without one
+
+
+class UnstartableEnv(ZoomEnv):
+    def reset(self, sample: Sample) -> None:
+        raise KeyError("no such video")
+
+
+class SlowStartEnv(ZoomEnv):
+    def reset(self, sample: Sample) -> None:
+        time.sleep(30)
+
+
+@pytest.mark.parametrize("env, reason", [(UnstartableEnv, "KeyError"), (SlowStartEnv, "StepTimeout")])
+def test_an_environment_that_cannot_start_is_a_clear_error_naming_the_sample(tiny, env, reason):
+    from mmreason.rollout.multiturn import EnvironmentStartError
+
+    model, processor = tiny
+    prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
+    start = time.monotonic()
+    with pytest.raises(EnvironmentStartError, match=f"'mt-0'.*cannot start: {reason}"):
+        generate_multiturn_group(model, processor, prompt, env, group_id=0, num_generations=1,
+                                 settings=GenerationSettings(max_new_tokens=5), max_turns=3,
+                                 max_context=2048, seed=0, step=1, step_timeout_s=0.5)
+    assert time.monotonic() - start < 20
