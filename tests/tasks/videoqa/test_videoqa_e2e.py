@@ -48,7 +48,7 @@ def test_recipes_load(path):
     if reg:
         assert cfg.algorithm.loss_options == {"eps_r": 0.01}
     if path.stem.startswith("videoqa_learn_"):  # stage 2 of the learning check: from the SFT stage's checkpoint
-        assert cfg.model.name_or_path == "runs/videoqa_learn_sft_tiny/checkpoint-600/model"
+        assert cfg.model.name_or_path == "runs/videoqa_learn_sft_tiny/checkpoint-1200/model"
     elif path.stem.endswith("_tiny"):
         assert cfg.num_threads == 1 and cfg.model.name_or_path == "runs/tiny-model"
 
