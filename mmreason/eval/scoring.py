@@ -26,6 +26,7 @@ from mmreason.eval.tasks import EvalTask
 from mmreason.media import MediaError
 from mmreason.media.video_plan import VideoLimits
 from mmreason.rollout.generate import GenerationSettings, group_seed
+from mmreason.rollout.multiturn import EnvironmentStartError
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong
 from mmreason.types import Sample
 
@@ -167,9 +168,14 @@ def run_batch(model, processor, task: EvalTask, indices: list[int], opts: Scorin
     turns = episode_turns(task, opts.max_turns)
     if built and turns > 1:  # one episode per doc in the task's environment (episodes.py)
         for i, p in built:
-            with lock or contextlib.nullcontext():
-                completion, fields = run_episode_doc(model, processor, p, task, opts.settings, turns,
-                                                     opts.prompt.max_prompt_length, opts.seed)
+            try:
+                with lock or contextlib.nullcontext():
+                    completion, fields = run_episode_doc(model, processor, p, task, opts.settings, turns,
+                                                         opts.prompt.max_prompt_length, opts.seed)
+            except EnvironmentStartError as exc:  # a failed doc, like one whose media cannot be read
+                records = records + [{"doc_id": p.sample.id, "doc_index": i, "target": _jsonable(p.sample.answer),
+                                      "error": f"{type(exc).__name__}: {exc}"}]
+                continue
             records = records + [score_record(task, i, p, completion, fields)]
     elif built:
         prompts = [p for _, p in built]
