@@ -4,7 +4,8 @@
 ``manifest.json`` (format version, item counts, the items file's sha256, the source files' sha256) last, so a
 folder with a manifest is complete. ``load_index`` checks the manifest and the checksum: a missing or corrupt
 index is a ``KnowledgeBaseError`` that says how to rebuild it. Retrieval is lexical BM25 (``rank_bm25``) per
-knowledge base; ``DenseRetriever`` ranks by a local ``from_pretrained`` encoder (e.g. BGE-M3) instead.
+knowledge base, a query that is exactly an article's title getting its lead passage first;
+``DenseRetriever`` ranks by a local ``from_pretrained`` encoder (e.g. BGE-M3) instead.
 ``search`` returns at most ``k`` hits whose texts fit ``token_budget`` (whitespace tokens; the last hit is cut).
 """
 
