@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from mmreason.parallel.agree import any_rank, equal_minibatches
+from mmreason.parallel.gradients import average_gradients, is_ddp
 from mmreason.parallel.sharding import is_sharded
 from mmreason.rollout import shared_prefix
 from mmreason.rollout.forward import collate, token_logprobs
@@ -47,25 +48,29 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
     batches = [[collate(m, pad).to(run.device) for m in ms] for ms in members]
     token_mean = rl.aggregation_for_loss_type(a.loss_type) == "token_mean"
     off_policy = a.num_iterations > 1 or len(parts) > 1
+    policy, by_hand = update_model(run, trajs)
+    stats: dict[str, list[float]] = {"update/shared_prefix": [float(uses_shared_prefix(run, policy, trajs))]}
     with torch.no_grad():
-        old = [[sequence_logprobs(run, run.model, b, m)[0] if off_policy else None for b, m in zip(bs, ms)]
+        old = [[sequence_logprobs(run, policy, b, m)[0] if off_policy else None for b, m in zip(bs, ms)]
                for bs, ms in zip(batches, members)]
         ref = [[sequence_logprobs(run, run.ref_model, b, m)[0] if run.ref_model is not None else None
                 for b, m in zip(bs, ms)] for bs, ms in zip(batches, members)]
-    stats: dict[str, list[float]] = {}
     for _ in range(a.num_iterations):
         for part, cs, ms, bs, olds, refs, ws in zip(parts, chunks, members, batches, old, ref, weights):
             part_tokens = float(sum(trajs[i].completion_length for i in part))
             for c, m, b, o, r, w in zip(cs, ms, bs, olds, refs, ws):
                 options = _loss_options(a, cfg, r, gids[c]) | ({"num_tokens": part_tokens} if token_mean else {})
                 rows = None if band is None else tuple(x[c].to(run.device) for x in band)
-                loss, metrics, ent = minibatch_loss(run, b, m, o, adv[c].to(run.device), options, rows, stats)
+                loss, metrics, ent = minibatch_loss(run, b, m, o, adv[c].to(run.device), options, rows, stats,
+                                                    policy)
                 loss = (loss if token_mean else loss * (len(c) / len(part))) * w  # w = 0: a stand-in
                 if any_rank(run.accelerator, not torch.isfinite(loss)):  # all processes skip together
                     return _skip_update(run, "nonfinite_loss")
                 run.accelerator.backward(loss)
                 if w:
                     _collect(stats, metrics, ent, b.action_mask, loss)
+            if by_hand:  # the wrapper's reducer saw no forward: average as it would have
+                average_gradients(run.accelerator, run.model.parameters())
             grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
             if any_rank(run.accelerator, not torch.isfinite(torch.as_tensor(grad_norm))):
                 return _skip_update(run, "nonfinite_grad")
@@ -90,24 +95,43 @@ def split_groups(group_ids: list[int], parts: int) -> list[list[int]]:
     return [[i for g in order[bounds[j] : bounds[j + 1]] for i in rows[g]] for j in range(k)]
 
 
+def update_model(run: Run, trajectories) -> tuple[Any, bool]:
+    """The module the update's policy passes run, and whether its gradients are averaged by hand.
+
+    A DDP-wrapped policy whose step can take the shared prefix on every process runs unwrapped (the prefix
+    and completion passes are not one forward of the wrapper) and its gradients are averaged before the
+    optimizer step; the processes agree, so none waits in a collective the others skip."""
+    model = run.model
+    if not is_ddp(model) or not run.cfg.shared_prefix:
+        return model, False
+    inner = run.accelerator.unwrap_model(model)
+    if any_rank(run.accelerator, not shared_prefix.applies(inner, trajectories)):
+        return model, False
+    return inner, True
+
+
+def uses_shared_prefix(run: Run, model, trajectories) -> bool:
+    # A sharded model all-gathers in every forward: it takes the plain path (one forward per mini-batch,
+    # as many on every process) rather than the shared prefix's forwards per group.
+    return run.cfg.shared_prefix and not is_sharded(model) and shared_prefix.applies(model, trajectories)
+
+
 def sequence_logprobs(run: Run, model, batch, trajectories, with_entropy: bool = False):
     """Per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each
     group encoded once (``shared_prefix``, the default where it applies), else the plain padded forward."""
     sampling = sampling_options(run)
-    # A sharded model all-gathers in every forward: it takes the plain path (one forward per mini-batch,
-    # as many on every process) rather than the shared prefix's forwards per group.
-    if run.cfg.shared_prefix and not is_sharded(model) and shared_prefix.applies(model, trajectories):
+    if uses_shared_prefix(run, model, trajectories):
         return shared_prefix.shared_prefix_logprobs(model, trajectories, batch.input_ids.shape[1],
                                                     run.processor.tokenizer.pad_token_id, with_entropy, **sampling)
     return token_logprobs(model, batch, with_entropy, **sampling)
 
 
-def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, options, band, stats):
+def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, options, band, stats, model=None):
     """Policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T])."""
     from mmreason import rl
 
     a = run.cfg.algorithm
-    logp, ent = sequence_logprobs(run, run.model, batch, trajectories, with_entropy=True)  # [n, T] fp32
+    logp, ent = sequence_logprobs(run, model or run.model, batch, trajectories, with_entropy=True)  # [n, T] fp32
     old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
     out = rl.POLICY_LOSSES.get(a.policy_loss)(logp, old, advantages, batch.action_mask, **options)
     loss = out.loss

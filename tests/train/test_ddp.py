@@ -1,5 +1,6 @@
 """Two gloo processes on the CPU through `accelerate launch` and the shipped config: the first update
-equals a single-process run at the same global batch (a prompt's group stays on one rank)."""
+equals a single-process run at the same global batch (a prompt's group stays on one rank), both through
+the shared-prefix update (under DDP the unwrapped model runs it and the gradients are averaged by hand)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def test_two_process_first_update_equals_single_process(tiny_model_dir, shapes_c
     # The gradient itself: Adam's first step is ~ lr * sign(g), which hides a wrong scale, so compare the
     # (all-reduced, pre-clip) gradient norm and the rewards the two runs logged.
     ma, mb = (json.loads((tmp_path / d / "metrics.jsonl").read_text().splitlines()[0]) for d in ("ddp", "one"))
+    assert ma["update/shared_prefix"] == mb["update/shared_prefix"] == 1.0  # DDP too: gradients averaged by hand
     assert ma["reward/mean"] == pytest.approx(mb["reward/mean"], abs=1e-6)
     assert ma["grad_norm"] == pytest.approx(mb["grad_norm"], rel=1e-5)
     # The update: equal up to float summation order, which Adam's normalisation can amplify to ~0.1 % of
