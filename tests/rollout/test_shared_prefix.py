@@ -122,3 +122,26 @@ def test_each_prompt_once_and_logits_only_for_completion_tokens(trainable, tiny,
     assert len(towers) == 2  # two groups
     later = [sum(t.completion_length - 1 for t in trajs if t.group_id == g) for g in (0, 1)]
     assert heads == [(1, 1), (1, later[0]), (1, 1), (1, later[1])]
+
+
+def test_video_prompts_equal_the_plain_path(trainable, tiny, one_torch_thread):
+    """Groups whose prompts hold videos of different lengths and frame rates (their own temporal M-RoPE
+    steps): log-probs and gradients equal the plain padded path."""
+    from test_batched_generation import _video_prompt
+
+    _, processor = tiny
+    trainable.eval()
+    trajs = []
+    for gid, (frames, fps) in enumerate(((4, 4.0), (6, 1.0))):
+        prompt = _video_prompt(processor, f"v{gid}", frames, fps, "What moves, and which way?")
+        group = generate_group(trainable, processor, prompt, gid, 3,
+                               GenerationSettings(max_new_tokens=8, temperature=TEMPERATURE), seed=gid)
+        trajs += [_cut(t, keep) for t, keep in zip(group, (8, 3, 5))]
+    trainable.train()
+    assert all(t.mm_token_type_ids.eq(2).any() for t in trajs) and shared_prefix.applies(trainable, trajs)
+    plain, got, plain_ent, got_ent, want, grads = _check(trainable, processor, trajs)
+    torch.testing.assert_close(got, plain, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got_ent, plain_ent, atol=1e-5, rtol=0)
+    assert set(grads) == set(want) and any("visual" in n for n in want)
+    for name in want:
+        assert (grads[name] - want[name]).abs().max() <= 1e-5 * want[name].abs().max().clamp(min=1e-8), name
