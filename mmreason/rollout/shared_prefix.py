@@ -8,10 +8,12 @@ both to 1e-5 in fp32), at a fraction of the cost when prompts are long (multi-pa
 
 Qwen-VL positions (M-RoPE): the prompt pass records the model's ``rope_deltas``; a completion token at
 sequence position ``P + j`` has text position ``P + j + delta`` on all three axes, as in generation.
+Multi-turn trajectories carry observations after the prompt (masked: never trained), some with images or
+video: their pixels go into the suffix pass, and such a row's positions come from the model's own
+``get_rope_index`` over the whole row, of which the suffix keeps its part.
 
-It applies to single-turn trajectories (a completion holds no image) on models with M-RoPE deltas, without
-gradient checkpointing (checkpointed layers drop a passed cache); elsewhere ``applies`` is False and the
-caller uses the plain path.
+It applies on models with M-RoPE deltas, without gradient checkpointing (checkpointed layers drop a passed
+cache); elsewhere ``applies`` is False and the caller uses the plain path.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from mmreason.types import Trajectory
 
 
 def applies(model, trajectories: list[Trajectory]) -> bool:
-    """True when every trajectory is single-turn and the model can continue a cached prompt exactly."""
+    """True when the model can continue a cached prompt exactly (single- or multi-turn trajectories)."""
     inner = getattr(model, "get_base_model", lambda: model)()
     backbone = getattr(inner, "model", None)
     if backbone is None or not hasattr(backbone, "rope_deltas"):
@@ -35,7 +37,18 @@ def applies(model, trajectories: list[Trajectory]) -> bool:
     name = "is_activation_checkpointing" if hasattr(inner, "is_activation_checkpointing") else "is_gradient_checkpointing"
     if getattr(inner, name, False):
         return False
-    return all(len(t.visual) <= 1 and all(turn.role == "assistant" for turn in t.turns) for t in trajectories)
+    # observation images / video need the model's own position function for their rows
+    return hasattr(backbone, "get_rope_index") or not any(observation_visuals(t) for t in trajectories)
+
+
+def _prompt_has_visual(t: Trajectory) -> bool:
+    types = t.mm_token_type_ids
+    return types is not None and bool(types[: t.prompt_length].ne(0).any())
+
+
+def observation_visuals(t: Trajectory) -> list[dict[str, torch.Tensor]]:
+    """The visual tensors that come after the prompt (observations' images and videos), in token order."""
+    return t.visual[1:] if _prompt_has_visual(t) else list(t.visual)
 
 
 def shared_prefix_logprobs(model, trajectories: list[Trajectory], length: int, pad_token_id: int,
@@ -73,7 +86,7 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     inner = getattr(model, "get_base_model", lambda: model)()
     backbone = inner.model
     reset_position_state(model)
-    visual = {k: v.to(device) for k, v in (first.visual[0] if first.visual else {}).items()}
+    visual = {k: v.to(device) for k, v in (first.visual[0] if _prompt_has_visual(first) else {}).items()}
     types = first.mm_token_type_ids[:p] if first.mm_token_type_ids is not None else torch.zeros_like(prompt)
     ids = prompt[None].to(device)
     out = model(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=types[None].to(device),
@@ -93,13 +106,27 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     cache.batch_repeat_interleave(g)
     start = p + offset  # offset: a test's negative control only
     positions = (torch.arange(start, start + width, device=device)[None, None, :] + delta.view(1, -1, 1).to(device))
-    positions = positions.expand(3, g, width)
-    lengths = mask[:, p:].sum(dim=1)  # [g] completion tokens per row
+    positions = positions.expand(3, g, width).clone()
     width_range = torch.arange(width, device=device)[None]
-    trained = width_range < lengths[:, None]  # [g, width]: the completion tokens
-    # suffix position j predicts token j + 1: the LM head sees the rows that predict a completion token only
-    with lm_head_rows(model, width_range + 1 < lengths[:, None]):
-        rest = model(input_ids=suffix, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True)
+    trained = torch.zeros(g, width, dtype=torch.bool)  # [g, width]: the tokens the model produced
+    for i, t in enumerate(group):
+        trained[i, : completions[i].numel()] = t.action_mask[p:].bool()
+    trained = trained.to(device)
+    extra = [observation_visuals(t) for t in group]
+    for i, t in enumerate(group):
+        if extra[i]:  # observation images / video: the row's own M-RoPE positions, from the model
+            positions[:, i, : completions[i].numel()] = _row_positions(backbone, t, device, offset)[:, p:]
+    suffix_visual = _concat([v for row in extra for v in row], device)
+    suffix_types = torch.zeros(g, width, dtype=torch.long)
+    for i, t in enumerate(group):
+        if t.mm_token_type_ids is not None:
+            suffix_types[i, : completions[i].numel()] = t.mm_token_type_ids[p:]
+    # suffix position j predicts token j + 1: the LM head sees the rows that predict a trained token only
+    predicts = torch.zeros_like(trained)
+    predicts[:, :-1] = trained[:, 1:]
+    with lm_head_rows(model, predicts):
+        rest = model(input_ids=suffix, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+                     mm_token_type_ids=suffix_types.to(device), **suffix_visual)
     reset_position_state(model)  # the next caller computes its own positions
     # token 0 is predicted by the prompt's last position (one row shared by the group), the rest by the suffix
     logits = sampling_logits(torch.cat([out.logits[0].expand(g, -1), rest.logits[0]]), temperature, suppressed)
@@ -111,6 +138,23 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     if with_entropy:
         ent = _place(entropy_from_logits(logits[None], temperature=temperature)[0], g, firsts, trained & ~firsts)
     return lp, ent
+
+
+def _row_positions(backbone, t: Trajectory, device, offset: int = 0) -> torch.Tensor:
+    """[3, T] M-RoPE positions of a whole trajectory (prompt, turns, observation images and video)."""
+    grids = _concat(t.visual, device)
+    types = t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
+    positions, _ = backbone.get_rope_index(
+        t.token_ids[None].to(device), types[None].to(device), image_grid_thw=grids.get("image_grid_thw"),
+        video_grid_thw=grids.get("video_grid_thw"), second_per_grid_ts=grids.get("second_per_grid_ts"),
+        attention_mask=torch.ones_like(t.token_ids)[None].to(device))
+    return positions[:, 0] + offset
+
+
+def _concat(chunks: list[dict[str, torch.Tensor]], device) -> dict[str, torch.Tensor]:
+    """Visual tensors of several images / videos, concatenated key by key in token order."""
+    keys = dict.fromkeys(k for c in chunks for k in c)
+    return {k: torch.cat([c[k] for c in chunks if k in c]).to(device) for k in keys}
 
 
 def _place(values: torch.Tensor, g: int, firsts: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:

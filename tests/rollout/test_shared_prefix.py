@@ -145,3 +145,54 @@ def test_video_prompts_equal_the_plain_path(trainable, tiny, one_torch_thread):
     assert set(grads) == set(want) and any("visual" in n for n in want)
     for name in want:
         assert (grads[name] - want[name]).abs().max() <= 1e-5 * want[name].abs().max().clamp(min=1e-8), name
+
+
+class _TextEnv:
+    """Answers every turn with text only (a retrieved passage, say)."""
+
+    stop_strings = ("</tool_call>",)
+
+    def reset(self, sample):
+        self.turns = 0
+
+    def step(self, action_text):
+        from mmreason.rollout.environment import Observation
+
+        self.turns += 1
+        return Observation(text=f"passage {self.turns}: the square is blue", done=self.turns >= 3)
+
+
+@pytest.mark.parametrize("env_name", ["images", "text"])
+def test_multiturn_episodes_equal_the_plain_path(trainable, tiny, one_torch_thread, env_name):
+    """Episodes with observation turns (masked; images in one env, text in the other) in groups of uneven
+    length: the update's log-probs and gradients equal the plain padded path, observation tokens get 0."""
+    from test_multiturn import ZoomEnv, _sample
+
+    from mmreason.rollout.multiturn import generate_multiturn_group
+
+    class ShowsItsOwnImage(ZoomEnv):
+        def reset(self, sample):
+            self.image, self.calls = Image.new("RGB", (84, 84), "blue"), 0
+
+    _, processor = tiny
+    env = {"images": ShowsItsOwnImage, "text": _TextEnv}[env_name]
+    trainable.eval()
+    trajs = []
+    for gid, n_images in enumerate((1, 0)):
+        sample = _sample()
+        if not n_images:  # a text-only prompt: every image of the episode comes from the environment
+            sample = dataclasses.replace(sample, images=[], messages=[
+                {"role": "user", "content": [{"type": "text", "text": "Look, then answer: what colour?"}]}])
+        prompt = build_prompt(processor, sample, max_prompt_length=1024)
+        trajs += generate_multiturn_group(trainable, processor, prompt, env, gid, 3,
+                                          GenerationSettings(max_new_tokens=6, temperature=TEMPERATURE),
+                                          max_turns=3, max_context=4096, seed=gid, step=1)
+    trainable.train()
+    assert any(turn.role == "observation" for t in trajs for turn in t.turns)
+    assert shared_prefix.applies(trainable, trajs)
+    plain, got, plain_ent, got_ent, want, grads = _check(trainable, processor, trajs)
+    torch.testing.assert_close(got, plain, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got_ent, plain_ent, atol=1e-5, rtol=0)
+    assert set(grads) == set(want)
+    for name in want:
+        assert (grads[name] - want[name]).abs().max() <= 1e-5 * want[name].abs().max().clamp(min=1e-8), name
