@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checks a lent GPU is for, in one short run: the CUDA tests (skipped on CPU machines), then the
 # policy-update throughput of a random-init Qwen2.5-VL-3B-shaped model with the shared prefix (the
-# default), the plain padded forward, and gradient checkpointing (which uses the plain path).
+# default), the plain padded forward, and the shared prefix under gradient checkpointing.
 # Usage: bash scripts/gpu_check.sh [extra bench arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -12,15 +12,21 @@ Multi-turn trajectories carry observations after the prompt (masked: never train
 video: their pixels go into the suffix pass, and such a row's positions come from the model's own
 ``get_rope_index`` over the whole row, of which the suffix keeps its part.
 
-It applies on models with M-RoPE deltas, without gradient checkpointing (checkpointed layers drop a passed
-cache); elsewhere ``applies`` is False and the caller uses the plain path.
+Under gradient checkpointing a layer replays its forward during backward, and a cache it wrote to would be
+written twice. So the passes use caches that a replay cannot change: the prompt pass keeps the first K/V each
+layer writes (``_PromptLayer``), the completions pass reads the prompt's K/V and stores nothing
+(``_PrefixLayer``); the checkpointed layers are told they may keep such a cache (``_cache_through_checkpoints``).
+It applies on models with M-RoPE deltas; elsewhere ``applies`` is False and the caller uses the plain path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 import torch
+from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.modeling_layers import GradientCheckpointingLayer
 
 from mmreason.models.loading import reset_position_state
 from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
@@ -33,9 +39,6 @@ def applies(model, trajectories: list[Trajectory]) -> bool:
     inner = getattr(model, "get_base_model", lambda: model)()
     backbone = getattr(inner, "model", None)
     if backbone is None or not hasattr(backbone, "rope_deltas"):
-        return False
-    name = "is_activation_checkpointing" if hasattr(inner, "is_activation_checkpointing") else "is_gradient_checkpointing"
-    if getattr(inner, name, False):
         return False
     # observation images / video need the model's own position function for their rows
     return hasattr(backbone, "get_rope_index") or not any(observation_visuals(t) for t in trajectories)
@@ -89,9 +92,11 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     visual = {k: v.to(device) for k, v in (first.visual[0] if _prompt_has_visual(first) else {}).items()}
     types = first.mm_token_type_ids[:p] if first.mm_token_type_ids is not None else torch.zeros_like(prompt)
     ids = prompt[None].to(device)
-    out = model(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=types[None].to(device),
-                **visual, use_cache=True, logits_to_keep=1)
-    cache = out.cache
+    prompt_cache = DynamicCache()
+    prompt_cache.layer_class_to_replicate = _PromptLayer
+    with _cache_through_checkpoints(backbone):
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=types[None].to(device),
+                    **visual, cache=prompt_cache, use_cache=True, logits_to_keep=1)
     delta = backbone.rope_deltas if backbone.rope_deltas is not None else torch.zeros(1, 1, device=device)
     g = len(group)
     completions = [t.token_ids[p:] for t in group]
@@ -103,7 +108,7 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
         suffix[i, : c.numel()] = c
         mask[i, p : p + c.numel()] = 1
     suffix, mask = suffix.to(device), mask.to(device)
-    cache.batch_repeat_interleave(g)
+    cache = _prefix_cache(prompt_cache, g)
     start = p + offset  # offset: a test's negative control only
     positions = (torch.arange(start, start + width, device=device)[None, None, :] + delta.view(1, -1, 1).to(device))
     positions = positions.expand(3, g, width).clone()
@@ -124,7 +129,7 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     # suffix position j predicts token j + 1: the LM head sees the rows that predict a trained token only
     predicts = torch.zeros_like(trained)
     predicts[:, :-1] = trained[:, 1:]
-    with lm_head_rows(model, predicts):
+    with lm_head_rows(model, predicts), _cache_through_checkpoints(backbone):
         rest = model(input_ids=suffix, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
                      mm_token_type_ids=suffix_types.to(device), **suffix_visual)
     reset_position_state(model)  # the next caller computes its own positions
@@ -138,6 +143,54 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     if with_entropy:
         ent = _place(entropy_from_logits(logits[None], temperature=temperature)[0], g, firsts, trained & ~firsts)
     return lp, ent
+
+
+class _PromptLayer(DynamicLayer):
+    """The prompt pass's cache layer: keeps the first K/V written, returns what it is given (the prompt pass has
+    no earlier tokens), so a checkpointed layer's replay neither changes it nor sees it twice."""
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            self.keys, self.values = key_states, value_states
+        return key_states, value_states
+
+
+class _PrefixLayer(DynamicLayer):
+    """The completions pass's cache layer: the prompt's K/V, read only (prefix + the given states)."""
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
+
+
+def _prefix_cache(prompt_cache: DynamicCache, g: int) -> DynamicCache:
+    """The prompt's K/V repeated to the group's ``g`` rows, read only."""
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = None
+    for recorded in prompt_cache.layers:
+        layer = _PrefixLayer()
+        layer.lazy_initialization(recorded.keys, recorded.values)
+        layer.keys = recorded.keys.repeat_interleave(g, dim=0)
+        layer.values = recorded.values.repeat_interleave(g, dim=0)
+        cache.layers.append(layer)
+    return cache
+
+
+@contextmanager
+def _cache_through_checkpoints(backbone):
+    """Let checkpointed decoder layers keep the passed cache (ours is safe to replay), for one pass."""
+    layers = [m for m in backbone.modules() if isinstance(m, GradientCheckpointingLayer)]
+    before = [m.__dict__.get("_can_checkpoint_with_cache") for m in layers]
+    for m in layers:
+        m._can_checkpoint_with_cache = True
+    try:
+        yield
+    finally:
+        for m, b in zip(layers, before):
+            if b is None:
+                del m._can_checkpoint_with_cache
+            else:
+                m._can_checkpoint_with_cache = b
 
 
 def _row_positions(backbone, t: Trajectory, device, offset: int = 0) -> torch.Tensor:

@@ -99,9 +99,16 @@ def test_lora_and_checkpointing(tiny_model_dir, tiny, one_torch_thread):
     torch.testing.assert_close(got, plain, atol=1e-5, rtol=0)
     assert want and all((grads[n] - want[n]).abs().max() <= 1e-5 * want[n].abs().max().clamp(min=1e-8)
                         for n in want)
+    # Checkpointed layers replay their forward in backward: the passes' caches must survive the replay.
     checkpointed = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32",
                                           gradient_checkpointing=True))
-    assert not shared_prefix.applies(checkpointed, trajs)  # checkpointed layers drop a cache: plain path
+    checkpointed.train()
+    assert checkpointed.model.language_model.layers[0].gradient_checkpointing
+    assert shared_prefix.applies(checkpointed, trajs)
+    plain, got, _, _, want, grads = _check(checkpointed, processor, trajs)
+    torch.testing.assert_close(got, plain, atol=1e-5, rtol=0)
+    assert want and all((grads[n] - want[n]).abs().max() <= 1e-5 * want[n].abs().max().clamp(min=1e-8)
+                        for n in want)
 
 
 def test_each_prompt_once_and_logits_only_for_completion_tokens(trainable, tiny, one_torch_thread):
