@@ -14,6 +14,7 @@ from typing import Any
 
 from mmreason.parsing import final_answer, last_number, parse_number
 from mmreason.rewarding import column, per_sample, reward
+from mmreason.rewards.choice import extract_choice, gold_letter
 from mmreason.rewards.textmatch import anls_score, token_recall, vqa_normalize
 
 
@@ -33,6 +34,19 @@ def number_of(text: str) -> float | None:
     """The answer's number: the whole text if it is one, else the last number written in it."""
     value = parse_number(text)
     return value if value is not None else last_number(text)
+
+
+def typed_answer_correct(pred: str, ref: Any, kind: str | None, choices: Any = None, rel_tol: float = 1e-4) -> bool:
+    """Exact match of an extracted answer by kind: ``mcq`` compares option letters (``choices`` as
+    ``gold_letter`` takes them), ``numeric`` numbers within ``rel_tol``, anything else VQA-normalised text."""
+    ref = str(ref)
+    if kind == "mcq":
+        gold = gold_letter(ref, choices)
+        return gold is not None and extract_choice(pred, choices) == gold
+    if kind == "numeric":
+        gold_n, said = parse_number(ref), number_of(pred)
+        return gold_n is not None and said is not None and math.isclose(said, gold_n, rel_tol=rel_tol, abs_tol=1e-9)
+    return vqa_normalize(pred) == vqa_normalize(ref)
 
 
 @reward("numeric")

@@ -19,15 +19,11 @@ calls that touch the evidence.
 
 from __future__ import annotations
 
-import math
-
-from mmreason.parsing import all_tag_bodies, clip, final_answer, last_tag_body, parse_number
+from mmreason.parsing import all_tag_bodies, clip, final_answer, last_tag_body
 from mmreason.rewarding import per_sample
-from mmreason.rewards.accuracy import number_of
-from mmreason.rewards.choice import extract_choice, gold_letter
+from mmreason.rewards.accuracy import typed_answer_correct
 from mmreason.rewards.evidence import answered_span, crop_window, frame_time, gold_spans, tiou
 from mmreason.rewards.format import parse_tool_call
-from mmreason.rewards.textmatch import vqa_normalize
 from mmreason.types import Sample
 
 SPAN_THRESHOLD = 0.5
@@ -48,14 +44,7 @@ def text_correct(sample: Sample, completion: str) -> float:
     if answer is None:
         return 0.0
     pred = final_answer(f"<answer>{answer}</answer>")
-    if kind == "mcq":
-        choices = sample.meta.get("choices")
-        gold = gold_letter(ref, choices)
-        return float(gold is not None and extract_choice(pred, choices) == gold)
-    if kind == "numeric":
-        gold_n, said = parse_number(ref), number_of(pred)
-        return float(gold_n is not None and said is not None and math.isclose(said, gold_n, rel_tol=1e-4))
-    return float(vqa_normalize(pred) == vqa_normalize(ref))
+    return float(typed_answer_correct(pred, ref, kind, sample.meta.get("choices")))
 
 
 def answer_score(sample: Sample, completion: str) -> float:

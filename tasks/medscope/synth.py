@@ -20,7 +20,6 @@ The same (n, seed, seconds, size, avoid) gives the same videos (x264 runs single
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from mmreason.media.video_write import write_mp4
 from mmreason.paths import generated_jsonl, write_jsonl
 
 FPS = 2
@@ -108,24 +108,9 @@ def render_frame(p: Procedure, texture: np.ndarray, i: int, size: int) -> np.nda
 
 
 def write_video(path: Path, p: Procedure, size: int) -> Path:
-    """H.264 mp4 of the procedure, written to a temporary name and renamed when complete."""
-    import av
-
+    """H.264 mp4 of the procedure (``write_mp4``: complete or absent)."""
     texture = _texture(p.texture_seed, size)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.mp4")
-    with av.open(str(tmp), "w") as container:
-        stream = container.add_stream("libx264", rate=FPS, options={"threads": "1", "crf": "20"})
-        stream.width = stream.height = size
-        stream.pix_fmt = "yuv420p"
-        for i in range(p.seconds * FPS):
-            frame = av.VideoFrame.from_ndarray(render_frame(p, texture, i, size), format="rgb24")
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    tmp.replace(path)
-    return path
-
+    return write_mp4(path, (render_frame(p, texture, i, size) for i in range(p.seconds * FPS)), FPS, crf=20)
 
 def questions(p: Procedure, rng: random.Random) -> list[dict[str, Any]]:
     """One question per task type (without id / video), answers and evidence windows from the procedure."""

@@ -14,14 +14,10 @@ fraction with tIoU at or above each threshold, as temporal-grounding papers repo
 
 from __future__ import annotations
 
-import math
-
-from mmreason.parsing import final_answer, parse_number
+from mmreason.parsing import final_answer
 from mmreason.rewarding import per_sample
-from mmreason.rewards.accuracy import number_of
-from mmreason.rewards.choice import extract_choice, gold_letter
+from mmreason.rewards.accuracy import typed_answer_correct
 from mmreason.rewards.evidence import answered_span, gold_spans, tiou
-from mmreason.rewards.textmatch import vqa_normalize
 from mmreason.types import Sample
 
 ANSWER_TYPES = ("mcq", "numeric", "free", "span")
@@ -41,16 +37,7 @@ def is_correct(sample: Sample, completion: str) -> float:
     kind = sample.meta.get("answer_type")
     if kind == "span":
         return float(span_iou(sample, completion) >= SPAN_THRESHOLD)
-    ref = str(sample.answer)
-    pred = final_answer(completion)
-    if kind == "mcq":
-        choices = sample.meta.get("choices")
-        gold = gold_letter(ref, choices)
-        return float(gold is not None and extract_choice(pred, choices) == gold)
-    if kind == "numeric":
-        gold_n, said = parse_number(ref), number_of(pred)
-        return float(gold_n is not None and said is not None and math.isclose(said, gold_n, rel_tol=1e-4, abs_tol=1e-9))
-    return float(vqa_normalize(pred) == vqa_normalize(ref))
+    return float(typed_answer_correct(final_answer(completion), sample.answer, kind, sample.meta.get("choices")))
 
 
 @per_sample

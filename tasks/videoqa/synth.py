@@ -28,7 +28,6 @@ The same (n, seed, seconds, size, avoid, style) gives the same videos (x264 runs
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from mmreason.media.video_write import write_mp4
 from mmreason.paths import generated_jsonl, write_jsonl
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 170, 60), "blue": (30, 60, 220), "yellow": (235, 200, 20)}
@@ -128,22 +128,8 @@ def render_frame(s: Scenario, i: int, size: int) -> np.ndarray:
 
 
 def write_video(path: Path, s: Scenario, size: int) -> Path:
-    """H.264 mp4 of the scenario, written to a temporary name and renamed when complete."""
-    import av
-
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.mp4")
-    with av.open(str(tmp), "w") as container:
-        stream = container.add_stream("libx264", rate=s.fps, options={"threads": "1", "crf": "18"})
-        stream.width = stream.height = size
-        stream.pix_fmt = "yuv420p"
-        for i in range(s.seconds * s.fps):
-            frame = av.VideoFrame.from_ndarray(render_frame(s, i, size), format="rgb24")
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    tmp.replace(path)
-    return path
+    """H.264 mp4 of the scenario (``write_mp4``: complete or absent)."""
+    return write_mp4(path, (render_frame(s, i, size) for i in range(s.seconds * s.fps)), s.fps, crf=18)
 
 
 def _options(rng: random.Random, correct: str, pool: list[str]) -> tuple[list[str], str]:
