@@ -54,6 +54,41 @@ def test_sft_imitates_the_trajectory_with_real_observations(sft_model):
 
 
 @pytest.mark.slow
+def test_an_eval_episode_is_the_sft_replay_of_its_own_turns(sft_model, tmp_path, one_torch_thread):
+    """What SFT trains on and what a rollout or eval episode feeds the model are the same tokens: the episode's
+    prompt, turns and observations, replayed as an SFT target, give its ids, masks and visual inputs exactly."""
+    from mmreason.rollout.chat_turns import turn_end
+    from mmreason.rollout.generate import GenerationSettings
+    from mmreason.rollout.multiturn import run_episode
+    from mmreason.rollout.replay import replay_episode
+    from mmreason.train.grpo import load_prompt
+    from mmreason.train.setup import setup_run
+
+    (model,) = sorted(sft_model.glob("checkpoint-*/model"))
+    cfg = load_config(TrainConfig, CONFIGS / "medscope_sft_tiny.yaml",
+                      [f"model.name_or_path={model}", f"output_dir={tmp_path}", ONE])
+    run = setup_run(cfg, with_rewards=False)
+    run.step = 0
+    prompt = load_prompt(run, 0, split="sft")
+    env = run.pack.make_environment()
+    settings = GenerationSettings(cfg.rollout.max_completion_length, 0.0, 1.0, 0, stop_strings=env.stop_strings)
+    episode = run_episode(run.model, run.processor, prompt, env, 0, settings, 3, 4096, 0, 0, 0)
+    turns = [t.text for t in episode.turns if t.role == "assistant"]
+    assert len(turns) == 3 and [i.get("name") for i in episode.tool_calls[:2]] == ["crop_video", "get_frame"]
+    replayed = replay_episode(run.processor, prompt, run.pack.make_environment(), "".join(turns),
+                              turn_end(run.processor).strip())
+    end = episode.token_ids.numel()  # the replay adds the turn end the episode's last turn stopped before
+    assert replayed.token_ids.numel() in (end, end + 1)
+    assert torch.equal(replayed.token_ids[:end], episode.token_ids)
+    assert torch.equal(replayed.action_mask[:end], episode.action_mask)
+    assert torch.equal(replayed.mm_token_type_ids[:end], episode.mm_token_type_ids)
+    assert len(replayed.visual) == len(episode.visual) == 3  # the global view, the crop, the frames
+    for mine, theirs in zip(replayed.visual, episode.visual):
+        assert mine.keys() == theirs.keys()
+        assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+
+
+@pytest.mark.slow
 def test_ga_grpo_advantages_equal_the_estimator_on_logged_rewards_and_fidelities(sft_model, tmp_path,
                                                                                    one_torch_thread):
     (model,) = sorted(sft_model.glob("checkpoint-*/model"))
