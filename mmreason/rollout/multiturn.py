@@ -10,6 +10,7 @@ episode with ``reward_info["ended"]`` starting "environment error" (the trainer 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -62,11 +63,13 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
     so does a ``step`` that raises or runs past ``step_timeout_s`` seconds (default 60; None: no limit)."""
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
+    env_started = time.perf_counter()
     try:
         call_with_deadline(env.reset, (prompt.sample,), step_timeout_s, what="reset")
     except Exception as exc:  # the sample cannot be played: the trainer counts it as a broken sample
         raise EnvironmentStartError(f"sample {prompt.sample.id!r}: the environment cannot start: "
                                     f"{type(exc).__name__}: {str(exc)[:500]}") from exc
+    env_seconds = time.perf_counter() - env_started  # reset and steps: the environment's share of the episode
     ids, types = prompt.input_ids.clone(), prompt.mm_token_type_ids.clone()
     mask = torch.zeros_like(ids)
     visual = [prompt.visual] if prompt.visual else []
@@ -85,12 +88,15 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         turns.append(Turn("assistant", text, start, int(ids.numel())))
         ended_with_eos = action.numel() > 0 and int(action[-1]) in eos
         truncated = truncated and not any(text.endswith(s) for s in settings.stop_strings)
+        stepped = time.perf_counter()
         try:
             # the environment decides what a finished, stopped or cut turn means
             obs = call_with_deadline(env.step, (text,), step_timeout_s)
         except Exception as exc:  # an environment bug or a hostile action ends this episode, never the run
             ended = f"environment error: {type(exc).__name__}: {str(exc)[:500]}"
             break
+        finally:
+            env_seconds += time.perf_counter() - stepped
         infos.append(obs.info)
         if obs.done or turn == max_turns - 1:
             break
@@ -113,7 +119,8 @@ def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_
         sample_id=prompt.sample.id, group_id=group_id, token_ids=ids, action_mask=mask,
         prompt_length=prompt.length, completion_text=completion, truncated=truncated, turns=turns,
         tool_calls=[i for i in infos if i], mm_token_type_ids=types, visual=visual,
-        reward_info={"observations": infos, "observation_images": seen, "ended": ended},
+        reward_info={"observations": infos, "observation_images": seen, "ended": ended,
+                     "env_seconds": env_seconds},
     )
 
 

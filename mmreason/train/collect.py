@@ -56,6 +56,8 @@ def collect_rollouts(run, step: int, draw, build, roll_out, score, build_sample=
     got = _collect(run, step, cfg, draw, timer("build", build), roll_out, timer("score", score),
                    timer("build", build_sample) if build_sample is not None else None)
     got.metrics["time/video_decode"] = MEDIA_SECONDS["video_decode"] - decoded  # part of time/prompts
+    if any("env_seconds" in t.reward_info for t in got.trajectories):  # part of time/generate
+        got.metrics["time/environment"] = sum(t.reward_info.get("env_seconds", 0.0) for t in got.trajectories)
     got.reward_seconds, got.prompt_seconds = timed["score"], timed["build"]
     return got
 

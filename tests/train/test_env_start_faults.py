@@ -1,5 +1,5 @@
 """A sample whose environment cannot start (reset raises) is a counted, logged broken sample: its group
-leaves the step and the run goes on."""
+leaves the step and the run goes on. The environment's time is logged as a part of generation."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pytest
 from mmreason.cli import main
 
 PACK = '''
+import time
+
 from PIL import Image
 from mmreason.rollout.environment import Observation
 from mmreason.taskpack import TaskPack
@@ -27,6 +29,7 @@ class Env:
         self.turns = 0
 
     def step(self, action_text):
+        time.sleep(0.05)  # a tool that takes a while
         self.turns += 1
         return Observation(text="seen", images=[Image.new("RGB", (56, 56), "red")], done=self.turns >= 2)
 
@@ -57,5 +60,7 @@ def test_an_environment_that_cannot_start_skips_its_group_and_the_run_goes_on(ti
     assert [e["sample_id"] for e in bad] == ["s1"] and "cannot start: FileNotFoundError" in bad[0]["reason"]
     (row,) = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert row["count/bad_samples"] == 1 and row["count/env_faults"] == 0
+    # 3 groups x 2 episodes, each at least one 0.05 s step: the environment's share of generation
+    assert 6 * 0.05 <= row["time/environment"] <= row["time/generate"]
     completions = [json.loads(x) for x in (out / "completions.jsonl").read_text().splitlines()]
     assert sorted({c["sample_id"] for c in completions}) == ["s0", "s2", "s3"]
