@@ -198,10 +198,16 @@ def temporal_iou(sample, trajectory):
     Columns: ``span`` ([start, end] seconds, or a list of windows: the best counts). None without a gold
     span; 0 when no span can be read. Source: MedScope (proposed form); docs/algorithms.md §2.
     """
-    spans = gold_spans(column(sample, "span"))
+    return span_tiou(column(sample, "span"), trajectory.completion_text)
+
+
+def span_tiou(gold: Any, completion: str) -> float | None:
+    """Best tIoU of the completion's answered span with the gold window(s) (``gold_spans`` reads ``gold``):
+    None without a gold window, 0 when no span can be read."""
+    spans = gold_spans(gold)
     if not spans:
         return None
-    pred = answered_span(trajectory.completion_text)
+    pred = answered_span(completion)
     return 0.0 if pred is None else max(tiou(pred, g) for g in spans)
 
 

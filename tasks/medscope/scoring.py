@@ -22,7 +22,7 @@ from __future__ import annotations
 from mmreason.parsing import all_tag_bodies, clip, final_answer, last_tag_body
 from mmreason.rewarding import per_sample
 from mmreason.rewards.accuracy import typed_answer_correct
-from mmreason.rewards.evidence import answered_span, crop_window, frame_time, gold_spans, tiou
+from mmreason.rewards.evidence import crop_window, frame_time, gold_spans, span_tiou, tiou
 from mmreason.rewards.format import parse_tool_call
 from mmreason.types import Sample
 
@@ -32,9 +32,9 @@ RECALL_THRESHOLDS = (0.3, 0.5, 0.7)
 
 def span_iou(sample: Sample, completion: str) -> float:
     """tIoU of the answered span with the best evidence window (0 when no span can be read)."""
-    spans = gold_spans(sample.meta.get("span"))
-    pred = answered_span(completion) if last_tag_body(clip(completion), "answer") is not None else None
-    return 0.0 if pred is None or not spans else max(tiou(pred, g) for g in spans)
+    if last_tag_body(clip(completion), "answer") is None:
+        return 0.0
+    return span_tiou(sample.meta.get("span"), completion) or 0.0
 
 
 def text_correct(sample: Sample, completion: str) -> float:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from mmreason.parsing import final_answer
 from mmreason.rewarding import per_sample
 from mmreason.rewards.accuracy import typed_answer_correct
-from mmreason.rewards.evidence import answered_span, gold_spans, tiou
+from mmreason.rewards.evidence import span_tiou
 from mmreason.types import Sample
 
 ANSWER_TYPES = ("mcq", "numeric", "free", "span")
@@ -27,9 +27,7 @@ RECALL_THRESHOLDS = (0.3, 0.5, 0.7)
 
 def span_iou(sample: Sample, completion: str) -> float:
     """tIoU of the completion's span with the sample's gold span (0 when none can be read)."""
-    spans = gold_spans(sample.meta.get("span"))
-    pred = answered_span(completion)
-    return 0.0 if pred is None or not spans else max(tiou(pred, g) for g in spans)
+    return span_tiou(sample.meta.get("span"), completion) or 0.0
 
 
 def is_correct(sample: Sample, completion: str) -> float:
