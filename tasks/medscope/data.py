@@ -12,9 +12,12 @@ Row shape (JSONL or parquet, read through ``datasets``)::
 Relative video paths resolve against the data file. The first turn shows the question and a sparse global
 view: ``global_frames`` (16) frames spread over the whole video, at the run's per-frame pixel budget, with
 their timestamps written in the text (read from the video header at load time, so a missing or unreadable
-video is an error here naming the row). Every other column goes to ``Sample.meta``; the loader adds ``span``
-(the evidence windows, which the grounding rewards read), ``duration``, ``answer_kind`` (mcq / numeric /
-free / span), ``choices``, ``tool_limits`` and ``target`` (the tool trajectory SFT imitates).
+video is an error here naming the row). ``global_view: video`` shows them as one clip and lists the times;
+``global_view: frames`` shows each frame as an image right after its own time, so which frame showed what
+is local in the prompt (the frames are decoded once per video into the cache). Every other column goes to
+``Sample.meta``; the loader adds ``span`` (the evidence windows, which the grounding rewards read),
+``duration``, ``global_times``, ``video_path``, ``answer_kind`` (mcq / numeric / free / span), ``choices``,
+``tool_limits`` and ``target`` (the tool trajectory SFT imitates).
 A bad row raises ValueError naming the file, the row index and its id.
 """
 
@@ -35,6 +38,7 @@ from mmreason.types import Sample, VideoRef
 TASK_TYPES = synth.TASK_TYPES
 LETTERS = "ABCDEFGHIJ"
 GLOBAL_FRAMES = 16
+GLOBAL_VIEWS = ("video", "frames")
 TRAIN_VIDEOS, EVAL_VIDEOS = 64, 16
 AVOID_TRAIN = 2_000  # a held-out split never holds one of the first this-many train videos of its seed
 DATA_VERSION = 1
@@ -59,12 +63,38 @@ def global_timestamps(path: str, frames: int) -> tuple[list[float], float]:
     return [i / info.fps for i in indices], info.num_frames / info.fps
 
 
-def prompt_text(question: str, kind: str, options: list[str] | None, stamps: list[float], duration: float) -> str:
+def global_frame_files(path: str, frames: int) -> list[str]:
+    """The global view's frames as PNG files (the ``frames`` view), decoded once per video and kept in the
+    cache, named after the video's path, size and modification time (a changed video is decoded again)."""
+    import hashlib
+
+    from mmreason.media import load_video
+
+    stat = os.stat(path)
+    key = hashlib.sha1(f"{os.path.abspath(path)}|{stat.st_size}|{stat.st_mtime_ns}|{frames}".encode()).hexdigest()
+    folder = default_cache() / "global-frames" / key[:16]
+    files = [str(folder / f"{k:02d}.png") for k in range(frames)]
+    if all(os.path.exists(f) for f in files):
+        return files
+    clip = load_video(path, num_frames=frames, max_frames=None)
+    folder.mkdir(parents=True, exist_ok=True)
+    for image, name in zip(clip.to_pil(), files):
+        tmp = f"{name}.{os.getpid()}.tmp"  # processes loading the same video at once never share one
+        image.save(tmp, format="PNG")
+        os.replace(tmp, name)  # complete or absent
+    return files
+
+
+def prompt_text(question: str, kind: str, options: list[str] | None, stamps: list[float], duration: float,
+                view: str = "video") -> str:
     lines = [question]
     if options:
         lines.append("Options: " + " ".join(f"({LETTERS[k]}) {o}" for k, o in enumerate(options)))
-    lines.append(f"The video is {duration:.1f} s long; you see {len(stamps)} frames of it at t = "
-                 + ", ".join(f"{t:.1f}" for t in stamps) + " s.")
+    if view == "frames":
+        lines.append(f"The video is {duration:.1f} s long; you see {len(stamps)} frames of it, each after its time.")
+    else:
+        lines.append(f"The video is {duration:.1f} s long; you see {len(stamps)} frames of it at t = "
+                     + ", ".join(f"{t:.1f}" for t in stamps) + " s.")
     lines.append(TOOL_HINT)
     lines.append(INSTRUCTION[kind])
     return "\n".join(lines)
@@ -105,9 +135,12 @@ def _answer(row: dict[str, Any], kind_hint: str, meta: dict[str, Any]) -> tuple[
 
 
 def row_to_sample(row: dict[str, Any], source: str, index: int, *, global_frames: int = GLOBAL_FRAMES,
-                  tool_limits: dict | None = None, probe_cache: dict | None = None) -> Sample:
+                  global_view: str = "video", tool_limits: dict | None = None,
+                  probe_cache: dict | None = None) -> Sample:
     """One row -> Sample; anything wrong raises ValueError naming the file and row."""
     where = f"{source}: row {index} (id {row.get('id', '?')!r})"
+    if global_view not in GLOBAL_VIEWS:
+        raise ValueError(f"medscope: global_view {global_view!r} is not one of {', '.join(GLOBAL_VIEWS)}")
     for key in ("id", "video", "question", "answer", "task_type", "evidence_windows"):
         if row.get(key) is None or row.get(key) == "":
             raise ValueError(f"{where} has no {key!r} column")
@@ -124,21 +157,28 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, *, global_frames
     if not os.path.isabs(path):
         path = str(Path(source).parent / path)
     cache = probe_cache if probe_cache is not None else {}
-    if path not in cache:
+    if (path, global_view) not in cache:
         from mmreason.media import MediaError
 
         try:
-            cache[path] = global_timestamps(path, global_frames)
+            stamps, duration = global_timestamps(path, global_frames)
+            files = global_frame_files(path, len(stamps)) if global_view == "frames" else []
         except MediaError as err:
             raise ValueError(f"{where}: {err}") from err
-    stamps, duration = cache[path]
+        cache[path, global_view] = stamps, duration, files
+    stamps, duration, files = cache[path, global_view]
     meta.update(task_type=task_type, answer_kind=kind, duration=float(row.get("duration") or duration),
-                tool_limits=dict(tool_limits or {}))
+                tool_limits=dict(tool_limits or {}), global_times=list(stamps), video_path=path)
     ToolLimits.of(meta["tool_limits"])  # unknown keys fail at load, not in the first episode
-    sample = Sample(id=str(row["id"]), messages=[], answer=answer, meta=meta, task="medscope",
-                    videos=[VideoRef(path, num_frames=len(stamps))])
-    text = prompt_text(str(row["question"]), kind, meta.get("choices"), stamps, duration)
-    sample.messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]}]
+    text = prompt_text(str(row["question"]), kind, meta.get("choices"), stamps, duration, global_view)
+    if global_view == "frames":  # each frame after its timestamp: which frame shows what is local in the text
+        content = [item for t in stamps for item in ({"type": "text", "text": f"{t:.1f} s"}, {"type": "image"})]
+        sample = Sample(id=str(row["id"]), messages=[], answer=answer, meta=meta, task="medscope", images=files)
+    else:
+        content = [{"type": "video"}]
+        sample = Sample(id=str(row["id"]), messages=[], answer=answer, meta=meta, task="medscope",
+                        videos=[VideoRef(path, num_frames=len(stamps))])
+    sample.messages = [{"role": "user", "content": [*content, {"type": "text", "text": text}]}]
     meta.setdefault("target", gold_trajectory(sample))
     return sample
 
@@ -159,7 +199,8 @@ def medscope_load(path: str | None = None, split: str = "train", *, n: int | Non
                   videos: int | None = None, eval_videos: int | None = None, seed: int = 0,
                   seconds: tuple[int, int] | list[int] = (120, 300), size: int = 64,
                   task_types: list[str] | None = None, global_frames: int = GLOBAL_FRAMES,
-                  tool_limits: dict | None = None, source: str = "generated") -> list[Sample]:
+                  global_view: str = "video", tool_limits: dict | None = None,
+                  source: str = "generated") -> list[Sample]:
     """The pack's data (``data.task_args`` are these keyword options; training and its eval share them).
 
     path: a JSONL/parquet file in the row shape above; None = the built-in data: ``source: generated``
@@ -167,6 +208,8 @@ def medscope_load(path: str | None = None, split: str = "train", *, n: int | Non
         3 questions each, ``seconds`` long, ``size`` px, cached), or ``source: echo``, the real
         echocardiography cine of pydicom-data with measured answers (``echo.py``).
     n: the first n samples; task_types: keep only these; global_frames: frames of the first-turn view;
+    global_view: ``video`` (one clip, the timestamps listed in the text) or ``frames`` (each frame an image
+        after its own timestamp; decoded once per video into the cache);
     tool_limits: ``ToolLimits`` fields for the environment (e.g. ``{max_calls: 3}``).
     """
     if task_types is not None and not set(task_types) <= set(TASK_TYPES):
@@ -182,8 +225,8 @@ def medscope_load(path: str | None = None, split: str = "train", *, n: int | Non
         else:
             raise ValueError(f"medscope: source {source!r} is not 'generated' or 'echo'")
     probe: dict = {}
-    samples = [row_to_sample(row, str(path), i, global_frames=global_frames, tool_limits=tool_limits,
-                             probe_cache=probe) for i, row in enumerate(read_rows(path))]
+    samples = [row_to_sample(row, str(path), i, global_frames=global_frames, global_view=global_view,
+                             tool_limits=tool_limits, probe_cache=probe) for i, row in enumerate(read_rows(path))]
     if task_types is not None:
         samples = [s for s in samples if s.meta["task_type"] in task_types]
     return samples[:n] if n else samples

@@ -87,9 +87,10 @@ class MedScopeEnv:
         self.table = tool_table(TOOLS)
 
     def reset(self, sample: Sample) -> None:
-        if not sample.videos:
+        path = sample.videos[0].path if sample.videos else sample.meta.get("video_path")  # the frames view: meta
+        if not path:
             raise ValueError(f"sample {sample.id!r} has no video")
-        self.path = sample.videos[0].path
+        self.path = str(path)
         self.limits = ToolLimits.of(sample.meta.get("tool_limits") or self.default_limits)
         self.calls = self.errors = self.tokens = 0
         try:

@@ -5,6 +5,8 @@ the pydicom-data echocardiography cine becomes a video with measured answers, an
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from mmreason.cli import main
 from mmreason.media import load_video
 from mmreason.tasks.medscope import synth
 from mmreason.tasks.medscope.data import medscope_load
+from mmreason.tasks.medscope.env import MedScopeEnv
 
 
 def _rows(path: Path) -> list[dict]:
@@ -65,6 +68,52 @@ def test_rows_become_samples_with_the_global_view_and_the_evidence(tmp_path):
         "content"][1]["text"]
     assert by_type["qa"].meta["answer_kind"] == "numeric"
     assert "<tool_call>" in by_type["qa"].meta["target"]
+
+
+def test_the_trajectory_takes_its_numbers_from_the_global_frames_that_show_the_event(tmp_path):
+    path = make_data(tmp_path, videos=4, seconds=(40, 48))
+    shown_somewhere = 0
+    for s in medscope_load(str(path), "eval"):
+        stamps = [round(t, 1) for t in s.meta["global_times"]]
+        start, end = s.meta["span"][0]
+        calls = [json.loads(body) for body in re.findall(r"<tool_call>(.*?)</tool_call>", s.meta["target"])]
+        crop, frame = calls[0]["arguments"], calls[1]["arguments"]["t"]
+        assert crop["start"] <= start and end <= crop["end"]  # the whole event is inside the crop
+        shown = [t for t in stamps if start <= t < end]
+        if not shown:
+            continue
+        shown_somewhere += 1
+        # every number is a time the first turn wrote (or the video's ends) ...
+        assert {crop["start"], crop["end"], frame} <= set(stamps) | {0.0, s.meta["duration"]}
+        # ... the frame shows the event, and the crop is the tightest bracket of global frames around it
+        assert frame in shown
+        assert [t for t in stamps if crop["start"] < t < crop["end"]] == shown
+    assert shown_somewhere >= 11  # 40-48 s videos: 16 frames at most 3.2 s apart catch (almost) every event
+
+
+def test_the_frames_view_puts_each_global_frame_after_its_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMREASON_CACHE", str(tmp_path / "cache"))
+    path = make_data(tmp_path, videos=1, seconds=(40, 40))
+    (sample, *_) = medscope_load(str(path), "eval", global_view="frames")
+    content = sample.messages[0]["content"]
+    assert [c["type"] for c in content] == ["text", "image"] * 16 + ["text"] and not sample.videos
+    stamps = sample.meta["global_times"]
+    assert [c["text"] for c in content[:-1:2]] == [f"{t:.1f} s" for t in stamps]
+    assert "each after its time" in content[-1]["text"] and "t = 0.0," not in content[-1]["text"]
+    clip = load_video(tmp_path / "00000.mp4", num_frames=16, max_frames=None)
+    from PIL import Image
+
+    for file, frame in zip(sample.images, clip.to_pil()):  # the image after time t is the frame at t
+        assert np.array_equal(np.asarray(Image.open(file)), np.asarray(frame))
+    before = [os.stat(f).st_mtime_ns for f in sample.images]
+    again = medscope_load(str(path), "eval", global_view="frames")[0]
+    assert again.images == sample.images and [os.stat(f).st_mtime_ns for f in again.images] == before  # cached
+    env = MedScopeEnv()  # the environment finds the video without a video in the prompt
+    env.reset(sample)
+    obs = env.step('<tool_call>{"name": "crop_video", "arguments": {"start": 4, "end": 8}}</tool_call>')
+    assert obs.videos and not obs.info.get("error")
+    with pytest.raises(ValueError, match="global_view 'clip' is not one of video, frames"):
+        medscope_load(str(path), "eval", global_view="clip")
 
 
 @pytest.mark.parametrize("change,message", [
