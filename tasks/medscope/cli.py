@@ -1,7 +1,7 @@
 """MedScope data tools: generate minutes-long procedure videos with short events at known times, or turn the
 real echocardiography cine of pydicom-data into a video with measured questions.
 
-    mmreason data medscope --out DIR --videos N --minutes MIN..MAX [--seed S] [--size PX]
+    mmreason data medscope --out DIR --videos N --minutes MIN..MAX [--seed S] [--size PX] [--event-scale K]
     mmreason data medscope --echo --out DIR
 """
 
@@ -16,6 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--minutes", default="2..5", help="video length in minutes, MIN..MAX (decimals allowed)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--size", type=int, default=64, help="frame side in pixels (a multiple of 16)")
+    parser.add_argument("--event-scale", type=int, default=1,
+                        help="the corner marker's side and the instrument's width times this (1..4)")
     parser.add_argument("--echo", action="store_true", help="write the pydicom-data echocardiography rows instead")
 
 
@@ -43,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     if args.videos < 1:
         raise SystemExit("mmreason data medscope: --videos must be at least 1")
     try:
-        path = generate(args.out, args.videos, args.seed, minutes_range(args.minutes), args.size)
+        path = generate(args.out, args.videos, args.seed, minutes_range(args.minutes), args.size,
+                        scale=args.event_scale)
     except ValueError as err:
         raise SystemExit(f"mmreason data medscope: {err}") from None
     print(f"wrote {args.videos} videos, {QUESTIONS_PER_VIDEO * args.videos} questions: {path}")

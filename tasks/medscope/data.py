@@ -183,21 +183,22 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, *, global_frames
     return sample
 
 
-def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int], size: int) -> Path:
+def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int], size: int, scale: int = 1
+                    ) -> Path:
     """The default data: train from ``seed``; any other split from ``seed + 10_000``, never a video of a
     train split of the same seed and length range (up to ``AVOID_TRAIN`` videos)."""
-    tag = f"{seconds[0]}-{seconds[1]}-{size}"
+    tag = f"{seconds[0]}-{seconds[1]}-{size}" + (f"-x{scale}" if scale != 1 else "")
     if split == "train":
         return synth.generate(default_cache() / f"v{DATA_VERSION}-train-{videos}-{seed}-{tag}", videos, seed,
-                              seconds, size)
+                              seconds, size, scale=scale)
     avoid = frozenset(synth.procedures(AVOID_TRAIN, seed, seconds))
     folder = default_cache() / f"v{DATA_VERSION}-{split}-{videos}-{seed + 10_000}-{tag}"
-    return synth.generate(folder, videos, seed + 10_000, seconds, size, avoid=avoid)
+    return synth.generate(folder, videos, seed + 10_000, seconds, size, avoid=avoid, scale=scale)
 
 
 def medscope_load(path: str | None = None, split: str = "train", *, n: int | None = None,
                   videos: int | None = None, eval_videos: int | None = None, seed: int = 0,
-                  seconds: tuple[int, int] | list[int] = (120, 300), size: int = 64,
+                  seconds: tuple[int, int] | list[int] = (120, 300), size: int = 64, event_scale: int = 1,
                   task_types: list[str] | None = None, global_frames: int = GLOBAL_FRAMES,
                   global_view: str = "video", tool_limits: dict | None = None,
                   source: str = "generated") -> list[Sample]:
@@ -205,7 +206,8 @@ def medscope_load(path: str | None = None, split: str = "train", *, n: int | Non
 
     path: a JSONL/parquet file in the row shape above; None = the built-in data: ``source: generated``
         procedure videos (``videos`` for train, default 64, ``eval_videos`` for any other split, default 16,
-        3 questions each, ``seconds`` long, ``size`` px, cached), or ``source: echo``, the real
+        3 questions each, ``seconds`` long, ``size`` px, the marker and instrument ``event_scale`` times their
+        usual size, cached), or ``source: echo``, the real
         echocardiography cine of pydicom-data with measured answers (``echo.py``).
     n: the first n samples; task_types: keep only these; global_frames: frames of the first-turn view;
     global_view: ``video`` (one clip, the timestamps listed in the text) or ``frames`` (each frame an image
@@ -221,7 +223,7 @@ def medscope_load(path: str | None = None, split: str = "train", *, n: int | Non
             path = str(echo_rows())
         elif source == "generated":
             count = (videos or TRAIN_VIDEOS) if split == "train" else (eval_videos or EVAL_VIDEOS)
-            path = str(generated_split(split, count, seed, (int(seconds[0]), int(seconds[1])), size))
+            path = str(generated_split(split, count, seed, (int(seconds[0]), int(seconds[1])), size, event_scale))
         else:
             raise ValueError(f"medscope: source {source!r} is not 'generated' or 'echo'")
     probe: dict = {}

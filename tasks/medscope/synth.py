@@ -84,17 +84,18 @@ def _texture(seed: int, size: int) -> np.ndarray:
     return np.tanh(fine)
 
 
-def render_frame(p: Procedure, texture: np.ndarray, i: int, size: int) -> np.ndarray:
-    """Frame ``i`` ([size, size, 3] uint8 RGB), showing the procedure at t = i / FPS."""
+def render_frame(p: Procedure, texture: np.ndarray, i: int, size: int, scale: int = 1) -> np.ndarray:
+    """Frame ``i`` ([size, size, 3] uint8 RGB), showing the procedure at t = i / FPS; ``scale`` multiplies the
+    corner marker's side and the instrument's width (a larger event for models that see coarsely)."""
     t = i / FPS
     drift = int(t / 4) % size  # one pixel every 4 s: a slow pan, never an event
     field = texture[drift : drift + size, drift // 2 : drift // 2 + size]
     frame = (TISSUE[None, None, :] + 25.0 * field[..., None]).clip(0, 255).astype(np.uint8)
-    side = max(4, size // 8)
+    side = min(size // 2, scale * max(4, size // 8))
     in_window = lambda w: w[0] <= t < w[1]  # noqa: E731
     frame[2 : 2 + side, 2 : 2 + side] = COLOURS[p.marker_colour] if in_window(p.marker) else GREY
     if in_window(p.instrument):
-        width, length = max(3, size // 12), size // 2
+        width, length = min(size // 3, scale * max(3, size // 12)), size // 2
         row = size // 2 - width // 2
         cols = slice(0, length) if p.instrument_side == "left" else slice(size - length, size)
         frame[row : row + width, cols] = (40, 40, 50)
@@ -107,10 +108,11 @@ def render_frame(p: Procedure, texture: np.ndarray, i: int, size: int) -> np.nda
     return frame
 
 
-def write_video(path: Path, p: Procedure, size: int) -> Path:
+def write_video(path: Path, p: Procedure, size: int, scale: int = 1) -> Path:
     """H.264 mp4 of the procedure (``write_mp4``: complete or absent)."""
     texture = _texture(p.texture_seed, size)
-    return write_mp4(path, (render_frame(p, texture, i, size) for i in range(p.seconds * FPS)), FPS, crf=20)
+    frames = (render_frame(p, texture, i, size, scale) for i in range(p.seconds * FPS))
+    return write_mp4(path, frames, FPS, crf=20)
 
 def questions(p: Procedure, rng: random.Random) -> list[dict[str, Any]]:
     """One question per task type (without id / video), answers and evidence windows from the procedure."""
@@ -143,12 +145,14 @@ def procedures(n: int, seed: int, seconds: tuple[int, int], avoid: frozenset[Pro
 
 
 def generate(out_dir: str | Path, n: int, seed: int = 0, seconds: tuple[int, int] = (120, 300), size: int = 64,
-             avoid: frozenset[Procedure] = frozenset()) -> Path:
+             avoid: frozenset[Procedure] = frozenset(), scale: int = 1) -> Path:
     """Write ``n`` videos and ``data.jsonl`` (3 questions per video, video paths relative to the file).
 
     Each row also carries ``duration`` and ``procedure`` (the event times the answers come from)."""
     if size < 32 or size % 16:
         raise ValueError(f"medscope: size {size} must be a multiple of 16, at least 32")
+    if not 1 <= scale <= 4:
+        raise ValueError(f"medscope: event scale {scale} must be 1..4")
     out = Path(out_dir)
     done = generated_jsonl(out, QUESTIONS_PER_VIDEO * n)
     if done is not None:
@@ -157,7 +161,7 @@ def generate(out_dir: str | Path, n: int, seed: int = 0, seconds: tuple[int, int
     rows = []
     for i, p in enumerate(procedures(n, seed, seconds, avoid)):
         name = f"{i:05d}.mp4"
-        write_video(out / name, p, size)
+        write_video(out / name, p, size, scale)
         for q in questions(p, random.Random(f"{seed}/{i}/questions")):
             rows.append({"id": f"medscope-{seed}-{i}-{q['task_type']}", "video": name, **q,
                          "duration": float(p.seconds), "procedure": asdict(p)})

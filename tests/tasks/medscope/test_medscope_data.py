@@ -56,6 +56,21 @@ def test_generation_is_deterministic_and_events_are_short_and_apart():
     assert sum(seen) < 0.5 * len(seen)
 
 
+def test_event_scale_enlarges_the_marker_and_the_instrument():
+    (p,) = synth.procedures(1, 0, (40, 40))
+    texture = synth._texture(p.texture_seed, 32)
+
+    def event_pixels(scale: int, window: tuple[int, int], colour) -> int:
+        frame = synth.render_frame(p, texture, 2 * window[0], 32, scale).astype(int)
+        return int((np.abs(frame - np.array(colour)).max(axis=2) < 10).sum())
+
+    marker = synth.COLOURS[p.marker_colour]
+    assert event_pixels(1, p.marker, marker) == 4 * 4 and event_pixels(3, p.marker, marker) == 12 * 12
+    assert event_pixels(3, p.instrument, (40, 40, 50)) == 3 * event_pixels(1, p.instrument, (40, 40, 50))
+    with pytest.raises(ValueError, match="event scale 9 must be 1..4"):
+        synth.generate("unused", 1, scale=9, size=32)
+
+
 def test_rows_become_samples_with_the_global_view_and_the_evidence(tmp_path):
     path = make_data(tmp_path, videos=1)
     by_type = {s.meta["task_type"]: s for s in medscope_load(str(path), "eval")}
