@@ -104,7 +104,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in summary.items()}))
         return 0
     for metric in args.metric or PAIRED_METRICS:
-        result = paired(args.a, args.b, metric)
+        try:
+            result = paired(args.a, args.b, metric)
+        except ValueError as err:  # e.g. grounded_calls against the blind rule, which calls nothing
+            if args.metric:
+                raise
+            print(json.dumps({"metric": metric, "skipped": str(err)}))
+            continue
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}))
     return 0
 

@@ -57,3 +57,10 @@ def test_paired_counts_turns_and_skips_docs_without_the_metric(tmp_path, capsys)
         paired(a, b, "miou")  # d1's A score is NaN: no doc has it in both
     assert main(["paired", str(a), str(b), "--metric", "accuracy"]) == 0
     assert json.loads(capsys.readouterr().out)["up"] == 2
+    # without --metric every paired metric is tried; one no doc has in both is named as skipped, not an error
+    assert main(["paired", str(a), str(b)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [x["metric"] for x in lines] == ["accuracy", "grounded_accuracy", "miou", "grounded_calls", "tool_calls"]
+    assert lines[0]["up"] == 2 and all("skipped" in x for x in lines[1:])
+    with pytest.raises(ValueError, match="miou"):  # asked for by name, it still fails loudly
+        main(["paired", str(a), str(b), "--metric", "miou"])
