@@ -4,7 +4,7 @@ Answer (``medscope_accuracy``), by task type:
 
     qa                   1 / 0: the option letter (mcq), the number (rel_tol 1e-4) or the word (VQA-normalised)
     temporal_grounding   tIoU of the answered span with the evidence window(s)
-    grounded_qa          mean of the qa rule and the span's tIoU
+    grounded_qa          mean of the qa rule and the tIoU of the ``<span>`` (a span in the answer earns nothing)
 
 Format (``medscope_format``): 1 when the episode ends in an ``<answer>``, times the fraction of tool turns the
 environment accepted (a call that did not parse, named an unknown tool, fell outside the video or the budgets
@@ -31,9 +31,16 @@ RECALL_THRESHOLDS = (0.3, 0.5, 0.7)
 
 
 def span_iou(sample: Sample, completion: str) -> float:
-    """tIoU of the answered span with the best evidence window (0 when no span can be read)."""
-    if last_tag_body(clip(completion), "answer") is None:
+    """tIoU of the answered span with the best evidence window (0 when no span can be read).
+
+    A temporal-grounding answer is the span; a grounded question's span is its ``<span>`` only, never a span
+    written in place of the answer (which would earn span credit for not answering the question)."""
+    text = clip(completion)
+    if last_tag_body(text, "answer") is None:
         return 0.0
+    if sample.meta.get("task_type") == "grounded_qa":
+        body = last_tag_body(text, "span")
+        return 0.0 if body is None else span_tiou(sample.meta.get("span"), f"<span>{body}</span>") or 0.0
     return span_tiou(sample.meta.get("span"), completion) or 0.0
 
 

@@ -36,6 +36,7 @@ COUNT = _sample("qa", "4", "numeric")
     (MCQ, "<span>[40, 46]</span><answer>B</answer>", 1.0),
     (MCQ, "<span>[43, 49]</span><answer>B</answer>", 0.5 + 0.5 / 3),
     (MCQ, "<span>[40, 46]</span><answer>C</answer>", 0.5),
+    (MCQ, "<answer>[40, 46]</answer>", 0.0),  # a span in place of the letter is no answer and no <span>
     (COUNT, "<span>[1, 2]</span><answer>4</answer>", 1.0),
     (COUNT, "<answer>four</answer>", 0.0),
 ])
