@@ -28,6 +28,20 @@ MAX_LITERAL_CHARS = 20_000  # a JSON answer / tool call longer than this is not 
 # the Python-syntax fallback is for short single-quoted dicts, so it stops at this many characters.
 MAX_PYTHON_LITERAL_CHARS = 4_000
 MAX_DEPTH = 32  # JSON / literal nesting deeper than this is rejected before parsing
+# A backslash that starts no Python escape ("\d" in a model's regex) stays a backslash in a string literal but
+# makes the compiler warn (SyntaxWarning from 3.12); doubling it first gives the same value without a warning.
+_ESCAPE = re.compile(r"\\(.?)", re.DOTALL)  # a backslash and the character after it, left to right
+_ESCAPE_CHARS = frozenset("\\'\"abfnrtv01234567xNuU\n")
+
+
+_RAW_PREFIX = re.compile(r"(?<![\w])(?:[rR][bB]?|[bB][rR])['\"]")  # r'..' keeps every backslash as written
+
+
+def _double_lone_backslashes(text: str) -> str:
+    if "\\" not in text or _RAW_PREFIX.search(text):
+        return text
+    return _ESCAPE.sub(lambda m: m.group(0) if m.group(1) in _ESCAPE_CHARS and m.group(1) else "\\" + m.group(0),
+                       text)
 
 
 def as_text(value: Any) -> str:
@@ -209,7 +223,7 @@ def parse_literal(text: str, max_chars: int = MAX_LITERAL_CHARS, max_depth: int 
     if len(text) > MAX_PYTHON_LITERAL_CHARS:
         return None
     try:
-        return ast.literal_eval(text)
+        return ast.literal_eval(_double_lone_backslashes(text))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
 

@@ -72,6 +72,17 @@ def test_literals_json_then_python_and_depth_cap():
     assert parse_literal("x" * 30_000) is None
 
 
+def test_python_literals_with_lone_backslashes_parse_to_the_same_value_without_a_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "\d" in a literal warns (SyntaxWarning on 3.12+): that would fail here
+        assert parse_dict(r"{'pattern': '\d+', 'x': 1}") == {"pattern": "\\d+", "x": 1}
+        assert parse_dict(r"{'path': 'C:\\new\q'}") == {"path": "C:\\new\\q"}  # an escaped backslash stays one
+        assert parse_dict("{'line': 'a\\tb'}") == {"line": "a\tb"}  # a real escape keeps its meaning
+        assert parse_dict(r"{'raw': r'\d'}") == {"raw": "\\d"}  # raw strings are left as written
+
+
 def test_final_answer_sources():
     assert final_answer("<think>t</think><answer> 42 </answer>") == "42"
     assert final_answer('<answer>{"evidence_pages": [1], "answer": "Page 6"}</answer>') == "Page 6"
