@@ -32,8 +32,6 @@ MAX_DEPTH = 32  # JSON / literal nesting deeper than this is rejected before par
 # makes the compiler warn (SyntaxWarning from 3.12); doubling it first gives the same value without a warning.
 _ESCAPE = re.compile(r"\\(.?)", re.DOTALL)  # a backslash and the character after it, left to right
 _ESCAPE_CHARS = frozenset("\\'\"abfnrtv01234567xNuU\n")
-
-
 _RAW_PREFIX = re.compile(r"(?<![\w])(?:[rR][bB]?|[bB][rR])['\"]")  # r'..' keeps every backslash as written
 
 

@@ -15,7 +15,7 @@ window as its evidence::
     grounded_qa         "What colour does the corner marker turn?"         -> option letter, + its window
     qa                  "How many dots are there while their number is changed?" -> a number
 
-The same (n, seed, seconds, size, avoid) gives the same videos (x264 runs single-threaded) and the same rows.
+The same (n, seed, seconds, size, scale, avoid) gives the same videos (x264 runs single-threaded) and the same rows.
 """
 
 from __future__ import annotations
