@@ -101,31 +101,28 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     g = len(group)
     completions = [t.token_ids[p:] for t in group]
     width = max(int(c.numel()) for c in completions)
-    suffix = torch.full((g, width), pad_token_id, dtype=torch.long)
-    mask = torch.zeros(g, p + width, dtype=torch.long)
-    mask[:, :p] = 1
-    for i, c in enumerate(completions):
-        suffix[i, : c.numel()] = c
-        mask[i, p : p + c.numel()] = 1
-    suffix, mask = suffix.to(device), mask.to(device)
-    cache = _prefix_cache(prompt_cache, g)
     start = p + offset  # offset: a test's negative control only
     positions = (torch.arange(start, start + width, device=device)[None, None, :] + delta.view(1, -1, 1).to(device))
     positions = positions.expand(3, g, width).clone()
-    width_range = torch.arange(width, device=device)[None]
+    suffix = torch.full((g, width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros(g, p + width, dtype=torch.long)
+    mask[:, :p] = 1
     trained = torch.zeros(g, width, dtype=torch.bool)  # [g, width]: the tokens the model produced
-    for i, t in enumerate(group):
-        trained[i, : completions[i].numel()] = t.action_mask[p:].bool()
-    trained = trained.to(device)
-    extra = [observation_visuals(t) for t in group]
-    for i, t in enumerate(group):
-        if extra[i]:  # observation images / video: the row's own M-RoPE positions, from the model
-            positions[:, i, : completions[i].numel()] = _row_positions(backbone, t, device, offset)[:, p:]
-    suffix_visual = _concat([v for row in extra for v in row], device)
     suffix_types = torch.zeros(g, width, dtype=torch.long)
-    for i, t in enumerate(group):
+    extra = [observation_visuals(t) for t in group]
+    for i, (t, c) in enumerate(zip(group, completions)):
+        n = c.numel()
+        suffix[i, :n] = c
+        mask[i, p : p + n] = 1
+        trained[i, :n] = t.action_mask[p:].bool()
         if t.mm_token_type_ids is not None:
-            suffix_types[i, : completions[i].numel()] = t.mm_token_type_ids[p:]
+            suffix_types[i, :n] = t.mm_token_type_ids[p:]
+        if extra[i]:  # observation images / video: the row's own M-RoPE positions, from the model
+            positions[:, i, :n] = _row_positions(backbone, t, device, offset)[:, p:]
+    suffix, mask, trained = suffix.to(device), mask.to(device), trained.to(device)
+    cache = _prefix_cache(prompt_cache, g)
+    width_range = torch.arange(width, device=device)[None]
+    suffix_visual = _concat([v for row in extra for v in row], device)
     # suffix position j predicts token j + 1: the LM head sees the rows that predict a trained token only
     predicts = torch.zeros_like(trained)
     predicts[:, :-1] = trained[:, 1:]
