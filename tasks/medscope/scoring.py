@@ -38,9 +38,8 @@ def span_iou(sample: Sample, completion: str) -> float:
     text = clip(completion)
     if last_tag_body(text, "answer") is None:
         return 0.0
-    if sample.meta.get("task_type") == "grounded_qa":
-        body = last_tag_body(text, "span")
-        return 0.0 if body is None else span_tiou(sample.meta.get("span"), f"<span>{body}</span>") or 0.0
+    if sample.meta.get("task_type") == "grounded_qa" and not last_tag_body(text, "span"):
+        return 0.0  # the span reader would fall back to the answer
     return span_tiou(sample.meta.get("span"), completion) or 0.0
 
 
