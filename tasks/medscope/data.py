@@ -173,12 +173,11 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, *, global_frames
     text = prompt_text(str(row["question"]), kind, meta.get("choices"), stamps, duration, global_view)
     if global_view == "frames":  # each frame after its timestamp: which frame shows what is local in the text
         content = [item for t in stamps for item in ({"type": "text", "text": f"{t:.1f} s"}, {"type": "image"})]
-        sample = Sample(id=str(row["id"]), messages=[], answer=answer, meta=meta, task="medscope", images=files)
+        media = {"images": files}
     else:
-        content = [{"type": "video"}]
-        sample = Sample(id=str(row["id"]), messages=[], answer=answer, meta=meta, task="medscope",
-                        videos=[VideoRef(path, num_frames=len(stamps))])
-    sample.messages = [{"role": "user", "content": [*content, {"type": "text", "text": text}]}]
+        content, media = [{"type": "video"}], {"videos": [VideoRef(path, num_frames=len(stamps))]}
+    messages = [{"role": "user", "content": [*content, {"type": "text", "text": text}]}]
+    sample = Sample(id=str(row["id"]), messages=messages, answer=answer, meta=meta, task="medscope", **media)
     meta.setdefault("target", gold_trajectory(sample))
     return sample
 
