@@ -1,7 +1,8 @@
 """Evaluation in a task's environment: each doc is one multi-turn episode, as in training.
 
-A pack with an environment (``TaskPack.make_environment``) is evaluated through ``run_episode`` when its
-episode length (``--gen_kwargs max_turns=N``, default the pack's ``max_turns``) is above 1: the model's turns
+A pack with an environment (``TaskPack.make_environment``) is evaluated through ``run_episodes`` when its
+episode length (``--gen_kwargs max_turns=N``, default the pack's ``max_turns``) is above 1, a batch of docs
+played together (``--batch_size``): the model's turns
 are generated greedily (or sampled, seeded per doc), the environment answers each tool call, and the metrics
 score the model's own text (observations stand as empty markers, as for rewards). The samples file records
 each episode's turns: what every tool call asked and what the environment returned (timestamps, errors; never
@@ -11,13 +12,13 @@ pixels), and why the episode ended.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
 from mmreason.eval.generate import Completion
 from mmreason.rollout.generate import GenerationSettings
-from mmreason.rollout.multiturn import run_episode
+from mmreason.rollout.multiturn import EpisodeStart, run_episodes, turn_settings
 from mmreason.rollout.prompts import PromptInputs
+from mmreason.types import Trajectory
 
 
 def episode_turns(task, max_turns: int | None) -> int:
@@ -42,15 +43,22 @@ def _plain(value: Any, depth: int = 0) -> Any:
     return type(value).__name__
 
 
-def run_episode_doc(model, processor, prompt: PromptInputs, task, settings: GenerationSettings, max_turns: int,
-                    max_prompt_length: int, seed: int) -> tuple[Completion, dict[str, Any]]:
-    """One doc's episode: the completion the metrics score, and the episode's record for the samples file."""
-    env = task.pack.make_environment()
-    stops = tuple(getattr(env, "stop_strings", ()))
-    turn_settings = replace(settings, stop_strings=stops)
+def run_episode_docs(model, processor, prompts: list[PromptInputs], task, settings: GenerationSettings,
+                     max_turns: int, max_prompt_length: int,
+                     seed: int) -> list[tuple[Completion, dict[str, Any]] | Exception]:
+    """Each doc's episode, all played together (one generate call per turn): the completion the metrics score
+    and the episode's record for the samples file, or the ``EnvironmentStartError`` of a doc whose environment
+    could not start."""
+    if not prompts:
+        return []
+    starts = [EpisodeStart(p, task.pack.make_environment(), 0, 0, key=p.sample.id) for p in prompts]
     max_context = max_prompt_length + settings.max_new_tokens * max_turns * 8  # observations fit; env bounds them
-    traj = run_episode(model, processor, prompt, env, 0, turn_settings, max_turns, max_context, seed, 0, 0,
-                       key=prompt.sample.id)
+    results = run_episodes(model, processor, starts, turn_settings(settings, starts[0].env), max_turns,
+                           max_context, seed, 0)
+    return [r if isinstance(r, Exception) else _record(r) for r in results]
+
+
+def _record(traj: Trajectory) -> tuple[Completion, dict[str, Any]]:
     infos = traj.reward_info.get("observations") or []
     turns, k = [], 0
     for turn in traj.turns:

@@ -19,14 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmreason.eval.episodes import episode_turns, run_episode_doc
+from mmreason.eval.episodes import episode_turns, run_episode_docs
 from mmreason.eval.generate import Completion, generate_batch
 from mmreason.eval.prompts import encode_batch
 from mmreason.eval.tasks import EvalTask
 from mmreason.media import MediaError
 from mmreason.media.video_plan import VideoLimits
 from mmreason.rollout.generate import GenerationSettings, group_seed
-from mmreason.rollout.multiturn import EnvironmentStartError
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong
 from mmreason.types import Sample
 
@@ -166,17 +165,16 @@ def run_batch(model, processor, task: EvalTask, indices: list[int], opts: Scorin
     """Records of one batch; ``prepared`` = its (built prompts, failure records) when built ahead."""
     built, records = prepared or build_prompts(processor, task, indices, opts.prompt)
     turns = episode_turns(task, opts.max_turns)
-    if built and turns > 1:  # one episode per doc in the task's environment (episodes.py)
-        for i, p in built:
-            try:
-                with lock or contextlib.nullcontext():
-                    completion, fields = run_episode_doc(model, processor, p, task, opts.settings, turns,
-                                                         opts.prompt.max_prompt_length, opts.seed)
-            except EnvironmentStartError as exc:  # a failed doc, like one whose media cannot be read
+    if built and turns > 1:  # one episode per doc in the task's environment, the batch's played together
+        with lock or contextlib.nullcontext():
+            played = run_episode_docs(model, processor, [p for _, p in built], task, opts.settings, turns,
+                                      opts.prompt.max_prompt_length, opts.seed)
+        for (i, p), result in zip(built, played):
+            if isinstance(result, Exception):  # a failed doc, like one whose media cannot be read
                 records = records + [{"doc_id": p.sample.id, "doc_index": i, "target": _jsonable(p.sample.answer),
-                                      "error": f"{type(exc).__name__}: {exc}"}]
-                continue
-            records = records + [score_record(task, i, p, completion, fields)]
+                                      "error": f"{type(result).__name__}: {result}"}]
+            else:
+                records = records + [score_record(task, i, p, *result)]
     elif built:
         prompts = [p for _, p in built]
         seeds = [group_seed(opts.seed, 0, p.sample.id) for p in prompts]

@@ -6,13 +6,17 @@ the processor (visual pads expanded, action_mask 0). The trajectory ends when th
 a tool call, the environment says done, ``max_turns`` is reached, or the context would exceed its limit.
 An exception in ``Environment.step``, or a step running past ``step_timeout_s`` (``deadline.py``), ends the
 episode with ``reward_info["ended"]`` starting "environment error" (the trainer counts it), never the run.
+
+Episodes are played together (``run_episodes``): each turn, all live episodes sample their next assistant turn
+in one batched ``generate`` call, then each environment answers its own. Every episode samples from its own
+seeded stream, so what it draws does not depend on which episodes share the call.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -24,9 +28,10 @@ from mmreason.rollout.generate import (
     cut_at_eos,
     eos_token_ids,
     group_seed,
-    sample_tokens,
+    sample_rows,
 )
 from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs, encode
+from mmreason.rollout.row_sampling import row_seeds
 from mmreason.types import Trajectory, Turn
 
 
@@ -54,74 +59,174 @@ def encode_observation(processor, obs: Observation, closed: bool) -> tuple[torch
     return ids, types, {k: out[k] for k in VISUAL_KEYS if k in out}
 
 
+@dataclass
+class EpisodeStart:
+    """One episode to play: its prompt, a fresh environment, and where its trajectory belongs. ``index`` is
+    its rollout number within the group and ``key`` the sample key (default the sample id): together they seed
+    its sampling, so an episode draws the same tokens whichever episodes share its ``generate`` calls."""
+
+    prompt: PromptInputs
+    env: Environment
+    group_id: int
+    index: int = 0
+    key: str | None = None
+
+    def turn_seed(self, seed: int, step: int, turn: int) -> int:
+        """The sampling seed of this episode's row in turn ``turn``'s generate call."""
+        return row_seeds(group_seed(seed, step, f"{self.key or self.prompt.sample.id}#{self.index}", turn), 1)[0]
+
+
+@dataclass
+class _Episode:
+    """A live episode: the context so far (prompt, assistant turns, observations) and what it recorded."""
+
+    start: EpisodeStart
+    ids: torch.Tensor
+    types: torch.Tensor
+    mask: torch.Tensor
+    visual: list[dict[str, torch.Tensor]]
+    env_seconds: float
+    turns: list[Turn] = field(default_factory=list)
+    infos: list[dict] = field(default_factory=list)
+    seen: list = field(default_factory=list)
+    truncated: bool = False
+    ended: str | None = None
+    finished: bool = False
+
+    def context(self) -> PromptInputs:
+        return PromptInputs(self.start.prompt.sample, self.ids, self.types, _merge_visual(self.visual))
+
+    def trajectory(self) -> Trajectory:
+        # Rewards score the model's own text: observations stand as empty markers (Trajectory.transcript has them)
+        completion = "".join(t.text if t.role == "assistant" else "\n<observation></observation>\n"
+                             for t in self.turns)
+        prompt = self.start.prompt
+        return Trajectory(
+            sample_id=prompt.sample.id, group_id=self.start.group_id, token_ids=self.ids, action_mask=self.mask,
+            prompt_length=prompt.length, completion_text=completion, truncated=self.truncated, turns=self.turns,
+            tool_calls=[i for i in self.infos if i], mm_token_type_ids=self.types, visual=self.visual,
+            reward_info={"observations": self.infos, "observation_images": self.seen, "ended": self.ended,
+                         "env_seconds": self.env_seconds},
+        )
+
+
+def run_episodes(model, processor, starts: Sequence[EpisodeStart], settings: GenerationSettings, max_turns: int,
+                 max_context: int, seed: int, step: int, max_observation_tokens: int | None = None,
+                 step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> list[Trajectory | EnvironmentStartError]:
+    """Play all ``starts`` together: each turn, every live episode samples its next assistant turn in one
+    batched ``generate`` call (``sample_rows``), then each environment answers its own. In the first turn the
+    episodes of one prompt share its encoding (vision tower and prefill) when every prompt has the same count.
+
+    Returns one entry per start, in order: its Trajectory, or the ``EnvironmentStartError`` of an environment
+    whose ``reset`` raised or ran past ``step_timeout_s`` (the caller decides what a broken sample costs). An
+    observation longer than ``max_observation_tokens`` (text + visual tokens), or one that would overflow
+    ``max_context``, ends that episode; so does a ``step`` that raises or runs past ``step_timeout_s`` seconds
+    (default 60; None: no limit). ``settings.stop_strings`` end a turn (the callers pass the environment's).
+    """
+    results: list[Trajectory | EnvironmentStartError | None] = [None] * len(starts)
+    episodes: dict[int, _Episode] = {}
+    for i, s in enumerate(starts):
+        started = time.perf_counter()
+        try:
+            call_with_deadline(s.env.reset, (s.prompt.sample,), step_timeout_s, what="reset")
+        except Exception as exc:  # the sample cannot be played: the caller counts it as a broken sample
+            error = EnvironmentStartError(f"sample {s.prompt.sample.id!r}: the environment cannot start: "
+                                          f"{type(exc).__name__}: {str(exc)[:500]}")
+            error.__cause__ = exc
+            results[i] = error
+            continue
+        p = s.prompt
+        episodes[i] = _Episode(s, p.input_ids.clone(), p.mm_token_type_ids.clone(), torch.zeros_like(p.input_ids),
+                               [p.visual] if p.visual else [], time.perf_counter() - started)
+    for turn in range(max_turns):
+        live = [e for e in episodes.values() if not e.finished]
+        if not live:
+            break
+        rows = _sample_turn(model, processor.tokenizer, live, settings, seed, step, turn)
+        for e, row in zip(live, rows):
+            _play_turn(processor, e, row, settings, turn, max_turns, max_context, max_observation_tokens,
+                       step_timeout_s)
+    for i, e in episodes.items():
+        results[i] = e.trajectory()
+    return results
+
+
+def _sample_turn(model, tokenizer, live: list[_Episode], settings: GenerationSettings, seed: int, step: int,
+                 turn: int) -> list[torch.Tensor]:
+    """Each live episode's next-turn tokens (right-padded rows), from one batched generate call."""
+    by_prompt: dict[int, list[_Episode]] = {}
+    for e in live:
+        by_prompt.setdefault(id(e.start.prompt), []).append(e)
+    sizes = {len(v) for v in by_prompt.values()}
+    n = sizes.pop() if turn == 0 and len(sizes) == 1 else 1
+    order = [e for group in by_prompt.values() for e in group] if n > 1 else live
+    contexts = [group[0].context() for group in by_prompt.values()] if n > 1 else [e.context() for e in live]
+    seeds = [e.start.turn_seed(seed, step, turn) for e in order]
+    new = sample_rows(model, tokenizer, contexts, n, settings, seeds)  # [len(live), L]
+    row_of = {id(e): r for r, e in enumerate(order)}
+    return [new[row_of[id(e)]] for e in live]
+
+
+def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSettings, turn: int,
+               max_turns: int, max_context: int, max_observation_tokens: int | None,
+               step_timeout_s: float | None) -> None:
+    """Append one sampled assistant turn to ``e``, let its environment answer, and append the observation."""
+    tokenizer = processor.tokenizer
+    eos = eos_token_ids(tokenizer)
+    action, truncated = cut_at_eos(row, eos, tokenizer.pad_token_id)
+    text = tokenizer.decode(action, skip_special_tokens=True)
+    if action.numel() and int(action[-1]) == tokenizer.pad_token_id and settings.stop_strings:
+        # In a batch, a row that met a stop string is filled with pad while the others go on: not its token
+        body = tokenizer.decode(action[:-1], skip_special_tokens=True)
+        if any(body.endswith(s) for s in settings.stop_strings):
+            action, text = action[:-1], body
+    start = int(e.ids.numel())
+    e.ids = torch.cat([e.ids, action])
+    e.types = torch.cat([e.types, torch.zeros_like(action)])
+    e.mask = torch.cat([e.mask, torch.ones_like(action)])
+    e.turns.append(Turn("assistant", text, start, int(e.ids.numel())))
+    ended_with_eos = action.numel() > 0 and int(action[-1]) in eos
+    e.truncated = truncated and not any(text.endswith(s) for s in settings.stop_strings)
+    e.finished = True  # unless an observation follows
+    stepped = time.perf_counter()
+    try:
+        # the environment decides what a finished, stopped or cut turn means
+        obs = call_with_deadline(e.start.env.step, (text,), step_timeout_s)
+    except Exception as exc:  # an environment bug or a hostile action ends this episode, never the run
+        e.ended = f"environment error: {type(exc).__name__}: {str(exc)[:500]}"
+        return
+    finally:
+        e.env_seconds += time.perf_counter() - stepped
+    e.infos.append(obs.info)
+    if obs.done or turn == max_turns - 1:
+        return
+    obs_ids, obs_types, obs_visual = encode_observation(processor, obs, closed=ended_with_eos)
+    if max_observation_tokens is not None and obs_ids.numel() > max_observation_tokens:
+        e.ended = f"observation of {obs_ids.numel()} tokens > max_observation_tokens={max_observation_tokens}"
+        return
+    if e.ids.numel() + obs_ids.numel() + settings.max_new_tokens > max_context:
+        return
+    e.turns.append(Turn("observation", obs.text, int(e.ids.numel()), int(e.ids.numel() + obs_ids.numel())))
+    e.ids = torch.cat([e.ids, obs_ids])
+    e.types = torch.cat([e.types, obs_types])
+    e.mask = torch.cat([e.mask, torch.zeros_like(obs_ids)])
+    if obs_visual:
+        e.visual.append(obs_visual)
+    e.seen.extend(obs.images)  # what the model was actually shown
+    e.finished = False
+
+
 def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_id: int,
                 settings: GenerationSettings, max_turns: int, max_context: int, seed: int, step: int,
                 index: int, key: str | None = None, max_observation_tokens: int | None = None,
                 step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> Trajectory:
-    """One trajectory of up to ``max_turns`` assistant turns against ``env``. An observation longer than
-    ``max_observation_tokens`` (text + visual tokens), or one that would overflow ``max_context``, ends it;
-    so does a ``step`` that raises or runs past ``step_timeout_s`` seconds (default 60; None: no limit)."""
-    tokenizer = processor.tokenizer
-    eos = eos_token_ids(tokenizer)
-    env_started = time.perf_counter()
-    try:
-        call_with_deadline(env.reset, (prompt.sample,), step_timeout_s, what="reset")
-    except Exception as exc:  # the sample cannot be played: the trainer counts it as a broken sample
-        raise EnvironmentStartError(f"sample {prompt.sample.id!r}: the environment cannot start: "
-                                    f"{type(exc).__name__}: {str(exc)[:500]}") from exc
-    env_seconds = time.perf_counter() - env_started  # reset and steps: the environment's share of the episode
-    ids, types = prompt.input_ids.clone(), prompt.mm_token_type_ids.clone()
-    mask = torch.zeros_like(ids)
-    visual = [prompt.visual] if prompt.visual else []
-    turns: list[Turn] = []
-    truncated, infos, seen, ended = False, [], [], None
-    for turn in range(max_turns):
-        merged = _merge_visual(visual)
-        new = sample_tokens(model, tokenizer, ids, types, merged, 1, settings,
-                            group_seed(seed, step, f"{key or prompt.sample.id}#{index}", turn))[0]
-        action, truncated = cut_at_eos(new, eos, tokenizer.pad_token_id)
-        text = tokenizer.decode(action, skip_special_tokens=True)
-        start = int(ids.numel())
-        ids = torch.cat([ids, action])
-        types = torch.cat([types, torch.zeros_like(action)])
-        mask = torch.cat([mask, torch.ones_like(action)])
-        turns.append(Turn("assistant", text, start, int(ids.numel())))
-        ended_with_eos = action.numel() > 0 and int(action[-1]) in eos
-        truncated = truncated and not any(text.endswith(s) for s in settings.stop_strings)
-        stepped = time.perf_counter()
-        try:
-            # the environment decides what a finished, stopped or cut turn means
-            obs = call_with_deadline(env.step, (text,), step_timeout_s)
-        except Exception as exc:  # an environment bug or a hostile action ends this episode, never the run
-            ended = f"environment error: {type(exc).__name__}: {str(exc)[:500]}"
-            break
-        finally:
-            env_seconds += time.perf_counter() - stepped
-        infos.append(obs.info)
-        if obs.done or turn == max_turns - 1:
-            break
-        obs_ids, obs_types, obs_visual = encode_observation(processor, obs, closed=ended_with_eos)
-        if max_observation_tokens is not None and obs_ids.numel() > max_observation_tokens:
-            ended = f"observation of {obs_ids.numel()} tokens > max_observation_tokens={max_observation_tokens}"
-            break
-        if ids.numel() + obs_ids.numel() + settings.max_new_tokens > max_context:
-            break
-        turns.append(Turn("observation", obs.text, int(ids.numel()), int(ids.numel() + obs_ids.numel())))
-        ids = torch.cat([ids, obs_ids])
-        types = torch.cat([types, obs_types])
-        mask = torch.cat([mask, torch.zeros_like(obs_ids)])
-        if obs_visual:
-            visual.append(obs_visual)
-        seen.extend(obs.images)  # what the model was actually shown
-    # Rewards score the model's own text: observations stand as empty markers (Trajectory.transcript has them)
-    completion = "".join(t.text if t.role == "assistant" else "\n<observation></observation>\n" for t in turns)
-    return Trajectory(
-        sample_id=prompt.sample.id, group_id=group_id, token_ids=ids, action_mask=mask,
-        prompt_length=prompt.length, completion_text=completion, truncated=truncated, turns=turns,
-        tool_calls=[i for i in infos if i], mm_token_type_ids=types, visual=visual,
-        reward_info={"observations": infos, "observation_images": seen, "ended": ended,
-                     "env_seconds": env_seconds},
-    )
+    """One trajectory of up to ``max_turns`` assistant turns against ``env`` (``run_episodes`` with one start);
+    raises ``EnvironmentStartError`` when the environment cannot start."""
+    (result,) = run_episodes(model, processor, [EpisodeStart(prompt, env, group_id, index, key)], settings,
+                             max_turns, max_context, seed, step, max_observation_tokens, step_timeout_s)
+    if isinstance(result, EnvironmentStartError):
+        raise result
+    return result
 
 
 def _merge_visual(chunks: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -137,11 +242,17 @@ def generate_multiturn_group(model, processor, prompt: PromptInputs, make_env: C
                              max_turns: int, max_context: int, seed: int, step: int,
                              key: str | None = None, max_observation_tokens: int | None = None,
                              step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> list[Trajectory]:
-    """G episodes of one prompt, each against a fresh environment; turns end at EOS or a stop string."""
-    trajectories = []
-    for i in range(num_generations):
-        env = make_env()
-        turn_settings = replace(settings, stop_strings=tuple(getattr(env, "stop_strings", ())))
-        trajectories.append(run_episode(model, processor, prompt, env, group_id, turn_settings, max_turns,
-                                        max_context, seed, step, i, key, max_observation_tokens, step_timeout_s))
-    return trajectories
+    """G episodes of one prompt, each against a fresh environment, played together; turns end at EOS or a
+    stop string. Raises ``EnvironmentStartError`` when an environment cannot start."""
+    starts = [EpisodeStart(prompt, make_env(), group_id, i, key) for i in range(num_generations)]
+    results = run_episodes(model, processor, starts, turn_settings(settings, starts[0].env), max_turns, max_context,
+                           seed, step, max_observation_tokens, step_timeout_s)
+    for r in results:
+        if isinstance(r, EnvironmentStartError):
+            raise r
+    return results
+
+
+def turn_settings(settings: GenerationSettings, env: Environment) -> GenerationSettings:
+    """``settings`` with the environment's stop strings (a tool call's closing tag ends the turn)."""
+    return replace(settings, stop_strings=tuple(getattr(env, "stop_strings", ())))

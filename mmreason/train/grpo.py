@@ -23,7 +23,7 @@ from mmreason.media.video_plan import VideoLimits
 from mmreason.parallel.agree import any_rank, hold, settle, stopping
 from mmreason.parallel.sharding import gathered
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
-from mmreason.rollout.multiturn import EnvironmentStartError, generate_multiturn_group
+from mmreason.rollout.multiturn import EnvironmentStartError, EpisodeStart, run_episodes, turn_settings
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from mmreason.train.collect import collect_rollouts
@@ -102,28 +102,41 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
         return []
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
-    multiturn = run.pack.make_environment is not None and r.max_turns > 1
-    # Single-turn: all groups of the step in one generate call; each row samples with its own seed, derived
-    # from its group's (run seed, step, sample key), so the split over processes changes no sample.
-    trajectories: list[Trajectory] = [] if multiturn else generate_groups(
-        model, run.processor, [d.prompt for d in drawn], [d.slot for d in drawn], r.num_generations, settings,
-        [group_seed(run.cfg.seed, step, d.key) for d in drawn])
-    for d in drawn if multiturn else []:
-        max_context = run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns
-        try:
-            group = generate_multiturn_group(
-                model, run.processor, d.prompt, run.pack.make_environment, d.slot, r.num_generations, settings,
-                r.max_turns, max_context, run.cfg.seed, step, key=d.key,
-                max_observation_tokens=r.max_observation_tokens, step_timeout_s=r.env_step_timeout_s)
-        except EnvironmentStartError as exc:  # its group is left out of the step, like a sample that won't load
-            bad_sample(run, d.prompt.sample.id, exc)
+    if run.pack.make_environment is not None and r.max_turns > 1:  # episodes: all of the step's together
+        trajectories = _play_episodes(run, model, drawn, settings, step)
+    else:
+        # Single-turn: all groups of the step in one generate call; each row samples with its own seed, derived
+        # from its group's (run seed, step, sample key), so the split over processes changes no sample.
+        trajectories = generate_groups(
+            model, run.processor, [d.prompt for d in drawn], [d.slot for d in drawn], r.num_generations, settings,
+            [group_seed(run.cfg.seed, step, d.key) for d in drawn])
+    model.train()
+    return trajectories
+
+
+def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSettings, step: int) -> list[Trajectory]:
+    """G episodes per prompt, all played together (one generate call per turn). A sample whose environment
+    cannot start is left out of the step, like one that won't load; an environment error ends one episode."""
+    r = run.cfg.rollout
+    starts = [EpisodeStart(d.prompt, run.pack.make_environment(), d.slot, i, d.key)
+              for d in drawn for i in range(r.num_generations)]
+    if not starts:
+        return []
+    max_context = run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns
+    results = run_episodes(model, run.processor, starts, turn_settings(settings, starts[0].env), r.max_turns,
+                           max_context, run.cfg.seed, step, r.max_observation_tokens, r.env_step_timeout_s)
+    trajectories = []
+    for k, d in enumerate(drawn):
+        group = results[k * r.num_generations:(k + 1) * r.num_generations]
+        error = next((g for g in group if isinstance(g, EnvironmentStartError)), None)
+        if error is not None:
+            bad_sample(run, d.prompt.sample.id, error)
             continue
         for t in group:
             if str(t.reward_info.get("ended") or "").startswith("environment error"):
                 run.counters.env_faults += 1
                 run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])
         trajectories += group
-    model.train()
     return trajectories
 
 

@@ -101,6 +101,57 @@ def test_multiturn_sampling_is_seeded(tiny):
     assert a[0].token_ids.tolist() != a[1].token_ids.tolist()  # rollouts of a group differ
 
 
+def _coloured(colour: str, size: int) -> Sample:
+    content = [{"type": "image"}, {"type": "text", "text": f"Zoom in on the {size} px picture: what colour?"}]
+    return Sample(id=f"mt-{colour}", messages=[{"role": "user", "content": content}], answer=colour,
+                  images=[Image.new("RGB", (size, size), colour)])
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_episodes_played_together_are_the_episodes_played_alone(tiny, temperature):
+    from mmreason.rollout.multiturn import EpisodeStart, run_episode, run_episodes
+
+    model, processor = tiny
+    # prompts of different lengths (left padding), two episodes each (first turn shares the prompt's prefill)
+    prompts = [build_prompt(processor, _coloured(c, size), max_prompt_length=1024)
+               for c, size in (("blue", 84), ("red", 56))]
+    settings = GenerationSettings(max_new_tokens=6, temperature=temperature, stop_strings=ZoomEnv.stop_strings)
+    kwargs = dict(max_turns=3, max_context=2048, seed=3, step=5)
+    starts = [EpisodeStart(p, ZoomEnv(), g, i) for g, p in enumerate(prompts) for i in range(2)]
+    together = run_episodes(model, processor, starts, settings, **kwargs)
+    alone = [run_episode(model, processor, s.prompt, ZoomEnv(), s.group_id, settings, index=s.index, **kwargs)
+             for s in starts]
+    assert [t.group_id for t in together] == [0, 0, 1, 1]
+    for a, b in zip(together, alone):
+        assert a.token_ids.tolist() == b.token_ids.tolist()
+        assert a.action_mask.tolist() == b.action_mask.tolist()
+        assert [(t.role, t.start, t.end) for t in a.turns] == [(t.role, t.start, t.end) for t in b.turns]
+        assert a.completion_text == b.completion_text and a.truncated == b.truncated
+    if temperature > 0:
+        assert together[0].token_ids.tolist() != together[1].token_ids.tolist()  # each episode its own stream
+
+
+def test_a_row_stopped_by_a_stop_string_keeps_no_pad_from_the_batch(tiny):
+    """In a batch, a row whose turn met a stop string is filled with pad while others go on; the pad is not
+    part of its action (alone, generate stops there and no pad is drawn)."""
+    from mmreason.rollout.multiturn import EpisodeStart, _Episode, _play_turn
+
+    model, processor = tiny
+    tok = processor.tokenizer
+    prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
+    call = tok('<tool_call>{"name": "zoom"}</tool_call>', add_special_tokens=False, return_tensors="pt")
+    row = torch.cat([call["input_ids"][0], torch.full((3,), tok.pad_token_id)])
+    env = ZoomEnv()
+    env.reset(prompt.sample)
+    e = _Episode(EpisodeStart(prompt, env, 0), prompt.input_ids.clone(), prompt.mm_token_type_ids.clone(),
+                 torch.zeros_like(prompt.input_ids), [prompt.visual], 0.0)
+    _play_turn(processor, e, row, GenerationSettings(max_new_tokens=20, stop_strings=ZoomEnv.stop_strings), 0, 3,
+               4096, None, None)
+    action = e.ids[e.turns[0].start : e.turns[0].end]
+    assert action.tolist() == call["input_ids"][0].tolist() and not e.truncated
+    assert e.turns[1].role == "observation" and e.infos[0]["call"] == {"name": "zoom"}
+
+
 def test_an_observation_over_max_observation_tokens_ends_the_episode(tiny):
     model, processor = tiny
     prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
