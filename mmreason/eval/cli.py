@@ -1,4 +1,5 @@
-"""`mmreason eval`, with lmms-eval's flags, and `mmreason eval compare RESULTS.json RESULTS.json ...`.
+"""`mmreason eval`, with lmms-eval's flags; `mmreason eval compare RESULTS.json RESULTS.json ...` (metric deltas);
+`mmreason eval paired A_SAMPLES B_SAMPLES` (doc-by-doc, McNemar).
 
     mmreason eval --model runs/shapes --tasks shapes,shapes:my.jsonl --batch_size 8 \\
         --output_path eval_results --log_samples --limit 100 \\
@@ -9,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 
-from mmreason.eval import compare
+from mmreason.eval import compare, paired
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="eval_command", metavar="{compare}")
+    sub = parser.add_subparsers(dest="eval_command", metavar="{compare,paired}")
     compare.add_arguments(sub.add_parser("compare", help="metric deltas between results files, and a PNG chart"))
+    paired.add_arguments(sub.add_parser("paired", help="two samples files doc by doc: up / down, McNemar z"))
     parser.add_argument("--model", help="a model directory, a LoRA adapter, a `mmreason train` run directory "
                         "(its newest checkpoint) or a hub id")
     parser.add_argument("--tasks", help="comma-separated task packs (`mmreason list tasks`), or PACK:PATH to "
@@ -49,6 +51,8 @@ def build_config(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     if args.eval_command == "compare":
         return compare.run(args)
+    if args.eval_command == "paired":
+        return paired.run(args)
     if args.tasks == "list":
         from mmreason.listing import run as list_run
 

@@ -93,13 +93,14 @@ def baseline(args: argparse.Namespace) -> int:
 
 
 def paired(args: argparse.Namespace) -> int:
-    """Print one JSON line per metric: means, turned right / wrong, McNemar z, bootstrap interval."""
-    from mmreason.tasks.docseeker.learncheck import paired as compare
+    """Print one JSON line per metric: means, docs that turn right (up) / wrong (down) at a score of 1, McNemar z,
+    bootstrap interval (``mmreason eval paired --threshold 1``)."""
+    from mmreason.eval.paired import compare_all, rounded
 
     if len(args.files) != 2:
         raise SystemExit("mmreason data docseeker paired: give two samples files, A then B")
-    for metric in args.metric or ["evidence_f1", "accuracy"]:
-        print(json.dumps(compare(args.files[0], args.files[1], metric)))
+    for result in compare_all(args.files[0], args.files[1], args.metric or ["evidence_f1", "accuracy"], threshold=1.0):
+        print(json.dumps(rounded(result)))
     return 0
 
 

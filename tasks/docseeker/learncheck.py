@@ -9,16 +9,14 @@ frequent answer (ties go to the smaller page, the alphabetically first answer), 
 metric of the pack scores it as it scores a model. ``--samples`` writes its per-doc records in the
 harness's samples-file shape, so ``paired`` compares it with a model.
 
-``paired``: over the docs both files scored, per metric, the mean of each, the docs that turn right
-(A < 1 = B) and turn wrong (A = 1 > B), McNemar's z = (right - wrong) / sqrt(right + wrong), and a 95%
-paired-bootstrap interval of the mean difference B - A (2,000 resamples, seed 0).
+``paired``: ``mmreason eval paired --threshold 1`` (``mmreason.eval.paired``): per metric, the docs that turn
+right (A < 1 = B) and wrong (A = 1 > B), McNemar's z and a bootstrap interval of B - A.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -59,22 +57,3 @@ def score_baseline(train: str | Path, data: str | Path) -> tuple[dict[str, Any],
         values = [r["scores"][name] for r in records if r["scores"][name] is not None]
         means[name] = sum(values) / len(values) if values else None
     return {"cited_page": page, "answer": answer, "n": len(records), **means}, records
-
-
-def paired(a: str | Path, b: str | Path, metric: str, resamples: int = 2000) -> dict[str, Any]:
-    """Paired figures of ``metric`` between two samples files (docs both scored)."""
-    sa = {r["doc_id"]: r["scores"].get(metric) for r in _rows(a) if "scores" in r}
-    sb = {r["doc_id"]: r["scores"].get(metric) for r in _rows(b) if "scores" in r}
-    ids = sorted(i for i in sa if i in sb and sa[i] is not None and sb[i] is not None)
-    if not ids:
-        raise ValueError(f"paired: no doc has a {metric} score in both files")
-    x, y = [sa[i] for i in ids], [sb[i] for i in ids]
-    right = sum(1 for p, q in zip(x, y) if p < 1 <= q)
-    wrong = sum(1 for p, q in zip(x, y) if q < 1 <= p)
-    diffs = [q - p for p, q in zip(x, y)]
-    rng = random.Random(0)
-    boots = sorted(sum(diffs[rng.randrange(len(diffs))] for _ in diffs) / len(diffs) for _ in range(resamples))
-    return {"metric": metric, "n": len(ids), "a": sum(x) / len(x), "b": sum(y) / len(y),
-            "diff": sum(diffs) / len(diffs), "ci95": [boots[int(0.025 * resamples)], boots[int(0.975 * resamples) - 1]],
-            "turn_right": right, "turn_wrong": wrong,
-            "mcnemar_z": (right - wrong) / math.sqrt(right + wrong) if right + wrong else 0.0}

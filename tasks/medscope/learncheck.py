@@ -3,8 +3,7 @@
 ``blind_baseline(train, held_out)``: a rule that never looks at a video. For each question (its text and task
 type) it answers the train rows' most frequent answer and, as the span, the mean of their first evidence
 windows; the held-out rows are scored with the pack's own eval metrics (``scoring.METRICS``).
-``paired(a, b, metric)``: the docs both files scored, the means of A and B, how many docs go up and down from
-A to B, and McNemar's (sign-test) z = (up - down) / sqrt(up + down).
+``paired A B``: ``mmreason eval paired`` (``mmreason.eval.paired``) on the pack's learning-check metrics.
 
     python -m mmreason.tasks.medscope.learncheck baseline TRAIN.jsonl HELD_OUT.jsonl [--samples OUT.jsonl]
     python -m mmreason.tasks.medscope.learncheck paired A_samples.jsonl B_samples.jsonl [--metric NAME ...]
@@ -19,6 +18,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from mmreason.eval.paired import paired, read_scores, rounded
 from mmreason.tasks.medscope.data import medscope_load
 from mmreason.tasks.medscope.scoring import METRICS
 
@@ -66,25 +66,6 @@ def blind_baseline(train: str | Path, held_out: str | Path) -> tuple[dict[str, f
     return {"n": len(records), **summary}, records
 
 
-def _scores(path: str | Path) -> dict[str, dict[str, float]]:
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    return {r["doc_id"]: r.get("scores") or {} for r in rows}
-
-
-def paired(a: str | Path, b: str | Path, metric: str) -> dict[str, Any]:
-    """A against B on ``metric`` over the docs both scored (NaN = the metric does not apply to that doc)."""
-    sa, sb = _scores(a), _scores(b)
-    pairs = [(float(sa[i][metric]), float(sb[i][metric])) for i in sorted(set(sa) & set(sb))
-             if sa[i].get(metric) is not None and sb[i].get(metric) is not None]
-    pairs = [(x, y) for x, y in pairs if not (math.isnan(x) or math.isnan(y))]
-    if not pairs:
-        raise ValueError(f"paired: no doc has a {metric!r} score in both {a} and {b}")
-    up, down = sum(x < y for x, y in pairs), sum(x > y for x, y in pairs)
-    return {"metric": metric, "n": len(pairs), "a": sum(x for x, _ in pairs) / len(pairs),
-            "b": sum(y for _, y in pairs) / len(pairs), "up": up, "down": down,
-            "mcnemar_z": (up - down) / math.sqrt(up + down) if up + down else 0.0}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mmreason.tasks.medscope.learncheck")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -103,15 +84,15 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.samples).write_text("".join(json.dumps(r) + "\n" for r in records))
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in summary.items()}))
         return 0
+    scores = read_scores(args.a), read_scores(args.b)
     for metric in args.metric or PAIRED_METRICS:
         try:
-            result = paired(args.a, args.b, metric)
+            result = paired(*scores, metric)
         except ValueError as err:  # e.g. grounded_calls against the blind rule, which calls nothing
             if args.metric:
                 raise
-            print(json.dumps({"metric": metric, "skipped": str(err)}))
-            continue
-        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}))
+            result = {"metric": metric, "skipped": str(err)}
+        print(json.dumps(rounded(result)))
     return 0
 
 

@@ -2,7 +2,7 @@
 
 ``paired(a, b)``: routing accuracy of A and B on the steps both scored, per step, with the share of outputs
 that parse as a step and the accuracy among those (a step that does not parse is a wrong route), and the paired
-counts: steps that turn right from A to B, turn wrong, and McNemar's z = (right - wrong) / sqrt(right + wrong).
+counts (``mmreason.eval.paired.mcnemar``): steps that turn right from A to B (up), turn wrong (down), McNemar's z.
 ``position_baseline(train, held_out)``: routing accuracy of a rule that reads neither the question nor the
 knowledge bases: at step k it takes the train rows' most frequent gold decision at step k.
 """
@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from mmreason.eval.paired import mcnemar
 from mmreason.tasks.mrag.data import read_rows
 from mmreason.tasks.mrag.metrics import decision
 
@@ -46,12 +47,9 @@ def paired(a: str | Path, b: str | Path) -> dict[str, Any]:
         steps = sorted({_step(i) for i in ids})
         out[name] = {"all": _summary([runs[i] for i in ids]),
                      **{f"step{k}": _summary([runs[i] for i in ids if _step(i) == k]) for k in steps}}
-    x = [sa[i]["scores"]["routing_accuracy"] for i in ids]
-    y = [sb[i]["scores"]["routing_accuracy"] for i in ids]
-    right = sum(p < q for p, q in zip(x, y))
-    wrong = sum(p > q for p, q in zip(x, y))
-    out.update(turn_right=right, turn_wrong=wrong,
-               mcnemar_z=(right - wrong) / math.sqrt(right + wrong) if right + wrong else 0.0)
+    up, down, z = mcnemar([sa[i]["scores"]["routing_accuracy"] for i in ids],
+                          [sb[i]["scores"]["routing_accuracy"] for i in ids])
+    out.update(up=up, down=down, mcnemar_z=z)
     return out
 
 

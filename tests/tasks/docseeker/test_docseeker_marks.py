@@ -59,7 +59,8 @@ def test_loader_generates_marks_at_twenty_tokens_a_page(tmp_path, monkeypatch, t
 
 
 def test_position_baseline_cites_the_most_frequent_training_page(tmp_path, marks):
-    from mmreason.tasks.docseeker.learncheck import paired, score_baseline
+    from mmreason.eval.paired import paired
+    from mmreason.tasks.docseeker.learncheck import score_baseline
 
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps({"evidence_pages": p, "answer": a}) + "\n"
@@ -75,6 +76,6 @@ def test_position_baseline_cites_the_most_frequent_training_page(tmp_path, marks
                          for i, s in enumerate([0, 0, 1, 1, 0])))
     b.write_text("".join(json.dumps({"doc_id": str(i), "scores": {"accuracy": s}}) + "\n"
                          for i, s in enumerate([1, 1, 0, 1, 0])))
-    got = paired(a, b, "accuracy")
-    assert (got["n"], got["turn_right"], got["turn_wrong"]) == (5, 2, 1)
+    got = paired(a, b, "accuracy", threshold=1.0)
+    assert (got["n"], got["up"], got["down"]) == (5, 2, 1)
     assert got["diff"] == pytest.approx(0.2) and got["mcnemar_z"] == pytest.approx(1 / 3 ** 0.5)

@@ -8,8 +8,9 @@ import math
 import pytest
 from medscope_helpers import make_data  # noqa: I001
 
+from mmreason.eval.paired import paired
 from mmreason.tasks.medscope.data import medscope_load
-from mmreason.tasks.medscope.learncheck import blind_baseline, blind_rule, main, paired
+from mmreason.tasks.medscope.learncheck import blind_baseline, blind_rule, main
 
 
 @pytest.fixture(scope="module")

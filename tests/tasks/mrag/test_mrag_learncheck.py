@@ -25,13 +25,13 @@ def test_paired_counts_steps_that_turn_right_and_wrong(tmp_path, capsys):
     b = _write(tmp_path / "b.jsonl", [("q1#s0", TABLE, 1.0), ("q1#s1", ANSWER, 1.0),
                                       ("q2#s0", ANSWER, 1.0), ("q3#s0", TABLE, 0.0)])
     out = paired(a, b)
-    assert (out["n"], out["turn_right"], out["turn_wrong"]) == (4, 2, 1)
+    assert (out["n"], out["up"], out["down"]) == (4, 2, 1)
     assert out["mcnemar_z"] == pytest.approx(1 / 3 ** 0.5)
     assert out["a"]["all"]["routing"] == 0.5 and out["b"]["all"]["routing"] == 0.75
     assert out["a"]["step2"] == {"n": 1, "routing": 0.0, "parsed": 0.0, "routing_if_parsed": pytest.approx(float("nan"), nan_ok=True)}
     assert out["a"]["all"]["parsed"] == 0.75 and out["a"]["all"]["routing_if_parsed"] == pytest.approx(2 / 3)
     assert main(["data", "mrag", "paired", str(a), str(b)]) == 0
-    assert json.loads(capsys.readouterr().out)["turn_right"] == 2
+    assert json.loads(capsys.readouterr().out)["up"] == 2
 
 
 def test_position_baseline_takes_the_train_majority_per_step(tmp_path):
