@@ -5,7 +5,9 @@ Tokens are appended, never re-tokenized: the sampled ids of every assistant turn
 the processor (visual pads expanded, action_mask 0). The trajectory ends when the model stops without
 a tool call, the environment says done, ``max_turns`` is reached, or the context would exceed its limit.
 An exception in ``Environment.step``, or a step running past ``step_timeout_s`` (``deadline.py``), ends the
-episode with ``reward_info["ended"]`` starting "environment error" (the trainer counts it), never the run.
+episode with ``reward_info["ended"]`` starting "environment error" (the trainer counts it), never the run. An
+episode cut by a limit (an observation over ``max_observation_tokens``, a full context) says so in ``ended``;
+``episode_context`` is the context that no episode within the limits can fill.
 
 Episodes are played together (``run_episodes``): each turn, all live episodes sample their next assistant turn
 in one batched ``generate`` call, then each environment answers its own. Every episode samples from its own
@@ -205,6 +207,8 @@ def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSe
         e.ended = f"observation of {obs_ids.numel()} tokens > max_observation_tokens={max_observation_tokens}"
         return
     if e.ids.numel() + obs_ids.numel() + settings.max_new_tokens > max_context:
+        e.ended = (f"context full: {e.ids.numel()} tokens + observation of {obs_ids.numel()} + next turn of "
+                   f"{settings.max_new_tokens} > max_context={max_context}")
         return
     e.turns.append(Turn("observation", obs.text, int(e.ids.numel()), int(e.ids.numel() + obs_ids.numel())))
     e.ids = torch.cat([e.ids, obs_ids])
@@ -251,6 +255,12 @@ def generate_multiturn_group(model, processor, prompt: PromptInputs, make_env: C
         if isinstance(r, EnvironmentStartError):
             raise r
     return results
+
+
+def episode_context(max_prompt_length: int, max_turns: int, max_new_tokens: int, max_observation_tokens: int) -> int:
+    """The longest context an episode can reach: the prompt, ``max_turns`` assistant turns and the observations
+    between them, each at most ``max_observation_tokens`` (a longer one ends the episode anyway)."""
+    return max_prompt_length + max_turns * max_new_tokens + (max_turns - 1) * max_observation_tokens
 
 
 def turn_settings(settings: GenerationSettings, env: Environment) -> GenerationSettings:

@@ -58,6 +58,9 @@ def collect_rollouts(run, step: int, draw, build, roll_out, score, build_sample=
     got.metrics["time/video_decode"] = MEDIA_SECONDS["video_decode"] - decoded  # part of time/prompts
     if any("env_seconds" in t.reward_info for t in got.trajectories):  # part of time/generate
         got.metrics["time/environment"] = sum(t.reward_info.get("env_seconds", 0.0) for t in got.trajectories)
+        # episodes a limit cut before the model could finish (an observation over max_observation_tokens)
+        got.metrics["episodes/cut"] = sum(bool(t.reward_info.get("ended")) and not str(t.reward_info["ended"])
+                                          .startswith("environment error") for t in got.trajectories)
     got.reward_seconds, got.prompt_seconds = timed["score"], timed["build"]
     return got
 

@@ -23,7 +23,13 @@ from mmreason.media.video_plan import VideoLimits
 from mmreason.parallel.agree import any_rank, hold, settle, stopping
 from mmreason.parallel.sharding import gathered
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
-from mmreason.rollout.multiturn import EnvironmentStartError, EpisodeStart, run_episodes, turn_settings
+from mmreason.rollout.multiturn import (
+    EnvironmentStartError,
+    EpisodeStart,
+    episode_context,
+    run_episodes,
+    turn_settings,
+)
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from mmreason.train.collect import collect_rollouts
@@ -122,7 +128,9 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
               for d in drawn for i in range(r.num_generations)]
     if not starts:
         return []
-    max_context = run.cfg.data.max_prompt_length + r.max_completion_length * r.max_turns
+    # Room for every turn and observation within the limits: only an over-long observation cuts an episode
+    max_context = episode_context(run.cfg.data.max_prompt_length, r.max_turns, r.max_completion_length,
+                                  r.max_observation_tokens)
     results = run_episodes(model, run.processor, starts, turn_settings(settings, starts[0].env), r.max_turns,
                            max_context, run.cfg.seed, step, r.max_observation_tokens, r.env_step_timeout_s)
     trajectories = []
