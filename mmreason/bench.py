@@ -8,7 +8,7 @@ import importlib
 # name -> (module with add_arguments/run, one-line help)
 BENCHES = {
     "grpo-step": ("mmreason.train.bench", "time split of one GRPO step on a fixed tiny config"),
-    "episodes": ("mmreason.rollout.bench_episodes",
+    "episodes": ("mmreason.eval.bench_episodes",
                  "multi-turn episodes of a task with an environment, one at a time against played together"),
     "eval-overhead": ("mmreason.eval.bench", "evaluation harness vs bare batched generate"),
     "grpo-vs-trl": ("mmreason.train.bench_trl", "GRPO step time against TRL's GRPOTrainer, same work (needs trl)"),

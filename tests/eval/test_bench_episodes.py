@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mmreason.cli import main
 
 
@@ -15,4 +17,5 @@ def test_bench_plays_the_same_episodes_both_ways(tiny_model_dir, shapes_cache, c
     assert result["same_tokens"] is True
     assert (result["prompts"], result["episodes"]) == (2, 4)
     assert result["alone_s"] > 0 and result["together_s"] > 0
-    assert result["speedup"] == round(result["alone_s"] / result["together_s"], 2)
+    # from the unrounded times: the rounded ones give it to within rounding
+    assert result["speedup"] == pytest.approx(result["alone_s"] / result["together_s"], rel=0.05)
