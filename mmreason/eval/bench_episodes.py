@@ -27,7 +27,7 @@ def bench_episodes(model: str | None = None, task: str = "medscope", task_args: 
     from mmreason.eval.scoring import PromptOptions, build_prompts
     from mmreason.eval.tasks import load_task
     from mmreason.rollout.generate import GenerationSettings
-    from mmreason.rollout.multiturn import EpisodeStart, run_episode, run_episodes, turn_settings
+    from mmreason.rollout.multiturn import EpisodeStart, run_episode, run_episodes
 
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -46,7 +46,7 @@ def bench_episodes(model: str | None = None, task: str = "medscope", task_args: 
             raise ValueError(f"bench episodes: {len(failed)} docs do not build: {failed[0]['error']}")
         prompts = [p for _, p in built]
         env = the_task.pack.make_environment
-        settings = turn_settings(GenerationSettings(max_new_tokens, temperature), env())
+        settings = GenerationSettings(max_new_tokens, temperature)
         kwargs = dict(max_turns=max_turns, max_context=4096 + max_new_tokens * max_turns * 8, seed=0, step=1)
 
         def starts():
@@ -97,14 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    import yaml
+    from mmreason.config import parse_override
 
-    options = {}
-    for item in args.task_arg:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--task-arg {item!r}: expected KEY=VALUE")
-        options[key] = yaml.safe_load(value)
+    options = {".".join(key): value for key, value in map(parse_override, args.task_arg)}
     result = bench_episodes(args.model, args.task, options, args.n, args.group,
                             args.max_turns, args.max_new_tokens, args.temperature, repeats=args.repeats,
                             threads=args.threads)

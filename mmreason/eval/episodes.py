@@ -16,7 +16,7 @@ from typing import Any
 
 from mmreason.eval.generate import Completion
 from mmreason.rollout.generate import GenerationSettings
-from mmreason.rollout.multiturn import EpisodeStart, run_episodes, turn_settings
+from mmreason.rollout.multiturn import EpisodeStart, run_episodes
 from mmreason.rollout.prompts import PromptInputs
 from mmreason.types import Trajectory
 
@@ -53,8 +53,7 @@ def run_episode_docs(model, processor, prompts: list[PromptInputs], task, settin
         return []
     starts = [EpisodeStart(p, task.pack.make_environment(), 0, 0, key=p.sample.id) for p in prompts]
     max_context = max_prompt_length + settings.max_new_tokens * max_turns * 8  # observations fit; env bounds them
-    results = run_episodes(model, processor, starts, turn_settings(settings, starts[0].env), max_turns,
-                           max_context, seed, 0)
+    results = run_episodes(model, processor, starts, settings, max_turns, max_context, seed, 0)
     return [r if isinstance(r, Exception) else _record(r) for r in results]
 
 

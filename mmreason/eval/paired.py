@@ -103,18 +103,20 @@ def paired(a: str | Path | dict, b: str | Path | dict, metric: str, threshold: f
             "mcnemar_z": z, **({"threshold": threshold} if threshold is not None else {})}
 
 
-def compare_all(a: str | Path, b: str | Path, metrics: list[str] | None = None,
-                threshold: float | None = None) -> list[dict[str, Any]]:
-    """One result per metric (default: every metric A's docs carry); without ``metrics`` a metric that no doc
-    has in both files is reported as ``{"metric": M, "skipped": why}`` rather than raised."""
+def compare_all(a: str | Path, b: str | Path, metrics: list[str] | None = None, threshold: float | None = None,
+                skip_missing: bool | None = None) -> list[dict[str, Any]]:
+    """One result per metric (default: every metric A's docs carry). A metric that no doc has in both files is
+    reported as ``{"metric": M, "skipped": why}`` when ``skip_missing`` (default: when no ``metrics`` were
+    named), else raised."""
     sa, sb = read_scores(a), read_scores(b)
     names = metrics or sorted({m for scores in sa.values() for m in scores})
+    skip = not metrics if skip_missing is None else skip_missing
     results = []
     for metric in names:
         try:
             results.append(paired(sa, sb, metric, threshold))
         except ValueError as err:
-            if metrics:
+            if not skip:
                 raise
             results.append({"metric": metric, "skipped": str(err)})
     return results

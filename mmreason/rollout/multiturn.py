@@ -36,6 +36,18 @@ from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs, encode
 from mmreason.rollout.row_sampling import row_seeds
 from mmreason.types import Trajectory, Turn
 
+ENVIRONMENT_ERROR = "environment error"  # how ``reward_info["ended"]`` of an episode its environment broke starts
+
+
+def ended_by_fault(t: Trajectory) -> bool:
+    """The environment raised or ran past its time limit during this episode (a counted fault)."""
+    return str(t.reward_info.get("ended") or "").startswith(ENVIRONMENT_ERROR)
+
+
+def ended_by_limit(t: Trajectory) -> bool:
+    """A limit (an observation over ``max_observation_tokens``, a full context) cut this episode."""
+    return bool(t.reward_info.get("ended")) and not ended_by_fault(t)
+
 
 class EnvironmentStartError(ValueError):
     """``Environment.reset`` raised or ran past the step time limit: no episode of that sample can run."""
@@ -123,8 +135,11 @@ def run_episodes(model, processor, starts: Sequence[EpisodeStart], settings: Gen
     whose ``reset`` raised or ran past ``step_timeout_s`` (the caller decides what a broken sample costs). An
     observation longer than ``max_observation_tokens`` (text + visual tokens), or one that would overflow
     ``max_context``, ends that episode; so does a ``step`` that raises or runs past ``step_timeout_s`` seconds
-    (default 60; None: no limit). ``settings.stop_strings`` end a turn (the callers pass the environment's).
+    (default 60; None: no limit). A turn ends at EOS or at one of the environment's ``stop_strings`` (one pack
+    per call: the first start's), which replace ``settings.stop_strings``.
     """
+    if starts:
+        settings = replace(settings, stop_strings=tuple(getattr(starts[0].env, "stop_strings", ())))
     results: list[Trajectory | EnvironmentStartError | None] = [None] * len(starts)
     episodes: dict[int, _Episode] = {}
     for i, s in enumerate(starts):
@@ -195,7 +210,7 @@ def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSe
         # the environment decides what a finished, stopped or cut turn means
         obs = call_with_deadline(e.start.env.step, (text,), step_timeout_s)
     except Exception as exc:  # an environment bug or a hostile action ends this episode, never the run
-        e.ended = f"environment error: {type(exc).__name__}: {str(exc)[:500]}"
+        e.ended = f"{ENVIRONMENT_ERROR}: {type(exc).__name__}: {str(exc)[:500]}"
         return
     finally:
         e.env_seconds += time.perf_counter() - stepped
@@ -249,8 +264,8 @@ def generate_multiturn_group(model, processor, prompt: PromptInputs, make_env: C
     """G episodes of one prompt, each against a fresh environment, played together; turns end at EOS or a
     stop string. Raises ``EnvironmentStartError`` when an environment cannot start."""
     starts = [EpisodeStart(prompt, make_env(), group_id, i, key) for i in range(num_generations)]
-    results = run_episodes(model, processor, starts, turn_settings(settings, starts[0].env), max_turns, max_context,
-                           seed, step, max_observation_tokens, step_timeout_s)
+    results = run_episodes(model, processor, starts, settings, max_turns, max_context, seed, step,
+                           max_observation_tokens, step_timeout_s)
     for r in results:
         if isinstance(r, EnvironmentStartError):
             raise r
@@ -262,7 +277,3 @@ def episode_context(max_prompt_length: int, max_turns: int, max_new_tokens: int,
     between them, each at most ``max_observation_tokens`` (a longer one ends the episode anyway)."""
     return max_prompt_length + max_turns * max_new_tokens + (max_turns - 1) * max_observation_tokens
 
-
-def turn_settings(settings: GenerationSettings, env: Environment) -> GenerationSettings:
-    """``settings`` with the environment's stop strings (a tool call's closing tag ends the turn)."""
-    return replace(settings, stop_strings=tuple(getattr(env, "stop_strings", ())))

@@ -18,6 +18,7 @@ import torch
 
 from mmreason.parallel.agree import any_rank
 from mmreason.rewarding.runner import RewardBatch
+from mmreason.rollout.multiturn import ended_by_limit
 from mmreason.rollout.prompts import MEDIA_SECONDS
 from mmreason.train.augment import augment_groups
 from mmreason.train.records import Drawn
@@ -59,8 +60,7 @@ def collect_rollouts(run, step: int, draw, build, roll_out, score, build_sample=
     if any("env_seconds" in t.reward_info for t in got.trajectories):  # part of time/generate
         got.metrics["time/environment"] = sum(t.reward_info.get("env_seconds", 0.0) for t in got.trajectories)
         # episodes a limit cut before the model could finish (an observation over max_observation_tokens)
-        got.metrics["episodes/cut"] = sum(bool(t.reward_info.get("ended")) and not str(t.reward_info["ended"])
-                                          .startswith("environment error") for t in got.trajectories)
+        got.metrics["episodes/cut"] = sum(ended_by_limit(t) for t in got.trajectories)
     got.reward_seconds, got.prompt_seconds = timed["score"], timed["build"]
     return got
 

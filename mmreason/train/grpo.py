@@ -26,9 +26,9 @@ from mmreason.rollout.generate import GenerationSettings, generate_groups, group
 from mmreason.rollout.multiturn import (
     EnvironmentStartError,
     EpisodeStart,
+    ended_by_fault,
     episode_context,
     run_episodes,
-    turn_settings,
 )
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
@@ -131,8 +131,8 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
     # Room for every turn and observation within the limits: only an over-long observation cuts an episode
     max_context = episode_context(run.cfg.data.max_prompt_length, r.max_turns, r.max_completion_length,
                                   r.max_observation_tokens)
-    results = run_episodes(model, run.processor, starts, turn_settings(settings, starts[0].env), r.max_turns,
-                           max_context, run.cfg.seed, step, r.max_observation_tokens, r.env_step_timeout_s)
+    results = run_episodes(model, run.processor, starts, settings, r.max_turns, max_context, run.cfg.seed, step,
+                           r.max_observation_tokens, r.env_step_timeout_s)
     trajectories = []
     for k, d in enumerate(drawn):
         group = results[k * r.num_generations:(k + 1) * r.num_generations]
@@ -141,7 +141,7 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
             bad_sample(run, d.prompt.sample.id, error)
             continue
         for t in group:
-            if str(t.reward_info.get("ended") or "").startswith("environment error"):
+            if ended_by_fault(t):
                 run.counters.env_faults += 1
                 run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])
         trajectories += group

@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from mmreason.eval.paired import paired, read_scores, rounded
+from mmreason.eval.paired import compare_all, rounded
 from mmreason.tasks.medscope.data import medscope_load
 from mmreason.tasks.medscope.scoring import METRICS
 
@@ -84,14 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.samples).write_text("".join(json.dumps(r) + "\n" for r in records))
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in summary.items()}))
         return 0
-    scores = read_scores(args.a), read_scores(args.b)
-    for metric in args.metric or PAIRED_METRICS:
-        try:
-            result = paired(*scores, metric)
-        except ValueError as err:  # e.g. grounded_calls against the blind rule, which calls nothing
-            if args.metric:
-                raise
-            result = {"metric": metric, "skipped": str(err)}
+    # unnamed metrics no doc has in both (grounded_calls against the blind rule, which calls nothing) are skipped
+    for result in compare_all(args.a, args.b, args.metric or list(PAIRED_METRICS), skip_missing=not args.metric):
         print(json.dumps(rounded(result)))
     return 0
 
