@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from mmreason.bench.update_throughput import Workload, build_model, synthetic_group
 from mmreason.cli import main
 from mmreason.models.loading import resolve_attn_implementation
 from mmreason.rollout import shared_prefix
 from mmreason.rollout.forward import collate, token_logprobs
-from mmreason.train.bench_throughput import Workload, build_model, synthetic_group
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 ROOT = Path(__file__).resolve().parents[1]

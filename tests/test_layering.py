@@ -1,5 +1,6 @@
 """The rooms import one way: the engine never imports the plug-in folders (tasks/, rewards/: it finds them by
-registry), the harness never imports the trainer, and the RL math imports no other room."""
+registry), the harness never imports the trainer, the RL math imports no other room, and the benchmarks sit on
+top: nothing in the library imports them, and only they may import TRL."""
 
 from __future__ import annotations
 
@@ -42,4 +43,19 @@ def test_engine_never_imports_the_plugin_folders():
     """Only the registries' discovery imports the folders as packages (to list their modules)."""
     bad = [(p.relative_to(PACKAGE), m) for p in PACKAGE.rglob("*.py")
            for m in _imports(p) if m.startswith(("mmreason.rewards.", "mmreason.tasks."))]
+    assert not bad, bad
+
+
+def test_nothing_in_the_library_imports_the_benchmarks():
+    """`mmreason/bench/` measures the library; the CLI reaches it by module name, nothing imports it."""
+    bench = PACKAGE / "bench"
+    bad = [(p.relative_to(PACKAGE), m) for p in PACKAGE.rglob("*.py") if bench not in p.parents
+           for m in _imports(p) if m == "mmreason.bench" or m.startswith("mmreason.bench.")]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("room", ["train", "eval", "rollout"])
+def test_training_and_evaluation_never_import_trl(room):
+    """TRL is a dev extra used only by `mmreason bench grpo-vs-trl` and the oracle tests."""
+    bad = [(p.relative_to(PACKAGE), m) for p in _room(room) for m in _imports(p) if m == "trl" or m.startswith("trl.")]
     assert not bad, bad

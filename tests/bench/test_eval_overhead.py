@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from mmreason.eval import bench
+from mmreason.bench import eval_overhead
 
 
 def test_bench_compares_like_with_like(tiny_model_dir, shapes_cache, capsys):
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    eval_overhead.add_arguments(parser)
     args = parser.parse_args(["--model", str(tiny_model_dir), "--n", "6", "--batch_size", "3",
                               "--max_new_tokens", "5", "--repeats", "1", "--dtype", "float32"])
-    assert bench.run(args) == 0
+    assert eval_overhead.run(args) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["same_outputs"] is True  # the harness and the bare loop decoded the same completions
     assert result["harness_s"] > 0 and result["bare_s"] > 0

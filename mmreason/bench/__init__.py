@@ -7,12 +7,12 @@ import importlib
 
 # name -> (module with add_arguments/run, one-line help)
 BENCHES = {
-    "grpo-step": ("mmreason.train.bench", "time split of one GRPO step on a fixed tiny config"),
-    "episodes": ("mmreason.eval.bench_episodes",
+    "grpo-step": ("mmreason.bench.grpo_step", "time split of one GRPO step on a fixed tiny config"),
+    "episodes": ("mmreason.bench.episodes",
                  "multi-turn episodes of a task with an environment, one at a time against played together"),
-    "eval-overhead": ("mmreason.eval.bench", "evaluation harness vs bare batched generate"),
-    "grpo-vs-trl": ("mmreason.train.bench_trl", "GRPO step time against TRL's GRPOTrainer, same work (needs trl)"),
-    "update-throughput": ("mmreason.train.bench_throughput",
+    "eval-overhead": ("mmreason.bench.eval_overhead", "evaluation harness vs bare batched generate"),
+    "grpo-vs-trl": ("mmreason.bench.grpo_vs_trl", "GRPO step time against TRL's GRPOTrainer, same work (needs trl)"),
+    "update-throughput": ("mmreason.bench.update_throughput",
                           "policy-update tokens/s and MFU of a random-init model (3b shape on a GPU)"),
 }
 

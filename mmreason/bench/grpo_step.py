@@ -29,7 +29,7 @@ def bench_grpo_step(model_dir: str | None = None, steps: int = 6, warmup: int = 
         model_dir = model_dir or str(build_tiny_model(Path(tmp) / "model", seed=0))
         data = ["data.task=shapes"]
         if pages:
-            from mmreason.train.bench_trl import write_prompts
+            from mmreason.bench.grpo_vs_trl import write_prompts
 
             (Path(tmp) / "data").mkdir()
             data = ["data.task=vision", f"data.train_path={write_prompts(Path(tmp) / 'data', pages, page_px, 8)}"]

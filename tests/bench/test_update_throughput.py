@@ -7,8 +7,8 @@ import math
 
 import torch
 
+from mmreason.bench.update_throughput import Workload, bench_update, build_model, update_flops
 from mmreason.models.loading import backend_note
-from mmreason.train.bench_throughput import Workload, bench_update, build_model, update_flops
 
 SMALL = Workload(pages=2, image_tokens=4, prompt_text=8, completion_len=4, num_generations=2)
 

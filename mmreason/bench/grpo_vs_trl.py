@@ -72,7 +72,7 @@ def run_mmreason(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) 
         f"algorithm.loss_type={o.loss_type}", f"algorithm.beta={o.beta}", f"shared_prefix={not o.no_shared_prefix}",
         f"output_dir={out}", f"max_steps={o.steps + o.warmup}", "log_completions_steps=0", "save_steps=0",
         f"num_threads={o.threads}",
-        "rewards=[{name: 'mmreason.train.bench_trl:length_reward', isolation: thread}]",
+        "rewards=[{name: 'mmreason.bench.grpo_vs_trl:length_reward', isolation: thread}]",
     ])
     run = setup_run(cfg, verbose=False)
     prompt_tokens = load_prompt(run, 0).length
@@ -227,7 +227,7 @@ def bench_grpo_vs_trl(o: argparse.Namespace) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    import trl  # noqa: F401  (the bench needs the dev extra; bench.py lists it as missing without)
+    import trl  # noqa: F401  (the bench needs the dev extra; mmreason.bench lists it as missing without)
 
     parser.add_argument("--model", help="checkpoint directory (default: a fresh `mmreason tiny-model`)")
     parser.add_argument("--pages", type=int, default=8, help="images per prompt (P)")
