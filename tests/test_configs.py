@@ -1,5 +1,5 @@
-"""Every shipped recipe validates against the config schema, names registered components, and every
-accelerate config parses."""
+"""Every shipped recipe validates against the config schema, names registered components, and sits where its
+task is (``configs/<pack>/``; the quickstart recipes at the top); every accelerate config parses."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from mmreason.config import load_config
 from mmreason.train.config import TrainConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-RECIPES = sorted(p for p in CONFIGS.glob("*.yaml"))
+RECIPES = sorted(p for p in CONFIGS.rglob("*.yaml") if p.parent.name != "accelerate")
 
 
-@pytest.mark.parametrize("path", RECIPES, ids=[p.name for p in RECIPES])
+@pytest.mark.parametrize("path", RECIPES, ids=[p.relative_to(CONFIGS).as_posix() for p in RECIPES])
 def test_recipe_validates_and_names_registered_components(path):
     from mmreason import rl
     from mmreason.rewarding import REWARDS
@@ -31,6 +31,10 @@ def test_recipe_validates_and_names_registered_components(path):
     assert cfg.sampler.name in SAMPLERS
     for reward in cfg.rewards:
         assert ":" in reward.name or reward.name in REWARDS, reward.name
+    if path.parent == CONFIGS:
+        assert path.stem.startswith("quickstart"), f"{path.name}: a pack's recipe goes under configs/<pack>/"
+    else:
+        assert path.parent.name == cfg.data.task, f"{path}: data.task is {cfg.data.task!r}"
 
 
 ACCELERATE = sorted((CONFIGS / "accelerate").glob("*.yaml"))

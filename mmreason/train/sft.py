@@ -122,7 +122,7 @@ def sft(cfg: TrainConfig) -> Run:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="a YAML recipe, e.g. configs/ton_sft.yaml")
+    parser.add_argument("config", help="a YAML recipe, e.g. configs/vision/ton_sft.yaml")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
 
 

@@ -8,7 +8,7 @@ temporal_grounding / grounded_qa), generated minutes-long procedure videos with 
 (``synth.py``), or the real echocardiography cine of pydicom-data with measured answers (``echo.py``).
 Two stages: SFT on generated tool trajectories (``trajectories.py``), then GA-GRPO. Paper: "MedScope:
 Incentivizing 'Think with Videos' for Clinical Reasoning via Coarse-to-Fine Tool Calling" (arXiv 2602.13332);
-docs/algorithms.md §2. Recipes: configs/medscope_sft.yaml, configs/medscope_ga_grpo.yaml (+ ``_tiny``).
+docs/algorithms.md §2. Recipes: configs/medscope/medscope_sft.yaml, configs/medscope/medscope_ga_grpo.yaml (+ ``_tiny``).
 """
 
 from mmreason.taskpack import TaskPack, register_task

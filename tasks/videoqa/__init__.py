@@ -1,5 +1,5 @@
 """Video QA (DeepVideo-R1): questions about short videos, answered as an option letter, a number, a word or a
-``[start, end]`` time span; trained with Reg-GRPO (``configs/videoqa_reg_grpo.yaml``) or GRPO beside it.
+``[start, end]`` time span; trained with Reg-GRPO (``configs/videoqa/videoqa_reg_grpo.yaml``) or GRPO beside it.
 
 Data: a JSONL / parquet file of rows ``{id, video, question, answer, answer_type, options?, window?}``
 (``data.py``), generated videos with events at known times (``synth.py``: style ``events``, a square that

@@ -11,7 +11,7 @@ from mmreason.config import load_config
 from mmreason.media import pixels_for_tokens
 from mmreason.train.config import TrainConfig
 
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "docseeker"
 NAMES = ("docseeker_grpo", "docseeker_sft", "docseeker_grpo_tiny", "docseeker_sft_tiny")
 
 

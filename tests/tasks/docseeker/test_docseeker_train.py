@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 from mmreason.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
+CONFIGS = ROOT / "configs" / "docseeker"
 # Overrides replace task_args as a whole, so each stage restates its EGRA settings.
 DOCS = "n: 4, pages: '2..3', page_width: 170, egra_high_tokens: 16, egra_low_tokens: 8"
 TINY = ["num_threads=1", "save_steps=0"]
@@ -31,7 +32,7 @@ def _rows(path: Path) -> list[dict]:
 @pytest.mark.slow
 def test_sft_then_grpo_then_eval(tiny_model_dir, shapes_cache, tmp_path):
     sft = tmp_path / "sft"
-    assert main(["sft", str(ROOT / "configs" / "docseeker_sft_tiny.yaml"), f"model.name_or_path={tiny_model_dir}",
+    assert main(["sft", str(CONFIGS / "docseeker_sft_tiny.yaml"), f"model.name_or_path={tiny_model_dir}",
                  f"output_dir={sft}", "max_steps=2", "rollout.max_completion_length=96",
                  f"data.task_args={{{DOCS}, egra_k: 0}}", *TINY]) == 0
     assert [r["step"] for r in _rows(sft / "metrics.jsonl")] == [1, 2]
@@ -41,7 +42,7 @@ def test_sft_then_grpo_then_eval(tiny_model_dir, shapes_cache, tmp_path):
     assert any(not torch.equal(before[k], after_sft[k]) for k in before), "SFT changed no parameter"
 
     grpo = tmp_path / "grpo"
-    assert main(["train", str(ROOT / "configs" / "docseeker_grpo_tiny.yaml"), f"model.name_or_path={stage1}",
+    assert main(["train", str(CONFIGS / "docseeker_grpo_tiny.yaml"), f"model.name_or_path={stage1}",
                  f"output_dir={grpo}", "max_steps=2", "rollout.num_generations=2", "rollout.max_completion_length=8",
                  f"data.task_args={{{DOCS}, egra_k: 1}}", VARYING_REWARDS, *TINY]) == 0
     rows = _rows(grpo / "metrics.jsonl")

@@ -19,7 +19,7 @@ from mmreason.tasks.medscope import REWARDS
 from mmreason.train.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIGS = ROOT / "configs"
+CONFIGS = ROOT / "configs" / "medscope"
 # One 60 s video, its temporal-grounding question only: a few SFT steps make the tiny model write real calls.
 ONE = "data.task_args={videos: 1, n: 1, seconds: [60, 60], size: 32}"
 

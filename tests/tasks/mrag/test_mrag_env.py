@@ -104,7 +104,7 @@ def test_online_runs_stop_before_training_without_an_index(tiny_model_dir, tmp_p
     monkeypatch.setenv("MMREASON_CACHE", str(tmp_path / "empty"))
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"id": "q", "question": "What is 2 plus 3?", "answer": "5", "steps": []}\n')
-    recipe = Path(__file__).resolve().parents[3] / "configs" / "mrag_online_grpo_tiny.yaml"
+    recipe = Path(__file__).resolve().parents[3] / "configs" / "mrag" / "mrag_online_grpo_tiny.yaml"
     assert main(["train", str(recipe), f"model.name_or_path={tiny_model_dir}", f"data.train_path={rows}",
                  f"output_dir={tmp_path / 'run'}", "max_steps=1"]) == 2
     assert "no mrag knowledge-base index" in capsys.readouterr().err

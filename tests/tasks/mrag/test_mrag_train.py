@@ -14,7 +14,7 @@ from mrag_helpers import small_default_index
 from mmreason import rl
 from mmreason.cli import main
 
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "mrag"
 
 
 def _train(recipe: str, tiny_model_dir, out: Path, *extra: str) -> list[dict]:

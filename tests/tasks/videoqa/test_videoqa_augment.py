@@ -12,7 +12,7 @@ import pytest
 from mmreason.cli import main
 from mmreason.tasks.videoqa.synth import generate
 
-CONFIG = Path(__file__).resolve().parents[3] / "configs" / "videoqa_reg_grpo_tiny.yaml"
+CONFIG = Path(__file__).resolve().parents[3] / "configs" / "videoqa" / "videoqa_reg_grpo_tiny.yaml"
 
 
 def _jsonl(path: Path) -> list[dict]:

@@ -15,7 +15,7 @@ from mmreason.config import load_config
 from mmreason.tasks.videoqa.synth import generate
 from mmreason.train.config import TrainConfig
 
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "videoqa"
 OURS = sorted(CONFIGS.glob("videoqa_*.yaml"))
 
 

@@ -15,7 +15,7 @@ from mmreason.sampling import SAMPLERS
 from mmreason.taskpack import TASKS
 from mmreason.train.config import TrainConfig
 
-CONFIGS = sorted((Path(__file__).resolve().parents[3] / "configs").glob("*.yaml"))
+CONFIGS = sorted((Path(__file__).resolve().parents[3] / "configs" / "vision").glob("*.yaml"))
 OURS = [p for p in CONFIGS if p.name.startswith(("vision_", "ton_"))]
 
 

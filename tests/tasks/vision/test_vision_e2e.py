@@ -18,7 +18,7 @@ from mmreason.rewards.format import skip_ratio
 from mmreason.tasks.vision import easyvqa
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIGS = ROOT / "configs"
+CONFIGS = ROOT / "configs" / "vision"
 # the shipped tiny configs mix easy-VQA into the data; without the package the synthetic part runs alone
 SOURCE = {} if easyvqa.available() else {"source": "synthetic"}
 SYNTHETIC_8 = {"source": "synthetic", "synthetic_n": 8}
