@@ -1,5 +1,5 @@
 """Writes one training step's rollouts, gathered from every process, as JSON: ``{group key: [[token ids,
-text], ...]}``. tests/rollout/test_rollouts_across_processes.py runs it under ``accelerate launch`` with 2
+text], ...]}``. tests/parallel/test_rollouts_across_processes.py runs it under ``accelerate launch`` with 2
 processes (arguments: the output file, then config overrides) and calls ``main`` in its own process."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each task's first two eval docs are rendered through the tiny model's chat template and the real
 prompt builder; the text and token counts must equal ``golden/<task>.txt``. After an intended change,
-rewrite the files with ``MMREASON_UPDATE_GOLDEN=1 pytest tests/eval/test_eval_golden.py`` and review
+rewrite the files with ``MMREASON_UPDATE_GOLDEN=1 pytest tests/eval/test_golden.py`` and review
 the diff. A new task pack needs its golden file before this test passes.
 """
 
