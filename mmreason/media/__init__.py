@@ -27,16 +27,8 @@ from mmreason.media.pdf import (
     pdf_page_tokens,
     render_pages,
 )
-from mmreason.media.video import (
-    VideoClip,
-    VideoInfo,
-    load_video,
-    plan_frames,
-    probe_video,
-    video_clip_tokens,
-    video_metadata,
-    window_frames,
-)
+from mmreason.media.video import VideoClip, load_video, probe_video, video_clip_tokens, video_metadata
+from mmreason.media.video_plan import VideoInfo, plan_frames, window_frames
 
 __all__ = [
     "IMAGE_MAX_PIXELS",

@@ -4,18 +4,8 @@ Frame indices are those of the source stream (frame ``i`` starts at ``i / fps`` 
 rate assumed, as decord and the Qwen processors assume). A window ``[start, end]`` covers the frames
 whose start time lies in ``[start, end)``; ``None`` means the start / end of the video.
 
-How many frames (T is always even, because the Qwen vision tower groups 2 consecutive frames into one
-temporal patch and would otherwise repeat the last frame):
-
-- ``num_frames=n``: ``T = n`` rounded *up* to even. Asking for more frames than the window holds, or more
-  than ``max_frames``, is an error (rounding up may repeat one frame when ``n`` is odd and equals the
-  window's frame count). The cap is checked on the container's header, before any frame is decoded.
-- ``fps=r`` (default 2.0, Qwen's): ``T = floor_even(min(window seconds * r, window frames, max_frames))``,
-  at least 2 (a one-frame window gives that frame twice); ``max_frames`` defaults to 768, the Qwen
-  processors' cap, so an hour at 2 fps does not become 7,200 frames.
-
-The T indices are ``round(linspace(first, last, T))`` over the window's frames, both ends included (the
-qwen-vl-utils rule, so a clip sampled here matches one sampled there).
+Which frames and at what size (``plan_frames``, the visual-token count) is ``video_plan``'s job, from the
+header alone; this module opens containers and decodes.
 
 Backends: decord first, PyAV when decord is missing or fails on the file; ``backend="decord"|"pyav"`` or
 the environment variable ``MMREASON_VIDEO_BACKEND`` forces one. Both give the same indices and
@@ -24,9 +14,7 @@ timestamps; pixel values may differ by a few levels (each does its own YUV -> RG
 
 from __future__ import annotations
 
-import math
 import os
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,39 +22,23 @@ import numpy as np
 import torch
 from PIL import Image
 
-from mmreason.media.budget import (
-    VIDEO_MAX_PIXELS,
-    VIDEO_MIN_PIXELS,
-    resolve_budget,
-    smart_resize,
-    video_tokens,
-)
+from mmreason.media.budget import VIDEO_MAX_PIXELS, VIDEO_MIN_PIXELS, resolve_budget
 from mmreason.media.errors import MediaError, describe, require_file
+from mmreason.media.video_plan import (
+    DEFAULT_MAX_FRAMES,
+    FileCache,
+    VideoInfo,
+    clip_tokens,
+    frame_size,
+    plan_frames,
+    window_frames,
+)
 
 BACKEND_ENV = "MMREASON_VIDEO_BACKEND"
 BACKENDS = ("decord", "pyav")
-DEFAULT_FPS = 2.0
-DEFAULT_MAX_FRAMES = 768
 _READ_CHUNK = 32  # frames decoded at full size at a time, before the per-frame budget shrinks them
 _CHUNK_BYTES = 512 * 2**20  # at most this much for a chunk's full-size float copy while it is resized
 _KIND = "video"
-
-
-@dataclass(frozen=True)
-class VideoInfo:
-    """What the container says, before any frame is decoded."""
-
-    path: str
-    num_frames: int
-    fps: float
-    height: int
-    width: int
-    backend: str
-
-    @property
-    def duration(self) -> float:
-        """Seconds, as ``num_frames / fps`` (the clock every frame index is placed on)."""
-        return self.num_frames / self.fps
 
 
 @dataclass
@@ -125,79 +97,6 @@ def video_metadata(clip: VideoClip) -> dict:
         "width": int(clip.frames.shape[-1]),
         "video_backend": clip.backend,
     }
-
-
-# ---- frame plan (pure) ----------------------------------------------------------------------------
-
-
-def _even_up(n: float) -> int:
-    return 2 * math.ceil(n / 2)
-
-
-def _even_down(n: float) -> int:
-    return 2 * math.floor(n / 2)
-
-
-def window_frames(info: VideoInfo, start: float | None = None, end: float | None = None) -> range:
-    """The source frame indices inside ``[start, end)`` seconds; raises MediaError if none are."""
-    length = info.duration
-    lo = 0.0 if start is None else float(start)
-    hi = length if end is None else float(end)
-    window = f"window [{lo:.2f}, {hi:.2f}] s"
-    if lo < 0 or (end is not None and hi <= lo):
-        raise MediaError(info.path, f"{window} is not a time window (need 0 <= start < end)", _KIND)
-    # One frame of slack past the end: annotations rounded to the second often overshoot by a little.
-    if lo >= length or hi > length + 1.0 / info.fps:
-        raise MediaError(info.path, f"{window} is outside the video (length {length:.2f} s)", _KIND)
-    eps = 1e-6  # a window edge that falls on a frame time includes that frame despite float error
-    first = math.ceil(lo * info.fps - eps)
-    stop = min(info.num_frames, math.ceil(hi * info.fps - eps))
-    if stop <= first:
-        raise MediaError(info.path, f"{window} holds no frame (one every {1.0 / info.fps:.3f} s)", _KIND)
-    return range(first, stop)
-
-
-def plan_frames(
-    info: VideoInfo,
-    *,
-    fps: float | None = None,
-    num_frames: int | None = None,
-    start: float | None = None,
-    end: float | None = None,
-    max_frames: int | None = DEFAULT_MAX_FRAMES,
-) -> list[int]:
-    """The source frame indices ``load_video`` decodes, without decoding anything (see the module doc).
-    Frames over the decode cap (``MMREASON_MAX_IMAGE_PIXELS``, as for images) are refused from the header."""
-    from mmreason.media.image import max_decode_pixels
-
-    cap = max_decode_pixels()
-    if info.height * info.width > cap:
-        raise MediaError(info.path, f"frames of {info.width}x{info.height} px are over the decode cap of {cap:,} "
-                         "pixels (MMREASON_MAX_IMAGE_PIXELS)", _KIND)
-    if fps is not None and num_frames is not None:
-        raise ValueError("give either fps or num_frames, not both")
-    frames = window_frames(info, start, end)
-    count = len(frames)
-    if num_frames is not None:
-        if num_frames < 1:
-            raise ValueError(f"num_frames must be at least 1, got {num_frames}")
-        if max_frames is not None and num_frames > max_frames:  # a dataset's num_frames obeys the cap too
-            raise MediaError(
-                info.path, f"asked for {num_frames} frames, over the frame cap max_frames={max_frames} "
-                "(data.video_max_frames in a run config)", _KIND
-            )
-        if num_frames > count:
-            raise MediaError(
-                info.path, f"asked for {num_frames} frames but the window holds only {count}", _KIND
-            )
-        n = _even_up(num_frames)
-    else:
-        rate = DEFAULT_FPS if fps is None else float(fps)
-        if rate <= 0:
-            raise ValueError(f"fps must be positive, got {fps}")
-        wanted = min(count / info.fps * rate, count, max_frames if max_frames is not None else count)
-        n = max(2, _even_down(wanted))
-    return np.linspace(frames.start, frames.stop - 1, n).round().astype(int).tolist()
 
 
 # ---- backends ---------------------------------------------------------------------------------------
@@ -358,7 +257,7 @@ def load_video(
             info, fps=fps, num_frames=num_frames, start=start, end=end, max_frames=max_frames
         )
         window = window_frames(info, start, end)
-        size = None if budget is None else _frame_size(info, budget.min_pixels, budget.max_pixels)
+        size = None if budget is None else frame_size(info, budget.min_pixels, budget.max_pixels)
         chunks, per_chunk = [], read_chunk(info.height, info.width)
         for i in range(0, len(indices), per_chunk):
             chunk = torch.from_numpy(source.read(indices[i : i + per_chunk])).permute(
@@ -388,84 +287,26 @@ def read_chunk(height: int, width: int) -> int:
     return max(1, min(_READ_CHUNK, _CHUNK_BYTES // max(per_frame, 1)))
 
 
-class ClipCache:
-    """Decoded clips kept across steps, least recently used first out, at most ``max_bytes`` of frames.
-
-    The key is the file (path, size, modification time) and every argument that changes the frames, so a
-    hit returns exactly what ``load_video`` would decode. Callers must not modify the returned frames in place.
-    ``max_bytes`` defaults to ``$MMREASON_VIDEO_CACHE_MB`` (256) MiB; 0 turns the cache off.
-    """
-
-    def __init__(self, max_bytes: int | None = None):
-        if max_bytes is None:
-            max_bytes = int(float(os.environ.get("MMREASON_VIDEO_CACHE_MB", "256")) * 2**20)
-        self.max_bytes = max_bytes
-        self.clips: OrderedDict[tuple, VideoClip] = OrderedDict()
-        self.bytes = 0
-        self.hits = self.misses = 0
-
-    def load(self, path: str | os.PathLike, **kwargs) -> VideoClip:
-        """``load_video(path, **kwargs)``, from the cache when the same clip was decoded before."""
-        if self.max_bytes <= 0:
-            return load_video(path, **kwargs)
-        try:
-            stat = os.stat(path)
-        except OSError:
-            return load_video(path, **kwargs)  # raises the MediaError naming the file
-        key = (str(path), stat.st_size, stat.st_mtime_ns, tuple(sorted(kwargs.items())))
-        clip = self.clips.get(key)
-        if clip is not None:
-            self.clips.move_to_end(key)
-            self.hits += 1
-            return clip
-        self.misses += 1
-        clip = load_video(path, **kwargs)
-        size = clip.frames.numel() * clip.frames.element_size()
-        if size <= self.max_bytes:
-            self.clips[key] = clip
-            self.bytes += size
-            while self.bytes > self.max_bytes:
-                _, old = self.clips.popitem(last=False)
-                self.bytes -= old.frames.numel() * old.frames.element_size()
-        return clip
+def clip_cache(max_bytes: int | None = None) -> FileCache:
+    """Decoded clips kept across steps: ``cache.get(path, **load_video_kwargs)`` returns what ``load_video``
+    would decode, least recently used first out, at most ``max_bytes`` of frames. The key holds every argument
+    that changes the frames; callers must not modify the returned frames in place. ``max_bytes`` defaults to
+    ``$MMREASON_VIDEO_CACHE_MB`` (256) MiB; 0 turns the cache off."""
+    if max_bytes is None:
+        max_bytes = int(float(os.environ.get("MMREASON_VIDEO_CACHE_MB", "256")) * 2**20)
+    return FileCache(lambda path, **kwargs: load_video(path, **kwargs), max_bytes,
+                     cost=lambda clip: clip.frames.numel() * clip.frames.element_size())
 
 
-def _frame_size(info: VideoInfo, min_pixels: int, max_pixels: int) -> tuple[int, int]:
-    try:
-        return smart_resize(info.height, info.width, min_pixels=min_pixels, max_pixels=max_pixels)
-    except ValueError as err:  # aspect ratio above 200
-        raise MediaError(info.path, str(err), _KIND) from err
+def header_cache(max_entries: int = 4096) -> FileCache:
+    """``probe_video`` results kept per file: ``cache.get(path)``, least recently used out."""
+    return FileCache(probe_video, max_entries)
 
 
-def video_clip_tokens(
-    path: str | os.PathLike,
-    *,
-    fps: float | None = None,
-    num_frames: int | None = None,
-    start: float | None = None,
-    end: float | None = None,
-    max_frames: int | None = DEFAULT_MAX_FRAMES,
-    min_pixels: int = VIDEO_MIN_PIXELS,
-    max_pixels: int = VIDEO_MAX_PIXELS,
-    cap_pixels_per_frame: bool = False,
-    backend: str | None = None,
-) -> int:
-    """Visual tokens the Qwen video processor (with these limits) will produce for this clip.
-
-    Reads the container's metadata and plans the frames exactly as ``load_video`` does, without
-    decoding the clip. ``cap_pixels_per_frame`` mirrors the processor option of that name.
-    """
-    info = probe_video(path, backend)
-    indices = plan_frames(info, fps=fps, num_frames=num_frames, start=start, end=end, max_frames=max_frames)
-    _frame_size(info, min_pixels, max_pixels)  # the aspect-ratio check, as a MediaError
-    return video_tokens(
-        len(indices),
-        info.height,
-        info.width,
-        min_pixels,
-        max_pixels,
-        cap_pixels_per_frame=cap_pixels_per_frame,
-    )
+def video_clip_tokens(path: str | os.PathLike, *, backend: str | None = None, **limits) -> int:
+    """Visual tokens the Qwen video processor will produce for this clip: ``clip_tokens`` of its header
+    (``limits``: fps, num_frames, start, end, max_frames, min_pixels, max_pixels, cap_pixels_per_frame)."""
+    return clip_tokens(probe_video(path, backend), **limits)
 
 
 def add_frame_noise(frames: torch.Tensor, std: float, seed: int) -> torch.Tensor:

@@ -17,15 +17,10 @@ The trainer builds a ``RewardRunner`` from ``RewardSpec``s and gets a ``RewardBa
 from mmreason.rewarding.calling import RewardConfigError, RewardOutputError
 from mmreason.rewarding.helpers import column, per_sample
 from mmreason.rewarding.isolation import RewardTimeout
+from mmreason.rewarding.records import ErrorRecord, RewardBatch, RewardErrorLimitExceeded, RewardSpec
 from mmreason.rewarding.registry import REWARDS, RewardInfo, list_rewards, reward, reward_info
 from mmreason.rewarding.resolve import resolve_reward
-from mmreason.rewarding.runner import (
-    ErrorRecord,
-    RewardBatch,
-    RewardErrorLimitExceeded,
-    RewardRunner,
-    RewardSpec,
-)
+from mmreason.rewarding.runner import RewardRunner
 
 __all__ = [
     "REWARDS",

@@ -30,8 +30,7 @@ import logging
 import math
 import time
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +39,19 @@ import torch
 from mmreason.rewarding.calling import (
     NATIVE,
     TRL_FORMATS,
-    CallPlan,
     RewardConfigError,
     RewardOutputError,
     coerce_output,
     plan_call,
     trl_arguments,
+)
+from mmreason.rewarding.columns import (
+    ISOLATIONS,
+    Bound,
+    check_weight_keys,
+    column_name,
+    column_weight,
+    isolation,
 )
 from mmreason.rewarding.isolation import (
     RewardTimeout,
@@ -54,6 +60,7 @@ from mmreason.rewarding.isolation import (
     call_in_process,
     call_sync,
 )
+from mmreason.rewarding.records import ErrorRecord, RewardBatch, RewardErrorLimitExceeded, RewardSpec, align
 from mmreason.rewarding.registry import reward_info
 from mmreason.rewarding.resolve import resolve_reward
 from mmreason.types import Sample, Trajectory
@@ -61,106 +68,6 @@ from mmreason.types import Sample, Trajectory
 logger = logging.getLogger("mmreason.rewards")
 
 ON_ERROR = {"none": math.nan, "zero": 0.0}
-
-
-class RewardErrorLimitExceeded(RuntimeError):
-    """More reward calls failed in this run than ``max_reward_errors`` allows."""
-
-
-@dataclass
-class RewardSpec:
-    """One configured reward.
-
-    name:   the column name (and the registered name when ``ref`` is None); unique within a run.
-    ref:    a registered name, ``"pkg.module:function"``, ``"path/file.py:function"`` or a callable.
-    weight: a number, or ``{sub-score key: weight}`` for a dict-returning reward.
-    kwargs: passed to the function on every call (thresholds, tolerances, ...).
-    trl_format: ``"text"`` or ``"conversational"`` prompts/completions for TRL-style functions.
-    isolation: ``"process"`` (a killable worker: the default for rewards named by reference), ``"thread"``
-        (the default for built-in rewards, and for rewards that hold a model) or ``"auto"``.
-    """
-
-    name: str
-    ref: str | Callable[..., Any] | None = None
-    weight: float | dict[str, float] = 1.0
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    trl_format: str = "text"
-    isolation: str = "auto"
-
-
-@dataclass(frozen=True)
-class ErrorRecord:
-    """One failed reward call on one sample. kind: "exception" | "timeout" | "output"."""
-
-    reward: str
-    sample_id: str
-    index: int
-    kind: str
-    message: str
-
-
-@dataclass
-class RewardBatch:
-    """The rewards of N trajectories.
-
-    values:  [N, K] fp32; NaN where a component does not apply (or failed with ``on_error="none"``).
-    names:   K column names.
-    weights: [K] fp32, from the config.
-    errors:  the failed calls of this batch.
-    """
-
-    values: torch.Tensor
-    names: list[str]
-    weights: torch.Tensor
-    errors: list[ErrorRecord] = field(default_factory=list)
-
-    @classmethod
-    def concat(cls, batches: list[RewardBatch]) -> RewardBatch:
-        """Rows of several batches of one run, columns aligned by name (NaN where a batch lacks one; the
-        runner's columns only grow, so the last batch names them all)."""
-        last = batches[-1]
-        rows = []
-        for b in batches:
-            index = {n: k for k, n in enumerate(b.names)}
-            cols = [b.values[:, index[n]] if n in index else torch.full((b.values.shape[0],), float("nan"))
-                    for n in last.names]
-            rows.append(torch.stack(cols, dim=1) if cols else b.values)
-        return cls(torch.cat(rows, dim=0), list(last.names), last.weights, [e for b in batches for e in b.errors])
-
-    def take(self, rows: list[int]) -> RewardBatch:
-        """The batch restricted to ``rows`` (its error records kept as they are)."""
-        return RewardBatch(self.values[rows], self.names, self.weights, self.errors)
-
-    def column(self, name: str) -> torch.Tensor:
-        """The ``[N]`` values of one column."""
-        return self.values[:, self.names.index(name)]
-
-    def total(self, missing: str = "zero") -> torch.Tensor:
-        """Weighted sum ``[N]``; ``missing`` (``zero`` | ``renormalize``) as ``mmreason.rl.weighted_total``,
-        the same total the advantage estimators score."""
-        from mmreason.rl.groups import weighted_total
-
-        return weighted_total(self.values, self.weights, missing)[0]
-
-    def means(self, prefix: str = "rewards/") -> dict[str, float]:
-        """Per-column mean over the samples it applies to (NaN when none), for logging."""
-        out = {}
-        for k, name in enumerate(self.names):
-            col = self.values[:, k]
-            ok = ~torch.isnan(col)
-            out[f"{prefix}{name}"] = float(col[ok].mean()) if ok.any() else math.nan
-        return out
-
-
-def align(samples: Sequence[Sample], trajectories: Sequence[Trajectory]) -> list[Sample]:
-    """The sample of each trajectory: positional when the lists have the same length, else by id."""
-    if len(samples) == len(trajectories):
-        return list(samples)
-    by_id = {s.id: s for s in samples}
-    missing = sorted({t.sample_id for t in trajectories if t.sample_id not in by_id})
-    if missing:
-        raise ValueError(f"trajectories refer to samples that were not given: {missing[:5]}")
-    return [by_id[t.sample_id] for t in trajectories]
 
 
 _ENGINE_DIR = str(Path(__file__).resolve().parent)
@@ -185,18 +92,6 @@ def _kind(err: BaseException) -> str:
     if isinstance(err, RewardOutputError):
         return "output"
     return "exception"
-
-
-@dataclass
-class _Bound:
-    """A spec resolved to its function, with what the runner learned about its output."""
-
-    spec: RewardSpec
-    fn: Callable[..., Any]
-    plan: CallPlan
-    diagnostics: tuple[str, ...]
-    keys: list[str | None]  # None = the plain list column
-    provisional: bool = False  # keys == [None] assumed (a @reward without declared keys), not yet seen
 
 
 class RewardRunner:
@@ -235,7 +130,7 @@ class RewardRunner:
                     f"two rewards are named {bound.spec.name!r}; give one a different name"
                 )
             seen.add(bound.spec.name)
-        self._columns: list[tuple[_Bound, str | None]] = []
+        self._columns: list[tuple[Bound, str | None]] = []
         for bound in self._bound:
             for key in bound.keys:
                 self._columns.append((bound, key))
@@ -243,7 +138,7 @@ class RewardRunner:
     # ---- set-up --------------------------------------------------------------------------------
 
     @staticmethod
-    def _bind(spec: RewardSpec, base_dir: str | Path | None) -> _Bound:
+    def _bind(spec: RewardSpec, base_dir: str | Path | None) -> Bound:
         if not spec.name or "/" in spec.name:
             raise RewardConfigError(f"a reward name must be non-empty and contain no '/', got {spec.name!r}")
         if spec.trl_format not in TRL_FORMATS:
@@ -259,18 +154,18 @@ class RewardRunner:
         fn = resolve_reward(spec.ref if spec.ref is not None else spec.name, base_dir)
         plan = plan_call(fn, spec.kwargs, spec.name)
         info = reward_info(fn)
-        bound = _Bound(spec, fn, plan, info.diagnostics if info else (), [])
+        bound = Bound(spec, fn, plan, info.diagnostics if info else (), [])
         if info:  # a registered reward returns a plain list unless it declares its sub-score keys
             bound.keys = list(info.keys) or [None]
             bound.provisional = not info.keys
             if info.keys:
-                _check_weight_keys(bound)
+                check_weight_keys(bound)
         return bound
 
     @property
     def names(self) -> list[str]:
         """Column names known so far (complete before the first call when every reward declares its keys)."""
-        return [_column_name(b, key) for b, key in self._columns]
+        return [column_name(b, key) for b, key in self._columns]
 
     @property
     def announced_names(self) -> list[str]:
@@ -288,7 +183,7 @@ class RewardRunner:
 
     # ---- calling -------------------------------------------------------------------------------
 
-    def _invoke(self, bound: _Bound, samples: list[Sample], trajectories: list[Trajectory],
+    def _invoke(self, bound: Bound, samples: list[Sample], trajectories: list[Trajectory],
                 timeout_s: float | None = None) -> Any:
         spec = bound.spec
         if bound.plan.convention == NATIVE:
@@ -300,11 +195,11 @@ class RewardRunner:
         if bound.plan.is_async:
             call = call_async
         else:
-            call = call_in_process if _isolation(bound) == "process" else call_sync
+            call = call_in_process if isolation(bound) == "process" else call_sync
         return call(bound.fn, args, kwargs, self.timeout_s if timeout_s is None else timeout_s)
 
     def _per_sample(
-        self, bound: _Bound, samples: list[Sample], trajectories: list[Trajectory], budget_s: float | None = None
+        self, bound: Bound, samples: list[Sample], trajectories: list[Trajectory], budget_s: float | None = None
     ) -> list[dict[str | None, list[float]] | BaseException]:
         """Call the reward on each sample alone; each result is its coerced output or the exception.
 
@@ -340,7 +235,7 @@ class RewardRunner:
         return results
 
     def _score(
-        self, bound: _Bound, samples: list[Sample], trajectories: list[Trajectory], errors: list[ErrorRecord]
+        self, bound: Bound, samples: list[Sample], trajectories: list[Trajectory], errors: list[ErrorRecord]
     ) -> tuple[dict[str | None, list[float]], bool]:
         """One reward's ``{key: [N] values}`` for the batch, failed samples filled per ``on_error``;
         and whether any sample produced output."""
@@ -388,7 +283,7 @@ class RewardRunner:
                     merged[key][i] = values[0]
         return merged, any(not isinstance(r, BaseException) for r in results)
 
-    def _learn(self, bound: _Bound, output: dict[str | None, list[float]], produced: bool) -> None:
+    def _learn(self, bound: Bound, output: dict[str | None, list[float]], produced: bool) -> None:
         """Add columns for keys seen for the first time (the column list only grows, except that a
         registered reward's assumed plain column gives way to its sub-scores on its first output)."""
         if bound.provisional and produced:
@@ -397,7 +292,7 @@ class RewardRunner:
                 bound.keys.remove(None)
                 self._columns = [(b, k) for b, k in self._columns if not (b is bound and k is None)]
             else:
-                _check_weight_keys(bound)  # a weight dict on a plain list is a config error
+                check_weight_keys(bound)  # a weight dict on a plain list is a config error
         new = [key for key in output if key not in bound.keys]
         if not new:
             return
@@ -410,7 +305,7 @@ class RewardRunner:
             )
         for offset, key in enumerate(new, start=1):
             self._columns.insert(index + offset, (bound, key))
-        _check_weight_keys(bound)
+        check_weight_keys(bound)
 
     def __call__(self, samples: Sequence[Sample], trajectories: Sequence[Trajectory]) -> RewardBatch:
         """Score ``trajectories`` (N) against their ``samples`` (N aligned, or one per distinct sample id)."""
@@ -418,7 +313,7 @@ class RewardRunner:
         samples = align(samples, trajectories)
         n = len(trajectories)
         if n == 0:
-            weights = torch.tensor([_weight(b, key) for b, key in self._columns], dtype=torch.float32)  # [K]
+            weights = torch.tensor([column_weight(b, key) for b, key in self._columns], dtype=torch.float32)  # [K]
             return RewardBatch(torch.zeros(0, len(self._columns)), self.names, weights, [])
         errors: list[ErrorRecord] = []
         outputs: dict[str, dict[str | None, list[float]]] = {}
@@ -431,7 +326,7 @@ class RewardRunner:
             column = outputs[bound.spec.name].get(key)
             if column is not None:
                 values[:, k] = torch.tensor(column, dtype=torch.float32)
-        weights = torch.tensor([_weight(b, key) for b, key in self._columns], dtype=torch.float32)  # [K]
+        weights = torch.tensor([column_weight(b, key) for b, key in self._columns], dtype=torch.float32)  # [K]
         self.calls += 1
         for record in errors:
             self.error_counts[record.reward] = self.error_counts.get(record.reward, 0) + 1
@@ -453,44 +348,3 @@ class RewardRunner:
         )
 
 
-ISOLATIONS = ("auto", "process", "thread")
-
-
-def _isolation(bound: _Bound) -> str:
-    """``process`` for a reward named by reference to code outside the package (it may hang), else ``thread``;
-    a spec's explicit choice wins."""
-    choice = bound.spec.isolation  # checked when the reward was bound
-    if choice != "auto":
-        return choice
-    ref = bound.spec.ref if bound.spec.ref is not None else bound.spec.name
-    outside = isinstance(ref, str) and ":" in ref and not ref.startswith("mmreason.")  # the package's own: thread
-    return "process" if outside else "thread"
-
-
-def _column_name(bound: _Bound, key: str | None) -> str:
-    return bound.spec.name if key is None else f"{bound.spec.name}/{key}"
-
-
-def _weight(bound: _Bound, key: str | None) -> float:
-    weight = bound.spec.weight
-    if isinstance(weight, dict):
-        return float(weight.get(key, 0.0)) if key is not None else 0.0
-    if key is not None and key in bound.diagnostics:
-        return 0.0
-    return float(weight)
-
-
-def _check_weight_keys(bound: _Bound) -> None:
-    weight = bound.spec.weight
-    if not isinstance(weight, dict):
-        return
-    if None in bound.keys and len(bound.keys) == 1:
-        raise RewardConfigError(
-            f"reward {bound.spec.name!r} returns one score, so its weight must be a number, not {weight!r}"
-        )
-    unknown = sorted(set(weight) - {k for k in bound.keys if k is not None})
-    if unknown:
-        raise RewardConfigError(
-            f"reward {bound.spec.name!r}: weights name sub-scores {unknown} that it does not return "
-            f"(it returns {[k for k in bound.keys if k is not None]})"
-        )

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from mmreason.media.budget import VIDEO_MAX_PIXELS, VIDEO_MIN_PIXELS, resolve_budget
-from mmreason.media.video import ClipCache, add_frame_noise
-from mmreason.media.video_plan import ClipPlan, HeaderCache, VideoLimits, plan_clip
+from mmreason.media.video import add_frame_noise, clip_cache, header_cache
+from mmreason.media.video_plan import ClipPlan, VideoLimits, plan_clip
 from mmreason.paths import cache_dir
 from mmreason.types import PageRef, Sample
 
@@ -60,8 +60,8 @@ class PromptInputs:
 
 # Decoded video clips kept across steps (and across the prompt rebuilds of ``prompt_overflow: downscale``);
 # video headers (frame count, rate, size) kept per file, so planning a clip again opens nothing.
-CLIP_CACHE = ClipCache()
-HEADERS = HeaderCache()
+CLIP_CACHE = clip_cache()
+HEADERS = header_cache()
 MEDIA_SECONDS = {"video_decode": 0.0}  # header reads + frame decoding (cache hits cost ~0), summed
 
 
@@ -82,7 +82,7 @@ def plan_videos(sample: Sample, limits: VideoLimits, min_pixels: int | None = No
     try:
         for ref in sample.videos:
             plans.append(plan_clip(
-                HEADERS.info(ref.path), fps=ref.fps or (None if ref.num_frames else limits.fps),
+                HEADERS.get(ref.path), fps=ref.fps or (None if ref.num_frames else limits.fps),
                 num_frames=ref.num_frames, start=ref.start, end=ref.end, max_frames=limits.max_frames,
                 min_pixels=budget.min_pixels, max_pixels=budget.max_pixels, total_pixels=limits.total_pixels))
             if not resize and limits.total_pixels is None:
@@ -113,7 +113,7 @@ def load_sample_media(sample: Sample, min_pixels: int | None, max_pixels: int | 
     for ref, plan in zip(sample.videos, plans):
         t = time.perf_counter()
         try:
-            clip = CLIP_CACHE.load(
+            clip = CLIP_CACHE.get(
                 ref.path, fps=ref.fps or (None if ref.num_frames else limits.fps), num_frames=ref.num_frames,
                 start=ref.start, end=ref.end, max_pixels=plan.max_pixels if plan.resize else None,
                 min_pixels=plan.min_pixels if plan.resize else None,

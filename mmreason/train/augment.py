@@ -10,7 +10,7 @@ process takes back its own.
 
 from __future__ import annotations
 
-from mmreason.rewarding.runner import RewardBatch
+from mmreason.rewarding.records import RewardBatch
 from mmreason.train.records import Drawn
 from mmreason.types import Sample, Trajectory
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mmreason.parallel.agree import any_rank
-from mmreason.rewarding.runner import RewardBatch
+from mmreason.rewarding.records import RewardBatch
 from mmreason.rollout.multiturn import ended_by_limit
 from mmreason.rollout.prompts import MEDIA_SECONDS
 from mmreason.train.augment import augment_groups

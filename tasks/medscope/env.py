@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mmreason.media import MediaError, image_tokens, probe_video, video_metadata, video_tokens
-from mmreason.media.video import ClipCache
+from mmreason.media.video import clip_cache
 from mmreason.parsing import all_tag_bodies, as_text, tag_tokens
 from mmreason.rewards.format import parse_tool_call
 from mmreason.rewards.tools import MEDSCOPE_TOOLS, check_call, tool_table
@@ -76,7 +76,7 @@ class ToolLimits:
         return cls(**value)
 
 
-CLIPS = ClipCache()  # crops of the same video repeat across the G rollouts of a group
+CLIPS = clip_cache()  # crops of the same video repeat across the G rollouts of a group
 
 
 class MedScopeEnv:
@@ -201,7 +201,7 @@ class MedScopeEnv:
 
     def _load(self, **kwargs):
         try:
-            return CLIPS.load(self.path, min_pixels=min(kwargs["max_pixels"], 28 * 28 * 4), **kwargs)
+            return CLIPS.get(self.path, min_pixels=min(kwargs["max_pixels"], 28 * 28 * 4), **kwargs)
         except MediaError:
             raise  # the file broke mid-episode: the engine ends this episode and counts a fault
         except ValueError as err:  # a plan the checks above should have refused: a fault with the reason

@@ -319,23 +319,23 @@ def test_clip_cache_returns_the_decoded_clip_and_evicts_by_bytes(tmp_path, monke
     monkeypatch.setattr(video_module, "load_video", lambda path, **kw: calls.append(path) or real(path, **kw))
     a, b = write_mp4(tmp_path / "a.mp4"), write_mp4(tmp_path / "b.mp4", step=4)
     one_clip = 10 * 3 * 56 * 56  # bytes of 10 uint8 frames at 56 x 56
-    cache = video_module.ClipCache(max_bytes=one_clip)
+    cache = video_module.clip_cache(max_bytes=one_clip)
     kwargs = {"num_frames": 10, "max_pixels": 56 * 56, "min_pixels": 56 * 56}
-    first = cache.load(a, **kwargs)
-    assert cache.load(a, **kwargs) is first and len(calls) == 1 and (cache.hits, cache.misses) == (1, 1)
+    first = cache.get(a, **kwargs)
+    assert cache.get(a, **kwargs) is first and len(calls) == 1 and (cache.hits, cache.misses) == (1, 1)
     assert torch.equal(first.frames, real(a, **kwargs).frames)
-    cache.load(a, num_frames=4, max_pixels=56 * 56, min_pixels=56 * 56)  # other arguments: another clip
-    assert len(calls) == 2 and cache.bytes <= one_clip and len(cache.clips) == 1  # the first one was evicted
-    cache.load(b, **kwargs)
+    cache.get(a, num_frames=4, max_pixels=56 * 56, min_pixels=56 * 56)  # other arguments: another clip
+    assert len(calls) == 2 and cache.used <= one_clip and len(cache.entries) == 1  # the first one was evicted
+    cache.get(b, **kwargs)
     write_mp4(a, step=2)  # the file changes: decoded again
     os.utime(a, ns=(1, 1))
-    again = cache.load(a, **kwargs)
+    again = cache.get(a, **kwargs)
     assert len(calls) == 4 and torch.equal(again.frames, real(a, **kwargs).frames)  # the new pixels
     assert not torch.equal(again.frames, first.frames)
-    off = video_module.ClipCache(max_bytes=0)
-    off.load(b, **kwargs)
-    off.load(b, **kwargs)
-    assert len(calls) == 6 and not off.clips
+    off = video_module.clip_cache(max_bytes=0)
+    off.get(b, **kwargs)
+    off.get(b, **kwargs)
+    assert len(calls) == 6 and not off.entries
 
 
 def test_prompts_built_twice_from_the_cache_are_identical(tmp_path, tiny):

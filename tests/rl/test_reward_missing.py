@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mmreason import rl
-from mmreason.rewarding.runner import RewardBatch
+from mmreason.rewarding.records import RewardBatch
 from mmreason.train.config import TrainConfig
 from mmreason.train.grpo import compute_advantages
 from mmreason.train.table import StepTable

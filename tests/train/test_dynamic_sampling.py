@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import torch
 
-from mmreason.rewarding.runner import RewardBatch
+from mmreason.rewarding.records import RewardBatch
 from mmreason.train.collect import collect_rollouts
 from mmreason.train.config import TrainConfig
 from mmreason.train.records import Drawn
