@@ -1,4 +1,4 @@
-"""`mmreason list tasks|rewards|estimators`: what the registries hold, one line each."""
+"""`mmreason list tasks|rewards|estimators|losses`: what the registries hold, one line each."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ REGISTRIES = {
     "tasks": ("mmreason.taskpack", "TASKS"),
     "rewards": ("mmreason.rewarding", "REWARDS"),
     "estimators": ("mmreason.rl", "ESTIMATORS"),
+    "losses": ("mmreason.rl", "POLICY_LOSSES"),
 }
 
 

@@ -1,7 +1,9 @@
 """Advantage estimators, one small file each; importing this package registers them all."""
 
 from mmreason.rl.estimators import (  # noqa: F401  (imported for their registrations)
+    asymre,
     corr_grpo,
+    dgpo,
     dr_grpo,
     dvao,
     g2rpo,
@@ -9,6 +11,7 @@ from mmreason.rl.estimators import (  # noqa: F401  (imported for their registra
     gdpo,
     grpo,
     mc_grpo,
+    opmd,
     rloo,
     step_grpo,
 )
