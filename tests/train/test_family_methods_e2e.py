@@ -22,6 +22,7 @@ METHODS = [
     ("dgpo", {"temperature": 1.0}, "clipped", None),
     ("opmd", {"baseline": "logavgexp", "tau": 0.5}, "opmd", {"tau": 1.0}),
     ("asymre", {"shift": -0.1}, "opmd", None),
+    ("disco", {"threshold": 0.1}, "disco", {"score": "logL", "tau": 10.0}),
 ]
 
 

@@ -4,6 +4,7 @@ from mmreason.rl.estimators import (  # noqa: F401  (imported for their registra
     asymre,
     corr_grpo,
     dgpo,
+    disco,
     dr_grpo,
     dvao,
     g2rpo,

@@ -1,0 +1,128 @@
+"""The DisCO loss: a discriminative objective (positives' scores up, negatives' down) under a KL constraint.
+
+Source: "DisCO: Reinforcing Large Reasoning Models with Discriminative Constrained Optimization" (Li et al.,
+arXiv 2505.12366), read from the authors' code (Optimization-AI/DisCO,
+``verl/verl/trainer/ppo/core_algos.py``: ``compute_policy_loss_disco_logL`` / ``_Lratio`` and the DisCO-b
+variants ``compute_policy_loss_discob_*``); docs/algorithms.md §11.4.
+
+Labels come in the advantage slot from the ``disco`` estimator (+1 positive, -1 negative, 0 = not used). With
+response tokens ``t`` of rollout ``i`` and ``|y_i|`` its length::
+
+    s_i   = 1/|y_i| sum_t logp_it                                  score "logL"   (tau = 10 in the paper runs)
+          = 1/|y_i| sum_t exp(logp_it - logp_old_it)               score "Lratio" (tau = 1)
+    J_q   = mean_{i in pos(q)} s_i - tau log(mean_{j in neg(q)} exp(s_j / tau))      negatives "lse" (DisCO)
+          = mean_{i in pos(q)} s_i - mean_{j in neg(q)} s_j                          negatives "mean" (DisCO-b)
+    KL    = token mean of (rho - 1 - log rho),  rho = exp(logp - logp_old)          (k3 to the behaviour policy)
+    loss  = -1/Q sum_q J_q  +  max(0, beta_c (KL - delta)) KL       (the max(...) factor is not differentiated)
+
+over the Q groups of the call (those without both labels contribute 0 but count in Q, as in the authors' code).
+The log-mean-exp over negatives is a soft maximum: the highest-scoring wrong answers are pushed down hardest
+(a DRO view of AUC maximisation). No clip: the squared-hinge penalty keeps the KL to the behaviour policy near
+``delta``. Shapes: logprobs, old_logprobs, mask ``[N, T]``; labels ``[N]``; group_ids ``[N]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from mmreason.rl.groups import group_index
+from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
+from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.registries import register_policy_loss
+
+SCORES = ("logL", "Lratio")
+NEGATIVES = ("lse", "mean")
+
+
+def group_objective(scores: Tensor, labels: Tensor, index: Tensor, num_groups: int, tau: float,
+                    negatives: str) -> Tensor:
+    """``J_q [M]`` from sequence scores ``[N]`` and labels ``[N]``; 0 for a group without both labels."""
+    pos, neg = labels > 0, labels < 0
+    n_pos = scores.new_zeros(num_groups).index_add(0, index, pos.to(scores.dtype))
+    n_neg = scores.new_zeros(num_groups).index_add(0, index, neg.to(scores.dtype))
+    pos_mean = scores.new_zeros(num_groups).index_add(0, index, torch.where(pos, scores, 0.0)) / n_pos.clamp(min=1)
+    if negatives == "mean":
+        neg_term = scores.new_zeros(num_groups).index_add(0, index, torch.where(neg, scores, 0.0))
+        neg_term = neg_term / n_neg.clamp(min=1)
+    else:
+        z = torch.where(neg, scores / tau, torch.full_like(scores, -math.inf))
+        top = torch.full_like(n_neg, -math.inf).scatter_reduce(0, index, z.detach(), "amax")
+        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+        summed = scores.new_zeros(num_groups).index_add(0, index, torch.where(neg, torch.exp(z - top[index]), 0.0))
+        neg_term = tau * (top + torch.log(summed.clamp(min=1e-30)) - torch.log(n_neg.clamp(min=1)))
+    both = (n_pos > 0) & (n_neg > 0)
+    return torch.where(both, pos_mean - neg_term, torch.zeros_like(pos_mean))
+
+
+@register_policy_loss("disco")
+def disco_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    group_ids: Tensor,
+    score: str = "logL",
+    tau: float = 10.0,
+    negatives: str = "lse",
+    delta: float = 1e-4,
+    constraint_beta: float = 1e3,
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    num_tokens: float | Tensor | None = None,
+    seq_mask: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    beta: float = 0.0,
+    kl_estimator: str = "k3",
+) -> LossOutput:
+    """DisCO (arXiv 2505.12366): -(mean positive score - tau logmeanexp negative scores) + KL hinge penalty.
+
+    Args:
+        advantages: ``[N]`` labels from the ``disco`` estimator (+1, -1, 0).
+        group_ids: ``[N]`` rollouts of one prompt share an id.
+        score: ``"logL"`` mean token log-prob or ``"Lratio"`` mean token ratio to the behaviour policy.
+        tau: temperature of the soft maximum over negatives (> 0; the authors use 10 for logL, 1 for Lratio).
+        negatives: ``"lse"`` (DisCO) or ``"mean"`` (DisCO-b).
+        delta, constraint_beta: KL budget and penalty weight of the constraint (authors: 1e-4, 1e3).
+        aggregation, max_len, num_tokens: aggregation of the optional reference-KL term only.
+        seq_mask: ``[N]`` bool; False rows leave the objective and every group statistic.
+        ref_logprobs, beta, kl_estimator: optional KL to a reference (not part of DisCO; off by default).
+    """
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+    if negatives not in NEGATIVES:
+        raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
+    if tau <= 0 or delta < 0 or constraint_beta < 0:
+        raise ValueError(f"need tau > 0, delta >= 0, constraint_beta >= 0; got {tau}, {delta}, {constraint_beta}")
+    if advantages.dim() != 1:
+        raise ValueError(f"disco needs sequence labels [N] from the disco estimator, got {tuple(advantages.shape)}")
+    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
+    labels = torch.where(x.keep, x.advantages[:, 0], torch.zeros_like(x.advantages[:, 0]))  # [N]
+    length = x.mask.sum(-1).clamp(min=1.0)  # [N]
+    ratio = ratio_from_log(x.log_ratio)  # [N, T]
+    token_score = x.logprobs if score == "logL" else ratio
+    scores = (token_score * x.mask).sum(-1) / length  # [N]
+    ids = torch.as_tensor(group_ids, device=scores.device)
+    index, num_groups = group_index(ids)
+    objective = group_objective(scores, labels, index, num_groups, tau, negatives)  # [M]
+    kept_groups = torch.zeros(num_groups, dtype=torch.bool, device=scores.device).index_fill(
+        0, index[x.keep], True).sum().clamp(min=1)
+    policy = -objective.sum() / kept_groups
+    behaviour_kl = masked_mean(ratio - 1.0 - x.log_ratio, x.mask)  # k3 to the behaviour policy, scalar
+    weight = torch.clamp(constraint_beta * (behaviour_kl - delta), min=0.0).detach()
+    loss = policy + weight * behaviour_kl
+    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
+    if kl is not None:
+        loss = loss + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
+    with torch.no_grad():
+        over = (behaviour_kl > delta).float()
+        metrics = LossMetrics(
+            policy_loss=policy.detach(),
+            ratio_mean=masked_mean(ratio, x.mask),
+            kl=None if kl is None else masked_mean(kl, x.mask),
+            clip_region=over,
+        )
+    return LossOutput(loss, metrics)
