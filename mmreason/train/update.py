@@ -59,7 +59,8 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
         for part, cs, ms, bs, olds, refs, ws in zip(parts, chunks, members, batches, old, ref, weights):
             part_tokens = float(sum(trajs[i].completion_length for i in part))
             for c, m, b, o, r, w in zip(cs, ms, bs, olds, refs, ws):
-                options = _loss_options(a, cfg, r, gids[c]) | ({"num_tokens": part_tokens} if token_mean else {})
+                options = (_loss_options(a, cfg, r, gids[c], run.step - 1)
+                           | ({"num_tokens": part_tokens} if token_mean else {}))
                 rows = None if band is None else tuple(x[c].to(run.device) for x in band)
                 loss, metrics, ent = minibatch_loss(run, b, m, o, adv[c].to(run.device), options, rows, stats,
                                                     policy)
@@ -178,15 +179,17 @@ def entropy_band_rows(a, tasks: list[str]):
 # that does not take it, one is an error at start-up, never silently dropped.
 NAMED_LOSS_OPTIONS = ("epsilon", "epsilon_high", "importance_sampling_level", "beta", "kl_estimator")
 # What the trainer itself hands a loss that takes it (not options a config sets).
-LOSS_INPUTS = ("aggregation", "max_len", "ref_logprobs", "group_ids", "num_tokens", "seq_mask")
+LOSS_INPUTS = ("aggregation", "max_len", "ref_logprobs", "group_ids", "num_tokens", "seq_mask", "train_step")
 
 
-def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids) -> dict[str, Any]:
+def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int = 0) -> dict[str, Any]:
+    """What a loss gets: the trainer's inputs it takes (``train_step`` = finished steps, for annealed
+    options), the named top-level options it takes, then ``algorithm.loss_options``."""
     from mmreason import rl
 
     accepted = accepted_options(rl.POLICY_LOSSES.get(a.policy_loss))
     inputs = dict(aggregation=rl.aggregation_for_loss_type(a.loss_type), max_len=cfg.rollout.max_completion_length,
-                  ref_logprobs=ref_logprobs, group_ids=group_ids)
+                  ref_logprobs=ref_logprobs, group_ids=group_ids, train_step=max(train_step, 0))
     named = {k: getattr(a, k) for k in NAMED_LOSS_OPTIONS}
     return {k: v for k, v in {**inputs, **named}.items() if k in accepted} | dict(a.loss_options)
 

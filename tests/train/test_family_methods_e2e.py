@@ -23,6 +23,7 @@ METHODS = [
     ("opmd", {"baseline": "logavgexp", "tau": 0.5}, "opmd", {"tau": 1.0}),
     ("asymre", {"shift": -0.1}, "opmd", None),
     ("disco", {"threshold": 0.1}, "disco", {"score": "logL", "tau": 10.0}),
+    ("grpo", {}, "holder", {"level": "token", "p_schedule": "linear_dec", "schedule_steps": 2}),
 ]
 
 
@@ -31,15 +32,16 @@ def _yaml(options: dict) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator, options, loss, loss_options", METHODS, ids=[m[0] for m in METHODS])
+@pytest.mark.parametrize("estimator, options, loss, loss_options", METHODS, ids=[f"{m[0]}+{m[2]}" for m in METHODS])
 def test_method_trains_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_path, estimator, options, loss,
                                             loss_options):
     out = tmp_path / estimator
     extra = [f"algorithm.loss_options={_yaml(loss_options)}"] if loss_options else []
+    extra += [f"algorithm.estimator_options={_yaml(options)}"] if options else []
     assert main(["train", QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", "max_steps=2",
                  "prompts_per_step=2", "rollout.num_generations=4", "rollout.max_completion_length=4",
                  "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", f"algorithm.estimator={estimator}",
-                 f"algorithm.estimator_options={_yaml(options)}", f"algorithm.policy_loss={loss}", *extra,
+                 f"algorithm.policy_loss={loss}", *extra,
                  "log_completions_steps=1", "save_steps=0", "eval_steps=0", "num_threads=1",
                  "max_grad_norm=1e9"]) == 0
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

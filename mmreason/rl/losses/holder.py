@@ -1,0 +1,142 @@
+"""HölderPO: the clipped surrogate with each sequence's token ratios pooled by a Hölder (power) mean.
+
+Source: "Hölder Policy Optimisation" (Le, Chen et al., arXiv 2605.12058), read from the authors' code
+(YihangChen9/HolderPO ``train_zero_math_holder.py``: ``ZeroMathLearner.learning_step`` branches ``holder`` and
+``holder_token``, ``_get_current_holder_p``; settings of ``scripts/qwen2.5-math-7b-holder.sh``);
+docs/algorithms.md §11.5. With ``Delta_it = logp_theta_it - logp_old_it``, ``r_it = exp(Delta_it)``::
+
+    M_p(x_i) = (1/|y_i| sum_t x_it^p)^(1/p)                (p -> 0: the geometric mean exp(mean_t log x_it))
+    level "sequence":  rho_i = M_p(r_i),   l_i = -min(rho_i A_i, clip(rho_i, 1 - eps, 1 + eps) A_i)
+    level "token":     C_i = M_p(min(r_it, clip(r_it))),  D_i = M_p(max(r_it, clip(r_it)))
+                       l_i = -C_i A_i  if A_i > 0,   -D_i A_i  if A_i < 0
+
+``p = 0`` is GSPO's sequence ratio, ``p = 1`` the arithmetic mean of token ratios; a larger ``p`` lets the
+largest token ratios dominate (concentrated gradient), a smaller one bounds the variance. The paper anneals
+``p`` over training (``p_at_step``); the authors' released run decreases it linearly from 2 to -2 over 500
+steps (``linear_dec``). The per-row loss is broadcast to the row's tokens and aggregated (default: sequence
+mean, as in the authors' code). Computed in the log domain: ``log M_p = (logsumexp_t(p Delta_it) - log|y_i|)/p``.
+Shapes: logprobs, old_logprobs, mask ``[N, T]``; advantages ``[N]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
+from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.registries import register_policy_loss
+
+SCHEDULES = ("constant", "linear", "linear_dec", "sin", "cos", "quad", "quad_dec", "cubic", "cubic_dec")
+LEVELS = ("sequence", "token")
+
+
+def p_at_step(step: int, schedule: str, p: float, p_min: float, p_max: float, steps: int, power: float) -> float:
+    """The Hölder exponent at ``step`` (finished steps, from 0) under ``schedule``; progress = min(1, step/steps).
+
+    linear / linear_dec: p_min -> p_max / p_max -> p_min;  sin / cos: half-cosine S-curve up / down;
+    quad / quad_dec: p_min + (p_max - p_min) progress^power / its mirror;  cubic / cubic_dec: mid +- amp (2x-1)^3.
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"p_schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if schedule == "constant" or p_min == p_max:
+        return float(p if schedule == "constant" else p_min)
+    x = min(1.0, max(0, step) / max(1, steps))
+    mid, amp, span = (p_min + p_max) / 2, (p_max - p_min) / 2, p_max - p_min
+    return {
+        "linear": p_min + span * x,
+        "linear_dec": p_max - span * x,
+        "sin": mid - amp * math.cos(math.pi * x),
+        "cos": mid + amp * math.cos(math.pi * x),
+        "quad": p_min + span * x**power,
+        "quad_dec": p_max - span * x**power,
+        "cubic": mid + amp * (2 * x - 1) ** 3,
+        "cubic_dec": mid - amp * (2 * x - 1) ** 3,
+    }[schedule]
+
+
+def log_power_mean(log_x: Tensor, mask: Tensor, p: float) -> Tensor:
+    """``log M_p`` ``[N]`` of ``x = exp(log_x)`` over the masked positions of each row (0 for an empty row)."""
+    count = mask.sum(-1)  # [N]
+    if abs(p) < 1e-6:
+        return (log_x * mask).sum(-1) / count.clamp(min=1.0)
+    scaled = torch.where(mask > 0, p * log_x, torch.full_like(log_x, -math.inf))
+    lse = torch.logsumexp(scaled, dim=-1)  # [N]
+    out = (lse - torch.log(count.clamp(min=1.0))) / p
+    return torch.where(count > 0, out, torch.zeros_like(out))
+
+
+@register_policy_loss("holder")
+def holder_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    epsilon: float = 0.2,
+    level: str = "sequence",
+    p: float = 1.0,
+    p_schedule: str = "linear_dec",
+    p_min: float = -2.0,
+    p_max: float = 2.0,
+    schedule_steps: int = 500,
+    p_power: float = 2.0,
+    train_step: int = 0,
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    num_tokens: float | Tensor | None = None,
+    seq_mask: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    beta: float = 0.0,
+    kl_estimator: str = "k3",
+    group_ids: Tensor | None = None,
+) -> LossOutput:
+    """HölderPO (arXiv 2605.12058): clipped surrogate on the Hölder p-mean of each sequence's token ratios.
+
+    Args:
+        epsilon: clip range of the ratio (authors: 0.2).
+        level: ``"sequence"`` (p-mean ratio, then PPO clip) or ``"token"`` (p-mean of clipped token ratios).
+        p, p_schedule, p_min, p_max, schedule_steps, p_power: the exponent; ``p`` is used by
+            ``p_schedule: constant``, the others anneal it (see ``p_at_step``).
+        train_step: finished training steps (the trainer passes it).
+        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
+        group_ids: unused; accepted so every policy loss shares one call signature.
+    """
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    if not 0 < epsilon < 1:
+        raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
+    exponent = p_at_step(train_step, p_schedule, p, p_min, p_max, schedule_steps, p_power)
+    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
+    if x.advantages.shape[1] != 1:
+        raise ValueError("holder needs sequence-level advantages [N]")
+    adv = x.advantages[:, 0]  # [N]
+    lo, hi = math.log(1 - epsilon), math.log(1 + epsilon)
+    if level == "sequence":
+        ratio = ratio_from_log(log_power_mean(x.log_ratio, x.mask, exponent))  # [N]
+        clipped = ratio.clamp(1 - epsilon, 1 + epsilon)
+        per_row = -torch.min(ratio * adv, clipped * adv)
+    else:
+        clamped = x.log_ratio.clamp(lo, hi)
+        c = ratio_from_log(log_power_mean(torch.minimum(x.log_ratio, clamped), x.mask, exponent))
+        d = ratio_from_log(log_power_mean(torch.maximum(x.log_ratio, clamped), x.mask, exponent))
+        ratio = torch.where(adv > 0, c, d)
+        per_row = -ratio * adv
+    policy = aggregate_loss(aggregation, per_row[:, None], x, num_tokens, max_len)
+    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
+    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
+    with torch.no_grad():
+        row = ratio[:, None]
+        low = ((row < 1 - epsilon) & (x.advantages < 0)).float()
+        high = ((row > 1 + epsilon) & (x.advantages > 0)).float()
+        metrics = LossMetrics(
+            policy_loss=policy.detach(),
+            ratio_mean=masked_mean(row, x.mask),
+            kl=None if kl is None else masked_mean(kl, x.mask),
+            clip_low=masked_mean(low, x.mask),
+            clip_high=masked_mean(high, x.mask),
+            clip_region=masked_mean(torch.maximum(low, high), x.mask),
+        )
+    return LossOutput(loss, metrics)
