@@ -160,3 +160,17 @@ def grouped_lower_median(values: Tensor, index: Tensor, num_groups: int) -> Tens
     pos = (go.start + (go.count - 1).clamp(min=0) // 2).clamp(max=values.numel() - 1)  # [M]
     median = values[go.order][pos]
     return torch.where(go.count > 0, median, torch.zeros_like(median))
+
+
+def grouped_median(values: Tensor, index: Tensor, num_groups: int) -> Tensor:
+    """Per-group median ``[M]`` of ``values [N]``, the mean of the two middle values for an even count
+    (``torch.quantile(x, 0.5)``); 0 for empty groups."""
+    if values.numel() == 0:
+        return values.new_zeros(num_groups)
+    go = grouped_sort(values, index, num_groups)
+    last = values.numel() - 1
+    low = (go.start + (go.count - 1).clamp(min=0) // 2).clamp(max=last)  # [M]
+    high = (go.start + go.count // 2).clamp(max=last)
+    ordered = values[go.order]
+    median = (ordered[low] + ordered[high]) / 2
+    return torch.where(go.count > 0, median, torch.zeros_like(median))

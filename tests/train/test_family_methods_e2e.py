@@ -23,6 +23,7 @@ METHODS = [
     ("opmd", {"baseline": "logavgexp", "tau": 0.5}, "opmd", {"tau": 1.0}),
     ("asymre", {"shift": -0.1}, "opmd", None),
     ("disco", {"threshold": 0.1}, "disco", {"score": "logL", "tau": 10.0}),
+    ("grpo", {}, "gbpo", {"temperature": 0.01}),
     ("grpo", {}, "holder", {"level": "token", "p_schedule": "linear_dec", "schedule_steps": 2}),
 ]
 
