@@ -8,7 +8,7 @@ Two prompts, each with its own parameters and a fixed [sequence, component] rewa
 import pytest
 import torch
 
-from mmreason.rl import AGGREGATIONS, ESTIMATORS, advantages, clipped_surrogate, reg_grpo_loss
+from mmreason.rl import AGGREGATIONS, ESTIMATORS, advantages, clipped_surrogate, policy_loss, reg_grpo_loss
 
 SEQUENCES = [[1, 0], [2, 0], [1, 2, 0], [2, 3, 1, 0], [3, 0], [3, 3, 3, 0]]
 VOCAB, T = 4, 4
@@ -67,7 +67,7 @@ def options_for(name, picks):
     return {}
 
 
-def train(estimator, aggregation, steps=200, loss="clipped", seed=0):
+def train(estimator, aggregation, steps=200, loss="clipped", seed=0, loss_options=None, estimator_options=None):
     gen = torch.Generator().manual_seed(seed)
     theta = torch.zeros(PROMPTS, ALLOWED.shape[0], VOCAB, requires_grad=True)
     opt = torch.optim.Adam([theta], lr=0.05)
@@ -80,17 +80,21 @@ def train(estimator, aggregation, steps=200, loss="clipped", seed=0):
                 -1
             )  # [N]
         rewards = REWARD[prompt, picks]  # [N, K]
-        result = advantages(estimator, rewards, prompt, weights=WEIGHTS, **options_for(estimator, picks))
+        result = advantages(estimator, rewards, prompt, weights=WEIGHTS, **options_for(estimator, picks),
+                            **(estimator_options or {}))
         lp = lp_all[prompt, picks]  # [N, T]
         mask = MASK[picks]
         if loss == "clipped":
             out = clipped_surrogate(
                 lp, lp.detach(), result.advantages, mask, aggregation=aggregation, seq_mask=result.loss_mask
             )
-        else:
+        elif loss == "reg_grpo":
             out = reg_grpo_loss(
                 lp, lp.detach(), result.advantages, mask, group_ids=prompt, seq_mask=result.loss_mask
             )
+        else:
+            out = policy_loss(loss, lp, lp.detach(), result.advantages, mask, group_ids=prompt,
+                              seq_mask=result.loss_mask, **(loss_options or {}))
         opt.zero_grad()
         out.loss.backward()
         opt.step()
@@ -112,6 +116,26 @@ def test_every_estimator_is_trained_here():
 def test_updates_raise_expected_reward(estimator, aggregation):
     start, end = train(estimator, aggregation)
     assert end > start + 0.8, (start, end)  # from 0.5 towards the optimum 1.5
+
+
+# The methods of docs/algorithms.md §11 on the same toy policy: (estimator, its options, loss, loss options).
+FAMILY = [
+    ("dgpo", {}, "clipped", {}),
+    ("opmd", {"baseline": "logavgexp"}, "opmd", {}),
+    ("asymre", {}, "opmd", {}),
+    ("disco", {"threshold": 1.0}, "disco", {"tau": 10.0}),
+    ("grpo", {}, "holder", {"level": "sequence"}),
+    ("grpo", {}, "holder", {"level": "token", "p_schedule": "constant", "p": -1.0}),
+    ("grpo", {}, "gbpo", {"temperature": 1e-4, "epsilon": 0.3}),
+]
+
+
+@pytest.mark.parametrize("estimator, estimator_options, loss, loss_options", FAMILY,
+                         ids=[f"{f[0]}+{f[2]}-{i}" for i, f in enumerate(FAMILY)])
+def test_family_methods_raise_expected_reward(estimator, estimator_options, loss, loss_options):
+    start, end = train(estimator, "seq_mean_token_mean", loss=loss, loss_options=loss_options,
+                       estimator_options=estimator_options)
+    assert end > start + 0.8, (start, end)
 
 
 def test_reg_grpo_raises_expected_reward():

@@ -7,7 +7,9 @@ from hypothesis import strategies as st
 from mmreason.rl import ESTIMATORS, advantages, evidence_weighted
 
 SETTINGS = settings(max_examples=40, deadline=None)
-BUILTIN = ["grpo", "dr_grpo", "rloo", "mc_grpo", "g2rpo", "gdpo", "dvao", "corr_grpo", "ga_grpo", "step_grpo"]
+BUILTIN = ["grpo", "dr_grpo", "rloo", "mc_grpo", "g2rpo", "gdpo", "dvao", "corr_grpo", "ga_grpo", "step_grpo",
+           "dgpo", "opmd", "disco"]
+# asymre is left out of the zero checks: an all-equal group gets -shift by design (docs/algorithms.md §11.3)
 # reward values with many ties and awkward binary fractions
 VALUES = st.sampled_from([0.0, 0.1, 0.2, 1.0 / 3.0, 0.5, 0.7, 1.0, -1.0, 2.5, 100.0])
 
@@ -122,3 +124,38 @@ def test_corr_grpo_is_a_positive_multiple_of_grpo_within_each_group(batch):
             ratio = c[nonzero] / a[nonzero]
             assert (ratio > 0).all()
             assert torch.allclose(ratio, ratio[0].expand_as(ratio), rtol=1e-4)
+
+
+@SETTINGS
+@given(batch=batches())
+def test_asymre_is_opmd_shifted_and_constant_groups_get_minus_shift(batch):
+    rewards, group_ids, _ = batch
+    opmd = advantages("opmd", rewards, group_ids).advantages
+    asym = advantages("asymre", rewards, group_ids, shift=-0.25).advantages
+    assert torch.isfinite(asym).all()
+    _, inverse, counts = torch.unique(group_ids, return_inverse=True, return_counts=True)
+    multi = counts[inverse] > 1
+    torch.testing.assert_close(asym[multi], opmd[multi] + 0.25)
+    assert torch.equal(asym[~multi], torch.zeros_like(asym[~multi]))
+
+
+@SETTINGS
+@given(batch=batches())
+def test_dgpo_keeps_grpo_signs_and_balances_every_group(batch):
+    rewards, group_ids, _ = batch
+    grpo = advantages("grpo", rewards, group_ids).advantages
+    dgae = advantages("dgpo", rewards, group_ids, dqw=False).advantages
+    full = advantages("dgpo", rewards, group_ids).advantages
+    assert torch.equal(torch.sign(dgae), torch.sign(grpo)) and torch.equal(torch.sign(full), torch.sign(grpo))
+    for g in group_ids.unique():
+        a = dgae[group_ids == g]
+        if a.abs().sum() > 0:  # a live group: sum |A| = G (up to eps)
+            assert abs(a.abs().sum().item() - a.numel()) < 1e-3 * a.numel()
+
+
+@SETTINGS
+@given(batch=batches())
+def test_opmd_mean_baseline_is_dr_grpo(batch):
+    rewards, group_ids, _ = batch
+    torch.testing.assert_close(advantages("opmd", rewards, group_ids).advantages,
+                               advantages("dr_grpo", rewards, group_ids).advantages)

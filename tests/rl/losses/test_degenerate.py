@@ -49,18 +49,28 @@ CASES = [
 ]
 
 
+# a second option set per loss, exercising its other branch
+VARIANTS = {
+    "clipped": {"importance_sampling_level": "sequence"},
+    "reg_grpo": {},
+    "opmd": {"tau": 0.0},
+    "disco": {"score": "Lratio", "tau": 1.0, "negatives": "mean"},
+    "holder": {"level": "token", "p_schedule": "constant", "p": -2.0},
+    "gbpo": {"temperature": 1.0},
+}
+
+
 def test_all_policy_losses_are_covered():
-    assert set(POLICY_LOSSES.names()) == {"clipped", "reg_grpo"}
+    assert set(POLICY_LOSSES.names()) == set(VARIANTS)
 
 
 @pytest.mark.parametrize("situation", CASES)
-@pytest.mark.parametrize("loss_name", ["clipped", "reg_grpo"])
+@pytest.mark.parametrize("loss_name", sorted(VARIANTS))
 @pytest.mark.parametrize("aggregation", sorted(AGGREGATIONS.names()))
 def test_gradients_are_finite(situation, loss_name, aggregation):
     lp, old, adv, mask, groups, keep = case(situation)
     lp = lp.requires_grad_()
-    extra = {"group_ids": groups} if loss_name == "reg_grpo" else {"importance_sampling_level": "sequence"}
-    for options in ({}, extra):
+    for options in ({}, VARIANTS[loss_name]):
         out = policy_loss(
             loss_name,
             lp,
