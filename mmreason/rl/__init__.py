@@ -5,12 +5,14 @@ Shape letters: N trajectories, K reward components, T tokens, G rollouts per pro
 Advantages
     ``advantages(name, rewards [N] | [N, K], group_ids [N], *, weights=None, **options) -> AdvantageResult``
     with estimators ``grpo``, ``dr_grpo``, ``rloo``, ``mc_grpo``, ``g2rpo``, ``gdpo``, ``dvao``,
-    ``corr_grpo``, ``ga_grpo``, ``step_grpo`` (``ESTIMATORS.describe()`` lists them). Register your own with
+    ``corr_grpo``, ``ga_grpo``, ``step_grpo``, ``dgpo``, ``opmd``, ``asymre``, ``disco``
+    (``ESTIMATORS.describe()`` lists them). Register your own with
     ``@register_estimator("name")``; ``evidence_weighted`` re-weights any estimator's output (GA-GRPO);
     ``step_group_ids`` builds Step-GRPO groups.
 Losses
     ``policy_loss(name, logprobs, old_logprobs, advantages, mask, **options) -> LossOutput`` with ``clipped``
-    (PPO/GRPO/DAPO/GSPO) and ``reg_grpo``; aggregations ``seq_mean_token_mean``, ``token_mean``,
+    (PPO/GRPO/DAPO/GSPO), ``reg_grpo``, ``opmd`` (OPMD / AsymRE), ``disco``, ``holder`` (HölderPO) and
+    ``gbpo``; aggregations ``seq_mean_token_mean``, ``token_mean``,
     ``seq_mean_token_sum_norm``, ``seq_mean_token_sum`` (``aggregation_for_loss_type`` maps TRL's names);
     KL estimators ``k1``, ``k2``, ``k3`` (= ``low_var_kl``).
 Shaping and helpers
@@ -27,7 +29,11 @@ from mmreason.rl.losses import (
     aggregate,
     aggregation_for_loss_type,
     clipped_surrogate,
+    disco_loss,
+    gbpo_loss,
+    holder_loss,
     kl_penalty,
+    opmd_loss,
     policy_loss,
     reg_grpo_loss,
 )
@@ -58,13 +64,17 @@ __all__ = [
     "aggregate",
     "aggregation_for_loss_type",
     "clipped_surrogate",
+    "disco_loss",
     "dynamic_sampling_filter",
     "entropy_band_penalty",
     "entropy_from_logits",
     "evidence_weighted",
+    "gbpo_loss",
+    "holder_loss",
     "kl_penalty",
     "length_trapezoid",
     "logprobs_from_logits",
+    "opmd_loss",
     "overlong_penalty",
     "policy_loss",
     "reg_grpo_loss",
