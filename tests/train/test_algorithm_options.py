@@ -40,6 +40,16 @@ def test_loss_options_reach_the_loss_and_unknown_ones_are_named():
         check_algorithm_options(_cfg("algorithm.loss_options={epsilon: 0.1}"))
 
 
+def test_the_training_step_reaches_losses_that_anneal_and_only_those():
+    cfg = _cfg("algorithm.policy_loss=holder", "algorithm.loss_options={p_schedule: linear, schedule_steps: 10}")
+    check_algorithm_options(cfg)
+    options = _loss_options(cfg.algorithm, cfg, None, torch.zeros(2, dtype=torch.long), 7)
+    assert options["train_step"] == 7 and options["epsilon"] == 0.2 and options["p_schedule"] == "linear"
+    assert "train_step" not in _loss_options(_cfg().algorithm, _cfg(), None, None, 7)  # clipped takes none
+    with pytest.raises(ConfigError, match=r"loss_options.train_step: set by the trainer"):
+        check_algorithm_options(_cfg("algorithm.policy_loss=holder", "algorithm.loss_options={train_step: 3}"))
+
+
 def test_estimator_options_are_checked_against_the_estimator():
     check_algorithm_options(_cfg("algorithm.estimator=ga_grpo", "algorithm.estimator_options={a: 0.3}"))
     with pytest.raises(ConfigError, match=r"'ga_grpo' has no option 'aa' \(did you mean 'a'\?\)"):
