@@ -35,6 +35,14 @@ def _eval_task(cfg, tokenizer=None) -> EvalTask:
     return _TASKS[key]
 
 
+def has_eval_split(cfg, tokenizer=None) -> bool:
+    """Whether the run's task loads a non-empty eval split (a pack without one raises or returns none)."""
+    try:
+        return bool(_eval_task(cfg, tokenizer).samples)
+    except (FileNotFoundError, ValueError, KeyError, NotImplementedError, OSError):
+        return False
+
+
 def training_options(cfg) -> ScoringOptions:
     """Greedy decoding with the run's completion limit and prompt settings; G docs per generate call."""
     d = cfg.data

@@ -34,8 +34,10 @@ from mmreason.rollout.generate import (
 )
 from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs, encode
 from mmreason.rollout.row_sampling import row_seeds
+from mmreason.rollout.visibility import UnseenMedia, check_encoded, check_rendered
 from mmreason.types import Trajectory, Turn
 
+UNSEEN_MEDIA = "unseen media"  # how ``reward_info["ended"]`` of an episode cut by an unseen observation starts
 ENVIRONMENT_ERROR = "environment error"  # how ``reward_info["ended"]`` of an episode its environment broke starts
 
 
@@ -65,9 +67,14 @@ def observation_text(processor, obs: Observation, closed: bool) -> str:
     return next_turn(processor, observation_content(obs), closed, eos)
 
 
-def encode_observation(processor, obs: Observation, closed: bool) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    out = encode(processor, observation_text(processor, obs, closed), obs.images, obs.videos, obs.video_metadata)
+def encode_observation(processor, obs: Observation, closed: bool, sample_id: str = ""
+                       ) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """An observation's tokens; raises ``UnseenMedia`` when its images / videos would not reach the model."""
+    text = observation_text(processor, obs, closed)
+    check_rendered(processor, text, len(obs.images), len(obs.videos), sample_id=sample_id)
+    out = encode(processor, text, obs.images, obs.videos, obs.video_metadata)
     ids = out["input_ids"][0]
+    check_encoded(processor, ids, out, len(obs.images), len(obs.videos), sample_id=sample_id)
     types = out.get("mm_token_type_ids")
     types = types[0].long() if types is not None else torch.zeros_like(ids)
     return ids, types, {k: out[k] for k in VISUAL_KEYS if k in out}
@@ -106,6 +113,7 @@ class _Episode:
     truncated: bool = False
     ended: str | None = None
     finished: bool = False
+    unseen: dict | None = None  # an observation's media that would not have reached the model (visibility)
 
     def context(self) -> PromptInputs:
         return PromptInputs(self.start.prompt.sample, self.ids, self.types, _merge_visual(self.visual))
@@ -120,7 +128,7 @@ class _Episode:
             prompt_length=prompt.length, completion_text=completion, truncated=self.truncated, turns=self.turns,
             tool_calls=[i for i in self.infos if i], mm_token_type_ids=self.types, visual=self.visual,
             reward_info={"observations": self.infos, "observation_images": self.seen, "ended": self.ended,
-                         "env_seconds": self.env_seconds},
+                         "env_seconds": self.env_seconds, "unseen_media": self.unseen},
         )
 
 
@@ -217,7 +225,11 @@ def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSe
     e.infos.append(obs.info)
     if obs.done or turn == max_turns - 1:
         return
-    obs_ids, obs_types, obs_visual = encode_observation(processor, obs, closed=ended_with_eos)
+    try:
+        obs_ids, obs_types, obs_visual = encode_observation(processor, obs, ended_with_eos, e.start.prompt.sample.id)
+    except UnseenMedia as exc:  # the observation's media would not reach the model: the episode ends here
+        e.ended, e.unseen = f"{UNSEEN_MEDIA}: {exc}", exc.report
+        return
     if max_observation_tokens is not None and obs_ids.numel() > max_observation_tokens:
         e.ended = f"observation of {obs_ids.numel()} tokens > max_observation_tokens={max_observation_tokens}"
         return

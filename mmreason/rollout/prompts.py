@@ -23,6 +23,7 @@ from mmreason.media.budget import VIDEO_MAX_PIXELS, VIDEO_MIN_PIXELS, resolve_bu
 from mmreason.media.video import add_frame_noise, clip_cache, header_cache
 from mmreason.media.video_plan import ClipPlan, VideoLimits, plan_clip
 from mmreason.paths import cache_dir
+from mmreason.rollout.visibility import check_encoded, check_rendered, media_paths, named_media
 from mmreason.types import PageRef, Sample
 
 # Keys of processor outputs that describe visual inputs (concatenated across samples in a batch).
@@ -205,8 +206,11 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
             continue
         images, videos, metadata = load_sample_media(sample, min_pixels, budget, limits.fps, limits.max_frames,
                                                      video=limits, plans=plans)
+        seen = dict(sample_id=sample.id, paths=media_paths(sample))
+        check_rendered(processor, text, len(images), len(videos), named_media(sample.messages), **seen)
         out = encode(processor, text, images, videos, metadata)
         ids = out["input_ids"][0]
+        check_encoded(processor, ids, out, len(images), len(videos), **seen)
         if ids.numel() <= max_prompt_length:
             types = out.get("mm_token_type_ids")
             types = types[0] if types is not None else torch.zeros_like(ids)

@@ -61,6 +61,7 @@ def collect_rollouts(run, step: int, draw, build, roll_out, score, build_sample=
         got.metrics["time/environment"] = sum(t.reward_info.get("env_seconds", 0.0) for t in got.trajectories)
         # episodes a limit cut before the model could finish (an observation over max_observation_tokens)
         got.metrics["episodes/cut"] = sum(ended_by_limit(t) for t in got.trajectories)
+        got.metrics["episodes/cut_share"] = got.metrics["episodes/cut"] / len(got.trajectories)
     got.reward_seconds, got.prompt_seconds = timed["score"], timed["build"]
     return got
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmreason.config import ConfigError
+from mmreason.health.config import HealthConfig
 from mmreason.models.loading import ModelConfig
 
 
@@ -143,7 +144,9 @@ class TrainConfig:
     save_steps: int = 50  # 0 = only at the end
     save_total_limit: int = 2
     resume: str | None = None  # auto | a checkpoint path
-    eval_steps: int = 0  # run the eval harness on the task's eval split every N steps (0 = never)
+    eval_steps: int | None = None  # run the eval harness on the task's eval split every N steps (0 = never);
+    # unset: every health.reward_hacking.eval_steps when that alarm is on, the run is at least its window long
+    # and the pack has an eval split (the alarm reads the held-out metric), else never
     eval_limit: int | None = None
     max_bad_samples: int = 20  # broken media samples skipped before the run stops (after a checkpoint)
     max_reward_errors: int = 50
@@ -151,6 +154,7 @@ class TrainConfig:
     reward_on_error: str = "none"  # none | zero
     reward_missing: str = "zero"  # a reward that does not apply (None) counts as: zero | renormalize
     report_to: list[str] = field(default_factory=list)  # tensorboard | wandb, through accelerate trackers
+    health: HealthConfig = field(default_factory=HealthConfig)  # run-health alarms (docs/health.md)
     num_threads: int | None = None  # torch CPU threads; unset: cores / processes on this machine when launched
 
     def validate(self) -> None:

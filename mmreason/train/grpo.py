@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import inspect
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,6 +32,7 @@ from mmreason.rollout.multiturn import (
     run_episodes,
 )
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
+from mmreason.rollout.visibility import UnseenMedia
 from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from mmreason.train.collect import collect_rollouts
 from mmreason.train.config import TrainConfig
@@ -59,8 +61,35 @@ def build_prompts(run: Run, drawn: list[tuple[int, int]]) -> list[Drawn]:
     """Prompts for the drawn samples; broken media and over-long prompts are counted and skipped."""
     if stopping(run):
         return []
+    unseen = run.counters.unseen_media
     out = [Drawn(slot, index, load_prompt(run, index)) for slot, index in drawn]
+    check_most_seen(run, run.counters.unseen_media - unseen, len(drawn))
     return [d for d in out if d.prompt is not None]
+
+
+def check_most_seen(run: Run, unseen: int, drawn: int) -> None:
+    """Stop the run (``hold``) when most of a step's prompts would not show the model their media."""
+    if drawn and unseen > drawn / 2:
+        hold(run, RunStopped(f"{unseen} of {drawn} prompts at step {run.step} would not show the model their "
+                             f"media (see {unseen_dump(run)}): check the chat template and the pixel budgets"))
+
+
+def unseen_dump(run: Run):
+    from pathlib import Path
+
+    return Path(run.cfg.output_dir) / "unseen_media.jsonl"
+
+
+def unseen_media(run: Run, report: dict) -> None:
+    """Count and dump (ids, counts, paths) a prompt or observation whose media would not reach the model."""
+    import json
+
+    run.counters.unseen_media += 1
+    run.event("unseen_media", **report)
+    path = unseen_dump(run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps({"step": run.step, **report}, default=str) + "\n")
 
 
 def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | None:
@@ -84,6 +113,8 @@ def prompt_of(run: Run, sample) -> PromptInputs | None:
     except PromptTooLong as exc:
         run.counters.filtered_prompts += 1
         run.event("prompt_filtered", sample_id=sample.id, reason=str(exc))
+    except UnseenMedia as exc:
+        unseen_media(run, exc.report)
     except (MediaError, OSError, ValueError) as exc:
         bad_sample(run, sample.id, exc)
     return None
@@ -141,6 +172,8 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
             bad_sample(run, d.prompt.sample.id, error)
             continue
         for t in group:
+            if t.reward_info.get("unseen_media"):
+                unseen_media(run, t.reward_info["unseen_media"])
             if ended_by_fault(t):
                 run.counters.env_faults += 1
                 run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])
@@ -375,9 +408,12 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     run.logger = RunLogger(cfg.output_dir, run.accelerator, cfg.max_steps, start, cfg.report_to,
                            config=_config_dict(cfg))
     evaluator = _evaluator(run)
+    health = _health(run, start)
     try:
         if evaluator is not None and start == 0:
-            run.logger.step(0, evaluator(run, 0), advance=False)  # where the eval curve starts
+            first = evaluator(run, 0)
+            health.check(0, first)
+            run.logger.step(0, first, advance=False)  # where the eval curve starts
         before = _state(run)
         for step in range(start + 1, cfg.max_steps + 1):
             run.step = step
@@ -386,6 +422,7 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
             metrics = train_step(run, step)
             if evaluator is not None and step % cfg.eval_steps == 0:
                 metrics.update(evaluator(run, step))
+            metrics.update(health.check(step, metrics))  # the alarms over the rows so far (mmreason.health)
             if step % max(cfg.logging_steps, 1) == 0 or step == cfg.max_steps:
                 run.logger.step(step, metrics)
             if cfg.save_steps and step % cfg.save_steps == 0:
@@ -412,9 +449,39 @@ def _config_dict(cfg: TrainConfig) -> dict:
     return to_dict(cfg)
 
 
+def _health(run: Run, start: int):
+    """The run's alarm monitor; a resumed run replays the rows it logged before."""
+    from mmreason.health.monitor import HealthMonitor
+    from mmreason.train.logging import read_metrics
+
+    rows = []
+    if start and (Path(run.cfg.output_dir) / "metrics.jsonl").exists():
+        rows = [r for r in read_metrics(run.cfg.output_dir) if r.get("step", 0) <= start]
+    return HealthMonitor(run.cfg.health, run.event, run.logger.say, rows)
+
+
 def _evaluator(run: Run):
+    if run.cfg.eval_steps is None:
+        run.cfg.eval_steps = auto_eval_steps(run)
     if not run.cfg.eval_steps:
         return None
     from mmreason.eval.in_training import evaluate_during_training
 
     return evaluate_during_training
+
+
+def auto_eval_steps(run: Run) -> int:
+    """``eval_steps`` left unset: the reward-hacking alarm's period when that alarm is on, the run is at least
+    its window long and the task pack has an eval split; else 0 (no in-training eval)."""
+    h = run.cfg.health
+    if not (h.enabled and h.reward_hacking.enabled and run.cfg.max_steps >= h.reward_hacking.window):
+        return 0
+    from mmreason.eval.in_training import has_eval_split
+
+    if run.cfg.eval_limit is None:  # the split is loaded (and cached) at the size the evals will use
+        run.cfg.eval_limit = h.reward_hacking.eval_limit
+    if not has_eval_split(run.cfg, run.processor.tokenizer):
+        run.event("no_eval_split", reason=f"task {run.cfg.data.task!r}: no eval split; the reward-hacking alarm "
+                  "has no held-out metric to read")
+        return 0
+    return h.reward_hacking.eval_steps

@@ -43,6 +43,15 @@ class RunLogger:
         with (self.dir / "events.log").open("a") as f:
             f.write(json.dumps(line, default=str) + "\n")
 
+    def say(self, line: str) -> None:
+        """A line above the progress bar (alarms), main process only."""
+        if not self.main:
+            return
+        if self.bar is not None:
+            self.bar.write(line)
+        else:
+            print(line, flush=True)
+
     def step(self, step: int, metrics: dict[str, Any], advance: bool = True) -> None:
         """One metrics row; ``advance=False`` for a row that is not a training step (the eval before step 1)."""
         if not self.main:

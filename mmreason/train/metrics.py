@@ -38,7 +38,26 @@ def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
     m["completion/length_max"] = float(lengths.max())
     m["completion/clipped_ratio"] = float(sum(t.truncated for t in s.trajectories) / len(s.trajectories))
     m["advantage/abs_mean"] = float(s.advantages.abs().mean())
-    return _reduce_across_processes(run, m)
+    top, m["answers/top_share"], m["answers/gold_top_share"], m["answers/golds"] = answer_spread(run, s)
+    m = _reduce_across_processes(run, m)
+    m["answers/top"] = top  # this process's (a string: not averaged)
+    return m
+
+
+def answer_spread(run: Run, s: Scored) -> tuple[str, float, float, float]:
+    """(most common parsed final answer, its share of the completions, the most common gold answer's share of
+    the groups, distinct gold answers): the answer-collapse alarm's inputs (``mmreason.health``)."""
+    from collections import Counter
+
+    from mmreason.parsing import final_answer
+
+    parse = run.pack.extract_answer or final_answer
+    answers = Counter(" ".join(str(parse(t.completion_text) or "").lower().split())[:200] for t in s.trajectories)
+    golds = Counter(str(sample.answer).strip().lower()
+                    for sample in {t.group_id: smp for t, smp in zip(s.trajectories, s.samples)}.values())
+    (top, count), = answers.most_common(1)
+    return top, count / max(len(s.trajectories), 1), golds.most_common(1)[0][1] / max(sum(golds.values()), 1), \
+        float(len(golds))
 
 
 def _reduce_across_processes(run: Run, m: dict[str, float]) -> dict[str, float]:
