@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sft": ("mmreason.train.sft", "supervised fine-tuning (assistant tokens only) from a YAML recipe"),
     "bench": ("mmreason.bench", "benchmarks: grpo-step, grpo-vs-trl, eval-overhead, update-throughput"),
     "plot": ("mmreason.train.plot", "write PNG training curves of a run directory"),
+    "report": ("mmreason.health.cli", "one self-contained HTML report of a run or eval directory (or two compared)"),
 }
 
 

@@ -27,6 +27,7 @@ from mmreason.media import MediaError
 from mmreason.media.video_plan import VideoLimits
 from mmreason.rollout.generate import GenerationSettings, group_seed
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong
+from mmreason.rollout.visibility import media_paths
 from mmreason.types import Sample
 
 # What a broken doc raises while its prompt is built (the trainer skips the same kinds).
@@ -151,7 +152,8 @@ def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: C
         "target": _jsonable(sample.answer), "response": completion.text,
         "parsed_answer": task.extract_answer(completion.text), "scores": scores,
         "prompt_tokens": prompt.length, "visual_tokens": prompt.visual_tokens,
-        "completion_tokens": int(completion.token_ids.numel()), "truncated": completion.truncated, **extra,
+        "completion_tokens": int(completion.token_ids.numel()), "truncated": completion.truncated,
+        "media": media_paths(sample), **extra,
         **(extra_fields or {}),
     }
 

@@ -47,7 +47,8 @@ def fitted_rise(values: list[float]) -> tuple[float, float]:
     slope = sum((x - mx) * (y - my) for x, y in enumerate(values)) / sxx
     resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in enumerate(values)) / (n - 2)
     se = math.sqrt(resid / sxx)
-    return slope * (n - 1), (slope / se if se > 0 else math.copysign(math.inf, slope) if slope else 0.0)
+    exact = se <= 1e-9 * abs(slope)  # a straight line (up to rounding)
+    return slope * (n - 1), (math.copysign(math.inf, slope) if exact and slope else slope / se if se else 0.0)
 
 
 def reward_hacking(rows: Rows, c: hc.RewardHacking) -> str | None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from mmreason.rollout.visibility import media_paths
 from mmreason.train.records import Scored
 from mmreason.train.setup import Run
 
@@ -77,5 +78,7 @@ def completion_rows(s: Scored, limit: int = 16) -> list[dict[str, Any]]:
                                       s.advantages.tolist()):
         rows.append({"sample_id": t.sample_id, "group": t.group_id, "prompt": sample.prompt_text, "answer": sample.answer,
                      "completion": t.transcript, "reward": total, "advantage": a,
-                     "rewards": dict(zip(s.reward_names, [None if math.isnan(x) else x for x in r]))})
+                     "rewards": dict(zip(s.reward_names, [None if math.isnan(x) else x for x in r])),
+                     "media": media_paths(sample), "truncated": t.truncated,
+                     **({"turns": [{"role": u.role, "text": u.text} for u in t.turns]} if len(t.turns) > 1 else {})})
     return rows[:limit]

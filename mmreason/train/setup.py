@@ -41,6 +41,7 @@ class Counters:
     reward_errors: int = 0
     dropped_groups: int = 0
     env_faults: int = 0  # episodes ended by an exception inside the environment
+    unseen_media: int = 0  # prompts / observations whose media would not reach the model (rollout.visibility)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)

@@ -1,0 +1,72 @@
+"""Thumbnails for the report: each image, document page or video (a few frames) named by a rollout or eval
+record, downscaled and inlined once as a PNG data URI (``Thumbs.ref`` hands out ids the page fills in)."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+SIDE = 128  # longest side of a thumbnail, pixels
+VIDEO_FRAMES = 4
+
+
+class Thumbs:
+    def __init__(self, roots: list[Path]):
+        self.roots = roots  # where relative media paths are looked up (the cwd first)
+        self.uris: dict[str, str] = {}  # id -> data URI
+        self.ids: dict[str, list[str]] = {}  # media path -> its thumbnails' ids (a video has several)
+        self.missing: dict[str, str] = {}  # media path -> why it has no thumbnail
+
+    def ref(self, media: str) -> list[str]:
+        """The thumbnail ids of one media path ([] when it cannot be read: ``missing`` says why)."""
+        if media not in self.ids:
+            try:
+                images = self._load(media)
+            except Exception as exc:  # noqa: BLE001 - a report shows what it can; the reason is on the page
+                images, self.missing[media] = [], f"{type(exc).__name__}: {str(exc)[:200]}"
+            ids = []
+            for image in images:
+                ids.append(f"t{len(self.uris)}")
+                self.uris[ids[-1]] = _data_uri(image)
+            self.ids[media] = ids
+        return self.ids[media]
+
+    def _path(self, name: str) -> Path:
+        p = Path(name)
+        for root in [Path.cwd(), *self.roots]:
+            if (root / p).exists():
+                return root / p
+        raise FileNotFoundError(f"{name!r} not found")
+
+    def _load(self, media: str) -> list:
+        from mmreason import media as m
+
+        if media.startswith("<"):
+            raise ValueError("an in-memory image (not a file)")
+        if "#page=" in media:
+            source, index = media.rsplit("#page=", 1)
+            path = self._path(source)
+            if path.suffix.lower() == ".pdf":
+                return m.render_pages(path, pages=[int(index)], max_pixels=SIDE * SIDE * 2, min_pixels=28 * 28 * 4)
+            return [m.load_image(path)]
+        path = self._path(media)
+        if path.suffix.lower() in (".mp4", ".avi", ".mov", ".mkv", ".webm"):
+            clip = m.load_video(path, num_frames=VIDEO_FRAMES, max_pixels=SIDE * SIDE * 2, min_pixels=28 * 28 * 4)
+            return [_frame_image(f) for f in clip.frames]
+        return [m.load_image(path)]
+
+
+def _frame_image(frame):
+    from PIL import Image
+
+    array = frame.permute(1, 2, 0).clamp(0, 255).to("cpu").numpy().astype("uint8")
+    return Image.fromarray(array)
+
+
+def _data_uri(image) -> str:
+    image = image.convert("RGB")
+    image.thumbnail((SIDE, SIDE))
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
