@@ -39,7 +39,8 @@ max-width:520px}.thumb{max-width:128px;max-height:128px;border:1px solid #ccc;ma
 .neg{color:#d62728}.alarm{color:#d62728}.group{margin:10px 0;padding:6px;border:1px solid #eee}
 .page{display:none}.page.shown{display:block}.missing{color:#999;font-size:11px}"""
 SCRIPT = """const T=JSON.parse(document.getElementById('thumbs').textContent);
-document.querySelectorAll('img[data-t]').forEach(i=>{i.src=T[i.dataset.t]});
+document.querySelectorAll('img[data-t]').forEach(i=>{i.onload=()=>{i.dataset.shown=i.naturalWidth};
+i.src=T[i.dataset.t]});
 document.querySelectorAll('select.pager').forEach(s=>{const f=()=>{document.querySelectorAll(
 '.page[data-pager="'+s.id+'"]').forEach(p=>p.classList.toggle('shown',p.dataset.page===s.value))};
 s.addEventListener('change',f);f()});"""

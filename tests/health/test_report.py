@@ -1,0 +1,67 @@
+"""`mmreason report` on small hand-made directories: an eval samples file, two runs compared, a run logged
+without alarm metrics (replayed), bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from PIL import Image
+
+from mmreason.cli import main
+
+
+def _jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_eval_samples_file_shows_question_media_answer_gold_score(tmp_path):
+    image = tmp_path / "img.png"
+    Image.new("RGB", (400, 300), "green").save(image)
+    prompt = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What colour?<|im_end|>\n"
+    records = [{"doc_id": f"d{i}", "prompt": prompt, "response": "green" if i % 2 else "red",
+                "parsed_answer": "green" if i % 2 else "red", "target": "green",
+                "scores": {"accuracy": float(i % 2)}, "media": [str(image)]} for i in range(7)]
+    out = tmp_path / "eval" / "model"
+    _jsonl(out / "20260101_samples_shapes.jsonl", records)
+    assert main(["report", str(tmp_path / "eval"), "--max-rows", "3", "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert page.count('class="sample"') == 7 and "What colour?" in page and "<|vision_start|>" not in page
+    assert page.count('class="page"') == 3  # 7 docs, 3 a page
+    assert "accuracy 0.429" in page  # 3 of 7 right
+    uris = json.loads(re.search(r'id="thumbs">(.*?)</script>', page).group(1))
+    assert len(uris) == 1  # the one image, inlined once, downscaled
+    assert all(u.startswith("data:image/png;base64,") for u in uris.values())
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in page
+
+
+def _run(path: Path, reward: float, alarms: bool) -> None:
+    rows = [{"step": 0, "eval/t/accuracy": 0.0}]
+    for s in range(1, 41):
+        row = {"step": s, "loss": 0.0, "reward/mean": reward + 0.003 * s + 0.001 * (s % 3), "entropy": 1.0,
+               "time/step": 0.5, "completion/clipped_ratio": 0.0}
+        if s % 10 == 0:
+            row["eval/t/accuracy"] = 0.0
+        if alarms:
+            row["alarm/reward_hacking"] = float(s >= 30)
+        rows.append(row)
+    _jsonl(path / "metrics.jsonl", rows)
+
+
+def test_compare_two_runs_and_replay_alarms_of_a_run_logged_without_them(tmp_path):
+    _run(tmp_path / "a", 0.1, alarms=True)
+    _run(tmp_path / "b", 0.2, alarms=False)
+    assert main(["report", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    page = (tmp_path / "a" / "compare.html").read_text()
+    assert 'data-name="A: reward/mean"' in page and 'data-name="B: reward/mean"' in page
+    assert 'data-name="A: eval/t/accuracy"' in page
+    # b logged no alarm metrics: replayed with the default thresholds, the same 11 steps (30..40) hold
+    assert page.count('class="alarm-mark"') == 22
+    assert "no completions.jsonl" in page
+
+
+def test_report_names_a_directory_that_is_neither(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "neither a run directory" in capsys.readouterr().err
