@@ -32,6 +32,7 @@ def _room(room: str) -> list[Path]:
     ("rl", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.models", "mmreason.rewarding")),
     ("rollout", ("mmreason.train", "mmreason.eval", "mmreason.rewarding", "mmreason.sampling")),
     ("models", ("mmreason.train", "mmreason.eval", "mmreason.rollout")),
+    ("health", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.rewarding", "mmreason.sampling")),
     ("parallel", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.rewarding", "mmreason.sampling")),
 ])
 def test_room_does_not_import_upward(room, forbidden):
