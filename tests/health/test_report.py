@@ -65,3 +65,23 @@ def test_compare_two_runs_and_replay_alarms_of_a_run_logged_without_them(tmp_pat
 def test_report_names_a_directory_that_is_neither(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "neither a run directory" in capsys.readouterr().err
+
+
+def test_rollout_browser_shows_groups_turns_and_caps_rows(tmp_path):
+    """Two logged steps; step 10 holds an episode's turns; with max_rows 3 step 20 shows 3 of its 4 rows."""
+    run = tmp_path / "run"
+    _jsonl(run / "metrics.jsonl", [{"step": s, "loss": 0.0, "reward/mean": 0.5} for s in range(1, 21)])
+    turns = [{"role": "assistant", "text": '<tool_call>{"name": "get_frame", "arguments": {"t": 3}}</tool_call>'},
+             {"role": "observation", "text": "frame at 3.0 s"}, {"role": "assistant", "text": "<answer>B</answer>"}]
+    rows = [{"step": 10, "sample_id": "ep-0", "group": 0, "prompt": "Which phase?", "answer": "B", "reward": 1.0,
+             "advantage": 0.7, "rewards": {"answer": 1.0, "tool": 0.5}, "media": ["missing.mp4"], "turns": turns}]
+    rows += [{"step": 20, "sample_id": f"s-{i // 2}", "group": i // 2, "prompt": "q", "answer": "a",
+              "completion": f"c{i}", "reward": 0.0, "advantage": -0.1, "rewards": {"answer": 0.0}, "media": []}
+             for i in range(4)]
+    _jsonl(run / "completions.jsonl", rows)
+    assert main(["report", str(run), "--max-rows", "3"]) == 0
+    page = (run / "report.html").read_text()
+    assert '<option value="0">step 10</option>' in page and '<option value="1">step 20</option>' in page
+    assert "<b>observation:</b> frame at 3.0 s" in page and "get_frame" in page
+    assert page.count('class="completion"') == 4 and "1 more rows at this step not shown" in page
+    assert "missing.mp4: FileNotFoundError" in page  # a medium that cannot be read is named, not dropped
