@@ -85,3 +85,23 @@ def test_rollout_browser_shows_groups_turns_and_caps_rows(tmp_path):
     assert "<b>observation:</b> frame at 3.0 s" in page and "get_frame" in page
     assert page.count('class="completion"') == 4 and "1 more rows at this step not shown" in page
     assert "missing.mp4: FileNotFoundError" in page  # a medium that cannot be read is named, not dropped
+
+
+def test_thumbnails_of_a_pdf_page_and_video_frames(tmp_path):
+    """A page of a PDF gives one thumbnail, a video four frames; each at most 128 px on its longest side."""
+    import base64
+    import io
+
+    import numpy as np
+
+    from mmreason.health.thumbs import Thumbs
+    from mmreason.media.video_write import write_mp4
+
+    Image.new("RGB", (600, 800), "red").save(tmp_path / "doc.pdf", "PDF", resolution=72)
+    write_mp4(tmp_path / "v.mp4", [np.full((64, 96, 3), 20 * i, dtype=np.uint8) for i in range(12)], fps=4)
+    thumbs = Thumbs([tmp_path])
+    page, frames = thumbs.ref("doc.pdf#page=0"), thumbs.ref("v.mp4")
+    assert len(page) == 1 and len(frames) == 4 and not thumbs.missing
+    for ref in page + frames:
+        image = Image.open(io.BytesIO(base64.b64decode(thumbs.uris[ref].split(",", 1)[1])))
+        assert max(image.size) <= 128
