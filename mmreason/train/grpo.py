@@ -457,7 +457,8 @@ def _health(run: Run, start: int):
     rows = []
     if start and (Path(run.cfg.output_dir) / "metrics.jsonl").exists():
         rows = [r for r in read_metrics(run.cfg.output_dir) if r.get("step", 0) <= start]
-    return HealthMonitor(run.cfg.health, run.event, run.logger.say, rows)
+    main = run.accelerator.is_main_process  # every process sees the same reduced metrics: one speaks
+    return HealthMonitor(run.cfg.health, run.event if main else (lambda *a, **k: None), run.logger.say, rows)
 
 
 def _evaluator(run: Run):
