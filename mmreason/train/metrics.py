@@ -53,7 +53,14 @@ def answer_spread(run: Run, s: Scored) -> tuple[str, float, float, float]:
     from mmreason.parsing import final_answer
 
     parse = run.pack.extract_answer or final_answer
-    answers = Counter(" ".join(str(parse(t.completion_text) or "").lower().split())[:200] for t in s.trajectories)
+
+    def answer(text: str) -> str:
+        try:
+            return " ".join(str(parse(text) or "").lower().split())[:200]
+        except Exception:  # noqa: BLE001 - a pack parser failing on hostile output is no answer, not a crash
+            return ""
+
+    answers = Counter(answer(t.completion_text) for t in s.trajectories)
     golds = Counter(str(sample.answer).strip().lower()
                     for sample in {t.group_id: smp for t, smp in zip(s.trajectories, s.samples)}.values())
     (top, count), = answers.most_common(1)

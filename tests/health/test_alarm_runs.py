@@ -107,3 +107,22 @@ def test_report_of_the_main_job_renders_in_chromium(main_job, tmp_path):
     image = Image.open(shot).convert("L")
     histogram = image.histogram()
     assert sum(histogram[:200]) > 0.01 * image.width * image.height  # ink on the page, not a blank white
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hacking_alarm", [True, False])
+def test_in_training_eval_is_on_by_default_for_the_reward_hacking_alarm(tiny_model_dir, shapes_cache, tmp_path,
+                                                                         one_torch_thread, hacking_alarm):
+    """With ``eval_steps`` unset, a run at least the alarm's window long evaluates every
+    ``health.reward_hacking.eval_steps`` steps on ``eval_limit`` docs (here a window of 2: steps 0 and 2, 4 docs);
+    with the alarm off it does not evaluate."""
+    out = tmp_path / "run"
+    assert main(["train", QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", "eval_steps=null",
+                 "max_steps=2", "prompts_per_step=2", "rollout.num_generations=2", "save_steps=0",
+                 "health.reward_hacking.window=2", "health.reward_hacking.eval_steps=2",
+                 "health.reward_hacking.eval_limit=4", f"health.reward_hacking.enabled={str(hacking_alarm).lower()}",
+                 "log_completions_steps=0"]) == 0
+    evals = [r["step"] for r in _rows(out) if "eval/shapes/accuracy" in r]
+    assert evals == ([0, 2] if hacking_alarm else [])
+    if hacking_alarm:
+        assert len((out / "eval" / "step-2_samples_shapes.jsonl").read_text().splitlines()) == 4
