@@ -119,3 +119,19 @@ def test_monitor_says_once_per_onset_and_obeys_switches():
     assert "alarm/truncated" not in quiet.check(1, {"completion/clipped_ratio": 1.0})
     cfg.enabled = False
     assert HealthMonitor(cfg, lambda *a, **k: None).check(1, {"loss": 0.0}) == {}
+
+
+def test_answer_spread_of_a_step():
+    """4 groups of 2; golds red, blue, green, red; 7 of 8 completions answer "Red" (one "blue"): the top
+    answer is 'red' at 7/8 = 0.875, the top gold 'red' at 2/4 = 0.5 of the groups, 3 distinct golds."""
+    from types import SimpleNamespace as NS
+
+    from mmreason.train.metrics import answer_spread
+
+    golds = ["red", "blue", "green", "red"]
+    texts = ["Red", "Red", "Red", "blue", "Red", "Red", "Red", "Red"]
+    trajectories = [NS(completion_text=t, group_id=i // 2) for i, t in enumerate(texts)]
+    samples = [NS(answer=golds[i // 2]) for i in range(8)]
+    run = NS(pack=NS(extract_answer=None))
+    top, share, gold_share, n_golds = answer_spread(run, NS(trajectories=trajectories, samples=samples))
+    assert (top, share, gold_share, n_golds) == ("red", 0.875, 0.5, 3.0)
