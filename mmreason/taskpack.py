@@ -28,6 +28,9 @@ class TaskPack:
               the pack's data shape, or None for the pack's bundled/synthetic data.
     rewards:  default reward specs as config mappings ({"name": ..., "weight": ..., **kwargs}).
     metrics:  eval metric name -> fn(sample, completion_text) -> float (mean-aggregated).
+    derived:  metric name -> fn(means) -> float | None, computed from the other metrics' means after
+              aggregation (a set-level score such as an F1 of a mean precision and a mean recall).
+    results_note: a line the results header shows (e.g. how answers are extracted).
     """
 
     name: str
@@ -35,6 +38,8 @@ class TaskPack:
     load: Callable[..., list[Sample]]
     rewards: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Callable[[Sample, str], float]] = field(default_factory=dict)
+    derived: dict[str, Callable[[dict[str, float | None]], float | None]] = field(default_factory=dict)
+    results_note: str = ""
     make_environment: Callable[..., Any] | None = None
     max_turns: int = 1  # assistant turns of an eval episode in the environment (1 = single-turn generation)
     prompt_template: str = ""
@@ -47,6 +52,11 @@ class TaskPack:
     # The sample column that names a trajectory's task for per-task metrics and task-aware estimators
     # (G²RPO's sets); None = the sample's ``task``. A config's ``algorithm.task_key`` overrides it.
     task_key: str | None = None
+
+    @property
+    def metric_names(self) -> list[str]:
+        """The per-doc metrics, then the derived ones (the order of the results table)."""
+        return [*self.metrics, *self.derived]
 
     def metric_higher_is_better(self, metric: str) -> bool:
         return self.higher_is_better.get(metric, True)

@@ -82,6 +82,19 @@ def _tokenizer(resolved: ResolvedModel):
         return None
 
 
+def resource_use() -> dict[str, Any]:
+    """What the run cost the process: peak resident memory and the PDF layer's counts (documents opened,
+    pages rendered, pages served from the in-memory / on-disk cache)."""
+    import resource
+    import sys
+
+    from mmreason.media.pdf import PDF_STATS
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return {"peak_rss_mb": round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1),
+            **{f"pdf_{k}": v for k, v in PDF_STATS.items()}}
+
+
 def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcome:
     """Run every task of ``cfg``; returns the results and where they were written."""
     from rich.console import Console
@@ -114,6 +127,7 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
     results = build_results(tasks, records, config, model_name=resolved.name, stamp=files.stamp,
                             digest=config_hash(config), versions=package_versions(),
                             seconds=elapsed_since(start))
+    results["resources"] = resource_use()
     files.finish(results, markdown_table(results), records, cfg.log_samples)
     print_table(results, console)
     console.print(f"results: {files.results_path}", soft_wrap=True)

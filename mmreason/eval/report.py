@@ -15,10 +15,16 @@ from mmreason.eval.tasks import EvalTask
 
 def task_results(task: EvalTask, records: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"alias": task.name}
-    for name, summary in aggregate(records, list(task.pack.metrics)).items():
+    summaries = aggregate(records, list(task.pack.metrics))
+    for name, summary in summaries.items():
         out[f"{name},none"] = summary.value
         out[f"{name}_stderr,none"] = summary.stderr
         out[f"{name}_n,none"] = summary.n
+    means = {name: s.value for name, s in summaries.items()}
+    for name, fn in task.pack.derived.items():  # set-level scores from the means: no per-doc stderr
+        out[f"{name},none"] = fn(means)
+        out[f"{name}_stderr,none"] = None
+        out[f"{name}_n,none"] = max((s.n for s in summaries.values()), default=0)
     failed = [r for r in records if "error" in r]
     out["n"] = len(records) - len(failed)
     out["n_failed"] = len(failed)
@@ -34,7 +40,7 @@ def build_results(tasks: list[EvalTask], records: dict[str, list[dict[str, Any]]
     return {
         "results": {t.name: task_results(t, records[t.file_name]) for t in tasks},
         "configs": {t.name: t.describe() for t in tasks},
-        "higher_is_better": {t.name: {m: t.pack.metric_higher_is_better(m) for m in t.pack.metrics}
+        "higher_is_better": {t.name: {m: t.pack.metric_higher_is_better(m) for m in t.pack.metric_names}
                              for t in tasks},
         "n-samples": {t.name: {"original": t.n_original, "effective": len(t.samples)} for t in tasks},
         "config": config,
@@ -76,9 +82,16 @@ def markdown_table(results: dict[str, Any]) -> str:
 
 
 def allocation_warnings(results: dict[str, Any]) -> list[str]:
-    """A line per task whose pages were budgeted from the gold evidence (DocSeeker's ``egra_eval=gold``)."""
+    """A line per task whose pages were budgeted from the gold evidence (DocSeeker's ``egra_eval=gold``),
+    and each task's own note (``TaskPack.results_note``) and count of data rows its loader skipped."""
     out = []
     for task, cfg in results.get("configs", {}).items():
+        if cfg.get("note"):
+            out.append(f"`{task}`: {cfg['note']}.")
+        if cfg.get("skipped_rows"):
+            skipped = cfg["skipped_rows"]
+            out.append(f"`{task}`: {sum(skipped.values())} data rows skipped ("
+                       + ", ".join(f"{reason}: {n}" for reason, n in skipped.items()) + ").")
         alloc = cfg.get("page_allocation") or {}
         if alloc.get("gold"):
             out.append(f"`{task}`: page allocation `{alloc.get('mode')}`: the gold evidence pages get the high "

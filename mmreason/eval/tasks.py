@@ -33,6 +33,7 @@ class EvalTask:
     n_original: int  # docs before --limit
     extract_answer: Callable[[str], str] = field(repr=False)  # response -> parsed answer (for the logs)
     extractor_name: str
+    skipped_rows: dict[str, int] = field(default_factory=dict)  # reason -> rows the loader skipped
 
     @property
     def file_name(self) -> str:
@@ -53,6 +54,10 @@ class EvalTask:
                                "higher_is_better": self.pack.metric_higher_is_better(name)}
                         for name, fn in self.pack.metrics.items()},
             "answer_extractor": self.extractor_name, "n_docs": len(self.samples), "docs_hash": self.docs_hash(),
+            **({"derived_metrics": {name: {"function": _qualname(fn), "doc": first_doc_line(fn)}
+                                    for name, fn in self.pack.derived.items()}} if self.pack.derived else {}),
+            **({"note": self.pack.results_note} if self.pack.results_note else {}),
+            **({"skipped_rows": self.skipped_rows} if self.skipped_rows else {}),
             **({"page_allocation": self.page_allocation} if self.page_allocation else {}),
         }
 
@@ -119,8 +124,9 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
     name = pack_name if path is None else f"{pack_name}:{Path(path).stem}"
     extract = pack.extract_answer
     extractor = (extract, _qualname(extract)) if extract is not None else default_extractor()
+    skipped = dict(getattr(samples, "skipped", None) or {})  # a loader may say which rows it left out
     kept = [pack.prepare(s, split=EVAL_SPLIT, seed=seed, step=0) for s in samples[: resolve_limit(limit, len(samples))]]
-    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1])
+    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped)
 
 
 def load_tasks(text: str | list[str], limit: float | None = None, options: dict[str, Any] | None = None,

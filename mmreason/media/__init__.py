@@ -24,6 +24,7 @@ from mmreason.media.pdf import (
     pdf_page_count,
     pdf_page_sizes,
     pdf_page_text,
+    pdf_page_texts,
     pdf_page_tokens,
     render_pages,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "pdf_outline",
     "pdf_page_count",
     "pdf_page_text",
+    "pdf_page_texts",
     "pdf_page_sizes",
     "pdf_page_tokens",
     "pixels_for_tokens",

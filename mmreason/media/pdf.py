@@ -10,15 +10,23 @@ bitmap and costs less; the target is that of the ``dpi`` rendering, so the token
 on this shortcut.
 
 PDFium is not thread-safe: every call into it here holds one process-wide lock.
+
+A long document is asked many questions, so within a process each file is opened once (an LRU of
+``OPEN_DOCUMENTS`` open documents, keyed by the file's real path, size and mtime) and each rendering is
+kept in memory (an LRU of at most ``MEMORY_CACHE_PIXELS`` pixels, keyed like the on-disk cache): a page
+is rendered once per run at each budget it is asked at. ``PDF_STATS`` counts documents opened and pages
+rendered (the eval results and ``mmreason bench`` report them).
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import math
 import os
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,6 +45,54 @@ from mmreason.media.image import max_decode_pixels
 _KIND = "PDF"
 _PDFIUM_LOCK = threading.RLock()
 PageSelection = int | Iterable[int] | None
+OPEN_DOCUMENTS = 128  # documents kept open per process (a handle holds the parsed cross-reference table)
+MEMORY_CACHE_PIXELS = int(os.environ.get("MMREASON_PAGE_CACHE_PIXELS", 60_000_000))  # ~180 MB of RGB pages
+PDF_STATS = {"documents_opened": 0, "pages_rendered": 0, "pages_from_memory": 0, "pages_from_disk": 0}
+_DOCUMENTS: OrderedDict[tuple, object] = OrderedDict()
+_RENDERED: OrderedDict[tuple, Image.Image] = OrderedDict()
+_RENDERED_PIXELS = [0]
+
+
+def _identity(path: str) -> tuple:
+    stat = os.stat(path)
+    return os.path.realpath(path), stat.st_size, stat.st_mtime_ns
+
+
+def _document(path: str):
+    """The open document for ``path`` (caller holds the lock), from the LRU or opened now."""
+    key = _identity(path)
+    doc = _DOCUMENTS.get(key)
+    if doc is not None:
+        _DOCUMENTS.move_to_end(key)
+        return doc
+    doc = _open(path)
+    if not PDF_STATS["documents_opened"]:  # after pypdfium2's own exit hook is registered, so it runs first
+        atexit.register(clear_pdf_caches)
+    PDF_STATS["documents_opened"] += 1
+    _DOCUMENTS[key] = doc
+    while len(_DOCUMENTS) > OPEN_DOCUMENTS:
+        _DOCUMENTS.popitem(last=False)[1].close()
+    return doc
+
+
+def clear_pdf_caches() -> None:
+    """Close every cached document and drop the in-memory renderings (tests; a file replaced in place)."""
+    with _PDFIUM_LOCK:
+        while _DOCUMENTS:
+            _DOCUMENTS.popitem()[1].close()
+        _RENDERED.clear()
+        _RENDERED_PIXELS[0] = 0
+
+
+def _remember(key: tuple, image: Image.Image) -> None:
+    pixels = image.width * image.height
+    if pixels > MEMORY_CACHE_PIXELS:
+        return
+    _RENDERED[key] = image
+    _RENDERED_PIXELS[0] += pixels
+    while _RENDERED_PIXELS[0] > MEMORY_CACHE_PIXELS:
+        old = _RENDERED.popitem(last=False)[1]
+        _RENDERED_PIXELS[0] -= old.width * old.height
 
 
 def _open(path: str):
@@ -76,45 +132,50 @@ def pdf_outline(path: str | os.PathLike) -> list[tuple[str, int]]:
     """The document outline (bookmarks) as (title, 0-based page) pairs; entries without a page are left out."""
     path = require_file(path, _KIND)
     with _PDFIUM_LOCK:
-        doc = _open(path)
-        try:
-            out = []
-            for item in doc.get_toc():
-                dest = item.get_dest()
-                index = dest.get_index() if dest is not None else None
-                if index is not None and 0 <= index < len(doc):
-                    out.append((item.get_title() or "", int(index)))
-            return out
-        finally:
-            doc.close()
+        doc = _document(path)
+        out = []
+        for item in doc.get_toc():
+            dest = item.get_dest()
+            index = dest.get_index() if dest is not None else None
+            if index is not None and 0 <= index < len(doc):
+                out.append((item.get_title() or "", int(index)))
+        return out
 
 
 def pdf_page_text(path: str | os.PathLike, index: int) -> str:
     """The text layer of one page (0-based); '' for a scanned page without text."""
     path = require_file(path, _KIND)
+    return pdf_page_texts(path, [index])[0]
+
+
+def pdf_page_texts(path: str | os.PathLike, pages: PageSelection = None) -> list[str]:
+    """The text layer of each selected page (0-based; None = all); '' for a page without text."""
+    path = require_file(path, _KIND)
     with _PDFIUM_LOCK:
-        doc = _open(path)
-        try:
-            page = _load_page(doc, path, _page_indices(path, index, len(doc))[0])
-            textpage = page.get_textpage()
+        doc = _document(path)
+        out = []
+        for i in _page_indices(path, pages, len(doc)):
+            page = _load_page(doc, path, i)
             try:
-                return textpage.get_text_bounded()
+                textpage = page.get_textpage()
+                try:
+                    out.append(textpage.get_text_bounded())
+                finally:
+                    textpage.close()
+            except Exception as err:  # PdfiumError: a damaged text layer reads as none
+                if isinstance(err, MediaError):
+                    raise
+                out.append("")
             finally:
-                textpage.close()
                 page.close()
-        finally:
-            doc.close()
+        return out
 
 
 def pdf_page_count(path: str | os.PathLike) -> int:
     """Number of pages; raises MediaError for a missing, encrypted or damaged file."""
     path = require_file(path, _KIND)
     with _PDFIUM_LOCK:
-        doc = _open(path)
-        try:
-            return len(doc)
-        finally:
-            doc.close()
+        return len(_document(path))
 
 
 def _load_page(doc, path: str, index: int):
@@ -136,13 +197,15 @@ def pdf_page_sizes(
     """(height, width) in pixels of each selected page rendered at ``dpi``, without rendering."""
     path = require_file(path, _KIND)
     with _PDFIUM_LOCK:
-        doc = _open(path)
-        try:
-            return [
-                _rendered_size(_load_page(doc, path, i), dpi) for i in _page_indices(path, pages, len(doc))
-            ]
-        finally:
-            doc.close()
+        doc = _document(path)
+        out = []
+        for i in _page_indices(path, pages, len(doc)):
+            page = _load_page(doc, path, i)
+            try:
+                out.append(_rendered_size(page, dpi))
+            finally:
+                page.close()
+        return out
 
 
 def pdf_page_tokens(
@@ -180,6 +243,7 @@ def _render(path: str, page, dpi: float, budget: PixelBudget | None, index: int)
         scale = max(target[0] / page.get_height(), target[1] / page.get_width())
     try:
         image = page.render(scale=scale).to_pil().convert("RGB")  # convert copies out of PDFium's buffer
+        PDF_STATS["pages_rendered"] += 1
     except Exception as err:
         raise MediaError(path, f"page {index} cannot be rendered ({describe(err)})", _KIND) from err
     if target is not None and image.size != (target[1], target[0]):
@@ -239,23 +303,31 @@ def render_pages(
     if dpi <= 0:
         raise ValueError(f"dpi must be positive, got {dpi}")
     budget = resolve_budget(min_pixels, max_pixels, IMAGE_MIN_PIXELS, IMAGE_MAX_PIXELS)
+    limits = None if budget is None else (budget.min_pixels, budget.max_pixels)
     with _PDFIUM_LOCK:
-        doc = _open(path)
-        try:
-            indices = _page_indices(path, pages, len(doc))
-            images = []
-            for index in indices:
-                file = None if cache_dir is None else _cache_file(cache_dir, path, index, dpi, budget)
-                image = None if file is None else _read_cached(file)
-                if image is None:
-                    page = _load_page(doc, path, index)
-                    try:
-                        image = _render(path, page, dpi, budget, index)
-                    finally:
-                        page.close()
-                    if file is not None:
-                        _write_cached(file, image)
-                images.append(image)
-            return images
-        finally:
-            doc.close()
+        doc = _document(path)
+        identity = _identity(path)
+        images = []
+        for index in _page_indices(path, pages, len(doc)):
+            key = (identity, index, dpi, limits)
+            image = _RENDERED.get(key)
+            if image is not None:
+                _RENDERED.move_to_end(key)
+                PDF_STATS["pages_from_memory"] += 1
+                images.append(image.copy())  # callers may change their copy
+                continue
+            file = None if cache_dir is None else _cache_file(cache_dir, path, index, dpi, budget)
+            image = None if file is None else _read_cached(file)
+            if image is None:
+                page = _load_page(doc, path, index)
+                try:
+                    image = _render(path, page, dpi, budget, index)
+                finally:
+                    page.close()
+                if file is not None:
+                    _write_cached(file, image)
+            else:
+                PDF_STATS["pages_from_disk"] += 1
+            _remember(key, image)
+            images.append(image.copy())
+        return images

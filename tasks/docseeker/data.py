@@ -12,7 +12,14 @@ Row shape (relative paths are relative to the data file):
      "target": str}                   # optional complete ALR completion (SFT)
 
 DocSeeker's own files load too: ``image`` (page images), ``gt_page`` (0-based evidence pages) and
-``conversations`` ([human question, gpt ALR completion]).
+``conversations`` ([human question, gpt ALR completion]); so do MMLongBench-Doc's published rows
+(``samples.json``: ``doc_id``, string ``evidence_pages`` ...; ``mmlongbench.py``), with the PDFs in
+``doc_dir`` (default: ``documents/`` beside the data file).
+
+With ``page_retrieval: bm25`` a document of more than ``retrieval_top_k`` pages shows only the pages BM25
+ranks highest against the question (``retrieval.py``), in document order, each labelled with its real page
+number ("Page 37:"); ``meta["retrieved_pages"]`` lists them and ``meta["page_numbers"]`` labels each
+``PageRef``.
 
 Every sample's ``meta["evidence_pages"]`` is 1-based (or ``[-1]``), as the prompt labels the pages
 ("Page 1:", "Page 2:", ...) and as the ``page_fbeta`` reward reads them (its default ``index_base=1``).
@@ -22,13 +29,17 @@ from __future__ import annotations
 
 import logging
 import os
+import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmreason.media import pdf_page_count
+from mmreason.media import MediaError, pdf_page_count
 from mmreason.paths import cache_dir
 from mmreason.tasks.docseeker.alr import instruction
 from mmreason.tasks.docseeker.egra import EgraSettings, describe_allocation, docseeker_transform
+from mmreason.tasks.docseeker.mmlongbench import BadRow, adapt_row, is_published_row, read_rows
+from mmreason.tasks.docseeker.retrieval import METHODS, bm25_pages
 from mmreason.types import PageRef, Sample
 
 TASK = "docseeker"
@@ -37,7 +48,31 @@ NO_PAGE = [-1]
 # the documents the paper trains on, far below a 2,000-page file rendered whole. ``task_args.max_pages``
 # overrides it (null: no cap).
 DEFAULT_MAX_PAGES = 128
+BAD_ROWS = ("skip", "error")
 log = logging.getLogger(__name__)
+
+
+class LoadedSamples(list):
+    """The loader's samples, with the rows it skipped: ``skipped`` (reason -> count) and ``errors`` (messages)."""
+
+    def __init__(self, samples=(), skipped: dict[str, int] | None = None, errors: list[str] | None = None):
+        super().__init__(samples)
+        self.skipped = dict(skipped or {})
+        self.errors = list(errors or [])
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Page retrieval of one load (task_args ``page_retrieval``, ``retrieval_top_k``)."""
+
+    method: str = "none"
+    top_k: int = 8
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"page_retrieval must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.top_k < 1:
+            raise ValueError(f"retrieval_top_k must be >= 1, got {self.top_k}")
 
 
 def default_cache() -> Path:
@@ -81,7 +116,8 @@ def _question_and_target(row: dict, where: str) -> tuple[str, str | None]:
 
 
 def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSettings,
-                  max_pages: int | None = DEFAULT_MAX_PAGES, tokenizer: Any = None) -> Sample:
+                  max_pages: int | None = DEFAULT_MAX_PAGES, tokenizer: Any = None,
+                  retrieval: Retrieval = Retrieval()) -> Sample:
     """One sample: pages as PageRefs (PDF pages, or one page image each), the prompt
     with "Page k:" before each page, and the evidence pages in ``meta`` (1-based). A document of more than
     ``max_pages`` pages keeps its first ``max_pages`` (logged; ``meta["document_pages"]`` then has the full count)."""
@@ -100,7 +136,7 @@ def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSetti
         count = len(pdf)
         pages = [PageRef(image, 0) for image in pdf]
     document_pages = count
-    if max_pages and count > max_pages:
+    if max_pages and count > max_pages and retrieval.method == "none":
         count = max_pages
         log.warning("%s: the document has %d pages; only the first %d are used (max_pages=%d, task_args.max_pages)",
                     where, document_pages, max_pages, max_pages)
@@ -115,26 +151,40 @@ def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSetti
         evidence = evidence_one_based(row.get("gt_page"), 0, where)  # DocSeeker's raw files are 0-based
     if evidence[-1] > count:
         raise ValueError(f"{where}: evidence page {evidence[-1]} (1-based) is beyond the document's {count} pages"
-                         + (f" (max_pages={max_pages})" if max_pages else ""))
+                         + (f" (max_pages={max_pages})" if max_pages and count < document_pages else ""))
+    numbers = list(range(1, count + 1))
+    if retrieval.method == "bm25" and isinstance(pdf, str):
+        numbers = [i + 1 for i in bm25_pages(pdf, question, retrieval.top_k)]
     content: list[dict[str, Any]] = []
-    for k in range(1, count + 1):
+    for k in numbers:
         content += [{"type": "text", "text": f"Page {k}:"}, {"type": "image"}]
-    content.append({"type": "text", "text": f"Question: {question}\n\n" + instruction(count)})
+    text = instruction(count) if len(numbers) == count else retrieved_instruction(len(numbers), count)
+    content.append({"type": "text", "text": f"Question: {question}\n\n" + text})
     skip = {"id", "document", "pdf", "images", "image", "question", "answer", "evidence_pages", "evidence_base",
             "gt_page", "conversations", "target", "final_answer"}
     meta = {k: v for k, v in row.items() if k not in skip}
-    meta.update(question=question, evidence_pages=evidence, num_pages=count, document=pdf,
+    meta.update(question=question, evidence_pages=evidence, num_pages=len(numbers), document=pdf,
                 answer_format=row.get("answer_format") or "str", egra=egra.__dict__.copy(),
                 page_allocation=describe_allocation(egra))
     if target:
         meta["target"] = target
-    if count < document_pages:
+    if count < document_pages or len(numbers) < count:
         meta["document_pages"] = document_pages
+    if retrieval.method != "none":
+        meta.update(retrieved_pages=numbers, page_numbers=numbers, retrieval=retrieval.__dict__.copy())
     if tokenizer is not None:  # the text's exact size, for fitting the page budgets to max_prompt_length
         meta["text_tokens"] = sum(len(tokenizer(i["text"], add_special_tokens=False)["input_ids"])
                                   for i in content if i["type"] == "text")
     return Sample(id=str(rid), messages=[{"role": "user", "content": content}], answer=answer,
-                  pages=pages[:count], meta=meta, task=TASK)
+                  pages=[pages[k - 1] for k in numbers], meta=meta, task=TASK)
+
+
+def retrieved_instruction(shown: int, total: int) -> str:
+    """The instruction when page retrieval shows ``shown`` of the document's ``total`` pages."""
+    return instruction(total).replace(
+        "its pages are labelled Page 1 to Page {n}".replace("{n}", str(total)),
+        f"it has {total} pages, of which the {shown} most relevant are shown, each labelled with its page number")
+
 
 
 def _pages_range(pages: Any) -> tuple[int, int]:
@@ -150,7 +200,9 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
                    pages: Any = "3..8", evidence_base: int = 1, use_egra: bool = True, egra_k: int = 5,
                    egra_high_tokens: int = 1024, egra_low_tokens: int = 256, egra_eval: str = "uniform",
                    max_prompt_length: int | None = None, max_pages: int | None = DEFAULT_MAX_PAGES,
-                   page_width: int | None = None, style: str = "report", tokenizer: Any = None) -> list[Sample]:
+                   page_width: int | None = None, style: str = "report", tokenizer: Any = None,
+                   doc_dir: str | None = None, page_retrieval: str = "none", retrieval_top_k: int = 8,
+                   bad_rows: str = "skip", max_bad_fraction: float = 0.5) -> list[Sample]:
     """The pack's data: ``path`` (JSONL / parquet in the row shape above) or generated documents.
 
     Without ``path``, ``n`` documents (default 64 train / 16 otherwise) of ``pages`` ("MIN..MAX") pages
@@ -183,15 +235,57 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
         path = str(generate(folder, count, lo, hi, split_seed, size, style))
     if not Path(path).exists():
         raise FileNotFoundError(f"docseeker data file {path!r} does not exist")
-    kind = "parquet" if str(path).endswith(".parquet") else "json"
-    rows = load_dataset(kind, data_files=str(path), split="train")
-    if n:
-        rows = rows.select(range(min(n, len(rows))))
+    if bad_rows not in BAD_ROWS:
+        raise ValueError(f"bad_rows must be one of {', '.join(BAD_ROWS)}, got {bad_rows!r}")
+    retrieval = Retrieval(page_retrieval or "none", retrieval_top_k)
+    if str(path).endswith(".json"):
+        rows = read_rows(str(path))
+    else:
+        kind = "parquet" if str(path).endswith(".parquet") else "json"
+        rows = [dict(r) for r in load_dataset(kind, data_files=str(path), split="train")]
     counter = tokenizer if split != "train" and egra.max_prompt_length else None
-    samples = [row_to_sample(dict(r), str(path), evidence_base=evidence_base, egra=egra,
-                             max_pages=max_pages, tokenizer=counter) for r in rows]
-    if split != "train":
-        import random
-
-        samples = [docseeker_transform(s, split=split, rng=random.Random(0)) for s in samples]
+    samples = LoadedSamples()
+    for index, row in enumerate(rows):
+        if n and len(samples) >= n:
+            break
+        try:
+            if is_published_row(row):
+                row = adapt_row(row, index, str(path), doc_dir)
+            sample = row_to_sample(row, str(path), evidence_base=evidence_base, egra=egra,
+                                   max_pages=max_pages, tokenizer=counter, retrieval=retrieval)
+            if split != "train":  # eval allocations are deterministic: fixed now, while the PDF is open
+                sample = docseeker_transform(sample, split=split, rng=random.Random(0))
+            samples.append(sample)
+        except (BadRow, MediaError, ValueError) as err:
+            message = str(err) if str(path) in str(err) else f"{path}: row {index}: {err}"
+            if bad_rows == "error":
+                if str(path) in str(err):
+                    raise
+                raise ValueError(message) from err
+            reason = skip_reason(err)
+            samples.skipped[reason] = samples.skipped.get(reason, 0) + 1
+            samples.errors.append(message)
+    _report_skips(samples, len(rows), str(path), max_bad_fraction)
     return samples
+
+
+def skip_reason(err: Exception) -> str:
+    """A short category of why a row was skipped (the key of ``LoadedSamples.skipped``)."""
+    if isinstance(err, BadRow):
+        return err.reason
+    if isinstance(err, MediaError):
+        return "missing PDF" if "does not exist" in err.reason else "unreadable PDF"
+    return "evidence page out of range" if "evidence page" in str(err) else "bad row"
+
+
+def _report_skips(samples: LoadedSamples, total: int, path: str, max_bad_fraction: float) -> None:
+    if not samples.errors:
+        return
+    bad = len(samples.errors)
+    counts = ", ".join(f"{reason}: {k}" for reason, k in samples.skipped.items())
+    log.warning("%s: skipped %d of %d rows (%s); first: %s", path, bad, total, counts, samples.errors[0])
+    for message in samples.errors[1:20]:
+        log.info("skipped: %s", message)
+    if bad > max_bad_fraction * total:
+        raise ValueError(f"{path}: {bad} of {total} rows cannot be used ({counts}), more than max_bad_fraction="
+                         f"{max_bad_fraction}; first: {samples.errors[0]}")

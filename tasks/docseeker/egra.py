@@ -166,6 +166,16 @@ def settings_of(sample: Sample) -> EgraSettings | None:
     return EgraSettings(**raw) if raw else None
 
 
+def gold_positions(sample: Sample) -> list[int]:
+    """The gold evidence as 1-based positions among the sample's pages: the page numbers themselves, or,
+    when page retrieval kept some pages (``meta["page_numbers"]``), where the kept gold pages stand."""
+    gold = list(sample.meta.get("evidence_pages", []))
+    numbers = sample.meta.get("page_numbers")
+    if not numbers or gold == [-1]:
+        return gold
+    return [numbers.index(p) + 1 for p in gold if p in numbers]
+
+
 def docseeker_transform(sample: Sample, *, split: str, rng: random.Random) -> Sample:
     """The pack's per-draw hook: a copy of ``sample`` whose pages carry their EGRA ``max_pixels``."""
     settings = settings_of(sample)
@@ -174,7 +184,7 @@ def docseeker_transform(sample: Sample, *, split: str, rng: random.Random) -> Sa
     if settings.use and is_evaluation(split) and settings.eval_allocation == "uniform":
         budgets = [pixels_for_tokens(uniform_tokens(sample, settings))] * len(sample.pages)
     else:
-        budgets = allocate(len(sample.pages), list(sample.meta.get("evidence_pages", [])), split, settings, rng)
+        budgets = allocate(len(sample.pages), gold_positions(sample), split, settings, rng)
     pages = [dataclasses.replace(p, max_pixels=b) for p, b in zip(sample.pages, budgets)]
     return dataclasses.replace(sample, pages=pages)
 

@@ -1,0 +1,161 @@
+"""MMLongBench-Doc's scoring rules, per ``answer_format``, written here from the benchmark's published rules
+(``eval/eval_score.py`` of the MMLongBench-Doc repository; Ma et al., "MMLongBench-Doc", NeurIPS 2024 D&B).
+
+Both the reference and the prediction are first cleaned (``clean``): lower-cased, stripped, a parenthesised
+part removed, one leading/trailing quote removed, a leading ``$`` and a trailing ``%`` removed. Then:
+
+    Int     int(reference) == int(float(prediction))                         (1 or 0)
+    Float   equal as floats, the reference also read as r/100 and r*100 (a percentage either way):
+            |r - p| <= 0.01 * max(|r|, |p|) (``math.isclose(rel_tol=0.01)``), or
+            round(p, d) == round(r, d), d = max(min(decimals(p), decimals(r)), 2)   (1 or 0)
+    Str     exactly equal when the cleaned reference is an "exact" pattern (a URL with https://, a .py /
+    None    ipynb file name, "page ...", a number or phone number, a.m./p.m. time, YYYY-MM(-DD), an
+            e-mail address); otherwise ANLS = 1 - lev(r, p) / max(|r|, |p|), set to 0 when <= 0.5
+    List    0 unless both lists have the same length; elements cleaned and sorted; if the first
+            reference element is a number or an exact pattern, the lists must be equal; otherwise the
+            minimum ANLS over the aligned pairs
+
+A ``None`` question (not answerable) has the reference "Not answerable": only that answer scores.
+
+Over a set: generalized accuracy = mean score; with A = the answerable questions (reference is not
+"Not answerable") and P = the questions whose prediction is not "Not answerable",
+recall = sum_A score / |A|, precision = sum_A score / |P|, F1 = 2 * precision * recall / (precision + recall).
+
+Differences from the published script, each deliberate: the prediction comes from the model's answer in
+the pack's format by rule (``parsing.final_answer``), not from free text through an LLM extractor; a
+list is parsed as a JSON / Python literal (never evaluated); "Not answerable" is recognised after cleaning
+(case-insensitive) when counting P.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from typing import Any
+
+FORMATS = ("Int", "Float", "Str", "List", "None")
+NOT_ANSWERABLE = "Not answerable"
+MAX_LIST_CHARS = 20_000  # a longer "list" answer is read as one string (model output is untrusted)
+
+
+def clean(text: Any) -> str:
+    """The benchmark's ``get_clean_string``: lower, strip, drop "(...)", one outer quote, "$" prefix, "%" suffix.
+    (The published function's mile/million branches discard their result, so they change nothing.)"""
+    s = str(text).lower().strip()
+    s = re.sub(r"\s*\([^)]*\)", "", s).strip()
+    s = re.sub(r"^['\"]|['\"]$", "", s).strip()
+    return s.lstrip("$").strip().rstrip("%").strip()
+
+
+def is_exact_pattern(s: str) -> bool:
+    """Strings the benchmark compares exactly instead of by ANLS (``is_exact_match``)."""
+    return bool(
+        "https://" in s or s.endswith(".py") or s.endswith("ipynb") or s.startswith("page")
+        or re.fullmatch(r"\b\d+(-\d+|\s\d+)?\b", s)  # a number or telephone number
+        or "a.m." in s or "p.m." in s
+        or re.fullmatch(r"\b\d{4}[-\s]\d{2}[-\s]\d{2}\b", s) or re.fullmatch(r"\b\d{4}[-\s]\d{2}\b", s)
+        or re.fullmatch(r"[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}", s))
+
+
+def levenshtein(a: str, b: str) -> int:
+    if len(a) > len(b):
+        a, b = b, a
+    row = list(range(len(a) + 1))
+    for j, cb in enumerate(b):
+        new = [j + 1]
+        for i, ca in enumerate(a):
+            new.append(row[i] if ca == cb else 1 + min(row[i], row[i + 1], new[-1]))
+        row = new
+    return row[-1]
+
+
+def anls(reference: str, prediction: str, threshold: float = 0.5) -> float:
+    """1 - lev / max length, 0 when <= ``threshold`` (the benchmark's ``anls_compute``)."""
+    length = max(len(reference), len(prediction))
+    value = 1.0 - (levenshtein(reference, prediction) / length if length else 0.0)
+    return 0.0 if value <= threshold else value
+
+
+def _decimals(x: float) -> int:
+    text = str(x)
+    return len(text.split(".")[-1]) if "." in text else 3
+
+
+def float_equal(reference: float, prediction: float) -> bool:
+    """The benchmark's ``is_float_equal(include_percentage=True, is_close=True)``."""
+    for item in (reference / 100, reference, reference * 100):
+        if math.isclose(item, prediction, rel_tol=0.01):
+            return True
+        digits = max(min(_decimals(prediction), _decimals(item)), 2)
+        if round(prediction, digits) == round(item, digits):
+            return True
+    return False
+
+
+def _as_float(text: Any) -> float | None:
+    try:
+        value = float(clean(text))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def as_list(value: Any) -> list:
+    """A list answer: a list as is, a string that parses as a JSON / Python list literal, else [value]."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    text = str(value).strip()
+    if text.startswith("[") and len(text) <= MAX_LIST_CHARS:
+        for parse in (json.loads, ast.literal_eval):  # literal_eval reads literals only, never runs code
+            try:
+                parsed = parse(text)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+            if isinstance(parsed, list):
+                return parsed
+    return [value]
+
+
+def score(reference: Any, prediction: Any, answer_format: str) -> float:
+    """The score of one prediction under the rules above (0..1)."""
+    if answer_format not in FORMATS:
+        raise ValueError(f"unknown answer_format {answer_format!r} (one of {', '.join(FORMATS)})")
+    if answer_format == "Int":
+        try:
+            return float(int(str(reference).strip()) == int(float(str(prediction).strip())))
+        except (ValueError, OverflowError):
+            return 0.0
+    if answer_format == "Float":
+        ref, pred = _as_float(reference), _as_float(prediction)
+        return float(ref is not None and pred is not None and float_equal(ref, pred))
+    if answer_format in ("Str", "None"):
+        ref, pred = clean(reference), clean(prediction)
+        return float(ref == pred) if is_exact_pattern(ref) else anls(ref, pred)
+    refs, preds = as_list(reference), as_list(prediction)
+    if len(refs) != len(preds):
+        return 0.0
+    refs, preds = sorted(clean(r) for r in refs), sorted(clean(p) for p in preds)
+    if not refs:
+        return 1.0
+    if _as_float(refs[0]) is not None or is_exact_pattern(refs[0]):
+        return float("-".join(refs) == "-".join(preds))
+    return min(anls(r, p) for r, p in zip(refs, preds))
+
+
+def is_not_answerable(text: Any) -> bool:
+    return clean(text) == NOT_ANSWERABLE.lower()
+
+
+def accuracy_and_f1(rows: list[tuple[float, Any, Any]]) -> tuple[float, float]:
+    """(generalized accuracy, F1) of (score, reference, prediction) rows, as defined above."""
+    if not rows:
+        return 0.0, 0.0
+    acc = sum(s for s, _, _ in rows) / len(rows)
+    answerable = [s for s, ref, _ in rows if not is_not_answerable(ref)]
+    answered = [1 for _, _, pred in rows if not is_not_answerable(pred)]
+    if not answerable or not answered:
+        return acc, 0.0
+    recall, precision = sum(answerable) / len(answerable), sum(answerable) / len(answered)
+    return acc, (2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0)
