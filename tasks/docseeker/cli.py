@@ -5,6 +5,7 @@
     mmreason data docseeker outline --pdf FILE.pdf [--pdf ...] --out DIR [--questions 4]
     mmreason data docseeker baseline --train TRAIN.jsonl --data HELD_OUT.jsonl [--samples OUT.jsonl]
     mmreason data docseeker paired A_samples.jsonl B_samples.jsonl [--metric evidence_f1 ...]
+    mmreason data docseeker check --data samples.json [--doc-dir DIR]     # every unusable row, named; exit 1 if any
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import argparse
 import json
 import tempfile
 
-ACTIONS = ("generate", "egra-report", "outline", "baseline", "paired")
+ACTIONS = ("generate", "egra-report", "outline", "baseline", "paired", "check")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="egra-report: one JSON object per document")
     parser.add_argument("--pdf", action="append", default=[], help="outline: a real PDF (repeatable)")
     parser.add_argument("--questions", type=int, default=4, help="outline: questions per PDF")
+    parser.add_argument("--doc-dir", help="check: the PDFs of MMLongBench-Doc rows (default: documents/ beside --data)")
 
 
 def _pages(text: str) -> tuple[int, int]:
@@ -74,7 +76,23 @@ def run(args: argparse.Namespace) -> int:
         return baseline(args)
     if args.action == "paired":
         return paired(args)
+    if args.action == "check":
+        return check(args)
     return egra_report(args)
+
+
+def check(args: argparse.Namespace) -> int:
+    """Print one line per row of --data that a run would skip (file, row, reason) and a summary; 1 if any."""
+    from mmreason.tasks.docseeker.data import docseeker_load
+
+    if not args.data:
+        raise SystemExit("mmreason data docseeker check: --data FILE is required")
+    samples = docseeker_load(args.data, "train", doc_dir=args.doc_dir, max_bad_fraction=1.0)
+    for message in samples.errors:
+        print(message)
+    counts = ", ".join(f"{reason}: {n}" for reason, n in samples.skipped.items())
+    print(f"{args.data}: {len(samples)} rows usable, {len(samples.errors)} not" + (f" ({counts})" if counts else ""))
+    return 1 if samples.errors else 0
 
 
 def baseline(args: argparse.Namespace) -> int:
