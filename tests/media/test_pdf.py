@@ -25,6 +25,7 @@ from mmreason.media import (
     render_pages,
     smart_resize,
 )
+from mmreason.media.pdf import PDF_STATS, clear_pdf_caches
 
 torch.set_num_threads(1)
 
@@ -100,9 +101,10 @@ def test_cache_is_written_read_and_invalidated(tmp_path, pdf):
     assert len(files) == 3
     again = render_pages(source, dpi=50, cache_dir=cache)
     assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(first, again))
-    # the cache is really read: a planted entry comes back
+    # the cache is really read: a planted entry comes back (once the in-memory copy is dropped)
     page0 = next(f for f in files if f.name.startswith("p0_"))
     Image.new("RGB", first[0].size, (0, 0, 0)).save(page0)
+    clear_pdf_caches()
     assert _color(render_pages(source, pages=0, dpi=50, cache_dir=cache)[0]) == (0, 0, 0)
     # other dpi or budget: other entries
     render_pages(source, pages=0, dpi=60, cache_dir=cache)
@@ -114,11 +116,33 @@ def test_cache_is_written_read_and_invalidated(tmp_path, pdf):
     _assert_page_colors(render_pages(source, pages=0, dpi=50, cache_dir=cache), [0])
 
 
+def test_a_page_renders_once_per_process_and_a_document_opens_once(tmp_path, pdf, monkeypatch):
+    """Three calls for the same page at one budget: one rendering, one open; a copy each time (callers may
+    change theirs); another budget is another rendering; a changed file is opened and rendered again."""
+    source = tmp_path / "doc.pdf"
+    source.write_bytes(pdf.read_bytes())
+    clear_pdf_caches()
+    before = dict(PDF_STATS)
+    images = [render_pages(source, pages=1, dpi=40)[0] for _ in range(3)]
+    assert pdf_page_count(source) == 3 and pdf_page_sizes(source, [0])
+    images[0].paste((0, 0, 0), (0, 0, images[0].width, images[0].height))
+    _assert_page_colors(render_pages(source, pages=1, dpi=40), [1])  # the cached copy is untouched
+    render_pages(source, pages=1, dpi=40, max_pixels=28 * 28 * 4)
+    delta = {k: PDF_STATS[k] - before[k] for k in PDF_STATS}
+    assert delta == {"documents_opened": 1, "pages_rendered": 2, "pages_from_memory": 3, "pages_from_disk": 0}
+    stat = source.stat()
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    render_pages(source, pages=1, dpi=40)
+    assert PDF_STATS["documents_opened"] - before["documents_opened"] == 2
+    assert PDF_STATS["pages_rendered"] - before["pages_rendered"] == 3
+
+
 def test_a_damaged_cache_entry_is_rendered_again(tmp_path, pdf):
     cache = tmp_path / "cache"
     render_pages(pdf, pages=1, dpi=40, cache_dir=cache)
     (entry,) = cache.rglob("*.png")
     entry.write_bytes(b"half a png")
+    clear_pdf_caches()
     _assert_page_colors(render_pages(pdf, pages=1, dpi=40, cache_dir=cache), [1])
     assert Image.open(entry).size == (117, 56)  # rewritten: ceil(210 * 40 / 72) x ceil(100 * 40 / 72)
 
