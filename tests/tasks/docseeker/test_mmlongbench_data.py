@@ -169,7 +169,7 @@ def test_eval_on_published_rows_prints_the_breakdown(tiny_model_dir, tmp_path, c
 def test_grpo_trains_on_published_rows(tiny_model_dir, tmp_path):
     path = write_benchmark(tmp_path / "bench")
     out = tmp_path / "grpo"
-    assert main(["train", str(ROOT / "configs" / "docseeker_grpo_tiny.yaml"), f"model.name_or_path={tiny_model_dir}",
+    assert main(["train", str(ROOT / "configs" / "docseeker" / "docseeker_grpo_tiny.yaml"), f"model.name_or_path={tiny_model_dir}",
                  f"output_dir={out}", f"data.train_path={path}", "max_steps=2", "rollout.num_generations=2",
                  "rollout.max_completion_length=8", "num_threads=1", "save_steps=0",
                  "data.task_args={egra_high_tokens: 16, egra_low_tokens: 8, egra_k: 1}"]) == 0
