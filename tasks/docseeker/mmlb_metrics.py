@@ -1,6 +1,9 @@
 """Eval metrics of the ``mmlongbench_doc`` pack: MMLongBench-Doc's scores (``mmlb_score``) per question, the
 harness takes the mean over the questions where a metric applies (NaN elsewhere).
 
+Rows in the DocSeeker loader's own shape score too (their lower-case ``answer_format`` read as the
+benchmark's; the pack without a data file evaluates DocSeeker's generated documents this way).
+
 - ``accuracy``: the benchmark's generalized accuracy (the mean of the per-format score);
 - ``answerable_recall`` (answerable questions only) and ``answered_precision`` (questions the model did not
   call "Not answerable": the score when the reference is answerable, else 0); their means are the
@@ -25,7 +28,7 @@ from mmreason.tasks.docseeker.metrics import (
     docseeker_evidence_precision,
     docseeker_evidence_recall,
 )
-from mmreason.tasks.docseeker.mmlb_score import FORMATS, is_not_answerable, score
+from mmreason.tasks.docseeker.mmlb_score import FORMATS, benchmark_format, is_not_answerable, score
 from mmreason.types import Sample
 
 Metric = Callable[[Sample, str], float]
@@ -96,7 +99,7 @@ def mmlongbench_metrics() -> dict[str, Metric]:
                                   "answered_precision": mmlb_answered_precision}
     for fmt in FORMATS:
         metrics[f"accuracy_format_{fmt.lower()}"] = where(
-            f"format_{fmt.lower()}", f"answer_format {fmt}", lambda s, f=fmt: s.meta["answer_format"] == f)
+            f"format_{fmt.lower()}", f"answer_format {fmt}", lambda s, f=fmt: benchmark_format(s.meta["answer_format"]) == f)
     for label, short in SOURCES.items():
         metrics[f"accuracy_source_{short}"] = where(
             f"source_{short}", f"questions with evidence source {label!r}",

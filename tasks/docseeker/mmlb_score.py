@@ -118,10 +118,19 @@ def as_list(value: Any) -> list:
     return [value]
 
 
+def benchmark_format(answer_format: Any) -> str:
+    """The benchmark's name of an answer format: its own names as they are, the DocSeeker loader's
+    lower-case ones (``str``, ``int``, ``float``, ``list``, ``none``) capitalised."""
+    text = str(answer_format)
+    named = {f.lower(): f for f in FORMATS}.get(text.lower()) if text not in FORMATS else text
+    if named is None:
+        raise ValueError(f"unknown answer_format {answer_format!r} (one of {', '.join(FORMATS)})")
+    return named
+
+
 def score(reference: Any, prediction: Any, answer_format: str) -> float:
     """The score of one prediction under the rules above (0..1)."""
-    if answer_format not in FORMATS:
-        raise ValueError(f"unknown answer_format {answer_format!r} (one of {', '.join(FORMATS)})")
+    answer_format = benchmark_format(answer_format)
     if answer_format == "Int":
         try:
             return float(int(str(reference).strip()) == int(float(str(prediction).strip())))

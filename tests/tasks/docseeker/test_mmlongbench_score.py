@@ -53,6 +53,7 @@ def test_clean_and_unknown_format():
     assert clean(' "$45%" ') == "45" and clean("Total (approx.) ") == "total"
     with pytest.raises(ValueError, match="unknown answer_format 'Bool'"):
         score("1", "1", "Bool")
+    assert score("12", "12.0", "int") == 1.0 and score("cat", "dog", "str") == 0.0  # the loader's own names
     assert score("['a']", "[" * 5000 + "]" * 5000, "List") == 0.0  # hostile nesting is read as one string
 
 
