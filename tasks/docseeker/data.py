@@ -49,6 +49,7 @@ NO_PAGE = [-1]
 # overrides it (null: no cap).
 DEFAULT_MAX_PAGES = 128
 BAD_ROWS = ("skip", "error")
+SKIPS_NAMED = 20  # skipped rows named one by one in the log
 log = logging.getLogger(__name__)
 
 
@@ -283,9 +284,12 @@ def _report_skips(samples: LoadedSamples, total: int, path: str, max_bad_fractio
         return
     bad = len(samples.errors)
     counts = ", ".join(f"{reason}: {k}" for reason, k in samples.skipped.items())
-    log.warning("%s: skipped %d of %d rows (%s); first: %s", path, bad, total, counts, samples.errors[0])
-    for message in samples.errors[1:20]:
-        log.info("skipped: %s", message)
+    log.warning("%s: skipped %d of %d rows (%s)", path, bad, total, counts)
+    for message in samples.errors[:SKIPS_NAMED]:
+        log.warning("skipped: %s", message)
+    if bad > SKIPS_NAMED:
+        log.warning("skipped: ... and %d more (`mmreason data docseeker check --data %s` lists them all)",
+                    bad - SKIPS_NAMED, path)
     if bad > max_bad_fraction * total:
         raise ValueError(f"{path}: {bad} of {total} rows cannot be used ({counts}), more than max_bad_fraction="
                          f"{max_bad_fraction}; first: {samples.errors[0]}")
