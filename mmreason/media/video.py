@@ -7,6 +7,9 @@ whose start time lies in ``[start, end)``; ``None`` means the start / end of the
 Which frames and at what size (``plan_frames``, the visual-token count) is ``video_plan``'s job, from the
 header alone; this module opens containers and decodes.
 
+The frame size always comes from the container header, read by PyAV for either backend, and a frame over the
+decode cap (``MMREASON_MAX_IMAGE_PIXELS``) is refused before any frame is decoded.
+
 Backends: decord first, PyAV when decord is missing or fails on the file; ``backend="decord"|"pyav"`` or
 the environment variable ``MMREASON_VIDEO_BACKEND`` forces one. Both give the same indices and
 timestamps; pixel values may differ by a few levels (each does its own YUV -> RGB conversion).
@@ -28,6 +31,7 @@ from mmreason.media.video_plan import (
     DEFAULT_MAX_FRAMES,
     FileCache,
     VideoInfo,
+    check_frame_pixels,
     clip_tokens,
     frame_size,
     plan_frames,
@@ -102,6 +106,23 @@ def video_metadata(clip: VideoClip) -> dict:
 # ---- backends ---------------------------------------------------------------------------------------
 
 
+def header_frame_size(path: str) -> tuple[int, int]:
+    """(width, height) of the first video stream, from the container header through PyAV: nothing is decoded.
+
+    decord has no header-only size (its only way is to decode frame 0, which for a 12000 x 12000 frame costs
+    over a GiB), so every backend asks PyAV first. Raises RuntimeError when the header gives no size.
+    """
+    import av
+
+    with av.open(path) as container:
+        if not container.streams.video:
+            raise RuntimeError("the file has no video stream")
+        ctx = container.streams.video[0].codec_context
+        if not ctx.width or not ctx.height:
+            raise RuntimeError("the video header gives no frame size")
+        return int(ctx.width), int(ctx.height)
+
+
 class _DecordSource:
     """decord.VideoReader on the CPU; ``read`` returns [T, H, W, 3] uint8."""
 
@@ -110,8 +131,9 @@ class _DecordSource:
     def __init__(self, path: str):
         import decord
 
+        width, height = header_frame_size(path)  # decord can only tell the size by decoding a frame
+        check_frame_pixels(path, width, height)
         self.reader = decord.VideoReader(path, ctx=decord.cpu(0))
-        height, width = self.reader[0].shape[:2]  # decord has no header-only size; one frame is cheap
         self.info = VideoInfo(
             path, len(self.reader), float(self.reader.get_avg_fps()), height, width, self.name
         )
@@ -142,6 +164,11 @@ class _PyAVSource:
             self.container.close()
             raise RuntimeError("the video stream has no frame rate")
         ctx = self.stream.codec_context
+        try:
+            check_frame_pixels(path, ctx.width, ctx.height)
+        except MediaError:
+            self.container.close()
+            raise
         count = self.stream.frames or self._count_frames()
         self.info = VideoInfo(path, count, float(rate), ctx.height, ctx.width, self.name)
 

@@ -91,6 +91,17 @@ def window_frames(info: VideoInfo, start: float | None = None, end: float | None
     return range(first, stop)
 
 
+def check_frame_pixels(path: str, width: int, height: int) -> None:
+    """Raise MediaError when a ``width`` x ``height`` frame is over the decode cap (``MMREASON_MAX_IMAGE_PIXELS``,
+    as for images)."""
+    from mmreason.media.image import max_decode_pixels
+
+    cap = max_decode_pixels()
+    if height * width > cap:
+        raise MediaError(path, f"frames of {width}x{height} px are over the decode cap of {cap:,} "
+                         "pixels (MMREASON_MAX_IMAGE_PIXELS)", _KIND)
+
+
 def plan_frames(
     info: VideoInfo,
     *,
@@ -102,12 +113,7 @@ def plan_frames(
 ) -> list[int]:
     """The source frame indices ``load_video`` decodes, without decoding anything (see the module doc).
     Frames over the decode cap (``MMREASON_MAX_IMAGE_PIXELS``, as for images) are refused from the header."""
-    from mmreason.media.image import max_decode_pixels
-
-    cap = max_decode_pixels()
-    if info.height * info.width > cap:
-        raise MediaError(info.path, f"frames of {info.width}x{info.height} px are over the decode cap of {cap:,} "
-                         "pixels (MMREASON_MAX_IMAGE_PIXELS)", _KIND)
+    check_frame_pixels(info.path, info.width, info.height)
     if fps is not None and num_frames is not None:
         raise ValueError("give either fps or num_frames, not both")
     frames = window_frames(info, start, end)

@@ -252,6 +252,27 @@ def test_frames_over_the_decode_cap_are_refused_from_the_header(mp4, monkeypatch
         load_video(mp4, num_frames=2)
 
 
+@pytest.mark.parametrize("backend", ["decord", "pyav"])
+def test_every_backend_reads_the_frame_size_from_the_header_before_decoding(mp4, monkeypatch, backend):
+    """decord used to decode frame 0 to learn the size (a 12000 x 12000 MJPEG frame took the probe from 0.5 to
+    1.6 GB RSS before the cap refused it); now both backends refuse from the header, even in a bare probe."""
+    import decord
+
+    def decoded(*args, **kwargs):
+        raise AssertionError("a frame was decoded before the decode cap was checked")
+
+    monkeypatch.setattr(decord.VideoReader, "__getitem__", decoded)
+    monkeypatch.setattr(decord.VideoReader, "get_batch", decoded)
+    monkeypatch.setattr("mmreason.media.video._PyAVSource.read", decoded)
+    monkeypatch.setenv("MMREASON_MAX_IMAGE_PIXELS", str(64 * 48 - 1))  # the fixture's frames are 64 x 48
+    for call in (lambda: probe_video(mp4, backend=backend), lambda: load_video(mp4, num_frames=2, backend=backend)):
+        with pytest.raises(MediaError, match=r"'.*\.mp4'.*64x48 px are over the decode cap of 3,071 pixels"):
+            call()
+    monkeypatch.delenv("MMREASON_MAX_IMAGE_PIXELS")
+    info = probe_video(mp4, backend=backend)  # under the cap the header size is the one the backend reports
+    assert (info.width, info.height, info.backend) == (64, 48, backend)
+
+
 def test_a_video_of_another_size_and_rate(tmp_path):
     path = write_mp4(tmp_path / "wide.mp4", num_frames=25, fps=25, width=96, height=32)
     info = probe_video(path)
