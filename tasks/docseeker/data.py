@@ -1,4 +1,4 @@
-"""Data of the DocSeeker pack: long-document QA rows (JSONL or parquet, read through ``datasets``).
+"""Data of the DocSeeker pack: long-document QA rows (JSONL or parquet, values as written: ``mmreason.rows``).
 
 Row shape (relative paths are relative to the data file):
 
@@ -36,6 +36,8 @@ from typing import Any
 
 from mmreason.media import MediaError, pdf_page_count
 from mmreason.paths import cache_dir
+from mmreason.rows import check_count, require_text
+from mmreason.rows import read_rows as rows_of
 from mmreason.tasks.docseeker.alr import instruction
 from mmreason.tasks.docseeker.egra import EgraSettings, describe_allocation, docseeker_transform
 from mmreason.tasks.docseeker.mmlongbench import BadRow, adapt_row, is_published_row, read_rows
@@ -50,6 +52,9 @@ NO_PAGE = [-1]
 DEFAULT_MAX_PAGES = 128
 BAD_ROWS = ("skip", "error")
 SKIPS_NAMED = 20  # skipped rows named one by one in the log
+# Hard caps on a row's lists, refused (not cut) above: page images listed, evidence pages, conversation turns.
+MAX_PAGE_ENTRIES = 10_000
+MAX_TURNS = 16
 log = logging.getLogger(__name__)
 
 
@@ -89,10 +94,16 @@ def evidence_one_based(pages: Any, base: int, where: str) -> list[int]:
     if base not in (0, 1):
         raise ValueError(f"{where}: evidence_base must be 0 or 1, got {base!r}")
     values = [] if pages is None else (list(pages) if isinstance(pages, (list, tuple)) else [pages])
+    check_count(where, "evidence_pages", values, MAX_PAGE_ENTRIES, "MAX_PAGE_ENTRIES in tasks/docseeker/data.py")
     flat = [v for item in values for v in (item if isinstance(item, (list, tuple)) else [item])]
-    if not flat or [int(v) for v in flat] == [-1]:
+    numbers = []
+    for v in flat:
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)) or not str(v).strip().lstrip("-").isdigit():
+            raise ValueError(f"{where}: evidence page {v!r} is not a page number")
+        numbers.append(int(v))
+    if not numbers or numbers == [-1]:
         return list(NO_PAGE)
-    out = sorted({int(v) + (1 - base) for v in flat})
+    out = sorted({v + (1 - base) for v in numbers})
     if out[0] < 1:
         raise ValueError(f"{where}: evidence page {out[0] - (1 - base)} is invalid for evidence_base={base}")
     return out
@@ -100,8 +111,17 @@ def evidence_one_based(pages: Any, base: int, where: str) -> list[int]:
 
 def _document(row: dict, where: str) -> Any:
     for key in ("document", "pdf", "images", "image"):
-        if row.get(key):
-            return row[key]
+        value = row.get(key)
+        if not value:
+            continue
+        if isinstance(value, list):
+            check_count(where, key, value, MAX_PAGE_ENTRIES, "MAX_PAGE_ENTRIES in tasks/docseeker/data.py")
+            if all(isinstance(v, str) and v for v in value):
+                return value
+        elif isinstance(value, str):
+            return value
+        raise ValueError(f"{where}: {key!r} must be a PDF path or a list of page image paths, "
+                         f"got a JSON {type(value).__name__}")
     raise ValueError(f"{where}: no 'document' column (a PDF path or a list of page image paths)")
 
 
@@ -109,6 +129,9 @@ def _question_and_target(row: dict, where: str) -> tuple[str, str | None]:
     if row.get("question"):
         return str(row["question"]), row.get("target")
     turns = row.get("conversations") or []
+    if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+        raise ValueError(f"{where}: 'conversations' must be a list of {{from, value}} turns")
+    check_count(where, "conversations", turns, MAX_TURNS, "MAX_TURNS in tasks/docseeker/data.py")
     if turns and turns[0].get("value"):
         question = str(turns[0]["value"]).replace("<image>", "").strip()
         target = turns[1].get("value") if len(turns) > 1 else None
@@ -116,16 +139,17 @@ def _question_and_target(row: dict, where: str) -> tuple[str, str | None]:
     raise ValueError(f"{where}: no 'question' column")
 
 
-def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSettings,
+def row_to_sample(row: dict, source: str, *, index: int = 0, evidence_base: int, egra: EgraSettings,
                   max_pages: int | None = DEFAULT_MAX_PAGES, tokenizer: Any = None,
                   retrieval: Retrieval = Retrieval()) -> Sample:
     """One sample: pages as PageRefs (PDF pages, or one page image each), the prompt
     with "Page k:" before each page, and the evidence pages in ``meta`` (1-based). A document of more than
     ``max_pages`` pages keeps its first ``max_pages`` (logged; ``meta["document_pages"]`` then has the full count)."""
     rid = row.get("id")
-    where = f"{source}: row {rid!r}"
+    where = f"{source}: row {index} (id {rid!r})"
     if rid is None:
-        raise ValueError(f"{source}: a row has no 'id' column")
+        raise ValueError(f"{where} has no 'id' column")
+    require_text(where, row, ("id", "question", "target", "answer_format"), numbers=("id",))
     base_dir = Path(source).parent
     document = _document(row, where)
     if isinstance(document, str):
@@ -146,7 +170,7 @@ def row_to_sample(row: dict, source: str, *, evidence_base: int, egra: EgraSetti
         raise ValueError(f"{where}: no 'answer' column")
     answer = row["answer"] if row.get("answer") is not None else row["final_answer"]
     if "evidence_pages" in row:
-        base = int(row["evidence_base"]) if row.get("evidence_base") is not None else evidence_base
+        base = row["evidence_base"] if row.get("evidence_base") is not None else evidence_base
         evidence = evidence_one_based(row["evidence_pages"], base, where)
     else:
         evidence = evidence_one_based(row.get("gt_page"), 0, where)  # DocSeeker's raw files are 0-based
@@ -219,8 +243,6 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
     prompt does not depend on which pages are gold; ``egra_eval: gold`` is the paper's validation (gold
     pages at the high budget). ``meta["page_allocation"]`` describes the choice for results.json.
     """
-    from datasets import load_dataset
-
     from mmreason.tasks.docseeker.synth import MARK_PAGE_SIZE, PAGE_SIZE, generate
 
     egra = EgraSettings(use_egra, egra_high_tokens, egra_low_tokens, egra_k, egra_eval, max_prompt_length)
@@ -242,8 +264,7 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
     if str(path).endswith(".json"):
         rows = read_rows(str(path))
     else:
-        kind = "parquet" if str(path).endswith(".parquet") else "json"
-        rows = [dict(r) for r in load_dataset(kind, data_files=str(path), split="train")]
+        rows = rows_of(path, TASK)  # values as written; one-line errors naming the file and line
     counter = tokenizer if split != "train" and egra.max_prompt_length else None
     samples = LoadedSamples()
     for index, row in enumerate(rows):
@@ -252,7 +273,7 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
         try:
             if is_published_row(row):
                 row = adapt_row(row, index, str(path), doc_dir)
-            sample = row_to_sample(row, str(path), evidence_base=evidence_base, egra=egra,
+            sample = row_to_sample(row, str(path), index=index, evidence_base=evidence_base, egra=egra,
                                    max_pages=max_pages, tokenizer=counter, retrieval=retrieval)
             if split != "train":  # eval allocations are deterministic: fixed now, while the PDF is open
                 sample = docseeker_transform(sample, split=split, rng=random.Random(0))

@@ -24,15 +24,18 @@ A bad row raises ValueError naming the file, the row index and its id.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from mmreason.paths import cache_dir
+from mmreason.rows import check_count, require_text
+from mmreason.rows import where as row_where
 from mmreason.tasks.medscope import synth
 from mmreason.tasks.medscope.env import TOOL_HINT, ToolLimits
 from mmreason.tasks.medscope.trajectories import gold_trajectory
-from mmreason.tasks.videoqa.data import _gold_letter, parse_pair, read_rows
+from mmreason.tasks.videoqa.data import _gold_letter, _shape, parse_pair, read_rows
 from mmreason.types import Sample, VideoRef
 
 TASK_TYPES = synth.TASK_TYPES
@@ -40,6 +43,8 @@ LETTERS = "ABCDEFGHIJ"
 GLOBAL_FRAMES = 16
 GLOBAL_VIEWS = ("video", "frames")
 TRAIN_VIDEOS, EVAL_VIDEOS = 64, 16
+MAX_EVIDENCE_WINDOWS = 32  # evidence windows per row; more is refused (each is scored against every span)
+MAX_DURATION = 86_400.0  # a row's ``duration`` in seconds: finite, > 0 and at most a day
 AVOID_TRAIN = 2_000  # a held-out split never holds one of the first this-many train videos of its seed
 DATA_VERSION = 1
 INSTRUCTION = {
@@ -105,11 +110,30 @@ def _windows(value: Any, where: str) -> list[list[float]]:
         try:
             value = json.loads(value)
         except ValueError:
-            raise ValueError(f"{where}: evidence_windows {value!r} is not a JSON list of [start, end]") from None
+            raise ValueError(f"{where}: evidence_windows {_shape(value)} is not a JSON list of [start, end]") from None
     if not isinstance(value, (list, tuple)) or not value:
         raise ValueError(f"{where}: evidence_windows must be a non-empty list of [start, end] seconds")
     pairs = [value] if not isinstance(value[0], (list, tuple, str)) else list(value)
-    return [list(parse_pair(p, f"{where}: evidence window")) for p in pairs[:32]]
+    check_count(where, "evidence_windows", pairs, MAX_EVIDENCE_WINDOWS, "MAX_EVIDENCE_WINDOWS in tasks/medscope/data.py")
+    try:
+        return [list(parse_pair(p, "evidence window")) for p in pairs]
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+def _duration(value: Any) -> float | None:
+    """A row's stated ``duration`` (seconds): None when absent, else a finite number in (0, MAX_DURATION]."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"duration {_shape(value)} is not a number of seconds")
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"duration {value!r} is not a number of seconds") from None
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_DURATION):
+        raise ValueError(f"duration {value!r} is not in (0, {MAX_DURATION:g}] seconds")
+    return seconds
 
 
 def _answer(row: dict[str, Any], kind_hint: str, meta: dict[str, Any]) -> tuple[str, str]:
@@ -122,7 +146,7 @@ def _answer(row: dict[str, Any], kind_hint: str, meta: dict[str, Any]) -> tuple[
         return f"[{span[0]:g}, {span[1]:g}]", "span"
     if options is not None:
         if not isinstance(options, (list, tuple)) or not 2 <= len(options) <= len(LETTERS):
-            raise ValueError(f"options must be a list of 2..{len(LETTERS)} strings, got {options!r}")
+            raise ValueError(f"options must be a list of 2..{len(LETTERS)} strings, got {_shape(options)}")
         meta["choices"] = [str(o) for o in options]
         letter = _gold_letter(str(answer), meta["choices"])
         if letter is None:
@@ -138,19 +162,22 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, *, global_frames
                   global_view: str = "video", tool_limits: dict | None = None,
                   probe_cache: dict | None = None) -> Sample:
     """One row -> Sample; anything wrong raises ValueError naming the file and row."""
-    where = f"{source}: row {index} (id {row.get('id', '?')!r})"
+    where = row_where(source, index, row)
     if global_view not in GLOBAL_VIEWS:
         raise ValueError(f"medscope: global_view {global_view!r} is not one of {', '.join(GLOBAL_VIEWS)}")
     for key in ("id", "video", "question", "answer", "task_type", "evidence_windows"):
         if row.get(key) is None or row.get(key) == "":
             raise ValueError(f"{where} has no {key!r} column")
+    require_text(where, row, ("id", "video", "question", "task_type"), numbers=("id",))
+    check_count(where, "options", row.get("options"), len(LETTERS), "options A..J")
     task_type = str(row["task_type"])
     if task_type not in TASK_TYPES:
         raise ValueError(f"{where}: task_type {task_type!r} is not one of {', '.join(TASK_TYPES)}")
     meta = {k: v for k, v in row.items() if k not in ("id", "video", "question", "answer") and v is not None}
+    meta["span"] = _windows(row["evidence_windows"], where)  # its errors name the row already
     try:
         answer, kind = _answer(row, task_type, meta)
-        meta["span"] = _windows(row["evidence_windows"], where)
+        stated = _duration(row.get("duration"))
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
     path = str(row["video"])
@@ -167,7 +194,7 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, *, global_frames
             raise ValueError(f"{where}: {err}") from err
         cache[path, global_view] = stamps, duration, files
     stamps, duration, files = cache[path, global_view]
-    meta.update(task_type=task_type, answer_kind=kind, duration=float(row.get("duration") or duration),
+    meta.update(task_type=task_type, answer_kind=kind, duration=duration if stated is None else stated,
                 tool_limits=dict(tool_limits or {}), global_times=list(stamps), video_path=path)
     ToolLimits.of(meta["tool_limits"])  # unknown keys fail at load, not in the first episode
     text = prompt_text(str(row["question"]), kind, meta.get("choices"), stamps, duration, global_view)
@@ -227,7 +254,7 @@ def medscope_load(path: str | None = None, split: str = "train", *, n: int | Non
             raise ValueError(f"medscope: source {source!r} is not 'generated' or 'echo'")
     probe: dict = {}
     samples = [row_to_sample(row, str(path), i, global_frames=global_frames, global_view=global_view,
-                             tool_limits=tool_limits, probe_cache=probe) for i, row in enumerate(read_rows(path))]
+                             tool_limits=tool_limits, probe_cache=probe) for i, row in enumerate(read_rows(path, "medscope"))]
     if task_types is not None:
         samples = [s for s in samples if s.meta["task_type"] in task_types]
     return samples[:n] if n else samples

@@ -11,7 +11,8 @@ Row shape::
 ``{id}#s{k}`` with ``step_index = k`` and the columns ``route_step`` reads (``step_type``,
 ``sub_question``, ``knowledge_base``); ``unroll=False`` (online multi-turn rollouts through the environment):
 one sample per question, the gold route in ``gold_steps``. Relative image paths resolve against the data
-file. A bad row raises ValueError naming the file and the row.
+file. Values are kept as written (an answer "007" is not the number 7). A bad row raises ValueError naming the
+file, the row and the field; a row of more than ``MAX_STEPS`` steps is refused.
 """
 
 from __future__ import annotations
@@ -20,24 +21,21 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mmreason.rows import check_count, require_text
+from mmreason.rows import read_rows as rows_of
+from mmreason.rows import where as row_where
 from mmreason.tasks.mrag.steps import GoldStep, parse_steps, render_step, step_prompt, unroll
 from mmreason.types import Sample
 
 RESERVED = ("id", "question", "image", "answer", "steps", "thinks")
+# Gold steps per row: R1-Router's routes take 1-4; each unrolled step prompt repeats the history before it, so a
+# row of S steps costs O(S^2) prompt text (a 10,000-step row took 43 s and 7 GB to load). Over it, the row is refused.
+MAX_STEPS = 16
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    from datasets import load_dataset
-
-    if not Path(path).exists():
-        raise FileNotFoundError(f"mrag data file {str(path)!r} does not exist")
-    kind = "parquet" if str(path).endswith(".parquet") else "json"
-    try:
-        return list(load_dataset(kind, data_files=str(path), split="train"))
-    except Exception as err:  # datasets / pyarrow: broken JSON, columns whose rows hold different types
-        first = (str(err).strip().splitlines() or [""])[0][:200]
-        raise ValueError(f"mrag data file {str(path)!r} cannot be read as {kind} rows "
-                         f"({type(err).__name__}: {first})") from err
+    """The file's rows, every value as written (``mmreason.rows``: an answer "007" stays "007")."""
+    return rows_of(path, "mrag")
 
 
 def _messages(text: str, has_image: bool) -> list[dict[str, Any]]:
@@ -46,10 +44,16 @@ def _messages(text: str, has_image: bool) -> list[dict[str, Any]]:
 
 
 def row_to_samples(row: dict[str, Any], source: str, index: int, unrolled: bool = True) -> list[Sample]:
-    where = f"{source}: row {index} (id {row.get('id', '?')!r})"
+    where = row_where(source, index, row)
     for key in ("id", "question", "answer"):
         if row.get(key) is None or str(row.get(key)).strip() == "":
             raise ValueError(f"{where} has no {key!r} column")
+    require_text(where, row, ("id", "question", "answer", "image"), numbers=("id", "answer"))
+    check_count(where, "steps", row.get("steps"), MAX_STEPS, "MAX_STEPS in tasks/mrag/data.py")
+    check_count(where, "thinks", row.get("thinks"), MAX_STEPS + 1, "MAX_STEPS + 1 in tasks/mrag/data.py")
+    thinks = row.get("thinks")
+    if thinks is not None and not (isinstance(thinks, list) and all(isinstance(t, (str, type(None))) for t in thinks)):
+        raise ValueError(f"{where}: 'thinks' must be a list of strings (one think text per step)")
     steps = parse_steps(row.get("steps"), where)
     image = row.get("image")
     if isinstance(image, str) and image and not os.path.isabs(image):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mmreason.paths import cache_dir, generated_jsonl, write_jsonl
 from mmreason.rewards.textmatch import vqa_normalize
+from mmreason.rows import read_rows
 from mmreason.types import Sample
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 170, 60), "blue": (30, 60, 220), "yellow": (235, 200, 20)}
@@ -85,8 +86,6 @@ def row_to_sample(row: dict, source: str) -> Sample:
 
 def shapes_load(path: str | None = None, split: str = "train", n: int | None = None, seed: int = 0) -> list[Sample]:
     """The pack's data: ``path`` (JSONL/parquet in the row shape above) or the generated set."""
-    from datasets import load_dataset
-
     if path is None:
         count = n or (TRAIN_SIZE if split == "train" else EVAL_SIZE)
         if split == "train":
@@ -95,10 +94,7 @@ def shapes_load(path: str | None = None, split: str = "train", n: int | None = N
             avoid = frozenset(draws(TRAIN_SIZE, seed))
             folder = default_cache() / f"v{DATA_VERSION}-{split}-{count}-{seed + 10_000}"
             path = str(generate(folder, count, seed + 10_000, avoid=avoid))
-    kind = "parquet" if str(path).endswith(".parquet") else "json"
-    if not Path(path).exists():
-        raise FileNotFoundError(f"shapes data file {path!r} does not exist")
-    rows = load_dataset(kind, data_files=str(path), split="train")
+    rows = read_rows(path, "shapes")  # values as written
     samples = [row_to_sample(row, str(path)) for row in rows]
     return samples[:n] if n else samples
 

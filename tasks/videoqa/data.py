@@ -1,6 +1,6 @@
 """Data of the videoqa pack: a loader for JSONL / parquet rows and the generated default splits.
 
-Row shape (read through ``datasets``)::
+Row shape (JSONL or parquet, values kept as written: ``mmreason.rows``)::
 
     {"id": str, "video": path, "question": str, "answer": str, "answer_type": "mcq" | "numeric" | "free" | "span",
      "options": [str] (mcq: the answer is a letter A.. or the text of one option),
@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from mmreason.paths import cache_dir
+from mmreason.rows import check_count, require_text
+from mmreason.rows import read_rows as rows_of
+from mmreason.rows import where as row_where
 from mmreason.tasks.videoqa import synth
 from mmreason.types import Sample, VideoRef
 
@@ -79,10 +82,12 @@ def _gold_letter(answer: str, options: list[str]) -> str | None:
 
 def row_to_sample(row: dict[str, Any], source: str, index: int, probe: bool = False) -> Sample:
     """One row -> Sample; anything wrong raises ValueError naming the file and row."""
-    where = f"{source}: row {index} (id {row.get('id', '?')!r})"
+    where = row_where(source, index, row)
     for key in ("id", "video", "question", "answer", "answer_type"):
         if row.get(key) is None or row.get(key) == "":
             raise ValueError(f"{where} has no {key!r} column")
+    require_text(where, row, ("id", "video", "question", "answer_type"), numbers=("id",))
+    check_count(where, "options", row.get("options"), len(LETTERS), "options A..J")
     kind = str(row["answer_type"])
     if kind not in ANSWER_TYPES:
         raise ValueError(f"{where}: answer_type {kind!r} is not one of {', '.join(ANSWER_TYPES)}")
@@ -93,7 +98,7 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, probe: bool = Fa
     try:
         if kind == "mcq":
             if not isinstance(options, (list, tuple)) or not 2 <= len(options) <= len(LETTERS):
-                raise ValueError(f"mcq needs 2..{len(LETTERS)} options, got {options!r}")
+                raise ValueError(f"mcq needs 2..{len(LETTERS)} options, got {_shape(options)}")
             letter = _gold_letter(str(answer), [str(o) for o in options])
             if letter is None:
                 raise ValueError(f"mcq answer {answer!r} is neither an option letter nor one option's text")
@@ -127,6 +132,14 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, probe: bool = Fa
     return Sample(id=str(row["id"]), messages=messages, answer=answer, videos=[video], meta=meta, task="videoqa")
 
 
+def _shape(value: Any) -> str:
+    """A short description of a bad value for an error line (never the whole of a huge list)."""
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _probe(video: VideoRef, where: str) -> None:
     """The video's header opens and the window lies inside it (nothing is decoded but the header)."""
     from mmreason.media import MediaError, probe_video, window_frames
@@ -137,18 +150,9 @@ def _probe(video: VideoRef, where: str) -> None:
         raise ValueError(f"{where}: {err}") from err
 
 
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    from datasets import load_dataset
-
-    if not Path(path).exists():
-        raise FileNotFoundError(f"videoqa data file {str(path)!r} does not exist")
-    kind = "parquet" if str(path).endswith(".parquet") else "json"
-    try:
-        return list(load_dataset(kind, data_files=str(path), split="train"))
-    except Exception as err:  # pyarrow / datasets: broken JSON, a column whose rows hold types it cannot unify
-        first = (str(err).strip().splitlines() or [""])[0][:200]
-        raise ValueError(f"videoqa data file {str(path)!r} cannot be read as {kind} rows "
-                         f"({type(err).__name__}: {first})") from err
+def read_rows(path: str | Path, pack: str = "videoqa") -> list[dict[str, Any]]:
+    """The file's rows, every value as written (``mmreason.rows``: an answer "007" stays "007")."""
+    return rows_of(path, pack)
 
 
 def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int], size: int,

@@ -1,6 +1,6 @@
 """Data of the vision pack: multi-domain visual QA rows, from a file or built from easy-VQA / the generator.
 
-Row shape (JSONL or parquet, read through ``datasets``)::
+Row shape (JSONL or parquet, values kept as written: ``mmreason.rows``)::
 
     {"id": str, "image": path | "images": [paths], "question": str, "answer": str,
      "answer_type": "mcq" | "numeric" | "free-form" | "yes/no", "domain": "perception" | "reasoning" | "chart" | ...,
@@ -19,6 +19,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from mmreason.rows import check_count
+from mmreason.rows import read_rows as rows_of
 from mmreason.tasks.vision import easyvqa, synthetic
 from mmreason.tasks.vision.ton import apply_thought_dropout, think_answer
 from mmreason.types import Sample
@@ -61,6 +63,7 @@ def row_to_sample(row: dict[str, Any], source: str, answer_format: str = "plain"
     images = row.get("images") or ([row["image"]] if row.get("image") else [])
     if not images:
         raise ValueError(f"{where} has no 'image' or 'images' column")
+    check_count(where, "choices", row.get("choices"), len(LETTERS), "options A..J")
     kind = row.get("answer_type") or "free-form"
     if kind not in ANSWER_TYPES:
         raise ValueError(f"{where}: answer_type {kind!r} is not one of {', '.join(ANSWER_TYPES)}")
@@ -86,12 +89,8 @@ def row_to_sample(row: dict[str, Any], source: str, answer_format: str = "plain"
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    from datasets import load_dataset
-
-    if not Path(path).exists():
-        raise FileNotFoundError(f"vision data file {str(path)!r} does not exist")
-    kind = "parquet" if str(path).endswith(".parquet") else "json"
-    return list(load_dataset(kind, data_files=str(path), split="train"))
+    """The file's rows, every value as written (``mmreason.rows``: an answer "007" stays "007")."""
+    return rows_of(path, "vision")
 
 
 def synthetic_rows(split: str, n: int, seed: int, size: int = 112, kinds: list[str] | None = None

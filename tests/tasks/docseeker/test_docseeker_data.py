@@ -86,7 +86,7 @@ def test_bad_rows_name_the_row(tmp_path):
     file = tmp_path / "bad.jsonl"
     file.write_text(json.dumps({"id": "b", "document": "doc-00000.pdf", "question": "q", "answer": "a",
                                 "evidence_pages": [9]}) + "\n")
-    with pytest.raises(ValueError, match=r"row 'b'.*evidence page 9"):
+    with pytest.raises(ValueError, match=r"row \d \(id 'b'\).*evidence page 9"):
         docseeker_load(str(file), "train")
 
 
@@ -125,5 +125,5 @@ def test_a_long_document_is_capped_before_its_pages_are_rendered(tmp_path, monke
     assert len(whole.pages) == 5 and "document_pages" not in whole.meta
     file.write_text(json.dumps({"id": "late", "document": "doc-00000.pdf", "question": "q", "answer": "a",
                                 "evidence_pages": [5]}) + "\n")
-    with pytest.raises(ValueError, match=r"row 'late'.*evidence page 5.*max_pages=3"):
+    with pytest.raises(ValueError, match=r"row 0 \(id 'late'\).*evidence page 5.*max_pages=3"):
         docseeker_load(str(file), "train", max_pages=3)

@@ -110,7 +110,7 @@ EXPECTED = {1: r"row 1: cannot read PDF '.*gone\.pdf': file does not exist",
             2: r"row 2: cannot read PDF '.*locked\.pdf': the PDF is encrypted",
             3: r"row 3: cannot read PDF '.*empty\.pdf': file is empty",
             4: r"row 4: cannot read PDF '.*broken\.pdf': not a readable PDF",
-            5: r"row '5:ok\.pdf': evidence page 7 \(1-based\) is beyond the document's 3 pages",
+            5: r"row 5 \(id '5:ok\.pdf'\): evidence page 7 \(1-based\) is beyond the document's 3 pages",
             6: r"row 6 \(doc_id 'ok\.pdf'\): evidence page 0 is out of range",
             7: r"row 7 \(doc_id 'ok\.pdf'\): evidence_pages '2' is not a list",
             8: r"row 8 \(doc_id 'ok\.pdf'\): unknown answer_format 'Bool'"}

@@ -83,7 +83,7 @@ def test_bad_rows_name_the_file_and_row(folder, row, message):
 def test_a_broken_data_file_is_named(folder):
     path = folder / "broken.jsonl"
     path.write_text(json.dumps(_row(0)) + "\n{not json\n")
-    with pytest.raises(ValueError, match=r"broken.jsonl' cannot be read as json rows"):
+    with pytest.raises(ValueError, match=r"videoqa data file '.*broken.jsonl': line 2 is not JSON"):
         videoqa_load(str(path))
 
 

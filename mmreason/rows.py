@@ -1,0 +1,128 @@
+"""A task pack's data rows from a JSON Lines, JSON or parquet file, kept exactly as written.
+
+JSON (``.jsonl`` / ``.json``: one object per line, or one array of objects) is read with the standard ``json``
+module, so every value keeps its JSON type: ``"007"`` stays the string ``"007"`` beside a number ``7`` in the
+same column. (Reading through ``datasets`` / pyarrow unifies a column to one type, which turned the answer
+strings ``"007"`` and ``"1.10"`` into the numbers 7 and 1.1 when other rows held numbers.) Parquet columns
+hold one type each and are read by pyarrow as they are.
+
+Anything the reader cannot accept is one ``ValueError`` line naming the pack, the file and the line or row:
+bytes that are not UTF-8, a line that is not JSON, a row that is not an object, and a string holding a lone
+UTF-16 surrogate (``"\\ud800"`` is valid JSON but no valid text: tokenizers and log writers fail on it later).
+
+The pack-side helpers ``field_error`` and ``check_count`` word the errors of one row's fields the same way in
+every pack: ``{file}: row {index} (id {id!r}): {field} ...``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def where(source: str, index: int, row: Any) -> str:
+    """``{file}: row {index} (id {id!r})``: the prefix of every row error (index 0-based, as rows are counted)."""
+    rid = row.get("id", "?") if isinstance(row, dict) else "?"
+    return f"{source}: row {index} (id {rid!r})"
+
+
+def check_count(where_: str, field: str, values: Any, cap: int, knob: str) -> None:
+    """Refuse a list field of more than ``cap`` entries, naming the field, its size and the cap's name."""
+    if isinstance(values, (list, tuple)) and len(values) > cap:
+        raise ValueError(f"{where_}: {field} has {len(values):,} entries, over the cap of {cap} ({knob})")
+
+
+def require_text(where_: str, row: dict[str, Any], keys: tuple[str, ...], numbers: tuple[str, ...] = ()) -> None:
+    """Each of ``keys`` present in ``row`` is a string (those in ``numbers`` may be a JSON number too, written
+    back as text by the loader); else ValueError naming the field and the type found."""
+    for key in keys:
+        value = row.get(key)
+        if value is None or isinstance(value, str):
+            continue
+        if key in numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+            continue
+        raise ValueError(f"{where_}: {key!r} is a JSON {_json_type(value)}, not a string")
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", bool: "boolean", int: "number", float: "number", str: "string"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _bad_text(value: Any, path: str = "") -> str | None:
+    """The path of the first string (or key) in ``value`` that is not encodable text, else None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path or "the row"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _bad_text(key, path) or _bad_text(item, f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for k, item in enumerate(value):
+            found = _bad_text(item, f"{path}[{k}]")
+            if found:
+                return found
+    return None
+
+
+def _json_rows(path: Path, label: str) -> list[dict[str, Any]]:
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise ValueError(f"{label}: line {line}: byte {data[err.start]:#04x} is not UTF-8 text") from None
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith("["):  # one JSON array of rows
+        try:
+            items = json.loads(stripped)
+        except ValueError as err:
+            raise ValueError(f"{label}: not a JSON array of rows ({err})") from None
+        return [_check_row(item, label, f"row {k}") for k, item in enumerate(items)]
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as err:
+            raise ValueError(f"{label}: line {number} is not JSON ({err})") from None
+        rows.append(_check_row(item, label, f"line {number}"))
+    return rows
+
+
+def _check_row(item: Any, label: str, at: str) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise ValueError(f"{label}: {at} is a JSON {type(item).__name__}, not an object (one row per line)")
+    bad = _bad_text(item)
+    if bad:
+        raise ValueError(f"{label}: {at}: field {bad!r} holds a lone surrogate (not valid Unicode text)")
+    return item
+
+
+def _parquet_rows(path: Path, label: str) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path).to_pylist()
+    except Exception as err:  # pyarrow: not a parquet file, truncated footer, unreadable column
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"{label}: cannot be read as parquet rows ({type(err).__name__}: {first})") from None
+
+
+def read_rows(path: str | Path, pack: str) -> list[dict[str, Any]]:
+    """The rows of ``path`` (``.parquet``: parquet; anything else: JSON Lines or a JSON array), values as
+    written; FileNotFoundError / ValueError naming ``pack``'s data file otherwise."""
+    path = Path(path)
+    label = f"{pack} data file {str(path)!r}"
+    if not path.exists():
+        raise FileNotFoundError(f"{label} does not exist")
+    if path.is_dir():
+        raise ValueError(f"{label} is a folder, not a JSONL or parquet file")
+    return _parquet_rows(path, label) if path.suffix == ".parquet" else _json_rows(path, label)
