@@ -58,6 +58,23 @@ def test_bad_steps_are_error_observations(env, action, message):
     assert message in obs.info["error"] and obs.text.startswith("Error:") and not obs.done
 
 
+@pytest.mark.parametrize("action, message", [
+    ("<think>need <ret>Text Retriever</ret></think><sub-question>Who discovered argon?</sub-question>"
+     "<ret>Text Retriever</ret>", "<ret> is inside <think>; close </think> first"),
+    (step("Who discovered argon?", "Text Retriever") + step("Who named it?", "Table Retriever"),
+     "one step per turn: this turn holds 2 <sub-question> and 2 <ret>"),
+    ("<think>need it</think><ret>Text Retriever</ret><sub-question>Who discovered argon?</sub-question>",
+     "tags out of order (<think>, <ret>, <sub-question>)"),
+    ("<think>need it</think><sub-question>Who discovered argon?</sub-question>", "the step has no <ret>"),
+    ("<think>x</think><sub-question>q</sub-question><ret>None</ret><answer>4</answer>", "either retrieves"),
+    ("<think>need it<sub-question>q</sub-question>", "<sub-question> is inside <think>"),
+])
+def test_a_malformed_step_is_told_what_is_malformed_not_an_unknown_retriever(env, action, message):
+    """Each of these was told "unknown retriever 'Text Retriever'", a name that exists."""
+    error = env.step(action).info["error"]
+    assert error.startswith("the step does not parse: ") and message in error and "unknown retriever" not in error
+
+
 def test_retrieval_is_bounded_per_episode_and_the_step_limit_ends_it(env):
     for _ in range(2):
         assert "error" not in env.step(step("argon", "Text Retriever")).info
