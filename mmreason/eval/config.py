@@ -81,6 +81,12 @@ class EvalConfig:
             raise ConfigError("--limit must be > 0")
         if not self.tasks:
             raise ConfigError("--tasks is empty")
+        from mmreason.eval.tasks import parse_task_specs
+
+        try:  # a malformed spec ("videoqa:" with no path) stops the run before the model loads
+            parse_task_specs(self.tasks)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
 
 
 def parse_kv(text: str | None, flag: str) -> dict[str, Any]:

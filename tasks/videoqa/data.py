@@ -163,9 +163,16 @@ def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int]
     if split == "train":
         return synth.generate(default_cache() / f"v{DATA_VERSION}-train-{videos}-{seed}-{tag}", videos, seed,
                               seconds, size, style=style)
+    folder = default_cache() / f"v{DATA_VERSION}-{split}-{videos}-{seed + 10_000}-{tag}"
+    return held_out_split(folder, videos, seed, seconds, size, style)
+
+
+def held_out_split(folder: str | Path, videos: int, seed: int, seconds: tuple[int, int], size: int,
+                   style: str = "events") -> Path:
+    """The held-out videos of ``seed`` written to ``folder``: drawn from ``seed + 10_000``, never a video of the
+    train split of ``seed`` (``mmreason data videoqa --held-out`` and the default eval split both call this)."""
     avoid = frozenset(synth.scenarios(AVOID_TRAIN if style == "events" else AVOID_TRAIN_BASIC, seed, seconds,
                                       style=style))
-    folder = default_cache() / f"v{DATA_VERSION}-{split}-{videos}-{seed + 10_000}-{tag}"
     return synth.generate(folder, videos, seed + 10_000, seconds, size, avoid=avoid, style=style)
 
 

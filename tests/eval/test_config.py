@@ -47,6 +47,21 @@ def test_task_specs():
         parse_task_specs(" , ")
 
 
+@pytest.mark.parametrize("spec", ["videoqa:", "videoqa: ", "shapes,videoqa:"])
+def test_an_empty_path_after_the_colon_is_an_error_naming_it(spec):
+    """``--tasks videoqa:$H`` with ``H`` unset used to evaluate the pack's default split without a word."""
+    with pytest.raises(ValueError, match=r"--tasks 'videoqa:': no data file after the colon \(PACK:PATH\)"):
+        parse_task_specs(spec)
+
+
+def test_an_empty_task_path_stops_the_eval_command_before_the_model_loads(capsys):
+    from mmreason.cli import main
+
+    # --model does not exist either: the task spec is checked first
+    assert main(["eval", "--model", "no-such-model", "--tasks", "videoqa:"]) == 2
+    assert "--tasks 'videoqa:': no data file after the colon" in capsys.readouterr().err
+
+
 def test_unknown_task_lists_the_valid_ones(shapes_cache):
     with pytest.raises(KeyError, match=r"unknown task 'shapez'.*did you mean 'shapes'"):
         load_task("shapez", None)

@@ -129,3 +129,25 @@ def test_answer_types_and_n_select_samples(folder):
         videoqa_load(path, answer_types=["bool"])
     with pytest.raises(FileNotFoundError, match="nope.jsonl"):
         videoqa_load(str(folder / "nope.jsonl"))
+
+
+def test_the_held_out_data_command_writes_the_eval_split_a_run_draws(tmp_path, monkeypatch):
+    """The README's learning block evaluates ``--tasks videoqa:$H``; its own commands now create ``H``
+    (``--held-out``), and it is the split a run's eval draws: the same questions in the same order."""
+    import json
+
+    from mmreason.cli import main
+    from mmreason.tasks.videoqa.data import generated_split
+
+    monkeypatch.setenv("MMREASON_CACHE", str(tmp_path / "cache"))
+    args = ["data", "videoqa", "--out", str(tmp_path / "heldout"), "--videos", "2", "--seconds", "3..5",
+            "--size", "32", "--style", "basic", "--held-out"]
+    assert main(args) == 0
+    mine = [json.loads(line) for line in (tmp_path / "heldout" / "data.jsonl").read_text().splitlines()]
+    theirs = [json.loads(line) for line in generated_split("eval", 2, 0, (3, 5), 32, "basic").read_text().splitlines()]
+    keys = ("id", "question", "answer", "answer_type", "scenario")
+    assert [[r[k] for k in keys] for r in mine] == [[r[k] for k in keys] for r in theirs] and len(mine) == 6
+    args[3] = str(tmp_path / "train")
+    assert main(args[:-1]) == 0  # without --held-out: the training videos of seed 0, which the split avoids
+    train = [json.loads(line) for line in (tmp_path / "train" / "data.jsonl").read_text().splitlines()]
+    assert not {json.dumps(r["scenario"]) for r in train} & {json.dumps(r["scenario"]) for r in mine}
