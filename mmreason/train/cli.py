@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mmreason.train.grpo import train
 
+    from mmreason.parallel.shutdown import finish_processes
+
     cfg = load_config(TrainConfig, args.config, args.overrides)
-    train(cfg, config_dir=str(Path(args.config).resolve().parent))
+    finished = train(cfg, config_dir=str(Path(args.config).resolve().parent))
+    finish_processes(finished.accelerator)  # every rank ends in order and exits 0
     return 0

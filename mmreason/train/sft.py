@@ -127,5 +127,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    sft(load_config(TrainConfig, args.config, args.overrides))
+    from mmreason.parallel.shutdown import finish_processes
+
+    finished = sft(load_config(TrainConfig, args.config, args.overrides))
+    finish_processes(finished.accelerator)  # every rank ends in order and exits 0
     return 0

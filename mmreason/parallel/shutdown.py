@@ -1,0 +1,58 @@
+"""The end of a finished multi-process run, in order, so that every rank exits 0.
+
+Left to the interpreter's exit, the gloo process group was torn down by garbage collection and static destructors
+while the other rank could still be talking to it, and one rank now and then died after the run had finished
+(``terminate called without an active exception``, SIGABRT), failing a run whose checkpoint was written. The
+order here:
+
+1. every rank reaches the end (a barrier), so no rank tears its side down while another still uses it;
+2. the run's worker threads (reward and environment calls under a deadline, named ``mmreason-*``) are joined,
+   each for at most ``thread_timeout_s``;
+3. the process group is destroyed (the trackers were finished by the run's logger before);
+4. if a worker thread is still running (a reward call past its timeout, still computing), the process ends with
+   ``os._exit(0)`` after flushing its output: interpreter finalization would stop that thread by unwinding its
+   C++ frames, which calls std::terminate (the SIGABRT above).
+
+Outside a launcher (no process group) only the threads are joined.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+
+log = logging.getLogger(__name__)
+WORKER_PREFIX = "mmreason-"
+
+
+def join_workers(timeout_s: float = 5.0) -> list[str]:
+    """Join the live ``mmreason-*`` threads, ``timeout_s`` in all; the names of those still running."""
+    deadline = time.monotonic() + timeout_s
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and thread.name.startswith(WORKER_PREFIX):
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return [t.name for t in threading.enumerate() if t.name.startswith(WORKER_PREFIX) and t.is_alive()]
+
+
+def finish_processes(accelerator, thread_timeout_s: float = 5.0) -> None:
+    """Barrier, join the worker threads, destroy the process group (module doc)."""
+    import torch.distributed as dist
+
+    distributed = dist.is_available() and dist.is_initialized()
+    if distributed:
+        accelerator.wait_for_everyone()
+    running = join_workers(thread_timeout_s)
+    if distributed:
+        dist.destroy_process_group()
+    if running:
+        # Finalization would stop these threads by unwinding their C++ frames (std::terminate, SIGABRT): the run
+        # is finished and saved, so end the process here, its output flushed.
+        log.warning("worker threads still running at the end of the run: %s; exiting without finalization",
+                    ", ".join(running))
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
