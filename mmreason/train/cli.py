@@ -16,9 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmreason.train.grpo import train
-
     from mmreason.parallel.shutdown import finish_processes
+    from mmreason.train.grpo import train
 
     cfg = load_config(TrainConfig, args.config, args.overrides)
     finished = train(cfg, config_dir=str(Path(args.config).resolve().parent))
