@@ -131,6 +131,10 @@ PACK_SAMPLES = {
                  _sample("12", task_type="qa", answer_kind="numeric", span=[5, 15], duration=60),
                  _sample("x", task_type="temporal_grounding", span=[5, 15], duration=60),
                  _sample("word", task_type="grounded_qa", answer_kind="free", span=[5, 15], duration=60)],
+    "mmlongbench_doc": [_sample(fmt_answer[1], answer_format=fmt_answer[0], evidence_pages=[2], num_pages=12,
+                                evidence_sources=["Table"], retrieved_pages=[1, 2])
+                        for fmt_answer in (("Int", "12"), ("Float", "1.5"), ("Str", "Paris"),
+                                           ("List", "['a', 'b']"), ("None", "Not answerable"))],
     "mrag": [_sample("Paris", step_type="ret", step_index=0, knowledge_base="Text Retriever",
                      sub_question="Where?"),
              _sample("Paris", step_type="ans", step_index=1),
