@@ -22,6 +22,7 @@ from mmreason.rollout.multiturn import ended_by_limit
 from mmreason.rollout.prompts import MEDIA_SECONDS
 from mmreason.train.augment import augment_groups
 from mmreason.train.records import Drawn
+from mmreason.train.refine import refine_groups
 from mmreason.types import Sample, Trajectory
 
 
@@ -73,6 +74,10 @@ def _collect(run, step: int, cfg, draw, build, roll_out, score, build_sample=Non
         return Collected(prompts, [], [], RewardBatch(torch.zeros(0, 0), [], torch.zeros(0)))
     samples, batch = score(run, prompts, trajectories)
     metrics: dict[str, float] = {}
+    refining = getattr(cfg, "refine", None) is not None and cfg.refine.enabled and build_sample is not None
+    if refining:
+        prompts, trajectories, samples, batch, metrics = refine_groups(
+            run, step, prompts, trajectories, samples, batch, build_sample, roll_out, score)
     if getattr(run, "augmenter", None) is not None and build_sample is not None:
         prompts, trajectories, samples, batch, metrics = augment_groups(
             run, step, prompts, trajectories, samples, batch, build_sample, roll_out, score)
@@ -88,6 +93,9 @@ def _collect(run, step: int, cfg, draw, build, roll_out, score, build_sample=Non
         more_trajs = roll_out(run, more, step)
         if more_trajs:
             more_samples, more_batch = score(run, more, more_trajs)
+            if refining:
+                more, more_trajs, more_samples, more_batch, _ = refine_groups(
+                    run, step, more, more_trajs, more_samples, more_batch, build_sample, roll_out, score)
             rounds.append((more, more_trajs, more_samples, more_batch))
     got = _keep(rounds, cfg, extra)
     got.metrics = metrics

@@ -111,6 +111,16 @@ class AugmentConfig:
 
 
 @dataclass
+class RefineConfig:
+    """iGRPO (arXiv 2602.09000; mmreason/sampling/refine.py): each group's rollouts are drafts; the prompt is
+    rolled out again with its best draft appended, and the step trains on those refinements."""
+
+    enabled: bool = False
+    template: str = "\nHere is a previous attempt at this question:\n{draft}\nImprove on it and give your final answer."
+    max_draft_chars: int = 4_000  # the draft's first characters that go into the refinement prompt
+
+
+@dataclass
 class TrainConfig:
     """The whole run."""
 
@@ -121,6 +131,7 @@ class TrainConfig:
     rewards: list[RewardConfig] = field(default_factory=list)  # empty = the task pack's defaults
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
+    refine: RefineConfig = field(default_factory=RefineConfig)
     output_dir: str = "runs/default"
     seed: int = 0
     max_steps: int = 100
@@ -166,5 +177,9 @@ class TrainConfig:
             raise ConfigError("steps_per_generation must be >= 1")
         if self.reward_missing not in ("zero", "renormalize"):
             raise ConfigError(f"reward_missing: {self.reward_missing!r} is not zero or renormalize")
+        if self.refine.enabled and self.augment.enabled:
+            raise ConfigError("refine.enabled and augment.enabled: both regenerate a group; enable one")
+        if self.refine.enabled and "{draft}" not in self.refine.template:
+            raise ConfigError("refine.template must contain {draft}")
         if self.reward_on_error not in ("none", "zero"):
             raise ConfigError(f"reward_on_error: {self.reward_on_error!r} is not none or zero")
