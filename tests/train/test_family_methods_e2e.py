@@ -26,8 +26,11 @@ METHODS = [
     ("grpo", {}, "gbpo", {"temperature": 0.01}, ()),
     ("grpo", {}, "holder", {"level": "token", "p_schedule": "linear_dec", "schedule_steps": 2}, ()),
     ("grpo", {}, "clipped", None, ("refine.enabled=true",)),  # iGRPO: trains on draft-conditioned refinements
+    # SAGE: every group counts as failed (threshold 1), so the policy is asked for hints each step
+    ("grpo", {}, "clipped", None, ("hint.enabled=true", "hint.threshold=1.0", "hint.max_hint_tokens=4")),
 ]
-IDS = [f"{m[0]}+{m[2]}" + "".join(f"+{o.split('.')[0]}" for o in m[4]) for m in METHODS]
+IDS = [f"{m[0]}+{m[2]}" + "".join(f"+{o.split('.')[0]}" for o in m[4] if o.endswith("enabled=true"))
+       for m in METHODS]
 
 
 def _yaml(options: dict) -> str:
@@ -64,5 +67,7 @@ def test_method_trains_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_pa
             assert all("Here is a previous attempt" in r["prompt"] for r in step)
     if "refine.enabled=true" in overrides:
         assert all(m["refine/kept_drafts"] == 0 and "refine/best_draft_reward_mean" in m for m in metrics)
+    if "hint.enabled=true" in overrides:
+        assert sum(m["hint/prompts_needing_hint"] for m in metrics) > 0 and "hint/used_level_1" in metrics[0]
     assert moved  # at least one step had a learning signal
     assert any(m["grad_norm"] > 0 for m in metrics)
