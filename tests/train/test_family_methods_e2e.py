@@ -25,6 +25,7 @@ METHODS = [
     ("disco", {"threshold": 0.1}, "disco", {"score": "logL", "tau": 10.0}, ()),
     ("grpo", {}, "gbpo", {"temperature": 0.01}, ()),
     ("grpo", {}, "holder", {"level": "token", "p_schedule": "linear_dec", "schedule_steps": 2}, ()),
+    ("grpo", {}, "dcpo", {"entropy_base": 0.5}, ()),  # T' and the tempered forward from the last step's entropy
     ("grpo", {}, "clipped", None, ("refine.enabled=true",)),  # iGRPO: trains on draft-conditioned refinements
     # SAGE: every group counts as failed (threshold 1), so the policy is asked for hints each step
     ("grpo", {}, "clipped", None, ("hint.enabled=true", "hint.threshold=1.0", "hint.max_hint_tokens=4")),
@@ -67,6 +68,9 @@ def test_method_trains_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_pa
             assert all("Here is a previous attempt" in r["prompt"] for r in step)
     if "refine.enabled=true" in overrides:
         assert all(m["refine/kept_drafts"] == 0 and "refine/best_draft_reward_mean" in m for m in metrics)
+    if loss == "dcpo":  # no entropy before the first step (0 <= 0.5): T' = 1.2; then the first step's entropy
+        assert metrics[0]["update/tempered_temperature"] == 1.2
+        assert metrics[1]["update/tempered_temperature"] == (1.2 if metrics[0]["entropy"] <= 0.5 else 0.8)
     if "hint.enabled=true" in overrides:
         assert sum(m["hint/prompts_needing_hint"] for m in metrics) > 0 and "hint/used_level_1" in metrics[0]
     assert moved  # at least one step had a learning signal
