@@ -8,6 +8,7 @@ PAPERS = {
     "estimators": {"dgpo": "2601.20614", "opmd": "2509.24203", "asymre": "2506.20520", "disco": "2505.12366"},
     "losses": {"opmd": "2509.24203", "disco": "2505.12366", "holder": "2605.12058", "gbpo": "2604.18578",
                "dcpo": "2601.12730"},
+    "rollouts": {"refine": "2602.09000", "hint": "2602.03143", "augment": "2506.07464"},
 }
 
 
@@ -22,4 +23,12 @@ def test_list_losses_runs_from_the_cli(capsys):
     assert main(["list", "losses"]) == 0
     out = capsys.readouterr().out
     for name in ("clipped", "reg_grpo", "opmd", "disco", "holder", "gbpo", "dcpo"):
+        assert name in out
+
+
+def test_list_samplers_and_rollout_variants_run_from_the_cli(capsys):
+    assert main(["list", "samplers"]) == 0
+    assert main(["list", "rollouts"]) == 0
+    out = capsys.readouterr().out
+    for name in ("uniform", "vas", "augment", "refine", "hint"):
         assert name in out

@@ -1,5 +1,7 @@
-"""SAGE self-hinting for groups whose rollouts all fail: the policy writes graded hints from the reference
-solution, and the group is rolled out again with the lightest hint that makes any rollout succeed.
+"""SAGE self-hinting (arXiv 2602.03143): a group whose rollouts all fail is redone with a policy-written hint.
+
+The policy writes graded hints from the reference solution, and the group is rolled out again with the
+lightest hint that makes any rollout succeed.
 
 Source: "Self-Hinting Language Models Enhance Reinforcement Learning" (SAGE; Liao et al., arXiv 2602.03143).
 The procedure is read from the authors' code (``BaohaoLiao/SAGE``, ``recipe/hint/hint_trainer.py``:

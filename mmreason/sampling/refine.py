@@ -1,4 +1,4 @@
-"""iGRPO's draft-conditioned refinement: the best of a group's drafts, appended to the prompt for a second pass.
+"""iGRPO (arXiv 2602.09000): each prompt is rolled out again with its best draft appended; train on those.
 
 Source: "iGRPO: Self-Feedback-Driven LLM Reasoning" (Hatamizadeh et al., arXiv 2602.09000), as its abstract
 states the method (no released code was found; the body's equations were not readable here):
