@@ -18,7 +18,8 @@ The procedure is read from the authors' code (``BaohaoLiao/SAGE``, ``recipe/hint
     the step trains on the final groups, conditioned on the prompt they were sampled from (on-policy)
 
 This module holds the pure parts (which groups need a hint, the hint request, parsing the model's untrusted
-reply, the hinted prompt); ``mmreason/train/hinting.py`` runs them inside a step.
+reply, the hinted prompt); ``mmreason/train/hinting.py`` runs them inside a step. Choices and differences:
+docs/algorithms.md §12.2.
 """
 
 from __future__ import annotations
