@@ -1,4 +1,4 @@
-"""`mmreason list tasks|rewards|estimators|losses`: what the registries hold, one line each."""
+"""`mmreason list tasks|rewards|estimators|losses|samplers|rollouts`: what the registries hold, one line each."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ REGISTRIES = {
     "rewards": ("mmreason.rewarding", "REWARDS"),
     "estimators": ("mmreason.rl", "ESTIMATORS"),
     "losses": ("mmreason.rl", "POLICY_LOSSES"),
+    "samplers": ("mmreason.sampling", "SAMPLERS"),
+    "rollouts": ("mmreason.sampling", "ROLLOUT_VARIANTS"),
 }
 
 

@@ -11,8 +11,8 @@ Advantages
     ``step_group_ids`` builds Step-GRPO groups.
 Losses
     ``policy_loss(name, logprobs, old_logprobs, advantages, mask, **options) -> LossOutput`` with ``clipped``
-    (PPO/GRPO/DAPO/GSPO), ``reg_grpo``, ``opmd`` (OPMD / AsymRE), ``disco``, ``holder`` (HölderPO) and
-    ``gbpo``; aggregations ``seq_mean_token_mean``, ``token_mean``,
+    (PPO/GRPO/DAPO/GSPO), ``reg_grpo``, ``opmd`` (OPMD / AsymRE), ``disco``, ``holder`` (HölderPO),
+    ``gbpo`` and ``dcpo``; aggregations ``seq_mean_token_mean``, ``token_mean``,
     ``seq_mean_token_sum_norm``, ``seq_mean_token_sum`` (``aggregation_for_loss_type`` maps TRL's names);
     KL estimators ``k1``, ``k2``, ``k3`` (= ``low_var_kl``).
 Shaping and helpers
@@ -29,6 +29,7 @@ from mmreason.rl.losses import (
     aggregate,
     aggregation_for_loss_type,
     clipped_surrogate,
+    dcpo_loss,
     disco_loss,
     gbpo_loss,
     holder_loss,
@@ -69,6 +70,7 @@ __all__ = [
     "entropy_band_penalty",
     "entropy_from_logits",
     "evidence_weighted",
+    "dcpo_loss",
     "gbpo_loss",
     "holder_loss",
     "kl_penalty",

@@ -1,6 +1,7 @@
 """Prompt samplers: uniform now; variance-aware (VAS) and difficulty-aware samplers plug in here."""
 
 from mmreason.registry import Registry
+from mmreason.sampling import difficulty, hinting, refine
 from mmreason.sampling.base import PromptSampler
 from mmreason.sampling.uniform import UniformSampler
 from mmreason.sampling.vas import VASSampler
@@ -9,4 +10,11 @@ SAMPLERS: Registry = Registry("sampler")
 SAMPLERS.add("uniform", UniformSampler)
 SAMPLERS.add("vas", VASSampler)
 
-__all__ = ["SAMPLERS", "PromptSampler", "UniformSampler"]
+# Within-step regenerations a config turns on by its block name (``augment`` / ``refine`` / ``hint``: at most
+# one); listed by ``mmreason list rollouts`` with their papers. The step-side code is in mmreason/train/.
+ROLLOUT_VARIANTS: Registry = Registry("rollout variant")
+ROLLOUT_VARIANTS.add("augment", difficulty)
+ROLLOUT_VARIANTS.add("refine", refine)
+ROLLOUT_VARIANTS.add("hint", hinting)
+
+__all__ = ["ROLLOUT_VARIANTS", "SAMPLERS", "PromptSampler", "UniformSampler"]

@@ -1,4 +1,4 @@
-"""Difficulty-aware augmentation (DeepVideo-R1): make a group that was too hard easier and one that was too easy
+"""Difficulty-aware augmentation (DeepVideo-R1, arXiv 2506.07464): make a group that was too hard easier and one that was too easy
 harder, then regenerate it.
 
 Source: "DeepVideo-R1: Video Reinforcement Fine-Tuning via Difficulty-aware Regressive GRPO" (arXiv 2506.07464),

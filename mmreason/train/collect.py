@@ -21,7 +21,9 @@ from mmreason.rewarding.records import RewardBatch
 from mmreason.rollout.multiturn import ended_by_limit
 from mmreason.rollout.prompts import MEDIA_SECONDS
 from mmreason.train.augment import augment_groups
+from mmreason.train.hinting import hint_groups
 from mmreason.train.records import Drawn
+from mmreason.train.refine import refine_groups
 from mmreason.types import Sample, Trajectory
 
 
@@ -73,6 +75,10 @@ def _collect(run, step: int, cfg, draw, build, roll_out, score, build_sample=Non
         return Collected(prompts, [], [], RewardBatch(torch.zeros(0, 0), [], torch.zeros(0)))
     samples, batch = score(run, prompts, trajectories)
     metrics: dict[str, float] = {}
+    second = _second_pass(cfg) if build_sample is not None else None  # iGRPO refinement or SAGE hints
+    if second is not None:
+        prompts, trajectories, samples, batch, metrics = second(
+            run, step, prompts, trajectories, samples, batch, build_sample, roll_out, score)
     if getattr(run, "augmenter", None) is not None and build_sample is not None:
         prompts, trajectories, samples, batch, metrics = augment_groups(
             run, step, prompts, trajectories, samples, batch, build_sample, roll_out, score)
@@ -88,10 +94,22 @@ def _collect(run, step: int, cfg, draw, build, roll_out, score, build_sample=Non
         more_trajs = roll_out(run, more, step)
         if more_trajs:
             more_samples, more_batch = score(run, more, more_trajs)
+            if second is not None:
+                more, more_trajs, more_samples, more_batch, _ = second(
+                    run, step, more, more_trajs, more_samples, more_batch, build_sample, roll_out, score)
             rounds.append((more, more_trajs, more_samples, more_batch))
     got = _keep(rounds, cfg, extra)
     got.metrics = metrics
     return got
+
+
+def _second_pass(cfg):
+    """The within-step regeneration the config turns on (``refine`` or ``hint``; at most one), or None."""
+    if getattr(cfg, "refine", None) is not None and cfg.refine.enabled:
+        return refine_groups
+    if getattr(cfg, "hint", None) is not None and cfg.hint.enabled:
+        return hint_groups
+    return None
 
 
 def _group_signal(trajectories: list[Trajectory], batch: RewardBatch, missing: str) -> dict[int, bool]:

@@ -111,6 +111,31 @@ class AugmentConfig:
 
 
 @dataclass
+class RefineConfig:
+    """iGRPO (arXiv 2602.09000; mmreason/sampling/refine.py): each group's rollouts are drafts; the prompt is
+    rolled out again with its best draft appended, and the step trains on those refinements."""
+
+    enabled: bool = False
+    template: str = "\nHere is a previous attempt at this question:\n{draft}\nImprove on it and give your final answer."
+    max_draft_chars: int = 4_000  # the draft's first characters that go into the refinement prompt
+
+
+@dataclass
+class HintConfig:
+    """SAGE self-hinting (arXiv 2602.03143; mmreason/sampling/hinting.py): a group whose rollouts all fail is
+    rolled out again with a hint the policy wrote from the reference solution, lightest level first."""
+
+    enabled: bool = False
+    threshold: float = 0.0  # a group is resolved when some rollout's total reward is above this
+    solution_key: str = "solution"  # the sample column the hints are written from (else the reference answer)
+    levels: int = 3  # hint levels asked for (level_1 .. level_<levels>), tried in order
+    attempts: int = 3  # replies sampled per hint request; the first that parses is used
+    max_hint_tokens: int = 256  # length limit of a hint reply
+    max_hint_chars: int = 2_000  # a hint's first characters that go into the prompt
+    refuse_answer_leak: bool = True  # drop a hint that states a reference answer
+
+
+@dataclass
 class TrainConfig:
     """The whole run."""
 
@@ -121,6 +146,8 @@ class TrainConfig:
     rewards: list[RewardConfig] = field(default_factory=list)  # empty = the task pack's defaults
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
+    refine: RefineConfig = field(default_factory=RefineConfig)
+    hint: HintConfig = field(default_factory=HintConfig)
     output_dir: str = "runs/default"
     seed: int = 0
     max_steps: int = 100
@@ -166,5 +193,13 @@ class TrainConfig:
             raise ConfigError("steps_per_generation must be >= 1")
         if self.reward_missing not in ("zero", "renormalize"):
             raise ConfigError(f"reward_missing: {self.reward_missing!r} is not zero or renormalize")
+        regenerating = [k for k in ("augment", "refine", "hint") if getattr(self, k).enabled]
+        if len(regenerating) > 1:
+            raise ConfigError(f"{' and '.join(f'{k}.enabled' for k in regenerating)}: each regenerates groups "
+                              "within a step; enable one")
+        if self.hint.enabled and (self.hint.levels < 1 or self.hint.attempts < 1 or self.hint.max_hint_tokens < 1):
+            raise ConfigError("hint.levels, hint.attempts and hint.max_hint_tokens must be >= 1")
+        if self.refine.enabled and "{draft}" not in self.refine.template:
+            raise ConfigError("refine.template must contain {draft}")
         if self.reward_on_error not in ("none", "zero"):
             raise ConfigError(f"reward_on_error: {self.reward_on_error!r} is not none or zero")

@@ -275,6 +275,8 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         scored = Scored(trajectories, samples, batch.values, batch.names, total, adv, keep, tasks)
         observe_sampler(run, prompts, trajectories, total)
         metrics.update(policy_update(run, scored))
+        if "entropy" in metrics:
+            run.prev_entropy = float(metrics["entropy"])
         t4 = time.perf_counter()
         metrics.update(rollout_metrics(run, scored))
         times.update(prompts=got.prompt_seconds, generate=t2 - t0 - got.reward_seconds - got.prompt_seconds,
@@ -369,7 +371,8 @@ def _nan_rewards(run: Run, n: int):
 
 
 def _state(run: Run) -> dict[str, Any]:
-    state = {"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict()}
+    state = {"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict(),
+             "prev_entropy": run.prev_entropy}
     if run.augmenter is not None:
         state["augment"] = run.augmenter.state_dict()
     return copy.deepcopy(state)
@@ -396,6 +399,7 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
         state = load_checkpoint(ckpt, run.accelerator, run.model, run.optimizer, run.scheduler)
         run.sampler.load_state_dict(state["sampler"])
         run.counters.__dict__.update(state.get("counters", {}))
+        run.prev_entropy = float(state.get("prev_entropy", 0.0))
         if run.augmenter is not None:
             from mmreason.train.augment import own_state
 

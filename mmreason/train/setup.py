@@ -64,6 +64,7 @@ class Run:
     rewards: Any = None
     counters: Counters = field(default_factory=Counters)
     step: int = 0
+    prev_entropy: float = 0.0  # mean token entropy of the last update (losses that take it: DCPO)
 
     @property
     def device(self) -> torch.device:

@@ -55,11 +55,16 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
                for bs, ms in zip(batches, members)]
         ref = [[sequence_logprobs(run, run.ref_model, b, m)[0] if run.ref_model is not None else None
                 for b, m in zip(bs, ms)] for bs, ms in zip(batches, members)]
+        tempered = tempered_logprobs(run, policy, batches, members, stats)
+    rewards = scored.total_reward[scored.keep]  # [N]
+    step_inputs = {"prev_entropy": run.prev_entropy, "step_rewards": rewards}
     for _ in range(a.num_iterations):
-        for part, cs, ms, bs, olds, refs, ws in zip(parts, chunks, members, batches, old, ref, weights):
+        for j, (part, cs, ms, bs, olds, refs, ws) in enumerate(zip(parts, chunks, members, batches, old, ref, weights)):
             part_tokens = float(sum(trajs[i].completion_length for i in part))
-            for c, m, b, o, r, w in zip(cs, ms, bs, olds, refs, ws):
-                options = (_loss_options(a, cfg, r, gids[c], run.step - 1)
+            for k, (c, m, b, o, r, w) in enumerate(zip(cs, ms, bs, olds, refs, ws)):
+                rows_in = {**step_inputs, "rewards": rewards[c],
+                           "tempered_logprobs": None if tempered is None else tempered[j][k]}
+                options = (_loss_options(a, cfg, r, gids[c], run.step - 1, rows_in)
                            | ({"num_tokens": part_tokens} if token_mean else {}))
                 rows = None if band is None else tuple(x[c].to(run.device) for x in band)
                 loss, metrics, ent = minibatch_loss(run, b, m, o, adv[c].to(run.device), options, rows, stats,
@@ -80,6 +85,23 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
             run.optimizer.zero_grad(set_to_none=True)
             stats.setdefault("grad_norm", []).append(float(grad_norm))
     return {k: sum(v) / len(v) for k, v in stats.items()}
+
+
+def tempered_logprobs(run: Run, policy, batches, members, stats) -> list[list[Any]] | None:
+    """Behaviour-policy log-probs at the temperature the loss picks from the last step's entropy, per mini-batch
+    (None unless the loss takes ``tempered_logprobs``, as DCPO does; its ``tempered_temperature`` names T')."""
+    from mmreason import rl
+
+    a = run.cfg.algorithm
+    fn = rl.POLICY_LOSSES.get(a.policy_loss)
+    pick = getattr(fn, "tempered_temperature", None)
+    if "tempered_logprobs" not in accepted_options(fn) or pick is None:
+        return None
+    wanted = accepted_options(pick)
+    t = pick(run.prev_entropy, **{k: v for k, v in a.loss_options.items() if k in wanted})
+    stats.setdefault("update/tempered_temperature", []).append(float(t))
+    return [[sequence_logprobs(run, policy, b, m, temperature=t)[0] for b, m in zip(bs, ms)]
+            for bs, ms in zip(batches, members)]
 
 
 def split_groups(group_ids: list[int], parts: int) -> list[list[int]]:
@@ -117,10 +139,14 @@ def uses_shared_prefix(run: Run, model, trajectories) -> bool:
     return run.cfg.shared_prefix and not is_sharded(model) and shared_prefix.applies(model, trajectories)
 
 
-def sequence_logprobs(run: Run, model, batch, trajectories, with_entropy: bool = False):
+def sequence_logprobs(run: Run, model, batch, trajectories, with_entropy: bool = False,
+                      temperature: float | None = None):
     """Per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each
-    group encoded once (``shared_prefix``, the default where it applies), else the plain padded forward."""
+    group encoded once (``shared_prefix``, the default where it applies), else the plain padded forward.
+    ``temperature`` replaces the sampling temperature (logits / temperature) when given."""
     sampling = sampling_options(run)
+    if temperature is not None:
+        sampling["temperature"] = temperature
     if uses_shared_prefix(run, model, trajectories):
         return shared_prefix.shared_prefix_logprobs(model, trajectories, batch.input_ids.shape[1],
                                                     run.processor.tokenizer.pad_token_id, with_entropy, **sampling)
@@ -179,17 +205,21 @@ def entropy_band_rows(a, tasks: list[str]):
 # that does not take it, one is an error at start-up, never silently dropped.
 NAMED_LOSS_OPTIONS = ("epsilon", "epsilon_high", "importance_sampling_level", "beta", "kl_estimator")
 # What the trainer itself hands a loss that takes it (not options a config sets).
-LOSS_INPUTS = ("aggregation", "max_len", "ref_logprobs", "group_ids", "num_tokens", "seq_mask", "train_step")
+LOSS_INPUTS = ("aggregation", "max_len", "ref_logprobs", "group_ids", "num_tokens", "seq_mask", "train_step",
+               "prev_entropy", "step_rewards", "rewards", "tempered_logprobs")
 
 
-def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int = 0) -> dict[str, Any]:
+def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int = 0,
+                  rows_in: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a loss gets: the trainer's inputs it takes (``train_step`` = finished steps, for annealed
-    options), the named top-level options it takes, then ``algorithm.loss_options``."""
+    options; ``rows_in``: ``prev_entropy`` = the last step's mean token entropy, ``step_rewards`` [N] /
+    ``rewards`` [n] = total rewards of the step's / the mini-batch's rows, ``tempered_logprobs``), the named
+    top-level options it takes, then ``algorithm.loss_options``."""
     from mmreason import rl
 
     accepted = accepted_options(rl.POLICY_LOSSES.get(a.policy_loss))
     inputs = dict(aggregation=rl.aggregation_for_loss_type(a.loss_type), max_len=cfg.rollout.max_completion_length,
-                  ref_logprobs=ref_logprobs, group_ids=group_ids, train_step=max(train_step, 0))
+                  ref_logprobs=ref_logprobs, group_ids=group_ids, train_step=max(train_step, 0), **(rows_in or {}))
     named = {k: getattr(a, k) for k in NAMED_LOSS_OPTIONS}
     return {k: v for k, v in {**inputs, **named}.items() if k in accepted} | dict(a.loss_options)
 

@@ -17,15 +17,21 @@ from mmreason.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 
-# (estimator, its options as a config value, policy loss, loss options)
+# (estimator, its options as a config value, policy loss, loss options, further config overrides)
 METHODS = [
-    ("dgpo", {"temperature": 1.0}, "clipped", None),
-    ("opmd", {"baseline": "logavgexp", "tau": 0.5}, "opmd", {"tau": 1.0}),
-    ("asymre", {"shift": -0.1}, "opmd", None),
-    ("disco", {"threshold": 0.1}, "disco", {"score": "logL", "tau": 10.0}),
-    ("grpo", {}, "gbpo", {"temperature": 0.01}),
-    ("grpo", {}, "holder", {"level": "token", "p_schedule": "linear_dec", "schedule_steps": 2}),
+    ("dgpo", {"temperature": 1.0}, "clipped", None, ()),
+    ("opmd", {"baseline": "logavgexp", "tau": 0.5}, "opmd", {"tau": 1.0}, ()),
+    ("asymre", {"shift": -0.1}, "opmd", None, ()),
+    ("disco", {"threshold": 0.1}, "disco", {"score": "logL", "tau": 10.0}, ()),
+    ("grpo", {}, "gbpo", {"temperature": 0.01}, ()),
+    ("grpo", {}, "holder", {"level": "token", "p_schedule": "linear_dec", "schedule_steps": 2}, ()),
+    ("grpo", {}, "dcpo", {"entropy_base": 0.5}, ()),  # T' and the tempered forward from the last step's entropy
+    ("grpo", {}, "clipped", None, ("refine.enabled=true",)),  # iGRPO: trains on draft-conditioned refinements
+    # SAGE: every group counts as failed (threshold 1), so the policy is asked for hints each step
+    ("grpo", {}, "clipped", None, ("hint.enabled=true", "hint.threshold=1.0", "hint.max_hint_tokens=4")),
 ]
+IDS = [f"{m[0]}+{m[2]}" + "".join(f"+{o.split('.')[0]}" for o in m[4] if o.endswith("enabled=true"))
+       for m in METHODS]
 
 
 def _yaml(options: dict) -> str:
@@ -33,11 +39,12 @@ def _yaml(options: dict) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator, options, loss, loss_options", METHODS, ids=[f"{m[0]}+{m[2]}" for m in METHODS])
+@pytest.mark.parametrize("estimator, options, loss, loss_options, overrides", METHODS, ids=IDS)
 def test_method_trains_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_path, estimator, options, loss,
-                                            loss_options):
+                                            loss_options, overrides):
     out = tmp_path / estimator
     extra = [f"algorithm.loss_options={_yaml(loss_options)}"] if loss_options else []
+    extra += list(overrides)
     extra += [f"algorithm.estimator_options={_yaml(options)}"] if options else []
     assert main(["train", QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", "max_steps=2",
                  "prompts_per_step=2", "rollout.num_generations=4", "rollout.max_completion_length=4",
@@ -57,5 +64,14 @@ def test_method_trains_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_pa
         want = rl.advantages(estimator, rewards, torch.tensor([r["group"] for r in step]), **options).advantages
         torch.testing.assert_close(torch.tensor([r["advantage"] for r in step]), want, atol=1e-5, rtol=0)
         moved |= bool(want.abs().sum() > 0)
+        if "refine.enabled=true" in overrides:  # the trained rows are refinements of a prompt holding a draft
+            assert all("Here is a previous attempt" in r["prompt"] for r in step)
+    if "refine.enabled=true" in overrides:
+        assert all(m["refine/kept_drafts"] == 0 and "refine/best_draft_reward_mean" in m for m in metrics)
+    if loss == "dcpo":  # no entropy before the first step (0 <= 0.5): T' = 1.2; then the first step's entropy
+        assert metrics[0]["update/tempered_temperature"] == 1.2
+        assert metrics[1]["update/tempered_temperature"] == (1.2 if metrics[0]["entropy"] <= 0.5 else 0.8)
+    if "hint.enabled=true" in overrides:
+        assert sum(m["hint/prompts_needing_hint"] for m in metrics) > 0 and "hint/used_level_1" in metrics[0]
     assert moved  # at least one step had a learning signal
     assert any(m["grad_norm"] > 0 for m in metrics)

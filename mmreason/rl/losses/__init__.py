@@ -1,8 +1,9 @@
 """Policy losses, token aggregations and KL estimators; importing this package registers them all."""
 
-from mmreason.rl.losses import aggregation, clipped, disco, gbpo, holder, kl, opmd, reg_grpo  # noqa: F401  (registrations)
+from mmreason.rl.losses import aggregation, clipped, dcpo, disco, gbpo, holder, kl, opmd, reg_grpo  # noqa: F401  (registrations)
 from mmreason.rl.losses.aggregation import aggregate, aggregation_for_loss_type
 from mmreason.rl.losses.clipped import clipped_surrogate
+from mmreason.rl.losses.dcpo import dcpo_loss
 from mmreason.rl.losses.disco import disco_loss
 from mmreason.rl.losses.gbpo import gbpo_loss
 from mmreason.rl.losses.holder import holder_loss
@@ -15,6 +16,7 @@ __all__ = [
     "aggregate",
     "aggregation_for_loss_type",
     "clipped_surrogate",
+    "dcpo_loss",
     "disco_loss",
     "gbpo_loss",
     "holder_loss",

@@ -57,7 +57,17 @@ VARIANTS = {
     "disco": {"score": "Lratio", "tau": 1.0, "negatives": "mean"},
     "holder": {"level": "token", "p_schedule": "constant", "p": -2.0},
     "gbpo": {"temperature": 1.0},
+    "dcpo": {"prev_entropy": 2.0, "entropy_base": 0.5},
 }
+
+
+def inputs(loss_name, lp, old):
+    """The trainer inputs a loss requires (DCPO: tempered log-probs, the rows' and the step's rewards)."""
+    if loss_name != "dcpo":
+        return {}
+    n = lp.shape[0]
+    return {"tempered_logprobs": old.detach() * 1.1, "rewards": torch.linspace(0.0, 1.0, n),
+            "step_rewards": torch.linspace(0.0, 1.0, n), "prev_entropy": 0.0}
 
 
 def test_all_policy_losses_are_covered():
@@ -81,7 +91,7 @@ def test_gradients_are_finite(situation, loss_name, aggregation):
             seq_mask=keep,
             ref_logprobs=old,
             beta=0.05,
-            **({"group_ids": groups} | options),
+            **({"group_ids": groups} | inputs(loss_name, lp, old) | options),
         )
         (grad,) = torch.autograd.grad(out.loss, lp)
         assert torch.isfinite(out.loss), (situation, options)
