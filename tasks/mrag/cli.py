@@ -5,6 +5,7 @@
     mmreason data mrag generate --out DIR [--train N] [--eval N] [--seed S]
     mmreason data mrag paired A_samples.jsonl B_samples.jsonl          # routing per step, turned right / wrong
     mmreason data mrag baseline TRAIN.jsonl HELD_OUT.jsonl             # routing of the per-step majority rule
+    mmreason data mrag hitrate QUESTIONS.jsonl [--k 3]                 # top-k hit rate on hand-written questions
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-ACTIONS = ("build", "search", "generate", "paired", "baseline")
+ACTIONS = ("build", "search", "generate", "paired", "baseline", "hitrate")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval", type=int, default=None, help="generate: held-out questions")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("files", nargs="*", help="paired: two `mmreason eval --log_samples` files (A then B); "
-                        "baseline: the train rows then the held-out rows")
+                        "baseline: the train rows then the held-out rows; hitrate: the questions file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,6 +49,13 @@ def run(args: argparse.Namespace) -> int:
             manifest = json.loads((folder / "manifest.json").read_text())
             print(f"mrag index in {folder}: {manifest['counts']}, {manifest['bytes'] / 1e6:.1f} MB, "
                   f"built in {manifest['build_seconds']} s")
+            return 0
+        if args.action == "hitrate":
+            from mmreason.tasks.mrag.hitrate import hit_rates, read_questions
+
+            if len(args.files) != 1:
+                raise SystemExit("mmreason data mrag hitrate: give one questions file")
+            print(json.dumps(hit_rates(load_index(args.index), read_questions(args.files[0]), args.k), indent=1))
             return 0
         if args.action == "search":
             for hit in load_index(args.index).search(args.retriever, args.query, args.k, args.budget):
