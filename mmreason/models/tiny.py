@@ -56,6 +56,9 @@ SIZES = {
     "tiny": TinySize(1024, 64, 2, 4, 2, 128, 32, 2, 2, 64),
     # ~3 M parameters: for short learning experiments on CPU.
     "small": TinySize(2048, 128, 4, 4, 2, 384, 64, 2, 4, 128),
+    # ~8 M parameters, head size 64 in text and vision (vLLM's CPU attention takes 32, 64, 80, 96, 112, 128,
+    # ...): for experiments where the small model's capacity is the limit; still trains on one CPU core.
+    "base": TinySize(2048, 256, 8, 4, 2, 768, 128, 4, 2, 256),
 }
 
 # Small pixel limits keep visual sequences short on CPU: 4..64 merged tokens per image, 4..16 per frame.

@@ -82,15 +82,20 @@ def _full_target(steps: list[GoldStep], answer: str) -> str:
 
 
 def mrag_load(path: str | None = None, split: str = "train", *, unrolled: bool = True, n: int | None = None,
-              seed: int = 0, train_questions: int | None = None, eval_questions: int | None = None
-              ) -> list[Sample]:
+              seed: int = 0, train_questions: int | None = None, eval_questions: int | None = None,
+              search_fn: str | None = None) -> list[Sample]:
     """The pack's data (``data.task_args`` are these options).
 
     path: a JSONL/parquet file in the row shape above; None = questions generated from the knowledge bases
         (cached; ``train_questions`` / ``eval_questions``, default 256 / 64, disjoint; ``seed``).
     unrolled: one sample per gold step (offline Step-GRPO, SFT) or one per question (online episodes).
     n: the first n *questions*.
+    search_fn: the environment's search function instead of the built-in retrievers (a registered name,
+        ``pkg.module:function`` or ``path/file.py:function``; ``plugins.py``).
     """
+    from mmreason.tasks.mrag.kb import use_search_fn
+
+    use_search_fn(search_fn)
     if path is None:
         from mmreason.tasks.mrag.synth import generated_split
 

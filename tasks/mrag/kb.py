@@ -4,9 +4,11 @@
 ``manifest.json`` (format version, item counts, the items file's sha256, the source files' sha256) last, so a
 folder with a manifest is complete. ``load_index`` checks the manifest and the checksum: a missing or corrupt
 index is a ``KnowledgeBaseError`` that says how to rebuild it. Retrieval is lexical BM25 (``rank_bm25``) per
-knowledge base, a query that is exactly an article's title getting its lead passage first;
-``DenseRetriever`` ranks by a local ``from_pretrained`` encoder (e.g. BGE-M3) instead.
-``search`` returns at most ``k`` hits whose texts fit ``token_budget`` (whitespace tokens; the last hit is cut).
+knowledge base, a query that names an article's title getting its lead passage first; ``DenseRetriever`` ranks
+by a local ``from_pretrained`` encoder (e.g. BGE-M3) instead, and a search function of the user's
+(``search_fn``, ``plugins.py``) replaces both with the user's own index.
+``search`` returns at most ``k`` hits whose texts fit ``token_budget`` (whitespace tokens; the last hit is cut;
+default ``k * TOKENS_PER_HIT``, room for ``k`` whole passages).
 """
 
 from __future__ import annotations
@@ -16,18 +18,22 @@ import json
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from mmreason.paths import cache_dir
 from mmreason.tasks.mrag.sources import Item
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: templates written out in passages (wikitext.py), month names in table dates
 KB_OF_RETRIEVER = {"Text Retriever": "text", "Text Image Retriever": "image", "Table Retriever": "table"}
 MAX_QUERY_CHARS = 1_000  # a longer query is an error, not a slow search
 MAX_QUERY_TERMS = 64
-_WORD = re.compile(r"[a-z0-9]+")
+TOKENS_PER_HIT = 150  # a passage is ~100 words, a table chunk (header and 4 rows) at most ~100 tokens
+_WORD = re.compile(r"\d+(?:\.\d+)+|[a-z0-9]+")  # decimals ("7.9") are one term
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")  # "sepalLength" -> "sepal Length"
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")  # "1,300" -> "1300"
 STOPWORDS = frozenset("a an the of in on at to for by with and or is are was were be been what which who whom "
                       "whose when where how why does did do this that these those it its as from".split())
 
@@ -41,7 +47,10 @@ def default_index_dir() -> Path:
 
 
 def terms(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    """Lower-case search terms: camel case split, thousands separators dropped, decimals kept whole,
+    stopwords out. ``terms("sepalLength 7.9, 1,300 mi")`` == ["sepal", "length", "7.9", "1300", "mi"]."""
+    text = _THOUSANDS.sub("", _CAMEL.sub(" ", text)).lower()
+    return [w for w in _WORD.findall(text) if w not in STOPWORDS]
 
 
 # ---- build and load ----------------------------------------------------------------------------
@@ -78,7 +87,8 @@ def write_index(folder: str | Path, items: list[Item], extra: dict | None = None
     return folder
 
 
-def load_index(folder: str | Path | None = None) -> KnowledgeBases:
+def load_index(folder: str | Path | None = None, search_fn: str | Callable[..., Any] | None = None
+               ) -> KnowledgeBases:
     folder = Path(folder or default_index_dir())
     rebuild = f"run `mmreason data mrag build --index {folder} --force`"
     manifest_path, items_path = folder / "manifest.json", folder / "items.jsonl"
@@ -96,7 +106,7 @@ def load_index(folder: str | Path | None = None) -> KnowledgeBases:
         raise KnowledgeBaseError(f"mrag index in {folder} is corrupt (items.jsonl does not match its checksum); "
                                  f"{rebuild}")
     items = [Item(**json.loads(line)) for line in payload.decode().splitlines()]
-    return KnowledgeBases(items, folder)
+    return KnowledgeBases(items, folder, search_fn=search_fn)
 
 
 # ---- retrieval ---------------------------------------------------------------------------------
@@ -140,10 +150,11 @@ def fit(ranked: list[tuple[Item, float]], k: int, token_budget: int) -> list[Hit
 class BM25Retriever:
     """Okapi BM25 over one knowledge base's items (``rank_bm25``, k1 = 1.5, b = 0.75).
 
-    A query whose words are exactly a title's words ("What is Animal Farm?") names that article: its lead item
-    (the first with the title, where an encyclopedia article defines its subject) comes first. Plain BM25 cannot
-    tell the lead from the article's other passages, which all carry the title; it put the lead in the top 3
-    for about half of such queries.
+    A query that holds all of a title's words ("Who wrote Animal Farm?", "When was Aldous Huxley born?") names
+    that article: its lead item (the first with the title, where an encyclopedia article defines its subject and
+    gives the dates of a life) comes first, BM25's order after it. Of several titles held, the one with the most
+    words wins ("Animal Farm" over "Farm"), then the one whose lead scores higher. Plain BM25 cannot tell the
+    lead from the article's other passages, which all carry the title and often repeat the query's words.
     """
 
     def __init__(self, items: list[Item]):
@@ -153,7 +164,15 @@ class BM25Retriever:
         self.bm25 = BM25Okapi([terms(f"{i.title} {i.text}") or ["_"] for i in items])
         self.leads: dict[frozenset[str], int] = {}
         for j, item in enumerate(items):
-            self.leads.setdefault(frozenset(terms(item.title)), j)
+            title = frozenset(terms(item.title))
+            if title:
+                self.leads.setdefault(title, j)
+
+    def named_lead(self, words: list[str], scores) -> int | None:
+        """The lead item of the longest title all of whose words the query holds, or None."""
+        query = set(words)
+        named = [(len(title), float(scores[lead]), -lead) for title, lead in self.leads.items() if title <= query]
+        return -max(named)[2] if named else None
 
     def search(self, query: str, k: int, token_budget: int) -> list[Hit]:
         words = check_query(query)
@@ -161,7 +180,7 @@ class BM25Retriever:
         # Items that share a term with the query (Okapi's IDF goes negative for a term in most of a tiny KB).
         matched = [j for j, freqs in enumerate(self.bm25.doc_freqs) if any(w in freqs for w in words)]
         order = sorted(matched, key=lambda j: (-scores[j], j))
-        lead = self.leads.get(frozenset(words))
+        lead = self.named_lead(words, scores)
         if lead is not None:
             order = [lead] + [j for j in order if j != lead]
         return fit([(self.items[j], float(scores[j])) for j in order], k, token_budget)
@@ -190,10 +209,18 @@ class DenseRetriever:
 
 
 class KnowledgeBases:
-    """The loaded index: items by knowledge base and one retriever per knowledge base (built on first use)."""
+    """The loaded index: items by knowledge base and one retriever per knowledge base (built on first use):
+    BM25, or ``DenseRetriever`` with ``dense_model``, or the user's ``search_fn`` (``plugins.py``; then the
+    items may be empty: the function brings its own index)."""
 
-    def __init__(self, items: list[Item], folder: Path | None = None, dense_model: str | None = None):
+    def __init__(self, items: list[Item], folder: Path | None = None, dense_model: str | None = None,
+                 search_fn: str | Callable[..., Any] | None = None):
         self.folder, self.dense_model = folder, dense_model
+        self.search_fn = None
+        if search_fn is not None:
+            from mmreason.tasks.mrag.plugins import resolve_search_fn
+
+            self.search_fn = resolve_search_fn(search_fn)
         self.by_kb: dict[str, list[Item]] = {}
         for item in items:
             self.by_kb.setdefault(item.kb, []).append(item)
@@ -205,6 +232,11 @@ class KnowledgeBases:
             raise KnowledgeBaseError(f"unknown retriever {name[:80]!r}; known: {', '.join(KB_OF_RETRIEVER)}")
         kb = KB_OF_RETRIEVER[name]
         if kb not in self._retrievers:
+            if self.search_fn is not None:
+                from mmreason.tasks.mrag.plugins import FunctionRetriever
+
+                self._retrievers[kb] = FunctionRetriever(self.search_fn, name)
+                return self._retrievers[kb]
             items = self.by_kb.get(kb, [])
             if not items:
                 raise KnowledgeBaseError(f"the {name} has no items in this index")
@@ -212,18 +244,35 @@ class KnowledgeBases:
                                     else BM25Retriever(items))
         return self._retrievers[kb]
 
-    def search(self, retriever: str, query: str, k: int = 3, token_budget: int = 200) -> list[Hit]:
+    def search(self, retriever: str, query: str, k: int = 3, token_budget: int | None = None) -> list[Hit]:
+        """At most ``k`` hits within ``token_budget`` whitespace tokens (default ``k * TOKENS_PER_HIT``)."""
+        if token_budget is None:
+            token_budget = k * TOKENS_PER_HIT
         if k < 1 or token_budget < 1 or not math.isfinite(token_budget):
             raise KnowledgeBaseError(f"k={k} and token_budget={token_budget} must be positive")
         return self.retriever(retriever).search(query, k, token_budget)
 
 
-_LOADED: dict[str, KnowledgeBases] = {}
+_LOADED: dict[tuple[str, str], KnowledgeBases] = {}
+_DEFAULT_SEARCH_FN: dict[str, str | None] = {"ref": None}
 
 
-def shared_index(folder: str | Path | None = None) -> KnowledgeBases:
-    """The index of ``folder`` loaded once per process (environments are created per episode)."""
-    key = str(Path(folder or default_index_dir()))
+def use_search_fn(ref: str | None) -> None:
+    """Make ``ref`` (see ``plugins.py``) the search function of ``shared_index`` in this process (the
+    pack's ``data.task_args.search_fn``); None goes back to the built-in retrievers. Resolved now, so a bad
+    reference fails at start-up."""
+    if ref is not None:
+        from mmreason.tasks.mrag.plugins import resolve_search_fn
+
+        resolve_search_fn(ref)
+    _DEFAULT_SEARCH_FN["ref"] = ref
+
+
+def shared_index(folder: str | Path | None = None, search_fn: str | None = None) -> KnowledgeBases:
+    """The index of ``folder`` loaded once per process (environments are created per episode); with a search
+    function (``search_fn`` or ``use_search_fn``'s) no built index is needed: the function brings its own."""
+    ref = search_fn or _DEFAULT_SEARCH_FN["ref"]
+    key = (str(Path(folder or default_index_dir())), ref or "")
     if key not in _LOADED:
-        _LOADED[key] = load_index(key)
+        _LOADED[key] = KnowledgeBases([], search_fn=ref) if ref else load_index(key[0])
     return _LOADED[key]

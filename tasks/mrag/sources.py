@@ -1,6 +1,7 @@
 """The knowledge bases' raw material, read from installed packages at build time (nothing is downloaded):
 
-- text:       the English Wikipedia articles in gensim's test data (CC BY-SA 3.0), split into passages;
+- text:       the English Wikipedia articles in gensim's test data (CC BY-SA 3.0), cleaned (``wikitext.py``:
+              dates, dashes and conversions inside templates are kept) and split into passages;
 - table:      tables bundled with vega_datasets, each serialised in chunks of rows under its header;
 - text-image: images bundled with scikit-image, with captions written here from their documentation.
 
@@ -103,13 +104,15 @@ def _passages(title: str, text: str) -> list[str]:
 
 
 def text_items(max_articles: int | None = None) -> list[Item]:
-    from gensim.corpora.wikicorpus import extract_pages, filter_wiki
+    from gensim.corpora.wikicorpus import extract_pages
+
+    from mmreason.tasks.mrag.wikitext import clean_article
 
     items = []
     with bz2.open(wiki_path()) as f:
         articles = 0
         for title, markup, _ in extract_pages(f, filter_namespaces=("0",)):
-            text = filter_wiki(markup)
+            text = clean_article(markup)
             if len(text) < MIN_ARTICLE_CHARS:
                 continue
             text = re.sub(r"\n\s*[\w ]{1,40}\s*\n", "\n", text)  # stray headings left by filter_wiki
@@ -121,12 +124,26 @@ def text_items(max_articles: int | None = None) -> list[Item]:
     return items
 
 
-def _cell(value) -> str:
+def _cell(value, yearly: bool = False) -> str:
+    """A table cell as text: a date of a yearly column as its year, a first-of-month date as "March 1855"
+    (words a question uses), other dates in full; floats without trailing zeros."""
     if hasattr(value, "strftime"):
-        return value.strftime("%Y-%m") if value.day == 1 and value.month != 1 else value.strftime("%Y")
+        if yearly:
+            return value.strftime("%Y")
+        return value.strftime("%B %Y") if value.day == 1 else value.strftime("%Y-%m-%d")
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def _yearly_columns(frame) -> set[str]:
+    """Date columns whose every value is 1 January (years stored as dates, e.g. the cars' model year)."""
+    out = set()
+    for column in frame.columns:
+        values = [v for v in frame[column] if hasattr(v, "strftime")]
+        if values and all(v.month == 1 and v.day == 1 for v in values):
+            out.add(str(column))
+    return out
 
 
 def table_items() -> list[Item]:
@@ -136,7 +153,9 @@ def table_items() -> list[Item]:
     for name, title in TABLES.items():
         frame = getattr(local_data, name)()
         columns = [str(c) for c in frame.columns]
-        rows = [{c: _cell(v) for c, v in zip(columns, record)} for record in frame.itertuples(index=False)]
+        yearly = _yearly_columns(frame)
+        rows = [{c: _cell(v, c in yearly) for c, v in zip(columns, record)}
+                for record in frame.itertuples(index=False)]
         for start in range(0, len(rows), TABLE_ROWS_PER_CHUNK):
             chunk = rows[start : start + TABLE_ROWS_PER_CHUNK]
             body = "\n".join(" | ".join(r[c] for c in columns) for r in chunk)

@@ -23,7 +23,7 @@ from mmreason.tasks.mrag.kb import KnowledgeBases, build_index, load_index, term
 from mmreason.tasks.mrag.sources import TABLES
 from mmreason.tasks.mrag.steps import NONE, TABLE, TEXT, TEXT_IMAGE
 
-DATA_VERSION = 1
+DATA_VERSION = 2  # 2: built from index format 2 (template facts in passages, month names in table dates)
 TRAIN_QUESTIONS, EVAL_QUESTIONS = 256, 64
 KIND_SHARE = {"table+text": 0.4, "image+text": 0.3, "none": 0.3}
 

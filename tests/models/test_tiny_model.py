@@ -55,6 +55,25 @@ def test_qwen2_vl_arch_builds_and_loads(tmp_path):
     assert type(model).__name__ == "Qwen2VLForConditionalGeneration"
 
 
+def test_base_size_is_a_larger_qwen2_5_vl_with_vllm_head_sizes(tmp_path):
+    """--size base: a few million parameters (more than small's), head size 64 in text and vision (vLLM's CPU
+    attention takes 32, 64, 80, 96, 112, 128, ...), and it generates from an image."""
+    import json
+
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    path = build_tiny_model(tmp_path / "base", seed=0, size="base")
+    config = json.loads((path / "config.json").read_text())
+    text, vision = config["text_config"], config["vision_config"]
+    assert text["hidden_size"] // text["num_attention_heads"] == 64
+    assert vision["hidden_size"] // vision["num_heads"] == 64
+    model = AutoModelForImageTextToText.from_pretrained(path)
+    n = sum(p.numel() for p in model.parameters())
+    assert 5_000_000 <= n <= 30_000_000 and json.loads((path / "mmreason_tiny.json").read_text())["size"] == "base"
+    _generate(model, AutoProcessor.from_pretrained(path), [{"type": "image"}, {"type": "text", "text": "Colour?"}],
+              images=[Image.new("RGB", (56, 56), "red")])
+
+
 def _generate(model, processor, content, images=None, videos=None, video_metadata=None):
     msgs = [{"role": "user", "content": content}]
     text = processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
