@@ -7,7 +7,7 @@ from mmreason.listing import rows
 PAPERS = {
     "estimators": {"dgpo": "2601.20614", "opmd": "2509.24203", "asymre": "2506.20520", "disco": "2505.12366"},
     "losses": {"opmd": "2509.24203", "disco": "2505.12366", "holder": "2605.12058", "gbpo": "2604.18578",
-               "dcpo": "2601.12730"},
+               "dcpo": "2601.12730", "llds": "2512.04220"},
     "rollouts": {"refine": "2602.09000", "hint": "2602.03143", "augment": "2506.07464"},
 }
 
@@ -22,7 +22,7 @@ def test_list_names_the_paper_of_each_family_method():
 def test_list_losses_runs_from_the_cli(capsys):
     assert main(["list", "losses"]) == 0
     out = capsys.readouterr().out
-    for name in ("clipped", "reg_grpo", "opmd", "disco", "holder", "gbpo", "dcpo"):
+    for name in ("clipped", "reg_grpo", "opmd", "disco", "holder", "gbpo", "dcpo", "llds"):
         assert name in out
 
 

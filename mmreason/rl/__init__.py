@@ -12,7 +12,7 @@ Advantages
 Losses
     ``policy_loss(name, logprobs, old_logprobs, advantages, mask, **options) -> LossOutput`` with ``clipped``
     (PPO/GRPO/DAPO/GSPO), ``reg_grpo``, ``opmd`` (OPMD / AsymRE), ``disco``, ``holder`` (HölderPO),
-    ``gbpo`` and ``dcpo``; aggregations ``seq_mean_token_mean``, ``token_mean``,
+    ``gbpo``, ``dcpo`` and ``llds`` (the likelihood-displacement guard); aggregations ``seq_mean_token_mean``, ``token_mean``,
     ``seq_mean_token_sum_norm``, ``seq_mean_token_sum`` (``aggregation_for_loss_type`` maps TRL's names);
     KL estimators ``k1``, ``k2``, ``k3`` (= ``low_var_kl``).
 Shaping and helpers
@@ -34,6 +34,7 @@ from mmreason.rl.losses import (
     gbpo_loss,
     holder_loss,
     kl_penalty,
+    llds_loss,
     opmd_loss,
     policy_loss,
     reg_grpo_loss,
@@ -75,6 +76,7 @@ __all__ = [
     "holder_loss",
     "kl_penalty",
     "length_trapezoid",
+    "llds_loss",
     "logprobs_from_logits",
     "opmd_loss",
     "overlong_penalty",

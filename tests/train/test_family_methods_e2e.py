@@ -26,6 +26,7 @@ METHODS = [
     ("grpo", {}, "gbpo", {"temperature": 0.01}, ()),
     ("grpo", {}, "holder", {"level": "token", "p_schedule": "linear_dec", "schedule_steps": 2}, ()),
     ("grpo", {}, "dcpo", {"entropy_base": 0.5}, ()),  # T' and the tempered forward from the last step's entropy
+    ("grpo", {}, "llds", {"llds_coef": 0.1, "gate": "action"}, ("algorithm.num_iterations=2",)),  # 2nd pass off-policy
     ("grpo", {}, "clipped", None, ("refine.enabled=true",)),  # iGRPO: trains on draft-conditioned refinements
     # SAGE: every group counts as failed (threshold 1), so the policy is asked for hints each step
     ("grpo", {}, "clipped", None, ("hint.enabled=true", "hint.threshold=1.0", "hint.max_hint_tokens=4")),

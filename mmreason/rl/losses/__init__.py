@@ -1,6 +1,6 @@
 """Policy losses, token aggregations and KL estimators; importing this package registers them all."""
 
-from mmreason.rl.losses import aggregation, clipped, dcpo, disco, gbpo, holder, kl, opmd, reg_grpo  # noqa: F401  (registrations)
+from mmreason.rl.losses import aggregation, clipped, dcpo, disco, gbpo, holder, kl, llds, opmd, reg_grpo  # noqa: F401,E501  (registrations)
 from mmreason.rl.losses.aggregation import aggregate, aggregation_for_loss_type
 from mmreason.rl.losses.clipped import clipped_surrogate
 from mmreason.rl.losses.dcpo import dcpo_loss
@@ -8,6 +8,7 @@ from mmreason.rl.losses.disco import disco_loss
 from mmreason.rl.losses.gbpo import gbpo_loss
 from mmreason.rl.losses.holder import holder_loss
 from mmreason.rl.losses.kl import kl_penalty
+from mmreason.rl.losses.llds import llds_loss
 from mmreason.rl.losses.opmd import opmd_loss
 from mmreason.rl.losses.policy import policy_loss
 from mmreason.rl.losses.reg_grpo import reg_grpo_loss
@@ -21,6 +22,7 @@ __all__ = [
     "gbpo_loss",
     "holder_loss",
     "kl_penalty",
+    "llds_loss",
     "opmd_loss",
     "policy_loss",
     "reg_grpo_loss",

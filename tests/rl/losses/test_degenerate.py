@@ -58,6 +58,7 @@ VARIANTS = {
     "holder": {"level": "token", "p_schedule": "constant", "p": -2.0},
     "gbpo": {"temperature": 1.0},
     "dcpo": {"prev_entropy": 2.0, "entropy_base": 0.5},
+    "llds": {"gate": "action", "llds_coef": 1.0},
 }
 
 
