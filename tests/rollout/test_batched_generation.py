@@ -58,11 +58,15 @@ def test_one_batched_call_samples_what_per_group_calls_sample(tiny, one_torch_th
     shuffled = generate_groups(model, processor, [prompts[i] for i in order], [10 + i for i in order], G, SETTINGS,
                                [seeds[i] for i in order])
     assert sorted(_rows(shuffled)) == sorted(_rows(alone))
-    # The prompt repeated G times (no prefill, no cache expansion) samples the same rows too.
+    # The prompt repeated G times (no prefill, no cache expansion) samples the same rows too. The two paths'
+    # logits differ by float rounding (~1e-6); over the random model's near-uniform 1,024-token distribution
+    # that can move an inverse-CDF boundary past the drawn number, so this check samples from the top 8.
     tok = processor.tokenizer
-    copies = sample_rows(model, tok, [p for p in prompts for _ in range(G)], 1, SETTINGS,
+    top_k = GenerationSettings(max_new_tokens=12, temperature=1.0, top_k=8)
+    prefilled = generate_groups(model, processor, prompts, [10 + i for i in range(len(prompts))], G, top_k, seeds)
+    copies = sample_rows(model, tok, [p for p in prompts for _ in range(G)], 1, top_k,
                          [r for s in seeds for r in row_seeds(s, G)])
-    for row, t in zip(copies, batched):
+    for row, t in zip(copies, prefilled):
         assert row[: t.completion_length].tolist() == t.token_ids[t.prompt_length:].tolist()
     # It really sampled: rows of a group differ, and other seeds give other rollouts.
     texts = [t.completion_text for t in batched]
