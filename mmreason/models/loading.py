@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from mmreason.models.families import check_checkpoint
+
 log = logging.getLogger(__name__)
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
@@ -112,6 +114,7 @@ def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: 
         if limits["shortest_edge"] > limits["longest_edge"]:
             raise ValueError(f"min_pixels {limits['shortest_edge']} > max_pixels {limits['longest_edge']}")
         images.size = limits  # pixel counts, not edges (transformers 5 stores the limits here)
+    check_checkpoint(path, processor)  # a known family, processor patch / merge sizes as the model's
     processor.tokenizer.padding_side = "left"  # generation appends on the right
     return processor
 
@@ -135,6 +138,7 @@ def load_model(cfg: ModelConfig, *, trainable: bool = True):
     from transformers import AutoModelForImageTextToText
 
     path = check_model_dir(cfg.name_or_path)
+    check_checkpoint(path)  # a family with no adapter fails here, in one line
     dtype = resolve_dtype(cfg.dtype)
     attn = resolve_attn_implementation(cfg.attn_implementation, dtype)
     try:

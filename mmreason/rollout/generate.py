@@ -18,14 +18,13 @@ from dataclasses import dataclass
 
 import torch
 
+from mmreason.models.families import family_of_model, never_sampled_tokens, turn_end_tokens
 from mmreason.models.loading import reset_position_state
 from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs
 from mmreason.rollout.row_sampling import RowSeededSampling, row_seeds
 from mmreason.types import Trajectory, Turn
 
-VISION_SPECIAL_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
-                         "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>",
-                         "<|object_ref_start|>", "<|object_ref_end|>")
+VISION_SPECIAL_TOKENS = never_sampled_tokens()  # every family's (models/families); a tokenizer has its own
 
 
 @dataclass
@@ -37,14 +36,20 @@ class GenerationSettings:
     stop_strings: tuple[str, ...] = ()
 
 
-def suppressed_token_ids(tokenizer) -> list[int]:
-    ids = [tokenizer.convert_tokens_to_ids(t) for t in VISION_SPECIAL_TOKENS]
+def _known_ids(tokenizer, tokens) -> set[int]:
+    """Ids of those of ``tokens`` the tokenizer holds as single tokens (not unknown)."""
+    ids = [tokenizer.convert_tokens_to_ids(t) for t in tokens]
     unk = tokenizer.unk_token_id
-    return sorted({i for i in ids if i is not None and i != unk})
+    return {i for i in ids if i is not None and i >= 0 and i != unk}
+
+
+def suppressed_token_ids(tokenizer) -> list[int]:
+    """The never-sampled special tokens of the tokenizer's family (each family's adapter lists its own)."""
+    return sorted(_known_ids(tokenizer, VISION_SPECIAL_TOKENS))
 
 
 def eos_token_ids(tokenizer) -> list[int]:
-    ids = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id, tokenizer.pad_token_id}
+    ids = _known_ids(tokenizer, turn_end_tokens()) | {tokenizer.eos_token_id, tokenizer.pad_token_id}
     return sorted(i for i in ids if i is not None and i >= 0)
 
 
@@ -104,8 +109,8 @@ def sample_rows(model, tokenizer, prompts: Sequence[PromptInputs], n: int, setti
         gen_kwargs.update(stop_strings=list(settings.stop_strings), tokenizer=tokenizer)
     reset_position_state(model)  # state left by an earlier forward; positions must be recomputed
     backbone = getattr(getattr(model, "get_base_model", lambda: model)(), "model", None)
-    prefill = (n > 1 and min(p.length for p in prompts) > 1 and hasattr(backbone, "rope_deltas")
-               and hasattr(backbone, "get_rope_index"))
+    family = family_of_model(model)
+    prefill = n > 1 and min(p.length for p in prompts) > 1 and family.shared_prefix == "kv"
     batch = {k: v.to(device) for k, v in collate_left(prompts if prefill else [p for p in prompts for _ in range(n)],
                                                     tokenizer.pad_token_id).items()}
     with torch.no_grad():  # not inference_mode: the in-training hook generates with the trained model

@@ -22,6 +22,7 @@ import torch
 from mmreason.media.budget import VIDEO_MAX_PIXELS, VIDEO_MIN_PIXELS, resolve_budget
 from mmreason.media.video import add_frame_noise, clip_cache, header_cache
 from mmreason.media.video_plan import ClipPlan, VideoLimits, plan_clip
+from mmreason.models.families import family_of_processor
 from mmreason.paths import cache_dir
 from mmreason.rollout.visibility import check_encoded, check_rendered, media_paths, named_media
 from mmreason.types import PageRef, Sample
@@ -193,16 +194,17 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
     budget = max_pixels
     limits = video_limits or VideoLimits(video_fps, video_max_frames)
     fallback = processor_video_limits(processor)
+    family = family_of_processor(processor)
     n_text = text_tokens(processor, text) if sample.videos else 0
     for _attempt in range(6):
         plans = plan_videos(sample, limits, min_pixels, budget, fallback)
         planned = n_text + sum(p.tokens - 1 for p in plans)  # a lower bound: images still count 1 each
-        if plans and planned > max_prompt_length:
+        if plans and family.video_plan and planned > max_prompt_length:
             if overflow != "downscale":
                 raise PromptTooLong(
                     f"sample {sample.id!r}: prompt has at least {planned} tokens (text + video, from the video "
                     f"headers, nothing decoded) > max_prompt_length {max_prompt_length}")
-            budget, limits = _smaller(processor, budget, limits, plans)
+            budget, limits = _smaller(processor, budget, limits, plans, family.pixels_per_token)
             continue
         images, videos, metadata = load_sample_media(sample, min_pixels, budget, limits.fps, limits.max_frames,
                                                      video=limits, plans=plans)
@@ -218,17 +220,18 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
             return PromptInputs(sample, ids, types.to(torch.long), visual, text, frame_times(metadata))
         if overflow != "downscale" or not (images or videos):
             break
-        budget, limits = _smaller(processor, budget, limits, plans)
+        budget, limits = _smaller(processor, budget, limits, plans, family.pixels_per_token)
     raise PromptTooLong(
         f"sample {sample.id!r}: prompt has {ids.numel()} tokens (text + visual) > max_prompt_length "
         f"{max_prompt_length}"
     )
 
 
-def _smaller(processor, budget: int | None, limits: VideoLimits, plans: list[ClipPlan]
-             ) -> tuple[int, VideoLimits]:
-    """Half the image budget and half of each video frame's (and the clips' total), not below 4 tokens' worth."""
-    floor = 4 * 28 * 28
+def _smaller(processor, budget: int | None, limits: VideoLimits, plans: list[ClipPlan],
+             pixels_per_token: int = 28 * 28) -> tuple[int, VideoLimits]:
+    """Half the image budget and half of each video frame's (and the clips' total), not below 4 tokens' worth
+    (``pixels_per_token``: the family's, 28 x 28 for Qwen2/2.5-VL, 32 x 32 for Qwen3-VL)."""
+    floor = 4 * pixels_per_token
     current = budget or processor.image_processor.size["longest_edge"]
     if plans and limits.max_pixels is None:
         limits = VideoLimits(limits.fps, limits.max_frames, limits.min_pixels, max(p.max_pixels for p in plans),

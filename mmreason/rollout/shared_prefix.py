@@ -16,7 +16,8 @@ Under gradient checkpointing a layer replays its forward during backward, and a 
 written twice. So the passes use caches that a replay cannot change: the prompt pass keeps the first K/V each
 layer writes (``_PromptLayer``), the completions pass reads the prompt's K/V and stores nothing
 (``_PrefixLayer``); the checkpointed layers are told they may keep such a cache (``_cache_through_checkpoints``).
-It applies on models with M-RoPE deltas; elsewhere ``applies`` is False and the caller uses the plain path.
+It applies to the families whose adapter declares ``shared_prefix="kv"`` (``mmreason.models.families``); for
+the others ``applies`` is False and the caller uses the plain path.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.modeling_layers import GradientCheckpointingLayer
 
+from mmreason.models.families import family_of_model
 from mmreason.models.loading import reset_position_state
 from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
 from mmreason.rollout.forward import lm_head_rows, sampling_logits
@@ -36,12 +38,8 @@ from mmreason.types import Trajectory
 
 def applies(model, trajectories: list[Trajectory]) -> bool:
     """True when the model can continue a cached prompt exactly (single- or multi-turn trajectories)."""
-    inner = getattr(model, "get_base_model", lambda: model)()
-    backbone = getattr(inner, "model", None)
-    if backbone is None or not hasattr(backbone, "rope_deltas"):
-        return False
-    # observation images / video need the model's own position function for their rows
-    return hasattr(backbone, "get_rope_index") or not any(observation_visuals(t) for t in trajectories)
+    family = family_of_model(model)
+    return family.shared_prefix == "kv" and family.positions == "mrope"
 
 
 def _prompt_has_visual(t: Trajectory) -> bool:

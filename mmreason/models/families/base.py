@@ -1,0 +1,56 @@
+"""What the engine asks of a model family, in one record per family (``ModelFamily``).
+
+Everything that differs between VLM families and that the engine needs lives here, never as an
+``if model_type == ...`` in the rooms that use it:
+
+- ``patch_size`` / ``merge_size``: a visual token covers ``(patch_size * merge_size)^2`` pixels
+  (Qwen2/2.5-VL: 14 px patches merged 2 x 2, so 28 x 28 = 784 px; Qwen3-VL: 16 px patches, 32 x 32 = 1024 px);
+  budgets and the downscale floor use it.
+- ``positions``: how a row's positions are computed. ``"mrope"``: three-axis rotary positions from the
+  model's ``get_rope_index`` and the per-row offset ``rope_deltas`` it leaves on the backbone (Qwen2-VL,
+  Qwen2.5-VL; Qwen3-VL's interleaved M-RoPE is the same interface, its DeepStack features are added inside
+  the model's forward at the visual tokens, so a suffix pass without visual tokens needs none of them).
+- ``shared_prefix``: ``"kv"`` when a prompt's cache can be computed once and expanded to the G rows of its
+  group (``rollout/shared_prefix.py``, ``rollout/generate.py``); ``"plain"`` when every row runs whole.
+- ``never_sampled``: special tokens the sampler must never draw (a sampled ``<|image_pad|>`` breaks the next
+  forward); ``turn_end_token``: the token that ends an assistant turn (an EOS of generation).
+- ``frame_times``: how a video's frame times reach the model: ``"mrope"`` (temporal positions scaled by
+  ``second_per_grid_ts``, Qwen2.5-VL), ``"text"`` (``<t seconds>`` written before each frame by the
+  processor, Qwen3-VL), ``"none"`` (frame order only, Qwen2-VL).
+- ``video_plan``: True when ``mmreason.media.video_plan`` counts the family's video tokens exactly from the
+  header (the Qwen2-VL video processor's per-frame limits); False when the processor's own resize decides
+  (the count is then taken after encoding; a prompt over the limit is still skipped or downscaled).
+
+The chat-turn delimiters are not stored: ``rollout/chat_turns.py`` reads them from the checkpoint's own
+chat template, which every family ships.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    name: str  # the adapter's name, e.g. "qwen2_vl"
+    model_types: tuple[str, ...]  # config.json ``model_type`` values it serves
+    processor_classes: tuple[str, ...]  # its processors' class names (the prompt builder holds only a processor)
+    adapter_file: str  # where it lives, for error messages
+    patch_size: int
+    merge_size: int
+    positions: str  # "mrope" | "rope1d"
+    shared_prefix: str  # "kv" | "plain"
+    never_sampled: tuple[str, ...]
+    turn_end_token: str
+    frame_times: str  # "mrope" | "text" | "none"
+    video_plan: bool = True
+
+    @property
+    def pixels_per_token(self) -> int:
+        """Pixels one visual token covers: ``(patch_size * merge_size)^2``."""
+        return (self.patch_size * self.merge_size) ** 2
+
+    @property
+    def resize_factor(self) -> int:
+        """Image sides are resized to multiples of this (``patch_size * merge_size``)."""
+        return self.patch_size * self.merge_size

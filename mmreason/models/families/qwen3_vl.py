@@ -1,0 +1,22 @@
+"""Qwen3-VL, dense and MoE: 16 px patches merged 2 x 2 (32 px per token side), interleaved M-RoPE
+(``mrope_interleaved``) with the same ``get_rope_index`` / ``rope_deltas`` interface as Qwen2.5-VL, and
+DeepStack: features of three vision-tower layers added to the first decoder layers' hidden states at the
+visual tokens, inside the model's forward. A video is one vision block per temporal patch, each preceded by
+its time as text (``<1.5 seconds>``, written by ``Qwen3VLProcessor``); temporal positions carry no time.
+The video processor limits a clip's pixels over all its frames, so the header plan does not count its tokens
+(``video_plan=False``): the count after encoding decides.
+
+Source: transformers 5.x ``models/qwen3_vl`` (``Qwen3VLModel.get_rope_index``, ``Qwen3VLTextModel._deepstack_process``,
+``Qwen3VLProcessor._calculate_timestamps``, ``video_processing_qwen3_vl.smart_resize``).
+"""
+
+from mmreason.models.families.base import ModelFamily
+from mmreason.models.families.qwen2_vl import QWEN_VISION_SPECIALS
+
+QWEN3_VL = ModelFamily(
+    name="qwen3_vl", model_types=("qwen3_vl", "qwen3_vl_moe"), processor_classes=("Qwen3VLProcessor",), adapter_file="mmreason/models/families/qwen3_vl.py",
+    patch_size=16, merge_size=2, positions="mrope", shared_prefix="kv", never_sampled=QWEN_VISION_SPECIALS,
+    turn_end_token="<|im_end|>", frame_times="text", video_plan=False,
+)
+
+FAMILIES = (QWEN3_VL,)
