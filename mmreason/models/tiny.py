@@ -14,6 +14,10 @@ from pathlib import Path
 
 import torch
 
+from mmreason.models import tiny_families
+
+ARCHES = ("qwen2_5_vl", "qwen2_vl", *tiny_families.ARCHES)
+
 # Qwen2/Qwen2.5-VL special tokens, in Qwen's order, so ids line up with the real vocabulary's layout.
 SPECIAL_TOKENS = [
     "<|endoftext|>",
@@ -129,6 +133,8 @@ def build_tokenizer(vocab_size: int):
 
 def _model_config(arch: str, size: TinySize, tokenizer):
     ids = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_TOKENS}
+    if arch in tiny_families.ARCHES:
+        return tiny_families.model_config(arch, size, ids, len(tokenizer))
     return model_config(arch, size, ids, len(tokenizer))
 
 
@@ -183,10 +189,12 @@ def model_config(arch: str, size: TinySize, ids: dict[str, int], vocab_size: int
             mlp_ratio=2,
         )
         return Qwen2VLConfig(text_config=text, vision_config=vision, **common)
-    raise ValueError(f"unknown --arch {arch!r}; valid: qwen2_5_vl, qwen2_vl")
+    raise ValueError(f"unknown --arch {arch!r}; valid: {', '.join(ARCHES)}")
 
 
 def _processor(arch: str, tokenizer):
+    if arch in tiny_families.ARCHES:
+        return tiny_families.processor(arch, tokenizer)
     from transformers import (
         Qwen2_5_VLProcessor,
         Qwen2VLImageProcessor,
@@ -240,7 +248,7 @@ def build_tiny_model(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("out_dir", help="directory to write the checkpoint to")
     parser.add_argument("--seed", type=int, default=0, help="same seed, same weights and tokenizer")
-    parser.add_argument("--arch", choices=["qwen2_5_vl", "qwen2_vl"], default="qwen2_5_vl")
+    parser.add_argument("--arch", choices=ARCHES, default="qwen2_5_vl")
     parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
 
 

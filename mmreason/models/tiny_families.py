@@ -1,0 +1,67 @@
+"""Tiny checkpoints of the families beyond Qwen2/2.5-VL, for ``mmreason tiny-model --arch``.
+
+Same recipe as ``tiny.py``: the real transformers classes with random weights, the local tokenizer (Qwen's
+special tokens and chat template, which Qwen3-VL shares), and the family's own processor, here
+``Qwen3VLProcessor`` with 16 px patches merged 2 x 2. Every attention head (text and vision) is 32 wide, the
+smallest vLLM's CPU attention accepts. Same seed, same bytes (``tiny.build_tiny_model`` seeds the weights).
+"""
+
+from __future__ import annotations
+
+# Qwen3-VL: 32 x 32 pixels per visual token; 4..64 tokens an image, a clip's pixels over all its frames.
+QWEN3_PIXELS_PER_TOKEN = 32 * 32
+QWEN3_IMAGE_MIN_PIXELS = 4 * QWEN3_PIXELS_PER_TOKEN
+QWEN3_IMAGE_MAX_PIXELS = 64 * QWEN3_PIXELS_PER_TOKEN
+QWEN3_VIDEO_MIN_PIXELS = 8 * QWEN3_PIXELS_PER_TOKEN
+QWEN3_VIDEO_MAX_PIXELS = 128 * QWEN3_PIXELS_PER_TOKEN
+
+ARCHES = ("qwen3_vl", "qwen3_vl_moe")
+HEAD_DIM = 32
+
+
+def model_config(arch: str, size, ids: dict[str, int], vocab_size: int):
+    """A Qwen3-VL (dense or MoE) config of the given ``tiny.TinySize`` shape, 32-wide heads."""
+    heads = max(size.text_hidden // HEAD_DIM, 2)
+    text = dict(
+        vocab_size=vocab_size, hidden_size=size.text_hidden, intermediate_size=size.text_intermediate,
+        num_hidden_layers=size.text_layers, num_attention_heads=heads, num_key_value_heads=max(heads // 2, 1),
+        head_dim=HEAD_DIM, max_position_embeddings=32768,
+        # interleaved M-RoPE: t, h, w frequencies interleaved; sections sum to head_dim / 2
+        rope_parameters={"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [6, 5, 5],
+                         "mrope_interleaved": True},
+        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
+    )
+    vision_hidden = max(size.vision_hidden, 2 * HEAD_DIM)
+    vision = dict(
+        depth=size.vision_depth, hidden_size=vision_hidden, intermediate_size=2 * vision_hidden,
+        num_heads=vision_hidden // HEAD_DIM, out_hidden_size=size.text_hidden, patch_size=16, spatial_merge_size=2,
+        temporal_patch_size=2, num_position_embeddings=256,
+        deepstack_visual_indexes=list(range(min(2, size.vision_depth))),  # DeepStack from the first layers
+    )
+    common = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+                  vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+                  tie_word_embeddings=False)
+    if arch == "qwen3_vl":
+        from transformers import Qwen3VLConfig
+
+        return Qwen3VLConfig(text_config=text, vision_config=vision, **common)
+    if arch == "qwen3_vl_moe":
+        from transformers import Qwen3VLMoeConfig
+
+        text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=size.text_intermediate // 2,
+                    decoder_sparse_step=1, tie_word_embeddings=False)
+        return Qwen3VLMoeConfig(text_config=text, vision_config=vision, **common)
+    raise ValueError(f"unknown --arch {arch!r}; valid: {', '.join(ARCHES)}")
+
+
+def processor(arch: str, tokenizer):
+    """``Qwen3VLProcessor`` with 16 px patches (the image processor is Qwen2-VL's, as on the hub)."""
+    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
+
+    images = Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=QWEN3_IMAGE_MIN_PIXELS,
+                                   max_pixels=QWEN3_IMAGE_MAX_PIXELS)
+    videos = Qwen3VLVideoProcessor(patch_size=16, merge_size=2,
+                                   size={"shortest_edge": QWEN3_VIDEO_MIN_PIXELS,
+                                         "longest_edge": QWEN3_VIDEO_MAX_PIXELS})
+    return Qwen3VLProcessor(image_processor=images, tokenizer=tokenizer, video_processor=videos,
+                            chat_template=tokenizer.chat_template)
