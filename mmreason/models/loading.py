@@ -111,6 +111,8 @@ def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: 
             limits["shortest_edge"] = min_pixels
         if max_pixels is not None:
             limits["longest_edge"] = max_pixels
+            if min_pixels is None:  # a max below the processor's own minimum means "at most this much"
+                limits["shortest_edge"] = min(limits["shortest_edge"], max_pixels)
         if limits["shortest_edge"] > limits["longest_edge"]:
             raise ValueError(f"min_pixels {limits['shortest_edge']} > max_pixels {limits['longest_edge']}")
         images.size = limits  # pixel counts, not edges (transformers 5 stores the limits here)
