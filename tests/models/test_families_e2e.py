@@ -16,14 +16,15 @@ from mmreason.config import read_yaml
 from mmreason.models.tiny import build_tiny_model
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-RECIPES = ["quickstart.yaml", "vision_grpo_tiny.yaml", "videoqa_grpo_tiny.yaml", "mrag_step_grpo_tiny.yaml",
-           "mrag_online_grpo_tiny.yaml", "docseeker_grpo_tiny.yaml", "medscope_ga_grpo_tiny.yaml"]
+RECIPES = ["quickstart.yaml", "vision/vision_grpo_tiny.yaml", "videoqa/videoqa_grpo_tiny.yaml",
+           "mrag/mrag_step_grpo_tiny.yaml", "mrag/mrag_online_grpo_tiny.yaml", "docseeker/docseeker_grpo_tiny.yaml",
+           "medscope/medscope_ga_grpo_tiny.yaml"]
 ONE_STEP = ["max_steps=1", "prompts_per_step=2", "rollout.num_generations=2", "rollout.max_completion_length=8",
             "mini_batch_size=4", "eval_steps=0", "save_steps=1", "num_threads=1"]
 
 
 CASES = [("qwen3_vl", r) for r in RECIPES] + [("qwen3_vl_moe", r) for r in ("quickstart.yaml",
-                                                                          "mrag_online_grpo_tiny.yaml")]
+                                                                          "mrag/mrag_online_grpo_tiny.yaml")]
 _MODELS: dict[str, Path] = {}
 
 
