@@ -1,4 +1,5 @@
-"""Tiny checkpoints of the families beyond Qwen2/2.5-VL, for ``mmreason tiny-model --arch``.
+"""Tiny checkpoints of the families beyond Qwen2/2.5-VL, for ``mmreason tiny-model --arch``: Qwen3-VL (dense
+and MoE) and Qwen3.5 (hybrid linear / full attention, Qwen3-VL's vision tower without DeepStack).
 
 Same recipe as ``tiny.py``: the real transformers classes with random weights, the local tokenizer (Qwen's
 special tokens and chat template, which Qwen3-VL shares), and the family's own processor, here
@@ -15,7 +16,7 @@ QWEN3_IMAGE_MAX_PIXELS = 64 * QWEN3_PIXELS_PER_TOKEN
 QWEN3_VIDEO_MIN_PIXELS = 8 * QWEN3_PIXELS_PER_TOKEN
 QWEN3_VIDEO_MAX_PIXELS = 128 * QWEN3_PIXELS_PER_TOKEN
 
-ARCHES = ("qwen3_vl", "qwen3_vl_moe")
+ARCHES = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5")
 HEAD_DIM = 32
 
 
@@ -51,11 +52,25 @@ def model_config(arch: str, size, ids: dict[str, int], vocab_size: int):
         text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=size.text_intermediate // 2,
                     decoder_sparse_step=1, tie_word_embeddings=False)
         return Qwen3VLMoeConfig(text_config=text, vision_config=vision, **common)
+    if arch == "qwen3_5":
+        from transformers import Qwen3_5Config
+
+        # hybrid decoder: a gated-delta-net (linear attention) layer before each full-attention one; rotary on
+        # half of each head (partial_rotary_factor), interleaved M-RoPE sections summing to 32 * 0.5 / 2
+        text.update(layer_types=["linear_attention", "full_attention"] * max(size.text_layers // 2, 1),
+                    num_hidden_layers=2 * max(size.text_layers // 2, 1), linear_conv_kernel_dim=4,
+                    linear_key_head_dim=HEAD_DIM, linear_value_head_dim=HEAD_DIM, linear_num_key_heads=2,
+                    linear_num_value_heads=2,
+                    rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "mrope_section": [3, 3, 2],
+                                     "mrope_interleaved": True, "partial_rotary_factor": 0.5})
+        vision.pop("deepstack_visual_indexes")
+        return Qwen3_5Config(text_config=text, vision_config=vision, **common)
     raise ValueError(f"unknown --arch {arch!r}; valid: {', '.join(ARCHES)}")
 
 
 def processor(arch: str, tokenizer):
-    """``Qwen3VLProcessor`` with 16 px patches (the image processor is Qwen2-VL's, as on the hub)."""
+    """``Qwen3VLProcessor`` with 16 px patches (the image processor is Qwen2-VL's, as on the hub; Qwen3.5
+    checkpoints ship the same processor class)."""
     from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
     images = Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=QWEN3_IMAGE_MIN_PIXELS,

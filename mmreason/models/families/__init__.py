@@ -18,6 +18,17 @@ FAMILIES: tuple[ModelFamily, ...] = (*qwen2_vl.FAMILIES, *qwen3_vl.FAMILIES)
 _BY_TYPE = {t: f for f in FAMILIES for t in f.model_types}
 
 
+def _check_shared_processors() -> None:
+    facts: dict[str, tuple] = {}
+    for f in FAMILIES:
+        for cls in f.processor_classes:
+            if facts.setdefault(cls, (f.pixels_per_token, f.video_plan)) != (f.pixels_per_token, f.video_plan):
+                raise ValueError(f"model families sharing {cls} disagree on pixels_per_token / video_plan")
+
+
+_check_shared_processors()
+
+
 def supported_model_types() -> list[str]:
     return sorted(_BY_TYPE)
 
@@ -41,7 +52,9 @@ def family_of_model(model) -> ModelFamily:
 
 
 def family_of_processor(processor) -> ModelFamily:
-    """The adapter of a loaded processor, by its class."""
+    """The adapter of a loaded processor, by its class, for the prompt builder (which holds only a processor).
+    Families that share a processor class (Qwen3-VL and Qwen3.5) agree on what the prompt builder asks:
+    ``pixels_per_token`` and ``video_plan`` (``_check_shared_processors`` enforces it at import)."""
     name = type(processor).__name__
     for family in FAMILIES:
         if name in family.processor_classes:

@@ -19,4 +19,15 @@ QWEN3_VL = ModelFamily(
     turn_end_token="<|im_end|>", frame_times="text", video_plan=False,
 )
 
-FAMILIES = (QWEN3_VL,)
+# Qwen3.5: the same vision tower (no DeepStack) and positions, and a hybrid decoder whose linear-attention
+# (gated delta net) layers carry a recurrent and a convolution state instead of K/V. Expanding those states to
+# the G rows of a group is not written yet, so the shared prefix and the prefill expansion take the plain
+# path (every row runs whole; the update logs ``update/shared_prefix`` 0).
+QWEN3_5 = ModelFamily(
+    name="qwen3_5", model_types=("qwen3_5",), processor_classes=("Qwen3VLProcessor",),
+    adapter_file="mmreason/models/families/qwen3_vl.py", patch_size=16, merge_size=2, positions="mrope",
+    shared_prefix="plain", never_sampled=QWEN_VISION_SPECIALS, turn_end_token="<|im_end|>", frame_times="text",
+    video_plan=False,
+)
+
+FAMILIES = (QWEN3_VL, QWEN3_5)
