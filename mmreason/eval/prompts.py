@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from mmreason.models.families import family_of_processor
 from mmreason.rollout.prompts import PromptInputs, build_prompt, frame_times, load_sample_media, render_chat
 from mmreason.types import Sample
 
@@ -55,6 +56,13 @@ def encode_batch(processor, samples: list[Sample], opts, errors: tuple[type[Base
                  ) -> list[PromptInputs | BaseException]:
     """One PromptInputs per sample, or the exception its media (or its rebuild alone) raised."""
     results: dict[int, PromptInputs | BaseException] = {}
+    if not family_of_processor(processor).grids:  # visual tensors cannot be cut per doc: each doc alone
+        for k, sample in enumerate(samples):
+            try:
+                results[k] = build_one(processor, sample, opts)
+            except errors as exc:
+                results[k] = exc
+        return [results[k] for k in range(len(samples))]
     docs, texts, images, videos, metadata, n_images, n_videos, shown = [], [], [], [], [], [], [], []
     for k, sample in enumerate(samples):
         try:
@@ -84,7 +92,7 @@ def encode_batch(processor, samples: list[Sample], opts, errors: tuple[type[Base
 
 
 def _call(processor, texts, images, videos, metadata, errors) -> dict[str, torch.Tensor] | None:
-    kwargs: dict[str, Any] = {"text": texts, "padding": True, "return_tensors": "pt"}
+    kwargs: dict[str, Any] = {"text": texts, "padding": True, "return_tensors": "pt", "return_mm_token_type_ids": True}
     if images:
         kwargs["images"] = images
     if videos:

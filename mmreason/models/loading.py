@@ -104,7 +104,9 @@ def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: 
         processor = AutoProcessor.from_pretrained(str(path))
     except Exception as exc:  # transformers raises many types; the user needs the path and the reason
         raise ValueError(f"cannot load a processor from {str(path)!r}: {exc}") from exc
-    if min_pixels is not None or max_pixels is not None:
+    family = check_checkpoint(path, processor)  # a known family, processor patch / merge sizes as the model's
+    # pixel limits steer the processor of a pixel-budget family; a tile family's tiles keep their size
+    if (min_pixels is not None or max_pixels is not None) and (family is None or family.budget == "pixels"):
         images = processor.image_processor
         limits = {"shortest_edge": images.size["shortest_edge"], "longest_edge": images.size["longest_edge"]}
         if min_pixels is not None:
@@ -116,7 +118,6 @@ def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: 
         if limits["shortest_edge"] > limits["longest_edge"]:
             raise ValueError(f"min_pixels {limits['shortest_edge']} > max_pixels {limits['longest_edge']}")
         images.size = limits  # pixel counts, not edges (transformers 5 stores the limits here)
-    check_checkpoint(path, processor)  # a known family, processor patch / merge sizes as the model's
     processor.tokenizer.padding_side = "left"  # generation appends on the right
     return processor
 

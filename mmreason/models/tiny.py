@@ -133,6 +133,8 @@ def build_tokenizer(vocab_size: int):
 
 def _model_config(arch: str, size: TinySize, tokenizer):
     ids = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_TOKENS}
+    if arch == "internvl":
+        return tiny_families.internvl_config(size, tokenizer)
     if arch in tiny_families.ARCHES:
         return tiny_families.model_config(arch, size, ids, len(tokenizer))
     return model_config(arch, size, ids, len(tokenizer))
@@ -226,6 +228,8 @@ def build_tiny_model(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(SIZES[size].vocab_size)
+    if arch in tiny_families.ARCHES:
+        tokenizer = tiny_families.tokenizer(arch, tokenizer)
     config = _model_config(arch, SIZES[size], tokenizer)
     # Initialise under a private generator state so the global RNG of the caller is untouched.
     with torch.random.fork_rng(devices=[]):

@@ -16,8 +16,46 @@ QWEN3_IMAGE_MAX_PIXELS = 64 * QWEN3_PIXELS_PER_TOKEN
 QWEN3_VIDEO_MIN_PIXELS = 8 * QWEN3_PIXELS_PER_TOKEN
 QWEN3_VIDEO_MAX_PIXELS = 128 * QWEN3_PIXELS_PER_TOKEN
 
-ARCHES = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5")
+ARCHES = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "internvl")
 HEAD_DIM = 32
+
+
+# InternVL: 64 px tiles of 16 px patches, pixel-shuffled 2 x 2 (downsample_ratio 0.5): 4 tokens a tile.
+INTERNVL_TILE = 64
+INTERNVL_TOKENS_PER_TILE = (INTERNVL_TILE // 16 // 2) ** 2
+INTERNVL_TOKENS = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
+                   "video_token": "<video>"}
+
+
+def tokenizer(arch: str, tok):
+    """The local tokenizer as the family needs it: InternVL adds its image tokens and writes one
+    ``<IMG_CONTEXT>`` per image (``<video>`` per video) in the chat template, which its processor expands."""
+    if arch != "internvl":
+        return tok
+    tok.add_tokens(list(INTERNVL_TOKENS.values()), special_tokens=True)
+    tok._set_model_specific_special_tokens(special_tokens=dict(INTERNVL_TOKENS))  # named: tok.context_image_token
+    tok.chat_template = (tok.chat_template.replace("<|vision_start|><|image_pad|><|vision_end|>", "<IMG_CONTEXT>\n")
+                         .replace("<|vision_start|><|video_pad|><|vision_end|>", "<video>\n"))
+    return tok
+
+
+def internvl_config(size, tok):
+    """InternVL (InternViT-style vision tower, pixel-shuffle projector, Qwen2 decoder with 1-D RoPE)."""
+    from transformers import InternVLConfig
+
+    heads = max(size.text_hidden // HEAD_DIM, 2)
+    text = dict(model_type="qwen2", vocab_size=len(tok), hidden_size=size.text_hidden,
+                intermediate_size=size.text_intermediate, num_hidden_layers=size.text_layers,
+                num_attention_heads=heads, num_key_value_heads=max(heads // 2, 1), head_dim=HEAD_DIM,
+                max_position_embeddings=32768, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                bos_token_id=tok.pad_token_id, eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
+                pad_token_id=tok.pad_token_id, tie_word_embeddings=False)
+    vision_hidden = max(size.vision_hidden, 2 * HEAD_DIM)
+    vision = dict(hidden_size=vision_hidden, num_hidden_layers=size.vision_depth,
+                  num_attention_heads=vision_hidden // HEAD_DIM, intermediate_size=2 * vision_hidden,
+                  image_size=[INTERNVL_TILE, INTERNVL_TILE], patch_size=[16, 16])
+    return InternVLConfig(vision_config=vision, text_config=text, image_token_id=tok.context_image_token_id,
+                          image_seq_length=INTERNVL_TOKENS_PER_TILE, downsample_ratio=0.5, tie_word_embeddings=False)
 
 
 def model_config(arch: str, size, ids: dict[str, int], vocab_size: int):
@@ -71,6 +109,13 @@ def model_config(arch: str, size, ids: dict[str, int], vocab_size: int):
 def processor(arch: str, tokenizer):
     """``Qwen3VLProcessor`` with 16 px patches (the image processor is Qwen2-VL's, as on the hub; Qwen3.5
     checkpoints ship the same processor class)."""
+    if arch == "internvl":
+        from transformers import GotOcr2ImageProcessor, InternVLProcessor, InternVLVideoProcessor
+
+        tile = {"height": INTERNVL_TILE, "width": INTERNVL_TILE}
+        return InternVLProcessor(image_processor=GotOcr2ImageProcessor(size=tile, crop_to_patches=False),
+                                 tokenizer=tokenizer, video_processor=InternVLVideoProcessor(size=tile),
+                                 image_seq_length=INTERNVL_TOKENS_PER_TILE, chat_template=tokenizer.chat_template)
     from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
     images = Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=QWEN3_IMAGE_MIN_PIXELS,

@@ -113,6 +113,8 @@ def sample_rows(model, tokenizer, prompts: Sequence[PromptInputs], n: int, setti
     prefill = n > 1 and min(p.length for p in prompts) > 1 and family.shared_prefix == "kv"
     batch = {k: v.to(device) for k, v in collate_left(prompts if prefill else [p for p in prompts for _ in range(n)],
                                                     tokenizer.pad_token_id).items()}
+    if family.positions != "mrope":  # the token types drive M-RoPE positions only; other families take none
+        batch.pop("mm_token_type_ids")
     with torch.no_grad():  # not inference_mode: the in-training hook generates with the trained model
         if prefill:
             cache = _prefill(model, backbone, batch, n)

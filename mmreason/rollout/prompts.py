@@ -157,7 +157,7 @@ def render_chat(processor, messages: list[dict[str, Any]], system_prompt: str | 
 
 
 def encode(processor, text: str, images: list, videos: list, metadata: list) -> dict[str, torch.Tensor]:
-    kwargs: dict[str, Any] = {"text": [text], "return_tensors": "pt"}
+    kwargs: dict[str, Any] = {"text": [text], "return_tensors": "pt", "return_mm_token_type_ids": True}
     if images:
         kwargs["images"] = images
     if videos:
@@ -200,7 +200,7 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
         plans = plan_videos(sample, limits, min_pixels, budget, fallback)
         planned = n_text + sum(p.tokens - 1 for p in plans)  # a lower bound: images still count 1 each
         if plans and family.video_plan and planned > max_prompt_length:
-            if overflow != "downscale":
+            if overflow != "downscale" or family.budget != "pixels":
                 raise PromptTooLong(
                     f"sample {sample.id!r}: prompt has at least {planned} tokens (text + video, from the video "
                     f"headers, nothing decoded) > max_prompt_length {max_prompt_length}")
@@ -218,8 +218,8 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
             types = types[0] if types is not None else torch.zeros_like(ids)
             visual = {k: out[k] for k in VISUAL_KEYS if k in out}
             return PromptInputs(sample, ids, types.to(torch.long), visual, text, frame_times(metadata))
-        if overflow != "downscale" or not (images or videos):
-            break
+        if overflow != "downscale" or not (images or videos) or family.budget != "pixels":
+            break  # tiles: a smaller pixel budget gives the same tokens, so the prompt is skipped
         budget, limits = _smaller(processor, budget, limits, plans, family.pixels_per_token)
     raise PromptTooLong(
         f"sample {sample.id!r}: prompt has {ids.numel()} tokens (text + visual) > max_prompt_length "

@@ -35,7 +35,7 @@ from mmreason.rollout.prompts import (
 from mmreason.types import Sample
 from tests.rollout.test_multiturn import ZoomEnv
 
-FAMILIES = ["qwen3_vl", "qwen3_vl_moe", "qwen3_5"]
+FAMILIES = ["qwen3_vl", "qwen3_vl_moe", "qwen3_5", "internvl"]
 TEMPERATURE = 0.7
 
 
@@ -75,10 +75,16 @@ def test_tiny_checkpoint_is_the_family_with_its_own_processor(family_dir, loaded
     # the prompt builder holds only the processor: what it asks of the family is the checkpoint family's
     prompt_facts = family_of_processor(processor)
     assert (prompt_facts.pixels_per_token, prompt_facts.video_plan) == (family.pixels_per_token, family.video_plan)
+    text, vision = config["text_config"], config["vision_config"]
+    if config["model_type"] == "internvl":  # 1-D RoPE decoder, tiles of 64 px, 4 tokens a tile
+        assert type(processor).__name__ == "InternVLProcessor" and family.positions == "rope1d"
+        assert processor.image_seq_length == config["image_seq_length"] == 4
+        assert text["head_dim"] >= 32 and vision["hidden_size"] // vision["num_attention_heads"] >= 32
+        assert "mrope_section" not in text["rope_parameters"] and family.shared_prefix == "plain"
+        return
     assert type(processor).__name__ == "Qwen3VLProcessor"
     assert processor.image_processor.patch_size == config["vision_config"]["patch_size"] == 16
     assert family.pixels_per_token == 32 * 32
-    text, vision = config["text_config"], config["vision_config"]
     assert text["head_dim"] >= 32 and vision["hidden_size"] // vision["num_heads"] >= 32  # vLLM's CPU build
     assert text["rope_parameters"]["mrope_interleaved"]
     if config["model_type"] == "qwen3_5":  # hybrid decoder: linear-attention layers between full-attention ones
@@ -96,7 +102,16 @@ def test_same_seed_same_bytes(family_dir, tmp_path):
 
 
 def test_visual_tokens_are_the_family_grid_and_long_prompts_are_never_truncated(loaded):
-    _, processor = loaded
+    model, processor = loaded
+    if family_of_model(model).budget == "tiles":  # InternVL: 4 tokens a 64 px tile (+ a thumbnail when cut)
+        prompt = build_prompt(processor, _sample(0, [(64, 64)]), max_prompt_length=1024)
+        assert prompt.visual["pixel_values"].shape[0] == 1 and prompt.visual_tokens == 2 + 4  # <img>, 4, </img>
+        big = _sample(1, [(256, 256)] * 3)
+        n = build_prompt(processor, big, max_prompt_length=1024).visual_tokens
+        for overflow in ("filter", "downscale"):  # pixel budgets cannot shrink tiles: skipped, never truncated
+            with pytest.raises(PromptTooLong, match="max_prompt_length"):
+                build_prompt(processor, big, max_prompt_length=n, overflow=overflow)
+        return
     prompt = build_prompt(processor, _sample(0, [(64, 96)]), max_prompt_length=1024)
     # 64 px wide, 96 px high -> 3 x 2 tokens of 32 x 32 px (16 px patches merged 2 x 2)
     assert prompt.visual["image_grid_thw"].tolist() == [[1, 6, 4]] and prompt.visual_tokens == 6
@@ -132,7 +147,11 @@ def test_batched_generation_samples_what_per_group_calls_sample(loaded, one_torc
                build_prompt(processor, _sample(1, []), max_prompt_length=2048),
                _video_prompt(processor, "v0", 4, 4.0, "What moves?"),
                _video_prompt(processor, "v1", 6, 1.0, "Which way does it move?")]
-    assert "seconds>" in processor.tokenizer.decode(prompts[2].input_ids)  # frame times as text
+    shown = processor.tokenizer.decode(prompts[2].input_ids)
+    if family_of_model(model).frame_times == "text":
+        assert "seconds>" in shown  # Qwen3-VL / Qwen3.5 write frame times as text
+    else:
+        assert "Frame4:" in shown  # InternVL: frame order only
     seeds = [7, 8, 9, 10]
     batched = generate_groups(model, processor, prompts, [0, 1, 2, 3], 3, settings, seeds)
     alone = [t for i, p in enumerate(prompts) for t in generate_group(model, processor, p, i, 3, settings, seeds[i])]
@@ -213,9 +232,14 @@ def test_a_processor_patch_size_disagreeing_with_the_config_fails_at_start_up(tm
     broken = tmp_path / "model"
     shutil.copytree(family_dir, broken)
     config = json.loads((broken / "config.json").read_text())
-    config["vision_config"]["patch_size"] = 14
+    if config["model_type"] == "internvl":
+        config["image_seq_length"] = 16
+        match = r"image_seq_length=16.*image_seq_length=4"
+    else:
+        config["vision_config"]["patch_size"] = 14
+        match = r"patch_size=14.*patch_size=16"
     (broken / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"patch_size=14.*patch_size=16"):
+    with pytest.raises(ValueError, match=match):
         load_processor(broken)
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mmreason.models.families import qwen2_vl, qwen3_vl
+from mmreason.models.families import internvl, qwen2_vl, qwen3_vl
 from mmreason.models.families.base import ModelFamily
 
-FAMILIES: tuple[ModelFamily, ...] = (*qwen2_vl.FAMILIES, *qwen3_vl.FAMILIES)
+FAMILIES: tuple[ModelFamily, ...] = (*qwen2_vl.FAMILIES, *qwen3_vl.FAMILIES, *internvl.FAMILIES)
 _BY_TYPE = {t: f for f in FAMILIES for t in f.model_types}
 
 
@@ -89,8 +89,18 @@ def check_checkpoint(path: str | Path, processor=None) -> ModelFamily | None:
     family = family_for(config.get("model_type", ""), str(config_file))
     if processor is None:
         return family
-    patch, merge = _vision_sizes(config)
     images = getattr(processor, "image_processor", None)
+    if family.budget == "tiles":  # the tile side and the tokens a tile must agree
+        vision = config.get("vision_config") or {}
+        want = (list(vision.get("image_size") or []), config.get("image_seq_length"))
+        size = getattr(images, "size", None) or {}
+        got_tiles = ([size.get("height"), size.get("width")], getattr(processor, "image_seq_length", None))
+        if want != got_tiles:
+            raise ValueError(f"{config_file}: the vision config has image_size={want[0]}, image_seq_length={want[1]} "
+                             f"but the processor has tile size={got_tiles[0]}, image_seq_length={got_tiles[1]}: "
+                             "visual tokens would not match the model's features")
+        return family
+    patch, merge = _vision_sizes(config)
     got = (getattr(images, "patch_size", None), getattr(images, "merge_size", None))
     if (patch, merge) != got:
         raise ValueError(f"{config_file}: the vision config has patch_size={patch}, spatial_merge_size={merge} "

@@ -21,6 +21,10 @@ Everything that differs between VLM families and that the engine needs lives her
   header (the Qwen2-VL video processor's per-frame limits); False when the processor's own resize decides
   (the count is then taken after encoding; a prompt over the limit is still skipped or downscaled).
 
+- ``budget``: ``"pixels"`` when the visual tokens follow the pixel budget (``prompt_overflow: downscale``
+  works), ``"tiles"`` when an image becomes fixed-size tiles (InternVL): an over-long prompt is skipped.
+- ``grids``: the processor returns ``*_grid_thw``, by which a batch's visual tensors are cut per item.
+
 The chat-turn delimiters are not stored: ``rollout/chat_turns.py`` reads them from the checkpoint's own
 chat template, which every family ships.
 """
@@ -44,6 +48,8 @@ class ModelFamily:
     turn_end_token: str
     frame_times: str  # "mrope" | "text" | "none"
     video_plan: bool = True
+    budget: str = "pixels"  # "pixels": tokens follow the pixel budget (downscale works); "tiles": fixed-size tiles
+    grids: bool = True  # the processor returns ``*_grid_thw`` (visual tensors split per item by their grids)
 
     @property
     def pixels_per_token(self) -> int:
