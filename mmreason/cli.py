@@ -13,7 +13,7 @@ import sys
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "tiny-model": ("mmreason.models.tiny", "write a tiny random-weight Qwen2.5-VL checkpoint (no download)"),
+    "tiny-model": ("mmreason.models.tiny", "write a tiny random-weight VLM checkpoint (Qwen2.5-VL, or --arch FAMILY; no download)"),
     "list": ("mmreason.listing", "list registered tasks, rewards or estimators"),
     "train": ("mmreason.train.cli", "GRPO-family RL training from a YAML recipe"),
     "data": ("mmreason.datacmd", "a task pack's data tools: synthetic generators and converters"),
