@@ -47,7 +47,7 @@ def internvl_config(size, tok):
     text = dict(model_type="qwen2", vocab_size=len(tok), hidden_size=size.text_hidden,
                 intermediate_size=size.text_intermediate, num_hidden_layers=size.text_layers,
                 num_attention_heads=heads, num_key_value_heads=max(heads // 2, 1), head_dim=HEAD_DIM,
-                max_position_embeddings=32768, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                max_position_embeddings=32768, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
                 bos_token_id=tok.pad_token_id, eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
                 pad_token_id=tok.pad_token_id, tie_word_embeddings=False)
     vision_hidden = max(size.vision_hidden, 2 * HEAD_DIM)

@@ -117,7 +117,7 @@ def sample_rows(model, tokenizer, prompts: Sequence[PromptInputs], n: int, setti
         batch.pop("mm_token_type_ids")
     with torch.no_grad():  # not inference_mode: the in-training hook generates with the trained model
         if prefill:
-            cache = _prefill(model, backbone, batch, n)
+            cache = _prefill(model, backbone, batch, n, family.positions == "mrope")
             out = model.generate(input_ids=batch["input_ids"].repeat_interleave(n, dim=0),
                                  attention_mask=batch["attention_mask"].repeat_interleave(n, dim=0), cache=cache,
                                  **gen_kwargs)
@@ -136,17 +136,25 @@ def sample_tokens(model, tokenizer, input_ids: torch.Tensor, mm_token_type_ids: 
     return sample_rows(model, tokenizer, [context], n, settings, row_seeds(seed, n))
 
 
-def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int):
+def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int, mrope: bool = True):
     """Encode all but the last column of the left-padded prompts once; expand the KV cache and the M-RoPE
-    deltas to n rows per prompt.
+    deltas to n rows per prompt (``mrope`` False: 1-D positions from the attention mask, no deltas).
 
     Positions are computed here from the attention mask (``get_rope_index``; text-only rows too, whose
     left pads the model's own fallback would count), and generate() continues them from the deltas. The
     last column stays uncached so generate() starts from real logits; it is text (the assistant header),
     so no vision features are needed after the prefill.
     """
-    ids, mask, types = (batch[k][:, :-1] for k in ("input_ids", "attention_mask", "mm_token_type_ids"))
+    ids, mask = batch["input_ids"][:, :-1], batch["attention_mask"][:, :-1]
     visual = {k: batch[k] for k in VISUAL_KEYS if k in batch}
+    if not mrope:  # 1-D RoPE: a token's position counts the real tokens before it (left pads get none)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **visual, use_cache=True,
+                    logits_to_keep=1)
+        cache = getattr(out, "cache", None) or out.past_key_values
+        cache.batch_repeat_interleave(n)
+        return cache
+    types = batch["mm_token_type_ids"][:, :-1]
     positions, deltas = backbone.get_rope_index(
         ids, mm_token_type_ids=types, image_grid_thw=visual.get("image_grid_thw"),
         video_grid_thw=visual.get("video_grid_thw"), second_per_grid_ts=visual.get("second_per_grid_ts"),

@@ -6,11 +6,12 @@ expanded to G rows and the G completions attend to it in one suffix pass. Gradie
 cache into the prompt pass, so log-probs and every parameter's gradient equal the plain path (a test checks
 both to 1e-5 in fp32), at a fraction of the cost when prompts are long (multi-page documents, video).
 
-Qwen-VL positions (M-RoPE): the prompt pass records the model's ``rope_deltas``; a completion token at
-sequence position ``P + j`` has text position ``P + j + delta`` on all three axes, as in generation.
+Positions, as the family's adapter says (``mmreason.models.families``). M-RoPE (Qwen-VL): the prompt pass
+records the model's ``rope_deltas``; a completion token at sequence position ``P + j`` has text position
+``P + j + delta`` on all three axes, as in generation. 1-D RoPE (InternVL): position ``P + j``.
 Multi-turn trajectories carry observations after the prompt (masked: never trained), some with images or
 video: their pixels go into the suffix pass, and such a row's positions come from the model's own
-``get_rope_index`` over the whole row, of which the suffix keeps its part.
+``get_rope_index`` over the whole row, of which the suffix keeps its part (1-D: sequence positions).
 
 Under gradient checkpointing a layer replays its forward during backward, and a cache it wrote to would be
 written twice. So the passes use caches that a replay cannot change: the prompt pass keeps the first K/V each
@@ -38,8 +39,7 @@ from mmreason.types import Trajectory
 
 def applies(model, trajectories: list[Trajectory]) -> bool:
     """True when the model can continue a cached prompt exactly (single- or multi-turn trajectories)."""
-    family = family_of_model(model)
-    return family.shared_prefix == "kv" and family.positions == "mrope"
+    return family_of_model(model).shared_prefix == "kv"
 
 
 def _prompt_has_visual(t: Trajectory) -> bool:
@@ -95,13 +95,12 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     with _cache_through_checkpoints(backbone):
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=types[None].to(device),
                     **visual, cache=prompt_cache, use_cache=True, logits_to_keep=1)
-    delta = backbone.rope_deltas if backbone.rope_deltas is not None else torch.zeros(1, 1, device=device)
     g = len(group)
     completions = [t.token_ids[p:] for t in group]
     width = max(int(c.numel()) for c in completions)
     start = p + offset  # offset: a test's negative control only
-    positions = (torch.arange(start, start + width, device=device)[None, None, :] + delta.view(1, -1, 1).to(device))
-    positions = positions.expand(3, g, width).clone()
+    mrope = family_of_model(model).positions == "mrope"
+    positions = _suffix_positions(backbone, start, width, g, mrope, device)
     suffix = torch.full((g, width), pad_token_id, dtype=torch.long)
     mask = torch.zeros(g, p + width, dtype=torch.long)
     mask[:, :p] = 1
@@ -115,7 +114,7 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
         trained[i, :n] = t.action_mask[p:].bool()
         if t.mm_token_type_ids is not None:
             suffix_types[i, :n] = t.mm_token_type_ids[p:]
-        if extra[i]:  # observation images / video: the row's own M-RoPE positions, from the model
+        if extra[i] and mrope:  # observation images / video: the row's own M-RoPE positions, from the model
             positions[:, i, :n] = _row_positions(backbone, t, device, offset)[:, p:]
     suffix, mask, trained = suffix.to(device), mask.to(device), trained.to(device)
     cache = _prefix_cache(prompt_cache, g)
@@ -186,6 +185,17 @@ def _cache_through_checkpoints(backbone):
                 del m._can_checkpoint_with_cache
             else:
                 m._can_checkpoint_with_cache = b
+
+
+def _suffix_positions(backbone, start: int, width: int, g: int, mrope: bool, device) -> torch.Tensor:
+    """Positions of the suffix tokens ``start .. start + width - 1``: ``[3, g, width]`` M-RoPE positions
+    ``start + j + delta`` (``delta``: the prompt pass's ``rope_deltas``), or ``[g, width]`` 1-D positions
+    ``start + j`` (a 1-D RoPE decoder: sequence position is position, observation images included)."""
+    steps = torch.arange(start, start + width, device=device)
+    if not mrope:
+        return steps[None].expand(g, width).clone()
+    delta = backbone.rope_deltas if backbone.rope_deltas is not None else torch.zeros(1, 1, device=device)
+    return (steps[None, None, :] + delta.view(1, -1, 1).to(device)).expand(3, g, width).clone()
 
 
 def _row_positions(backbone, t: Trajectory, device, offset: int = 0) -> torch.Tensor:

@@ -13,6 +13,7 @@ import pytest
 
 from mmreason.cli import main
 from mmreason.config import read_yaml
+from mmreason.models.families import family_for
 from mmreason.models.tiny import build_tiny_model
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -46,6 +47,8 @@ def test_recipe_trains_a_step_and_evaluates(family_models, arch, recipe, shapes_
                  *ONE_STEP]) == 0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     assert [r["step"] for r in rows if "loss" in r] == [1]
+    shared = family_for(json.loads((family_model / "config.json").read_text())["model_type"]).shared_prefix == "kv"
+    assert [r["update/shared_prefix"] for r in rows if "loss" in r] == [1.0 if shared else 0.0]  # or plain path
     task = read_yaml(CONFIGS / recipe)["data"]["task"]
     results = tmp_path / "eval"
     assert main(["eval", "--model", str(out), "--tasks", task, "--limit", "2", "--output_path", str(results)]) == 0

@@ -12,8 +12,8 @@ what the adapter seam must absorb. Gemma3 would also need its bidirectional imag
 
 What differs for the engine: visual tokens come in tiles, not pixels (``budget="tiles"``): pixel budgets do
 not change the count, so an over-long prompt is skipped (never truncated or downscaled); the processor
-returns no ``*_grid_thw``, so an eval batch is encoded doc by doc (``grids=False``); the shared prefix and the
-prefill expansion take the plain path (1-D suffix positions are not written yet).
+returns no ``*_grid_thw``, so an eval batch is encoded doc by doc (``grids=False``); positions are 1-D
+(``rope1d``): the shared prefix's suffix continues at ``P + j`` and the prefill counts the real tokens.
 
 Source: transformers 5.x ``models/internvl`` (``InternVLProcessor.replace_image_token``,
 ``InternVLModel.pixel_shuffle``) and ``models/got_ocr2`` (``GotOcr2ImageProcessor.crop_image_to_patches``).
@@ -24,7 +24,7 @@ from mmreason.models.families.base import ModelFamily
 INTERNVL = ModelFamily(
     name="internvl", model_types=("internvl",), processor_classes=("InternVLProcessor",),
     adapter_file="mmreason/models/families/internvl.py", patch_size=14, merge_size=2, positions="rope1d",
-    shared_prefix="plain", never_sampled=("<img>", "</img>", "<IMG_CONTEXT>", "<video>"),
+    shared_prefix="kv", never_sampled=("<img>", "</img>", "<IMG_CONTEXT>", "<video>"),
     turn_end_token="<|im_end|>", frame_times="none", video_plan=False, budget="tiles", grids=False,
 )
 
