@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from transformers.cache_utils import DynamicLayer, LinearAttentionLayer
 
 from mmreason.models.families import family_of_model, never_sampled_tokens, turn_end_tokens
 from mmreason.models.loading import reset_position_state
@@ -110,7 +111,7 @@ def sample_rows(model, tokenizer, prompts: Sequence[PromptInputs], n: int, setti
     reset_position_state(model)  # state left by an earlier forward; positions must be recomputed
     backbone = getattr(getattr(model, "get_base_model", lambda: model)(), "model", None)
     family = family_of_model(model)
-    prefill = n > 1 and min(p.length for p in prompts) > 1 and family.shared_prefix == "kv"
+    prefill = n > 1 and min(p.length for p in prompts) > 1 and family.shared_prefix in ("kv", "generation")
     batch = {k: v.to(device) for k, v in collate_left(prompts if prefill else [p for p in prompts for _ in range(n)],
                                                     tokenizer.pad_token_id).items()}
     if family.positions != "mrope":  # the token types drive M-RoPE positions only; other families take none
@@ -152,7 +153,7 @@ def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int, mrope: boo
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **visual, use_cache=True,
                     logits_to_keep=1)
         cache = getattr(out, "cache", None) or out.past_key_values
-        cache.batch_repeat_interleave(n)
+        _repeat_rows(cache, n)
         return cache
     types = batch["mm_token_type_ids"][:, :-1]
     positions, deltas = backbone.get_rope_index(
@@ -162,9 +163,23 @@ def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int, mrope: boo
     out = model(input_ids=ids, attention_mask=mask, mm_token_type_ids=types, position_ids=positions, **visual,
                 use_cache=True, logits_to_keep=1)
     cache = getattr(out, "cache", None) or out.past_key_values
-    cache.batch_repeat_interleave(n)
+    _repeat_rows(cache, n)
     backbone.rope_deltas = deltas.to(ids.device).repeat_interleave(n, dim=0)
     return cache
+
+
+def _repeat_rows(cache, n: int) -> None:
+    """Each row of the prefilled cache repeated n times in place: K/V, and a hybrid decoder's linear-attention
+    convolution windows and recurrent states (transformers' ``LinearAttentionLayer`` has no
+    ``batch_repeat_interleave`` of its own)."""
+    for layer in cache.layers:
+        if isinstance(layer, LinearAttentionLayer):
+            for i in range(layer.number_of_states):
+                for states in (layer.conv_states, layer.recurrent_states):
+                    if states[i] is not None:
+                        states[i] = states[i].repeat_interleave(n, dim=0)
+        if isinstance(layer, DynamicLayer) and layer.is_initialized:
+            layer.batch_repeat_interleave(n)
 
 
 def cut_at_eos(tokens: torch.Tensor, eos_ids: list[int], pad_id: int) -> tuple[torch.Tensor, bool]:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 
 import torch
-from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.cache_utils import DynamicCache, DynamicLayer, LinearAttentionLayer
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from mmreason.models.families import family_of_model
@@ -90,14 +90,16 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     visual = {k: v.to(device) for k, v in (first.visual[0] if _prompt_has_visual(first) else {}).items()}
     types = first.mm_token_type_ids[:p] if first.mm_token_type_ids is not None else torch.zeros_like(prompt)
     ids = prompt[None].to(device)
-    prompt_cache = DynamicCache()
-    prompt_cache.layer_class_to_replicate = _PromptLayer
+    prompt_cache = _prompt_cache(inner)
     with _cache_through_checkpoints(backbone):
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=types[None].to(device),
                     **visual, cache=prompt_cache, use_cache=True, logits_to_keep=1)
     g = len(group)
     completions = [t.token_ids[p:] for t in group]
-    width = max(int(c.numel()) for c in completions)
+    longest = max(int(c.numel()) for c in completions)
+    # a one-token suffix pass would take a linear-attention layer's single-step path, which updates the
+    # prefix's convolution state in place: one pad column more keeps every pass a multi-token one
+    width = max(longest, 2) if _has_linear_layers(prompt_cache) else longest
     start = p + offset  # offset: a test's negative control only
     mrope = family_of_model(model).positions == "mrope"
     positions = _suffix_positions(backbone, start, width, g, mrope, device)
@@ -132,10 +134,11 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     firsts = trained & (width_range == 0)
     targets = torch.cat([suffix[:, 0], suffix[trained & ~firsts]])  # in the order of the logits rows
     lp_rows = logprobs_from_logits(logits[None], targets[None], temperature=temperature)[0]
-    lp = _place(lp_rows, g, firsts, trained & ~firsts)
+    lp = _place(lp_rows, g, firsts, trained & ~firsts)[:, :longest]
     ent = None
     if with_entropy:
-        ent = _place(entropy_from_logits(logits[None], temperature=temperature)[0], g, firsts, trained & ~firsts)
+        ent = _place(entropy_from_logits(logits[None], temperature=temperature)[0], g, firsts,
+                     trained & ~firsts)[:, :longest]
     return lp, ent
 
 
@@ -157,11 +160,76 @@ class _PrefixLayer(DynamicLayer):
         return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
 
 
+class _PromptLinearLayer(LinearAttentionLayer):
+    """The prompt pass's cache layer of a linear-attention (gated delta net) layer: keeps the first convolution
+    window and final recurrent state written (by assignment: they stay in the autograd graph) and reports no
+    previous state, so the pass, and a checkpointed layer's replay of it, runs as a fresh prefill."""
+
+    def update_conv_state(self, conv_states, state_idx: int = 0, conv_kernel_size: int | None = None, **kwargs):
+        k = conv_kernel_size or conv_states.shape[-1]
+        if conv_states.shape[-1] < k:  # a prompt shorter than the kernel: zeros before it, as a prefill pads
+            conv_states = torch.nn.functional.pad(conv_states, (k - conv_states.shape[-1], 0))
+        if not self.is_conv_states_initialized[state_idx]:
+            self.conv_kernel_size[state_idx] = k
+            self.conv_states[state_idx] = conv_states[..., -k:]
+            self.is_conv_states_initialized[state_idx] = True
+        return conv_states
+
+    def update_recurrent_state(self, recurrent_states, state_idx: int = 0, **kwargs):
+        if not self.is_recurrent_states_initialized[state_idx]:
+            self.recurrent_states[state_idx] = recurrent_states
+            self.is_recurrent_states_initialized[state_idx] = True
+        return recurrent_states
+
+
+class _PrefixLinearLayer(LinearAttentionLayer):
+    """The completions pass's cache layer of a linear-attention layer: the prompt's convolution window and
+    recurrent state repeated to the group's rows, read only (the window is prepended to the new inputs; the
+    new final state is not kept)."""
+
+    def __init__(self, recorded: _PromptLinearLayer, g: int):
+        super().__init__(number_of_states=recorded.number_of_states)
+        for i in range(recorded.number_of_states):
+            self.conv_kernel_size[i] = recorded.conv_kernel_size[i]
+            self.conv_states[i] = recorded.conv_states[i].repeat_interleave(g, dim=0)
+            self.recurrent_states[i] = recorded.recurrent_states[i].repeat_interleave(g, dim=0)
+            self.is_conv_states_initialized[i] = self.is_recurrent_states_initialized[i] = True
+            self.has_previous_state[i] = True
+
+    def update_conv_state(self, conv_states, state_idx: int = 0, **kwargs):
+        return torch.cat([self.conv_states[state_idx], conv_states], dim=-1)
+
+    def update_recurrent_state(self, recurrent_states, state_idx: int = 0, **kwargs):
+        return recurrent_states
+
+
+def _prompt_cache(inner) -> DynamicCache:
+    """An empty prompt cache: ``_PromptLayer`` per attention layer, ``_PromptLinearLayer`` per linear-attention
+    layer of a hybrid decoder (Qwen3.5: ``text_config.layer_types``)."""
+    cache = DynamicCache()
+    text = getattr(inner.config, "text_config", inner.config)
+    types = list(getattr(text, "layer_types", None) or [])
+    if "linear_attention" not in types:
+        cache.layer_class_to_replicate = _PromptLayer
+        return cache
+    cache.layer_class_to_replicate = None
+    cache.layers = [_PromptLinearLayer() if t == "linear_attention" else _PromptLayer() for t in types]
+    return cache
+
+
+def _has_linear_layers(cache: DynamicCache) -> bool:
+    return any(isinstance(layer, LinearAttentionLayer) for layer in cache.layers)
+
+
 def _prefix_cache(prompt_cache: DynamicCache, g: int) -> DynamicCache:
-    """The prompt's K/V repeated to the group's ``g`` rows, read only."""
+    """The prompt's K/V (and a hybrid decoder's linear-attention states) repeated to the group's ``g`` rows,
+    read only."""
     cache = DynamicCache()
     cache.layer_class_to_replicate = None
     for recorded in prompt_cache.layers:
+        if isinstance(recorded, _PromptLinearLayer):
+            cache.layers.append(_PrefixLinearLayer(recorded, g))
+            continue
         layer = _PrefixLayer()
         layer.lazy_initialization(recorded.keys, recorded.values)
         layer.keys = recorded.keys.repeat_interleave(g, dim=0)

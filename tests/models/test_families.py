@@ -90,7 +90,8 @@ def test_tiny_checkpoint_is_the_family_with_its_own_processor(family_dir, loaded
     assert text["head_dim"] >= 32 and vision["hidden_size"] // vision["num_heads"] >= 32  # vLLM's CPU build
     assert text["rope_parameters"]["mrope_interleaved"]
     if config["model_type"] == "qwen3_5":  # hybrid decoder: linear-attention layers between full-attention ones
-        assert text["layer_types"] == ["linear_attention", "full_attention"] and family.shared_prefix == "plain"
+        assert text["layer_types"] == ["linear_attention", "full_attention"]
+        assert family.shared_prefix == "generation"  # states expanded in generation; the update runs plain
     else:
         assert vision["deepstack_visual_indexes"] and family.shared_prefix == "kv"
 
@@ -183,7 +184,9 @@ def _grads(model, logprobs, mask):
 def test_shared_prefix_equals_the_plain_path_in_logprobs_and_gradients(family_dir, loaded, one_torch_thread):
     """Two single-turn groups (multi-image and one image, uneven completions) and a multi-turn group whose
     observations carry images: the shared prefix's log-probs, entropies and every gradient equal the
-    padded plain path's (1e-5), DeepStack and the vision tower included."""
+    padded plain path's (1e-5), DeepStack and the vision tower included. Qwen3.5 (its update declared plain):
+    the same holds with its linear-attention states continued from the prompt, except its decay
+    parameters' gradients, which differ by 4e-5 to 2e-4 relative (bounded here at 1e-3; see its adapter)."""
     _, processor = loaded
     model = load_model(ModelConfig(name_or_path=str(family_dir), dtype="float32"))
     model.eval()
@@ -198,10 +201,8 @@ def test_shared_prefix_equals_the_plain_path_in_logprobs_and_gradients(family_di
                                       seed=0, step=1)
     assert any(len(t.visual) > 1 for t in trajs)  # observation images in the suffix
     model.train()
-    if family_of_model(model).shared_prefix == "plain":  # declared: the update runs every row whole
-        assert not shared_prefix.applies(model, trajs)
-        return
-    assert shared_prefix.applies(model, trajs)
+    declared = family_of_model(model).shared_prefix
+    assert shared_prefix.applies(model, trajs) == (declared == "kv")  # else the update runs every row whole
     batch = collate(trajs, processor.tokenizer.pad_token_id)
     plain, plain_ent = token_logprobs(model, batch, True, temperature=TEMPERATURE)
     want = _grads(model, plain, batch.action_mask)
@@ -213,8 +214,13 @@ def test_shared_prefix_equals_the_plain_path_in_logprobs_and_gradients(family_di
     torch.testing.assert_close(got_ent[mask].detach(), plain_ent[mask].detach(), atol=1e-5, rtol=0)
     assert want and set(grads) == set(want) and any("visual" in n or "vision_tower" in n for n in want)
     assert any("deepstack" in n for n in want) or "deepstack" not in str(model)
+    decay = ("linear_attn.A_log", "linear_attn.dt_bias", "linear_attn.in_proj_a.weight")  # Qwen3.5: its adapter
     for name in want:
-        assert (grads[name] - want[name]).abs().max() <= 1e-5 * want[name].abs().max().clamp(min=1e-8), name
+        gap = (grads[name] - want[name]).abs().max() / want[name].abs().max().clamp(min=1e-8)
+        if declared == "generation" and name.endswith(decay):
+            assert gap <= 1e-3, name  # the gap (4e-5 to 2e-4 measured) that keeps its update on the plain path
+        else:
+            assert gap <= 1e-5, name
     # negative control: completions placed one position late no longer match (1-D RoPE sees only the
     # prompt-to-suffix distance change, a small effect on random weights, still far above 1e-5)
     late, _ = shared_prefix.shared_prefix_logprobs(model, trajs, batch.input_ids.shape[1],

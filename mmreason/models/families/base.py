@@ -11,7 +11,9 @@ Everything that differs between VLM families and that the engine needs lives her
   Qwen2.5-VL; Qwen3-VL's interleaved M-RoPE is the same interface, its DeepStack features are added inside
   the model's forward at the visual tokens, so a suffix pass without visual tokens needs none of them).
 - ``shared_prefix``: ``"kv"`` when a prompt's cache can be computed once and expanded to the G rows of its
-  group (``rollout/shared_prefix.py``, ``rollout/generate.py``); ``"plain"`` when every row runs whole.
+  group, in the update (``rollout/shared_prefix.py``) and in generation (``rollout/generate.py``);
+  ``"generation"`` when only generation expands it (the update runs every row whole); ``"plain"`` when
+  every row runs whole in both.
 - ``never_sampled``: special tokens the sampler must never draw (a sampled ``<|image_pad|>`` breaks the next
   forward); ``turn_end_token``: the token that ends an assistant turn (an EOS of generation).
 - ``frame_times``: how a video's frame times reach the model: ``"mrope"`` (temporal positions scaled by
@@ -43,7 +45,7 @@ class ModelFamily:
     patch_size: int
     merge_size: int
     positions: str  # "mrope" | "rope1d"
-    shared_prefix: str  # "kv" | "plain"
+    shared_prefix: str  # "kv" | "generation" | "plain"
     never_sampled: tuple[str, ...]
     turn_end_token: str
     frame_times: str  # "mrope" | "text" | "none"

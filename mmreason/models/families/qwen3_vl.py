@@ -20,13 +20,16 @@ QWEN3_VL = ModelFamily(
 )
 
 # Qwen3.5: the same vision tower (no DeepStack) and positions, and a hybrid decoder whose linear-attention
-# (gated delta net) layers carry a recurrent and a convolution state instead of K/V. Expanding those states to
-# the G rows of a group is not written yet, so the shared prefix and the prefill expansion take the plain
-# path (every row runs whole; the update logs ``update/shared_prefix`` 0).
+# (gated delta net) layers carry a convolution window and a recurrent state instead of K/V. Generation
+# computes them once per prompt and expands them to the G rows, like K/V (it samples what per-row prompt
+# copies sample: tests/models/test_families.py). The update takes the plain path: continuing the prompt's
+# states gives the plain path's log-probs (to 5e-7), but the gradients of the decay parameters (A_log,
+# dt_bias, in_proj_a) differ by 4e-5 to 2e-4 relative (4e-5 in float64 too), between transformers' chunked delta rule
+# over the whole row and the same rule continuing from the prompt's final state.
 QWEN3_5 = ModelFamily(
     name="qwen3_5", model_types=("qwen3_5",), processor_classes=("Qwen3VLProcessor",),
     adapter_file="mmreason/models/families/qwen3_vl.py", patch_size=16, merge_size=2, positions="mrope",
-    shared_prefix="plain", never_sampled=QWEN_VISION_SPECIALS, turn_end_token="<|im_end|>", frame_times="text",
+    shared_prefix="generation", never_sampled=QWEN_VISION_SPECIALS, turn_end_token="<|im_end|>", frame_times="text",
     video_plan=False,
 )
 
