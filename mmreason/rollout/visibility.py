@@ -8,7 +8,8 @@ Three counts must agree for every prompt (and every observation of a later turn)
    template that drops an image item renders none for it);
 3. after encoding, the expanded placeholder tokens against the visual features fed: one grid row per image /
    video, and ``sum(t * h * w) / merge_size**2`` placeholder tokens (Qwen2-VL's patch merger, which the
-   processor expands each placeholder to).
+   processor expands each placeholder to); for a tile family (InternVL, no grids) ``image_seq_length``
+   placeholder tokens per tile fed and an ``<img>`` block per image or video.
 
 A disagreement raises ``UnseenMedia`` (a ``ValueError``) carrying ``report``: the sample id, each count and
 the media paths, for the trainer to dump and count (``count/unseen_media``).
@@ -19,6 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from mmreason.models.families import family_of_processor
 
 
 class UnseenMedia(ValueError):
@@ -66,6 +69,8 @@ def check_encoded(processor, input_ids: torch.Tensor, visual: dict[str, torch.Te
                   n_videos: int, *, sample_id: str = "", paths: list[str] | None = None) -> None:
     """After encoding: grid rows equal the media fed and placeholder tokens equal the features' merged
     patches. ``input_ids`` [P]; ``visual`` the processor's ``image_grid_thw`` [I, 3] / ``video_grid_thw`` [V, 3]."""
+    if not family_of_processor(processor).grids:
+        return _check_tiles(processor, input_ids, visual, n_images, n_videos, sample_id=sample_id, paths=paths)
     image_token, video_token = _tokens(processor)
     merge = int(getattr(getattr(processor, "image_processor", None), "merge_size", 1) or 1)
     tokenizer = processor.tokenizer
@@ -83,6 +88,27 @@ def check_encoded(processor, input_ids: torch.Tensor, visual: dict[str, torch.Te
             problems.append(f"{placed} {kind} placeholder token(s) for {features} {kind} feature token(s)")
     if problems:
         raise UnseenMedia({"sample_id": sample_id, "problems": problems, "counts": counts, "paths": paths or []})
+
+
+def _check_tiles(processor, input_ids: torch.Tensor, visual: dict[str, torch.Tensor], n_images: int, n_videos: int,
+                 *, sample_id: str = "", paths: list[str] | None = None) -> None:
+    """A tile family (InternVL: no grids): every tile fed (``pixel_values`` [tiles, 3, H, W], a video's frames
+    included) has ``image_seq_length`` placeholder tokens, and each image / video has at least one
+    ``<img>`` block."""
+    tokenizer = processor.tokenizer
+    tiles = int(visual["pixel_values"].shape[0]) if "pixel_values" in visual else 0
+    features = tiles * int(getattr(processor, "image_seq_length", 0))
+    placed = int((input_ids == tokenizer.convert_tokens_to_ids(processor.image_token)).sum())
+    blocks = int((input_ids == getattr(processor, "start_image_token_id", -1)).sum())
+    problems = []
+    if placed != features:
+        problems.append(f"{placed} image placeholder token(s) for {features} feature token(s) ({tiles} tile(s))")
+    if blocks < n_images + n_videos or (tiles == 0) != (n_images + n_videos == 0):
+        problems.append(f"{n_images} image(s) and {n_videos} video(s) fed but {blocks} image block(s) and "
+                        f"{tiles} tile(s) encoded")
+    if problems:
+        raise UnseenMedia({"sample_id": sample_id, "problems": problems, "paths": paths or [],
+                           "counts": {"tiles": tiles, "placeholder_tokens": placed, "blocks": blocks}})
 
 
 def media_paths(sample) -> list[str]:
