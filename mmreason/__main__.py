@@ -1,5 +1,3 @@
-import sys
+from mmreason.cli import entry
 
-from mmreason.cli import main
-
-sys.exit(main())
+entry()

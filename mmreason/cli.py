@@ -49,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
+def entry() -> None:
+    """The process entry point (``python -m mmreason``, the ``mmreason`` script): ``main``, then the exit."""
+    from mmreason.parallel.shutdown import end_process
+
+    end_process(main())
+
+
 def _is_user_error(exc: BaseException) -> bool:
     return type(exc).__module__.startswith("mmreason") or type(exc) in (ValueError, FileNotFoundError, KeyError)
 

@@ -10,9 +10,12 @@ order here:
    each for at most ``thread_timeout_s``;
 3. the process group is destroyed (the trackers were finished by the run's logger before);
 4. if a worker thread is still running (a reward call past its timeout, still computing), the process ends with
-   ``os._exit(0)`` after flushing its output: interpreter finalization would stop that thread by unwinding its
+   ``os._exit`` after flushing its output: interpreter finalization would stop that thread by unwinding its
    C++ frames, which calls std::terminate (the SIGABRT above).
 
+Steps 1-3 are the run's (``finish_processes``, called by ``train`` and ``sft``); step 4 belongs to the process
+entry points only (``end_process``, called by ``python -m mmreason`` and the ``mmreason`` script), so a caller
+that runs ``mmreason.cli.main`` in its own process (a test, a notebook) is never ended by it.
 Outside a launcher (no process group) only the threads are joined.
 """
 
@@ -37,8 +40,9 @@ def join_workers(timeout_s: float = 5.0) -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(WORKER_PREFIX) and t.is_alive()]
 
 
-def finish_processes(accelerator, thread_timeout_s: float = 5.0) -> None:
-    """Barrier, join the worker threads, destroy the process group (module doc)."""
+def finish_processes(accelerator, thread_timeout_s: float = 5.0) -> list[str]:
+    """Barrier, join the worker threads, destroy the process group (module doc, steps 1-3); returns the names
+    of the worker threads still running."""
     import torch.distributed as dist
 
     distributed = dist.is_available() and dist.is_initialized()
@@ -48,11 +52,19 @@ def finish_processes(accelerator, thread_timeout_s: float = 5.0) -> None:
     if distributed:
         dist.destroy_process_group()
     if running:
-        # Finalization would stop these threads by unwinding their C++ frames (std::terminate, SIGABRT): the run
-        # is finished and saved, so end the process here, its output flushed.
-        log.warning("worker threads still running at the end of the run: %s; exiting without finalization",
-                    ", ".join(running))
+        log.warning("worker threads still running at the end of the run: %s", ", ".join(running))
+    return running
+
+
+def end_process(code: int) -> None:
+    """Exit the process with ``code`` (module doc, step 4): through ``os._exit`` when a worker thread is still
+    running, since finalization would stop it by unwinding its C++ frames (std::terminate, SIGABRT), else
+    through ``sys.exit``. Only for process entry points."""
+    running = [t.name for t in threading.enumerate() if t.name.startswith(WORKER_PREFIX) and t.is_alive()]
+    if running:
+        log.warning("exiting without finalization: worker threads still running: %s", ", ".join(running))
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(code)
+    sys.exit(code)

@@ -77,3 +77,18 @@ def test_two_process_runs_exit_0_on_every_rank_again_and_again(tiny_model_dir, s
              "mmreason", "train", *_args(tiny_model_dir, out, reward, 2)],
             env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         _check(done, out)
+
+
+def test_a_run_called_in_process_returns_to_its_caller_with_a_worker_thread_still_running(
+        tiny_model_dir, shapes_cache, tmp_path):
+    """Ending the process past a running worker thread is the entry point's business (``end_process``), never the
+    run's: ``mmreason.cli.main`` called inside another program (a test runner, a notebook) returns its code. The
+    caller is a child process here, so a run that ended it would show as a missing line, not end this runner."""
+    reward = tmp_path / "slow_reward.py"
+    reward.write_text(SLOW_REWARD.replace("120.0", "8.0"))  # outlives the run's 5 s join
+    out = tmp_path / "in_process"
+    caller = f"from mmreason.cli import main; print('returned', main({['train', *_args(tiny_model_dir, out, reward, 2)]!r}))"
+    env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", caller], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert "returned 0" in done.stdout, done.stderr[-2000:]
