@@ -21,6 +21,7 @@ from mmreason.train.config import TrainConfig
 from mmreason.train.grpo import RunStopped, load_prompt
 from mmreason.train.logging import RunLogger
 from mmreason.train.setup import Run, setup_run
+from mmreason.train.update import gradients_finite
 from mmreason.types import Trajectory
 
 
@@ -76,7 +77,7 @@ def sft_step(run: Run) -> dict[str, float]:
         run.accelerator.backward(loss)
         losses.append(float(loss.detach()))
     grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), run.cfg.max_grad_norm)
-    if not torch.isfinite(torch.as_tensor(grad_norm)):
+    if not (torch.isfinite(torch.as_tensor(grad_norm)) and gradients_finite(run.model.parameters())):  # after clipping
         run.counters.nan_steps += 1
         run.optimizer.zero_grad(set_to_none=True)
         return {"loss": float("nan"), "skipped_update": 1.0}
