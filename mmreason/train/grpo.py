@@ -34,7 +34,7 @@ from mmreason.rollout.multiturn import (
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
 from mmreason.rollout.row_sampling import NonFiniteLogitsError
 from mmreason.rollout.visibility import UnseenMedia
-from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
+from mmreason.train.checkpoint import resume, save_checkpoint
 from mmreason.train.collect import collect_rollouts
 from mmreason.train.config import TrainConfig
 from mmreason.train.logging import RunLogger
@@ -408,9 +408,9 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     run = setup_run(cfg, config_dir=config_dir)
     check_estimator_needs(run)
     start = 0
-    ckpt = resolve_resume(cfg.resume, cfg.output_dir)
-    if ckpt is not None:
-        state = load_checkpoint(ckpt, run.accelerator, run.model, run.optimizer, run.scheduler)
+    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler)
+    if resumed is not None:
+        ckpt, state = resumed
         run.sampler.load_state_dict(state["sampler"])
         run.counters.__dict__.update(state.get("counters", {}))
         run.prev_entropy = float(state.get("prev_entropy", 0.0))
