@@ -107,6 +107,10 @@ def test_the_issues_repros_score_zero():
     assert score("anls", padded, "paris", kwargs={"extract": "answer_dict"}) == 0.0
     # 'pXXis' is 2 edits from 'paris' (ANLS 0.6 would pass 0.5; with 'pXXXs', 3 edits, 0.4 must not)
     assert docseeker_accuracy(_ds_sample("paris"), "<answer>pXXXs" + " " * 10 + "</answer>") == 0.0
+    # Before: 1.0 (1 - 5/14 on the raw length) for an answer with nothing of 'paris' in it.
+    assert docseeker_accuracy(_ds_sample("paris"), _answer_dict("xyz" + " " * 10 + ".")) == 0.0
+    assert score("anls", _answer_dict("berlin" + " " * 200 + "."), "paris",
+                 kwargs={"extract": "answer_dict", "threshold": 0.0}) == pytest.approx(1 - 6 / 8)  # was 0.971
 
 
 def test_whitespace_normalised_answers_still_match():
