@@ -145,6 +145,8 @@ class RefineConfig:
     template: str = "\nHere is a previous attempt at this question:\n{draft}\nImprove on it and give your final answer."
     max_draft_chars: int = 4_000  # the draft's first characters that go into the refinement prompt
 
+    RANGES: ClassVar[dict[str, str]] = {"max_draft_chars": "[1, inf)"}
+
 
 @dataclass
 class HintConfig:
@@ -159,6 +161,11 @@ class HintConfig:
     max_hint_tokens: int = 256  # length limit of a hint reply
     max_hint_chars: int = 2_000  # a hint's first characters that go into the prompt
     refuse_answer_leak: bool = True  # drop a hint that states a reference answer
+
+    RANGES: ClassVar[dict[str, str]] = {
+        "threshold": "(-inf, inf)", "levels": "[1, inf)", "attempts": "[1, inf)", "max_hint_tokens": "[1, inf)",
+        "max_hint_chars": "[1, inf)",
+    }
 
 
 @dataclass
