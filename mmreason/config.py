@@ -2,7 +2,9 @@
 
 Configs are trees of dataclasses: every default lives in the dataclass, never in a ``cfg.get``.
 An unknown or mistyped key is an error naming it and the closest valid key; a value of the wrong type
-is an error naming the key, the value and the expected type.
+is an error naming the key, the value and the expected type. Every numeric field states its valid
+interval in its dataclass's ``RANGES`` (``"(0, 1]"``, ``"[1, inf)"``), checked whenever a config is
+built; a number is never NaN or infinite.
 
     cfg = load_config(RunConfig, "configs/quickstart.yaml", ["rollout.temperature=0.7", "max_steps=20"])
 """
@@ -10,6 +12,7 @@ is an error naming the key, the value and the expected type.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -26,6 +29,58 @@ class ConfigError(ValueError):
     """A config problem, with the file and key it is about."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """A closed, open or half-open interval of valid values, written as in maths: ``"(0, 1]"``,
+    ``"[1, inf)"``, ``"[0, 1)"``. ``inf`` as a bound is never itself valid (values are finite)."""
+
+    low: float
+    high: float
+    low_closed: bool
+    high_closed: bool
+
+    @classmethod
+    def parse(cls, text: str) -> Range:
+        text = text.strip()
+        if len(text) < 5 or text[0] not in "[(" or text[-1] not in "])" or text.count(",") != 1:
+            raise ValueError(f"range {text!r} is not an interval like '(0, 1]' or '[1, inf)'")
+        low, high = (float(part) for part in text[1:-1].split(","))
+        return cls(low, high, text[0] == "[" and math.isfinite(low), text[-1] == "]" and math.isfinite(high))
+
+    def __contains__(self, value: float) -> bool:
+        above = value >= self.low if self.low_closed else value > self.low
+        below = value <= self.high if self.high_closed else value < self.high
+        return math.isfinite(value) and above and below
+
+    def __str__(self) -> str:
+        def bound(x: float) -> str:
+            return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:g}"
+
+        return f"{'[' if self.low_closed else '('}{bound(self.low)}, {bound(self.high)}{']' if self.high_closed else ')'}"
+
+
+def ranges_of(cls: type) -> dict[str, Range]:
+    """The ``RANGES`` a config dataclass declares, parsed (an unknown field name is an error)."""
+    declared = getattr(cls, "RANGES", {}) or {}
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(declared) - names)
+    if unknown:
+        raise TypeError(f"{cls.__name__}.RANGES names fields it does not have: {unknown}")
+    return {name: Range.parse(text) for name, text in declared.items()}
+
+
+def check_ranges(obj: Any, prefix: str = "") -> None:
+    """Every field of ``obj`` with a declared range holds a value inside it (None = unset, allowed
+    where the type is optional); errors name the dotted key, the value and the interval."""
+    for name, valid in ranges_of(type(obj)).items():
+        value = getattr(obj, name)
+        if value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)) and value not in valid:
+            key = f"{prefix}.{name}" if prefix else name
+            raise ConfigError(f"{key}: {value!r} is outside its valid range {valid}")
+
+
 def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
@@ -37,6 +92,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return value
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}: {value!r} is not a finite number")
         if value is None and type(None) in args:
             return None
         errors = []
@@ -47,7 +104,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 return _coerce(value, arg, key)
             except ConfigError as exc:
                 errors.append(str(exc))
-        raise ConfigError(f"{key}: {value!r} is not a {_type_name(tp)}")
+        inner = [e for e in errors if e.startswith((f"{key}.", f"{key}["))]  # the shape matched, a part did not
+        raise ConfigError(inner[0] if inner else f"{key}: {value!r} is not a {_type_name(tp)}")
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
@@ -62,7 +120,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {value!r}")
-        return dict(value)
+        _, value_tp = typing.get_args(tp) or (Any, Any)
+        return {k: _coerce(v, value_tp, f"{key}.{k}") for k, v in value.items()}
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -74,14 +133,19 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return int(value)
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     if tp is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML reads "1e-6" (no dot) as a string
+            number = float(value)
+        elif isinstance(value, str):  # YAML reads "1e-6" (no dot) as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
-        raise ConfigError(f"{key}: expected a number, got {value!r}")
+        if number is None:
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        if not math.isfinite(number):
+            raise ConfigError(f"{key}: {value!r} is not a finite number")
+        return number
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
@@ -129,6 +193,7 @@ def build(cls: type[C], data: dict[str, Any], prefix: str = "") -> C:
             raise ConfigError(msg + (f" (did you mean {(prefix + '.' if prefix else '') + hint!r}?)" if hint else ""))
         kwargs[key] = _coerce(value, hints[key], full)
     obj = cls(**kwargs)
+    check_ranges(obj, prefix)
     check = getattr(obj, "validate", None)
     if callable(check):
         check()
@@ -147,6 +212,9 @@ def parse_override(item: str) -> tuple[list[str], Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    except RecursionError:
+        raise ConfigError(f"override {key!r}: nested too deeply to parse") from None
+    check_tree(value, f"override {key!r}")
     return key.split("."), value
 
 
@@ -170,19 +238,72 @@ def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> di
     return data
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config file {str(p)!r} does not exist")
+MAX_CONFIG_BYTES = 4 * 2**20  # a config file larger than this is refused before parsing
+MAX_CONFIG_NODES = 100_000  # values in a config tree, with YAML aliases counted as often as they are used
+MAX_CONFIG_DEPTH = 64  # nesting of mappings and lists
+MAX_INCLUDES = 16  # `include:` chain length
+
+
+def check_tree(value: Any, where: str) -> None:
+    """Refuse a parsed config value that expands past ``MAX_CONFIG_NODES`` values (YAML aliases, a
+    "billion laughs" file, are counted at every use: that is what dumping or copying it costs) or
+    nests deeper than ``MAX_CONFIG_DEPTH``. Stops as soon as a limit is passed, so it is cheap."""
+    stack = [(value, 1)]
+    count = 0
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_CONFIG_NODES:
+            raise ConfigError(f"{where}: expands to more than {MAX_CONFIG_NODES:,} values (YAML aliases are "
+                              "counted at each use); write the values out or shrink them")
+        if depth > MAX_CONFIG_DEPTH:
+            raise ConfigError(f"{where}: nested deeper than {MAX_CONFIG_DEPTH} levels")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend((v, depth + 1) for v in node)
+
+
+def safe_load_yaml(text: str, where: str) -> Any:
+    """``yaml.safe_load`` with every failure one ConfigError line naming ``where``, and the result
+    bounded by ``check_tree``."""
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {str(p)!r} is not valid YAML: {exc}") from None
+        raise ConfigError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested too deeply to parse (over {MAX_CONFIG_DEPTH} levels are refused)") from None
+    check_tree(data, where)
+    return data
+
+
+def read_yaml(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A config file as a mapping, its ``include:`` merged beneath it. UTF-8 only; at most
+    ``MAX_CONFIG_BYTES``; an include cycle or a chain over ``MAX_INCLUDES`` files is an error."""
+    p = Path(path)
+    where = f"config file {str(p)!r}"
+    if not p.is_file():
+        raise ConfigError(f"{where} does not exist")
+    resolved = p.resolve()
+    if resolved in _chain:
+        cycle = " -> ".join(str(c) for c in (*_chain, resolved))
+        raise ConfigError(f"{where} includes itself: {cycle}")
+    if len(_chain) >= MAX_INCLUDES:
+        raise ConfigError(f"{where}: more than {MAX_INCLUDES} nested includes")
+    if p.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{where} is {p.stat().st_size:,} bytes; configs are limited to {MAX_CONFIG_BYTES:,}")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    data = safe_load_yaml(text, where) or {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
+        raise ConfigError(f"{where} must hold a mapping at the top level")
     base = data.pop("include", None)  # shared settings: `include: other.yaml` (relative to this file)
     if base:
-        merged = read_yaml(p.parent / base)
+        if not isinstance(base, str):
+            raise ConfigError(f"{where}: include: {base!r} is not a file name")
+        merged = read_yaml(p.parent / base, (*_chain, resolved))
         _deep_update(merged, data)
         data = merged
     return data

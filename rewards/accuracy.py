@@ -116,8 +116,9 @@ def anls(sample, trajectory, *, threshold: float = 0.5, extract: str = "auto"):
     "red" and 0.75 against "blue"), and a policy can max the reward with one string that half-matches every
     answer instead of reading the image.
 
-    Columns: ``answer`` (string or list). ``1 - lev/max(len)`` after lower-casing and collapsing
-    whitespace, best reference, 0 below ``threshold`` (lmms-eval's definition, ``textmatch.anls_score``).
+    Columns: ``answer`` (string or list). ``1 - lev/max(len)``, the distance and the lengths both on the
+    lower-cased, whitespace-collapsed strings (so padding cannot raise it), best reference, 0 below
+    ``threshold`` (``textmatch.anls_score``).
     An empty answer scores 0 (DocSeeker's R_ans).
     """
     refs = references(column(sample, "answer"))

@@ -8,6 +8,8 @@ import math
 import re
 from collections import Counter
 
+from mmreason.parsing import MAX_CHARS
+
 MAX_COMPARE_CHARS = 20_000  # strings are clipped to this before edit distance (bit-parallel, so cheap)
 
 
@@ -49,29 +51,33 @@ def levenshtein(a: str, b: str) -> int:
 
 
 def _collapse(text: str) -> str:
-    return " ".join(text.strip().lower().split())
+    """Lower-cased, stripped, every run of whitespace (any Unicode space) one ASCII space."""
+    return " ".join(text.lower().split())
 
 
 def anls_score(prediction: str, references: list[str] | str, threshold: float = 0.5) -> float:
-    """Average Normalized Levenshtein Similarity of one prediction, as lmms-eval computes it.
+    """Average Normalized Levenshtein Similarity of one prediction (lmms-eval's ANLS, padding-proof).
 
-        NL(ref) = lev(norm(ref), norm(pred)) / max(len(ref), len(pred))
+        NL(ref) = lev(norm(ref), norm(pred)) / max(len(norm(ref)), len(norm(pred)))
         score   = 1 - min_ref NL(ref);  score := 0 if score < threshold
 
-    ``norm`` lower-cases, strips and collapses whitespace; the denominator uses the *raw* lengths
-    (as lmms-eval's ``lmms_eval/api/metrics.py::anls``, from Qwen-VL's ``infographicsvqa_eval.py``).
+    ``norm`` lower-cases, strips and collapses whitespace, and the distance and its denominator are
+    taken on the same normalised strings. lmms-eval (``lmms_eval/api/metrics.py::anls``, from Qwen-VL's
+    ``infographicsvqa_eval.py``) divides by the *raw* lengths, so whitespace padding lengthens the
+    denominator without adding distance: 'berlin' + 60 spaces scores 0.91 against 'paris' there, 0 here.
+    On strings without surplus whitespace the two agree. Each string is normalised whole, then clipped
+    to ``MAX_COMPARE_CHARS`` (so padding cannot push content out of the compared part).
     Threshold 0.5 is the DocVQA evaluation rule; DocSeeker's RL answer reward uses threshold 0.
     """
     refs = [references] if isinstance(references, str) else [str(r) for r in references]
     if not refs:
         return 0.0
-    pred = prediction[:MAX_COMPARE_CHARS]
-    det = _collapse(pred)
+    det = _collapse(prediction)[:MAX_COMPARE_CHARS]
     values = []
     for ref in refs:
-        ref = ref[:MAX_COMPARE_CHARS]
-        length = max(len(ref.upper()), len(pred.upper()))
-        values.append(0.0 if length == 0 else levenshtein(_collapse(ref), det) / length)
+        gt = _collapse(ref)[:MAX_COMPARE_CHARS]
+        length = max(len(gt), len(det))
+        values.append(0.0 if length == 0 else levenshtein(gt, det) / length)
     score = 1.0 - min(values)
     return 0.0 if score < threshold else score
 
@@ -136,8 +142,13 @@ _COMMA_NUMBER = re.compile(r"(\d)(,)(\d)")
 
 
 def vqa_normalize(text: str, max_chars: int = 2_000) -> str:
-    """An answer normalised the VQA way: '  The Two dogs!' -> '2 dogs'."""
-    text = text[:max_chars].replace("\n", " ").replace("\t", " ").strip().lower()
+    """An answer normalised the VQA way: '  The Two dogs!' -> '2 dogs'.
+
+    The whole text (up to ``parsing.MAX_CHARS``) is normalised first and the result clipped to
+    ``max_chars`` after, so whitespace or punctuation padding cannot push the rest of an answer out of
+    the compared part (and so out of a token count).
+    """
+    text = text[:MAX_CHARS].lower()
     text = _COMMA_NUMBER.sub(r"\1\3", text)
     text = _PUNCT.sub(" ", text.replace("'", ""))
     text = _PERIOD.sub("", text)
@@ -147,7 +158,7 @@ def vqa_normalize(text: str, max_chars: int = 2_000) -> str:
         if word in _ARTICLES:
             continue
         words.append(_CONTRACTIONS.get(word, word))
-    return " ".join(words)
+    return " ".join(words)[:max_chars]
 
 
 def token_f1(prediction: str, reference: str) -> float:

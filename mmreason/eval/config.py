@@ -8,9 +8,9 @@ and a value of the wrong type is an error naming the key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from mmreason.config import ConfigError, build, parse_override
+from mmreason.config import ConfigError, build, check_ranges, parse_override
 
 # The split name the harness asks a task pack for (``TaskPack.load(path, EVAL_SPLIT, ...)``).
 EVAL_SPLIT = "eval"
@@ -33,6 +33,12 @@ class ModelArgs:
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     adapter: str | None = None  # a LoRA adapter directory loaded (and merged) on top of --model
 
+    RANGES: ClassVar[dict[str, str]] = {
+        "min_pixels": "[1, inf)", "max_pixels": "[1, inf)", "video_fps": "(0, inf)", "video_max_frames": "[1, inf)",
+        "video_min_pixels": "[1, inf)", "video_max_pixels": "[1, inf)", "video_total_pixels": "[1, inf)",
+        "max_prompt_length": "[1, inf)",
+    }
+
 
 @dataclass
 class GenKwargs:
@@ -45,17 +51,16 @@ class GenKwargs:
     do_sample: bool | None = None  # lmms-eval's flag: false forces greedy; true needs temperature > 0
     max_turns: int | None = None  # assistant turns of an episode in a pack's environment; None = the pack's own
 
+    RANGES: ClassVar[dict[str, str]] = {
+        "max_new_tokens": "[1, inf)", "temperature": "[0, inf)", "top_p": "(0, 1]", "top_k": "[1, inf)",
+        "max_turns": "[1, inf)",
+    }
+
     def validate(self) -> None:
         if self.do_sample is False:
             self.temperature = 0.0
         if self.do_sample and self.temperature <= 0:
             raise ConfigError("gen_kwargs: do_sample=true needs temperature > 0")
-        if self.max_new_tokens < 1:
-            raise ConfigError("gen_kwargs.max_new_tokens must be >= 1")
-        if self.max_turns is not None and self.max_turns < 1:
-            raise ConfigError("gen_kwargs.max_turns must be >= 1")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"gen_kwargs.top_p: {self.top_p} is not in (0, 1]")
 
 
 @dataclass
@@ -74,11 +79,13 @@ class EvalConfig:
     device: str | None = None  # None = cuda when available, else cpu
     task_args: dict[str, Any] = field(default_factory=dict)  # passed to every task's loader (as data.task_args)
 
+    RANGES: ClassVar[dict[str, str]] = {"batch_size": "[1, inf)", "limit": "(0, inf)", "seed": "[0, 4294967295]"}
+
     def validate(self) -> None:
-        if self.batch_size < 1:
-            raise ConfigError("--batch_size must be >= 1")
-        if self.limit is not None and self.limit <= 0:
-            raise ConfigError("--limit must be > 0")
+        try:
+            check_ranges(self)
+        except ConfigError as exc:
+            raise ConfigError(f"--{exc}") from None
         if not self.tasks:
             raise ConfigError("--tasks is empty")
         from mmreason.eval.tasks import parse_task_specs

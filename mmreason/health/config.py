@@ -9,6 +9,7 @@ hacking and answer collapse.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 @dataclass
@@ -25,6 +26,11 @@ class RewardHacking:
     eval_steps: int = 10  # the in-training eval's period when the config leaves eval_steps unset ...
     eval_limit: int = 64  # ... and its docs when eval_limit is unset too
 
+    RANGES: ClassVar[dict[str, str]] = {
+        "window": "[2, inf)", "min_reward_rise": "[0, inf)", "min_z": "[0, inf)", "min_eval_rise": "[0, inf)",
+        "ceiling": "[0, inf)", "eval_steps": "[1, inf)", "eval_limit": "[1, inf)",
+    }
+
 
 @dataclass
 class AnswerCollapse:
@@ -35,6 +41,8 @@ class AnswerCollapse:
     min_excess: float = 0.3  # ... above the most common gold answer's share
     steps: int = 3  # consecutive steps
 
+    RANGES: ClassVar[dict[str, str]] = {"min_share": "[0, 1]", "min_excess": "[0, 1]", "steps": "[1, inf)"}
+
 
 @dataclass
 class EntropyCollapse:
@@ -44,6 +52,8 @@ class EntropyCollapse:
     min_ratio: float = 0.1
     baseline_steps: int = 5
     steps: int = 5
+
+    RANGES: ClassVar[dict[str, str]] = {"min_ratio": "[0, 1]", "baseline_steps": "[1, inf)", "steps": "[1, inf)"}
 
 
 @dataclass
@@ -56,6 +66,10 @@ class KLBlowup:
     spike_ratio: float = 10.0
     window: int = 20
 
+    RANGES: ClassVar[dict[str, str]] = {
+        "max_kl": "(0, inf)", "min_kl": "[0, inf)", "spike_ratio": "[1, inf)", "window": "[1, inf)",
+    }
+
 
 @dataclass
 class NoSignal:
@@ -64,6 +78,8 @@ class NoSignal:
     enabled: bool = True
     max_share: float = 0.9
     steps: int = 10
+
+    RANGES: ClassVar[dict[str, str]] = {"max_share": "[0, 1]", "steps": "[1, inf)"}
 
 
 @dataclass
@@ -74,6 +90,8 @@ class Truncated:
     max_share: float = 0.5
     steps: int = 5
 
+    RANGES: ClassVar[dict[str, str]] = {"max_share": "[0, 1]", "steps": "[1, inf)"}
+
 
 @dataclass
 class LogprobMismatch:
@@ -83,6 +101,8 @@ class LogprobMismatch:
     enabled: bool = True
     max_mean_abs: float = 0.1
     steps: int = 3
+
+    RANGES: ClassVar[dict[str, str]] = {"max_mean_abs": "[0, inf)", "steps": "[1, inf)"}
 
 
 @dataclass

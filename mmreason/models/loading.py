@@ -10,6 +10,7 @@ import importlib.util
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -39,6 +40,8 @@ class ModelConfig:
     )
     lora_include_vision: bool = False  # LoRA on the vision tower too (off by default, as in most VLM recipes)
     adapter: str | None = None  # a saved LoRA adapter to load on top of the base model
+
+    RANGES: ClassVar[dict[str, str]] = {"lora_r": "[1, inf)", "lora_alpha": "[1, inf)", "lora_dropout": "[0, 1)"}
 
 
 def resolve_dtype(name: str) -> torch.dtype:

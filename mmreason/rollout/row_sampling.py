@@ -4,7 +4,8 @@
 into the sampling distribution (temperature, top-k, top-p; tokens already at -inf, such as suppressed
 ones, keep probability 0) and draws one token by inverting the row's cumulative distribution at a uniform
 number taken from row ``i``'s own ``torch.Generator``. It returns scores that are 0 at the drawn token and
--inf elsewhere, so greedy decoding picks it.
+-inf elsewhere, so greedy decoding picks it. Logits that are NaN or +inf (non-finite weights) raise
+``NonFiniteLogitsError`` instead of drawing an out-of-range token.
 
 A row's draws therefore depend only on its seed and its own logits: not on which rows share its batch,
 on the batch size, on the row's place in the batch, or on the global RNG. Training generates all groups
@@ -53,6 +54,21 @@ def inverse_cdf_draw(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tenso
     return torch.minimum(picks, last)[:, 0]
 
 
+class NonFiniteLogitsError(RuntimeError):
+    """The model's logits hold NaN or +inf (or a row has no token of positive probability): nothing can be
+    sampled from them, and the weights that gave them are almost surely non-finite."""
+
+
+def check_finite_distribution(probs: torch.Tensor, position: int) -> None:
+    """Raise ``NonFiniteLogitsError`` unless every row of ``probs`` [N, V] is finite with positive mass."""
+    total = probs.sum(-1)  # [N]; NaN where any entry is NaN
+    bad = ~(torch.isfinite(total) & (total > 0))  # [N]
+    if bool(bad.any()):
+        rows = bad.nonzero()[:, 0].tolist()
+        raise NonFiniteLogitsError(f"the model's logits are NaN or infinite at decoding position {position} "
+                                   f"(rows {rows[:8]}{' ...' if len(rows) > 8 else ''}); nothing can be sampled")
+
+
 class RowSeededSampling:
     """A logits processor: temperature / top-k / top-p sampling with one generator per row.
 
@@ -66,6 +82,7 @@ class RowSeededSampling:
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
         self._drawn = torch.zeros(len(self.generators), 0, dtype=torch.float64)  # [N, block]
         self._next = 0
+        self._position = 0
 
     def uniforms(self) -> torch.Tensor:
         """[N] float64: the next number of each row's stream (one per row and decoding step)."""
@@ -81,6 +98,8 @@ class RowSeededSampling:
             raise ValueError(f"row-seeded sampling: {scores.shape[0]} rows but {len(self.generators)} seeds")
         s = self.settings
         probs = sampling_probabilities(scores, s.temperature, s.top_k, s.top_p)  # [N, V]
+        check_finite_distribution(probs, self._position)
+        self._position += 1
         picks = inverse_cdf_draw(probs, self.uniforms())  # [N]
         out = torch.full_like(scores, float("-inf"))
         return out.scatter(1, picks[:, None], 0.0)

@@ -1,10 +1,12 @@
 """Atomic checkpoints: model (or LoRA adapter), optimizer, scheduler, sampler, RNG states, step.
 
 A checkpoint is written to ``checkpoint-<step>.tmp``, every file and the folder fsynced, the trainer state
-written last (its presence marks a complete checkpoint), then renamed to ``checkpoint-<step>``. Replacing an
+and then the checksums of every file written last (``checksums.json``: its presence marks a complete
+checkpoint; ``checkpoint_verify``), then renamed to ``checkpoint-<step>``. Replacing an
 existing checkpoint renames the old one aside first and removes it only after the new one is in place, so
 a ``kill -9`` at any moment leaves a complete checkpoint behind; ``recover`` (run before ``resume=auto``
-picks one) puts an aside checkpoint back, promotes a complete ``.tmp`` and removes stale ones. Only the main
+picks one) puts an aside checkpoint back, promotes a complete ``.tmp`` and removes stale ones; ``resume``
+verifies the newest and falls back to the previous one when it is damaged. Only the main
 process writes; every process restores its own RNG state. Everything is loaded with ``weights_only=True``.
 Every process learns whether the write succeeded (a failed write raises on all of them, none waits).
 """
@@ -22,6 +24,17 @@ import numpy as np
 import torch
 
 from mmreason.paths import STATE_FILE, checkpoints
+from mmreason.train.checkpoint_verify import (
+    MANIFEST,
+    DamagedCheckpoint,
+    check_finite,
+    check_optimizer_shapes,
+    load_part,
+    read_rng,
+    read_state,
+    verify_files,
+    write_manifest,
+)
 
 
 def rng_state() -> dict[str, Any]:
@@ -63,7 +76,7 @@ def recover(output_dir: str | Path) -> None:
             aside.rename(final)
     for tmp in out.glob("checkpoint-*.tmp"):
         final = tmp.with_suffix("")
-        if (tmp / STATE_FILE).exists() and not final.exists():
+        if (tmp / MANIFEST).exists() and not final.exists():
             tmp.rename(final)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -130,8 +143,9 @@ def _write(accelerator, output_dir, step, model, optimizer, scheduler, state, pr
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(all_rng, tmp / "rng_state.pt")
     _fsync_tree(tmp)
-    (tmp / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2, default=str))  # last: complete
+    (tmp / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2, default=str))
     _fsync(tmp / STATE_FILE)
+    write_manifest(tmp)  # last: the checksums of every file above; its presence marks a complete checkpoint
     _fsync(tmp)
     aside = final.with_name(final.name + ".old")
     if final.exists():
@@ -169,35 +183,87 @@ def _gather_objects(accelerator, obj):
 
 
 def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler) -> dict[str, Any]:
-    """Restore weights, optimizer, scheduler and this process's RNG; returns the trainer state."""
+    """Restore weights, optimizer, scheduler and this process's RNG; returns the trainer state.
+
+    Every part is read and checked first (``checkpoint_verify``: checksums, state, RNG list, finite weights,
+    optimizer shapes); a ``DamagedCheckpoint`` leaves the run untouched."""
     from safetensors.torch import load_file
 
     from mmreason.parallel.sharding import is_sharded, load_full_optimizer_state, load_full_state_dict
 
+    verify_files(path)
+    state = read_state(path)
+    rng = read_rng(path)
+    optimizer_state = load_part(path, "optimizer.pt")
+    scheduler_state = load_part(path, "scheduler.pt")
     unwrapped = accelerator.unwrap_model(model)
     model_dir = path / "model"
-    if (model_dir / "adapter_model.safetensors").exists():
+    adapter = model_dir / "adapter_model.safetensors"
+    try:
+        if adapter.exists():
+            weights = load_file(adapter)
+        else:
+            # Load through from_pretrained, which undoes the key renaming save_pretrained applies, then copy
+            # into the live (possibly wrapped) model; strict, so a mismatch can never pass silently.
+            from transformers import AutoModelForImageTextToText
+
+            dtype = next(unwrapped.parameters()).dtype
+            weights = AutoModelForImageTextToText.from_pretrained(str(model_dir), dtype=dtype).state_dict()
+    except Exception as exc:  # noqa: BLE001 - a truncated or garbled weights file, whatever the loader says
+        raise DamagedCheckpoint(f"{path}: the model weights cannot be read ({' '.join(str(exc).split())[:200]})") \
+            from None
+    check_finite(weights, path)
+    sharded = is_sharded(unwrapped)
+    if not sharded:
+        check_optimizer_shapes(optimizer_state, optimizer, path)
+    if adapter.exists():
         from peft import set_peft_model_state_dict
 
-        set_peft_model_state_dict(unwrapped, load_file(model_dir / "adapter_model.safetensors"))
+        set_peft_model_state_dict(unwrapped, weights)
+    elif sharded:
+        load_full_state_dict(unwrapped, weights)
     else:
-        # Load through from_pretrained, which undoes the key renaming save_pretrained applies, then copy
-        # into the live (possibly wrapped) model; strict, so a mismatch can never pass silently.
-        from transformers import AutoModelForImageTextToText
-
-        dtype = next(unwrapped.parameters()).dtype
-        saved = AutoModelForImageTextToText.from_pretrained(str(model_dir), dtype=dtype)
-        if is_sharded(unwrapped):
-            load_full_state_dict(unwrapped, saved.state_dict())
-        else:
-            unwrapped.load_state_dict(saved.state_dict(), strict=True)
-        del saved
-    optimizer_state = torch.load(path / "optimizer.pt", weights_only=True)
-    if is_sharded(unwrapped):
+        unwrapped.load_state_dict(weights, strict=True)
+    del weights
+    if sharded:
         load_full_optimizer_state(unwrapped, optimizer, optimizer_state)
     else:
         optimizer.load_state_dict(optimizer_state)
-    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
-    rng = torch.load(path / "rng_state.pt", weights_only=True)
+    scheduler.load_state_dict(scheduler_state)
     set_rng_state(rng[min(accelerator.process_index, len(rng) - 1)])
-    return json.loads((path / STATE_FILE).read_text())
+    return state
+
+
+def resume(resume_from: str | None, output_dir: str | Path, accelerator, model, optimizer, scheduler,
+           log=print) -> tuple[Path, dict[str, Any]] | None:
+    """Load the checkpoint ``resume_from`` names; (its path, the trainer state), or None to start afresh.
+
+    ``auto``: the newest complete checkpoint of ``output_dir`` that reads whole. A damaged one is reported
+    (``log`` on the main process), renamed ``checkpoint-N.damaged`` (out of the rotation, kept to inspect)
+    and the previous one tried; none left is an error. An explicit path to a damaged checkpoint is an error."""
+    path = resolve_resume(resume_from, output_dir)
+    if path is None:
+        return None
+    if resume_from != "auto":
+        return path, load_checkpoint(path, accelerator, model, optimizer, scheduler)
+    damaged: list[Path] = []
+    loaded = None
+    for candidate in reversed(checkpoints(output_dir)):
+        try:
+            loaded = candidate, load_checkpoint(candidate, accelerator, model, optimizer, scheduler)
+            break
+        except DamagedCheckpoint as exc:
+            damaged.append(candidate)
+            if accelerator.is_main_process:
+                log(f"resume=auto: {exc}; trying the previous checkpoint")
+    accelerator.wait_for_everyone()  # every process has chosen before any folder is renamed
+    if accelerator.is_main_process:
+        for folder in damaged:
+            folder.rename(folder.with_name(folder.name + ".damaged"))
+    if loaded is None:
+        raise DamagedCheckpoint(f"resume=auto: every checkpoint in {output_dir} is damaged "
+                                f"({', '.join(p.name for p in damaged)}, now *.damaged); resume from a path or "
+                                "start a new output_dir")
+    if damaged and accelerator.is_main_process:
+        log(f"resume=auto: fell back to {loaded[0].name}")
+    return loaded

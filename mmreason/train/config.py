@@ -7,8 +7,9 @@ learning_rate, ...) and EasyR1's for data (min_pixels, max_pixels, video_fps, ma
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from mmreason.config import ConfigError
 from mmreason.health.config import HealthConfig
@@ -32,6 +33,12 @@ class DataConfig:
     prompt_overflow: str = "filter"  # filter | downscale
     system_prompt: str | None = None
 
+    RANGES: ClassVar[dict[str, str]] = {
+        "min_pixels": "[1, inf)", "max_pixels": "[1, inf)", "video_fps": "(0, inf)", "video_max_frames": "[1, inf)",
+        "video_min_pixels": "[1, inf)", "video_max_pixels": "[1, inf)", "video_total_pixels": "[1, inf)",
+        "max_prompt_length": "[1, inf)",
+    }
+
     def validate(self) -> None:
         if self.prompt_overflow not in ("filter", "downscale"):
             raise ConfigError(f"data.prompt_overflow: {self.prompt_overflow!r} is not filter or downscale")
@@ -49,6 +56,13 @@ class RolloutConfig:
     env_step_timeout_s: float | None = 60.0  # an environment step running longer ends its episode (a counted
     # environment fault); None = no limit. See mmreason/rollout/deadline.py for what can be interrupted.
 
+    RANGES: ClassVar[dict[str, str]] = {
+        "num_generations": "[1, inf)", "max_completion_length": "[1, inf)",
+        "temperature": "(0, inf)",  # sampling; 0 would be greedy: all G rollouts of a group the same
+        "top_p": "(0, 1]", "top_k": "[1, inf)", "max_turns": "[1, inf)", "max_observation_tokens": "[1, inf)",
+        "env_step_timeout_s": "(0, inf)",
+    }
+
 
 @dataclass
 class RewardConfig:
@@ -61,6 +75,8 @@ class RewardConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)
     column: str | None = None  # the logged name (default: the registered or function name)
     isolation: str = "auto"  # process (killable worker; default for references) | thread (default for built-ins)
+
+    RANGES: ClassVar[dict[str, str]] = {"weight": "(-inf, inf)"}  # any finite number; a dict's values too
 
 
 @dataclass
@@ -86,6 +102,11 @@ class AlgorithmConfig:
     entropy_band: dict[str, list[float]] = field(default_factory=dict)  # task -> [H_min, H_max]; key
     # "default" for tasks not listed
 
+    RANGES: ClassVar[dict[str, str]] = {
+        "epsilon": "(0, inf)", "epsilon_high": "(0, inf)", "num_iterations": "[1, inf)", "beta": "[0, inf)",
+        "dynamic_sampling_max_draws": "[0, inf)", "entropy_coef": "[0, inf)",
+    }
+
 
 @dataclass
 class SamplerConfig:
@@ -109,6 +130,11 @@ class AugmentConfig:
     noise_max: float = 0.3  # frame noise sigma = noise_max * d ([0, 1] pixel units)
     uniform_only: bool = True  # only groups whose rewards are all equal
 
+    RANGES: ClassVar[dict[str, str]] = {
+        "window": "[1, inf)", "min_buffer": "[0, inf)", "r_max": "(0, inf)", "threshold": "[0, inf)",
+        "hint_min": "[0, 1]", "hint_span": "[0, 1]", "noise_max": "[0, inf)",
+    }
+
 
 @dataclass
 class RefineConfig:
@@ -118,6 +144,8 @@ class RefineConfig:
     enabled: bool = False
     template: str = "\nHere is a previous attempt at this question:\n{draft}\nImprove on it and give your final answer."
     max_draft_chars: int = 4_000  # the draft's first characters that go into the refinement prompt
+
+    RANGES: ClassVar[dict[str, str]] = {"max_draft_chars": "[1, inf)"}
 
 
 @dataclass
@@ -133,6 +161,11 @@ class HintConfig:
     max_hint_tokens: int = 256  # length limit of a hint reply
     max_hint_chars: int = 2_000  # a hint's first characters that go into the prompt
     refuse_answer_leak: bool = True  # drop a hint that states a reference answer
+
+    RANGES: ClassVar[dict[str, str]] = {
+        "threshold": "(-inf, inf)", "levels": "[1, inf)", "attempts": "[1, inf)", "max_hint_tokens": "[1, inf)",
+        "max_hint_chars": "[1, inf)",
+    }
 
 
 @dataclass
@@ -184,6 +217,17 @@ class TrainConfig:
     health: HealthConfig = field(default_factory=HealthConfig)  # run-health alarms (docs/health.md)
     num_threads: int | None = None  # torch CPU threads; unset: cores / processes on this machine when launched
 
+    RANGES: ClassVar[dict[str, str]] = {
+        "seed": "[0, 4294967295]", "max_steps": "[0, inf)", "prompts_per_step": "[1, inf)",
+        "mini_batch_size": "[1, inf)", "steps_per_generation": "[1, inf)", "learning_rate": "[0, inf)",
+        "vision_learning_rate": "[0, inf)", "projector_learning_rate": "[0, inf)", "weight_decay": "[0, inf)",
+        "adam_beta1": "[0, 1)", "adam_beta2": "[0, 1)", "warmup_ratio": "[0, 1]", "max_grad_norm": "(0, inf)",
+        "sft_epochs": "[1, inf)", "logging_steps": "[1, inf)", "log_completions_steps": "[0, inf)",
+        "save_steps": "[0, inf)", "save_total_limit": "[1, inf)", "eval_steps": "[0, inf)", "eval_limit": "[1, inf)",
+        "max_bad_samples": "[0, inf)", "max_reward_errors": "[0, inf)", "reward_timeout_s": "(0, inf)",
+        "num_threads": "[1, inf)",
+    }
+
     def validate(self) -> None:
         if self.rollout.num_generations < 1:
             raise ConfigError("rollout.num_generations must be >= 1")
@@ -203,3 +247,13 @@ class TrainConfig:
             raise ConfigError("refine.template must contain {draft}")
         if self.reward_on_error not in ("none", "zero"):
             raise ConfigError(f"reward_on_error: {self.reward_on_error!r} is not none or zero")
+        check_output_dir(self.output_dir)
+
+
+def check_output_dir(path: str) -> None:
+    """``output_dir`` may not be empty, the filesystem root or the home directory: a run writes, and
+    prunes old checkpoints, inside it."""
+    resolved = os.path.realpath(os.path.expanduser(path)) if path.strip() else ""
+    if resolved in ("", os.path.realpath(os.sep), os.path.realpath(os.path.expanduser("~"))):
+        raise ConfigError(f"output_dir: {path!r} is empty, the filesystem root or the home directory; "
+                          "give a run directory such as runs/NAME")

@@ -32,8 +32,9 @@ from mmreason.rollout.multiturn import (
     run_episodes,
 )
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
+from mmreason.rollout.row_sampling import NonFiniteLogitsError
 from mmreason.rollout.visibility import UnseenMedia
-from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
+from mmreason.train.checkpoint import resume, save_checkpoint
 from mmreason.train.collect import collect_rollouts
 from mmreason.train.config import TrainConfig
 from mmreason.train.logging import RunLogger
@@ -140,15 +141,28 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
     if run.pack.make_environment is not None and r.max_turns > 1:  # episodes: all of the step's together
-        trajectories = _play_episodes(run, model, drawn, settings, step)
+        trajectories = _sampled(step, lambda: _play_episodes(run, model, drawn, settings, step))
     else:
         # Single-turn: all groups of the step in one generate call; each row samples with its own seed, derived
         # from its group's (run seed, step, sample key), so the split over processes changes no sample.
-        trajectories = generate_groups(
+        trajectories = _sampled(step, lambda: generate_groups(
             model, run.processor, [d.prompt for d in drawn], [d.slot for d in drawn], r.num_generations, settings,
-            [group_seed(run.cfg.seed, step, d.key) for d in drawn])
+            [group_seed(run.cfg.seed, step, d.key) for d in drawn]))
     model.train()
     return trajectories
+
+
+class NonFiniteModelError(RuntimeError):
+    """The policy's logits are not finite: the run stops (no checkpoint of such weights is written)."""
+
+
+def _sampled(step: int, generate):
+    """``generate()``, with non-finite logits turned into a stop that names the step."""
+    try:
+        return generate()
+    except NonFiniteLogitsError as exc:
+        raise NonFiniteModelError(f"step {step}: {exc}; the policy's weights are not finite (check "
+                                  "model.name_or_path or the checkpoint resumed from)") from None
 
 
 def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSettings, step: int) -> list[Trajectory]:
@@ -394,9 +408,9 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     run = setup_run(cfg, config_dir=config_dir)
     check_estimator_needs(run)
     start = 0
-    ckpt = resolve_resume(cfg.resume, cfg.output_dir)
-    if ckpt is not None:
-        state = load_checkpoint(ckpt, run.accelerator, run.model, run.optimizer, run.scheduler)
+    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler)
+    if resumed is not None:
+        ckpt, state = resumed
         run.sampler.load_state_dict(state["sampler"])
         run.counters.__dict__.update(state.get("counters", {}))
         run.prev_entropy = float(state.get("prev_entropy", 0.0))

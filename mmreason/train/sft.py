@@ -16,11 +16,12 @@ import torch
 from mmreason.config import load_config
 from mmreason.rollout.chat_turns import turn_end
 from mmreason.rollout.forward import collate, token_logprobs
-from mmreason.train.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
+from mmreason.train.checkpoint import resume, save_checkpoint
 from mmreason.train.config import TrainConfig
 from mmreason.train.grpo import RunStopped, load_prompt
 from mmreason.train.logging import RunLogger
 from mmreason.train.setup import Run, setup_run
+from mmreason.train.update import gradients_finite
 from mmreason.types import Trajectory
 
 
@@ -76,7 +77,7 @@ def sft_step(run: Run) -> dict[str, float]:
         run.accelerator.backward(loss)
         losses.append(float(loss.detach()))
     grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), run.cfg.max_grad_norm)
-    if not torch.isfinite(torch.as_tensor(grad_norm)):
+    if not (torch.isfinite(torch.as_tensor(grad_norm)) and gradients_finite(run.model.parameters())):  # after clipping
         run.counters.nan_steps += 1
         run.optimizer.zero_grad(set_to_none=True)
         return {"loss": float("nan"), "skipped_update": 1.0}
@@ -93,9 +94,9 @@ def sft(cfg: TrainConfig) -> Run:
     steps_per_epoch = -(-len(run.dataset) // (cfg.prompts_per_step * run.accelerator.num_processes))
     total = cfg.max_steps if cfg.max_steps > 0 else steps_per_epoch * cfg.sft_epochs
     start = 0
-    ckpt = resolve_resume(cfg.resume, cfg.output_dir)
-    if ckpt is not None:
-        state = load_checkpoint(ckpt, run.accelerator, run.model, run.optimizer, run.scheduler)
+    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler)
+    if resumed is not None:
+        _, state = resumed
         run.sampler.load_state_dict(state["sampler"])
         start = int(state["step"])
     run.logger = RunLogger(cfg.output_dir, run.accelerator, total, start, cfg.report_to)

@@ -78,7 +78,10 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
             if by_hand:  # the wrapper's reducer saw no forward: average as it would have
                 average_gradients(run.accelerator, run.model.parameters())
             grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
-            if any_rank(run.accelerator, not torch.isfinite(torch.as_tensor(grad_norm))):
+            # Checked after clipping, on the gradients themselves: a norm can be finite while clipping (or a
+            # gradient the norm did not see) leaves NaN behind.
+            finite = bool(torch.isfinite(torch.as_tensor(grad_norm))) and gradients_finite(run.model.parameters())
+            if any_rank(run.accelerator, not finite):
                 return _skip_update(run, "nonfinite_grad")
             run.optimizer.step()
             run.scheduler.step()
@@ -102,6 +105,17 @@ def tempered_logprobs(run: Run, policy, batches, members, stats) -> list[list[An
     stats.setdefault("update/tempered_temperature", []).append(float(t))
     return [[sequence_logprobs(run, policy, b, m, temperature=t)[0] for b, m in zip(bs, ms)]
             for bs, ms in zip(batches, members)]
+
+
+def gradients_finite(parameters) -> bool:
+    """True when every gradient (this process's shard of it) is finite; one device sync."""
+    flags = []
+    for p in parameters:
+        g = p.grad
+        if g is not None:
+            g = g.to_local() if hasattr(g, "to_local") else g  # a DTensor shard (FSDP2)
+            flags.append(torch.isfinite(g).all())
+    return bool(torch.stack(flags).all()) if flags else True
 
 
 def split_groups(group_ids: list[int], parts: int) -> list[list[int]]:

@@ -64,6 +64,9 @@ def test_recover_puts_back_an_aside_checkpoint_and_drops_incomplete_ones(tmp_pat
     (tmp_path / "checkpoint-3.old" / "trainer_state.json").write_text("{}")
     (tmp_path / "checkpoint-4.tmp").mkdir()  # no trainer_state.json: killed while writing
     (tmp_path / "checkpoint-5.tmp").mkdir()
-    (tmp_path / "checkpoint-5.tmp" / "trainer_state.json").write_text("{}")  # complete, rename never happened
+    (tmp_path / "checkpoint-5.tmp" / "trainer_state.json").write_text("{}")
+    (tmp_path / "checkpoint-5.tmp" / "checksums.json").write_text("{}")  # complete, rename never happened
+    (tmp_path / "checkpoint-6.tmp").mkdir()  # killed after the state, before the checksums (written last)
+    (tmp_path / "checkpoint-6.tmp" / "trainer_state.json").write_text("{}")
     recover(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-3", "checkpoint-5"]
