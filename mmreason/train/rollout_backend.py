@@ -32,7 +32,7 @@ def make_backend(run):
     r = cfg.rollout
     if r.backend != "vllm":
         return None
-    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
 
     if run.accelerator.num_processes > 1:
         raise ConfigError("rollout.backend=vllm runs in one training process for now (vllm_mode=colocate)")
@@ -40,7 +40,7 @@ def make_backend(run):
     settings = VLLMSettings(mode=r.vllm_mode, gpu_memory_utilization=r.vllm_gpu_memory_utilization,
                             enable_sleep_mode=r.vllm_enable_sleep_mode, max_model_length=max_len,
                             tensor_parallel_size=r.vllm_tensor_parallel_size, kv_cache_gib=r.vllm_kv_cache_gib,
-                            seed=cfg.seed)
+                            seed=cfg.seed, processor_kwargs=processor_kwargs(cfg.data.min_pixels, cfg.data.max_pixels))
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
 
 

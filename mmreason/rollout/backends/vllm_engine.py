@@ -60,12 +60,19 @@ class VLLMSettings:
     mode: str = "colocate"  # colocate | server
     gpu_memory_utilization: float = 0.3
     enable_sleep_mode: bool = False
-    max_model_length: int = 2048
+    max_model_length: int | None = None  # None: the model's own
     tensor_parallel_size: int = 1
     kv_cache_gib: float = 1.0  # CPU only
     seed: int = 0
     limit_images: int = 16
     limit_videos: int = 4
+    processor_kwargs: dict | None = None  # the trainer's processor limits (min_pixels / max_pixels) when set
+
+
+def processor_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict | None:
+    """The pixel limits the trainer's processor was loaded with, for vLLM's copy of it (None: its own)."""
+    out = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
+    return out or None
 
 
 def text_head_dim(model_dir: str | Path) -> int:
@@ -88,8 +95,18 @@ def check_head_size(model_dir: str | Path, on_cpu: bool | None = None) -> None:
                          "or a model with a supported head size")
 
 
+def _max_positions(model_dir: str | Path) -> int:
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(model_dir))
+    text = getattr(config, "text_config", None) or config
+    return int(min(getattr(text, "max_position_embeddings", 32768), 32768))
+
+
 class VLLMBackend:
     """A colocated vLLM engine (``LLM``) for one model directory."""
+
+    is_rollout_backend = True
 
     def __init__(self, model_dir: str | Path, tokenizer, settings: VLLMSettings):
         self.model_dir = str(model_dir)
@@ -101,10 +118,16 @@ class VLLMBackend:
         on_cpu = not torch.cuda.is_available()
         if on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(settings.kv_cache_gib))))
-        kwargs = dict(model=self.model_dir, max_model_len=settings.max_model_length, seed=settings.seed,
+        max_len = settings.max_model_length or _max_positions(model_dir)
+        # No chunked prefill: a partly prefilled request's sampled token is discarded and its seeded generator
+        # rewound, which CPU generators cannot do; whole prompts per scheduling step keep every row's stream.
+        kwargs = dict(model=self.model_dir, max_model_len=max_len, seed=settings.seed, enable_chunked_prefill=False,
+                      max_num_batched_tokens=max(max_len, 16384),
                       limit_mm_per_prompt={"image": settings.limit_images, "video": settings.limit_videos},
                       tensor_parallel_size=settings.tensor_parallel_size, enable_prefix_caching=True,
                       logprobs_mode="processed_logprobs")  # after temperature and the banned tokens, as the trainer's
+        if settings.processor_kwargs:
+            kwargs["mm_processor_kwargs"] = dict(settings.processor_kwargs)
         if on_cpu:
             kwargs.update(enforce_eager=True, dtype="float32")
         else:
