@@ -214,3 +214,34 @@ def test_train_with_the_vllm_backend_syncs_weights_and_logs_the_mismatch(tiny_mo
     assert 0 <= last["mismatch/logprob_abs_diff_mean"] < 1e-3
     assert last["mismatch/ratio_outside_frac"] == 0.0 and abs(last["mismatch/is_weight_mean"] - 1) < 1e-3
     assert any(k.startswith("mismatch/near_vision_") for k in last) and "mismatch/turn_0" in last
+
+
+def test_lora_and_vision_tower_weights_reach_the_engine(engine, tiny_model_dir, tmp_path_factory):
+    """A LoRA policy (merged at each push) with a changed vision tower: vLLM's greedy rows equal HF's, and
+    differ from those of the weights before the change (so the LoRA delta and the tower both arrived)."""
+    from mmreason.models import ModelConfig, apply_lora, load_model, load_processor
+
+    cfg = ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32", lora=True, lora_r=4)
+    base = load_model(cfg, trainable=False)
+    with torch.no_grad():
+        base.lm_head.weight.mul_(30.0)
+    processor = load_processor(tiny_model_dir)
+    prompts = _prompts(processor, tmp_path_factory)
+    settings = GenerationSettings(max_new_tokens=8, temperature=0.0)
+    engine.sync_weights(base)
+    before = [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])]
+    model = apply_lora(base, cfg)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
+            if ".visual." in name and "lora" not in name and p.ndim == 2:
+                p.add_(torch.randn(p.shape, generator=generator) * 0.5)
+    engine.sync_weights(model)
+    ours = [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])]
+    hf = [t.token_ids.tolist() for t in generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])]
+    assert ours == hf and ours != before
+    from safetensors.torch import load_file
+
+    assert not any("lora" in name for name in load_file(str(engine.sync_dir / "model.safetensors")))
