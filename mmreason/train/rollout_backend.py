@@ -20,6 +20,12 @@ def check_backend_config(cfg: TrainConfig) -> None:
     if r.max_turns > 1:
         raise ConfigError("rollout.backend=vllm: multi-turn episodes (rollout.max_turns > 1) still generate with "
                           "rollout.backend=hf")
+    need = cfg.data.max_prompt_length + r.max_completion_length
+    if r.vllm_max_model_length is not None and r.vllm_max_model_length < need:
+        # prompts over data.max_prompt_length are the counted skips of the prompt builder; every prompt it
+        # accepts must fit the engine with its completion
+        raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < data.max_prompt_length + "
+                          f"rollout.max_completion_length = {need}")
     if r.vllm_mode == "server":
         raise ConfigError("rollout.vllm_mode=server is not implemented yet; use vllm_mode=colocate")
     import_vllm()  # one line naming the extra when it is missing

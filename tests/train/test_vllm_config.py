@@ -58,3 +58,12 @@ def test_the_tiny_model_has_a_head_size_vllm_cpu_accepts(tiny_model_dir):
     from mmreason.rollout.backends.vllm_engine import CPU_HEAD_SIZES, text_head_dim
 
     assert text_head_dim(tiny_model_dir) in CPU_HEAD_SIZES
+
+
+def test_engine_context_must_hold_every_accepted_prompt_and_its_completion():
+    """Prompts over data.max_prompt_length are skipped and counted by the prompt builder; the engine's context
+    must hold the rest: 512 + 256 = 768 > 700."""
+    cfg = load_config(TrainConfig, None, ["rollout.backend=vllm", "data.max_prompt_length=512",
+                                          "rollout.max_completion_length=256", "rollout.vllm_max_model_length=700"])
+    with pytest.raises(ConfigError, match="vllm_max_model_length=700 < .* = 768"):
+        check_backend_config(cfg)
