@@ -103,6 +103,8 @@ class Trajectory:
     mm_token_type_ids: torch.Tensor | None = None
     visual: list[dict[str, torch.Tensor]] = field(default_factory=list)
     reward_info: dict[str, Any] = field(default_factory=dict)  # environment facts for rewards (e.g. tool windows)
+    # [T] the sampler's log-prob of each sampled token (0 elsewhere), when the rollout backend returns them (vLLM)
+    rollout_logprobs: torch.Tensor | None = None
 
     @property
     def completion_length(self) -> int:

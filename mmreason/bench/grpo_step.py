@@ -17,16 +17,20 @@ import torch
 
 def bench_grpo_step(model_dir: str | None = None, steps: int = 6, warmup: int = 1, threads: int = 1,
                     num_generations: int = 8, prompts: int = 4, max_completion_length: int = 32,
-                    pages: int = 0, page_px: int = 224, overrides: tuple[str, ...] = ()) -> dict:
+                    pages: int = 0, page_px: int = 224, overrides: tuple[str, ...] = (), backend: str = "hf",
+                    size: str = "tiny") -> dict:
+    """Median step split with ``rollout.backend=backend`` (hf | vllm); ``size``: the built-in model's, when
+    ``model_dir`` is not given."""
     from mmreason.config import load_config
     from mmreason.models.tiny import build_tiny_model
     from mmreason.train.config import TrainConfig
     from mmreason.train.grpo import train_step
+    from mmreason.train.rollout_backend import check_backend_config, close_backend, make_backend
     from mmreason.train.setup import setup_run
 
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = model_dir or str(build_tiny_model(Path(tmp) / "model", seed=0))
+        model_dir = model_dir or str(build_tiny_model(Path(tmp) / "model", seed=0, size=size))
         data = ["data.task=shapes"]
         if pages:
             from mmreason.bench.grpo_vs_trl import write_prompts
@@ -37,12 +41,20 @@ def bench_grpo_step(model_dir: str | None = None, steps: int = 6, warmup: int = 
             f"model.name_or_path={model_dir}", *data, f"rollout.num_generations={num_generations}",
             f"rollout.max_completion_length={max_completion_length}", f"prompts_per_step={prompts}",
             "mini_batch_size=32", "learning_rate=1e-4", f"output_dir={tmp}/run", "rewards=[{name: anls}]",
-            f"max_steps={steps + warmup}", "log_completions_steps=0", *overrides,
+            f"max_steps={steps + warmup}", "log_completions_steps=0", f"rollout.backend={backend}", *overrides,
         ])
+        check_backend_config(cfg)
         run = setup_run(cfg, verbose=False)
-        rows = [train_step(run, step) for step in range(1, steps + warmup + 1)][warmup:]
+        run.rollout_backend = make_backend(run)
+        try:
+            rows = [train_step(run, step) for step in range(1, steps + warmup + 1)][warmup:]
+        finally:
+            close_backend(run)
     keys = ("time/step", "time/prompts", "time/generate", "time/reward", "time/update", "time/other")
+    tokens = [r["completion/length_mean"] * num_generations * prompts for r in rows]
     return {k.split("/")[1]: statistics.median(r[k] for r in rows) for k in keys} | {
+        "backend": backend, "weight_sync": statistics.median(r.get("time/weight_sync", 0.0) for r in rows),
+        "generate_tokens_per_s": statistics.median(t / r["time/generate"] for t, r in zip(tokens, rows)),
         "steps": steps, "threads": threads, "trajectories_per_step": num_generations * prompts,
         "completion_length_mean": statistics.mean(r["completion/length_mean"] for r in rows),
         "prompt": f"{pages} image(s) of {page_px} px" if pages else "shapes (one 56 px image)",
@@ -58,6 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-completion-length", type=int, default=32)
     parser.add_argument("--pages", type=int, default=0, help="P noise images per prompt (default: the shapes task)")
     parser.add_argument("--page-px", type=int, default=224, help="side of each --pages image in pixels")
+    parser.add_argument("--backend", default="hf", help="hf | vllm | hf,vllm (both, with the ratio)")
+    parser.add_argument("--size", default="tiny", help="the built-in model's size when --model is not given")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override (repeatable), e.g. --set rollout.temperature=0.7")
 
@@ -66,15 +80,24 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    r = bench_grpo_step(args.model, args.steps, 1, args.threads, args.num_generations, args.prompts,
-                        args.max_completion_length, args.pages, args.page_px, tuple(args.overrides))
-    table = Table(title="GRPO step time (tiny model)")
-    for col in ("phase", "seconds", "share"):
-        table.add_column(col)
-    for phase in ("prompts", "generate", "reward", "update", "other", "step"):
-        table.add_row(phase, f"{r[phase]:.3f}", f"{100 * r[phase] / r['step']:.0f} %")
+    results = [bench_grpo_step(args.model, args.steps, 1, args.threads, args.num_generations, args.prompts,
+                               args.max_completion_length, args.pages, args.page_px, tuple(args.overrides),
+                               backend, args.size) for backend in args.backend.split(",")]
+    table = Table(title=f"GRPO step time ({args.model or args.size + ' model'})")
+    table.add_column("phase")
+    for r in results:
+        table.add_column(f"{r['backend']} seconds")
+        table.add_column("share")
+    for phase in ("prompts", "generate", "reward", "update", "weight_sync", "other", "step"):
+        table.add_row(phase, *[x for r in results for x in (f"{r[phase]:.3f}", f"{100 * r[phase] / r['step']:.0f} %")])
+    table.add_row("generated tokens/s", *[x for r in results for x in (f"{r['generate_tokens_per_s']:.0f}", "")])
     console = Console()
     console.print(table)
+    if len(results) == 2:
+        a, b = results
+        console.print(f"{b['backend']} / {a['backend']}: generation {b['generate_tokens_per_s'] / a['generate_tokens_per_s']:.2f}x "
+                      f"tokens/s, step {a['step'] / b['step']:.2f}x faster (weight sync is part of update)")
+    r = results[-1]
     console.print(f"median of {r['steps']} steps; {r['prompt']} per prompt, {r['trajectories_per_step']} "
                   f"trajectories per step, mean completion {r['completion_length_mean']:.1f} tokens, "
                   f"{r['threads']} thread(s)")

@@ -32,6 +32,11 @@ class ModelArgs:
     attn_implementation: str = "auto"  # auto | flash_attention_2 | sdpa | eager
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     adapter: str | None = None  # a LoRA adapter directory loaded (and merged) on top of --model
+    backend: str = "hf"  # hf | vllm: what generates (vllm: a vLLM engine on the same prompts, docs/vllm.md)
+
+    def validate(self) -> None:
+        if self.backend not in ("hf", "vllm"):
+            raise ConfigError(f"model_args.backend: {self.backend!r} is not hf or vllm")
 
     RANGES: ClassVar[dict[str, str]] = {
         "min_pixels": "[1, inf)", "max_pixels": "[1, inf)", "video_fps": "(0, inf)", "video_max_frames": "[1, inf)",

@@ -36,6 +36,11 @@ def generate_batch(model, processor, prompts: list[PromptInputs], settings: Gene
     """
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
+    if getattr(model, "is_rollout_backend", False):  # a vLLM engine (``--model_args backend=vllm``)
+        rows = model.sample(prompts, 1, settings, seeds or [0] * len(prompts))
+        with lock or contextlib.nullcontext():
+            return [Completion(torch.tensor(ids, dtype=torch.long), tokenizer.decode(ids, skip_special_tokens=True),
+                               truncated) for ids, _, truncated in rows]
     new = sample_rows(model, tokenizer, prompts, 1, settings, seeds or [0] * len(prompts))  # [N, L]
     completions = []
     with lock or contextlib.nullcontext():

@@ -98,7 +98,6 @@ def resource_use() -> dict[str, Any]:
 def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcome:
     """Run every task of ``cfg``; returns the results and where they were written."""
     from rich.console import Console
-    from tqdm.auto import tqdm
     from transformers import set_seed
 
     console = console or Console()
@@ -109,6 +108,30 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
     device = default_device(cfg.device)
     set_seed(cfg.seed)
     model, processor = load_for_eval(resolved, cfg.model_args, device)
+    if cfg.model_args.backend == "vllm":
+        model = vllm_engine_for_eval(resolved, cfg.model_args, processor)
+    try:
+        return _evaluate_tasks(cfg, console, progress, resolved, tasks, device, model, processor)
+    finally:
+        if getattr(model, "is_rollout_backend", False):
+            model.close()
+
+
+def vllm_engine_for_eval(resolved: ResolvedModel, args, processor):
+    """A vLLM engine on ``--model``'s weights (``--model_args backend=vllm``)."""
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
+
+    if resolved.adapter is not None:
+        raise ValueError(f"--model_args backend=vllm: {resolved.spec!r} is a LoRA adapter; merge it first "
+                         "(or evaluate with backend=hf)")
+    settings = VLLMSettings(seed=0,
+                            processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels))
+    return VLLMBackend(resolved.weights, processor.tokenizer, settings)
+
+
+def _evaluate_tasks(cfg: EvalConfig, console, progress, resolved, tasks, device, model, processor) -> EvalOutcome:
+    from tqdm.auto import tqdm
+
     config = run_config(cfg, resolved, tasks, processor, device)
     files = RunFiles.open(cfg.output_path, resolved.name, config)
     opts = scoring_options(cfg)

@@ -82,8 +82,9 @@ def _evaluate(run, step: int) -> dict[str, float]:
     model = accelerator.unwrap_model(run.model)
     was_training = model.training
     model.eval()
+    engine = getattr(run, "rollout_backend", None)  # vLLM: the engine holds this step's weights
     try:
-        records = score_task(model, run.processor, task, training_options(run.cfg))
+        records = score_task(engine or model, run.processor, task, training_options(run.cfg))
     finally:
         model.train(was_training)
     _write_samples(Path(run.cfg.output_dir) / "eval" / f"step-{step}_samples_{task.file_name}.jsonl", records)

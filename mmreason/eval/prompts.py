@@ -63,7 +63,7 @@ def encode_batch(processor, samples: list[Sample], opts, errors: tuple[type[Base
             except errors as exc:
                 results[k] = exc
         return [results[k] for k in range(len(samples))]
-    docs, texts, images, videos, metadata, n_images, n_videos, shown = [], [], [], [], [], [], [], []
+    docs, texts, images, videos, metadata, n_images, n_videos, shown, media = [], [], [], [], [], [], [], [], []
     for k, sample in enumerate(samples):
         try:
             ims, vids, meta = load_sample_media(sample, opts.min_pixels, opts.max_pixels, opts.video_fps,
@@ -77,12 +77,14 @@ def encode_batch(processor, samples: list[Sample], opts, errors: tuple[type[Base
         n_images.append(len(ims))
         n_videos.append(len(vids))
         shown.append(frame_times(meta))
+        media.append((ims, vids, meta))
     out = _call(processor, texts, images, videos, metadata, errors) if docs else None
     visuals = split_visual(out, n_images, n_videos) if out is not None else [None] * len(docs)
     for j, k in enumerate(docs):
         results[k] = _unpadded(samples[k], texts[j], out, j, visuals[j], opts)
         if results[k] is not None:
             results[k].video_frames = shown[j]
+            results[k].images, results[k].videos, results[k].video_metadata = media[j]  # for a vLLM engine
         if results[k] is None:  # over max_prompt_length, or the batch call failed: this doc alone
             try:
                 results[k] = build_one(processor, samples[k], opts)

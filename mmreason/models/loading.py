@@ -75,13 +75,14 @@ def resolve_attn_implementation(name: str, dtype: torch.dtype | None = None) -> 
     return "sdpa"
 
 
-def backend_note(attn_implementation: str, dtype: torch.dtype | None = None) -> str:
+def backend_note(attn_implementation: str, dtype: torch.dtype | None = None, generation: str = "hf") -> str:
     """One line saying which attention, dtype and generation backend a run uses, for the run header."""
     have = {name: importlib.util.find_spec(name) is not None for name in ("flash_attn", "deepspeed")}
     parts = [f"attention: {attn_implementation}" + ("" if have["flash_attn"] else " (flash-attn not installed)")]
     if dtype is not None:
         parts.append(f"dtype: {str(dtype).removeprefix('torch.')}")
-    parts.append("generation: HF generate (vLLM generation is not supported yet)")
+    parts.append("generation: vLLM (rollout.backend=vllm)" if generation == "vllm"
+                 else "generation: HF generate (vLLM: rollout.backend=vllm)")
     if not have["deepspeed"]:
         parts.append("deepspeed not installed (DDP/FSDP only)")
     return "; ".join(parts)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import DynamicLayer, LinearAttentionLayer
 
+from mmreason.models.compat import cache_kwargs, output_cache
 from mmreason.models.families import family_of_model, never_sampled_tokens, turn_end_tokens
 from mmreason.models.loading import reset_position_state
 from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs
@@ -120,7 +121,8 @@ def sample_rows(model, tokenizer, prompts: Sequence[PromptInputs], n: int, setti
         if prefill:
             cache = _prefill(model, backbone, batch, n, family.positions == "mrope")
             out = model.generate(input_ids=batch["input_ids"].repeat_interleave(n, dim=0),
-                                 attention_mask=batch["attention_mask"].repeat_interleave(n, dim=0), cache=cache,
+                                 attention_mask=batch["attention_mask"].repeat_interleave(n, dim=0),
+                                 **cache_kwargs(model, cache),
                                  **gen_kwargs)
         else:
             out = model.generate(**batch, **gen_kwargs)
@@ -162,7 +164,7 @@ def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int, mrope: boo
         attention_mask=mask)
     out = model(input_ids=ids, attention_mask=mask, mm_token_type_ids=types, position_ids=positions, **visual,
                 use_cache=True, logits_to_keep=1)
-    cache = getattr(out, "cache", None) or out.past_key_values
+    cache = output_cache(out)
     _repeat_rows(cache, n)
     backbone.rope_deltas = deltas.to(ids.device).repeat_interleave(n, dim=0)
     return cache

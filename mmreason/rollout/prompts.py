@@ -50,6 +50,11 @@ class PromptInputs:
     visual: dict[str, torch.Tensor] = field(default_factory=dict)
     text: str = ""
     video_frames: list[list[float]] = field(default_factory=list)  # per video: the seconds of the frames shown
+    # The decoded media the processor was given (already at their budgets), for a rollout backend that runs
+    # its own processor on them (vLLM): images (PIL), videos ([T, 3, H, W] frames) and their metadata.
+    images: list = field(default_factory=list)
+    videos: list = field(default_factory=list)
+    video_metadata: list = field(default_factory=list)
 
     @property
     def length(self) -> int:
@@ -217,7 +222,8 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
             types = out.get("mm_token_type_ids")
             types = types[0] if types is not None else torch.zeros_like(ids)
             visual = {k: out[k] for k in VISUAL_KEYS if k in out}
-            return PromptInputs(sample, ids, types.to(torch.long), visual, text, frame_times(metadata))
+            return PromptInputs(sample, ids, types.to(torch.long), visual, text, frame_times(metadata), images,
+                                videos, metadata)
         if overflow != "downscale" or not (images or videos) or family.budget != "pixels":
             break  # tiles: a smaller pixel budget gives the same tokens, so the prompt is skipped
         budget, limits = _smaller(processor, budget, limits, plans, family.pixels_per_token)

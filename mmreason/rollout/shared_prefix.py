@@ -30,6 +30,7 @@ import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, LinearAttentionLayer
 from transformers.modeling_layers import GradientCheckpointingLayer
 
+from mmreason.models.compat import cache_kwargs
 from mmreason.models.families import family_of_model
 from mmreason.models.loading import reset_position_state
 from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
@@ -93,7 +94,7 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     prompt_cache = _prompt_cache(inner)
     with _cache_through_checkpoints(backbone):
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=types[None].to(device),
-                    **visual, cache=prompt_cache, use_cache=True, logits_to_keep=1)
+                    **visual, **cache_kwargs(model, prompt_cache), use_cache=True, logits_to_keep=1)
     g = len(group)
     completions = [t.token_ids[p:] for t in group]
     longest = max(int(c.numel()) for c in completions)
@@ -126,8 +127,8 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     predicts = torch.zeros_like(trained)
     predicts[:, :-1] = trained[:, 1:]
     with lm_head_rows(model, predicts), _cache_through_checkpoints(backbone):
-        rest = model(input_ids=suffix, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
-                     mm_token_type_ids=suffix_types.to(device), **suffix_visual)
+        rest = model(input_ids=suffix, attention_mask=mask, position_ids=positions, **cache_kwargs(model, cache),
+                     use_cache=True, mm_token_type_ids=suffix_types.to(device), **suffix_visual)
     reset_position_state(model)  # the next caller computes its own positions
     # token 0 is predicted by the prompt's last position (one row shared by the group), the rest by the suffix
     logits = sampling_logits(torch.cat([out.logits[0].expand(g, -1), rest.logits[0]]), temperature, suppressed)

@@ -55,6 +55,21 @@ class RolloutConfig:
     max_observation_tokens: int = 1024  # an environment observation longer than this ends the episode
     env_step_timeout_s: float | None = 60.0  # an environment step running longer ends its episode (a counted
     # environment fault); None = no limit. See mmreason/rollout/deadline.py for what can be interrupted.
+    # Rollout backend (docs/vllm.md): hf = HF generate in the training process; vllm = a vLLM engine (TRL's
+    # knob names below). colocate: the engine lives in the training job; server: `mmreason vllm-serve`.
+    backend: str = "hf"  # hf | vllm
+    vllm_mode: str = "colocate"  # colocate | server
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_enable_sleep_mode: bool = False  # GPU: the engine sleeps during the update (a no-op on CPU)
+    vllm_max_model_length: int | None = None  # None: max_prompt_length + max_completion_length
+    vllm_tensor_parallel_size: int = 1
+    vllm_server_host: str = "127.0.0.1"
+    vllm_server_port: int = 8000
+    vllm_kv_cache_gib: float = 1.0  # CPU only: the engine's KV cache (VLLM_CPU_KVCACHE_SPACE)
+    # Truncated importance sampling of the sampler-trainer mismatch (mmreason/rl/rollout_correction.py)
+    vllm_importance_sampling_correction: bool = True
+    vllm_importance_sampling_mode: str = "token_truncate"  # token_truncate | token_mask | sequence_truncate | sequence_mask
+    vllm_importance_sampling_cap: float = 2.0
 
     RANGES: ClassVar[dict[str, str]] = {
         "num_generations": "[1, inf)", "max_completion_length": "[1, inf)",
@@ -233,6 +248,16 @@ class TrainConfig:
             raise ConfigError("rollout.num_generations must be >= 1")
         if self.rollout.env_step_timeout_s is not None and not self.rollout.env_step_timeout_s > 0:
             raise ConfigError("rollout.env_step_timeout_s must be positive or null (no limit)")
+        r = self.rollout
+        if r.backend not in ("hf", "vllm"):
+            raise ConfigError(f"rollout.backend: {r.backend!r} is not hf or vllm")
+        if r.vllm_mode not in ("colocate", "server"):
+            raise ConfigError(f"rollout.vllm_mode: {r.vllm_mode!r} is not colocate or server")
+        from mmreason.rl.rollout_correction import IS_MODES
+
+        if r.vllm_importance_sampling_mode not in IS_MODES:
+            raise ConfigError(f"rollout.vllm_importance_sampling_mode: {r.vllm_importance_sampling_mode!r} is not "
+                              f"one of {', '.join(IS_MODES)}")
         if self.steps_per_generation < 1:
             raise ConfigError("steps_per_generation must be >= 1")
         if self.reward_missing not in ("zero", "renormalize"):

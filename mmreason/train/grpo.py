@@ -23,6 +23,7 @@ from mmreason.media import MediaError
 from mmreason.media.video_plan import VideoLimits
 from mmreason.parallel.agree import any_rank, hold, settle, stopping
 from mmreason.parallel.sharding import gathered
+from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
 from mmreason.rollout.multiturn import (
     EnvironmentStartError,
@@ -40,6 +41,7 @@ from mmreason.train.config import TrainConfig
 from mmreason.train.logging import RunLogger
 from mmreason.train.metrics import completion_rows, rollout_metrics
 from mmreason.train.records import Drawn, Scored, task_index, task_names
+from mmreason.train.rollout_backend import check_backend_config, close_backend, make_backend, sync_weights
 from mmreason.train.setup import Run, setup_run
 from mmreason.train.table import StepTable, build_table, check_needs
 from mmreason.train.update import accepted_options, check_algorithm_options, policy_update
@@ -142,6 +144,10 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
     model.eval()
     if run.pack.make_environment is not None and r.max_turns > 1:  # episodes: all of the step's together
         trajectories = _sampled(step, lambda: _play_episodes(run, model, drawn, settings, step))
+    elif run.rollout_backend is not None:  # vLLM: the same prompts, seeds and settings
+        trajectories = run.rollout_backend.generate_groups(
+            [d.prompt for d in drawn], [d.slot for d in drawn], r.num_generations, settings,
+            [group_seed(run.cfg.seed, step, d.key) for d in drawn])
     else:
         # Single-turn: all groups of the step in one generate call; each row samples with its own seed, derived
         # from its group's (run seed, step, sample key), so the split over processes changes no sample.
@@ -291,6 +297,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         metrics.update(policy_update(run, scored))
         if "entropy" in metrics:
             run.prev_entropy = float(metrics["entropy"])
+        metrics.update(sync_weights(run))  # the engine samples the next step with the updated policy
         t4 = time.perf_counter()
         metrics.update(rollout_metrics(run, scored))
         times.update(prompts=got.prompt_seconds, generate=t2 - t0 - got.reward_seconds - got.prompt_seconds,
@@ -405,6 +412,7 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     from mmreason.rewarding import RewardErrorLimitExceeded
 
     check_algorithm_options(cfg, config_dir)
+    check_backend_config(cfg)
     run = setup_run(cfg, config_dir=config_dir)
     check_estimator_needs(run)
     start = 0
@@ -425,6 +433,9 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
             print(f"resumed from {ckpt} at step {start}")
     run.logger = RunLogger(cfg.output_dir, run.accelerator, cfg.max_steps, start, cfg.report_to,
                            config=_config_dict(cfg))
+    run.rollout_backend = make_backend(run)
+    if start:
+        sync_weights(run)  # a resumed run's engine starts from the checkpoint's weights
     evaluator = _evaluator(run)
     health = _health(run, start)
     try:
@@ -447,12 +458,13 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
                 _save(run, step)
         if not cfg.save_steps or cfg.max_steps % cfg.save_steps:
             _save(run, cfg.max_steps)
-    except (RunStopped, RewardErrorLimitExceeded) as exc:
+    except (RunStopped, RewardErrorLimitExceeded, EngineDied) as exc:
         # Faults stop a step before its update: the weights are those after step - 1.
         path = _save(run, run.step - 1, before)
         raise RunStopped(f"run stopped at step {run.step}: {exc}; last checkpoint: {path} (the last finished "
                          "step; resume replays this one)") from exc
     finally:
+        close_backend(run)
         run.logger.close()
     if run.accelerator.is_main_process:
         from mmreason.train.plot import plot_run

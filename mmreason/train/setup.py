@@ -65,6 +65,7 @@ class Run:
     counters: Counters = field(default_factory=Counters)
     step: int = 0
     prev_entropy: float = 0.0  # mean token entropy of the last update (losses that take it: DCPO)
+    rollout_backend: Any = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
 
     @property
     def device(self) -> torch.device:
@@ -172,7 +173,7 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
               f"processes: {accelerator.num_processes} ({accelerator.distributed_type.value.lower()}, "
               f"{accelerator.device}, {torch.get_num_threads()} CPU threads each)")
         print(backend_note(getattr(model.config, "_attn_implementation", None) or cfg.model.attn_implementation,
-                           next(model.parameters()).dtype))
+                           next(model.parameters()).dtype, getattr(getattr(cfg, "rollout", None), "backend", "hf")))
     if needs_own_sharding(accelerator):  # FSDP2 asked for where accelerate does not apply it (the CPU)
         model = shard_model(model, wrap_classes())
         if verbose:

@@ -174,6 +174,7 @@ def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, opti
     a = run.cfg.algorithm
     logp, ent = sequence_logprobs(run, model or run.model, batch, trajectories, with_entropy=True)  # [n, T] fp32
     old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
+    advantages = rollout_correction(run, trajectories, old, batch.action_mask, advantages, stats)
     out = rl.POLICY_LOSSES.get(a.policy_loss)(logp, old, advantages, batch.action_mask, **options)
     loss = out.loss
     if band is not None:
@@ -182,6 +183,47 @@ def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, opti
         loss = loss + a.entropy_coef * penalty
         stats.setdefault("entropy_penalty", []).append(float(penalty.detach()))
     return loss, out.metrics, ent
+
+
+def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
+    """With a sampler that returned its log-probs (vLLM): log the sampler-trainer gap (``mismatch/*``, split by
+    distance from the nearest vision token and by turn) and, with ``rollout.vllm_importance_sampling_correction``,
+    weight each token's advantage by the truncated importance ratio (``rl.rollout_correction``; a clipped or
+    plain surrogate times w >= 0 is the surrogate of the weighted advantage). Returns the advantages."""
+    from mmreason.rl.rollout_correction import importance_weights, mismatch_metrics, vision_distance
+    from mmreason.rollout.forward import pad_stack
+
+    if not trajectories or any(t.rollout_logprobs is None for t in trajectories):
+        return advantages
+    r = run.cfg.rollout
+    width = old.shape[1]
+    rollout = _to_width(pad_stack([t.rollout_logprobs for t in trajectories], 0.0, torch.float32), width)
+    distance = _to_width(pad_stack([vision_distance(t.mm_token_type_ids if t.mm_token_type_ids is not None
+                                                    else torch.zeros_like(t.token_ids)) for t in trajectories],
+                                   -1, torch.long), width)
+    turn = _to_width(pad_stack([_turn_index(t) for t in trajectories], 0, torch.long), width)
+    rollout, distance, turn = rollout.to(old.device), distance.to(old.device), turn.to(old.device)
+    for key, value in mismatch_metrics(old, rollout, mask, r.vllm_importance_sampling_cap, distance, turn).items():
+        stats.setdefault(key, []).append(value)
+    if not r.vllm_importance_sampling_correction:
+        return advantages
+    w = importance_weights(old, rollout, mask, r.vllm_importance_sampling_mode, r.vllm_importance_sampling_cap)
+    stats.setdefault("mismatch/is_weight_mean", []).append(float(w[mask.bool()].mean()) if mask.any() else 1.0)
+    return (advantages[:, None] if advantages.ndim == 1 else advantages) * w  # [n, T]
+
+
+def _to_width(x: torch.Tensor, width: int) -> torch.Tensor:
+    if x.shape[1] >= width:
+        return x[:, :width]
+    return torch.nn.functional.pad(x, (0, width - x.shape[1]))
+
+
+def _turn_index(t) -> torch.Tensor:
+    """[T] the 0-based assistant turn each token belongs to (0 outside assistant turns)."""
+    out = torch.zeros(t.token_ids.numel(), dtype=torch.long)
+    for k, turn in enumerate([u for u in t.turns if u.role == "assistant"]):
+        out[turn.start:turn.end] = k
+    return out
 
 
 def sampling_options(run: Run) -> dict[str, Any]:

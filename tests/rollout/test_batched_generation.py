@@ -20,7 +20,10 @@ from mmreason.rollout.row_sampling import row_seeds
 from mmreason.types import Sample
 
 G = 4
-SETTINGS = GenerationSettings(max_new_tokens=12, temperature=1.0, top_p=0.95)
+# Sampling from the top 8: the paths compared here differ by float rounding (~1e-6 in the logits: padding,
+# prefill vs prompt copies), and over the random model's near-uniform 1,024-token distribution that can move an
+# inverse-CDF boundary past the drawn number; among 8 candidates it cannot.
+SETTINGS = GenerationSettings(max_new_tokens=12, temperature=1.0, top_p=0.95, top_k=8)
 
 
 def _prompts(processor):
@@ -58,15 +61,11 @@ def test_one_batched_call_samples_what_per_group_calls_sample(tiny, one_torch_th
     shuffled = generate_groups(model, processor, [prompts[i] for i in order], [10 + i for i in order], G, SETTINGS,
                                [seeds[i] for i in order])
     assert sorted(_rows(shuffled)) == sorted(_rows(alone))
-    # The prompt repeated G times (no prefill, no cache expansion) samples the same rows too. The two paths'
-    # logits differ by float rounding (~1e-6); over the random model's near-uniform 1,024-token distribution
-    # that can move an inverse-CDF boundary past the drawn number, so this check samples from the top 8.
+    # The prompt repeated G times (no prefill, no cache expansion) samples the same rows too.
     tok = processor.tokenizer
-    top_k = GenerationSettings(max_new_tokens=12, temperature=1.0, top_k=8)
-    prefilled = generate_groups(model, processor, prompts, [10 + i for i in range(len(prompts))], G, top_k, seeds)
-    copies = sample_rows(model, tok, [p for p in prompts for _ in range(G)], 1, top_k,
+    copies = sample_rows(model, tok, [p for p in prompts for _ in range(G)], 1, SETTINGS,
                          [r for s in seeds for r in row_seeds(s, G)])
-    for row, t in zip(copies, prefilled):
+    for row, t in zip(copies, batched):
         assert row[: t.completion_length].tolist() == t.token_ids[t.prompt_length:].tolist()
     # It really sampled: rows of a group differ, and other seeds give other rollouts.
     texts = [t.completion_text for t in batched]

