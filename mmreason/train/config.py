@@ -76,6 +76,9 @@ class RolloutConfig:
         "temperature": "(0, inf)",  # sampling; 0 would be greedy: all G rollouts of a group the same
         "top_p": "(0, 1]", "top_k": "[1, inf)", "max_turns": "[1, inf)", "max_observation_tokens": "[1, inf)",
         "env_step_timeout_s": "(0, inf)",
+        "vllm_gpu_memory_utilization": "(0, 1]", "vllm_max_model_length": "[1, inf)",
+        "vllm_tensor_parallel_size": "[1, inf)", "vllm_server_port": "[1, 65535]", "vllm_kv_cache_gib": "(0, inf)",
+        "vllm_importance_sampling_cap": "[1, inf)",
     }
 
 
