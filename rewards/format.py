@@ -9,18 +9,9 @@ empty thought ``<think>\\n\\n</think>`` is valid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mmreason.parsing import MAX_CHARS, as_text, parse_dict, parse_literal, parse_schema, tag_tokens
 from mmreason.rewarding import per_sample, reward
 from mmreason.types import Trajectory
-
-DOCSEEKER_HEADERS = (
-    r"\boxed{Question Analysis}",
-    r"\boxed{Evidence Localization}",
-    r"\boxed{Reasoning Process}",
-)
-KNOWLEDGE_BASES = ("Text Retriever", "Text Image Retriever", "Table Retriever", "None")
 
 
 def _text(trajectory: Trajectory, max_chars: int) -> str | None:
@@ -72,44 +63,6 @@ def _skipped(text: str) -> bool:
 def skip_think(sample, trajectory) -> float:
     """1 if the think block is empty or whitespace (TON's skip-think; log it with weight 0)."""
     return float(_skipped(as_text(trajectory.completion_text)))
-
-
-# ---- DocSeeker ---------------------------------------------------------------------------------
-
-
-def docseeker_format_score(text: str) -> float:
-    r"""DocSeeker's R_fmt: think/answer, a dict answer, and the three \boxed{} headers in order.
-
-    1 iff the stripped text is ``<think>..</think> .. <answer>..</answer>`` (DocSeeker allows text
-    between the blocks), the answer body parses as a dict (JSON or Python literal), and the stripped
-    think body starts with ``\boxed{Question Analysis}`` followed, in order, by
-    ``\boxed{Evidence Localization}`` and ``\boxed{Reasoning Process}``.
-    Source: ``EviGRPO/verl/utils/reward_score/EviGRPO_reward.py::format_reward``.
-    """
-    bodies = parse_schema(text, ("think", "answer"), gaps="any")
-    if bodies is None or parse_dict(bodies[1]) is None:
-        return 0.0
-    think = bodies[0].strip()
-    if not think.startswith(DOCSEEKER_HEADERS[0]):
-        return 0.0
-    cursor = len(DOCSEEKER_HEADERS[0])
-    for header in DOCSEEKER_HEADERS[1:]:
-        found = think.find(header, cursor)
-        if found < 0:
-            return 0.0
-        cursor = found + len(header)
-    return 1.0
-
-
-@reward("docseeker_format")
-@per_sample
-def docseeker_format(sample, trajectory, *, max_chars: int = MAX_CHARS) -> float:
-    r"""DocSeeker ALR format: think with the 3 \boxed{} headers in order, then a JSON answer dict.
-
-    Source: DocSeeker ``EviGRPO_reward.py::format_reward``; docs/algorithms.md §1 (R_fmt).
-    """
-    text = _text(trajectory, max_chars)
-    return 0.0 if text is None else docseeker_format_score(text)
 
 
 # ---- tool calls (MedScope-style multi-turn) ----------------------------------------------------
@@ -170,42 +123,3 @@ def tool_call_format(sample, trajectory, *, require_answer: bool = True, max_tur
     if any(k is None for k in kinds) or "answer" in kinds[:-1]:
         return 0.0
     return float(kinds[-1] == "answer" or not require_answer)
-
-
-# ---- knowledge-base routing step (R1-Router) ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RouteStep:
-    """One parsed R1-Router step: an intermediate retrieval step or the final answer."""
-
-    think: str
-    sub_question: str | None = None  # None on the final step
-    knowledge_base: str | None = None
-    answer: str | None = None
-
-
-ROUTE_TAGS = ("think", "sub-question", "ret", "answer")
-
-
-def parse_route_step(text: str, knowledge_bases: tuple[str, ...] = KNOWLEDGE_BASES) -> RouteStep | None:
-    """``<think/><sub-question/><ret>KB</ret>`` with exactly one known KB, or ``<think/><answer/>``."""
-    bodies = parse_schema(text, ("think", "sub-question", "ret"), known=ROUTE_TAGS)
-    if bodies is not None:
-        kb = bodies[2].strip()
-        if kb not in knowledge_bases:  # unknown name, or several ("Text Retriever, Table Retriever")
-            return None
-        return RouteStep(bodies[0], bodies[1].strip(), kb)
-    bodies = parse_schema(text, ("think", "answer"), known=ROUTE_TAGS)
-    return RouteStep(bodies[0], answer=bodies[1].strip()) if bodies is not None else None
-
-
-@reward("route_format")
-@per_sample
-def route_format(sample, trajectory, *, max_chars: int = MAX_CHARS) -> float:
-    """1 if the completion is a valid R1-Router step: think+sub-question+ret(one known KB) or think+answer.
-
-    Source: R1-Router ``src/prompt.py`` step format; docs/algorithms.md §7.
-    """
-    text = _text(trajectory, max_chars)
-    return float(text is not None and parse_route_step(text) is not None)

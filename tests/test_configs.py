@@ -45,3 +45,17 @@ def test_accelerate_config_parses(path):
     data = yaml.safe_load(path.read_text())
     assert data["distributed_type"] in {"NO", "MULTI_GPU", "FSDP", "DEEPSPEED"}
     assert int(data["num_processes"]) >= 1
+
+
+@pytest.mark.parametrize("path", [p for p in RECIPES if p.parent != CONFIGS],
+                         ids=[p.relative_to(CONFIGS).as_posix() for p in RECIPES if p.parent != CONFIGS])
+def test_a_pack_recipe_does_not_restate_its_packs_default_rewards(path):
+    """Default rewards are stated once, in the pack; a recipe's own ``rewards:`` must change them."""
+    from mmreason.taskpack import TASKS
+    from mmreason.train.setup import _reward_config
+
+    own = yaml.safe_load(path.read_text()) or {}
+    if "rewards" not in own:
+        return
+    cfg = load_config(TrainConfig, path)
+    assert cfg.rewards != [_reward_config(r) for r in TASKS.get(cfg.data.task).rewards], path

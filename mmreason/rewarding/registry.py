@@ -1,7 +1,8 @@
 """The reward registry and the ``@reward`` decorator.
 
 ``REWARDS`` is filled on its first lookup by importing every module of ``mmreason.rewards`` (the
-top-level ``rewards/`` folder) and every entry point in the group ``mmreason.rewards``, so an installed
+top-level ``rewards/`` folder: rewards shared by packs), each task pack's ``rewards`` module (a reward only
+one pack uses lives in its pack, e.g. ``tasks/docseeker/rewards.py``) and every entry point in the group ``mmreason.rewards``, so an installed
 third-party package adds rewards by declaring, in its own pyproject::
 
     [project.entry-points."mmreason.rewards"]
@@ -12,6 +13,7 @@ third-party package adds rewards by declaring, in its own pyproject::
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +44,10 @@ def _load_rewards() -> None:
     package = importlib.import_module("mmreason.rewards")
     for module in pkgutil.iter_modules(package.__path__, prefix=package.__name__ + "."):
         importlib.import_module(module.name)
+    tasks = importlib.import_module("mmreason.tasks")  # a pack's own rewards: its ``rewards`` module
+    for pack in pkgutil.iter_modules(tasks.__path__, prefix=tasks.__name__ + "."):
+        if pack.ispkg and importlib.util.find_spec(f"{pack.name}.rewards") is not None:
+            importlib.import_module(f"{pack.name}.rewards")
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
             obj = point.load()

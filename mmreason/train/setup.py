@@ -210,14 +210,19 @@ def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = Non
     """The reward runner: the config's rewards, or the task pack's defaults when the config names none."""
     from mmreason.rewarding import RewardRunner, RewardSpec
 
-    configs = cfg.rewards or [_reward_config(r) for r in pack.rewards]
     specs = []
-    for r in configs:
+    for r in run_rewards(cfg, pack):
         ref = r.name
         column = r.column or (ref.rsplit(":", 1)[1] if ":" in ref else ref)
         specs.append(RewardSpec(name=column, ref=ref, weight=r.weight, kwargs=dict(r.kwargs), isolation=r.isolation))
     return RewardRunner(specs, timeout_s=cfg.reward_timeout_s, on_error=cfg.reward_on_error,
                         max_reward_errors=cfg.max_reward_errors, base_dir=config_dir or os.getcwd())
+
+
+def run_rewards(cfg: TrainConfig, pack: TaskPack) -> list:
+    """The rewards a run scores with: the config's ``rewards``, else the pack's defaults (stated once, in the
+    pack; a recipe lists rewards only to change them)."""
+    return cfg.rewards or [_reward_config(r) for r in pack.rewards]
 
 
 def _reward_config(mapping: dict[str, Any]):

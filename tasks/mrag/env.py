@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from mmreason.media import MediaError, load_image
 from mmreason.parsing import as_text, parse_schema, tag_tokens
-from mmreason.rewards.format import KNOWLEDGE_BASES, ROUTE_TAGS, parse_route_step
 from mmreason.rollout.environment import Observation
 from mmreason.tasks.mrag.kb import KnowledgeBaseError, KnowledgeBases, shared_index
+from mmreason.tasks.mrag.route import KNOWLEDGE_BASES, ROUTE_TAGS, parse_route_step
 from mmreason.tasks.mrag.steps import NONE
 from mmreason.types import Sample
 

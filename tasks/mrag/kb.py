@@ -192,7 +192,7 @@ class DenseRetriever:
     def __init__(self, items: list[Item], model_path: str, pooling: str = "cls", batch_size: int = 32):
         import torch
 
-        from mmreason.rewards.retrieval import embed
+        from mmreason.tasks.mrag.rewards import embed
 
         self.items, self.model_path, self.pooling = items, model_path, pooling
         texts = [f"{i.title}: {i.text}" for i in items]
@@ -200,7 +200,7 @@ class DenseRetriever:
                                   for s in range(0, len(texts), batch_size)])  # [items, D]
 
     def search(self, query: str, k: int, token_budget: int) -> list[Hit]:
-        from mmreason.rewards.retrieval import embed
+        from mmreason.tasks.mrag.rewards import embed
 
         check_query(query)
         scores = (self.vectors @ embed([query], self.model_path, self.pooling)[0]).tolist()  # [items]

@@ -18,8 +18,8 @@ import math
 from collections.abc import Callable
 
 from mmreason.parsing import MAX_CHARS, all_tag_bodies, as_text
-from mmreason.rewards.format import KNOWLEDGE_BASES, parse_route_step
 from mmreason.rewards.textmatch import token_f1, vqa_normalize
+from mmreason.tasks.mrag.route import KNOWLEDGE_BASES, parse_route_step
 from mmreason.types import Sample
 
 NAN = math.nan

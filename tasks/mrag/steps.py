@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mmreason.rewards.format import KNOWLEDGE_BASES
+from mmreason.tasks.mrag.route import KNOWLEDGE_BASES
 
 TEXT, TEXT_IMAGE, TABLE, NONE = KNOWLEDGE_BASES
 INSTRUCTION = (

@@ -11,9 +11,9 @@ import pytest
 from mmreason.cli import main
 from mmreason.media import pdf_page_count
 from mmreason.parsing import last_tag_body, parse_dict
-from mmreason.rewards.format import docseeker_format_score
 from mmreason.taskpack import TASKS
 from mmreason.tasks.docseeker.data import docseeker_load
+from mmreason.tasks.docseeker.rewards import docseeker_format_score
 from mmreason.tasks.docseeker.synth import generate
 
 

@@ -10,9 +10,9 @@ import torch
 from mrag_helpers import small_default_index
 
 from mmreason import rl
-from mmreason.rewards.retrieval import route_step
 from mmreason.taskpack import TASKS
 from mmreason.tasks.mrag.data import mrag_load
+from mmreason.tasks.mrag.rewards import route_step
 from mmreason.types import Trajectory
 
 ROW = {

@@ -12,8 +12,10 @@ from videoqa_helpers import truncated_video
 
 from mmreason.cli import main
 from mmreason.config import load_config
+from mmreason.taskpack import TASKS
 from mmreason.tasks.videoqa.synth import generate
 from mmreason.train.config import TrainConfig
+from mmreason.train.setup import run_rewards
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "videoqa"
 OURS = sorted(CONFIGS.glob("videoqa_*.yaml"))
@@ -40,7 +42,7 @@ def test_recipes_load(path):
     if "_sft" in path.stem:  # an SFT stage: no reward, no policy loss
         assert cfg.num_threads == 1 and cfg.data.task_args.get("style") == "basic"
         return
-    assert cfg.rewards[0].name == "mmreason.tasks.videoqa.scoring:videoqa_accuracy"
+    assert run_rewards(cfg, TASKS.get(cfg.data.task))[0].name == "mmreason.tasks.videoqa.scoring:videoqa_accuracy"
     reg = "reg_grpo" in path.stem
     assert cfg.algorithm.policy_loss == ("reg_grpo" if reg else "clipped")
     # Reg-GRPO with one update per batch is a scaled GRPO gradient: every recipe reuses each batch

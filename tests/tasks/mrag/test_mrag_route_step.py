@@ -1,12 +1,13 @@
-"""R1-Router step reward: lexical similarity by default, a local embedding model optionally."""
+"""R1-Router step rewards of the MRAG pack: `route_step` (lexical similarity by default, a local embedding model
+optionally) and `route_format`."""
 
 from __future__ import annotations
 
 import pytest
-from reward_factory import sample, traj
+from reward_factory import sample, score, traj
 
-from mmreason.rewards.retrieval import route_step
 from mmreason.rewards.textmatch import token_f1, vqa_normalize
+from mmreason.tasks.mrag.rewards import route_step
 
 GOLD_Q = "When was the Eiffel Tower built?"
 
@@ -117,3 +118,14 @@ def test_embedding_similarity_from_a_local_encoder(encoder_dir):
     assert same["step"] == pytest.approx(1.0, abs=1e-5)
     other = run(step("who designed louvre", "Text Retriever"), embedding_model=encoder_dir, pooling="mean")
     assert 0.0 <= other["similarity"] < 1.0 - 1e-4
+
+
+def test_route_format():
+    step = (
+        "<think>need the year</think><sub-question>When was X built?</sub-question><ret>Text Retriever</ret>"
+    )
+    assert score("route_format", step) == 1.0
+    assert score("route_format", "<think>done</think><answer>1889</answer>") == 1.0
+    assert score("route_format", step.replace("Text Retriever", "Text Retriever, Table Retriever")) == 0.0
+    assert score("route_format", step.replace("Text Retriever", "Web Search")) == 0.0
+    assert score("route_format", step + "<answer>x</answer>") == 0.0
