@@ -31,6 +31,8 @@ class TaskPack:
     derived:  metric name -> fn(means) -> float | None, computed from the other metrics' means after
               aggregation (a set-level score such as an F1 of a mean precision and a mean recall).
     results_note: a line the results header shows (e.g. how answers are extracted).
+    baseline: train samples -> rule; ``rule(sample) -> completion_text`` answers without the sample's media,
+              scored with ``metrics`` by ``mmreason eval baseline --task PACK``.
     """
 
     name: str
@@ -52,6 +54,7 @@ class TaskPack:
     # The sample column that names a trajectory's task for per-task metrics and task-aware estimators
     # (G²RPO's sets); None = the sample's ``task``. A config's ``algorithm.task_key`` overrides it.
     task_key: str | None = None
+    baseline: Callable[[list[Sample]], Callable[[Sample], str]] | None = None
 
     @property
     def metric_names(self) -> list[str]:

@@ -15,6 +15,7 @@ from mmreason.taskpack import TaskPack, register_task
 from mmreason.tasks.docseeker.alr import INSTRUCTION, docseeker_sft_target
 from mmreason.tasks.docseeker.data import docseeker_load
 from mmreason.tasks.docseeker.egra import docseeker_transform
+from mmreason.tasks.docseeker.learncheck import baseline_rule
 from mmreason.tasks.docseeker.metrics import docseeker_metrics
 from mmreason.tasks.docseeker.mmlb_metrics import DERIVED, RESULTS_NOTE, mmlongbench_metrics
 
@@ -37,6 +38,7 @@ PACK = register_task(
         prompt_template=INSTRUCTION,
         sft_target=docseeker_sft_target,
         transform=docseeker_transform,
+        baseline=baseline_rule,
     )
 )
 

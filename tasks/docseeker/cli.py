@@ -3,9 +3,10 @@
     mmreason data docseeker --out DIR --docs N --pages MIN..MAX [--seed S]        # generate (default)
     mmreason data docseeker egra-report [--data FILE.jsonl | --docs N --pages 40..40] [--k 5 ...]
     mmreason data docseeker outline --pdf FILE.pdf [--pdf ...] --out DIR [--questions 4]
-    mmreason data docseeker baseline --train TRAIN.jsonl --data HELD_OUT.jsonl [--samples OUT.jsonl]
-    mmreason data docseeker paired A_samples.jsonl B_samples.jsonl [--metric evidence_f1 ...]
     mmreason data docseeker check --data samples.json [--doc-dir DIR]     # every unusable row, named; exit 1 if any
+
+The position baseline is ``mmreason eval baseline --task docseeker`` (learncheck.py); two samples files compare
+with ``mmreason eval paired``.
 """
 
 from __future__ import annotations
@@ -14,19 +15,13 @@ import argparse
 import json
 import tempfile
 
-ACTIONS = ("generate", "egra-report", "outline", "baseline", "paired", "check")
+ACTIONS = ("generate", "egra-report", "outline", "check")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--train", help="baseline: the training rows (JSONL) whose most frequent page/answer it gives")
-    parser.add_argument("--samples", help="baseline: write its per-doc records here (samples-file shape)")
-    parser.add_argument("--metric", action="append", default=[], help="paired: metric(s) to compare "
-                        "(default evidence_f1 and accuracy)")
     parser.add_argument("action", nargs="?", default="generate", choices=ACTIONS,
                         help="generate synthetic documents (default), report EGRA visual tokens, or write "
-                             "questions from a real PDF's outline, score the position baseline, compare two "
-                             "eval samples files per document")
-    parser.add_argument("files", nargs="*", help="paired: two `mmreason eval` samples files (A then B)")
+                             "questions from a real PDF's outline")
     parser.add_argument("--out", help="output folder (generate, outline)")
     parser.add_argument("--docs", type=int, default=16, help="documents to generate")
     parser.add_argument("--pages", default="3..8", help="pages per document, MIN..MAX")
@@ -36,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--style", default="report", choices=("report", "marks"),
                         help="report: multi-section reports; marks: small pages with coloured banners, the "
                         "question names the evidence page's banner colour (learning checks on small models)")
-    parser.add_argument("--data", help="egra-report, baseline: a JSONL/parquet file in the loader's shape")
+    parser.add_argument("--data", help="egra-report, check: a JSONL/parquet file in the loader's shape")
     parser.add_argument("--high", type=int, default=1024, help="EGRA high budget, merged tokens per page")
     parser.add_argument("--low", type=int, default=256, help="EGRA low budget, merged tokens per page")
     parser.add_argument("--k", type=int, default=5, help="EGRA: random extra high-budget pages in training")
@@ -72,10 +67,6 @@ def run(args: argparse.Namespace) -> int:
         path = write_outline_jsonl(args.pdf, args.out, args.questions, args.seed)
         print(f"wrote {sum(1 for _ in open(path))} questions to {path}")
         return 0
-    if args.action == "baseline":
-        return baseline(args)
-    if args.action == "paired":
-        return paired(args)
     if args.action == "check":
         return check(args)
     return egra_report(args)
@@ -93,33 +84,6 @@ def check(args: argparse.Namespace) -> int:
     counts = ", ".join(f"{reason}: {n}" for reason, n in samples.skipped.items())
     print(f"{args.data}: {len(samples)} rows usable, {len(samples.errors)} not" + (f" ({counts})" if counts else ""))
     return 1 if samples.errors else 0
-
-
-def baseline(args: argparse.Namespace) -> int:
-    """Print the position baseline's metrics on --data (JSON); --samples keeps its per-doc records."""
-    from mmreason.tasks.docseeker.learncheck import score_baseline
-
-    if not args.train or not args.data:
-        raise SystemExit("mmreason data docseeker baseline: --train TRAIN.jsonl and --data HELD_OUT.jsonl are required")
-    summary, records = score_baseline(args.train, args.data)
-    if args.samples:
-        with open(args.samples, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in records)
-    keys = ("cited_page", "answer", "n", "evidence_f1", "evidence_precision", "evidence_recall", "accuracy", "anls")
-    print(json.dumps({k: summary[k] for k in keys}))
-    return 0
-
-
-def paired(args: argparse.Namespace) -> int:
-    """Print one JSON line per metric: means, docs that turn right (up) / wrong (down) at a score of 1, McNemar z,
-    bootstrap interval (``mmreason eval paired --threshold 1``)."""
-    from mmreason.eval.paired import compare_all, rounded
-
-    if len(args.files) != 2:
-        raise SystemExit("mmreason data docseeker paired: give two samples files, A then B")
-    for result in compare_all(args.files[0], args.files[1], args.metric or ["evidence_f1", "accuracy"], threshold=1.0):
-        print(json.dumps(rounded(result)))
-    return 0
 
 
 def egra_report(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ docs/algorithms.md §2. Recipes: configs/medscope/medscope_sft.yaml, configs/med
 from mmreason.taskpack import TaskPack, register_task
 from mmreason.tasks.medscope.data import medscope_load
 from mmreason.tasks.medscope.env import medscope_environment
+from mmreason.tasks.medscope.learncheck import baseline_rule
 from mmreason.tasks.medscope.scoring import HIGHER_IS_BETTER, METRICS
 
 SCORING = "mmreason.tasks.medscope.scoring"
@@ -35,5 +36,6 @@ PACK = register_task(
         make_environment=medscope_environment,
         max_turns=5,  # eval episodes: up to 4 tool calls (ToolLimits.max_calls) and the answer
         prompt_template="{question}\\n{options}\\n{global-view timestamps}\\n{tool hint}\\n{answer instruction}",
+        baseline=baseline_rule,
     )
 )

@@ -12,6 +12,7 @@ docs/algorithms.md §7. Recipe: configs/mrag/mrag_step_grpo_tiny.yaml.
 from mmreason.taskpack import TaskPack, register_task
 from mmreason.tasks.mrag.data import mrag_load
 from mmreason.tasks.mrag.env import mrag_environment
+from mmreason.tasks.mrag.learncheck import baseline_rule
 from mmreason.tasks.mrag.metrics import HIGHER_IS_BETTER, mrag_metrics
 from mmreason.tasks.mrag.steps import INSTRUCTION
 
@@ -32,5 +33,6 @@ PACK = register_task(
         higher_is_better=HIGHER_IS_BETTER,
         make_environment=mrag_environment,
         prompt_template=INSTRUCTION,
+        baseline=baseline_rule,
     )
 )

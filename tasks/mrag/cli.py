@@ -3,9 +3,10 @@
     mmreason data mrag build [--index DIR] [--force]                   # text + table + image KBs, cached
     mmreason data mrag search --retriever "Text Retriever" --query Q [--k 3] [--budget N] [--search-fn F]
     mmreason data mrag generate --out DIR [--train N] [--eval N] [--seed S]
-    mmreason data mrag paired A_samples.jsonl B_samples.jsonl          # routing per step, turned right / wrong
-    mmreason data mrag baseline TRAIN.jsonl HELD_OUT.jsonl             # routing of the per-step majority rule
     mmreason data mrag hitrate QUESTIONS.jsonl [--k 3]                 # top-k hit rate on hand-written questions
+
+The per-step majority baseline is ``mmreason eval baseline --task mrag`` (learncheck.py); two samples files
+compare step by step with ``mmreason eval paired --metric routing_accuracy``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-ACTIONS = ("build", "search", "generate", "paired", "baseline", "hitrate")
+ACTIONS = ("build", "search", "generate", "hitrate")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,8 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train", type=int, default=None, help="generate: train questions")
     parser.add_argument("--eval", type=int, default=None, help="generate: held-out questions")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("files", nargs="*", help="paired: two `mmreason eval --log_samples` files (A then B); "
-                        "baseline: the train rows then the held-out rows; hitrate: the questions file")
+    parser.add_argument("files", nargs="*", help="hitrate: the questions file")
 
 
 def _kb(args: argparse.Namespace):
@@ -46,14 +46,6 @@ def _kb(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from mmreason.tasks.mrag.kb import KnowledgeBaseError, build_index
 
-    if args.action in ("paired", "baseline"):
-        from mmreason.tasks.mrag import learncheck
-
-        if len(args.files) != 2:
-            raise SystemExit(f"mmreason data mrag {args.action}: give two files")
-        compare = learncheck.paired if args.action == "paired" else learncheck.position_baseline
-        print(json.dumps(compare(*args.files)))
-        return 0
     try:
         if args.action == "build":
             folder = build_index(args.index, force=args.force)

@@ -10,6 +10,7 @@ per domain), skip_think (TON's skip-think ratio), think_format.
 """
 
 from mmreason.taskpack import TaskPack, register_task
+from mmreason.tasks.vision.baseline import baseline_rule
 from mmreason.tasks.vision.data import vision_load
 from mmreason.tasks.vision.scoring import METRICS
 
@@ -24,5 +25,6 @@ PACK = register_task(
         metrics=dict(METRICS),
         prompt_template="{question}\\n{instruction by answer_format: plain | think}",
         task_key="domain",
+        baseline=baseline_rule,
     )
 )

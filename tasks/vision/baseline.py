@@ -9,6 +9,7 @@ the question text itself; an unseen template gets the overall most frequent answ
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mmreason.tasks.vision.scoring import is_correct
@@ -45,3 +46,8 @@ class Baseline:
         if not samples:
             return float("nan")
         return sum(is_correct(s, self.predict(s)) for s in samples) / len(samples)
+
+
+def baseline_rule(train: list[Sample]) -> Callable[[Sample], str]:
+    """The majority answer of the question's template, as the completion (``mmreason eval baseline --task vision``)."""
+    return Baseline.fit(train).predict

@@ -1,4 +1,5 @@
-"""Vision pack data tools: write synthetic items, convert easy-VQA to JSONL, score the text-only baseline."""
+"""Vision pack data tools: write synthetic items, convert easy-VQA to JSONL (the text-only baseline is
+``mmreason eval baseline --task vision``)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("easyvqa", help="write an easy-VQA split as JSONL (images stay in the installed package)")
     p.add_argument("out", help="output .jsonl file")
     p.add_argument("--split", default="train", choices=["train", "test"])
-    p = sub.add_parser("baseline", help="accuracy of the text-only baseline (majority answer per template)")
-    p.add_argument("--source", default="easyvqa", choices=["easyvqa", "synthetic", "mixed"])
-    p.add_argument("--train-path", default=None)
-    p.add_argument("--eval-path", default=None)
-    p.add_argument("--eval-n", type=int, default=None, help="a seeded subset of the eval split")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,19 +27,11 @@ def run(args: argparse.Namespace) -> int:
 
         path = generate(args.out, args.n, args.seed, args.size, [k.strip() for k in args.kinds.split(",")])
         print(f"wrote {args.n} items: {path}")
-    elif args.tool == "easyvqa":
+    else:
         from mmreason.tasks.vision.easyvqa import easyvqa_rows
 
         rows = easyvqa_rows(args.split)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
         print(f"wrote {len(rows)} rows: {args.out}")
-    else:
-        from mmreason.tasks.vision.baseline import Baseline
-        from mmreason.tasks.vision.data import vision_load
-
-        train = vision_load(args.train_path, "train", source=args.source)
-        held_out = vision_load(args.eval_path, "eval", source=args.source, n=args.eval_n)
-        acc = Baseline.fit(train).accuracy(held_out)
-        print(json.dumps({"text_only_baseline_accuracy": acc, "n_train": len(train), "n_eval": len(held_out)}))
     return 0

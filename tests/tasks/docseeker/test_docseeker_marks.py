@@ -59,17 +59,28 @@ def test_loader_generates_marks_at_twenty_tokens_a_page(tmp_path, monkeypatch, t
 
 
 def test_position_baseline_cites_the_most_frequent_training_page(tmp_path, marks):
-    from mmreason.eval.paired import paired
-    from mmreason.tasks.docseeker.learncheck import score_baseline
+    from collections import Counter
 
-    train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps({"evidence_pages": p, "answer": a}) + "\n"
-                             for p, a in [([2], "red"), ([2], "blue"), ([1], "blue"), ([-1], "red")]))
-    summary, records = score_baseline(train, marks)
-    assert (summary["cited_page"], summary["answer"]) == (2, "blue")  # ties: the alphabetically first answer
+    from mmreason.cli import main
+    from mmreason.eval.baseline import score_baseline
+    from mmreason.eval.paired import paired
+    from mmreason.tasks.docseeker.learncheck import position_baseline
+
+    samples = docseeker_load(str(marks), "train")
     rows = [json.loads(line) for line in marks.read_text().splitlines()]
-    assert summary["evidence_f1"] == sum(r["evidence_pages"] == [2] for r in rows) / len(rows)
-    assert summary["accuracy"] == sum(r["answer"] == "blue" for r in rows) / len(rows)
+    pages = Counter(p for r in rows for p in r["evidence_pages"] if p > 0)
+    answers = Counter(r["answer"] for r in rows)
+    page = min(pages, key=lambda p: (-pages[p], p))  # ties: the smaller page, the alphabetically first answer
+    answer = min(answers, key=lambda a: (-answers[a], a))
+    assert position_baseline(samples) == (page, answer)
+    summary, records = score_baseline("docseeker", str(marks), str(marks))
+    assert summary["evidence_f1"] == sum(r["evidence_pages"] == [page] for r in rows) / len(rows)
+    assert summary["accuracy"] == sum(r["answer"] == answer for r in rows) / len(rows)
+    assert len(records) == len(rows) and all(f"Page {page}." in r["response"] for r in records)
+    out = tmp_path / "baseline.jsonl"
+    assert main(["eval", "baseline", "--task", "docseeker", "--train", str(marks), "--data", str(marks),
+                 "--samples", str(out)]) == 0
+    assert [json.loads(line)["scores"] for line in out.read_text().splitlines()] == [r["scores"] for r in records]
     # paired: B right where A was wrong on two docs, wrong where A was right on one
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_text("".join(json.dumps({"doc_id": str(i), "scores": {"accuracy": s}}) + "\n"

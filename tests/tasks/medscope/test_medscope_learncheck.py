@@ -1,4 +1,5 @@
-"""The learning-check helpers: the video-blind rule and the paired comparison of two samples files."""
+"""The learning check: the video-blind baseline rule (`mmreason eval baseline --task medscope`) and the paired
+comparison of two samples files (`mmreason eval paired`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import math
 import pytest
 from medscope_helpers import make_data  # noqa: I001
 
+from mmreason.cli import main
+from mmreason.eval.baseline import score_baseline
 from mmreason.eval.paired import paired
 from mmreason.tasks.medscope.data import medscope_load
-from mmreason.tasks.medscope.learncheck import blind_baseline, blind_rule, main
+from mmreason.tasks.medscope.learncheck import blind_rule
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +23,7 @@ def rows(tmp_path_factory):
 
 def test_blind_rule_answers_the_train_majority_and_mean_window(rows):
     samples = medscope_load(str(rows))
-    rule = blind_rule(rows)
+    rule = blind_rule(samples)
     for s in samples:
         same = [o for o in samples if o.meta["task_type"] == s.meta["task_type"]
                 and o.messages[0]["content"][-1]["text"].split("\n")[0]
@@ -34,9 +37,9 @@ def test_blind_rule_answers_the_train_majority_and_mean_window(rows):
 
 
 def test_blind_baseline_scores_its_own_answers_with_the_pack_metrics(rows):
-    summary, records = blind_baseline(rows, rows)
-    assert summary["n"] == len(records) == len(medscope_load(str(rows)))
-    assert summary["tool_calls"] == 0.0 and math.isnan(summary["grounded_calls"])
+    summary, records = score_baseline("medscope", str(rows), str(rows))
+    assert summary["n"] == len(records) == len(medscope_load(str(rows), "eval"))
+    assert summary["tool_calls"] == 0.0 and summary["grounded_calls"] is None  # it calls no tool
     assert all("<answer>" in r["response"] for r in records)
     assert summary["accuracy"] == pytest.approx(sum(r["scores"]["accuracy"] for r in records) / len(records))
 
@@ -56,12 +59,13 @@ def test_paired_counts_turns_and_skips_docs_without_the_metric(tmp_path, capsys)
     assert got["mcnemar_z"] == pytest.approx(1 / math.sqrt(3))
     with pytest.raises(ValueError, match="miou"):
         paired(a, b, "miou")  # d1's A score is NaN: no doc has it in both
-    assert main(["paired", str(a), str(b), "--metric", "accuracy"]) == 0
+    assert main(["eval", "paired", str(a), str(b), "--metric", "accuracy", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["up"] == 2
-    # without --metric every paired metric is tried; one no doc has in both is named as skipped, not an error
-    assert main(["paired", str(a), str(b)]) == 0
+    # without --metric every metric A carries is tried; one no doc has in both is named as skipped, not an error
+    assert main(["eval", "paired", str(a), str(b), "--json"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [x["metric"] for x in lines] == ["accuracy", "grounded_accuracy", "miou", "grounded_calls", "tool_calls"]
-    assert lines[0]["up"] == 2 and all("skipped" in x for x in lines[1:])
-    with pytest.raises(ValueError, match="miou"):  # asked for by name, it still fails loudly
-        main(["paired", str(a), str(b), "--metric", "miou"])
+    assert [x["metric"] for x in lines] == ["accuracy", "miou"]
+    assert lines[0]["up"] == 2 and "skipped" in lines[1]
+    # asked for by name, it still fails loudly: a one-line error naming the metric
+    assert main(["eval", "paired", str(a), str(b), "--metric", "miou"]) == 2
+    assert "miou" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""Learning-check figures on hand-made eval samples: paired routing counts and the position baseline."""
+"""The mrag learning check: the per-step majority baseline (`mmreason eval baseline --task mrag`) and the paired
+routing counts of two samples files (`mmreason eval paired --metric routing_accuracy`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 import pytest
 
 from mmreason.cli import main
-from mmreason.tasks.mrag.learncheck import paired, position_baseline
+from mmreason.eval.baseline import score_baseline
+from mmreason.tasks.mrag.data import mrag_load
+from mmreason.tasks.mrag.learncheck import position_rule
 
 TABLE = "<think>x</think><sub-question>q</sub-question><ret>Table Retriever</ret>"
 ANSWER = "<think>x</think><answer>27</answer>"
@@ -24,27 +27,25 @@ def test_paired_counts_steps_that_turn_right_and_wrong(tmp_path, capsys):
                                       ("q2#s0", TABLE, 0.0), ("q3#s0", ANSWER, 1.0)])
     b = _write(tmp_path / "b.jsonl", [("q1#s0", TABLE, 1.0), ("q1#s1", ANSWER, 1.0),
                                       ("q2#s0", ANSWER, 1.0), ("q3#s0", TABLE, 0.0)])
-    out = paired(a, b)
+    assert main(["eval", "paired", str(a), str(b), "--metric", "routing_accuracy", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
     assert (out["n"], out["up"], out["down"]) == (4, 2, 1)
-    assert out["mcnemar_z"] == pytest.approx(1 / 3 ** 0.5)
-    assert out["a"]["all"]["routing"] == 0.5 and out["b"]["all"]["routing"] == 0.75
-    assert out["a"]["step2"] == {"n": 1, "routing": 0.0, "parsed": 0.0, "routing_if_parsed": pytest.approx(float("nan"), nan_ok=True)}
-    assert out["a"]["all"]["parsed"] == 0.75 and out["a"]["all"]["routing_if_parsed"] == pytest.approx(2 / 3)
-    assert main(["data", "mrag", "paired", str(a), str(b)]) == 0
-    assert json.loads(capsys.readouterr().out)["up"] == 2
+    assert out["mcnemar_z"] == pytest.approx(1 / 3 ** 0.5, abs=1e-4)  # printed to 4 places
+    assert (out["a"], out["b"]) == (0.5, 0.75)
+
+
+def _rows(path, routes):
+    path.write_text("".join(json.dumps({"id": str(i), "question": "q", "answer": "a",
+                                        "steps": [{"sub_question": "s", "kb": k} for k in kbs]}) + "\n"
+                            for i, kbs in enumerate(routes)))
+    return path
 
 
 def test_position_baseline_takes_the_train_majority_per_step(tmp_path):
-    def row(i, kbs):
-        return {"id": str(i), "question": "q", "answer": "a", "steps": [{"sub_question": "s", "kb": k} for k in kbs]}
-
-    train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps(row(i, kbs)) + "\n" for i, kbs in
-                             enumerate([["Table Retriever", "Text Retriever"]] * 2 + [[]])))
-    held = tmp_path / "held.jsonl"
-    held.write_text("".join(json.dumps(row(i, kbs)) + "\n" for i, kbs in
-                            enumerate([["Table Retriever", "Text Retriever"], []])))
-    out = position_baseline(train, held)
-    assert out["rule"] == {"step1": "Table Retriever", "step2": "Text Retriever", "step3": "answer"}
+    train = _rows(tmp_path / "train.jsonl", [["Table Retriever", "Text Retriever"]] * 2 + [[]])
+    held = _rows(tmp_path / "held.jsonl", [["Table Retriever", "Text Retriever"], []])
+    assert position_rule(mrag_load(str(train))) == {0: "Table Retriever", 1: "Text Retriever", 2: "answer"}
+    summary, records = score_baseline("mrag", str(train), str(held))
     # held-out steps: Table, Text, answer (all right) and answer at step 1 (wrong): 3 of 4
-    assert out["n"] == 4 and out["routing"] == 0.75 and out["routing_step1"] == 0.5
+    assert summary["n"] == len(records) == 4
+    assert summary["routing_accuracy"] == 0.75 and summary["routing_accuracy_step1"] == 0.5

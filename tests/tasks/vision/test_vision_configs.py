@@ -49,5 +49,6 @@ def test_data_tools(tmp_path, capsys, shapes_cache):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     capsys.readouterr()
-    assert main(["data", "vision", "baseline", "--train-path", str(data), "--eval-path", str(data)]) == 0
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["text_only_baseline_accuracy"] == 2 / 3
+    assert main(["eval", "baseline", "--task", "vision", "--train", str(data), "--data", str(data)]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (out["accuracy"], out["n_train"], out["n"]) == (round(2 / 3, 4), 3, 3)

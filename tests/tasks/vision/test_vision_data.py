@@ -125,3 +125,21 @@ def test_template_filter_keeps_image_only_questions():
     samples = vision_load(split="train", source="easyvqa", n=400, templates=["what"])
     assert samples and all(s.meta["template"].startswith("what") for s in samples)
     assert all(s.meta["answer_type"] == "free-form" for s in samples)  # colours and shapes, no yes/no
+
+
+def test_eval_baseline_scores_the_template_majority_with_the_pack_metrics(tmp_path):
+    from mmreason.eval.baseline import score_baseline
+
+    train = _rows(tmp_path / "train.jsonl", [("t1", "no"), ("t1", "no"), ("t1", "yes"), ("t2", "yes")])
+    held = _rows(tmp_path / "held.jsonl", [("t1", "no"), ("t1", "yes"), ("t2", "yes"), ("t3", "no")])
+    summary, records = score_baseline("vision", str(train), str(held))
+    # t1 -> "no", t2 -> "yes", unseen t3 -> the overall majority "no": right on 3 of 4
+    assert [r["response"] for r in records] == ["no", "no", "yes", "no"]
+    assert summary["accuracy"] == 0.75 and summary["n_train"] == 4
+
+
+def _rows(path, items):
+    path.write_text("".join(json.dumps({"id": str(i), "image": "/a.png", "question": "q", "answer": a,
+                                        "answer_type": "yes/no", "template": t}) + "\n"
+                            for i, (t, a) in enumerate(items)))
+    return path
