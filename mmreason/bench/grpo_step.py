@@ -1,4 +1,5 @@
-"""`mmreason bench grpo-step`: median time split of GRPO steps (generate / reward / update / other)
+"""`mmreason bench grpo-step`: median time split of GRPO steps (prompts / generate / reward / advantages /
+update / other)
 on a fixed tiny config, single-threaded by default because shared 2-core machines are noisy.
 
 Prompts are the shapes task's (one 56 px image each) or, with ``--pages P --page-px X``, P noise images of
@@ -50,7 +51,8 @@ def bench_grpo_step(model_dir: str | None = None, steps: int = 6, warmup: int = 
             rows = [train_step(run, step) for step in range(1, steps + warmup + 1)][warmup:]
         finally:
             close_backend(run)
-    keys = ("time/step", "time/prompts", "time/generate", "time/reward", "time/update", "time/other")
+    keys = ("time/step", "time/prompts", "time/generate", "time/reward", "time/advantages", "time/update",
+            "time/other")
     tokens = [r["completion/length_mean"] * num_generations * prompts for r in rows]
     return {k.split("/")[1]: statistics.median(r[k] for r in rows) for k in keys} | {
         "backend": backend, "weight_sync": statistics.median(r.get("time/weight_sync", 0.0) for r in rows),
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     for r in results:
         table.add_column(f"{r['backend']} seconds")
         table.add_column("share")
-    for phase in ("prompts", "generate", "reward", "update", "weight_sync", "other", "step"):
+    for phase in ("prompts", "generate", "reward", "advantages", "update", "weight_sync", "other", "step"):
         table.add_row(phase, *[x for r in results for x in (f"{r[phase]:.3f}", f"{100 * r[phase] / r['step']:.0f} %")])
     table.add_row("generated tokens/s", *[x for r in results for x in (f"{r['generate_tokens_per_s']:.0f}", "")])
     console = Console()

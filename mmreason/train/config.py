@@ -1,4 +1,5 @@
-"""The run config of `mmreason train` / `mmreason sft`: every default in one typed place.
+"""The run config of `mmreason train` / `mmreason sft`: every default in one typed place, and the start-up
+checks that every algorithm option reaches the component it names (``check_algorithm_options``).
 
 Names follow TRL's GRPOConfig where the concept exists there (num_generations, max_completion_length,
 temperature, top_p, beta, epsilon, epsilon_high, num_iterations, loss_type, scale_rewards,
@@ -7,6 +8,7 @@ learning_rate, ...) and EasyR1's for data (min_pixels, max_pixels, video_fps, ma
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -285,3 +287,85 @@ def check_output_dir(path: str) -> None:
     if resolved in ("", os.path.realpath(os.sep), os.path.realpath(os.path.expanduser("~"))):
         raise ConfigError(f"output_dir: {path!r} is empty, the filesystem root or the home directory; "
                           "give a run directory such as runs/NAME")
+
+
+# ---- start-up checks of the algorithm options ------------------------------------------------------------
+
+# Top-level algorithm keys (TRL's names) that some policy losses take. Set away from its default for a loss
+# that does not take it, one is an error at start-up, never silently dropped.
+NAMED_LOSS_OPTIONS = ("epsilon", "epsilon_high", "importance_sampling_level", "beta", "kl_estimator")
+# What the trainer itself hands a loss that takes it (not options a config sets).
+LOSS_INPUTS = ("aggregation", "max_len", "ref_logprobs", "group_ids", "num_tokens", "seq_mask", "train_step",
+               "prev_entropy", "step_rewards", "rewards", "tempered_logprobs")
+
+
+def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> None:
+    """Start-up: every option reaches the component it names, or the run does not start.
+
+    ``algorithm.estimator_options`` / ``algorithm.loss_options`` must be options the chosen estimator / loss
+    takes; a top-level key (``scale_rewards``, ``epsilon``, ``epsilon_high`` ...) set away from its default
+    must be taken by the chosen component; ``reward_missing: renormalize`` needs an estimator of the weighted
+    total. Errors name the option and the component's valid options.
+    """
+    from mmreason import rl
+
+    a, default = cfg.algorithm, AlgorithmConfig()
+    estimator = rl.ESTIMATORS.get(a.estimator, config_dir)
+    loss = rl.POLICY_LOSSES.get(a.policy_loss, config_dir)
+    supplied = {"task_ids", "missing", *rl.needs_of(estimator)}  # the trainer passes these itself
+    for key in a.estimator_options:
+        if key in supplied or key == "scale_rewards":
+            raise ConfigError(f"algorithm.estimator_options.{key}: set by the trainer"
+                              + (" (use algorithm.scale_rewards)" if key == "scale_rewards" else ""))
+    _check("estimator", a.estimator, estimator, a.estimator_options, 3, "algorithm.estimator_options",
+           supplied | {"scale_rewards"})
+    if a.scale_rewards != default.scale_rewards and "scale_rewards" not in accepted_options(estimator):
+        raise ConfigError(f"algorithm.scale_rewards={a.scale_rewards!r}: estimator {a.estimator!r} takes no "
+                          f"scale_rewards; its options: {', '.join(_options(estimator, 3, supplied)) or '(none)'}")
+    for key in a.loss_options:
+        if key in NAMED_LOSS_OPTIONS or key in LOSS_INPUTS:
+            raise ConfigError(f"algorithm.loss_options.{key}: "
+                              + (f"set it as algorithm.{key}" if key in NAMED_LOSS_OPTIONS else "set by the trainer"))
+    _check("policy loss", a.policy_loss, loss, a.loss_options, 4, "algorithm.loss_options",
+           {*LOSS_INPUTS, *NAMED_LOSS_OPTIONS})
+    taken = accepted_options(loss)
+    for key in NAMED_LOSS_OPTIONS:
+        if key not in taken and getattr(a, key) != getattr(default, key):
+            valid = _options(loss, 4, set(LOSS_INPUTS))
+            raise ConfigError(f"algorithm.{key}={getattr(a, key)!r}: policy loss {a.policy_loss!r} takes no {key}; "
+                              f"its options: {', '.join(valid) or '(none)'}")
+    check_reward_missing(cfg)
+
+
+def _check(kind, name, fn, options, skip, where, supplied: set[str]) -> None:
+    """``check_options`` on the config's options, counting what the trainer supplies as present."""
+    from mmreason.rl.options import check_options
+
+    present = {k: None for k in supplied if k in accepted_options(fn)}
+    try:
+        check_options(kind, name, fn, {**present, **options}, skip=skip)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def check_reward_missing(cfg: TrainConfig) -> None:
+    """``reward_missing: renormalize`` needs an estimator of the weighted total (it takes ``missing``)."""
+    from mmreason import rl
+
+    fn = rl.ESTIMATORS.get(cfg.algorithm.estimator)
+    if cfg.reward_missing != "zero" and "missing" not in accepted_options(fn):
+        raise ValueError(f"reward_missing={cfg.reward_missing!r}: estimator {cfg.algorithm.estimator!r} normalises "
+                         "each reward component on its own and has no weighted total to renormalise; use "
+                         "reward_missing=zero with it (a component that does not apply is already left out)")
+
+
+
+def _options(fn, skip: int, exclude: set[str]) -> list[str]:
+    params = list(inspect.signature(fn).parameters.values())[skip:]
+    return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in exclude]
+
+
+def accepted_options(fn) -> set[str]:
+    """Keyword options a registered function takes (so shared settings reach only those that use them)."""
+    params = inspect.signature(fn).parameters.values()
+    return {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}

@@ -1,11 +1,12 @@
-"""The GRPO-family training loop. One step reads like the flow:
+"""The GRPO-family training loop. ``train_step`` reads as the flow, one timed block per phase:
 
-    sample prompts -> build prompts -> roll out G completions each -> rewards -> advantages
+    build prompts -> roll out G completions each -> rewards -> advantages
     -> num_iterations passes of mini-batch updates (policy loss + KL) -> optimizer step
 
-Each phase is a function here (the policy update in ``update.py``, the step's metrics in ``metrics.py``);
-the loop owns no task-specific code. Estimators, losses, aggregations and KL estimators are looked up by
-name in ``mmreason.rl``'s registries.
+Prompt loading is in ``prompts.py`` (shared with SFT), the policy update in ``update.py``, the step's metrics in
+``metrics.py``; build, roll out and score run under one fault guard (``faults.fault_guard``), and DAPO dynamic
+sampling (``dynamic_sampling``) runs them again. The loop owns no task-specific code. Estimators, losses,
+aggregations and KL estimators are looked up by name in ``mmreason.rl``'s registries.
 """
 
 from __future__ import annotations
@@ -13,43 +14,179 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from mmreason.media import MediaError
-from mmreason.media.video_plan import VideoLimits
 from mmreason.parallel.agree import any_rank, hold, settle, stopping
 from mmreason.parallel.sharding import gathered
+from mmreason.rewarding.records import RewardBatch
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
 from mmreason.rollout.multiturn import (
     EnvironmentStartError,
     EpisodeStart,
     ended_by_fault,
+    ended_by_limit,
     episode_context,
     run_episodes,
 )
-from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
+from mmreason.rollout.prompts import MEDIA_SECONDS
 from mmreason.rollout.row_sampling import NonFiniteLogitsError
-from mmreason.rollout.visibility import UnseenMedia
+from mmreason.train.augment import augment_groups
 from mmreason.train.checkpoint import resume, save_checkpoint
-from mmreason.train.collect import collect_rollouts
-from mmreason.train.config import TrainConfig
+from mmreason.train.collect import Rollouts, keep_groups, no_rewards, signal_groups
+from mmreason.train.config import TrainConfig, accepted_options, check_algorithm_options
+from mmreason.train.faults import RunStopped, bad_sample, fault_guard
+from mmreason.train.hinting import hint_groups
 from mmreason.train.logging import RunLogger
 from mmreason.train.metrics import completion_rows, rollout_metrics
-from mmreason.train.records import Drawn, Scored, task_index, task_names
+from mmreason.train.prompts import build_prompts, prompt_of, unseen_media
+from mmreason.train.records import Drawn, task_index, task_names
+from mmreason.train.refine import refine_groups
 from mmreason.train.rollout_backend import check_backend_config, close_backend, make_backend, sync_weights
 from mmreason.train.setup import Run, setup_run
 from mmreason.train.table import StepTable, build_table, check_needs
-from mmreason.train.update import accepted_options, check_algorithm_options, policy_update
-from mmreason.types import Trajectory
+from mmreason.train.timing import PhaseTimes
+from mmreason.train.update import policy_update
+from mmreason.types import Sample, Trajectory
+
+PHASES = ("prompts", "generate", "reward", "advantages", "update")  # time/<phase> of every step
 
 
-class RunStopped(RuntimeError):
-    """A configured fault limit was passed; a checkpoint was saved first."""
+def train_step(run: Run, step: int) -> dict[str, Any]:
+    """One step: build -> roll out -> score (more rounds of the same under dynamic sampling) -> advantages ->
+    update, each phase timed as ``time/<phase>``."""
+    timed, decoded = PhaseTimes(), MEDIA_SECONDS["video_decode"]
+    with gathered(run.accelerator.unwrap_model(run.model)):  # a sharded model generates whole (mmreason.parallel)
+        got = draw_round(run, step, timed, sample_prompts(run))  # build -> roll out -> score
+        got = regenerate(run, step, timed, got)  # refinement, hints or augmentation of the groups, when on
+        got = dynamic_sampling(run, step, timed, got)  # DAPO: further rounds until the groups carry signal, when on
+    settle(run, RunStopped)  # a fault on any process stops every process here
+    metrics: dict[str, Any] = {**got.metrics, **rollout_costs(got.trajectories, decoded)}
+    if any_rank(run.accelerator, not got.trajectories):  # every process skips when one has nothing to train on
+        if got.trajectories:
+            run.event("update_skipped", step=step, reason="another process has no trajectories this step")
+        metrics["skipped_update"] = 1.0
+    else:
+        with timed("advantages"):
+            table = step_table(run, got)
+            table.advantages, table.keep = compute_advantages(run, table)
+            observe_sampler(run, got.prompts, got.trajectories, table.total)
+        with timed("update"):
+            metrics.update(policy_update(run, table))
+            metrics.update(sync_weights(run))  # the engine samples the next step with the updated policy
+        if "entropy" in metrics:
+            run.prev_entropy = float(metrics["entropy"])  # the next step's losses that take it (DCPO)
+        metrics.update(rollout_metrics(run, table))
+        if run.cfg.log_completions_steps and step % run.cfg.log_completions_steps == 0 and run.logger:
+            run.logger.completions(step, completion_rows(table))
+    metrics.update(timed.metrics(PHASES))
+    metrics["lr"] = run.scheduler.get_last_lr()[0]
+    metrics.update({f"count/{k}": v for k, v in run.counters.as_dict().items()})
+    return metrics
+
+
+def draw_round(run: Run, step: int, timed: PhaseTimes, drawn: list[tuple[int, int]]) -> Rollouts:
+    """Build the drawn (slot, dataset index) prompts, roll them out, score them: each phase timed, under the
+    fault guard (a failed phase leaves what it would have given: no prompts, no trajectories, NaN rewards)."""
+    prompts: list[Drawn] = []
+    trajectories: list[Trajectory] = []
+    with timed("prompts"), fault_guard(run):
+        prompts = build_prompts(run, drawn)
+    with timed("generate"), fault_guard(run):
+        trajectories = roll_out(run, prompts, step)
+    if not trajectories:
+        return Rollouts(prompts, [], [], no_rewards())
+    samples, batch = samples_of(prompts, trajectories), None
+    with timed("reward"), fault_guard(run):
+        samples, batch = score(run, prompts, trajectories)
+    return Rollouts(prompts, trajectories, samples, batch if batch is not None else nan_rewards(run, len(trajectories)))
+
+
+def within_step_pass(run: Run, first_round: bool = True):
+    """The within-step regeneration the config turns on (at most one; ``TrainConfig.validate``): iGRPO refinement
+    (refine.py), SAGE hints (hinting.py) or, on a step's first round only, difficulty-aware augmentation
+    (augment.py); None when none is on."""
+    if run.cfg.refine.enabled:
+        return refine_groups
+    if run.cfg.hint.enabled:
+        return hint_groups
+    return augment_groups if first_round and run.augmenter is not None else None
+
+
+def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_round: bool = True) -> Rollouts:
+    """The round's groups regenerated by the within-step pass that is on (``within_step_pass``): rebuilt
+    prompts rolled out and scored by the same phases (timed as theirs), under the fault guard."""
+    regen = within_step_pass(run, first_round)
+    if regen is None or not got.trajectories:
+        return got
+
+    def build_one(run, sample):
+        with timed("prompts"):
+            return prompt_of(run, sample)
+
+    def generate(run, prompts, step):
+        with timed("generate"):
+            return roll_out(run, prompts, step)
+
+    def rewards(run, prompts, trajectories):
+        with timed("reward"):
+            return score(run, prompts, trajectories)
+
+    out = got
+    with fault_guard(run):
+        prompts, trajectories, samples, batch, metrics = regen(
+            run, step, got.prompts, got.trajectories, got.samples, got.batch, build_one, generate, rewards)
+        out = Rollouts(prompts, trajectories, samples, batch, metrics=metrics)
+    return out
+
+
+def dynamic_sampling(run: Run, step: int, timed: PhaseTimes, first: Rollouts) -> Rollouts:
+    """DAPO dynamic sampling (collect.py; off without ``algorithm.dynamic_sampling``): further rounds of the same
+    phases until ``prompts_per_step`` groups carry signal or ``dynamic_sampling_max_draws`` extra draws were
+    made, then ``prompts_per_step`` groups kept and the rest counted as dropped."""
+    cfg = run.cfg
+    if not cfg.algorithm.dynamic_sampling:
+        return first
+    if not first.trajectories:
+        first.metrics["dynamic_sampling/extra_draws"] = 0.0
+        return first
+    rounds, extra = [first], 0
+    while extra < cfg.algorithm.dynamic_sampling_max_draws and any_rank(
+            run.accelerator, signal_groups(rounds, cfg.reward_missing) < cfg.prompts_per_step):
+        extra += 1
+        offset = extra * cfg.prompts_per_step * run.accelerator.num_processes  # slots stay unique: new seeds
+        more = draw_round(run, step, timed, [(slot + offset, index) for slot, index in sample_prompts(run)])
+        more = regenerate(run, step, timed, more, first_round=False)  # refinement or hints, when on
+        if more.trajectories:
+            rounds.append(more)
+    got = keep_groups(rounds, cfg.prompts_per_step, cfg.reward_missing, extra)
+    got.metrics = {**first.metrics, "dynamic_sampling/extra_draws": float(extra)}
+    run.counters.dropped_groups += got.discarded_groups
+    return got
+
+
+def rollout_costs(trajectories: list[Trajectory], decoded: float) -> dict[str, float]:
+    """Video decoding since ``decoded`` (part of time/prompts) and, for episodes, environment seconds (part of
+    time/generate) and the episodes a limit cut before the model could finish."""
+    out = {"time/video_decode": MEDIA_SECONDS["video_decode"] - decoded}
+    if any("env_seconds" in t.reward_info for t in trajectories):
+        out["time/environment"] = sum(t.reward_info.get("env_seconds", 0.0) for t in trajectories)
+        out["episodes/cut"] = sum(ended_by_limit(t) for t in trajectories)  # an observation over the limit
+        out["episodes/cut_share"] = out["episodes/cut"] / len(trajectories)
+    return out
+
+
+def step_table(run: Run, got: Rollouts) -> StepTable:
+    """The step's table: rewards, total under ``reward_missing``, groups, tasks (``algorithm.task_key``)."""
+    tasks = task_names(got.samples, run.cfg.algorithm.task_key or run.pack.task_key, run.pack.name)
+    return build_table(got.trajectories, got.samples, got.batch, got.batch.total(run.cfg.reward_missing),
+                       {d.slot: d.index for d in got.prompts}, tasks, task_index(tasks))
+
+
+# ---- the phases -------------------------------------------------------------------------------------
 
 
 def sample_prompts(run: Run) -> list[tuple[int, int]]:
@@ -58,80 +195,6 @@ def sample_prompts(run: Run) -> list[tuple[int, int]]:
     global_indices = run.sampler.next_indices(n * acc.num_processes)
     start = acc.process_index * n
     return list(enumerate(global_indices[start : start + n], start=start))
-
-
-def build_prompts(run: Run, drawn: list[tuple[int, int]]) -> list[Drawn]:
-    """Prompts for the drawn samples; broken media and over-long prompts are counted and skipped."""
-    if stopping(run):
-        return []
-    unseen = run.counters.unseen_media
-    out = [Drawn(slot, index, load_prompt(run, index)) for slot, index in drawn]
-    check_most_seen(run, run.counters.unseen_media - unseen, len(drawn))
-    return [d for d in out if d.prompt is not None]
-
-
-def check_most_seen(run: Run, unseen: int, drawn: int) -> None:
-    """Stop the run (``hold``) when most of a step's prompts would not show the model their media."""
-    if drawn and unseen > drawn / 2:
-        hold(run, RunStopped(f"{unseen} of {drawn} prompts at step {run.step} would not show the model their "
-                             f"media (see {unseen_dump(run)}): check the chat template and the pixel budgets"))
-
-
-def unseen_dump(run: Run):
-    from pathlib import Path
-
-    return Path(run.cfg.output_dir) / "unseen_media.jsonl"
-
-
-def unseen_media(run: Run, report: dict) -> None:
-    """Count and dump (ids, counts, paths) a prompt or observation whose media would not reach the model."""
-    import json
-
-    run.counters.unseen_media += 1
-    run.event("unseen_media", **report)
-    path = unseen_dump(run)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        f.write(json.dumps({"step": run.step, **report}, default=str) + "\n")
-
-
-def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | None:
-    """One dataset sample as model inputs for this draw, or None (counted and logged) when it cannot be.
-
-    Past ``max_bad_samples`` broken samples the run stops on every process at the step's agreement point
-    (``agree.settle``; the loop saves a checkpoint first).
-    """
-    sample = run.pack.prepare(run.dataset[index], split=split, seed=run.cfg.seed, step=run.step)
-    return prompt_of(run, sample)
-
-
-def prompt_of(run: Run, sample) -> PromptInputs | None:
-    """``sample`` as model inputs, or None (counted and logged) when it cannot be (``load_prompt``)."""
-    d = run.cfg.data
-    try:
-        return build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length, min_pixels=d.min_pixels,
-                            max_pixels=d.max_pixels, overflow=d.prompt_overflow, system_prompt=d.system_prompt,
-                            video_limits=VideoLimits(d.video_fps, d.video_max_frames, d.video_min_pixels,
-                                                     d.video_max_pixels, d.video_total_pixels))
-    except PromptTooLong as exc:
-        run.counters.filtered_prompts += 1
-        run.event("prompt_filtered", sample_id=sample.id, reason=str(exc))
-    except UnseenMedia as exc:
-        unseen_media(run, exc.report)
-    except (MediaError, OSError, ValueError) as exc:
-        bad_sample(run, sample.id, exc)
-    return None
-
-
-def bad_sample(run: Run, sample_id: str, exc: BaseException) -> None:
-    """Count and log a sample that cannot be used; past ``max_bad_samples`` the run stops (``hold``)."""
-    run.counters.bad_samples += 1
-    run.event("bad_sample", sample_id=sample_id, reason=str(exc))
-    if run.counters.bad_samples > run.cfg.max_bad_samples:
-        stop = RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
-                          f"{run.cfg.max_bad_samples}); last: {sample_id!r}: {exc}")
-        stop.__cause__ = exc
-        hold(run, stop)
 
 
 def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
@@ -206,13 +269,12 @@ def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
     the rows are NaN and the run stops at the step's agreement point)."""
     from mmreason.rewarding import RewardErrorLimitExceeded
 
-    by_slot = {d.slot: d.prompt.sample for d in drawn}
-    samples = [by_slot[t.group_id] for t in trajectories]
+    samples = samples_of(drawn, trajectories)
     try:
         batch = run.rewards(samples, trajectories)
     except RewardErrorLimitExceeded as exc:
         hold(run, exc)
-        batch = _nan_rewards(run, len(trajectories))
+        batch = nan_rewards(run, len(trajectories))
     finally:
         run.counters.reward_errors = run.rewards.total_errors
     for err in batch.errors:
@@ -266,52 +328,6 @@ def check_estimator_needs(run: Run) -> None:
     check_needs("estimator", name, needs, run.rewards.announced_names, sample, producers)
 
 
-def train_step(run: Run, step: int) -> dict[str, Any]:
-    times: dict[str, float] = {}
-    t0 = time.perf_counter()
-    with gathered(run.accelerator.unwrap_model(run.model)):  # a sharded model generates whole (mmreason.parallel)
-        got = collect_rollouts(run, step, sample_prompts, *guarded(run, build_prompts, roll_out, score),
-                               build_sample=guarded(run, prompt_of)[0])
-    settle(run, RunStopped)  # a fault on any process stops every process here
-    prompts, trajectories = got.prompts, got.trajectories
-    t2 = time.perf_counter()
-    metrics: dict[str, Any] = dict(got.metrics)
-    run.counters.dropped_groups += got.discarded_groups
-    if run.cfg.algorithm.dynamic_sampling:
-        metrics["dynamic_sampling/extra_draws"] = float(got.extra_draws)
-    if any_rank(run.accelerator, not trajectories):  # every process skips when one has nothing to train on
-        if trajectories:
-            run.event("update_skipped", step=step, reason="another process has no trajectories this step")
-        metrics["skipped_update"] = 1.0
-        times.update(prompts=got.prompt_seconds, generate=t2 - t0 - got.reward_seconds - got.prompt_seconds,
-                     reward=got.reward_seconds, update=0.0)
-    else:
-        samples, batch = got.samples, got.batch
-        tasks = task_names(samples, run.cfg.algorithm.task_key or run.pack.task_key, run.pack.name)
-        total = batch.total(run.cfg.reward_missing)
-        table = build_table(trajectories, samples, batch, total, {d.slot: d.index for d in prompts}, tasks,
-                            task_index(tasks))
-        adv, keep = compute_advantages(run, table)
-        scored = Scored(trajectories, samples, batch.values, batch.names, total, adv, keep, tasks)
-        observe_sampler(run, prompts, trajectories, total)
-        metrics.update(policy_update(run, scored))
-        if "entropy" in metrics:
-            run.prev_entropy = float(metrics["entropy"])
-        metrics.update(sync_weights(run))  # the engine samples the next step with the updated policy
-        t4 = time.perf_counter()
-        metrics.update(rollout_metrics(run, scored))
-        times.update(prompts=got.prompt_seconds, generate=t2 - t0 - got.reward_seconds - got.prompt_seconds,
-                     reward=got.reward_seconds, update=t4 - t2)
-        if run.cfg.log_completions_steps and step % run.cfg.log_completions_steps == 0 and run.logger:
-            run.logger.completions(step, completion_rows(scored))
-    times["step"] = time.perf_counter() - t0
-    times["other"] = times["step"] - times["prompts"] - times["generate"] - times["reward"] - times["update"]
-    metrics.update({f"time/{k}": v for k, v in times.items()})
-    metrics["lr"] = run.scheduler.get_last_lr()[0]
-    metrics.update({f"count/{k}": v for k, v in run.counters.as_dict().items()})
-    return metrics
-
-
 def observe_sampler(run: Run, drawn: list[Drawn], trajectories: list[Trajectory], total: torch.Tensor) -> None:
     """Training feedback for adaptive samplers: per-trajectory rewards keyed by dataset index."""
     index_of = {d.slot: d.index for d in drawn}
@@ -331,16 +347,11 @@ def refresh_sampler(run: Run, step: int) -> None:
     acc, n = run.accelerator, max(run.cfg.prompts_per_step, 1)
     mine = run.sampler.refresh_indices()[acc.process_index :: acc.num_processes]
     scores: dict[int, tuple[list[float], list[str]]] = {}
-    build, generate, scorer = guarded(run, build_prompts, roll_out, score)
     with gathered(acc.unwrap_model(run.model)):
         for start in range(0, len(mine), n):
-            drawn = build(run, [(slot, index) for slot, index in enumerate(mine[start : start + n])])
-            trajectories = generate(run, drawn, step)
-            if not trajectories:
-                continue
-            _, batch = scorer(run, drawn, trajectories)
-            index_of = {d.slot: d.index for d in drawn}
-            for t, reward in zip(trajectories, batch.total(run.cfg.reward_missing).tolist()):
+            got = draw_round(run, step, PhaseTimes(), list(enumerate(mine[start : start + n])))
+            index_of = {d.slot: d.index for d in got.prompts}
+            for t, reward in zip(got.trajectories, got.batch.total(run.cfg.reward_missing).tolist()):
                 rewards, texts = scores.setdefault(index_of[t.group_id], ([], []))
                 rewards.append(reward)
                 texts.append(t.completion_text)
@@ -355,38 +366,14 @@ def refresh_sampler(run: Run, step: int) -> None:
     run.sampler.refresh(scores)
 
 
-def guarded(run: Run, *phases):
-    """The step's phases (build, roll out, score), each turning an exception into a held stop when more than
-    one process runs: this process then does no more work, and every process stops together at ``settle``
-    instead of the others waiting at a collective for this one. Alone, an exception propagates as it is."""
-    if run.accelerator.num_processes == 1:
-        return phases
-
-    def guard(fn):
-        def wrapped(run, *args):
-            try:
-                return fn(run, *args)
-            except Exception as exc:  # noqa: BLE001 - held, then raised on every process by settle
-                hold(run, exc)
-                return _nothing(fn, run, *args)
-        return wrapped
-
-    return tuple(guard(fn) for fn in phases)
+def samples_of(drawn: list[Drawn], trajectories: list[Trajectory]) -> list[Sample]:
+    """The sample of each trajectory (by its group's slot)."""
+    by_slot = {d.slot: d.prompt.sample for d in drawn}
+    return [by_slot[t.group_id] for t in trajectories]
 
 
-def _nothing(fn, run: Run, *args):
-    """What a failed phase hands on: no prompts / no trajectories / NaN rewards (a held stop follows)."""
-    if fn is score:
-        drawn, trajectories = args
-        by_slot = {d.slot: d.prompt.sample for d in drawn}
-        return [by_slot[t.group_id] for t in trajectories], _nan_rewards(run, len(trajectories))
-    return None if fn is prompt_of else []
-
-
-def _nan_rewards(run: Run, n: int):
+def nan_rewards(run: Run, n: int) -> RewardBatch:
     """Rewards of ``n`` rows that were not scored (a stop is held: they never reach an update)."""
-    from mmreason.rewarding import RewardBatch
-
     k = len(run.rewards.names)
     return RewardBatch(torch.full((n, k), float("nan")), list(run.rewards.names), torch.ones(k))
 

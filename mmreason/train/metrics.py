@@ -8,17 +8,17 @@ from typing import Any
 import torch
 
 from mmreason.rollout.visibility import media_paths
-from mmreason.train.records import Scored
 from mmreason.train.setup import Run
+from mmreason.train.table import StepTable
 
 
-def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
+def rollout_metrics(run: Run, s: StepTable) -> dict[str, float]:
     from mmreason import rl
 
     m: dict[str, float] = {}
     lengths = torch.tensor([float(t.completion_length) for t in s.trajectories])
-    m["reward/mean"] = float(s.total_reward.mean())
-    m["reward/std"] = float(s.total_reward.std(unbiased=False))
+    m["reward/mean"] = float(s.total.mean())
+    m["reward/std"] = float(s.total.std(unbiased=False))
     for k, name in enumerate(s.reward_names):
         col = s.rewards[:, k]
         valid = col[~torch.isnan(col)]
@@ -30,10 +30,10 @@ def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
     if s.tasks:
         for name in sorted(set(s.tasks)):
             rows = torch.tensor([t == name for t in s.tasks])
-            m[f"reward/{name}/mean"] = float(s.total_reward[rows].mean())
+            m[f"reward/{name}/mean"] = float(s.total[rows].mean())
             m[f"completion/{name}/length_mean"] = float(lengths[rows].mean())
     gids = torch.tensor([t.group_id for t in s.trajectories])
-    zero_std = rl.dynamic_sampling_filter(s.total_reward, gids)
+    zero_std = rl.dynamic_sampling_filter(s.total, gids)
     m["frac_reward_zero_std"] = zero_std.num_dropped / max(zero_std.num_groups, 1)
     m["completion/length_mean"] = float(lengths.mean())
     m["completion/length_max"] = float(lengths.max())
@@ -45,7 +45,7 @@ def rollout_metrics(run: Run, s: Scored) -> dict[str, float]:
     return m
 
 
-def answer_spread(run: Run, s: Scored) -> tuple[str, float, float, float]:
+def answer_spread(run: Run, s: StepTable) -> tuple[str, float, float, float]:
     """(most common parsed final answer, its share of the completions, the most common gold answer's share of
     the groups, distinct gold answers): the answer-collapse alarm's inputs (``mmreason.health``)."""
     from collections import Counter
@@ -79,9 +79,9 @@ def _reduce_across_processes(run: Run, m: dict[str, float]) -> dict[str, float]:
     return {k: sum(d[k] for d in per_rank if k in d) / sum(k in d for d in per_rank) for k in keys}
 
 
-def completion_rows(s: Scored, limit: int = 16) -> list[dict[str, Any]]:
+def completion_rows(s: StepTable, limit: int = 16) -> list[dict[str, Any]]:
     rows = []
-    for t, sample, r, total, a in zip(s.trajectories, s.samples, s.rewards.tolist(), s.total_reward.tolist(),
+    for t, sample, r, total, a in zip(s.trajectories, s.samples, s.rewards.tolist(), s.total.tolist(),
                                       s.advantages.tolist()):
         rows.append({"sample_id": t.sample_id, "group": t.group_id, "prompt": sample.prompt_text, "answer": sample.answer,
                      "completion": t.transcript, "reward": total, "advantage": a,

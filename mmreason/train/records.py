@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from mmreason.rollout.prompts import PromptInputs
-from mmreason.types import Sample, Trajectory
+from mmreason.types import Sample
 
 
 @dataclass
@@ -22,20 +22,6 @@ class Drawn:
     @property
     def key(self) -> str:  # names the group's sampling seed; independent of how prompts split over ranks
         return f"{self.slot}:{self.prompt.sample.id}"
-
-
-@dataclass
-class Scored:
-    """A step's rollouts with everything the update needs."""
-
-    trajectories: list[Trajectory]
-    samples: list[Sample]  # one per trajectory
-    rewards: torch.Tensor  # [N, K] (NaN = does not apply)
-    reward_names: list[str]
-    total_reward: torch.Tensor  # [N] weighted sum used for logging
-    advantages: torch.Tensor  # [N]
-    keep: torch.Tensor  # [N] bool: trajectories that enter the loss
-    tasks: list[str]  # [N] task of each trajectory (algorithm.task_key)
 
 
 # ---- phases -------------------------------------------------------------------------------------

@@ -18,8 +18,9 @@ from mmreason.rollout.chat_turns import turn_end
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.train.checkpoint import resume, save_checkpoint
 from mmreason.train.config import TrainConfig
-from mmreason.train.grpo import RunStopped, load_prompt
+from mmreason.train.faults import RunStopped
 from mmreason.train.logging import RunLogger
+from mmreason.train.prompts import load_prompt
 from mmreason.train.setup import Run, setup_run
 from mmreason.train.update import gradients_finite
 from mmreason.types import Trajectory

@@ -27,6 +27,9 @@ class MissingColumn(KeyError):
 
 @dataclass
 class StepTable:
+    """The step's rows (N trajectories) with their rewards and columns; the advantage phase sets ``advantages``
+    and ``keep``; the update, the step's metrics and the completion log read it."""
+
     rewards: torch.Tensor  # [N, K] fp32, NaN = the component does not apply
     reward_names: list[str]  # [K]
     weights: torch.Tensor  # [K] from the config
@@ -38,9 +41,22 @@ class StepTable:
     completion_length: torch.Tensor  # [N] long: trained (action) tokens
     truncated: torch.Tensor  # [N] bool: stopped by the length limit, not an end token
     samples: list[Sample]  # [N] the sample of each row (its columns are the table's sample columns)
+    trajectories: list[Trajectory]  # [N] the rows' rollouts
+    advantages: torch.Tensor | None = None  # [N] fp32, set by the advantage phase
+    keep: torch.Tensor | None = None  # [N] bool, set by the advantage phase: the rows that enter the loss
 
     def __len__(self) -> int:
         return len(self.samples)
+
+    def take(self, rows: list[int]) -> StepTable:
+        """The table restricted to ``rows``."""
+        pick = torch.tensor(rows, dtype=torch.long)
+        return StepTable(
+            self.rewards[pick], self.reward_names, self.weights, self.total[pick], self.group_ids[pick],
+            self.dataset_index[pick], [self.tasks[i] for i in rows], self.task_ids[pick],
+            self.completion_length[pick], self.truncated[pick], [self.samples[i] for i in rows],
+            [self.trajectories[i] for i in rows], None if self.advantages is None else self.advantages[pick],
+            None if self.keep is None else self.keep[pick])
 
     def column(self, name: str) -> torch.Tensor:
         """The per-trajectory column ``name`` [N] fp32 (NaN where a row has no value)."""
@@ -81,7 +97,7 @@ def build_table(trajectories: list[Trajectory], samples: list[Sample], batch, to
         tasks=tasks, task_ids=task_ids,
         completion_length=torch.tensor([t.completion_length for t in trajectories], dtype=torch.long),
         truncated=torch.tensor([bool(t.truncated) for t in trajectories]),
-        samples=samples,
+        samples=samples, trajectories=list(trajectories),
     )
 
 

@@ -3,7 +3,7 @@ the whole batch's gradient (policy loss + KL to a reference + entropy band), the
 
 from __future__ import annotations
 
-import inspect
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -14,13 +14,38 @@ from mmreason.parallel.sharding import is_sharded
 from mmreason.rollout import shared_prefix
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
-from mmreason.train.config import TrainConfig
+from mmreason.train.config import NAMED_LOSS_OPTIONS, TrainConfig, accepted_options
 from mmreason.train.minibatches import length_sorted_minibatches
-from mmreason.train.records import Scored, task_index
+from mmreason.train.records import task_index
 from mmreason.train.setup import Run
+from mmreason.train.table import StepTable
+from mmreason.types import Trajectory
 
 
-def policy_update(run: Run, scored: Scored) -> dict[str, float]:
+@dataclass
+class MiniBatch:
+    """One mini-batch of an optimizer step's share: whole groups, collated, with the passes taken before the
+    update (log-probs ``[n, T]`` under the sampling policy and the reference; None when not needed)."""
+
+    rows: list[int]  # indices into the kept trajectories
+    trajectories: list[Trajectory]
+    inputs: Any  # the collated batch (input ids, masks, visual inputs) on the device
+    weight: float  # 1, or 0 for a stand-in that keeps the processes' mini-batch counts equal
+    old_logprobs: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
+    tempered_logprobs: torch.Tensor | None = None  # at the temperature a loss picks (DCPO), else None
+
+
+@dataclass
+class Share:
+    """The groups of one optimizer step, as mini-batches, and their response tokens (token-mean aggregation)."""
+
+    rows: list[int]
+    minibatches: list[MiniBatch]
+    tokens: float
+
+
+def policy_update(run: Run, table: StepTable) -> dict[str, float]:
     """num_iterations passes; each pass is ``steps_per_generation`` optimizer steps, one per share of the
     batch's groups, with gradient accumulation over mini-batches inside each step.
 
@@ -32,49 +57,43 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
     from mmreason import rl
 
     cfg, a = run.cfg, run.cfg.algorithm
-    keep = scored.keep.tolist()
-    trajs = [t for t, k in zip(scored.trajectories, keep) if k]
+    keep = table.keep.tolist()
+    trajs = [t for t, k in zip(table.trajectories, keep) if k]
     if any_rank(run.accelerator, not trajs):  # every process skips when one has nothing to train on
         return {"loss": 0.0, "skipped_update": 1.0}
-    adv = scored.advantages[scored.keep]  # [N]
+    adv = table.advantages[table.keep]  # [N]
     gids = torch.tensor([t.group_id for t in trajs])  # [N]
-    band = entropy_band_rows(a, [name for name, k in zip(scored.tasks, keep) if k])
-    pad = run.processor.tokenizer.pad_token_id
-    size = cfg.mini_batch_size
-    parts = split_groups(gids.tolist(), cfg.steps_per_generation)  # [[row, ...] per optimizer step]
-    chunks = [length_sorted_minibatches(part, trajs, size) for part in parts]  # whole groups, longest first
-    parts, chunks, weights = equal_minibatches(run.accelerator, parts, chunks, cfg.steps_per_generation)
-    members = [[[trajs[i] for i in c] for c in cs] for cs in chunks]
-    batches = [[collate(m, pad).to(run.device) for m in ms] for ms in members]
+    band = entropy_band_rows(a, [name for name, k in zip(table.tasks, keep) if k])
     token_mean = rl.aggregation_for_loss_type(a.loss_type) == "token_mean"
-    off_policy = a.num_iterations > 1 or len(parts) > 1
+    shares = plan_shares(run, trajs)
+    minibatches = [mb for share in shares for mb in share.minibatches]
+    off_policy = a.num_iterations > 1 or len(shares) > 1
     policy, by_hand = update_model(run, trajs)
     stats: dict[str, list[float]] = {"update/shared_prefix": [float(uses_shared_prefix(run, policy, trajs))]}
     with torch.no_grad():
-        old = [[sequence_logprobs(run, policy, b, m)[0] if off_policy else None for b, m in zip(bs, ms)]
-               for bs, ms in zip(batches, members)]
-        ref = [[sequence_logprobs(run, run.ref_model, b, m)[0] if run.ref_model is not None else None
-                for b, m in zip(bs, ms)] for bs, ms in zip(batches, members)]
-        tempered = tempered_logprobs(run, policy, batches, members, stats)
-    rewards = scored.total_reward[scored.keep]  # [N]
-    step_inputs = {"prev_entropy": run.prev_entropy, "step_rewards": rewards}
+        for mb in minibatches if off_policy else ():
+            mb.old_logprobs = sequence_logprobs(run, policy, mb.inputs, mb.trajectories)[0]
+        for mb in minibatches if run.ref_model is not None else ():
+            mb.ref_logprobs = sequence_logprobs(run, run.ref_model, mb.inputs, mb.trajectories)[0]
+        tempered_logprobs(run, policy, minibatches, stats)
+    rewards = table.total[table.keep]  # [N] the kept rows' total rewards
     for _ in range(a.num_iterations):
-        for j, (part, cs, ms, bs, olds, refs, ws) in enumerate(zip(parts, chunks, members, batches, old, ref, weights)):
-            part_tokens = float(sum(trajs[i].completion_length for i in part))
-            for k, (c, m, b, o, r, w) in enumerate(zip(cs, ms, bs, olds, refs, ws)):
-                rows_in = {**step_inputs, "rewards": rewards[c],
-                           "tempered_logprobs": None if tempered is None else tempered[j][k]}
-                options = (_loss_options(a, cfg, r, gids[c], run.step - 1, rows_in)
-                           | ({"num_tokens": part_tokens} if token_mean else {}))
-                rows = None if band is None else tuple(x[c].to(run.device) for x in band)
-                loss, metrics, ent = minibatch_loss(run, b, m, o, adv[c].to(run.device), options, rows, stats,
-                                                    policy)
-                loss = (loss if token_mean else loss * (len(c) / len(part))) * w  # w = 0: a stand-in
+        for share in shares:
+            for mb in share.minibatches:
+                rows_in = {"prev_entropy": run.prev_entropy, "step_rewards": rewards, "rewards": rewards[mb.rows],
+                           "tempered_logprobs": mb.tempered_logprobs}
+                options = _loss_options(a, cfg, mb.ref_logprobs, gids[mb.rows], run.step - 1, rows_in)
+                if token_mean:
+                    options["num_tokens"] = share.tokens
+                rows = None if band is None else tuple(x[mb.rows].to(run.device) for x in band)
+                loss, metrics, ent = minibatch_loss(run, mb.inputs, mb.trajectories, mb.old_logprobs,
+                                                    adv[mb.rows].to(run.device), options, rows, stats, policy)
+                loss = (loss if token_mean else loss * (len(mb.rows) / len(share.rows))) * mb.weight
                 if any_rank(run.accelerator, not torch.isfinite(loss)):  # all processes skip together
                     return _skip_update(run, "nonfinite_loss")
                 run.accelerator.backward(loss)
-                if w:
-                    _collect(stats, metrics, ent, b.action_mask, loss)
+                if mb.weight:
+                    _collect(stats, metrics, ent, mb.inputs.action_mask, loss)
             if by_hand:  # the wrapper's reducer saw no forward: average as it would have
                 average_gradients(run.accelerator, run.model.parameters())
             grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
@@ -90,21 +109,40 @@ def policy_update(run: Run, scored: Scored) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in stats.items()}
 
 
-def tempered_logprobs(run: Run, policy, batches, members, stats) -> list[list[Any]] | None:
-    """Behaviour-policy log-probs at the temperature the loss picks from the last step's entropy, per mini-batch
-    (None unless the loss takes ``tempered_logprobs``, as DCPO does; its ``tempered_temperature`` names T')."""
+def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:
+    """The kept trajectories in ``steps_per_generation`` shares of whole groups, each in length-sorted
+    mini-batches of at most ``mini_batch_size`` (as many on every process: ``agree.equal_minibatches``)."""
+    cfg = run.cfg
+    pad = run.processor.tokenizer.pad_token_id
+    parts = split_groups([t.group_id for t in trajs], cfg.steps_per_generation)  # [[row, ...] per step]
+    chunks = [length_sorted_minibatches(part, trajs, cfg.mini_batch_size) for part in parts]  # longest first
+    parts, chunks, weights = equal_minibatches(run.accelerator, parts, chunks, cfg.steps_per_generation)
+    shares = []
+    for part, cs, ws in zip(parts, chunks, weights):
+        minibatches = []
+        for rows, weight in zip(cs, ws):
+            members = [trajs[i] for i in rows]
+            minibatches.append(MiniBatch(rows, members, collate(members, pad).to(run.device), weight))
+        shares.append(Share(part, minibatches, float(sum(trajs[i].completion_length for i in part))))
+    return shares
+
+
+def tempered_logprobs(run: Run, policy, minibatches: list[MiniBatch], stats) -> None:
+    """Behaviour-policy log-probs at the temperature the loss picks from the last step's entropy, set on each
+    mini-batch (nothing unless the loss takes ``tempered_logprobs``, as DCPO does; its ``tempered_temperature``
+    names T')."""
     from mmreason import rl
 
     a = run.cfg.algorithm
     fn = rl.POLICY_LOSSES.get(a.policy_loss)
     pick = getattr(fn, "tempered_temperature", None)
     if "tempered_logprobs" not in accepted_options(fn) or pick is None:
-        return None
+        return
     wanted = accepted_options(pick)
     t = pick(run.prev_entropy, **{k: v for k, v in a.loss_options.items() if k in wanted})
     stats.setdefault("update/tempered_temperature", []).append(float(t))
-    return [[sequence_logprobs(run, policy, b, m, temperature=t)[0] for b, m in zip(bs, ms)]
-            for bs, ms in zip(batches, members)]
+    for mb in minibatches:
+        mb.tempered_logprobs = sequence_logprobs(run, policy, mb.inputs, mb.trajectories, temperature=t)[0]
 
 
 def gradients_finite(parameters) -> bool:
@@ -257,14 +295,6 @@ def entropy_band_rows(a, tasks: list[str]):
     return h[:, 0], h[:, 1], task_index(tasks)
 
 
-# Top-level algorithm keys (TRL's names) that some policy losses take. Set away from its default for a loss
-# that does not take it, one is an error at start-up, never silently dropped.
-NAMED_LOSS_OPTIONS = ("epsilon", "epsilon_high", "importance_sampling_level", "beta", "kl_estimator")
-# What the trainer itself hands a loss that takes it (not options a config sets).
-LOSS_INPUTS = ("aggregation", "max_len", "ref_logprobs", "group_ids", "num_tokens", "seq_mask", "train_step",
-               "prev_entropy", "step_rewards", "rewards", "tempered_logprobs")
-
-
 def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int = 0,
                   rows_in: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a loss gets: the trainer's inputs it takes (``train_step`` = finished steps, for annealed
@@ -278,81 +308,6 @@ def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int 
                   ref_logprobs=ref_logprobs, group_ids=group_ids, train_step=max(train_step, 0), **(rows_in or {}))
     named = {k: getattr(a, k) for k in NAMED_LOSS_OPTIONS}
     return {k: v for k, v in {**inputs, **named}.items() if k in accepted} | dict(a.loss_options)
-
-
-def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> None:
-    """Start-up: every option reaches the component it names, or the run does not start.
-
-    ``algorithm.estimator_options`` / ``algorithm.loss_options`` must be options the chosen estimator / loss
-    takes; a top-level key (``scale_rewards``, ``epsilon``, ``epsilon_high`` ...) set away from its default
-    must be taken by the chosen component; ``reward_missing: renormalize`` needs an estimator of the weighted
-    total. Errors name the option and the component's valid options.
-    """
-    from mmreason import rl
-    from mmreason.config import ConfigError
-    from mmreason.train.config import AlgorithmConfig
-
-    a, default = cfg.algorithm, AlgorithmConfig()
-    estimator = rl.ESTIMATORS.get(a.estimator, config_dir)
-    loss = rl.POLICY_LOSSES.get(a.policy_loss, config_dir)
-    supplied = {"task_ids", "missing", *rl.needs_of(estimator)}  # the trainer passes these itself
-    for key in a.estimator_options:
-        if key in supplied or key == "scale_rewards":
-            raise ConfigError(f"algorithm.estimator_options.{key}: set by the trainer"
-                              + (" (use algorithm.scale_rewards)" if key == "scale_rewards" else ""))
-    _check("estimator", a.estimator, estimator, a.estimator_options, 3, "algorithm.estimator_options",
-           supplied | {"scale_rewards"})
-    if a.scale_rewards != default.scale_rewards and "scale_rewards" not in accepted_options(estimator):
-        raise ConfigError(f"algorithm.scale_rewards={a.scale_rewards!r}: estimator {a.estimator!r} takes no "
-                          f"scale_rewards; its options: {', '.join(_options(estimator, 3, supplied)) or '(none)'}")
-    for key in a.loss_options:
-        if key in NAMED_LOSS_OPTIONS or key in LOSS_INPUTS:
-            raise ConfigError(f"algorithm.loss_options.{key}: "
-                              + (f"set it as algorithm.{key}" if key in NAMED_LOSS_OPTIONS else "set by the trainer"))
-    _check("policy loss", a.policy_loss, loss, a.loss_options, 4, "algorithm.loss_options",
-           {*LOSS_INPUTS, *NAMED_LOSS_OPTIONS})
-    taken = accepted_options(loss)
-    for key in NAMED_LOSS_OPTIONS:
-        if key not in taken and getattr(a, key) != getattr(default, key):
-            valid = _options(loss, 4, set(LOSS_INPUTS))
-            raise ConfigError(f"algorithm.{key}={getattr(a, key)!r}: policy loss {a.policy_loss!r} takes no {key}; "
-                              f"its options: {', '.join(valid) or '(none)'}")
-    check_reward_missing(cfg)
-
-
-def _check(kind, name, fn, options, skip, where, supplied: set[str]) -> None:
-    """``check_options`` on the config's options, counting what the trainer supplies as present."""
-    from mmreason.config import ConfigError
-    from mmreason.rl.options import check_options
-
-    present = {k: None for k in supplied if k in accepted_options(fn)}
-    try:
-        check_options(kind, name, fn, {**present, **options}, skip=skip)
-    except TypeError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-
-
-def check_reward_missing(cfg: TrainConfig) -> None:
-    """``reward_missing: renormalize`` needs an estimator of the weighted total (it takes ``missing``)."""
-    from mmreason import rl
-
-    fn = rl.ESTIMATORS.get(cfg.algorithm.estimator)
-    if cfg.reward_missing != "zero" and "missing" not in accepted_options(fn):
-        raise ValueError(f"reward_missing={cfg.reward_missing!r}: estimator {cfg.algorithm.estimator!r} normalises "
-                         "each reward component on its own and has no weighted total to renormalise; use "
-                         "reward_missing=zero with it (a component that does not apply is already left out)")
-
-
-
-def _options(fn, skip: int, exclude: set[str]) -> list[str]:
-    params = list(inspect.signature(fn).parameters.values())[skip:]
-    return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in exclude]
-
-
-def accepted_options(fn) -> set[str]:
-    """Keyword options a registered function takes (so shared settings reach only those that use them)."""
-    params = inspect.signature(fn).parameters.values()
-    return {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
 
 
 def _collect(stats: dict[str, list[float]], metrics, entropy, mask, loss) -> None:

@@ -13,7 +13,8 @@ def main(out: str, overrides: list[str]) -> None:
 
     from mmreason.config import load_config
     from mmreason.train.config import TrainConfig
-    from mmreason.train.grpo import build_prompts, roll_out, sample_prompts
+    from mmreason.train.grpo import roll_out, sample_prompts
+    from mmreason.train.prompts import build_prompts
     from mmreason.train.setup import setup_run
 
     run = setup_run(load_config(TrainConfig, None, overrides), with_rewards=False, verbose=False)

@@ -11,10 +11,9 @@ import torch
 
 from mmreason import rl
 from mmreason.rewarding.records import RewardBatch
-from mmreason.train.config import TrainConfig
+from mmreason.train.config import TrainConfig, check_reward_missing
 from mmreason.train.grpo import compute_advantages
 from mmreason.train.table import StepTable
-from mmreason.train.update import check_reward_missing
 
 NAN = math.nan
 WEIGHTS = torch.tensor([0.1, 0.3, 0.6])  # DocSeeker: format, page F-beta, answer
@@ -65,7 +64,7 @@ def test_trainer_passes_the_config_rule_to_the_estimator():
     run = SimpleNamespace(cfg=cfg, counters=SimpleNamespace(dropped_groups=0))
     table = StepTable(REWARDS, ["fmt", "page", "ans"], WEIGHTS, RENORMALIZED, GROUPS, GROUPS, ["t"] * 6,
                       torch.zeros(6, dtype=torch.long), torch.ones(6, dtype=torch.long), torch.zeros(6, dtype=torch.bool),
-                      [])
+                      [], [])
     adv, keep = compute_advantages(run, table)
     want = rl.advantages("grpo", RENORMALIZED, GROUPS, scale_rewards="batch").advantages
     torch.testing.assert_close(adv, want, atol=1e-6, rtol=0)

@@ -10,8 +10,8 @@ import torch
 
 from mmreason import rl
 from mmreason.config import ConfigError, load_config
-from mmreason.train.config import TrainConfig
-from mmreason.train.update import _loss_options, check_algorithm_options
+from mmreason.train.config import TrainConfig, check_algorithm_options
+from mmreason.train.update import _loss_options
 
 ROOT = Path(__file__).resolve().parents[2]
 

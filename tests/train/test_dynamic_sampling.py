@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import torch
 
 from mmreason.rewarding.records import RewardBatch
-from mmreason.train.collect import collect_rollouts
+from mmreason.train import grpo
 from mmreason.train.config import TrainConfig
 from mmreason.train.records import Drawn
 from mmreason.types import Sample, Trajectory
@@ -49,11 +49,23 @@ def _run(dynamic: bool, max_draws: int = 3) -> SimpleNamespace:
     cfg = TrainConfig(prompts_per_step=2)
     cfg.algorithm.dynamic_sampling = dynamic
     cfg.algorithm.dynamic_sampling_max_draws = max_draws
-    return SimpleNamespace(cfg=cfg, accelerator=SimpleNamespace(num_processes=1))
+    return SimpleNamespace(cfg=cfg, accelerator=SimpleNamespace(num_processes=1), augmenter=None,
+                           counters=SimpleNamespace(dropped_groups=0))
 
 
-def test_draws_again_until_the_batch_is_full_of_groups_with_signal():
-    got = collect_rollouts(_run(True), 1, *_phases([[0, 1], [3, 2], [4, 5]]))
+def collect_rollouts(run, step, draw, build, roll_out, score, monkeypatch):
+    """The step's rounds as ``train_step`` draws them, with its phases replaced by the stubs."""
+    for name, fn in (("sample_prompts", draw), ("build_prompts", build), ("roll_out", roll_out), ("score", score)):
+        monkeypatch.setattr(grpo, name, fn)
+    timed = grpo.PhaseTimes()
+    got = grpo.dynamic_sampling(run, step, timed, grpo.draw_round(run, step, timed, grpo.sample_prompts(run)))
+    assert set(timed.seconds) == {"prompts", "generate", "reward"}
+    assert run.counters.dropped_groups == got.discarded_groups
+    return got
+
+
+def test_draws_again_until_the_batch_is_full_of_groups_with_signal(monkeypatch):
+    got = collect_rollouts(_run(True), 1, *_phases([[0, 1], [3, 2], [4, 5]]), monkeypatch)
     assert got.extra_draws == 1  # [0, 1] has one group with signal, [3, 2] brings the second
     assert [d.index for d in got.prompts] == [0, 2]
     assert len({d.slot for d in got.prompts}) == 2  # the extra draw got fresh slots (group ids, seeds)
@@ -62,13 +74,13 @@ def test_draws_again_until_the_batch_is_full_of_groups_with_signal():
     assert got.discarded_groups == 2
 
 
-def test_at_the_cap_zero_signal_groups_fill_the_batch():
-    got = collect_rollouts(_run(True, max_draws=1), 1, *_phases([[1, 3], [4, 0], [2, 5]]))
+def test_at_the_cap_zero_signal_groups_fill_the_batch(monkeypatch):
+    got = collect_rollouts(_run(True, max_draws=1), 1, *_phases([[1, 3], [4, 0], [2, 5]]), monkeypatch)
     assert got.extra_draws == 1
     assert sorted(d.index for d in got.prompts) == [0, 1]  # the group with signal, and the first filler drawn
     assert got.discarded_groups == 2
 
 
-def test_without_dynamic_sampling_one_draw():
-    got = collect_rollouts(_run(False), 1, *_phases([[1, 3], [0, 2]]))
+def test_without_dynamic_sampling_one_draw(monkeypatch):
+    got = collect_rollouts(_run(False), 1, *_phases([[1, 3], [0, 2]]), monkeypatch)
     assert got.extra_draws == 0 and [d.index for d in got.prompts] == [1, 3]

@@ -10,10 +10,11 @@ import torch
 
 from mmreason.config import load_config
 from mmreason.train.config import TrainConfig
-from mmreason.train.grpo import build_prompts, compute_advantages, roll_out, sample_prompts, score
-from mmreason.train.records import Scored, task_index, task_names
+from mmreason.train.grpo import compute_advantages, roll_out, sample_prompts, score
+from mmreason.train.prompts import build_prompts
+from mmreason.train.records import task_index, task_names
 from mmreason.train.setup import setup_run
-from mmreason.train.table import build_table
+from mmreason.train.table import StepTable, build_table
 from mmreason.train.update import policy_update, split_groups
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +48,7 @@ def test_split_groups_keeps_groups_whole():
     assert split_groups([1, 1], 4) == [[0, 1]]  # fewer shares than asked when there are fewer groups
 
 
-def _scored(run) -> Scored:
+def _scored(run) -> StepTable:
     prompts = build_prompts(run, sample_prompts(run))
     trajectories = roll_out(run, prompts, 1)
     samples, batch = score(run, prompts, trajectories)
@@ -55,8 +56,8 @@ def _scored(run) -> Scored:
     total = batch.total()
     table = build_table(trajectories, samples, batch, total, {d.slot: d.index for d in prompts}, tasks,
                         task_index(tasks))
-    adv, keep = compute_advantages(run, table)
-    return Scored(trajectories, samples, batch.values, batch.names, total, adv, keep, tasks)
+    table.advantages, table.keep = compute_advantages(run, table)
+    return table
 
 
 @pytest.mark.slow
@@ -79,15 +80,9 @@ def test_two_steps_per_generation_first_step_is_the_first_share_alone(tiny_model
     hook.remove()
     pre.remove()
     assert len(after_first) == 2  # two optimizer steps on one batch
-    alone = policy_update(one, _scored_subset(scored, first_share))
+    alone = policy_update(one, scored.take(first_share))
     assert norms[0] == pytest.approx(alone["grad_norm"], rel=1e-5)  # the share's own gradient, at its scale
     for n, p in one.model.named_parameters():
         torch.testing.assert_close(after_first[0][n], p.detach(), atol=1e-7, rtol=0, msg=n)
     # The second step is off-policy: its ratios are to the policy that sampled, not to the updated one.
     assert metrics["ratio_mean"] != 1.0
-
-
-def _scored_subset(s: Scored, rows: list[int]) -> Scored:
-    pick = torch.tensor(rows)
-    return Scored([s.trajectories[i] for i in rows], [s.samples[i] for i in rows], s.rewards[pick], s.reward_names,
-                  s.total_reward[pick], s.advantages[pick], s.keep[pick], [s.tasks[i] for i in rows])

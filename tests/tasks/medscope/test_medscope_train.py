@@ -75,7 +75,7 @@ def test_an_eval_episode_is_the_sft_replay_of_its_own_turns(sft_model, tmp_path,
     from mmreason.rollout.generate import GenerationSettings
     from mmreason.rollout.multiturn import run_episode
     from mmreason.rollout.replay import replay_episode
-    from mmreason.train.grpo import load_prompt
+    from mmreason.train.prompts import load_prompt
     from mmreason.train.setup import setup_run
 
     model = _checkpoint(sft_model, 100)

@@ -77,7 +77,7 @@ def test_tiny_reg_grpo_trains_two_steps(tiny_model_dir, shapes_cache, tmp_path, 
     # building the prompts (video decode + processor) is its own part of the step's time split, and the video
     # decode (header reads + frames) a part of it
     for m in metrics:
-        parts = sum(m[f"time/{k}"] for k in ("prompts", "generate", "reward", "update", "other"))
+        parts = sum(m[f"time/{k}"] for k in ("prompts", "generate", "reward", "advantages", "update", "other"))
         assert m["time/prompts"] > 0 and parts == pytest.approx(m["time/step"])
         assert 0 < m["time/video_decode"] <= m["time/prompts"]
     rows = _jsonl(out / "completions.jsonl")

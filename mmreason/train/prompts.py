@@ -1,0 +1,75 @@
+"""Prompt loading shared by SFT and GRPO: a dataset row as model inputs for this draw, or None (counted and
+logged) when it cannot be; over-long prompts are filtered, broken media counted against ``max_bad_samples``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mmreason.media import MediaError
+from mmreason.media.video_plan import VideoLimits
+from mmreason.parallel.agree import hold, stopping
+from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
+from mmreason.rollout.visibility import UnseenMedia
+from mmreason.train.faults import RunStopped, bad_sample
+from mmreason.train.records import Drawn
+from mmreason.train.setup import Run
+
+
+def build_prompts(run: Run, drawn: list[tuple[int, int]]) -> list[Drawn]:
+    """Prompts for the drawn (slot, dataset index) pairs; broken media and over-long prompts are skipped."""
+    if stopping(run):
+        return []
+    unseen = run.counters.unseen_media
+    out = [Drawn(slot, index, load_prompt(run, index)) for slot, index in drawn]
+    check_most_seen(run, run.counters.unseen_media - unseen, len(drawn))
+    return [d for d in out if d.prompt is not None]
+
+
+def check_most_seen(run: Run, unseen: int, drawn: int) -> None:
+    """Stop the run (``hold``) when most of a step's prompts would not show the model their media."""
+    if drawn and unseen > drawn / 2:
+        hold(run, RunStopped(f"{unseen} of {drawn} prompts at step {run.step} would not show the model their "
+                             f"media (see {unseen_dump(run)}): check the chat template and the pixel budgets"))
+
+
+def unseen_dump(run: Run) -> Path:
+    return Path(run.cfg.output_dir) / "unseen_media.jsonl"
+
+
+def unseen_media(run: Run, report: dict) -> None:
+    """Count and dump (ids, counts, paths) a prompt or observation whose media would not reach the model."""
+    run.counters.unseen_media += 1
+    run.event("unseen_media", **report)
+    path = unseen_dump(run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps({"step": run.step, **report}, default=str) + "\n")
+
+
+def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | None:
+    """One dataset sample as model inputs for this draw, or None (counted and logged) when it cannot be.
+
+    Past ``max_bad_samples`` broken samples the run stops on every process at the step's agreement point
+    (``agree.settle``; the loop saves a checkpoint first).
+    """
+    sample = run.pack.prepare(run.dataset[index], split=split, seed=run.cfg.seed, step=run.step)
+    return prompt_of(run, sample)
+
+
+def prompt_of(run: Run, sample) -> PromptInputs | None:
+    """``sample`` as model inputs, or None (counted and logged) when it cannot be (``load_prompt``)."""
+    d = run.cfg.data
+    try:
+        return build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length, min_pixels=d.min_pixels,
+                            max_pixels=d.max_pixels, overflow=d.prompt_overflow, system_prompt=d.system_prompt,
+                            video_limits=VideoLimits(d.video_fps, d.video_max_frames, d.video_min_pixels,
+                                                     d.video_max_pixels, d.video_total_pixels))
+    except PromptTooLong as exc:
+        run.counters.filtered_prompts += 1
+        run.event("prompt_filtered", sample_id=sample.id, reason=str(exc))
+    except UnseenMedia as exc:
+        unseen_media(run, exc.report)
+    except (MediaError, OSError, ValueError) as exc:
+        bad_sample(run, sample.id, exc)
+    return None
