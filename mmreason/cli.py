@@ -20,23 +20,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("mmreason.eval.cli", "evaluate a model or run directory on task packs (lmms-eval layout)"),
     "reward": ("mmreason.rewarding.cli", "score one completion with a reward, printed as JSON"),
     "sft": ("mmreason.train.sft", "supervised fine-tuning (assistant tokens only) from a YAML recipe"),
-    "bench": ("mmreason.bench", "benchmarks: grpo-step, grpo-vs-trl, eval-overhead, update-throughput"),
+    "bench": ("mmreason.bench", "benchmarks: grpo-step, grpo-vs-trl, eval-overhead, episodes, update-throughput"),
     "plot": ("mmreason.train.plot", "write PNG training curves of a run directory"),
     "report": ("mmreason.health.cli", "one self-contained HTML report of a run or eval directory (or two compared)"),
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def build_parser(chosen: str | None) -> argparse.ArgumentParser:
+    """The `mmreason` parser, with the options of the ``chosen`` subcommand (only its module is imported)."""
     parser = argparse.ArgumentParser(prog="mmreason", description="GRPO-family RL for vision-language models")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    chosen = argv[0] if argv else None
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
         if name == chosen:
             importlib.import_module(module).add_arguments(p)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     module = importlib.import_module(args._module)
     try:
         return int(module.run(args) or 0)
