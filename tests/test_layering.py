@@ -34,6 +34,10 @@ def _room(room: str) -> list[Path]:
     ("models", ("mmreason.train", "mmreason.eval", "mmreason.rollout")),
     ("health", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.rewarding", "mmreason.sampling")),
     ("parallel", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.rewarding", "mmreason.sampling")),
+    ("media", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.rewarding", "mmreason.sampling",
+               "mmreason.models")),
+    ("rewarding", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.sampling")),
+    ("sampling", ("mmreason.train", "mmreason.eval")),
 ])
 def test_room_does_not_import_upward(room, forbidden):
     bad = [(p.relative_to(PACKAGE), m) for p in _room(room) for m in _imports(p) if m.startswith(forbidden)]
@@ -59,4 +63,23 @@ def test_nothing_in_the_library_imports_the_benchmarks():
 def test_training_and_evaluation_never_import_trl(room):
     """TRL is a dev extra used only by `mmreason bench grpo-vs-trl` and the oracle tests."""
     bad = [(p.relative_to(PACKAGE), m) for p in _room(room) for m in _imports(p) if m == "trl" or m.startswith("trl.")]
+    assert not bad, bad
+
+
+ROOT = PACKAGE.parent
+
+
+def _plugin_imports(folder: str) -> list[tuple[str, str]]:
+    return [(p.relative_to(ROOT).as_posix(), m) for p in sorted((ROOT / folder).rglob("*.py")) for m in _imports(p)]
+
+
+def test_shared_rewards_never_import_a_pack():
+    """rewards/ holds what packs share; a reward only one pack uses lives in that pack (tasks/<pack>/rewards.py)."""
+    bad = [(p, m) for p, m in _plugin_imports("rewards") if m.startswith("mmreason.tasks")]
+    assert not bad, bad
+
+
+def test_packs_never_import_the_benchmarks_or_the_trainer():
+    """A pack gives data, prompts, rewards, metrics and an environment to the engine; it does not drive it."""
+    bad = [(p, m) for p, m in _plugin_imports("tasks") if m.startswith(("mmreason.bench", "mmreason.train"))]
     assert not bad, bad
