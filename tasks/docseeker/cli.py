@@ -20,8 +20,8 @@ ACTIONS = ("generate", "egra-report", "outline", "check")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", nargs="?", default="generate", choices=ACTIONS,
-                        help="generate synthetic documents (default), report EGRA visual tokens, or write "
-                             "questions from a real PDF's outline")
+                        help="generate synthetic documents (default), report EGRA visual tokens, write "
+                             "questions from a real PDF's outline, or name the rows a run would skip (check)")
     parser.add_argument("--out", help="output folder (generate, outline)")
     parser.add_argument("--docs", type=int, default=16, help="documents to generate")
     parser.add_argument("--pages", default="3..8", help="pages per document, MIN..MAX")
