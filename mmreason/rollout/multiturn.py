@@ -12,6 +12,11 @@ episode cut by a limit (an observation over ``max_observation_tokens``, a full c
 Episodes are played together (``run_episodes``): each turn, all live episodes sample their next assistant turn
 in one batched ``generate`` call, then each environment answers its own. Every episode samples from its own
 seeded stream, so what it draws does not depend on which episodes share the call.
+
+``model`` may be a rollout engine (``is_rollout_backend``, e.g. the vLLM backend) instead of an HF model:
+each turn's contexts are then its requests, token ids and all the media shown so far (the prompt's, then
+each observation's images and video frames with their metadata), so the engine sees exactly the trainer's
+context; its sampled tokens' log-probs are kept as the trajectory's ``rollout_logprobs``.
 """
 
 from __future__ import annotations
@@ -114,9 +119,16 @@ class _Episode:
     ended: str | None = None
     finished: bool = False
     unseen: dict | None = None  # an observation's media that would not have reached the model (visibility)
+    # the decoded media of the context in order (prompt, then observations), for an engine's own processor
+    images: list = field(default_factory=list)
+    videos: list = field(default_factory=list)
+    video_metadata: list = field(default_factory=list)
+    logprobs: torch.Tensor | None = None  # [len(ids)] the engine's log-probs of sampled tokens (0 elsewhere)
 
     def context(self) -> PromptInputs:
-        return PromptInputs(self.start.prompt.sample, self.ids, self.types, _merge_visual(self.visual))
+        return PromptInputs(self.start.prompt.sample, self.ids, self.types, _merge_visual(self.visual),
+                            images=list(self.images), videos=list(self.videos),
+                            video_metadata=list(self.video_metadata))
 
     def trajectory(self) -> Trajectory:
         # Rewards score the model's own text: observations stand as empty markers (Trajectory.transcript has them)
@@ -129,6 +141,7 @@ class _Episode:
             tool_calls=[i for i in self.infos if i], mm_token_type_ids=self.types, visual=self.visual,
             reward_info={"observations": self.infos, "observation_images": self.seen, "ended": self.ended,
                          "env_seconds": self.env_seconds, "unseen_media": self.unseen},
+            rollout_logprobs=self.logprobs,
         )
 
 
@@ -136,7 +149,8 @@ def run_episodes(model, processor, starts: Sequence[EpisodeStart], settings: Gen
                  max_context: int, seed: int, step: int, max_observation_tokens: int | None = None,
                  step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> list[Trajectory | EnvironmentStartError]:
     """Play all ``starts`` together: each turn, every live episode samples its next assistant turn in one
-    batched ``generate`` call (``sample_rows``), then each environment answers its own. In the first turn the
+    batched ``generate`` call (``sample_rows``; with an engine as ``model``, one engine call), then each
+    environment answers its own. In the first turn the
     episodes of one prompt share its encoding (vision tower and prefill) when every prompt has the same count.
 
     Returns one entry per start, in order: its Trajectory, or the ``EnvironmentStartError`` of an environment
@@ -162,23 +176,30 @@ def run_episodes(model, processor, starts: Sequence[EpisodeStart], settings: Gen
             continue
         p = s.prompt
         episodes[i] = _Episode(s, p.input_ids.clone(), p.mm_token_type_ids.clone(), torch.zeros_like(p.input_ids),
-                               [p.visual] if p.visual else [], time.perf_counter() - started)
+                               [p.visual] if p.visual else [], time.perf_counter() - started,
+                               images=list(p.images), videos=list(p.videos), video_metadata=list(p.video_metadata),
+                               logprobs=torch.zeros(p.length) if _is_engine(model) else None)
     for turn in range(max_turns):
         live = [e for e in episodes.values() if not e.finished]
         if not live:
             break
         rows = _sample_turn(model, processor.tokenizer, live, settings, seed, step, turn)
-        for e, row in zip(live, rows):
+        for e, (row, logprobs) in zip(live, rows):
             _play_turn(processor, e, row, settings, turn, max_turns, max_context, max_observation_tokens,
-                       step_timeout_s)
+                       step_timeout_s, logprobs)
     for i, e in episodes.items():
         results[i] = e.trajectory()
     return results
 
 
+def _is_engine(model) -> bool:
+    return bool(getattr(model, "is_rollout_backend", False))
+
+
 def _sample_turn(model, tokenizer, live: list[_Episode], settings: GenerationSettings, seed: int, step: int,
-                 turn: int) -> list[torch.Tensor]:
-    """Each live episode's next-turn tokens (right-padded rows), from one batched generate call."""
+                 turn: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """Each live episode's next-turn tokens, from one batched generate call: (right-padded row, None), or
+    with an engine (its sampled ids, their log-probs), the row ending at EOS, a stop string or the limit."""
     by_prompt: dict[int, list[_Episode]] = {}
     for e in live:
         by_prompt.setdefault(id(e.start.prompt), []).append(e)
@@ -187,20 +208,28 @@ def _sample_turn(model, tokenizer, live: list[_Episode], settings: GenerationSet
     order = [e for group in by_prompt.values() for e in group] if n > 1 else live
     contexts = [group[0].context() for group in by_prompt.values()] if n > 1 else [e.context() for e in live]
     seeds = [e.start.turn_seed(seed, step, turn) for e in order]
-    new = sample_rows(model, tokenizer, contexts, n, settings, seeds)  # [len(live), L]
+    if _is_engine(model):  # the same contexts, rows and seeds as one engine call
+        new = [(torch.tensor(ids, dtype=torch.long), torch.tensor(lps, dtype=torch.float32))
+               for ids, lps, _ in model.sample(contexts, n, settings, seeds)]
+    else:
+        new = [(row, None) for row in sample_rows(model, tokenizer, contexts, n, settings, seeds)]  # [len(live), L]
     row_of = {id(e): r for r, e in enumerate(order)}
     return [new[row_of[id(e)]] for e in live]
 
 
 def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSettings, turn: int,
                max_turns: int, max_context: int, max_observation_tokens: int | None,
-               step_timeout_s: float | None) -> None:
-    """Append one sampled assistant turn to ``e``, let its environment answer, and append the observation."""
+               step_timeout_s: float | None, logprobs: torch.Tensor | None = None) -> None:
+    """Append one sampled assistant turn to ``e``, let its environment answer, and append the observation.
+    ``logprobs``: an engine's row (no padding; it stopped at EOS, a stop string or the limit) and its log-probs."""
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
-    action, truncated = cut_at_eos(row, eos, tokenizer.pad_token_id)
+    if logprobs is not None:
+        action, truncated = row, not (row.numel() and int(row[-1]) in eos)
+    else:
+        action, truncated = cut_at_eos(row, eos, tokenizer.pad_token_id)
     text = tokenizer.decode(action, skip_special_tokens=True)
-    if action.numel() and int(action[-1]) == tokenizer.pad_token_id and settings.stop_strings:
+    if logprobs is None and action.numel() and int(action[-1]) == tokenizer.pad_token_id and settings.stop_strings:
         # In a batch, a row that met a stop string is filled with pad while the others go on: not its token
         body = tokenizer.decode(action[:-1], skip_special_tokens=True)
         if any(body.endswith(s) for s in settings.stop_strings):
@@ -209,6 +238,8 @@ def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSe
     e.ids = torch.cat([e.ids, action])
     e.types = torch.cat([e.types, torch.zeros_like(action)])
     e.mask = torch.cat([e.mask, torch.ones_like(action)])
+    if e.logprobs is not None:
+        e.logprobs = torch.cat([e.logprobs, logprobs if logprobs is not None else torch.zeros(action.numel())])
     e.turns.append(Turn("assistant", text, start, int(e.ids.numel())))
     ended_with_eos = action.numel() > 0 and int(action[-1]) in eos
     e.truncated = truncated and not any(text.endswith(s) for s in settings.stop_strings)
@@ -241,8 +272,13 @@ def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSe
     e.ids = torch.cat([e.ids, obs_ids])
     e.types = torch.cat([e.types, obs_types])
     e.mask = torch.cat([e.mask, torch.zeros_like(obs_ids)])
+    if e.logprobs is not None:
+        e.logprobs = torch.cat([e.logprobs, torch.zeros(obs_ids.numel())])
     if obs_visual:
         e.visual.append(obs_visual)
+    e.images.extend(obs.images)
+    e.videos.extend(obs.videos)
+    e.video_metadata.extend(obs.video_metadata)
     e.seen.extend(obs.images)  # what the model was actually shown
     e.finished = False
 

@@ -245,7 +245,9 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
     # Room for every turn and observation within the limits: only an over-long observation cuts an episode
     max_context = episode_context(run.cfg.data.max_prompt_length, r.max_turns, r.max_completion_length,
                                   r.max_observation_tokens)
-    results = run_episodes(model, run.processor, starts, settings, r.max_turns, max_context, run.cfg.seed, step,
+    # vLLM: the engine samples every turn of the same contexts (run_episodes feeds it the observations' media)
+    sampler = run.rollout_backend if run.rollout_backend is not None else model
+    results = run_episodes(sampler, run.processor, starts, settings, r.max_turns, max_context, run.cfg.seed, step,
                            r.max_observation_tokens, r.env_step_timeout_s)
     trajectories = []
     for k, d in enumerate(drawn):

@@ -17,19 +17,29 @@ def check_backend_config(cfg: TrainConfig) -> None:
         return
     from mmreason.rollout.backends.vllm_engine import check_head_size, import_vllm
 
-    if r.max_turns > 1:
-        raise ConfigError("rollout.backend=vllm: multi-turn episodes (rollout.max_turns > 1) still generate with "
-                          "rollout.backend=hf")
-    need = cfg.data.max_prompt_length + r.max_completion_length
+    need = engine_context(cfg)
     if r.vllm_max_model_length is not None and r.vllm_max_model_length < need:
         # prompts over data.max_prompt_length are the counted skips of the prompt builder; every prompt it
-        # accepts must fit the engine with its completion
-        raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < data.max_prompt_length + "
-                          f"rollout.max_completion_length = {need}")
+        # accepts must fit the engine with its completion (an episode: with all its turns and observations)
+        what = ("data.max_prompt_length + rollout.max_completion_length" if r.max_turns <= 1 else
+                "the longest episode (prompt, max_turns x max_completion_length, observations of "
+                "max_observation_tokens)")
+        raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < {what} = {need}")
     if r.vllm_mode == "server":
         raise ConfigError("rollout.vllm_mode=server is not implemented yet; use vllm_mode=colocate")
     import_vllm()  # one line naming the extra when it is missing
     check_head_size(cfg.model.name_or_path)
+
+
+def engine_context(cfg: TrainConfig) -> int:
+    """The context the engine must hold: a prompt and its completion, or the longest episode of a run with an
+    environment (``rollout.multiturn.episode_context``, as the trainer bounds it)."""
+    from mmreason.rollout.multiturn import episode_context
+
+    r = cfg.rollout
+    if r.max_turns <= 1:
+        return cfg.data.max_prompt_length + r.max_completion_length
+    return episode_context(cfg.data.max_prompt_length, r.max_turns, r.max_completion_length, r.max_observation_tokens)
 
 
 def make_backend(run):
@@ -42,7 +52,7 @@ def make_backend(run):
 
     if run.accelerator.num_processes > 1:
         raise ConfigError("rollout.backend=vllm runs in one training process for now (vllm_mode=colocate)")
-    max_len = r.vllm_max_model_length or cfg.data.max_prompt_length + r.max_completion_length
+    max_len = r.vllm_max_model_length or engine_context(cfg)
     settings = VLLMSettings(mode=r.vllm_mode, gpu_memory_utilization=r.vllm_gpu_memory_utilization,
                             enable_sleep_mode=r.vllm_enable_sleep_mode, max_model_length=max_len,
                             tensor_parallel_size=r.vllm_tensor_parallel_size, kv_cache_gib=r.vllm_kv_cache_gib,

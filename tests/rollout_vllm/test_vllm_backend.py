@@ -73,6 +73,58 @@ def test_engine_receives_the_prompt_ids_and_visual_tokens_the_trainer_built(engi
         assert sum(t == image_pad for t in out.prompt_token_ids) == p.visual_tokens
 
 
+def _video_prompts(processor, tmp_path_factory):
+    """Video prompts whose frames, times and sizes ``media/video_plan.py`` chose: a window sampled at a rate
+    (frames resized to the pixel limits), a fixed frame count beside an image, two clips in one prompt."""
+    import numpy as np
+
+    from mmreason.media.video_write import write_mp4
+    from mmreason.types import VideoRef
+
+    folder = tmp_path_factory.mktemp("clips")
+    frames = [np.full((48, 64, 3), (20 * i, 255 - 20 * i, 90), dtype=np.uint8) for i in range(12)]
+    clip = str(write_mp4(folder / "clip.mp4", frames, fps=6))
+    video = {"type": "video"}
+
+    def ask(*parts):
+        return [{"role": "user", "content": [*parts, {"type": "text", "text": "What changes in the clip?"}]}]
+
+    samples = [
+        Sample(id="window", messages=ask(video), videos=[VideoRef(clip, start=0.5, end=1.5, fps=2.0)]),
+        Sample(id="frames+image", messages=ask({"type": "image"}, video), videos=[VideoRef(clip, num_frames=4)],
+               images=[Image.new("RGB", (84, 56), (10, 200, 30))]),
+        Sample(id="two clips", messages=ask(video, video),
+               videos=[VideoRef(clip, num_frames=2), VideoRef(clip, start=1.0, fps=3.0)]),
+    ]
+    return [build_prompt(processor, s, max_prompt_length=1024, min_pixels=28 * 28, max_pixels=56 * 56,
+                         video_fps=2.0, video_max_frames=8) for s in samples]
+
+
+def test_video_prompts_reach_the_engine_with_the_planned_frames(engine, policy, tmp_path_factory):
+    """The decoded frames and their metadata (times, rate) go to vLLM, never a file for it to decode: its
+    prompt ids and visual-token counts equal the trainer's, and after a push its greedy rows equal HF
+    ``generate``'s (so the temporal positions, which come from the frames' times, agree too)."""
+    model, processor = policy
+    prompts = _video_prompts(processor, tmp_path_factory)
+    assert [len(p.videos) for p in prompts] == [1, 1, 2]
+    assert [len(t) for t in prompts[0].video_frames] == [2] and prompts[0].video_frames[0][0] >= 0.5
+    video_pad = processor.tokenizer.convert_tokens_to_ids("<|video_pad|>")
+    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    outputs = engine.llm.generate([engine.request(p) for p in prompts],
+                                  engine.sampling_params(GenerationSettings(max_new_tokens=1, temperature=0.0), None),
+                                  use_tqdm=False)
+    for p, out in zip(prompts, outputs):
+        ids = list(out.prompt_token_ids)
+        assert ids == p.input_ids.tolist(), p.sample.id
+        assert sum(t in (video_pad, image_pad) for t in ids) == p.visual_tokens > 0
+        assert sum(t == video_pad for t in ids) == int((p.mm_token_type_ids == 2).sum()) > 0
+    settings = GenerationSettings(max_new_tokens=8, temperature=0.0)
+    engine.sync_weights(model)
+    ours = engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+    hf = generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+    assert [t.token_ids.tolist() for t in ours] == [t.token_ids.tolist() for t in hf]
+
+
 def test_after_a_push_greedy_equals_hf_and_a_perturbation_changes_it(engine, policy, tmp_path_factory):
     model, processor = policy
     prompts = _prompts(processor, tmp_path_factory)
