@@ -297,3 +297,64 @@ def test_lora_and_vision_tower_weights_reach_the_engine(engine, tiny_model_dir, 
     from safetensors.torch import load_file
 
     assert not any("lora" in name for name in load_file(str(engine.sync_dir / "model.safetensors")))
+
+
+class LookEnv:
+    """Answers any first action with an observation that shows a picture and a clip (decoded frames and their
+    metadata, as an environment hands them over); the second action ends the episode."""
+
+    stop_strings = ("</tool_call>",)
+
+    def __init__(self, frames, metadata):
+        self.frames, self.metadata = frames, metadata
+
+    def reset(self, sample: Sample) -> None:
+        self.calls = 0
+
+    def step(self, action_text: str):
+        from mmreason.rollout.environment import Observation
+
+        self.calls += 1
+        return Observation(text=f"look {self.calls}:", images=[Image.new("RGB", (56, 84), (0, 90, 200))],
+                           videos=[self.frames], video_metadata=[self.metadata], done=self.calls >= 2,
+                           info={"turn": self.calls})
+
+
+def test_multiturn_episodes_sample_through_the_engine_with_the_observations_media(engine, policy, tmp_path_factory):
+    """Episodes whose observations carry an image and video frames: every turn's context reaches the engine
+    with the trainer's ids (``sample`` checks each request), greedy episodes equal the HF path's turn by turn,
+    and a sampled episode's ``rollout_logprobs`` are the trainer's log-probs on its action tokens (0 elsewhere)."""
+    from mmreason.rollout.forward import collate, token_logprobs
+    from mmreason.rollout.multiturn import EpisodeStart, run_episodes
+
+    model, processor = policy
+    # the clips are 2 frames (one temporal patch): past a longer clip vLLM and transformers place the next text
+    # at different M-RoPE positions (docs/vllm.md), which the log-prob check below would see
+    clip = _video_prompts(processor, tmp_path_factory)[0]
+    prompts = _prompts(processor, tmp_path_factory)[:2] + [clip]
+    make_env = lambda: LookEnv(clip.videos[0], clip.video_metadata[0])  # noqa: E731
+    kwargs = dict(max_turns=3, max_context=1024, seed=3, step=2)
+
+    def play(sampler, settings):
+        starts = [EpisodeStart(p, make_env(), g, i) for g, p in enumerate(prompts) for i in range(2)]
+        return run_episodes(sampler, processor, starts, settings, **kwargs)
+
+    engine.sync_weights(model)
+    greedy = GenerationSettings(max_new_tokens=6, temperature=0.0)
+    ours, hf = play(engine, greedy), play(model, greedy)
+    for a, b in zip(ours, hf):
+        assert [t.role for t in a.turns] == ["assistant", "observation", "assistant"], a.reward_info["ended"]
+        assert a.token_ids.tolist() == b.token_ids.tolist() and a.action_mask.tolist() == b.action_mask.tolist()
+        obs = a.turns[1]
+        assert int((a.mm_token_type_ids[obs.start:obs.end] == 2).sum()) > 0  # the clip's tokens are in the context
+        assert b.rollout_logprobs is None and a.rollout_logprobs.shape == a.token_ids.shape
+    sampled = play(engine, GenerationSettings(max_new_tokens=6, temperature=1.0))
+    batch = collate(sampled, processor.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logp, _ = token_logprobs(model, batch, suppressed=suppressed_token_ids(processor.tokenizer))
+    mask = batch.action_mask.bool()
+    rollout = torch.zeros_like(logp)
+    for i, t in enumerate(sampled):
+        rollout[i, : t.token_ids.numel()] = t.rollout_logprobs
+        assert not t.rollout_logprobs[t.action_mask == 0].any()
+    assert mask.sum() > 0 and (logp[mask] - rollout[mask]).abs().max() < 1e-3

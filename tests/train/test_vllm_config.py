@@ -67,3 +67,16 @@ def test_engine_context_must_hold_every_accepted_prompt_and_its_completion():
                                           "rollout.max_completion_length=256", "rollout.vllm_max_model_length=700"])
     with pytest.raises(ConfigError, match="vllm_max_model_length=700 < .* = 768"):
         check_backend_config(cfg)
+
+
+def test_multiturn_runs_are_accepted_and_the_engine_holds_the_longest_episode():
+    """max_turns 3, prompt 512, turns of 40, observations of at most 256 tokens: an episode reaches
+    512 + 3 x 40 + 2 x 256 = 1144 tokens, the engine's default context; a smaller one fails before any step."""
+    from mmreason.train.rollout_backend import engine_context
+
+    overrides = ["rollout.backend=vllm", "data.max_prompt_length=512", "rollout.max_completion_length=40",
+                 "rollout.max_turns=3", "rollout.max_observation_tokens=256"]
+    assert engine_context(load_config(TrainConfig, None, overrides)) == 1144
+    assert engine_context(load_config(TrainConfig, None, overrides[:3])) == 552  # one turn: prompt + completion
+    with pytest.raises(ConfigError, match="vllm_max_model_length=1000 < the longest episode .* = 1144"):
+        check_backend_config(load_config(TrainConfig, None, [*overrides, "rollout.vllm_max_model_length=1000"]))
