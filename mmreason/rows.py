@@ -10,15 +10,22 @@ Anything the reader cannot accept is one ``ValueError`` line naming the pack, th
 bytes that are not UTF-8, a line that is not JSON, a row that is not an object, and a string holding a lone
 UTF-16 surrogate (``"\\ud800"`` is valid JSON but no valid text: tokenizers and log writers fail on it later).
 
-The pack-side helpers ``field_error`` and ``check_count`` word the errors of one row's fields the same way in
-every pack: ``{file}: row {index} (id {id!r}): {field} ...``.
+The pack-side helpers ``where``, ``check_count`` and ``require_text`` word the errors of one row's fields the same
+way in every pack: ``{file}: row {index} (id {id!r}): {field} ...``; ``parse_pair`` (a ``[start, end]`` time
+window), ``gold_letter`` (an option letter from a letter or an option's text) and ``shape_of`` (a bad value, short,
+for an error line) read the fields video packs share.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
+
+LETTERS = "ABCDEFGHIJ"  # option letters of a multiple-choice row, at most ten options
+_PAIR_TEXT = re.compile(r"\s*\[\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\]\s*")
 
 
 def where(source: str, index: int, row: Any) -> str:
@@ -43,6 +50,41 @@ def require_text(where_: str, row: dict[str, Any], keys: tuple[str, ...], number
         if key in numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
             continue
         raise ValueError(f"{where_}: {key!r} is a JSON {_json_type(value)}, not a string")
+
+
+def parse_pair(value: Any, what: str) -> tuple[float, float]:
+    """[start, end] seconds (a list / tuple of two numbers or the string "[s, e]"), 0 <= start < end; else
+    ValueError naming ``what`` and the value."""
+    pair = value
+    if isinstance(value, str):
+        m = _PAIR_TEXT.fullmatch(value)
+        pair = [m.group(1), m.group(2)] if m else None
+    try:
+        start, end = (float(v) for v in pair)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} {value!r} is not [start, end] in seconds") from None
+    if not (math.isfinite(start) and math.isfinite(end)) or start < 0 or end <= start:
+        raise ValueError(f"{what} [{start}, {end}] is not a time window (need 0 <= start < end)")
+    return start, end
+
+
+def gold_letter(answer: str, options: list[str]) -> str | None:
+    """The option letter a multiple-choice answer names: a letter ("B", "(b)", "[B]", "B.") within the options,
+    else the letter of the one option whose text equals the answer (case-insensitive); None when neither."""
+    text = answer.strip()
+    m = re.fullmatch(r"[\(\[]?([A-Ja-j])[\)\]\.]?", text)
+    if m and m.group(1).upper() in LETTERS[: len(options)]:
+        return m.group(1).upper()
+    matches = [LETTERS[k] for k, o in enumerate(options) if str(o).strip().lower() == text.lower()]
+    return matches[0] if len(matches) == 1 else None
+
+
+def shape_of(value: Any) -> str:
+    """A short description of a bad value for an error line (never the whole of a huge list)."""
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _json_type(value: Any) -> str:

@@ -83,3 +83,26 @@ def test_packs_never_import_the_benchmarks_or_the_trainer():
     """A pack gives data, prompts, rewards, metrics and an environment to the engine; it does not drive it."""
     bad = [(p, m) for p, m in _plugin_imports("tasks") if m.startswith(("mmreason.bench", "mmreason.train"))]
     assert not bad, bad
+
+
+def _pack_imports(path: Path) -> set[str]:
+    """Modules ``path`` imports, with ``from mmreason.tasks import x`` read as ``mmreason.tasks.x``."""
+    out = set(_imports(path))
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "mmreason.tasks" and node.level == 0:
+            out |= {f"mmreason.tasks.{a.name}" for a in node.names}
+    return out
+
+
+def test_packs_never_import_another_pack():
+    """A pack imports the engine and the shared rewards, never another pack: what two packs share lives below
+    them (e.g. ``mmreason.rows`` for row-field parsing), so each pack folder can be read, moved or dropped alone."""
+    bad = []
+    for path in sorted((ROOT / "tasks").rglob("*.py")):
+        parts = path.relative_to(ROOT / "tasks").parts
+        if len(parts) < 2:
+            continue  # tasks/__init__.py
+        own = f"mmreason.tasks.{parts[0]}"
+        bad += [(path.relative_to(ROOT).as_posix(), m) for m in _pack_imports(path)
+                if m.startswith("mmreason.tasks.") and m != own and not m.startswith(own + ".")]
+    assert not bad, bad

@@ -30,16 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from mmreason.paths import cache_dir
-from mmreason.rows import check_count, require_text
+from mmreason.rows import LETTERS, check_count, gold_letter, parse_pair, read_rows, require_text, shape_of
 from mmreason.rows import where as row_where
 from mmreason.tasks.medscope import synth
 from mmreason.tasks.medscope.env import TOOL_HINT, ToolLimits
 from mmreason.tasks.medscope.trajectories import gold_trajectory
-from mmreason.tasks.videoqa.data import _gold_letter, _shape, parse_pair, read_rows
 from mmreason.types import Sample, VideoRef
 
 TASK_TYPES = synth.TASK_TYPES
-LETTERS = "ABCDEFGHIJ"
 GLOBAL_FRAMES = 16
 GLOBAL_VIEWS = ("video", "frames")
 TRAIN_VIDEOS, EVAL_VIDEOS = 64, 16
@@ -110,7 +108,7 @@ def _windows(value: Any, where: str) -> list[list[float]]:
         try:
             value = json.loads(value)
         except ValueError:
-            raise ValueError(f"{where}: evidence_windows {_shape(value)} is not a JSON list of [start, end]") from None
+            raise ValueError(f"{where}: evidence_windows {shape_of(value)} is not a JSON list of [start, end]") from None
     if not isinstance(value, (list, tuple)) or not value:
         raise ValueError(f"{where}: evidence_windows must be a non-empty list of [start, end] seconds")
     pairs = [value] if not isinstance(value[0], (list, tuple, str)) else list(value)
@@ -126,7 +124,7 @@ def _duration(value: Any) -> float | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"duration {_shape(value)} is not a number of seconds")
+        raise ValueError(f"duration {shape_of(value)} is not a number of seconds")
     try:
         seconds = float(value)
     except ValueError:
@@ -146,9 +144,9 @@ def _answer(row: dict[str, Any], kind_hint: str, meta: dict[str, Any]) -> tuple[
         return f"[{span[0]:g}, {span[1]:g}]", "span"
     if options is not None:
         if not isinstance(options, (list, tuple)) or not 2 <= len(options) <= len(LETTERS):
-            raise ValueError(f"options must be a list of 2..{len(LETTERS)} strings, got {_shape(options)}")
+            raise ValueError(f"options must be a list of 2..{len(LETTERS)} strings, got {shape_of(options)}")
         meta["choices"] = [str(o) for o in options]
-        letter = _gold_letter(str(answer), meta["choices"])
+        letter = gold_letter(str(answer), meta["choices"])
         if letter is None:
             raise ValueError(f"answer {answer!r} is neither an option letter nor one option's text")
         return letter, "mcq"

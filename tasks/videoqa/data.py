@@ -16,21 +16,18 @@ outside it) is an error here rather than a skipped sample in a run.
 
 from __future__ import annotations
 
-import math
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from mmreason.paths import cache_dir
-from mmreason.rows import check_count, require_text
+from mmreason.rows import LETTERS, check_count, gold_letter, parse_pair, require_text, shape_of
 from mmreason.rows import read_rows as rows_of
 from mmreason.rows import where as row_where
 from mmreason.tasks.videoqa import synth
 from mmreason.types import Sample, VideoRef
 
 ANSWER_TYPES = synth.ANSWER_TYPES
-LETTERS = "ABCDEFGHIJ"
 INSTRUCTION = {
     "mcq": "Answer with the option's letter.",
     "numeric": "Answer with a number.",
@@ -42,7 +39,6 @@ AVOID_TRAIN = 2_000  # a held-out split avoids the first this-many train videos 
 AVOID_TRAIN_BASIC = 1200  # the same for the ``basic`` style, which has fewer distinct videos
 DATA_VERSION = 1  # in the cache folder name: bump when the generator draws different videos
 STYLE_TAGS = {"events": "", "basic": "-basic2"}  # the same for one style (its number: its own version)
-_SPAN_TEXT = re.compile(r"\s*\[\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\]\s*")
 
 
 def default_cache() -> Path:
@@ -54,30 +50,6 @@ def prompt_text(question: str, kind: str, options: list[str] | None) -> str:
     if kind == "mcq":
         text += "\nOptions: " + " ".join(f"({LETTERS[k]}) {o}" for k, o in enumerate(options or []))
     return f"{text}\n{INSTRUCTION[kind]}"
-
-
-def parse_pair(value: Any, what: str) -> tuple[float, float]:
-    """[start, end] seconds (a list / tuple of two numbers or the string "[s, e]"), 0 <= start < end."""
-    pair = value
-    if isinstance(value, str):
-        m = _SPAN_TEXT.fullmatch(value)
-        pair = [m.group(1), m.group(2)] if m else None
-    try:
-        start, end = (float(v) for v in pair)  # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} {value!r} is not [start, end] in seconds") from None
-    if not (math.isfinite(start) and math.isfinite(end)) or start < 0 or end <= start:
-        raise ValueError(f"{what} [{start}, {end}] is not a time window (need 0 <= start < end)")
-    return start, end
-
-
-def _gold_letter(answer: str, options: list[str]) -> str | None:
-    text = answer.strip()
-    m = re.fullmatch(r"[\(\[]?([A-Ja-j])[\)\]\.]?", text)
-    if m and m.group(1).upper() in LETTERS[: len(options)]:
-        return m.group(1).upper()
-    matches = [LETTERS[k] for k, o in enumerate(options) if str(o).strip().lower() == text.lower()]
-    return matches[0] if len(matches) == 1 else None
 
 
 def row_to_sample(row: dict[str, Any], source: str, index: int, probe: bool = False) -> Sample:
@@ -98,8 +70,8 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, probe: bool = Fa
     try:
         if kind == "mcq":
             if not isinstance(options, (list, tuple)) or not 2 <= len(options) <= len(LETTERS):
-                raise ValueError(f"mcq needs 2..{len(LETTERS)} options, got {_shape(options)}")
-            letter = _gold_letter(str(answer), [str(o) for o in options])
+                raise ValueError(f"mcq needs 2..{len(LETTERS)} options, got {shape_of(options)}")
+            letter = gold_letter(str(answer), [str(o) for o in options])
             if letter is None:
                 raise ValueError(f"mcq answer {answer!r} is neither an option letter nor one option's text")
             answer = letter
@@ -130,14 +102,6 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, probe: bool = Fa
     text = prompt_text(str(row["question"]), kind, meta.get("choices"))
     messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]}]
     return Sample(id=str(row["id"]), messages=messages, answer=answer, videos=[video], meta=meta, task="videoqa")
-
-
-def _shape(value: Any) -> str:
-    """A short description of a bad value for an error line (never the whole of a huge list)."""
-    if isinstance(value, (list, tuple)):
-        return f"a list of {len(value)}"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _probe(video: VideoRef, where: str) -> None:
