@@ -2,21 +2,21 @@
 
 - ``page_fbeta``: DocSeeker's page reward, F-beta (beta = 2) of the cited evidence pages;
 - ``temporal_iou``: IoU of the answered time span with the gold window(s);
-- ``timestamp_hit``: answered time points, 1 inside the gold window, decaying with distance outside;
-- ``tool_grounding``: MedScope's tool-localisation reward over ``crop_video`` / ``get_frame`` calls.
+- ``timestamp_hit``: answered time points, 1 inside the gold window, decaying with distance outside.
+
+MedScope's tool-localisation reward (``tool_grounding``) lives in its pack (``tasks/medscope/rewards.py``) and
+reads its spans with the helpers here (``gold_spans``, ``tiou``, ``decay``, ``decay_tau``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
 from typing import Any
 
-from mmreason.parsing import all_tag_bodies, clip, finite_number, last_tag_body, parse_dict, squeeze_space
+from mmreason.parsing import all_tag_bodies, clip, last_tag_body, parse_dict, squeeze_space
 from mmreason.rewarding import column, per_sample, reward
-from mmreason.rewards.format import parse_tool_call
-from mmreason.types import Sample, Trajectory
+from mmreason.types import Sample
 
 Span = tuple[float, float]
 
@@ -183,7 +183,9 @@ def video_duration(sample: Sample) -> float | None:
     return None
 
 
-def _tau(sample: Sample, spans: list[Span], tau: float | None, tau_frac: float) -> float:
+def decay_tau(sample: Sample, spans: list[Span], tau: float | None, tau_frac: float) -> float:
+    """The decay scale of ``decay``: ``tau`` seconds when given, else ``tau_frac`` x the video's length (its
+    ``duration`` column or window, else the latest gold end)."""
     if tau is not None:
         return tau
     duration = video_duration(sample) or max(e for _, e in spans)
@@ -226,110 +228,5 @@ def timestamp_hit(sample, trajectory, *, tau: float | None = None, tau_frac: flo
     points = time_points(trajectory.completion_text)
     if not points:
         return 0.0
-    scale = _tau(sample, spans, tau, tau_frac)
+    scale = decay_tau(sample, spans, tau, tau_frac)
     return sum(decay(t, spans, scale) for t in points) / len(points)
-
-
-# ---- MedScope tool grounding ---------------------------------------------------------------------
-
-
-def tool_calls_of(trajectory: Trajectory, limit: int = 64) -> list[dict]:
-    """The trajectory's tool calls: the rollout's parsed ``tool_calls``, else the completion's
-    ``<tool_call>`` bodies. Malformed calls are dropped."""
-    calls: Iterable[Any] = trajectory.tool_calls or [
-        parse_tool_call(b) for b in all_tag_bodies(clip(trajectory.completion_text), "tool_call", limit)
-    ]
-    out = []
-    for call in list(calls)[:limit]:
-        if (
-            isinstance(call, dict)
-            and isinstance(call.get("name"), str)
-            and isinstance(call.get("arguments"), dict)
-        ):
-            out.append(call)
-    return out
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return None
-    if not isinstance(value, str):
-        return finite_number(value)
-    try:
-        number = seconds(value)
-    except (ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def crop_window(arguments: dict) -> Span | None:
-    """(start, end) of a crop call: ``start``/``end`` or ``window: [s, e]``."""
-    if (
-        "window" in arguments
-        and isinstance(arguments["window"], (list, tuple))
-        and len(arguments["window"]) == 2
-    ):
-        s, e = (_number(v) for v in arguments["window"])
-    else:
-        s, e = _number(arguments.get("start")), _number(arguments.get("end"))
-    return None if s is None or e is None or e <= s else (s, e)
-
-
-def frame_time(arguments: dict) -> float | None:
-    """The time point of a frame call: ``t``, ``time`` or ``timestamp``."""
-    for key in ("t", "time", "timestamp"):
-        if key in arguments:
-            return _number(arguments[key])
-    return None
-
-
-@reward(
-    "tool_grounding", keys=("ground", "crop", "frame", "fidelity"), diagnostics=("crop", "frame", "fidelity")
-)
-@per_sample
-def tool_grounding(
-    sample,
-    trajectory,
-    *,
-    crop_tool: str = "crop_video",
-    frame_tool: str = "get_frame",
-    crop_weight: float = 0.7,
-    tau: float | None = None,
-    tau_frac: float = 0.05,
-    max_crop_frac: float = 0.5,
-):
-    """MedScope tool localisation: 0.7 max tIoU of crop windows + 0.3 mean distance-decayed frame hits.
-
-    R_crop = max_k tIoU(c_k, W*), scaled by min(1, max_crop_frac * T / |c_k|) for windows longer than
-    half the video T (anti-hacking); R_frame = mean_k decay(t_k); ground = the weighted mean of the
-    terms that occurred, 0 without any call, None without a gold window. ``fidelity`` (logged) is the
-    fraction of calls that touch the window (tIoU > 0, or t inside), for evidence-weighted advantages.
-    Columns: ``span``, ``duration`` (optional, for T and tau). docs/algorithms.md §2 ([proposed]).
-    """
-    spans = gold_spans(column(sample, "span"))
-    if not spans:
-        return {"ground": None, "crop": None, "frame": None, "fidelity": None}
-    duration = video_duration(sample)
-    crops, frames, hits, calls = [], [], 0, 0
-    for call in tool_calls_of(trajectory):
-        if call["name"] == crop_tool and (window := crop_window(call["arguments"])) is not None:
-            score = max(tiou(window, g) for g in spans)
-            length = window[1] - window[0]
-            if duration and length > max_crop_frac * duration:
-                score *= min(1.0, max_crop_frac * duration / length)
-            crops.append(score)
-            hits += score > 0
-            calls += 1
-        elif call["name"] == frame_tool and (t := frame_time(call["arguments"])) is not None:
-            frames.append(decay(t, spans, _tau(sample, spans, tau, tau_frac)))
-            hits += any(s <= t <= e for s, e in spans)
-            calls += 1
-    crop = max(crops) if crops else None
-    frame = sum(frames) / len(frames) if frames else None
-    if crop is None and frame is None:
-        ground = 0.0
-    elif crop is None or frame is None:
-        ground = crop if crop is not None else frame
-    else:
-        ground = crop_weight * crop + (1 - crop_weight) * frame
-    return {"ground": ground, "crop": crop, "frame": frame, "fidelity": hits / calls if calls else 0.0}

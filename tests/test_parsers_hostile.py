@@ -32,13 +32,14 @@ from mmreason import parsing
 from mmreason.rewarding.resolve import resolve_reward
 from mmreason.rewards.accuracy import number_of, relaxed_correctness, yes_no_of
 from mmreason.rewards.choice import extract_choice
-from mmreason.rewards.evidence import answered_span, cited_pages, time_points, tool_calls_of
+from mmreason.rewards.evidence import answered_span, cited_pages, time_points
 from mmreason.rewards.format import assistant_turns, parse_tool_call, think_answer_bodies, tool_turn_kind
 from mmreason.rewards.grounding import parse_boxes
 from mmreason.rewards.textmatch import anls_score, token_f1, vqa_normalize
 from mmreason.rewards.tools import calls_in
 from mmreason.taskpack import TASKS
 from mmreason.tasks.docseeker.rewards import docseeker_format_score
+from mmreason.tasks.medscope.rewards import tool_calls_of
 from mmreason.tasks.mrag.route import KNOWLEDGE_BASES, RouteStep, parse_route_step
 from mmreason.types import Sample, Trajectory
 

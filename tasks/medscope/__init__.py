@@ -6,6 +6,7 @@ The model sees the question and a sparse global view of the whole video, calls `
 with the evidence span. Data: user rows (``data.py``: ``evidence_windows``, ``task_type`` qa /
 temporal_grounding / grounded_qa), generated minutes-long procedure videos with short events at known times
 (``synth.py``), or the real echocardiography cine of pydicom-data with measured answers (``echo.py``).
+Rewards: the answer and format rules (``scoring.py``) and the pack's ``tool_grounding`` (``rewards.py``).
 Two stages: SFT on generated tool trajectories (``trajectories.py``), then GA-GRPO. Paper: "MedScope:
 Incentivizing 'Think with Videos' for Clinical Reasoning via Coarse-to-Fine Tool Calling" (arXiv 2602.13332);
 docs/algorithms.md §2. Recipes: configs/medscope/medscope_sft.yaml, configs/medscope/medscope_ga_grpo.yaml (+ ``_tiny``).

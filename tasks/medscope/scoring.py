@@ -8,8 +8,8 @@ Answer (``medscope_accuracy``), by task type:
 
 Format (``medscope_format``): 1 when the episode ends in an ``<answer>``, times the fraction of tool turns the
 environment accepted (a call that did not parse, named an unknown tool, fell outside the video or the budgets
-counts against it); 0 without an answer. Grounding comes from the shared ``tool_grounding`` reward (crop tIoU,
-timestamp hits with decay, long windows scaled down; its ``fidelity`` feeds GA-GRPO's weights).
+counts against it); 0 without an answer. Grounding comes from the pack's ``tool_grounding`` reward (``rewards.py``:
+crop tIoU, timestamp hits with decay, long windows scaled down; its ``fidelity`` feeds GA-GRPO's weights).
 
 Eval metrics read the model's own text (tool calls are its ``<tool_call>`` bodies): accuracy (a span is
 correct at tIoU >= 0.5), grounded accuracy (correct, and the answered span or one tool call touches the
@@ -22,8 +22,9 @@ from __future__ import annotations
 from mmreason.parsing import all_tag_bodies, clip, final_answer, last_tag_body
 from mmreason.rewarding import per_sample
 from mmreason.rewards.accuracy import typed_answer_correct
-from mmreason.rewards.evidence import crop_window, frame_time, gold_spans, span_tiou, tiou
+from mmreason.rewards.evidence import gold_spans, span_tiou, tiou
 from mmreason.rewards.format import parse_tool_call
+from mmreason.tasks.medscope.rewards import crop_window, frame_time
 from mmreason.types import Sample
 
 SPAN_THRESHOLD = 0.5

@@ -117,7 +117,7 @@ def test_a_video_that_breaks_mid_episode_raises_for_the_engine_to_count(samples,
 
 
 def test_a_call_written_beside_the_answer_never_runs_and_earns_no_grounding(env, samples):
-    from mmreason.rewards.evidence import tool_grounding
+    from mmreason.tasks.medscope.rewards import tool_grounding
     from mmreason.types import Trajectory
 
     sample = samples[0]
