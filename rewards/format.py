@@ -44,27 +44,6 @@ def think_answer_format(
     return float(text is not None and think_answer_bodies(text, answer_tag, strip) is not None)
 
 
-def skip_ratio(completions: list[str]) -> float:
-    """Fraction of completions whose (first) think body is whitespace only: TON's skip-think ratio."""
-    if not completions:
-        return 0.0
-    return sum(_skipped(as_text(c)) for c in completions) / len(completions)
-
-
-def _skipped(text: str) -> bool:
-    text = text[:MAX_CHARS]
-    start = text.find("<think>")
-    end = text.find("</think>", start + 7) if start >= 0 else -1
-    return start >= 0 and end >= 0 and not text[start + 7 : end].strip()
-
-
-@reward("skip_think")
-@per_sample
-def skip_think(sample, trajectory) -> float:
-    """1 if the think block is empty or whitespace (TON's skip-think; log it with weight 0)."""
-    return float(_skipped(as_text(trajectory.completion_text)))
-
-
 # ---- tool calls (MedScope-style multi-turn) ----------------------------------------------------
 
 TOOL_TAGS = ("think", "tool_call", "answer", "observation")

@@ -6,7 +6,8 @@ answers (``data.py``). Each sample carries its ``domain`` (the trainer's ``algor
 task sets, per-domain entropy bands and metrics), its ``answer_type`` and a per-domain ``length_profile``
 for the ``length_trapezoid`` reward. ``answer_format: think`` with ``thought_dropout: 0.5`` gives TON's
 SFT data. Reward ``mmreason.tasks.vision.scoring:vision_accuracy``; eval metrics: accuracy (overall and
-per domain), skip_think (TON's skip-think ratio), think_format.
+per domain), skip_think (TON's skip-think ratio), think_format. The pack's own reward ``skip_think``
+(``rewards.py``) logs that ratio during training.
 """
 
 from mmreason.taskpack import TaskPack, register_task

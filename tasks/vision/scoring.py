@@ -20,8 +20,9 @@ from mmreason.parsing import final_answer, parse_number
 from mmreason.rewarding import per_sample
 from mmreason.rewards.accuracy import number_of, yes_no_of
 from mmreason.rewards.choice import extract_choice, gold_letter
-from mmreason.rewards.format import skip_ratio, think_answer_bodies
+from mmreason.rewards.format import think_answer_bodies
 from mmreason.rewards.textmatch import vqa_normalize
+from mmreason.tasks.vision.rewards import skip_ratio
 from mmreason.types import Sample
 
 DOMAINS = ("perception", "chart", "reasoning")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from reward_factory import score, traj
 
-from mmreason.rewards.format import skip_ratio, tool_call_format
+from mmreason.rewards.format import tool_call_format
 from mmreason.types import Turn
 
 
@@ -34,14 +34,6 @@ def test_think_answer_format_rejects_broken_schemas():
         score("think_answer_format", "<think>a</think><action>tap</action>", kwargs={"answer_tag": "action"})
         == 1.0
     )
-
-
-def test_skip_think():
-    # docs/algorithms.md §6: skip_ratio(["<think>\n\n</think><answer>1</answer>"]) = 1.
-    assert skip_ratio(["<think>\n\n</think><answer>1</answer>"]) == 1.0
-    assert skip_ratio(["<think>\n\n</think><answer>1</answer>", "<think>x</think><answer>1</answer>"]) == 0.5
-    assert score("skip_think", "<think> </think><answer>1</answer>") == 1.0
-    assert score("skip_think", "<answer>1</answer>") == 0.0
 
 
 def _call(name, **arguments):

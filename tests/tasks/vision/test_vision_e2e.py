@@ -14,8 +14,8 @@ import torch
 from mmreason import rl
 from mmreason.cli import main
 from mmreason.config import read_yaml
-from mmreason.rewards.format import skip_ratio
 from mmreason.tasks.vision import easyvqa
+from mmreason.tasks.vision.rewards import skip_ratio
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "configs" / "vision"

@@ -7,11 +7,12 @@ import random
 
 import pytest
 import torch
+from reward_factory import score
 
 from mmreason.rewarding import REWARDS
-from mmreason.rewards.format import skip_ratio
 from mmreason.taskpack import TASKS
 from mmreason.tasks.vision.data import row_to_sample
+from mmreason.tasks.vision.rewards import skip_ratio
 from mmreason.tasks.vision.scoring import is_correct, vision_accuracy
 from mmreason.tasks.vision.ton import (
     EMPTY_THOUGHT,
@@ -116,3 +117,12 @@ def test_think_format_samples_score_only_a_closed_answer_tag():
     assert is_correct(think, "no") == 0.0
     assert is_correct(think, "<think>The image shows a blue circle.</think><answer>no</answer>") == 1.0
     assert is_correct(think, "<think>\n\n</think><answer>No.</answer>") == 1.0
+
+
+def test_skip_think_reward_and_ratio():
+    """The pack's own ``skip_think`` reward (tasks/vision/rewards.py), scored through the registry by name."""
+    # docs/algorithms.md §6: skip_ratio(["<think>\n\n</think><answer>1</answer>"]) = 1.
+    assert skip_ratio(["<think>\n\n</think><answer>1</answer>"]) == 1.0
+    assert skip_ratio(["<think>\n\n</think><answer>1</answer>", "<think>x</think><answer>1</answer>"]) == 0.5
+    assert score("skip_think", "<think> </think><answer>1</answer>") == 1.0
+    assert score("skip_think", "<answer>1</answer>") == 0.0
