@@ -451,7 +451,7 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
         # Faults stop a step before its update: the weights are those after step - 1.
         path = _save(run, run.step - 1, before)
         raise RunStopped(f"run stopped at step {run.step}: {exc}; last checkpoint: {path} (the last finished "
-                         "step; resume replays this one)") from exc
+                         "step; resume=auto replays this one)") from exc
     finally:
         close_backend(run)
         run.logger.close()

@@ -5,6 +5,9 @@ One engine is loaded for the module (~30 s); every test shares it. Skipped where
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 import torch
 from PIL import Image
@@ -358,3 +361,53 @@ def test_multiturn_episodes_sample_through_the_engine_with_the_observations_medi
         rollout[i, : t.token_ids.numel()] = t.rollout_logprobs
         assert not t.rollout_logprobs[t.action_mask == 0].any()
     assert mask.sum() > 0 and (logp[mask] - rollout[mask]).abs().max() < 1e-3
+
+
+
+def _kill_engine(backend) -> None:
+    for proc in backend.llm.llm_engine.engine_core.resources.engine_manager.processes:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join(timeout=30)
+
+
+
+def test_an_engine_that_dies_mid_run_stops_with_a_checkpoint_and_resume_finishes(
+        tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
+    """A 3-step run whose engine-core process is killed (SIGKILL) right after step 1's weight push: step 2's
+    generation finds the engine dead before its update, the run saves step 1 (the only checkpoint: save_steps=0)
+    and stops with a message naming the engine and the checkpoint; a run with ``resume=auto`` builds a new
+    engine and finishes steps 2 and 3."""
+    import json
+    from pathlib import Path
+
+    from mmreason.cli import main
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend
+
+    pushes = []
+    push = VLLMBackend.sync_weights
+
+    def push_then_die(self, model):
+        seconds = push(self, model)
+        pushes.append(seconds)
+        if len(pushes) == 1:
+            _kill_engine(self)
+        return seconds
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "run"
+    args = ["train", str(root / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
+            f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
+            "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
+            "max_steps=3", "save_steps=0", "eval_steps=0", "logging_steps=1", "num_threads=1"]
+    monkeypatch.setattr(VLLMBackend, "sync_weights", push_then_die)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "run stopped at step 2" in err and "vLLM engine died" in err and "resume=auto" in err
+    assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]
+    assert f"last checkpoint: {out / 'checkpoint-1'}" in err
+
+    monkeypatch.setattr(VLLMBackend, "sync_weights", push)
+    assert main(args + ["resume=auto"]) == 0
+    assert "at step 1" in capsys.readouterr().out and (out / "checkpoint-3").is_dir()
+    steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps[-2:] == [2, 3]

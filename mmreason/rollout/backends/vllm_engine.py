@@ -41,6 +41,9 @@ INSTALL_HINT = ('rollout.backend=vllm needs vLLM: pip install "mmreason[vllm]" o
                 "or scripts/install_vllm_cpu.sh for the CPU build")
 
 
+RESTART = "resume=auto starts a new engine"
+
+
 class VLLMUnavailable(ImportError):
     """vLLM is not installed (the message names the extra)."""
 
@@ -181,7 +184,7 @@ class VLLMBackend:
             outputs = self.llm.generate(requests, params, use_tqdm=False)
         except Exception as exc:  # the engine core process died or stopped answering
             if _engine_dead(exc):
-                raise EngineDied(f"vLLM engine died: {exc}") from exc
+                raise EngineDied(f"vLLM engine died: {exc} ({RESTART})") from exc
             raise
         rows = []
         for k, out in enumerate(outputs):
@@ -230,7 +233,7 @@ class VLLMBackend:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.sync_dir)})
         except Exception as exc:
             if _engine_dead(exc):
-                raise EngineDied(f"vLLM engine died during weight sync: {exc}") from exc
+                raise EngineDied(f"vLLM engine died during weight sync: {exc} ({RESTART})") from exc
             raise
         self.llm.reset_prefix_cache()
         self.llm.llm_engine.reset_encoder_cache()
