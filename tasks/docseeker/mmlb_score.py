@@ -35,6 +35,8 @@ import math
 import re
 from typing import Any
 
+from mmreason.rewards.textmatch import levenshtein
+
 FORMATS = ("Int", "Float", "Str", "List", "None")
 NOT_ANSWERABLE = "Not answerable"
 MAX_LIST_CHARS = 20_000  # a longer "list" answer is read as one string (model output is untrusted)
@@ -59,20 +61,9 @@ def is_exact_pattern(s: str) -> bool:
         or re.fullmatch(r"[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}", s))
 
 
-def levenshtein(a: str, b: str) -> int:
-    if len(a) > len(b):
-        a, b = b, a
-    row = list(range(len(a) + 1))
-    for j, cb in enumerate(b):
-        new = [j + 1]
-        for i, ca in enumerate(a):
-            new.append(row[i] if ca == cb else 1 + min(row[i], row[i + 1], new[-1]))
-        row = new
-    return row[-1]
-
-
 def anls(reference: str, prediction: str, threshold: float = 0.5) -> float:
-    """1 - lev / max length, 0 when <= ``threshold`` (the benchmark's ``anls_compute``)."""
+    """1 - lev / max length, 0 when <= ``threshold`` (the benchmark's ``anls_compute``), on the strings as
+    given (no whitespace collapsing, no clipping, unlike ``textmatch.anls_score``)."""
     length = max(len(reference), len(prediction))
     value = 1.0 - (levenshtein(reference, prediction) / length if length else 0.0)
     return 0.0 if value <= threshold else value
