@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from mmreason.eval.metrics import aggregate
 from mmreason.eval.tasks import load_task
 from mmreason.taskpack import TASKS
 
@@ -44,10 +45,7 @@ def score_baseline(pack_name: str, train: str | None, data: str | None, options:
         scores = {name: float(fn(sample, response)) for name, fn in pack.metrics.items()}
         records.append({"doc_id": sample.id, "response": response,
                         "scores": {k: (None if math.isnan(v) else v) for k, v in scores.items()}})
-    means: dict[str, Any] = {}
-    for name in pack.metrics:
-        values = [r["scores"][name] for r in records if r["scores"][name] is not None]
-        means[name] = sum(values) / len(values) if values else None
+    means = {name: summary.value for name, summary in aggregate(records, list(pack.metrics)).items()}
     return {"task": pack_name, "n_train": len(train_samples), "n": len(records), **means}, records
 
 
