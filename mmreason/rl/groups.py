@@ -10,6 +10,7 @@ Shape letters: N trajectories, K reward components, M groups.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -174,3 +175,14 @@ def grouped_median(values: Tensor, index: Tensor, num_groups: int) -> Tensor:
     ordered = values[go.order]
     median = (ordered[low] + ordered[high]) / 2
     return torch.where(go.count > 0, median, torch.zeros_like(median))
+
+
+def grouped_log_mean_exp(values: Tensor, member: Tensor, index: Tensor, num_groups: int, tau: float) -> Tensor:
+    """``tau log(mean_{member rows of g} exp(values / tau))`` ``[M]`` (a soft maximum of each group's member
+    rows), shifted by the group maximum for stability; ``tau log 1e-30`` for a group without members."""
+    z = torch.where(member, values / tau, torch.full_like(values, -math.inf))  # [N]
+    top = values.new_full((num_groups,), -math.inf).scatter_reduce(0, index, z.detach(), "amax")  # [M]
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    count = values.new_zeros(num_groups).index_add(0, index, member.to(values.dtype))
+    summed = values.new_zeros(num_groups).index_add(0, index, torch.where(member, torch.exp(z - top[index]), 0.0))
+    return tau * (top + torch.log(summed.clamp(min=1e-30)) - torch.log(count.clamp(min=1)))

@@ -24,13 +24,13 @@ docs/algorithms.md §12.2.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
+from mmreason.sampling.refine import with_user_text
 from mmreason.types import Sample
 
 HINT_SYSTEM_PROMPT = (
@@ -109,12 +109,4 @@ def leaks_answer(hint: str, sample: Sample) -> bool:
 
 def hinted_sample(sample: Sample, hint: str, template: str = HINT_TEMPLATE) -> Sample:
     """A copy of ``sample`` whose last user turn ends with the hint (its media kept)."""
-    text = template.replace("{hint}", hint)
-    messages = [dict(m) for m in sample.messages]
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            content = message.get("content")
-            message["content"] = (content + text if isinstance(content, str)
-                                  else [*(content or []), {"type": "text", "text": text}])
-            return dataclasses.replace(sample, messages=messages)
-    raise ValueError(f"sample {sample.id!r}: no user turn to append the hint to")
+    return with_user_text(sample, template.replace("{hint}", hint), "hint")

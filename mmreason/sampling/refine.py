@@ -44,6 +44,12 @@ def refinement_sample(sample: Sample, draft: str, template: str = DEFAULT_TEMPLA
     if "{draft}" not in template:
         raise ValueError("refine.template must contain {draft}")
     text = template.replace("{draft}", str(draft)[:max(0, max_draft_chars)].strip())
+    return with_user_text(sample, text, "draft")
+
+
+def with_user_text(sample: Sample, text: str, what: str) -> Sample:
+    """A copy of ``sample`` whose last user turn ends with ``text`` (its media kept); ``what`` names the text
+    in the error raised when the sample has no user turn."""
     messages = [dict(m) for m in sample.messages]
     for message in reversed(messages):
         if message.get("role") != "user":
@@ -54,4 +60,4 @@ def refinement_sample(sample: Sample, draft: str, template: str = DEFAULT_TEMPLA
         else:
             message["content"] = [*(content or []), {"type": "text", "text": text}]
         return dataclasses.replace(sample, messages=messages)
-    raise ValueError(f"sample {sample.id!r}: no user turn to append the draft to")
+    raise ValueError(f"sample {sample.id!r}: no user turn to append the {what} to")

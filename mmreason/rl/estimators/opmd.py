@@ -17,12 +17,10 @@ rows) get 0: no baseline can be formed (the authors' code uses baseline 0 there,
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
-from mmreason.rl.groups import group_index, group_stats, weighted_total
+from mmreason.rl.groups import group_index, group_stats, grouped_log_mean_exp, weighted_total
 from mmreason.rl.registries import register_estimator
 
 BASELINES = ("mean", "logavgexp")
@@ -34,11 +32,7 @@ def group_baseline(total: Tensor, valid: Tensor, group_ids: Tensor, baseline: st
     stats = group_stats(total[:, None], valid[:, None], index, num_groups)
     count, mean = stats.count[:, 0], stats.mean[:, 0]  # [M]
     if baseline == "logavgexp":
-        scaled = torch.where(valid, total / tau, torch.full_like(total, -math.inf))  # [N]
-        top = torch.full_like(mean, -math.inf).scatter_reduce(0, index, scaled, "amax")  # [M]
-        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-        summed = total.new_zeros(num_groups).index_add(0, index, torch.exp(scaled - top[index]))
-        soft = tau * (top + torch.log(summed.clamp(min=1e-30)) - torch.log(count.clamp(min=1)))
+        soft = grouped_log_mean_exp(total, valid, index, num_groups, tau)  # [M]
         mean = torch.where(stats.constant[:, 0], mean, soft)  # all equal: exactly the common value
     has = valid & (count[index] > 1)
     return mean[index], has

@@ -23,12 +23,10 @@ The log-mean-exp over negatives is a soft maximum: the highest-scoring wrong ans
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
-from mmreason.rl.groups import group_index
+from mmreason.rl.groups import group_index, grouped_log_mean_exp
 from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
 from mmreason.rl.records import LossMetrics, LossOutput
 from mmreason.rl.registries import register_policy_loss
@@ -48,11 +46,7 @@ def group_objective(scores: Tensor, labels: Tensor, index: Tensor, num_groups: i
         neg_term = scores.new_zeros(num_groups).index_add(0, index, torch.where(neg, scores, 0.0))
         neg_term = neg_term / n_neg.clamp(min=1)
     else:
-        z = torch.where(neg, scores / tau, torch.full_like(scores, -math.inf))
-        top = torch.full_like(n_neg, -math.inf).scatter_reduce(0, index, z.detach(), "amax")
-        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-        summed = scores.new_zeros(num_groups).index_add(0, index, torch.where(neg, torch.exp(z - top[index]), 0.0))
-        neg_term = tau * (top + torch.log(summed.clamp(min=1e-30)) - torch.log(n_neg.clamp(min=1)))
+        neg_term = grouped_log_mean_exp(scores, neg, index, num_groups, tau)
     both = (n_pos > 0) & (n_neg > 0)
     return torch.where(both, pos_mean - neg_term, torch.zeros_like(pos_mean))
 
