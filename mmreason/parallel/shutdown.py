@@ -37,6 +37,11 @@ def join_workers(timeout_s: float = 5.0) -> list[str]:
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and thread.name.startswith(WORKER_PREFIX):
             thread.join(max(0.0, deadline - time.monotonic()))
+    return running_workers()
+
+
+def running_workers() -> list[str]:
+    """The names of the live ``mmreason-*`` threads."""
     return [t.name for t in threading.enumerate() if t.name.startswith(WORKER_PREFIX) and t.is_alive()]
 
 
@@ -60,7 +65,7 @@ def end_process(code: int) -> None:
     """Exit the process with ``code`` (module doc, step 4): through ``os._exit`` when a worker thread is still
     running, since finalization would stop it by unwinding its C++ frames (std::terminate, SIGABRT), else
     through ``sys.exit``. Only for process entry points."""
-    running = [t.name for t in threading.enumerate() if t.name.startswith(WORKER_PREFIX) and t.is_alive()]
+    running = running_workers()
     if running:
         log.warning("exiting without finalization: worker threads still running: %s", ", ".join(running))
         logging.shutdown()

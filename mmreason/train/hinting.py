@@ -67,10 +67,7 @@ def hint_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traject
                 batch: RewardBatch, build_sample, roll_out, score, write=write_hints):
     """(prompts, trajectories, samples, batch, metrics) after hinting the groups whose rollouts all fail."""
     h, missing = run.cfg.hint, run.cfg.reward_missing
-    groups: dict[int, tuple[list[Trajectory], list[Sample], RewardBatch]] = {}
-    for d in prompts:
-        rows = [i for i, t in enumerate(trajectories) if t.group_id == d.slot]
-        groups[d.slot] = ([trajectories[i] for i in rows], [samples[i] for i in rows], batch.take(rows))
+    groups = {d.slot: _group(d.slot, trajectories, samples, batch) for d in prompts}
 
     def unresolved(slot: int) -> bool:
         return needs_hint(groups[slot][2].total(missing).tolist(), h.threshold)
@@ -97,8 +94,7 @@ def hint_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traject
         new_samples, new_batch = score(run, todo, new_trajs)
         errors += new_batch.errors
         for d in todo:
-            rows = [i for i, t in enumerate(new_trajs) if t.group_id == d.slot]
-            groups[d.slot] = ([new_trajs[i] for i in rows], [new_samples[i] for i in rows], new_batch.take(rows))
+            groups[d.slot] = _group(d.slot, new_trajs, new_samples, new_batch)
             current[d.slot] = d
         metrics[f"hint/used_level_{level + 1}"] = float(len(todo))
     metrics["hint/resolved_after_hint"] = float(sum(not unresolved(d.slot) for d in need))
@@ -106,6 +102,13 @@ def hint_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traject
     out_trajs = [t for d in prompts for t in groups[d.slot][0]]
     out_samples = [s for d in prompts for s in groups[d.slot][1]]
     return out_prompts, out_trajs, out_samples, _merged([groups[d.slot][2] for d in prompts], errors), metrics
+
+
+def _group(slot: int, trajectories: list[Trajectory], samples: list[Sample],
+           batch: RewardBatch) -> tuple[list[Trajectory], list[Sample], RewardBatch]:
+    """The rows of group ``slot``: its trajectories, samples and rewards."""
+    rows = [i for i, t in enumerate(trajectories) if t.group_id == slot]
+    return [trajectories[i] for i in rows], [samples[i] for i in rows], batch.take(rows)
 
 
 def _merged(parts: list[RewardBatch], errors: list) -> RewardBatch:
