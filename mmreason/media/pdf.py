@@ -144,7 +144,6 @@ def pdf_outline(path: str | os.PathLike) -> list[tuple[str, int]]:
 
 def pdf_page_text(path: str | os.PathLike, index: int) -> str:
     """The text layer of one page (0-based); '' for a scanned page without text."""
-    path = require_file(path, _KIND)
     return pdf_page_texts(path, [index])[0]
 
 

@@ -149,24 +149,22 @@ def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int, mrope: boo
     so no vision features are needed after the prefill.
     """
     ids, mask = batch["input_ids"][:, :-1], batch["attention_mask"][:, :-1]
-    visual = {k: batch[k] for k in VISUAL_KEYS if k in batch}
-    if not mrope:  # 1-D RoPE: a token's position counts the real tokens before it (left pads get none)
+    inputs = {k: batch[k] for k in VISUAL_KEYS if k in batch}
+    if mrope:
+        types = batch["mm_token_type_ids"][:, :-1]
+        inputs["mm_token_type_ids"] = types
+        positions, deltas = backbone.get_rope_index(
+            ids, mm_token_type_ids=types, image_grid_thw=inputs.get("image_grid_thw"),
+            video_grid_thw=inputs.get("video_grid_thw"), second_per_grid_ts=inputs.get("second_per_grid_ts"),
+            attention_mask=mask)
+    else:  # 1-D RoPE: a token's position counts the real tokens before it (left pads get none)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **visual, use_cache=True,
-                    logits_to_keep=1)
-        cache = getattr(out, "cache", None) or out.past_key_values
-        _repeat_rows(cache, n)
-        return cache
-    types = batch["mm_token_type_ids"][:, :-1]
-    positions, deltas = backbone.get_rope_index(
-        ids, mm_token_type_ids=types, image_grid_thw=visual.get("image_grid_thw"),
-        video_grid_thw=visual.get("video_grid_thw"), second_per_grid_ts=visual.get("second_per_grid_ts"),
-        attention_mask=mask)
-    out = model(input_ids=ids, attention_mask=mask, mm_token_type_ids=types, position_ids=positions, **visual,
-                use_cache=True, logits_to_keep=1)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **inputs, use_cache=True,
+                logits_to_keep=1)
     cache = output_cache(out)
     _repeat_rows(cache, n)
-    backbone.rope_deltas = deltas.to(ids.device).repeat_interleave(n, dim=0)
+    if mrope:
+        backbone.rope_deltas = deltas.to(ids.device).repeat_interleave(n, dim=0)
     return cache
 
 

@@ -114,7 +114,6 @@ class _Episode:
     env_seconds: float
     turns: list[Turn] = field(default_factory=list)
     infos: list[dict] = field(default_factory=list)
-    seen: list = field(default_factory=list)
     truncated: bool = False
     ended: str | None = None
     finished: bool = False
@@ -124,6 +123,10 @@ class _Episode:
     videos: list = field(default_factory=list)
     video_metadata: list = field(default_factory=list)
     logprobs: torch.Tensor | None = None  # [len(ids)] the engine's log-probs of sampled tokens (0 elsewhere)
+
+    def shown_images(self) -> list:
+        """The observations' images the model was actually shown (the context's images past the prompt's)."""
+        return self.images[len(self.start.prompt.images):]
 
     def context(self) -> PromptInputs:
         return PromptInputs(self.start.prompt.sample, self.ids, self.types, _merge_visual(self.visual),
@@ -139,7 +142,7 @@ class _Episode:
             sample_id=prompt.sample.id, group_id=self.start.group_id, token_ids=self.ids, action_mask=self.mask,
             prompt_length=prompt.length, completion_text=completion, truncated=self.truncated, turns=self.turns,
             tool_calls=[i for i in self.infos if i], mm_token_type_ids=self.types, visual=self.visual,
-            reward_info={"observations": self.infos, "observation_images": self.seen, "ended": self.ended,
+            reward_info={"observations": self.infos, "observation_images": self.shown_images(), "ended": self.ended,
                          "env_seconds": self.env_seconds, "unseen_media": self.unseen},
             rollout_logprobs=self.logprobs,
         )
@@ -279,7 +282,6 @@ def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSe
     e.images.extend(obs.images)
     e.videos.extend(obs.videos)
     e.video_metadata.extend(obs.video_metadata)
-    e.seen.extend(obs.images)  # what the model was actually shown
     e.finished = False
 
 

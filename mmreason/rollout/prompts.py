@@ -200,12 +200,14 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
     limits = video_limits or VideoLimits(video_fps, video_max_frames)
     fallback = processor_video_limits(processor)
     family = family_of_processor(processor)
+    # tiles: a smaller pixel budget gives the same tokens, so an over-long prompt is skipped
+    downscale = overflow == "downscale" and family.budget == "pixels"
     n_text = text_tokens(processor, text) if sample.videos else 0
     for _attempt in range(6):
         plans = plan_videos(sample, limits, min_pixels, budget, fallback)
         planned = n_text + sum(p.tokens - 1 for p in plans)  # a lower bound: images still count 1 each
         if plans and family.video_plan and planned > max_prompt_length:
-            if overflow != "downscale" or family.budget != "pixels":
+            if not downscale:
                 raise PromptTooLong(
                     f"sample {sample.id!r}: prompt has at least {planned} tokens (text + video, from the video "
                     f"headers, nothing decoded) > max_prompt_length {max_prompt_length}")
@@ -224,8 +226,8 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
             visual = {k: out[k] for k in VISUAL_KEYS if k in out}
             return PromptInputs(sample, ids, types.to(torch.long), visual, text, frame_times(metadata), images,
                                 videos, metadata)
-        if overflow != "downscale" or not (images or videos) or family.budget != "pixels":
-            break  # tiles: a smaller pixel budget gives the same tokens, so the prompt is skipped
+        if not downscale or not (images or videos):
+            break
         budget, limits = _smaller(processor, budget, limits, plans, family.pixels_per_token)
     raise PromptTooLong(
         f"sample {sample.id!r}: prompt has {ids.numel()} tokens (text + visual) > max_prompt_length "

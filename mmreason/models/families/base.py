@@ -57,8 +57,3 @@ class ModelFamily:
     def pixels_per_token(self) -> int:
         """Pixels one visual token covers: ``(patch_size * merge_size)^2``."""
         return (self.patch_size * self.merge_size) ** 2
-
-    @property
-    def resize_factor(self) -> int:
-        """Image sides are resized to multiples of this (``patch_size * merge_size``)."""
-        return self.patch_size * self.merge_size

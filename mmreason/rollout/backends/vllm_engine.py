@@ -78,12 +78,17 @@ def processor_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict | N
     return out or None
 
 
-def text_head_dim(model_dir: str | Path) -> int:
-    """The language model's attention head size, from the checkpoint's config."""
+def _text_config(model_dir: str | Path):
+    """The language model's part of the checkpoint's config (the whole config for a text-only model)."""
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(str(model_dir))
-    text = getattr(config, "text_config", None) or config
+    return getattr(config, "text_config", None) or config
+
+
+def text_head_dim(model_dir: str | Path) -> int:
+    """The language model's attention head size, from the checkpoint's config."""
+    text = _text_config(model_dir)
     head_dim = getattr(text, "head_dim", None)
     return int(head_dim or text.hidden_size // text.num_attention_heads)
 
@@ -99,10 +104,7 @@ def check_head_size(model_dir: str | Path, on_cpu: bool | None = None) -> None:
 
 
 def _max_positions(model_dir: str | Path) -> int:
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(str(model_dir))
-    text = getattr(config, "text_config", None) or config
+    text = _text_config(model_dir)
     return int(min(getattr(text, "max_position_embeddings", 32768), 32768))
 
 
