@@ -130,8 +130,10 @@ def rounded(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("samples", nargs=2, metavar=("A", "B"),
-                        help="two samples files of `mmreason eval --log_samples` (or folders: the newest inside)")
+    # nargs=2 with a tuple metavar breaks argparse's help on a positional: two named positionals instead.
+    parser.add_argument("a", metavar="A", help="a samples file of `mmreason eval --log_samples` (or a folder: the "
+                        "newest inside)")
+    parser.add_argument("b", metavar="B", help="the samples file (or folder) to compare with A")
     parser.add_argument("--metric", action="append", help="metric(s) to compare (default: all A's docs carry)")
     parser.add_argument("--threshold", type=float, default=None,
                         help="count a doc only when its score crosses this value (e.g. 1 for partial credit)")
@@ -139,12 +141,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    results = compare_all(args.samples[0], args.samples[1], args.metric, args.threshold)
+    results = compare_all(args.a, args.b, args.metric, args.threshold)
     if args.json:
         for result in results:
             print(json.dumps(rounded(result)))
         return 0
-    print(f"A: {samples_file(args.samples[0])}\nB: {samples_file(args.samples[1])}")
+    print(f"A: {samples_file(args.a)}\nB: {samples_file(args.b)}")
     print(f"{'metric':<22}{'n':>6}{'A':>9}{'B':>9}{'B - A':>9}{'95% CI':>19}{'up':>6}{'down':>6}{'z':>7}")
     for r in results:
         if "skipped" in r:
