@@ -12,6 +12,7 @@ def main(out: str, overrides: list[str]) -> None:
     from accelerate.utils import gather_object
 
     from mmreason.config import load_config
+    from mmreason.parallel.shutdown import finish_processes
     from mmreason.train.config import TrainConfig
     from mmreason.train.grpo import roll_out, sample_prompts
     from mmreason.train.prompts import build_prompts
@@ -31,6 +32,7 @@ def main(out: str, overrides: list[str]) -> None:
     if run.accelerator.is_main_process:
         with open(out, "w") as f:
             json.dump({"processes": run.accelerator.num_processes, "groups": merged}, f)
+    finish_processes(run.accelerator)  # end as a run ends: both ranks meet, then the process group goes
 
 
 if __name__ == "__main__":
