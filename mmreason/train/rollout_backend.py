@@ -1,12 +1,14 @@
 """The training run's rollout backend (``rollout.backend``): built before the first step, fed the policy's
 weights after every optimizer step, closed at the end. ``hf`` needs none of this (``run.rollout_backend``
-stays None and ``roll_out`` calls HF ``generate``); ``vllm`` is set up here (docs/vllm.md)."""
+stays None and ``roll_out`` calls HF ``generate``); ``vllm`` is set up here (docs/vllm.md): a colocated engine,
+or with ``rollout.vllm_mode=server`` a client of a ``mmreason vllm-serve`` server on this machine."""
 
 from __future__ import annotations
 
 import time
 
 from mmreason.config import ConfigError
+from mmreason.rollout.backends import EngineDied, EngineDiedAfterUpdate
 from mmreason.train.config import TrainConfig
 
 
@@ -25,8 +27,12 @@ def check_backend_config(cfg: TrainConfig) -> None:
                 "the longest episode (prompt, max_turns x max_completion_length, observations of "
                 "max_observation_tokens)")
         raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < {what} = {need}")
-    if r.vllm_mode == "server":
-        raise ConfigError("rollout.vllm_mode=server is not implemented yet; use vllm_mode=colocate")
+    if r.vllm_mode == "server":  # the server's engine is checked where it runs; here only that it answers and fits
+        from mmreason.rollout.backends.vllm_client import check_server, server_info
+
+        info = server_info(r.vllm_server_host, r.vllm_server_port, r.vllm_server_timeout)
+        check_server(info, r.vllm_server_host, r.vllm_server_port, need, _processor_kwargs(cfg))
+        return
     import_vllm()  # one line naming the extra when it is missing
     check_head_size(cfg.model.name_or_path)
 
@@ -42,13 +48,24 @@ def engine_context(cfg: TrainConfig) -> int:
     return episode_context(cfg.data.max_prompt_length, r.max_turns, r.max_completion_length, r.max_observation_tokens)
 
 
+def _processor_kwargs(cfg: TrainConfig) -> dict | None:
+    from mmreason.rollout.backends.vllm_engine import processor_kwargs
+
+    return processor_kwargs(cfg.data.min_pixels, cfg.data.max_pixels)
+
+
 def make_backend(run):
-    """The run's vLLM engine, or None for ``rollout.backend: hf``."""
+    """The run's vLLM engine (or server client), or None for ``rollout.backend: hf``."""
     cfg = run.cfg
     r = cfg.rollout
     if r.backend != "vllm":
         return None
-    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
+    if r.vllm_mode == "server":
+        from mmreason.rollout.backends.vllm_client import VLLMClient
+
+        return VLLMClient(r.vllm_server_host, r.vllm_server_port, run.processor.tokenizer,
+                          server_timeout=r.vllm_server_timeout, weight_sync_timeout=r.vllm_weight_sync_timeout)
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
 
     if run.accelerator.num_processes > 1:
         raise ConfigError("rollout.backend=vllm runs in one training process for now (vllm_mode=colocate)")
@@ -56,19 +73,33 @@ def make_backend(run):
     settings = VLLMSettings(mode=r.vllm_mode, gpu_memory_utilization=r.vllm_gpu_memory_utilization,
                             enable_sleep_mode=r.vllm_enable_sleep_mode, max_model_length=max_len,
                             tensor_parallel_size=r.vllm_tensor_parallel_size, kv_cache_gib=r.vllm_kv_cache_gib,
-                            seed=cfg.seed, processor_kwargs=processor_kwargs(cfg.data.min_pixels, cfg.data.max_pixels))
+                            seed=cfg.seed, processor_kwargs=_processor_kwargs(cfg),
+                            weight_sync_timeout=r.vllm_weight_sync_timeout)
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
 
 
-def sync_weights(run) -> dict[str, float]:
-    """Push the policy to the engine (after an optimizer step, and once at the start of a resumed run):
-    ``time/weight_sync`` is the seconds it took."""
+def sync_weights(run, after_update: bool = True) -> dict[str, float]:
+    """Push the policy to the engine: ``time/weight_sync`` is the seconds it took. After an optimizer step
+    (``after_update``) an engine that dies or times out taking the weights is ``EngineDiedAfterUpdate``: the
+    step is finished and is saved as itself. The push at the start (a resumed run, or a server that holds
+    some other weights) raises plain ``EngineDied``."""
     backend = getattr(run, "rollout_backend", None)
     if backend is None:
         return {}
     t = time.perf_counter()
-    backend.sync_weights(run.accelerator.unwrap_model(run.model))
+    try:
+        backend.sync_weights(run.accelerator.unwrap_model(run.model))
+    except EngineDied as exc:
+        if after_update and not isinstance(exc, EngineDiedAfterUpdate):
+            raise EngineDiedAfterUpdate(str(exc)) from exc
+        raise
     return {"time/weight_sync": time.perf_counter() - t}
+
+
+def push_at_start(cfg: TrainConfig, resumed: bool) -> bool:
+    """Whether the engine takes the policy's weights before the first step: a resumed run's engine starts
+    from the model directory, not the checkpoint, and a server may hold any weights."""
+    return cfg.rollout.backend == "vllm" and (resumed or cfg.rollout.vllm_mode == "server")
 
 
 def close_backend(run) -> None:

@@ -1,0 +1,169 @@
+"""Server mode on the tiny model: ``mmreason vllm-serve`` in a subprocess on a free port, training runs and
+the client sampling through it. One server for the module (~30 s to start); the last test kills it.
+Skipped where vLLM is not installed."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+vllm = pytest.importorskip("vllm")
+
+from mmreason.rollout.generate import GenerationSettings, generate_groups  # noqa: E402
+from mmreason.rollout.prompts import build_prompt  # noqa: E402
+from mmreason.types import Sample  # noqa: E402
+
+pytestmark = pytest.mark.vllm
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir, tmp_path_factory):
+    """(process, port) of ``mmreason vllm-serve`` on the tiny model."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "mmreason", "vllm-serve", str(tiny_model_dir), "--port",
+                                 str(port), "--max_model_len", "1024"], stdout=out, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 300
+    while "ready at" not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(1)
+    yield proc, port
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    """The tiny model with its LM head sharpened (x 30): greedy decoding has clear winners."""
+    from mmreason.models import ModelConfig, load_model, load_processor
+
+    model = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(30.0)
+    return model, load_processor(tiny_model_dir)
+
+
+def _prompts(processor, folder):
+    """An image prompt, a video prompt (decoded frames and their metadata cross the wire), a text prompt."""
+    import numpy as np
+
+    from mmreason.media.video_write import write_mp4
+    from mmreason.types import VideoRef
+
+    frames = [np.full((48, 64, 3), (20 * i, 255 - 20 * i, 90), dtype=np.uint8) for i in range(8)]
+    clip = str(write_mp4(folder / "clip.mp4", frames, fps=4))
+    samples = [
+        Sample(id="image", messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text",
+               "text": "What colour is the shape?"}]}], images=[Image.new("RGB", (112, 84), (200, 30, 30))]),
+        Sample(id="video", messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text",
+               "text": "What changes?"}]}], videos=[VideoRef(clip, num_frames=2)]),
+        Sample(id="text", messages=[{"role": "user", "content": "What is the answer?"}]),
+    ]
+    return [build_prompt(processor, s, max_prompt_length=1024, video_max_frames=8) for s in samples]
+
+
+def test_server_greedy_equals_hf_and_follows_pushed_weights(server, policy, tmp_path):
+    """Through the server: greedy rows equal HF ``generate``'s after a push (the prompt ids and visual tokens
+    the server's engine expanded are checked against the trainer's on every row); after a push of perturbed
+    weights they change, and still equal HF's on the new weights. Seeded sampling repeats."""
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+
+    _, port = server
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path)
+    assert [p.visual_tokens > 0 for p in prompts] == [True, True, False]
+    client = VLLMClient("127.0.0.1", port, processor.tokenizer, server_timeout=5)
+    greedy = GenerationSettings(max_new_tokens=8, temperature=0.0)
+
+    def rows(sampler, settings=greedy, n=1, seeds=(0, 0, 0)):
+        if sampler is client:
+            out = client.generate_groups(prompts, [0, 1, 2], n, settings, list(seeds))
+        else:
+            out = generate_groups(sampler, processor, prompts, [0, 1, 2], n, settings, list(seeds))
+        return [t.token_ids.tolist() for t in out]
+
+    client.sync_weights(model)
+    before = rows(client)
+    assert before == rows(model)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.model.language_model.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * 0.05)
+    try:
+        client.sync_weights(model)
+        after = rows(client)
+        assert after != before and after == rows(model)
+        sampled = GenerationSettings(max_new_tokens=8, temperature=1.0)
+        assert rows(client, sampled, 2, (5, 6, 7)) == rows(client, sampled, 2, (5, 6, 7))
+    finally:
+        client.close()
+
+
+def _train_args(model_dir, port, out, *extra):
+    return ["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={model_dir}",
+            f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
+            "rollout.vllm_mode=server", f"rollout.vllm_server_port={port}", "rollout.vllm_server_timeout=5",
+            "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
+            "eval_steps=0", "logging_steps=1", "num_threads=1", *extra]
+
+
+def test_train_in_server_mode_pushes_every_step_and_samples_the_trainers_weights(
+        server, tiny_model_dir, shapes_cache, tmp_path):
+    """A 2-step run through the server: a push before step 1 and after each step (``time/weight_sync``), and
+    the server's log-probs are the trainer's on the sampled tokens (the same weights: only float rounding)."""
+    import json
+
+    from mmreason.cli import main
+
+    _, port = server
+    out = tmp_path / "run"
+    assert main(_train_args(tiny_model_dir, port, out, "max_steps=2")) == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["time/weight_sync"] > 0 and 0 <= r["mismatch/logprob_abs_diff_mean"] < 1e-3
+        assert r["mismatch/ratio_outside_frac"] == 0.0
+
+
+def test_a_dead_server_stops_the_run_with_the_last_finished_step(
+        server, tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
+    """The server is killed (SIGKILL) right after step 1's push: step 2's generation finds nobody at
+    host:port, the run saves step 1 and stops with a message naming the server and ``resume=auto``."""
+    from mmreason.cli import main
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+
+    proc, port = server
+    push, pushes = VLLMClient.sync_weights, []
+
+    def push_then_die(self, model):
+        seconds = push(self, model)
+        pushes.append(seconds)
+        if len(pushes) == 2:  # the push before step 1, then step 1's
+            proc.kill()
+            proc.wait(timeout=60)
+        return seconds
+
+    monkeypatch.setattr(VLLMClient, "sync_weights", push_then_die)
+    out = tmp_path / "run"
+    assert main(_train_args(tiny_model_dir, port, out, "max_steps=3", "save_steps=0")) == 2
+    err = capsys.readouterr().err
+    assert "run stopped at step 2" in err and f"vLLM server at 127.0.0.1:{port}" in err and "resume=auto" in err
+    assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]
