@@ -85,8 +85,11 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
             if "entropy" in metrics:
                 run.prev_entropy = float(metrics["entropy"])  # the next step's losses that take it (DCPO)
             # the engine samples the next step with the updated policy; the step's state is complete before
-            # the push, so an engine that dies taking it leaves a step that can be saved as itself
-            metrics.update(sync_weights(run))
+            # the push, so an engine that dies taking it leaves a step that is logged, then saved as itself
+            try:
+                metrics.update(sync_weights(run))
+            except EngineDiedAfterUpdate as exc:
+                run.engine_fault = exc  # raised by ``train`` once the step's row is logged
         metrics.update(rollout_metrics(run, table))
         if run.cfg.log_completions_steps and step % run.cfg.log_completions_steps == 0 and run.logger:
             run.logger.completions(step, completion_rows(table))
@@ -447,11 +450,14 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
             before = _state(run)  # a fault inside this step saves step - 1 with this: resume replays the step
             refresh_sampler(run, step)
             metrics = train_step(run, step)
-            if evaluator is not None and step % cfg.eval_steps == 0:
+            fault, run.engine_fault = run.engine_fault, None  # the engine died taking this step's weights
+            if evaluator is not None and step % cfg.eval_steps == 0 and fault is None:
                 metrics.update(evaluator(run, step))
             metrics.update(health.check(step, metrics))  # the alarms over the rows so far (mmreason.health)
-            if step % max(cfg.logging_steps, 1) == 0 or step == cfg.max_steps:
+            if step % max(cfg.logging_steps, 1) == 0 or step == cfg.max_steps or fault is not None:
                 run.logger.step(step, metrics)
+            if fault is not None:
+                raise fault
             if cfg.save_steps and step % cfg.save_steps == 0:
                 _save(run, step)
         if not cfg.save_steps or cfg.max_steps % cfg.save_steps:

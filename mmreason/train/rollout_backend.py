@@ -68,7 +68,8 @@ def make_backend(run):
     from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
 
     if run.accelerator.num_processes > 1:
-        raise ConfigError("rollout.backend=vllm runs in one training process for now (vllm_mode=colocate)")
+        raise ConfigError("rollout.vllm_mode=colocate runs in one training process; with more, use "
+                          "vllm_mode=server (every process a client of one `mmreason vllm-serve`)")
     max_len = r.vllm_max_model_length or engine_context(cfg)
     settings = VLLMSettings(mode=r.vllm_mode, gpu_memory_utilization=r.vllm_gpu_memory_utilization,
                             enable_sleep_mode=r.vllm_enable_sleep_mode, max_model_length=max_len,
@@ -86,13 +87,24 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
     backend = getattr(run, "rollout_backend", None)
     if backend is None:
         return {}
+    acc = run.accelerator
     t = time.perf_counter()
-    try:
-        backend.sync_weights(run.accelerator.unwrap_model(run.model))
-    except EngineDied as exc:
-        if after_update and not isinstance(exc, EngineDiedAfterUpdate):
-            raise EngineDiedAfterUpdate(str(exc)) from exc
-        raise
+    error: EngineDied | None = None
+    if acc.is_main_process or acc.num_processes == 1:  # server mode with more processes: one server, one push
+        try:
+            backend.sync_weights(acc.unwrap_model(run.model))
+        except EngineDied as exc:
+            error = exc
+    if acc.num_processes > 1:
+        from mmreason.parallel.agree import any_rank
+
+        # also the barrier: no process samples the next step before the server holds the new weights
+        if any_rank(acc, error is not None) and error is None:
+            error = EngineDied("the main process's weight push failed (its log names the server)")
+    if error is not None:
+        if not after_update or isinstance(error, EngineDiedAfterUpdate):
+            raise error
+        raise EngineDiedAfterUpdate(str(error)) from error
     return {"time/weight_sync": time.perf_counter() - t}
 
 

@@ -143,6 +143,45 @@ def test_train_in_server_mode_pushes_every_step_and_samples_the_trainers_weights
         assert r["mismatch/ratio_outside_frac"] == 0.0
 
 
+def test_two_processes_sample_what_one_process_samples_through_one_server(
+        server, tiny_model_dir, shapes_cache, tmp_path):
+    """Server mode with 2 training processes (gloo), both clients of the one server (the main process pushes
+    the weights, the others wait for it): every group, and every row of it, is token for token what one
+    process sampling all 6 prompts gets, since each row's seed comes from (run seed, step, sample id)."""
+    import importlib.util
+    import json
+    import shutil
+
+    if shutil.which("accelerate") is None and not (Path(sys.executable).parent / "accelerate").exists():
+        pytest.skip("accelerate CLI not installed")
+    _, port = server
+    script = ROOT / "tests" / "parallel" / "step_rollouts_main.py"
+
+    def overrides(out, prompts):
+        return [f"model.name_or_path={tiny_model_dir}", "data.task=shapes", "data.max_prompt_length=512",
+                f"output_dir={out}", f"prompts_per_step={prompts}", "rollout.num_generations=4",
+                "rollout.max_completion_length=12", "rollout.temperature=1.0", "num_threads=1", "eval_steps=0",
+                "rewards=[{name: anls}]", "rollout.backend=vllm", "rollout.vllm_mode=server",
+                f"rollout.vllm_server_port={port}", "rollout.vllm_server_timeout=5"]
+
+    env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    two = subprocess.run(
+        [str(Path(sys.executable).parent / "accelerate"), "launch", "--config_file",
+         str(ROOT / "configs/accelerate/ddp_cpu.yaml"), str(script), str(tmp_path / "two.json"),
+         *overrides(tmp_path / "two", 3)], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    spec = importlib.util.spec_from_file_location("step_rollouts_main", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(str(tmp_path / "one.json"), overrides(tmp_path / "one", 6))  # this process, alone
+    a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("two", "one"))
+    assert (a["processes"], b["processes"]) == (2, 1)
+    assert len(a["groups"]) == 6 and sorted(a["groups"]) == sorted(b["groups"])
+    for key, rows in b["groups"].items():
+        assert a["groups"][key] == rows, key
+        assert len(rows) == 4 and len({text for _, text in rows}) > 1  # it sampled
+
+
 def test_a_dead_server_stops_the_run_with_the_last_finished_step(
         server, tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
     """The server is killed (SIGKILL) right after step 1's push: step 2's generation finds nobody at
