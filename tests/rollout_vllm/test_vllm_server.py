@@ -113,6 +113,13 @@ def test_server_greedy_equals_hf_and_follows_pushed_weights(server, policy, tmp_
         assert after != before and after == rows(model)
         sampled = GenerationSettings(max_new_tokens=8, temperature=1.0)
         assert rows(client, sampled, 2, (5, 6, 7)) == rows(client, sampled, 2, (5, 6, 7))
+        # a stop string (the first two characters of the image row's greedy text) ends the row as in HF
+        text = client.generate_groups(prompts[:1], [0], 1, greedy, [0])[0].completion_text.strip()
+        stopped = GenerationSettings(max_new_tokens=8, temperature=0.0, stop_strings=(text[:2],))
+        ours = client.generate_groups(prompts[:1], [0], 1, stopped, [0])[0]
+        hf = generate_groups(model, processor, prompts[:1], [0], 1, stopped, [0])[0]
+        assert len(text) >= 2 and ours.token_ids.tolist() == hf.token_ids.tolist()
+        assert ours.completion_length < 8
     finally:
         client.close()
 
