@@ -95,6 +95,10 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
             backend.sync_weights(acc.unwrap_model(run.model))
         except EngineDied as exc:
             error = exc
+        except Exception as exc:  # e.g. a full disk: with more processes every one must stop (and save) together
+            if acc.num_processes == 1:
+                raise
+            error = EngineDied(f"the weight push failed: {exc!r}")
     if acc.num_processes > 1:
         from mmreason.parallel.agree import any_rank
 
