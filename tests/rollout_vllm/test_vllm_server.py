@@ -150,6 +150,7 @@ def test_train_in_server_mode_pushes_every_step_and_samples_the_trainers_weights
         assert r["mismatch/ratio_outside_frac"] == 0.0
 
 
+@pytest.mark.slow
 def test_two_processes_sample_what_one_process_samples_through_one_server(
         server, tiny_model_dir, shapes_cache, tmp_path):
     """Server mode with 2 training processes (gloo), both clients of the one server (the main process pushes
