@@ -64,7 +64,8 @@ def make_backend(run):
         from mmreason.rollout.backends.vllm_client import VLLMClient
 
         return VLLMClient(r.vllm_server_host, r.vllm_server_port, run.processor.tokenizer,
-                          server_timeout=r.vllm_server_timeout, weight_sync_timeout=r.vllm_weight_sync_timeout)
+                          server_timeout=r.vllm_server_timeout, weight_sync_timeout=r.vllm_weight_sync_timeout,
+                          generate_timeout=r.vllm_generate_timeout)
     from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
 
     if run.accelerator.num_processes > 1:
@@ -75,7 +76,7 @@ def make_backend(run):
                             enable_sleep_mode=r.vllm_enable_sleep_mode, max_model_length=max_len,
                             tensor_parallel_size=r.vllm_tensor_parallel_size, kv_cache_gib=r.vllm_kv_cache_gib,
                             seed=cfg.seed, processor_kwargs=_processor_kwargs(cfg),
-                            weight_sync_timeout=r.vllm_weight_sync_timeout)
+                            weight_sync_timeout=r.vllm_weight_sync_timeout, generate_timeout=r.vllm_generate_timeout)
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
 
 

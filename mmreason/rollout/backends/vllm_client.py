@@ -5,8 +5,10 @@ It builds the colocate path's requests (``engine_request``: the prompt builder's
 sends them as JSON (``vllm_wire``), and checks the expanded prompt ids the server returns against the
 trainer's (``checked_rows``), so what the trainer scores is what the server sampled. Weights are pushed by
 writing them to a directory the server can read and asking it to reload them; the reply must come within
-``weight_sync_timeout`` seconds. A server that stops answering, or answers that its engine died, is
-``EngineDied`` naming host:port: the trainer saves its last finished step and stops. The training process
+``weight_sync_timeout`` seconds, and a generate call's within ``generate_timeout`` seconds (the wait for the
+answer: the server replies once the whole batch is sampled). A server that stops answering, does not answer
+in time, or answers that its engine died, is ``EngineDied`` naming host:port: the trainer saves its last
+finished step and stops. The training process
 needs no vLLM of its own (standard library, numpy and PIL only).
 """
 
@@ -73,9 +75,9 @@ class VLLMClient(EngineSampler):
     """Samples through a ``mmreason vllm-serve`` server; the same interface as the colocated ``VLLMBackend``."""
 
     def __init__(self, host: str, port: int, tokenizer, *, server_timeout: float = 240.0,
-                 weight_sync_timeout: float | None = 600.0):
+                 weight_sync_timeout: float | None = 600.0, generate_timeout: float | None = 600.0):
         self.host, self.port, self.tokenizer = host, int(port), tokenizer
-        self.weight_sync_timeout = weight_sync_timeout
+        self.weight_sync_timeout, self.generate_timeout = weight_sync_timeout, generate_timeout
         self.info = server_info(host, self.port, server_timeout)
         self.model_dir = self.info.get("model")
         self.placeholders = {tokenizer.convert_tokens_to_ids(t) for t in ("<|image_pad|>", "<|video_pad|>")}
@@ -87,13 +89,15 @@ class VLLMClient(EngineSampler):
         """As ``VLLMBackend.sample``, through the server."""
         body = {"requests": [encode_request(engine_request(p, self.placeholders)) for p in prompts], "n": int(n),
                 "settings": encode_settings(settings), "seeds": [int(s) % (2**31) for s in seeds]}
-        return checked_rows(prompts, n, self._post("/generate", body, timeout=None)["rows"])
+        reply = self._post("/generate", body, self.generate_timeout, "rollout.vllm_generate_timeout")
+        return checked_rows(prompts, n, reply["rows"])
 
     def sync_weights(self, model) -> float:
         """Write ``model``'s weights (LoRA merged) where the server reads them and have it reload them."""
         t = time.perf_counter()
         write_weights(model, self.sync_dir)
-        self._post("/reload_weights", {"path": str(self.sync_dir)}, timeout=self.weight_sync_timeout)
+        self._post("/reload_weights", {"path": str(self.sync_dir)}, self.weight_sync_timeout,
+                   "rollout.vllm_weight_sync_timeout")
         self.sync_seconds = time.perf_counter() - t
         return self.sync_seconds
 
@@ -101,13 +105,14 @@ class VLLMClient(EngineSampler):
         """Drop the weights directory; the server keeps running (it belongs to whoever started it)."""
         shutil.rmtree(self.sync_dir, ignore_errors=True)
 
-    def _post(self, path: str, body: dict, timeout: float | None) -> dict:
+    def _post(self, path: str, body: dict, timeout: float | None, knob: str) -> dict:
+        """``path``'s answer; ``knob`` names the setting that bounds it (in the error when it runs out)."""
         where = f"vLLM server at {self.host}:{self.port}"
         try:
             return _call(self.host, self.port, "POST", path, body, timeout)
         except TimeoutError:
-            raise EngineDied(f"{where} did not answer {path} within {timeout:g} s "
-                             f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})") from None
+            raise EngineDied(f"{where} did not answer {path} within {timeout:g} s ({knob}); "
+                             f"taken as dead ({RESTART})") from None
         except _EngineDeadReply as exc:
             raise EngineDied(f"{where}: vLLM engine died: {exc} ({RESTART})") from None
         except (OSError, http.client.HTTPException) as exc:

@@ -14,8 +14,9 @@ Weights follow training: ``sync_weights(model)`` writes the policy's weights (Lo
 included) as safetensors to a directory and has every worker reload them (``reload_weights``), then
 drops the engine's prefix and encoder caches. On CPU this is the path that works (oneDNN repacks linear
 weights, so ``load_weights`` on a running model does not); the same directory serves a server on this
-machine (``vllm_server.py``, ``vllm_client.py``). The reload is bounded (``weight_sync_timeout``): an engine
-that stops answering during it is reported as dead, never waited on forever.
+machine (``vllm_server.py``, ``vllm_client.py``). The reload is bounded (``weight_sync_timeout``) and so is
+every generate call (``generate_timeout``): an engine that stops answering is reported as dead, never waited
+on forever.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class VLLMSettings:
     limit_videos: int = 4
     processor_kwargs: dict | None = None  # the trainer's processor limits (min_pixels / max_pixels) when set
     weight_sync_timeout: float | None = 600.0  # seconds a weight reload may take before the engine counts as dead
+    generate_timeout: float | None = 600.0  # seconds one generate call may take before the engine counts as dead
 
 
 def processor_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict | None:
@@ -207,12 +209,7 @@ class VLLMBackend(EngineSampler):
             for r in range(n):
                 expanded.append(req)
                 params.append(self.sampling_params(settings, seeds[i * n + r]))
-        try:
-            outputs = self.llm.generate(expanded, params, use_tqdm=False)
-        except Exception as exc:  # the engine core process died or stopped answering
-            if _engine_dead(exc):
-                raise EngineDied(f"vLLM engine died: {exc} ({RESTART})") from exc
-            raise
+        outputs = self._bounded_generate(expanded, params)
         rows = []
         for out in outputs:
             c = out.outputs[0]
@@ -220,6 +217,24 @@ class VLLMBackend(EngineSampler):
             lps = [float(step[tok].logprob) for step, tok in zip(c.logprobs or [], ids)]
             rows.append((list(out.prompt_token_ids), ids, lps, c.finish_reason == "length"))
         return rows
+
+    def _bounded_generate(self, requests: list[dict], params: list) -> list:
+        """``llm.generate``, or ``EngineDied`` when the engine dies or takes longer than
+        ``settings.generate_timeout`` (an engine core that hangs without dying would otherwise hang the run; the
+        call is left behind in a daemon thread and the engine is never used again)."""
+        limit = self.settings.generate_timeout
+        try:
+            return call_with_deadline(self._generate, (requests, params), limit, what="vllm-generate")
+        except StepTimeout:
+            raise EngineDied(f"vLLM engine did not finish a generate call of {len(requests)} rows within {limit:g} s "
+                             f"(rollout.vllm_generate_timeout); taken as dead ({RESTART})") from None
+        except Exception as exc:  # the engine core process died or stopped answering
+            if _engine_dead(exc):
+                raise EngineDied(f"vLLM engine died: {exc} ({RESTART})") from exc
+            raise
+
+    def _generate(self, requests: list[dict], params: list) -> list:
+        return self.llm.generate(requests, params, use_tqdm=False)
 
     # ---- weights -------------------------------------------------------------------------------
 

@@ -44,6 +44,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--weight_sync_timeout", type=float, default=600.0,
                         help="seconds a weight reload may take before the engine counts as dead")
+    parser.add_argument("--generate_timeout", type=float, default=600.0,
+                        help="seconds one generate call may take before the engine counts as dead")
 
 
 def run(args) -> int:
@@ -54,7 +56,8 @@ def run(args) -> int:
                             max_model_length=args.max_model_len, tensor_parallel_size=args.tensor_parallel_size,
                             kv_cache_gib=args.kv_cache_gib, seed=args.seed,
                             processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
-                            weight_sync_timeout=args.weight_sync_timeout)
+                            weight_sync_timeout=args.weight_sync_timeout,
+                            generate_timeout=args.generate_timeout)
     backend = VLLMBackend(args.model, load_processor(args.model).tokenizer, settings)
     server = EngineServer((args.host, args.port), backend)
     signal.signal(signal.SIGTERM, _interrupt)  # a plain kill shuts the engine down too
