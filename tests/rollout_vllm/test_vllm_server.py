@@ -133,21 +133,77 @@ def _train_args(model_dir, port, out, *extra):
 
 
 def test_train_in_server_mode_pushes_every_step_and_samples_the_trainers_weights(
-        server, tiny_model_dir, shapes_cache, tmp_path):
+        server, tiny_model_dir, shapes_cache, tmp_path, monkeypatch):
     """A 2-step run through the server: a push before step 1 and after each step (``time/weight_sync``), and
-    the server's log-probs are the trainer's on the sampled tokens (the same weights: only float rounding)."""
+    the server's log-probs are the trainer's on the sampled tokens (the same weights: only float rounding).
+    The in-training eval at step 2 generates through the server too."""
     import json
 
     from mmreason.cli import main
+    from mmreason.rollout.backends.vllm_client import VLLMClient
 
     _, port = server
+    sample, rows_asked = VLLMClient.sample, []
+
+    def counted(self, prompts, n, settings, seeds):
+        rows_asked.append(n)
+        return sample(self, prompts, n, settings, seeds)
+
+    monkeypatch.setattr(VLLMClient, "sample", counted)
     out = tmp_path / "run"
-    assert main(_train_args(tiny_model_dir, port, out, "max_steps=2")) == 0
+    assert main(_train_args(tiny_model_dir, port, out, "max_steps=2", "eval_steps=2", "eval_limit=4")) == 0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [1, 2]
-    for r in rows:
+    assert [r["step"] for r in rows] == [0, 1, 2]  # the eval before step 1, then the steps
+    assert "eval/shapes/accuracy" in rows[0] and "eval/shapes/accuracy" in rows[-1]
+    assert rows_asked.count(2) == 2 and 1 in rows_asked  # the steps' G = 2 rows, and the eval's one row a doc
+    for r in rows[1:]:
         assert r["time/weight_sync"] > 0 and 0 <= r["mismatch/logprob_abs_diff_mean"] < 1e-3
         assert r["mismatch/ratio_outside_frac"] == 0.0
+
+
+def _eval_samples(out):
+    import glob
+    import json
+
+    (samples,) = glob.glob(str(out / "*" / "*_samples_shapes.jsonl"))
+    (results,) = glob.glob(str(out / "*" / "*_results.json"))
+    rows = [json.loads(x) for x in open(samples).read().splitlines()]
+    return [(r["response"], r["completion_tokens"]) for r in rows], json.loads(open(results).read())
+
+
+def test_eval_through_the_server_scores_as_hf_on_the_evaluated_models_weights(
+        server, policy, tiny_model_dir, shapes_cache, tmp_path, capsys):
+    """``mmreason eval --model_args backend=vllm,vllm_mode=server,...``: the server first holds other weights
+    (the unsharpened tiny model); the eval pushes ``--model``'s, and its greedy completions and score equal the
+    HF backend's. A server whose context is shorter than max_prompt_length + max_new_tokens is refused before
+    any doc, naming host:port."""
+    from mmreason.cli import main
+    from mmreason.models import ModelConfig, load_model
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+
+    _, port = server
+    model, processor = policy
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    other = VLLMClient("127.0.0.1", port, processor.tokenizer, server_timeout=5)
+    try:
+        other.sync_weights(load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False))
+    finally:
+        other.close()
+    common = ["eval", "--model", str(tmp_path / "model"), "--tasks", "shapes", "--limit", "12", "--log_samples",
+              "--gen_kwargs", "max_new_tokens=6", "--batch_size", "4"]
+    server_args = f"backend=vllm,vllm_mode=server,vllm_server_port={port},vllm_server_timeout=5"
+    assert main([*common, "--output_path", str(tmp_path / "hf"), "--model_args", "max_prompt_length=1000"]) == 0
+    assert main([*common, "--output_path", str(tmp_path / "srv"), "--model_args",
+                 f"{server_args},max_prompt_length=1000"]) == 0
+    (hf, hf_results), (ours, our_results) = _eval_samples(tmp_path / "hf"), _eval_samples(tmp_path / "srv")
+    assert len(hf) == 12 and ours == hf
+    assert our_results["results"]["shapes"]["accuracy,none"] == hf_results["results"]["shapes"]["accuracy,none"]
+    assert len({text for text, _ in hf}) > 1  # the rows differ, so equal lists are not a coincidence of one answer
+    capsys.readouterr()
+    assert main([*common, "--output_path", str(tmp_path / "long"), "--model_args", server_args]) != 0
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{port}" in err and "--max_model_len 1024 < the 32774 tokens" in err
 
 
 @pytest.mark.slow

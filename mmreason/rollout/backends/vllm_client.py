@@ -57,15 +57,17 @@ def server_info(host: str, port: int, timeout: float) -> dict:
         time.sleep(0.5)
 
 
-def check_server(info: dict, host: str, port: int, need_context: int, processor_kwargs: dict | None) -> None:
-    """Errors before any step: a dead engine, a context shorter than the run needs, other pixel limits."""
+def check_server(info: dict, host: str, port: int, need_context: int, processor_kwargs: dict | None,
+                 what: str = "data.max_prompt_length + rollout.max_completion_length, or the longest episode"
+                 ) -> None:
+    """Errors before any step: a dead engine, a context shorter than the run needs (``what`` says where
+    ``need_context`` comes from), other pixel limits."""
     where = f"vLLM server at {host}:{port}"
     if info.get("dead"):
         raise ServerMismatch(f"{where}: its engine died ({info['dead']}); restart it")
     if int(info.get("max_model_len", 0)) < need_context:
         raise ServerMismatch(f"{where}: --max_model_len {info.get('max_model_len')} < the {need_context} tokens "
-                             "this run needs (data.max_prompt_length + rollout.max_completion_length, or the "
-                             "longest episode)")
+                             f"this run needs ({what})")
     if (info.get("processor_kwargs") or {}) != (processor_kwargs or {}):
         raise ServerMismatch(f"{where}: processor limits {info.get('processor_kwargs') or {}} differ from the "
                              f"run's {processor_kwargs or {}} (start it with the run's --min_pixels/--max_pixels)")
