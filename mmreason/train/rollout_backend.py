@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from mmreason.config import ConfigError
+from mmreason.parallel.sharding import full_state_dict
 from mmreason.rollout.backends import EngineDied, EngineDiedAfterUpdate
 from mmreason.train.config import TrainConfig
 
@@ -63,6 +64,7 @@ def make_backend(run):
     if r.vllm_mode == "server":
         from mmreason.rollout.backends.vllm_client import VLLMClient
 
+        check_server_sharding(run)
         return VLLMClient(r.vllm_server_host, r.vllm_server_port, run.processor.tokenizer,
                           server_timeout=r.vllm_server_timeout, weight_sync_timeout=r.vllm_weight_sync_timeout,
                           generate_timeout=r.vllm_generate_timeout)
@@ -80,6 +82,29 @@ def make_backend(run):
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
 
 
+def check_server_sharding(run) -> None:
+    """Server mode pushes the whole policy from the main process. An FSDP2 model (torch ``fully_shard``) is
+    gathered first (``mmreason.parallel.sharding.full_state_dict``, every process); the shardings it cannot
+    gather whole are refused before any step: DeepSpeed ZeRO-3, FSDP1 wrappers, and a LoRA adapter on a
+    sharded model (its merge needs the whole base weights)."""
+    from mmreason.parallel.sharding import is_sharded
+
+    acc = run.accelerator
+    kind = acc.distributed_type.value
+    inner = acc.unwrap_model(run.model)
+    plugin = getattr(acc.state, "deepspeed_plugin", None)
+    if kind == "DEEPSPEED" and plugin is not None and getattr(plugin, "zero_stage", 0) == 3:
+        why = "DeepSpeed ZeRO-3 shards the parameters"
+    elif kind == "FSDP" and not is_sharded(inner):
+        why = "FSDP1 wraps the model (only FSDP2, fsdp_version: 2, is gathered)"
+    elif is_sharded(inner) and hasattr(inner, "merge_adapter"):
+        why = "a LoRA adapter on a sharded model is not merged for the push"
+    else:
+        return
+    raise ConfigError(f"rollout.vllm_mode=server: {why}, so the weight push would write the main process's "
+                      "shard only; use DDP or ZeRO-1/2, FSDP2 with full fine-tuning, or rollout.backend=hf")
+
+
 def sync_weights(run, after_update: bool = True) -> dict[str, float]:
     """Push the policy to the engine: ``time/weight_sync`` is the seconds it took. After an optimizer step
     (``after_update``) an engine that dies or times out taking the weights is ``EngineDiedAfterUpdate``: the
@@ -91,9 +116,11 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
     acc = run.accelerator
     t = time.perf_counter()
     error: EngineDied | None = None
+    model = acc.unwrap_model(run.model)
+    whole = full_state_dict(model)  # a sharded (FSDP2) model: every process gathers, the main one holds it all
     if acc.is_main_process or acc.num_processes == 1:  # server mode with more processes: one server, one push
         try:
-            backend.sync_weights(acc.unwrap_model(run.model))
+            backend.sync_weights(model, whole)
         except EngineDied as exc:
             error = exc
         except Exception as exc:  # e.g. a full disk: with more processes every one must stop (and save) together

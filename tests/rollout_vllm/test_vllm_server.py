@@ -246,6 +246,49 @@ def test_two_processes_sample_what_one_process_samples_through_one_server(
         assert len(rows) == 4 and len({text for _, text in rows}) > 1  # it sampled
 
 
+@pytest.mark.slow
+def test_fsdp2_with_two_processes_pushes_the_whole_gathered_model(
+        server, policy, tiny_model_dir, shapes_cache, tmp_path):
+    """Server mode under FSDP2 (2 gloo processes, configs/accelerate/fsdp_cpu.yaml): each push gathers the
+    sharded model whole (every process) and the main process writes it. The server first holds other weights
+    (the tiny model plus noise); after the push before step 1
+    and the one after step 1's update, the server's log-probs are the trainer's on every sampled token of both
+    steps (a push of one shard, or none, would leave the server's weights, and the gap, far off)."""
+    import json
+
+    from mmreason.models import ModelConfig, load_model
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+
+    accelerate = Path(sys.executable).parent / "accelerate"
+    if not accelerate.exists():
+        pytest.skip("accelerate CLI not installed")
+    _, port = server
+    _, processor = policy
+    noisy = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False)
+    generator = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for p in noisy.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * 0.05)
+    other = VLLMClient("127.0.0.1", port, processor.tokenizer, server_timeout=5)
+    try:
+        other.sync_weights(noisy)
+    finally:
+        other.close()
+    out = tmp_path / "fsdp"
+    env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    two = subprocess.run([str(accelerate), "launch", "--config_file", str(ROOT / "configs/accelerate/fsdp_cpu.yaml"),
+                          "-m", "mmreason", *_train_args(tiny_model_dir, port, out, "max_steps=2", "save_steps=0",
+                                                         "learning_rate=3e-3")],
+                         env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "processes: 2" in two.stdout and "fsdp2:" in two.stdout  # sharded, not silently DDP
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["time/weight_sync"] > 0 and 0 <= r["mismatch/logprob_abs_diff_max"] < 1e-3
+        assert r["mismatch/ratio_outside_frac"] == 0.0
+
+
 def test_a_dead_server_stops_the_run_with_the_last_finished_step(
         server, tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
     """The server is killed (SIGKILL) right after step 1's push: step 2's generation finds nobody at

@@ -94,10 +94,11 @@ class VLLMClient(EngineSampler):
         reply = self._post("/generate", body, self.generate_timeout, "rollout.vllm_generate_timeout")
         return checked_rows(prompts, n, reply["rows"])
 
-    def sync_weights(self, model) -> float:
-        """Write ``model``'s weights (LoRA merged) where the server reads them and have it reload them."""
+    def sync_weights(self, model, state: dict | None = None) -> float:
+        """Write ``model``'s weights (LoRA merged; ``state``: its gathered whole state dict when sharded) where
+        the server reads them and have it reload them."""
         t = time.perf_counter()
-        write_weights(model, self.sync_dir)
+        write_weights(model, self.sync_dir, state)
         self._post("/reload_weights", {"path": str(self.sync_dir)}, self.weight_sync_timeout,
                    "rollout.vllm_weight_sync_timeout")
         self.sync_seconds = time.perf_counter() - t

@@ -238,10 +238,11 @@ class VLLMBackend(EngineSampler):
 
     # ---- weights -------------------------------------------------------------------------------
 
-    def sync_weights(self, model) -> float:
-        """Push ``model``'s weights (LoRA merged in) to the engine; returns the seconds it took."""
+    def sync_weights(self, model, state: dict[str, torch.Tensor] | None = None) -> float:
+        """Push ``model``'s weights (LoRA merged in; ``state``: its gathered whole state dict when sharded) to
+        the engine; returns the seconds it took."""
         t = time.perf_counter()
-        write_weights(model, self.sync_dir)
+        write_weights(model, self.sync_dir, state)
         self.reload(self.sync_dir)
         self.sync_seconds = time.perf_counter() - t
         return self.sync_seconds
@@ -359,12 +360,13 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
     return {k: v.detach() for k, v in inner.state_dict().items()}
 
 
-def write_weights(model, out_dir: Path) -> None:
-    """The policy's weights as one safetensors file (fp32 on CPU) that ``reload_weights`` reads."""
+def write_weights(model, out_dir: Path, state: dict[str, torch.Tensor] | None = None) -> None:
+    """The policy's weights as one safetensors file (fp32 on CPU) that ``reload_weights`` reads: ``state``
+    when given (a sharded model's gathered whole state dict), else ``merged_state_dict(model)``."""
     from safetensors.torch import save_file
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    state = {k: v.contiguous().cpu() for k, v in merged_state_dict(model).items()}
+    state = {k: v.contiguous().cpu() for k, v in (state if state is not None else merged_state_dict(model)).items()}
     # tied embeddings share storage: write each tensor once
     seen, unique = set(), {}
     for k, v in state.items():
