@@ -386,8 +386,8 @@ def test_an_engine_that_dies_mid_run_stops_with_a_checkpoint_and_resume_finishes
     pushes = []
     push = VLLMBackend.sync_weights
 
-    def push_then_die(self, model):
-        seconds = push(self, model)
+    def push_then_die(self, model, state=None):
+        seconds = push(self, model, state)
         pushes.append(seconds)
         if len(pushes) == 1:
             _kill_engine(self)
@@ -469,17 +469,18 @@ def test_a_weight_push_that_hangs_saves_the_finished_step_as_itself_and_resume_i
 
 def test_a_generate_call_that_hangs_stops_the_run_with_the_last_finished_step(
         tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
-    """A 3-step run with ``rollout.vllm_generate_timeout=2`` whose engine stops answering in step 2's
-    generation (the call blocks for good, the engine process stays alive): the call gives up after 2 s, which
-    counts as an engine death before step 2's update, so the run saves step 1 and stops with a message naming
-    the limit and ``resume=auto`` (the engine is shut down on the way out)."""
+    """A 3-step run whose engine stops answering in step 2's generation (the call blocks for good, the engine
+    process stays alive), with ``rollout.vllm_generate_timeout`` lowered to 2 s once step 1 has pushed its
+    weights (a fresh engine's first calls may take longer than that on a loaded machine): the call gives up
+    after 2 s, which counts as an engine death before step 2's update, so the run saves step 1 and stops with
+    a message naming the limit and ``resume=auto`` (the engine is shut down on the way out)."""
     import threading
     from pathlib import Path
 
     from mmreason.cli import main
     from mmreason.rollout.backends.vllm_engine import VLLMBackend
 
-    generate, calls = VLLMBackend._generate, []
+    generate, push, calls = VLLMBackend._generate, VLLMBackend.sync_weights, []
 
     def hang_on_step_2(self, requests, params):
         calls.append(len(requests))
@@ -487,16 +488,21 @@ def test_a_generate_call_that_hangs_stops_the_run_with_the_last_finished_step(
             threading.Event().wait()  # never returns
         return generate(self, requests, params)
 
+    def push_then_lower_the_limit(self, model, state=None):
+        seconds = push(self, model, state)
+        self.settings.generate_timeout = 2.0
+        return seconds
+
     root = Path(__file__).resolve().parents[2]
     out = tmp_path / "run"
     monkeypatch.setattr(VLLMBackend, "_generate", hang_on_step_2)
+    monkeypatch.setattr(VLLMBackend, "sync_weights", push_then_lower_the_limit)
     assert main(["train", str(root / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
                  f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
                  "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
-                 "max_steps=3", "save_steps=0", "eval_steps=0", "logging_steps=1", "num_threads=1",
-                 "rollout.vllm_generate_timeout=2"]) == 2
+                 "max_steps=3", "save_steps=0", "eval_steps=0", "logging_steps=1", "num_threads=1"]) == 2
     err = capsys.readouterr().err
-    assert calls == [4, 4]  # step 1's 2 prompts x 2 rows, then step 2's, which hung
+    assert calls == [4, 4], err  # step 1's 2 prompts x 2 rows, then step 2's, which hung
     assert "run stopped at step 2" in err and "within 2 s (rollout.vllm_generate_timeout)" in err
     assert "resume=auto" in err and f"last checkpoint: {out / 'checkpoint-1'}" in err
     assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]

@@ -299,8 +299,8 @@ def test_a_dead_server_stops_the_run_with_the_last_finished_step(
     proc, port = server
     push, pushes = VLLMClient.sync_weights, []
 
-    def push_then_die(self, model):
-        seconds = push(self, model)
+    def push_then_die(self, model, state=None):
+        seconds = push(self, model, state)
         pushes.append(seconds)
         if len(pushes) == 2:  # the push before step 1, then step 1's
             proc.kill()
