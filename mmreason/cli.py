@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sft": ("mmreason.train.sft", "supervised fine-tuning (assistant tokens only) from a YAML recipe"),
     "bench": ("mmreason.bench", "benchmarks: grpo-step, grpo-vs-trl, eval-overhead, episodes, update-throughput"),
     "plot": ("mmreason.train.plot", "write PNG training curves of a run directory"),
+    "vllm-serve": ("mmreason.rollout.backends.vllm_server", "serve a vLLM engine on this machine for training runs with rollout.vllm_mode=server"),
     "report": ("mmreason.health.cli", "one self-contained HTML report of a run or eval directory (or two compared)"),
 }
 

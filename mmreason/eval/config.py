@@ -33,15 +33,25 @@ class ModelArgs:
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     adapter: str | None = None  # a LoRA adapter directory loaded (and merged) on top of --model
     backend: str = "hf"  # hf | vllm: what generates (vllm: a vLLM engine on the same prompts, docs/vllm.md)
+    vllm_mode: str = "colocate"  # backend=vllm: colocate (an engine of its own) | server (a `mmreason vllm-serve`)
+    vllm_server_host: str = "127.0.0.1"
+    vllm_server_port: int = 8000
+    vllm_server_timeout: float = 240.0  # seconds to wait for the server to answer before the first doc
+    vllm_generate_timeout: float = 600.0  # seconds one generate call may take; past it the engine counts as dead
 
     def validate(self) -> None:
         if self.backend not in ("hf", "vllm"):
             raise ConfigError(f"model_args.backend: {self.backend!r} is not hf or vllm")
+        if self.vllm_mode not in ("colocate", "server"):
+            raise ConfigError(f"model_args.vllm_mode: {self.vllm_mode!r} is not colocate or server")
+        if self.vllm_mode == "server" and self.backend != "vllm":
+            raise ConfigError("model_args.vllm_mode=server needs backend=vllm")
 
     RANGES: ClassVar[dict[str, str]] = {
         "min_pixels": "[1, inf)", "max_pixels": "[1, inf)", "video_fps": "(0, inf)", "video_max_frames": "[1, inf)",
         "video_min_pixels": "[1, inf)", "video_max_pixels": "[1, inf)", "video_total_pixels": "[1, inf)",
-        "max_prompt_length": "[1, inf)",
+        "max_prompt_length": "[1, inf)", "vllm_server_port": "[1, 65535]", "vllm_server_timeout": "(0, inf)",
+        "vllm_generate_timeout": "(0, inf)",
     }
 
 

@@ -108,7 +108,9 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
     device = default_device(cfg.device)
     set_seed(cfg.seed)
     model, processor = load_for_eval(resolved, cfg.model_args, device)
-    if cfg.model_args.backend == "vllm":
+    if cfg.model_args.backend == "vllm" and cfg.model_args.vllm_mode == "server":
+        model = vllm_server_for_eval(cfg, model, processor)
+    elif cfg.model_args.backend == "vllm":
         model = vllm_engine_for_eval(resolved, cfg.model_args, processor)
     try:
         return _evaluate_tasks(cfg, console, progress, resolved, tasks, device, model, processor)
@@ -124,9 +126,33 @@ def vllm_engine_for_eval(resolved: ResolvedModel, args, processor):
     if resolved.adapter is not None:
         raise ValueError(f"--model_args backend=vllm: {resolved.spec!r} is a LoRA adapter; merge it first "
                          "(or evaluate with backend=hf)")
-    settings = VLLMSettings(seed=0,
-                            processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels))
+    settings = VLLMSettings(seed=0, processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
+                            generate_timeout=args.vllm_generate_timeout)
     return VLLMBackend(resolved.weights, processor.tokenizer, settings)
+
+
+def vllm_server_for_eval(cfg: EvalConfig, model, processor):
+    """A client of the ``mmreason vllm-serve`` at ``vllm_server_host:vllm_server_port``
+    (``--model_args backend=vllm,vllm_mode=server``), holding ``--model``'s weights: the loaded model (a LoRA
+    adapter merged in) is pushed to the server first, since a server may hold any weights of the same model.
+    Before any doc: an error naming host:port when nobody answers, when the server's context is shorter than
+    ``max_prompt_length + max_new_tokens`` or its pixel limits differ from ``min_pixels``/``max_pixels``."""
+    from mmreason.rollout.backends.vllm_client import VLLMClient, check_server
+    from mmreason.rollout.backends.vllm_engine import processor_kwargs
+
+    args = cfg.model_args
+    host, port = args.vllm_server_host, args.vllm_server_port
+    client = VLLMClient(host, port, processor.tokenizer, server_timeout=args.vllm_server_timeout,
+                        generate_timeout=args.vllm_generate_timeout)
+    try:
+        check_server(client.info, host, port, args.max_prompt_length + cfg.gen_kwargs.max_new_tokens,
+                     processor_kwargs(args.min_pixels, args.max_pixels), what="model_args.max_prompt_length + "
+                     "gen_kwargs.max_new_tokens; lower max_prompt_length: longer prompts are failed docs")
+        client.sync_weights(model)
+    except BaseException:
+        client.close()
+        raise
+    return client
 
 
 def _evaluate_tasks(cfg: EvalConfig, console, progress, resolved, tasks, device, model, processor) -> EvalOutcome:

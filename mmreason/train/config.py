@@ -67,6 +67,9 @@ class RolloutConfig:
     vllm_tensor_parallel_size: int = 1
     vllm_server_host: str = "127.0.0.1"
     vllm_server_port: int = 8000
+    vllm_server_timeout: float = 240.0  # server mode: seconds to wait for `mmreason vllm-serve` to answer at the start
+    vllm_weight_sync_timeout: float = 600.0  # seconds a weight push may take; past it the engine counts as dead
+    vllm_generate_timeout: float = 600.0  # seconds one generate call may take (either mode); past it: dead engine
     vllm_kv_cache_gib: float = 1.0  # CPU only: the engine's KV cache (VLLM_CPU_KVCACHE_SPACE)
     # Truncated importance sampling of the sampler-trainer mismatch (mmreason/rl/rollout_correction.py)
     vllm_importance_sampling_correction: bool = True
@@ -79,7 +82,9 @@ class RolloutConfig:
         "top_p": "(0, 1]", "top_k": "[1, inf)", "max_turns": "[1, inf)", "max_observation_tokens": "[1, inf)",
         "env_step_timeout_s": "(0, inf)",
         "vllm_gpu_memory_utilization": "(0, 1]", "vllm_max_model_length": "[1, inf)",
-        "vllm_tensor_parallel_size": "[1, inf)", "vllm_server_port": "[1, 65535]", "vllm_kv_cache_gib": "(0, inf)",
+        "vllm_tensor_parallel_size": "[1, inf)", "vllm_server_port": "[1, 65535]",
+        "vllm_server_timeout": "(0, inf)", "vllm_weight_sync_timeout": "(0, inf)",
+        "vllm_generate_timeout": "(0, inf)", "vllm_kv_cache_gib": "(0, inf)",
         "vllm_importance_sampling_cap": "[1, inf)",
     }
 

@@ -22,7 +22,7 @@ import torch
 from mmreason.parallel.agree import any_rank, hold, settle, stopping
 from mmreason.parallel.sharding import gathered
 from mmreason.rewarding.records import RewardBatch
-from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.backends import EngineDied, EngineDiedAfterUpdate
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
 from mmreason.rollout.multiturn import (
     EnvironmentStartError,
@@ -45,7 +45,13 @@ from mmreason.train.metrics import completion_rows, rollout_metrics
 from mmreason.train.prompts import build_prompts, prompt_of, unseen_media
 from mmreason.train.records import Drawn, task_index, task_names
 from mmreason.train.refine import refine_groups
-from mmreason.train.rollout_backend import check_backend_config, close_backend, make_backend, sync_weights
+from mmreason.train.rollout_backend import (
+    check_backend_config,
+    close_backend,
+    make_backend,
+    push_at_start,
+    sync_weights,
+)
 from mmreason.train.setup import Run, setup_run
 from mmreason.train.table import StepTable, build_table, check_needs
 from mmreason.train.timing import PhaseTimes
@@ -76,9 +82,14 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
             observe_sampler(run, got.prompts, got.trajectories, table.total)
         with timed("update"):
             metrics.update(policy_update(run, table))
-            metrics.update(sync_weights(run))  # the engine samples the next step with the updated policy
-        if "entropy" in metrics:
-            run.prev_entropy = float(metrics["entropy"])  # the next step's losses that take it (DCPO)
+            if "entropy" in metrics:
+                run.prev_entropy = float(metrics["entropy"])  # the next step's losses that take it (DCPO)
+            # the engine samples the next step with the updated policy; the step's state is complete before
+            # the push, so an engine that dies taking it leaves a step that is logged, then saved as itself
+            try:
+                metrics.update(sync_weights(run))
+            except EngineDiedAfterUpdate as exc:
+                run.engine_fault = exc  # raised by ``train`` once the step's row is logged
         metrics.update(rollout_metrics(run, table))
         if run.cfg.log_completions_steps and step % run.cfg.log_completions_steps == 0 and run.logger:
             run.logger.completions(step, completion_rows(table))
@@ -404,7 +415,7 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     check_backend_config(cfg)
     run = setup_run(cfg, config_dir=config_dir)
     check_estimator_needs(run)
-    start = 0
+    start, ckpt = 0, None
     resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler)
     if resumed is not None:
         ckpt, state = resumed
@@ -423,35 +434,36 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     run.logger = RunLogger(cfg.output_dir, run.accelerator, cfg.max_steps, start, cfg.report_to,
                            config=_config_dict(cfg))
     run.rollout_backend = make_backend(run)
-    if start:
-        sync_weights(run)  # a resumed run's engine starts from the checkpoint's weights
     evaluator = _evaluator(run)
     health = _health(run, start)
+    run.step = start
+    before = _state(run)
     try:
+        if push_at_start(cfg, resumed is not None):
+            sync_weights(run, after_update=False)  # the engine starts from the checkpoint's (the policy's) weights
         if evaluator is not None and start == 0:
             first = evaluator(run, 0)
             health.check(0, first)
             run.logger.step(0, first, advance=False)  # where the eval curve starts
-        before = _state(run)
         for step in range(start + 1, cfg.max_steps + 1):
             run.step = step
             before = _state(run)  # a fault inside this step saves step - 1 with this: resume replays the step
             refresh_sampler(run, step)
             metrics = train_step(run, step)
-            if evaluator is not None and step % cfg.eval_steps == 0:
+            fault, run.engine_fault = run.engine_fault, None  # the engine died taking this step's weights
+            if evaluator is not None and step % cfg.eval_steps == 0 and fault is None:
                 metrics.update(evaluator(run, step))
             metrics.update(health.check(step, metrics))  # the alarms over the rows so far (mmreason.health)
-            if step % max(cfg.logging_steps, 1) == 0 or step == cfg.max_steps:
+            if step % max(cfg.logging_steps, 1) == 0 or step == cfg.max_steps or fault is not None:
                 run.logger.step(step, metrics)
+            if fault is not None:
+                raise fault
             if cfg.save_steps and step % cfg.save_steps == 0:
                 _save(run, step)
         if not cfg.save_steps or cfg.max_steps % cfg.save_steps:
             _save(run, cfg.max_steps)
     except (RunStopped, RewardErrorLimitExceeded, EngineDied) as exc:
-        # Faults stop a step before its update: the weights are those after step - 1.
-        path = _save(run, run.step - 1, before)
-        raise RunStopped(f"run stopped at step {run.step}: {exc}; last checkpoint: {path} (the last finished "
-                         "step; resume=auto replays this one)") from exc
+        raise _stopped(run, exc, start, before, ckpt) from exc
     finally:
         close_backend(run)
         run.logger.close()
@@ -460,6 +472,25 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
 
         print(f"curves: {plot_run(cfg.output_dir)}")
     return run
+
+
+def _stopped(run: Run, exc: BaseException, start: int, before: dict[str, Any], resumed_from) -> RunStopped:
+    """Save the last finished step and say how to go on. A fault inside a step comes before its update: the
+    weights are those after step - 1, saved with the state from before the step (resume replays the step). An
+    engine that dies taking a step's weights (``EngineDiedAfterUpdate``) comes after the update: the step is
+    finished, and is saved as itself with its state, never under step - 1's number (resume continues with the
+    next step and pushes the checkpoint's weights to a new engine). A fault before any step saves nothing."""
+    step = run.step
+    if isinstance(exc, EngineDiedAfterUpdate):
+        path = _save(run, step)
+        return RunStopped(f"run stopped after step {step}'s update: {exc}; last checkpoint: {path} (step {step}, "
+                          f"finished; resume=auto continues with step {step + 1})")
+    if step > start:
+        path = _save(run, step - 1, before)
+        return RunStopped(f"run stopped at step {step}: {exc}; last checkpoint: {path} (the last finished "
+                          "step; resume=auto replays this one)")
+    return RunStopped(f"run stopped before step {start + 1}: {exc}; last checkpoint: {resumed_from} "
+                      "(nothing ran since; resume=auto starts from it)")
 
 
 def _config_dict(cfg: TrainConfig) -> dict:

@@ -1,12 +1,15 @@
 """The training run's rollout backend (``rollout.backend``): built before the first step, fed the policy's
 weights after every optimizer step, closed at the end. ``hf`` needs none of this (``run.rollout_backend``
-stays None and ``roll_out`` calls HF ``generate``); ``vllm`` is set up here (docs/vllm.md)."""
+stays None and ``roll_out`` calls HF ``generate``); ``vllm`` is set up here (docs/vllm.md): a colocated engine,
+or with ``rollout.vllm_mode=server`` a client of a ``mmreason vllm-serve`` server on this machine."""
 
 from __future__ import annotations
 
 import time
 
 from mmreason.config import ConfigError
+from mmreason.parallel.sharding import full_state_dict
+from mmreason.rollout.backends import EngineDied, EngineDiedAfterUpdate
 from mmreason.train.config import TrainConfig
 
 
@@ -25,8 +28,12 @@ def check_backend_config(cfg: TrainConfig) -> None:
                 "the longest episode (prompt, max_turns x max_completion_length, observations of "
                 "max_observation_tokens)")
         raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < {what} = {need}")
-    if r.vllm_mode == "server":
-        raise ConfigError("rollout.vllm_mode=server is not implemented yet; use vllm_mode=colocate")
+    if r.vllm_mode == "server":  # the server's engine is checked where it runs; here only that it answers and fits
+        from mmreason.rollout.backends.vllm_client import check_server, server_info
+
+        info = server_info(r.vllm_server_host, r.vllm_server_port, r.vllm_server_timeout)
+        check_server(info, r.vllm_server_host, r.vllm_server_port, need, _processor_kwargs(cfg))
+        return
     import_vllm()  # one line naming the extra when it is missing
     check_head_size(cfg.model.name_or_path)
 
@@ -42,33 +49,101 @@ def engine_context(cfg: TrainConfig) -> int:
     return episode_context(cfg.data.max_prompt_length, r.max_turns, r.max_completion_length, r.max_observation_tokens)
 
 
+def _processor_kwargs(cfg: TrainConfig) -> dict | None:
+    from mmreason.rollout.backends.vllm_engine import processor_kwargs
+
+    return processor_kwargs(cfg.data.min_pixels, cfg.data.max_pixels)
+
+
 def make_backend(run):
-    """The run's vLLM engine, or None for ``rollout.backend: hf``."""
+    """The run's vLLM engine (or server client), or None for ``rollout.backend: hf``."""
     cfg = run.cfg
     r = cfg.rollout
     if r.backend != "vllm":
         return None
-    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
+    if r.vllm_mode == "server":
+        from mmreason.rollout.backends.vllm_client import VLLMClient
+
+        check_server_sharding(run)
+        return VLLMClient(r.vllm_server_host, r.vllm_server_port, run.processor.tokenizer,
+                          server_timeout=r.vllm_server_timeout, weight_sync_timeout=r.vllm_weight_sync_timeout,
+                          generate_timeout=r.vllm_generate_timeout)
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
 
     if run.accelerator.num_processes > 1:
-        raise ConfigError("rollout.backend=vllm runs in one training process for now (vllm_mode=colocate)")
+        raise ConfigError("rollout.vllm_mode=colocate runs in one training process; with more, use "
+                          "vllm_mode=server (every process a client of one `mmreason vllm-serve`)")
     max_len = r.vllm_max_model_length or engine_context(cfg)
     settings = VLLMSettings(mode=r.vllm_mode, gpu_memory_utilization=r.vllm_gpu_memory_utilization,
                             enable_sleep_mode=r.vllm_enable_sleep_mode, max_model_length=max_len,
                             tensor_parallel_size=r.vllm_tensor_parallel_size, kv_cache_gib=r.vllm_kv_cache_gib,
-                            seed=cfg.seed, processor_kwargs=processor_kwargs(cfg.data.min_pixels, cfg.data.max_pixels))
+                            seed=cfg.seed, processor_kwargs=_processor_kwargs(cfg),
+                            weight_sync_timeout=r.vllm_weight_sync_timeout, generate_timeout=r.vllm_generate_timeout)
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
 
 
-def sync_weights(run) -> dict[str, float]:
-    """Push the policy to the engine (after an optimizer step, and once at the start of a resumed run):
-    ``time/weight_sync`` is the seconds it took."""
+def check_server_sharding(run) -> None:
+    """Server mode pushes the whole policy from the main process. An FSDP2 model (torch ``fully_shard``) is
+    gathered first (``mmreason.parallel.sharding.full_state_dict``, every process); the shardings it cannot
+    gather whole are refused before any step: DeepSpeed ZeRO-3, FSDP1 wrappers, and a LoRA adapter on a
+    sharded model (its merge needs the whole base weights)."""
+    from mmreason.parallel.sharding import is_sharded
+
+    acc = run.accelerator
+    kind = acc.distributed_type.value
+    inner = acc.unwrap_model(run.model)
+    plugin = getattr(acc.state, "deepspeed_plugin", None)
+    if kind == "DEEPSPEED" and plugin is not None and getattr(plugin, "zero_stage", 0) == 3:
+        why = "DeepSpeed ZeRO-3 shards the parameters"
+    elif kind == "FSDP" and not is_sharded(inner):
+        why = "FSDP1 wraps the model (only FSDP2, fsdp_version: 2, is gathered)"
+    elif is_sharded(inner) and hasattr(inner, "merge_adapter"):
+        why = "a LoRA adapter on a sharded model is not merged for the push"
+    else:
+        return
+    raise ConfigError(f"rollout.vllm_mode=server: {why}, so the weight push would write the main process's "
+                      "shard only; use DDP or ZeRO-1/2, FSDP2 with full fine-tuning, or rollout.backend=hf")
+
+
+def sync_weights(run, after_update: bool = True) -> dict[str, float]:
+    """Push the policy to the engine: ``time/weight_sync`` is the seconds it took. After an optimizer step
+    (``after_update``) an engine that dies or times out taking the weights is ``EngineDiedAfterUpdate``: the
+    step is finished and is saved as itself. The push at the start (a resumed run, or a server that holds
+    some other weights) raises plain ``EngineDied``."""
     backend = getattr(run, "rollout_backend", None)
     if backend is None:
         return {}
+    acc = run.accelerator
     t = time.perf_counter()
-    backend.sync_weights(run.accelerator.unwrap_model(run.model))
+    error: EngineDied | None = None
+    model = acc.unwrap_model(run.model)
+    whole = full_state_dict(model)  # a sharded (FSDP2) model: every process gathers, the main one holds it all
+    if acc.is_main_process or acc.num_processes == 1:  # server mode with more processes: one server, one push
+        try:
+            backend.sync_weights(model, whole)
+        except EngineDied as exc:
+            error = exc
+        except Exception as exc:  # e.g. a full disk: with more processes every one must stop (and save) together
+            if acc.num_processes == 1:
+                raise
+            error = EngineDied(f"the weight push failed: {exc!r}")
+    if acc.num_processes > 1:
+        from mmreason.parallel.agree import any_rank
+
+        # also the barrier: no process samples the next step before the server holds the new weights
+        if any_rank(acc, error is not None) and error is None:
+            error = EngineDied("the main process's weight push failed (its log names the server)")
+    if error is not None:
+        if not after_update or isinstance(error, EngineDiedAfterUpdate):
+            raise error
+        raise EngineDiedAfterUpdate(str(error)) from error
     return {"time/weight_sync": time.perf_counter() - t}
+
+
+def push_at_start(cfg: TrainConfig, resumed: bool) -> bool:
+    """Whether the engine takes the policy's weights before the first step: a resumed run's engine starts
+    from the model directory, not the checkpoint, and a server may hold any weights."""
+    return cfg.rollout.backend == "vllm" and (resumed or cfg.rollout.vllm_mode == "server")
 
 
 def close_backend(run) -> None:

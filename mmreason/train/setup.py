@@ -66,6 +66,7 @@ class Run:
     step: int = 0
     prev_entropy: float = 0.0  # mean token entropy of the last update (losses that take it: DCPO)
     rollout_backend: Any = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
+    engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/grpo.py)
 
     @property
     def device(self) -> torch.device:

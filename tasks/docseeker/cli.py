@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--style", default="report", choices=("report", "marks"),
                         help="report: multi-section reports; marks: small pages with coloured banners, the "
                         "question names the evidence page's banner colour (learning checks on small models)")
+    parser.add_argument("--trace", default="list", choices=("list", "local"),
+                        help="--style marks: the ALR trace; list: every banner, then the page found; local: one "
+                        "line per page with its banner, box and whether the banner is the asked colour")
     parser.add_argument("--data", help="egra-report, check: a JSONL/parquet file in the loader's shape")
     parser.add_argument("--high", type=int, default=1024, help="EGRA high budget, merged tokens per page")
     parser.add_argument("--low", type=int, default=256, help="EGRA low budget, merged tokens per page")
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         shape = MARK_PAGE_SIZE if args.style == "marks" else PAGE_SIZE
         width = args.page_width or shape[0]
         size = (width, round(width * shape[1] / shape[0]))
-        path = generate(args.out, args.docs, lo, hi, args.seed, size, args.style)
+        path = generate(args.out, args.docs, lo, hi, args.seed, size, args.style, args.trace)
         print(f"wrote {args.docs} documents and {path}")
         return 0
     if args.action == "outline":

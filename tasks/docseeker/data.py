@@ -225,14 +225,15 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
                    pages: Any = "3..8", evidence_base: int = 1, use_egra: bool = True, egra_k: int = 5,
                    egra_high_tokens: int = 1024, egra_low_tokens: int = 256, egra_eval: str = "uniform",
                    max_prompt_length: int | None = None, max_pages: int | None = DEFAULT_MAX_PAGES,
-                   page_width: int | None = None, style: str = "report", tokenizer: Any = None,
+                   page_width: int | None = None, style: str = "report", trace: str = "list",
+                   tokenizer: Any = None,
                    doc_dir: str | None = None, page_retrieval: str = "none", retrieval_top_k: int = 8,
                    bad_rows: str = "skip", max_bad_fraction: float = 0.5) -> list[Sample]:
     """The pack's data: ``path`` (JSONL / parquet in the row shape above) or generated documents.
 
     Without ``path``, ``n`` documents (default 64 train / 16 otherwise) of ``pages`` ("MIN..MAX") pages
     are generated into ``$MMREASON_CACHE/docseeker`` in ``style`` ``report`` (pages ``page_width`` wide,
-    default 850) or ``marks`` (coloured banners, default 112 px wide; synth.py). ``evidence_base`` declares the base of the rows'
+    default 850) or ``marks`` (coloured banners, default 112 px wide; synth.py; ``trace``: its ALR trace, ``list`` or ``local``). ``evidence_base`` declares the base of the rows'
     ``evidence_pages`` when a row does not. A document keeps at most ``max_pages`` pages (default
     ``DEFAULT_MAX_PAGES``, read from the PDF header before any page is rendered; None lifts the cap); an
     evidence page beyond the cap is an error naming it. EGRA options are stored on each sample for the ``transform``.
@@ -253,9 +254,9 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
         shape = MARK_PAGE_SIZE if style == "marks" else PAGE_SIZE
         width = page_width or shape[0]
         size = (width, round(width * shape[1] / shape[0]))
-        kind = "" if style == "report" else f"{style}-"
+        kind = ("" if style == "report" else f"{style}-") + ("" if trace == "list" else f"{trace}-")
         folder = default_cache() / f"{kind}{split}-{count}-{lo}-{hi}-{split_seed}-{width}"
-        path = str(generate(folder, count, lo, hi, split_seed, size, style))
+        path = str(generate(folder, count, lo, hi, split_seed, size, style, trace))
     if not Path(path).exists():
         raise FileNotFoundError(f"docseeker data file {path!r} does not exist")
     if bad_rows not in BAD_ROWS:

@@ -18,8 +18,9 @@ page has a coloured banner across its top two fifths and a coloured box in its b
 document, box colours too, a box never the colour of its own banner), over grey filler lines. The question
 names one banner colour: "What colour is the box on the page with the red banner?"; the evidence is that
 page and the answer its box's colour, so citing the page needs the banner and answering needs the box.
-The ALR trace reads every page's banner in order ("Page 1: blue. Page 2: red. ... The red banner is on
-page 2."), then the box of the page it found.
+The ALR trace (``trace="list"``) reads every page's banner in order ("Page 1: blue. Page 2: red. ... The
+red banner is on page 2."), then the box of the page it found; ``trace="local"`` reads each page's banner
+and box on one line and marks the line whose banner is the asked colour ("Page 2: red, yellow. red? yes.").
 """
 
 from __future__ import annotations
@@ -330,8 +331,14 @@ MARK_COLOURS = {"red": (220, 30, 30), "green": (30, 170, 50), "blue": (30, 70, 2
 MARK_PAGE_SIZE = (112, 140)  # 4 x 5 merged 28-px patches: 20 visual tokens at a 20-token page budget
 
 
-def compose_marks(rng: random.Random, n_pages: int) -> tuple[list[dict], dict]:
-    """Banner and box colours of each page, and the question row (evidence 1-based)."""
+MARK_TRACES = ("list", "local")
+
+
+def compose_marks(rng: random.Random, n_pages: int, trace: str = "list") -> tuple[list[dict], dict]:
+    """Banner and box colours of each page, and the question row (evidence 1-based) with its ALR trace
+    in ``trace`` style (``mark_trace``); the style changes only the trace text, never a draw of ``rng``."""
+    if trace not in MARK_TRACES:
+        raise ValueError(f"trace must be one of {', '.join(MARK_TRACES)}, got {trace!r}")
     names = list(MARK_COLOURS)
     if n_pages > len(names) - 1:
         raise ValueError(f"the marks style has {len(names)} colours: at most {len(names) - 1} pages, got {n_pages}")
@@ -345,11 +352,28 @@ def compose_marks(rng: random.Random, n_pages: int) -> tuple[list[dict], dict]:
     row = {"question": f"What colour is the box on the page with the {banner} banner?", "answer": box,
            "evidence_pages": [page + 1], "evidence_base": 1, "answer_format": "str", "qtype": "mark",
            "num_pages": n_pages, "analysis": f"Find the {banner} banner.",
-           "localization": " ".join(f"Page {k}: {b}." for k, b in enumerate(banners, start=1))
-           + f" The {banner} banner is on page {page + 1}.",
-           "reasoning": f"The box on page {page + 1} is {box}.",
-           "banners": banners, "boxes": boxes}
+           **mark_trace(trace, banner, banners, boxes), "banners": banners, "boxes": boxes}
     return pages, row
+
+
+def mark_trace(trace: str, asked: str, banners: list[str], boxes: list[str]) -> dict[str, str]:
+    """The localization and reasoning of a marks document's ALR trace.
+
+    ``list``: every banner in order, then the look-up as one step ("Page 1: blue. Page 2: red. The red
+    banner is on page 2." / "The box on page 2 is yellow."): the page cited must be found in a list
+    written tens of tokens earlier. ``local``: one line per page with its banner, its box and the asked
+    colour compared with the banner right there ("Page 2: red, yellow. red? yes."), then
+    "Evidence: page 2. Answer: yellow." copied from the one line marked yes, so no step looks further
+    back than the line it is on (or the line marked yes).
+    """
+    page = banners.index(asked) + 1
+    if trace == "list":
+        return {"localization": " ".join(f"Page {k}: {b}." for k, b in enumerate(banners, start=1))
+                + f" The {asked} banner is on page {page}.",
+                "reasoning": f"The box on page {page} is {boxes[page - 1]}."}
+    lines = [f"Page {k}: {b}, {x}. {asked}? {'yes' if b == asked else 'no'}."
+             for k, (b, x) in enumerate(zip(banners, boxes), start=1)]
+    return {"localization": "\n".join(lines), "reasoning": f"Evidence: page {page}. Answer: {boxes[page - 1]}."}
 
 
 def draw_marks_page(page: dict, size: tuple[int, int]):
@@ -369,14 +393,19 @@ def draw_marks_page(page: dict, size: tuple[int, int]):
 
 
 def generate(out_dir: str | Path, docs: int, pages_min: int = 3, pages_max: int = 8, seed: int = 0,
-             page_size: tuple[int, int] = PAGE_SIZE, style: str = "report") -> Path:
+             page_size: tuple[int, int] = PAGE_SIZE, style: str = "report", trace: str = "list") -> Path:
     """Write ``docs`` PDFs and ``data.jsonl`` under ``out_dir``; returns the JSONL path.
 
     ``style``: ``report`` (multi-section reports) or ``marks`` (coloured banners; see the module doc).
+    ``trace``: the marks style's ALR trace, ``list`` or ``local`` (``mark_trace``); the documents, questions
+    and answers do not depend on it.
     An existing ``data.jsonl`` with ``docs`` rows is reused (the folder name should carry the arguments).
     """
     if style not in ("report", "marks"):
         raise ValueError(f"style must be report or marks, got {style!r}")
+    if trace not in MARK_TRACES or (trace != "list" and style != "marks"):
+        raise ValueError(f"trace must be one of {', '.join(MARK_TRACES)} (a non-default trace only with style "
+                         f"marks), got trace={trace!r} with style={style!r}")
     if not 1 <= pages_min <= pages_max:
         raise ValueError(f"pages must satisfy 1 <= MIN <= MAX, got {pages_min}..{pages_max}")
     out = Path(out_dir)
@@ -389,7 +418,7 @@ def generate(out_dir: str | Path, docs: int, pages_min: int = 3, pages_max: int 
     for i in range(docs):
         if style == "marks":
             rng = random.Random(f"docseeker-marks/{seed}/{i}")
-            marks, row = compose_marks(rng, rng.randint(pages_min, pages_max))
+            marks, row = compose_marks(rng, rng.randint(pages_min, pages_max), trace)
             images = [draw_marks_page(p, page_size) for p in marks]
         else:
             rng = random.Random(f"docseeker/{seed}/{i}")

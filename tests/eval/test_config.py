@@ -67,3 +67,16 @@ def test_unknown_task_lists_the_valid_ones(shapes_cache):
         load_task("shapez", None)
     with pytest.raises(FileNotFoundError, match="nothere.jsonl"):
         load_task("shapes", "nothere.jsonl")
+
+
+def test_vllm_server_model_args_are_typed_and_checked():
+    args = parse_model_args("backend=vllm,vllm_mode=server,vllm_server_host=localhost,vllm_server_port=8123,"
+                            "vllm_generate_timeout=30")
+    assert (args.vllm_mode, args.vllm_server_host, args.vllm_server_port) == ("server", "localhost", 8123)
+    assert args.vllm_generate_timeout == 30.0 and args.vllm_server_timeout == 240.0
+    with pytest.raises(ConfigError, match="vllm_mode=server needs backend=vllm"):
+        parse_model_args("vllm_mode=server")
+    with pytest.raises(ConfigError, match="vllm_mode: 'remote' is not colocate or server"):
+        parse_model_args("backend=vllm,vllm_mode=remote")
+    with pytest.raises(ConfigError, match="vllm_server_port"):
+        parse_model_args("backend=vllm,vllm_mode=server,vllm_server_port=70000")

@@ -1,6 +1,8 @@
 """Writes one training step's rollouts, gathered from every process, as JSON: ``{group key: [[token ids,
 text], ...]}``. tests/parallel/test_rollouts_across_processes.py runs it under ``accelerate launch`` with 2
-processes (arguments: the output file, then config overrides) and calls ``main`` in its own process."""
+processes (arguments: the output file, then config overrides) and calls ``main`` in its own process;
+tests/rollout_vllm/test_vllm_server.py does the same with the vLLM backend in server mode (every process a
+client of one server)."""
 
 from __future__ import annotations
 
@@ -16,9 +18,13 @@ def main(out: str, overrides: list[str]) -> None:
     from mmreason.train.config import TrainConfig
     from mmreason.train.grpo import roll_out, sample_prompts
     from mmreason.train.prompts import build_prompts
+    from mmreason.train.rollout_backend import close_backend, make_backend, push_at_start, sync_weights
     from mmreason.train.setup import setup_run
 
     run = setup_run(load_config(TrainConfig, None, overrides), with_rewards=False, verbose=False)
+    run.rollout_backend = make_backend(run)  # None for rollout.backend=hf
+    if push_at_start(run.cfg, resumed=False):
+        sync_weights(run, after_update=False)  # a vLLM server starts from the run's weights
     run.step = 1
     drawn = build_prompts(run, sample_prompts(run))
     trajectories = roll_out(run, drawn, 1)
@@ -32,6 +38,7 @@ def main(out: str, overrides: list[str]) -> None:
     if run.accelerator.is_main_process:
         with open(out, "w") as f:
             json.dump({"processes": run.accelerator.num_processes, "groups": merged}, f)
+    close_backend(run)
     finish_processes(run.accelerator)  # end as a run ends: both ranks meet, then the process group goes
 
 

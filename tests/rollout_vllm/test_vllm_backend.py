@@ -386,8 +386,8 @@ def test_an_engine_that_dies_mid_run_stops_with_a_checkpoint_and_resume_finishes
     pushes = []
     push = VLLMBackend.sync_weights
 
-    def push_then_die(self, model):
-        seconds = push(self, model)
+    def push_then_die(self, model, state=None):
+        seconds = push(self, model, state)
         pushes.append(seconds)
         if len(pushes) == 1:
             _kill_engine(self)
@@ -411,3 +411,99 @@ def test_an_engine_that_dies_mid_run_stops_with_a_checkpoint_and_resume_finishes
     assert "at step 1" in capsys.readouterr().out and (out / "checkpoint-3").is_dir()
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps[-2:] == [2, 3]
+
+
+def test_a_weight_push_that_hangs_saves_the_finished_step_as_itself_and_resume_is_exact(
+        tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
+    """A 3-step run with ``rollout.vllm_weight_sync_timeout=10`` (room for step 1's real push on a loaded
+    machine) whose engine is killed during step 2's weight
+    push and whose reload then never returns (the hang seen on CPU; here the reload call blocks for good).
+    The push gives up after 10 s and the run stops cleanly. Step 2's optimizer update had finished, so the
+    checkpoint is ``checkpoint-2`` holding exactly the weights that were being pushed (not step 1's, and never
+    step 2's weights under step 1's number); ``resume=auto`` builds a new engine, pushes them and runs step 3."""
+    import json
+    import threading
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    from mmreason.cli import main
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend
+
+    reload = VLLMBackend._reload_workers
+    pushed = []
+
+    def reload_then_hang(self, weights_dir):
+        pushed.append(load_file(str(Path(weights_dir) / "model.safetensors")))
+        if len(pushed) == 2:
+            _kill_engine(self)
+            threading.Event().wait()  # never returns
+        return reload(self, weights_dir)
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "run"
+    args = ["train", str(root / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
+            f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
+            "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
+            "max_steps=3", "save_steps=0", "eval_steps=0", "logging_steps=1", "num_threads=1"]
+    monkeypatch.setattr(VLLMBackend, "_reload_workers", reload_then_hang)
+    assert main(args + ["rollout.vllm_weight_sync_timeout=10"]) == 2
+    err = capsys.readouterr().err
+    assert "run stopped after step 2's update" in err and "within 10 s" in err and "resume=auto" in err
+    assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-2"]
+    assert json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())["step"] == 2
+    from mmreason.models import ModelConfig, load_model
+    from mmreason.rollout.backends.vllm_engine import merged_state_dict
+
+    saved = merged_state_dict(load_model(ModelConfig(name_or_path=str(out / "checkpoint-2" / "model"),
+                                                     dtype="float32"), trainable=False))
+    assert set(pushed[1]) <= set(saved)
+    assert all(torch.equal(saved[k], pushed[1][k]) for k in pushed[1])  # the weights of step 2's update ...
+    assert not all(torch.equal(saved[k], pushed[0][k]) for k in pushed[0])  # ... which moved step 1's
+
+    monkeypatch.setattr(VLLMBackend, "_reload_workers", reload)
+    assert main(args + ["resume=auto"]) == 0
+    assert "at step 2" in capsys.readouterr().out and (out / "checkpoint-3").is_dir()
+    steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]  # step 2's row was logged before the stop; resume ran step 3 only
+
+
+def test_a_generate_call_that_hangs_stops_the_run_with_the_last_finished_step(
+        tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
+    """A 3-step run whose engine stops answering in step 2's generation (the call blocks for good, the engine
+    process stays alive), with ``rollout.vllm_generate_timeout`` lowered to 2 s once step 1 has pushed its
+    weights (a fresh engine's first calls may take longer than that on a loaded machine): the call gives up
+    after 2 s, which counts as an engine death before step 2's update, so the run saves step 1 and stops with
+    a message naming the limit and ``resume=auto`` (the engine is shut down on the way out)."""
+    import threading
+    from pathlib import Path
+
+    from mmreason.cli import main
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend
+
+    generate, push, calls = VLLMBackend._generate, VLLMBackend.sync_weights, []
+
+    def hang_on_step_2(self, requests, params):
+        calls.append(len(requests))
+        if len(calls) == 2:
+            threading.Event().wait()  # never returns
+        return generate(self, requests, params)
+
+    def push_then_lower_the_limit(self, model, state=None):
+        seconds = push(self, model, state)
+        self.settings.generate_timeout = 2.0
+        return seconds
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "run"
+    monkeypatch.setattr(VLLMBackend, "_generate", hang_on_step_2)
+    monkeypatch.setattr(VLLMBackend, "sync_weights", push_then_lower_the_limit)
+    assert main(["train", str(root / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
+                 f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
+                 "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
+                 "max_steps=3", "save_steps=0", "eval_steps=0", "logging_steps=1", "num_threads=1"]) == 2
+    err = capsys.readouterr().err
+    assert calls == [4, 4], err  # step 1's 2 prompts x 2 rows, then step 2's, which hung
+    assert "run stopped at step 2" in err and "within 2 s (rollout.vllm_generate_timeout)" in err
+    assert "resume=auto" in err and f"last checkpoint: {out / 'checkpoint-1'}" in err
+    assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]

@@ -80,3 +80,50 @@ def test_multiturn_runs_are_accepted_and_the_engine_holds_the_longest_episode():
     assert engine_context(load_config(TrainConfig, None, overrides[:3])) == 552  # one turn: prompt + completion
     with pytest.raises(ConfigError, match="vllm_max_model_length=1000 < the longest episode .* = 1144"):
         check_backend_config(load_config(TrainConfig, None, [*overrides, "rollout.vllm_max_model_length=1000"]))
+
+
+def test_a_vllm_server_that_is_not_there_is_one_line_naming_host_and_port_before_any_step(tmp_path, capsys):
+    """rollout.vllm_mode=server with nobody at the port: the run waits vllm_server_timeout (1 s) and stops with
+    one line naming host:port and how to start a server; no step ran (no metrics, no checkpoint)."""
+    import socket
+    from pathlib import Path
+
+    from mmreason.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free once closed: nobody listens there
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "run"
+    code = main(["train", str(root / "configs" / "quickstart.yaml"), f"output_dir={out}", "rollout.backend=vllm",
+                 "rollout.vllm_mode=server", f"rollout.vllm_server_port={port}", "rollout.vllm_server_timeout=1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"no vLLM server answered at 127.0.0.1:{port}" in err and "mmreason vllm-serve" in err
+    assert not (out / "metrics.jsonl").exists() and not list(out.glob("checkpoint-*"))
+
+
+@pytest.mark.parametrize("kind, zero_stage, refused", [
+    ("MULTI_CPU", None, None), ("MULTI_GPU", None, None), ("DEEPSPEED", 2, None),
+    ("DEEPSPEED", 3, "DeepSpeed ZeRO-3"), ("FSDP", None, "FSDP1 wraps the model"),
+])
+def test_server_mode_refuses_shardings_whose_push_would_be_one_shard(tiny, kind, zero_stage, refused):
+    """Server mode pushes from the main process: ZeRO-3 and an FSDP1 wrapper (the model is not an FSDP2
+    module that ``full_state_dict`` gathers) are refused before any step; DDP and ZeRO-1/2 hold whole weights.
+    (FSDP2 itself, gathered, runs in tests/rollout_vllm/test_vllm_server.py.)"""
+    from types import SimpleNamespace
+
+    from accelerate.utils import DistributedType
+
+    from mmreason.train.rollout_backend import check_server_sharding
+
+    model, _ = tiny
+    plugin = SimpleNamespace(zero_stage=zero_stage) if zero_stage else None
+    acc = SimpleNamespace(distributed_type=DistributedType(kind), state=SimpleNamespace(deepspeed_plugin=plugin),
+                          unwrap_model=lambda m: m)
+    run = SimpleNamespace(accelerator=acc, model=model)
+    if refused is None:
+        check_server_sharding(run)
+    else:
+        with pytest.raises(ConfigError, match=f"rollout.vllm_mode=server: {refused}.*main process's shard only"):
+            check_server_sharding(run)

@@ -18,3 +18,9 @@ BACKENDS = ("hf", "vllm")
 
 class EngineDied(RuntimeError):
     """A rollout engine stopped answering mid-run (the trainer saves the last finished step and stops)."""
+
+
+class EngineDiedAfterUpdate(EngineDied):
+    """The engine died, or did not answer in time, while taking the weights of a step whose optimizer update
+    had finished: the trainer saves that step as itself (its weights and state are complete), never under the
+    previous step's number."""

@@ -14,7 +14,9 @@ Weights follow training: ``sync_weights(model)`` writes the policy's weights (Lo
 included) as safetensors to a directory and has every worker reload them (``reload_weights``), then
 drops the engine's prefix and encoder caches. On CPU this is the path that works (oneDNN repacks linear
 weights, so ``load_weights`` on a running model does not); the same directory serves a server on this
-machine.
+machine (``vllm_server.py``, ``vllm_client.py``). The reload is bounded (``weight_sync_timeout``) and so is
+every generate call (``generate_timeout``): an engine that stops answering is reported as dead, never waited
+on forever.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 import torch
 
 from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.deadline import StepTimeout, call_with_deadline
 from mmreason.rollout.generate import GenerationSettings, eos_token_ids, suppressed_token_ids
 from mmreason.rollout.prompts import PromptInputs
 from mmreason.rollout.row_sampling import row_seeds
@@ -70,6 +73,8 @@ class VLLMSettings:
     limit_images: int = 16
     limit_videos: int = 4
     processor_kwargs: dict | None = None  # the trainer's processor limits (min_pixels / max_pixels) when set
+    weight_sync_timeout: float | None = 600.0  # seconds a weight reload may take before the engine counts as dead
+    generate_timeout: float | None = 600.0  # seconds one generate call may take before the engine counts as dead
 
 
 def processor_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict | None:
@@ -108,10 +113,36 @@ def _max_positions(model_dir: str | Path) -> int:
     return int(min(getattr(text, "max_position_embeddings", 32768), 32768))
 
 
-class VLLMBackend:
-    """A colocated vLLM engine (``LLM``) for one model directory."""
+class EngineSampler:
+    """What every vLLM backend shares: N prompts x n rows sampled by ``sample`` (the engine's business) become
+    the trainer's trajectories."""
 
     is_rollout_backend = True
+    tokenizer = None
+
+    def sample(self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings,
+               seeds: Sequence[int]) -> list[tuple[list[int], list[float], bool]]:
+        raise NotImplementedError
+
+    def generate_groups(self, prompts: Sequence[PromptInputs], group_ids: Sequence[int], num_generations: int,
+                        settings: GenerationSettings, seeds: Sequence[int]) -> list[Trajectory]:
+        """As ``rollout.generate.generate_groups``; trajectories also carry ``rollout_logprobs``."""
+        if not prompts:
+            return []
+        row_seed_list = [s for seed in seeds for s in row_seeds(seed, num_generations)]
+        rows = self.sample(prompts, num_generations, settings, row_seed_list)
+        return [trajectory_of(prompts[k // num_generations], group_ids[k // num_generations], row, self.tokenizer)
+                for k, row in enumerate(rows)]
+
+    def sleep(self) -> None:
+        pass
+
+    def wake_up(self) -> None:
+        pass
+
+
+class VLLMBackend(EngineSampler):
+    """A colocated vLLM engine (``LLM``) for one model directory."""
 
     def __init__(self, model_dir: str | Path, tokenizer, settings: VLLMSettings):
         self.model_dir = str(model_dir)
@@ -150,18 +181,8 @@ class VLLMBackend:
     # ---- sampling ------------------------------------------------------------------------------
 
     def request(self, prompt: PromptInputs) -> dict:
-        """One prompt as a vLLM request: its token ids and its decoded media, never re-tokenized text."""
-        req: dict = {"prompt_token_ids": collapse_placeholders(prompt.input_ids.tolist(), self.placeholders)}
-        media: dict = {}
-        if prompt.images:
-            media["image"] = list(prompt.images)
-        if prompt.videos:
-            media["video"] = [(v.permute(0, 2, 3, 1).numpy() if v.ndim == 4 and v.shape[1] == 3 else v.numpy(), m)
-                              for v, m in zip(prompt.videos, prompt.video_metadata)]
-            req["mm_processor_kwargs"] = {"do_sample_frames": False}
-        if media:
-            req["multi_modal_data"] = media
-        return req
+        """One prompt as a vLLM request (``engine_request``)."""
+        return engine_request(prompt, self.placeholders)
 
     def sampling_params(self, settings: GenerationSettings, seed: int | None):
         greedy = settings.temperature <= 0
@@ -176,71 +197,76 @@ class VLLMBackend:
                seeds: Sequence[int]) -> list[tuple[list[int], list[float], bool]]:
         """N prompts x n rows -> [(token ids, their log-probs, truncated)] in row order ``i * n + r``.
         ``seeds``: one per row."""
-        requests, params = [], []
-        for i, p in enumerate(prompts):
-            req = self.request(p)
+        outputs = self.generate_requests([self.request(p) for p in prompts], n, settings, seeds)
+        return checked_rows(prompts, n, outputs)
+
+    def generate_requests(self, requests: Sequence[dict], n: int, settings: GenerationSettings,
+                          seeds: Sequence[int]) -> list[tuple[list[int], list[int], list[float], bool]]:
+        """vLLM requests x n rows -> [(the prompt ids vLLM expanded, sampled ids, their log-probs, truncated)]
+        in row order ``i * n + r`` (``seeds``: one per row). The server runs this on its clients' requests."""
+        expanded, params = [], []
+        for i, req in enumerate(requests):
             for r in range(n):
-                requests.append(req)
+                expanded.append(req)
                 params.append(self.sampling_params(settings, seeds[i * n + r]))
+        outputs = self._bounded_generate(expanded, params)
+        rows = []
+        for out in outputs:
+            c = out.outputs[0]
+            ids = list(c.token_ids)
+            lps = [float(step[tok].logprob) for step, tok in zip(c.logprobs or [], ids)]
+            rows.append((list(out.prompt_token_ids), ids, lps, c.finish_reason == "length"))
+        return rows
+
+    def _bounded_generate(self, requests: list[dict], params: list) -> list:
+        """``llm.generate``, or ``EngineDied`` when the engine dies or takes longer than
+        ``settings.generate_timeout`` (an engine core that hangs without dying would otherwise hang the run; the
+        call is left behind in a daemon thread and the engine is never used again)."""
+        limit = self.settings.generate_timeout
         try:
-            outputs = self.llm.generate(requests, params, use_tqdm=False)
+            return call_with_deadline(self._generate, (requests, params), limit, what="vllm-generate")
+        except StepTimeout:
+            raise EngineDied(f"vLLM engine did not finish a generate call of {len(requests)} rows within {limit:g} s "
+                             f"(rollout.vllm_generate_timeout); taken as dead ({RESTART})") from None
         except Exception as exc:  # the engine core process died or stopped answering
             if _engine_dead(exc):
                 raise EngineDied(f"vLLM engine died: {exc} ({RESTART})") from exc
             raise
-        rows = []
-        for k, out in enumerate(outputs):
-            prompt = prompts[k // n]
-            if list(out.prompt_token_ids) != prompt.input_ids.tolist():
-                raise ValueError(f"vLLM changed the prompt of sample {prompt.sample.id!r} "
-                                 f"({len(out.prompt_token_ids)} ids, {prompt.length} built)")
-            c = out.outputs[0]
-            ids = list(c.token_ids)
-            lps = [float(step[tok].logprob) for step, tok in zip(c.logprobs or [], ids)]
-            rows.append((ids, lps, c.finish_reason == "length"))
-        return rows
 
-    def generate_groups(self, prompts: Sequence[PromptInputs], group_ids: Sequence[int], num_generations: int,
-                        settings: GenerationSettings, seeds: Sequence[int]) -> list[Trajectory]:
-        """As ``rollout.generate.generate_groups``; trajectories also carry ``rollout_logprobs``."""
-        if not prompts:
-            return []
-        row_seed_list = [s for seed in seeds for s in row_seeds(seed, num_generations)]
-        rows = self.sample(prompts, num_generations, settings, row_seed_list)
-        trajectories = []
-        for k, (ids, lps, truncated) in enumerate(rows):
-            prompt, group_id = prompts[k // num_generations], group_ids[k // num_generations]
-            completion = torch.tensor(ids, dtype=torch.long)
-            text = self.tokenizer.decode(completion, skip_special_tokens=True)
-            token_ids = torch.cat([prompt.input_ids, completion])
-            mask = torch.zeros_like(token_ids)
-            mask[prompt.length:] = 1
-            logprobs = torch.zeros(token_ids.numel(), dtype=torch.float32)
-            logprobs[prompt.length:] = torch.tensor(lps, dtype=torch.float32)
-            trajectories.append(Trajectory(
-                sample_id=prompt.sample.id, group_id=group_id, token_ids=token_ids, action_mask=mask,
-                prompt_length=prompt.length, completion_text=text, truncated=truncated,
-                turns=[Turn("assistant", text, prompt.length, int(token_ids.numel()))],
-                mm_token_type_ids=torch.cat([prompt.mm_token_type_ids, torch.zeros_like(completion)]),
-                visual=[prompt.visual] if prompt.visual else [], rollout_logprobs=logprobs))
-        return trajectories
+    def _generate(self, requests: list[dict], params: list) -> list:
+        return self.llm.generate(requests, params, use_tqdm=False)
 
     # ---- weights -------------------------------------------------------------------------------
 
-    def sync_weights(self, model) -> float:
-        """Push ``model``'s weights (LoRA merged in) to the engine; returns the seconds it took."""
+    def sync_weights(self, model, state: dict[str, torch.Tensor] | None = None) -> float:
+        """Push ``model``'s weights (LoRA merged in; ``state``: its gathered whole state dict when sharded) to
+        the engine; returns the seconds it took."""
         t = time.perf_counter()
-        write_weights(model, self.sync_dir)
+        write_weights(model, self.sync_dir, state)
+        self.reload(self.sync_dir)
+        self.sync_seconds = time.perf_counter() - t
+        return self.sync_seconds
+
+    def reload(self, weights_dir: str | Path) -> None:
+        """Every worker reloads the weights in ``weights_dir``, then the prefix and encoder caches are dropped;
+        ``EngineDied`` when the engine dies or takes longer than ``settings.weight_sync_timeout`` (a reload
+        blocked on a dead engine core would otherwise wait forever; the call is left behind in a daemon
+        thread and the engine is never used again)."""
+        limit = self.settings.weight_sync_timeout
         try:
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.sync_dir)})
+            call_with_deadline(self._reload_workers, (str(weights_dir),), limit, what="vllm-weight-sync")
+        except StepTimeout:
+            raise EngineDied(f"vLLM engine did not finish a weight sync within {limit:g} s "
+                             f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})") from None
         except Exception as exc:
             if _engine_dead(exc):
                 raise EngineDied(f"vLLM engine died during weight sync: {exc} ({RESTART})") from exc
             raise
+
+    def _reload_workers(self, weights_dir: str) -> None:
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": weights_dir})
         self.llm.reset_prefix_cache()
         self.llm.llm_engine.reset_encoder_cache()
-        self.sync_seconds = time.perf_counter() - t
-        return self.sync_seconds
 
     def sleep(self) -> None:
         if self.settings.enable_sleep_mode and torch.cuda.is_available():
@@ -258,6 +284,54 @@ class VLLMBackend:
             if shutdown is not None and hasattr(shutdown, "shutdown"):
                 shutdown.shutdown()
             self.llm = None
+
+
+def engine_request(prompt: PromptInputs, placeholders: set[int]) -> dict:
+    """One prompt as a vLLM request: its token ids (each placeholder run collapsed) and its decoded media,
+    never re-tokenized text."""
+    req: dict = {"prompt_token_ids": collapse_placeholders(prompt.input_ids.tolist(), placeholders)}
+    media: dict = {}
+    if prompt.images:
+        media["image"] = list(prompt.images)
+    if prompt.videos:
+        media["video"] = [(v.permute(0, 2, 3, 1).numpy() if v.ndim == 4 and v.shape[1] == 3 else v.numpy(), m)
+                          for v, m in zip(prompt.videos, prompt.video_metadata)]
+        req["mm_processor_kwargs"] = {"do_sample_frames": False}
+    if media:
+        req["multi_modal_data"] = media
+    return req
+
+
+def checked_rows(prompts: Sequence[PromptInputs], n: int, outputs) -> list[tuple[list[int], list[float], bool]]:
+    """The engine's rows as ``(ids, log-probs, truncated)``; a row whose prompt ids vLLM expanded differently
+    from the trainer's is an error (the trainer would score other tokens than those sampled)."""
+    rows = []
+    for k, (prompt_ids, ids, lps, truncated) in enumerate(outputs):
+        prompt = prompts[k // n]
+        if list(prompt_ids) != prompt.input_ids.tolist():
+            raise ValueError(f"vLLM changed the prompt of sample {prompt.sample.id!r} "
+                             f"({len(prompt_ids)} ids, {prompt.length} built)")
+        rows.append((list(ids), [float(x) for x in lps], bool(truncated)))
+    return rows
+
+
+def trajectory_of(prompt: PromptInputs, group_id: int, row: tuple[list[int], list[float], bool],
+                  tokenizer) -> Trajectory:
+    """One sampled row of ``prompt`` as a trajectory, with the engine's log-probs on its completion tokens."""
+    ids, lps, truncated = row
+    completion = torch.tensor(ids, dtype=torch.long)
+    text = tokenizer.decode(completion, skip_special_tokens=True)
+    token_ids = torch.cat([prompt.input_ids, completion])
+    mask = torch.zeros_like(token_ids)
+    mask[prompt.length:] = 1
+    logprobs = torch.zeros(token_ids.numel(), dtype=torch.float32)
+    logprobs[prompt.length:] = torch.tensor(lps, dtype=torch.float32)
+    return Trajectory(
+        sample_id=prompt.sample.id, group_id=group_id, token_ids=token_ids, action_mask=mask,
+        prompt_length=prompt.length, completion_text=text, truncated=truncated,
+        turns=[Turn("assistant", text, prompt.length, int(token_ids.numel()))],
+        mm_token_type_ids=torch.cat([prompt.mm_token_type_ids, torch.zeros_like(completion)]),
+        visual=[prompt.visual] if prompt.visual else [], rollout_logprobs=logprobs)
 
 
 def collapse_placeholders(ids: list[int], placeholders: set[int]) -> list[int]:
@@ -286,12 +360,13 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
     return {k: v.detach() for k, v in inner.state_dict().items()}
 
 
-def write_weights(model, out_dir: Path) -> None:
-    """The policy's weights as one safetensors file (fp32 on CPU) that ``reload_weights`` reads."""
+def write_weights(model, out_dir: Path, state: dict[str, torch.Tensor] | None = None) -> None:
+    """The policy's weights as one safetensors file (fp32 on CPU) that ``reload_weights`` reads: ``state``
+    when given (a sharded model's gathered whole state dict), else ``merged_state_dict(model)``."""
     from safetensors.torch import save_file
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    state = {k: v.contiguous().cpu() for k, v in merged_state_dict(model).items()}
+    state = {k: v.contiguous().cpu() for k, v in (state if state is not None else merged_state_dict(model)).items()}
     # tied embeddings share storage: write each tensor once
     seen, unique = set(), {}
     for k, v in state.items():

@@ -1,0 +1,145 @@
+"""A training run's side of server mode (``rollout.vllm_mode=server``): the rollout backend that samples
+through a ``mmreason vllm-serve`` server on this machine (``vllm_server.py``) instead of an engine of its own.
+
+It builds the colocate path's requests (``engine_request``: the prompt builder's ids and decoded media),
+sends them as JSON (``vllm_wire``), and checks the expanded prompt ids the server returns against the
+trainer's (``checked_rows``), so what the trainer scores is what the server sampled. Weights are pushed by
+writing them to a directory the server can read and asking it to reload them; the reply must come within
+``weight_sync_timeout`` seconds, and a generate call's within ``generate_timeout`` seconds (the wait for the
+answer: the server replies once the whole batch is sampled). A server that stops answering, does not answer
+in time, or answers that its engine died, is ``EngineDied`` naming host:port: the trainer saves its last
+finished step and stops. The training process
+needs no vLLM of its own (standard library, numpy and PIL only).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.backends.vllm_engine import (
+    RESTART,
+    EngineSampler,
+    checked_rows,
+    engine_request,
+    write_weights,
+)
+from mmreason.rollout.backends.vllm_wire import encode_request, encode_settings
+from mmreason.rollout.generate import GenerationSettings
+from mmreason.rollout.prompts import PromptInputs
+
+
+class ServerUnreachable(ConnectionError):
+    """No ``mmreason vllm-serve`` answered at host:port (raised before any step)."""
+
+
+class ServerMismatch(ValueError):
+    """The server's engine cannot serve this run (its context or processor limits differ)."""
+
+
+def server_info(host: str, port: int, timeout: float) -> dict:
+    """The server's ``/health`` answer, polled until it comes or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return _call(host, port, "GET", "/health", None, timeout=min(10.0, max(timeout, 1.0)))
+        except (OSError, http.client.HTTPException) as exc:
+            if time.monotonic() >= deadline:
+                raise ServerUnreachable(
+                    f"rollout.vllm_mode=server: no vLLM server answered at {host}:{port} within {timeout:g} s "
+                    f"({exc}); start one with `mmreason vllm-serve MODEL --port {port}`") from None
+        time.sleep(0.5)
+
+
+def check_server(info: dict, host: str, port: int, need_context: int, processor_kwargs: dict | None,
+                 what: str = "data.max_prompt_length + rollout.max_completion_length, or the longest episode"
+                 ) -> None:
+    """Errors before any step: a dead engine, a context shorter than the run needs (``what`` says where
+    ``need_context`` comes from), other pixel limits."""
+    where = f"vLLM server at {host}:{port}"
+    if info.get("dead"):
+        raise ServerMismatch(f"{where}: its engine died ({info['dead']}); restart it")
+    if int(info.get("max_model_len", 0)) < need_context:
+        raise ServerMismatch(f"{where}: --max_model_len {info.get('max_model_len')} < the {need_context} tokens "
+                             f"this run needs ({what})")
+    if (info.get("processor_kwargs") or {}) != (processor_kwargs or {}):
+        raise ServerMismatch(f"{where}: processor limits {info.get('processor_kwargs') or {}} differ from the "
+                             f"run's {processor_kwargs or {}} (start it with the run's --min_pixels/--max_pixels)")
+
+
+class VLLMClient(EngineSampler):
+    """Samples through a ``mmreason vllm-serve`` server; the same interface as the colocated ``VLLMBackend``."""
+
+    def __init__(self, host: str, port: int, tokenizer, *, server_timeout: float = 240.0,
+                 weight_sync_timeout: float | None = 600.0, generate_timeout: float | None = 600.0):
+        self.host, self.port, self.tokenizer = host, int(port), tokenizer
+        self.weight_sync_timeout, self.generate_timeout = weight_sync_timeout, generate_timeout
+        self.info = server_info(host, self.port, server_timeout)
+        self.model_dir = self.info.get("model")
+        self.placeholders = {tokenizer.convert_tokens_to_ids(t) for t in ("<|image_pad|>", "<|video_pad|>")}
+        self.sync_dir = Path(tempfile.mkdtemp(prefix="mmreason-vllm-weights-"))
+        self.sync_seconds = 0.0
+
+    def sample(self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings,
+               seeds: Sequence[int]) -> list[tuple[list[int], list[float], bool]]:
+        """As ``VLLMBackend.sample``, through the server."""
+        body = {"requests": [encode_request(engine_request(p, self.placeholders)) for p in prompts], "n": int(n),
+                "settings": encode_settings(settings), "seeds": [int(s) % (2**31) for s in seeds]}
+        reply = self._post("/generate", body, self.generate_timeout, "rollout.vllm_generate_timeout")
+        return checked_rows(prompts, n, reply["rows"])
+
+    def sync_weights(self, model, state: dict | None = None) -> float:
+        """Write ``model``'s weights (LoRA merged; ``state``: its gathered whole state dict when sharded) where
+        the server reads them and have it reload them."""
+        t = time.perf_counter()
+        write_weights(model, self.sync_dir, state)
+        self._post("/reload_weights", {"path": str(self.sync_dir)}, self.weight_sync_timeout,
+                   "rollout.vllm_weight_sync_timeout")
+        self.sync_seconds = time.perf_counter() - t
+        return self.sync_seconds
+
+    def close(self) -> None:
+        """Drop the weights directory; the server keeps running (it belongs to whoever started it)."""
+        shutil.rmtree(self.sync_dir, ignore_errors=True)
+
+    def _post(self, path: str, body: dict, timeout: float | None, knob: str) -> dict:
+        """``path``'s answer; ``knob`` names the setting that bounds it (in the error when it runs out)."""
+        where = f"vLLM server at {self.host}:{self.port}"
+        try:
+            return _call(self.host, self.port, "POST", path, body, timeout)
+        except TimeoutError:
+            raise EngineDied(f"{where} did not answer {path} within {timeout:g} s ({knob}); "
+                             f"taken as dead ({RESTART})") from None
+        except _EngineDeadReply as exc:
+            raise EngineDied(f"{where}: vLLM engine died: {exc} ({RESTART})") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise EngineDied(f"{where} stopped answering {path}: {exc!r} ({RESTART})") from None
+
+
+class _EngineDeadReply(RuntimeError):
+    pass
+
+
+def _call(host: str, port: int, method: str, path: str, body: dict | None, timeout: float | None) -> dict:
+    """One JSON request on a fresh connection; a 4xx/5xx answer raises with the server's error message."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+        resp = conn.getresponse()
+        payload = json.loads(resp.read() or b"{}")
+    finally:
+        conn.close()
+    if resp.status == 503 and payload.get("dead"):
+        raise _EngineDeadReply(payload.get("error", "dead"))
+    if resp.status == 400:
+        raise ValueError(f"vLLM server at {host}:{port} refused {path}: {payload.get('error')}")
+    if resp.status != 200:
+        raise RuntimeError(f"vLLM server at {host}:{port} failed {path} ({resp.status}): {payload.get('error')}")
+    return payload

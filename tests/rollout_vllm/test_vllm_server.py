@@ -1,0 +1,315 @@
+"""Server mode on the tiny model: ``mmreason vllm-serve`` in a subprocess on a free port, training runs and
+the client sampling through it. One server for the module (~30 s to start); the last test kills it.
+Skipped where vLLM is not installed."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+vllm = pytest.importorskip("vllm")
+
+from mmreason.rollout.generate import GenerationSettings, generate_groups  # noqa: E402
+from mmreason.rollout.prompts import build_prompt  # noqa: E402
+from mmreason.types import Sample  # noqa: E402
+
+pytestmark = pytest.mark.vllm
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir, tmp_path_factory):
+    """(process, port) of ``mmreason vllm-serve`` on the tiny model."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "mmreason", "vllm-serve", str(tiny_model_dir), "--port",
+                                 str(port), "--max_model_len", "1024"], stdout=out, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 300
+    while "ready at" not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(1)
+    yield proc, port
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    """The tiny model with its LM head sharpened (x 30): greedy decoding has clear winners."""
+    from mmreason.models import ModelConfig, load_model, load_processor
+
+    model = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(30.0)
+    return model, load_processor(tiny_model_dir)
+
+
+def _prompts(processor, folder):
+    """An image prompt, a video prompt (decoded frames and their metadata cross the wire), a text prompt."""
+    import numpy as np
+
+    from mmreason.media.video_write import write_mp4
+    from mmreason.types import VideoRef
+
+    frames = [np.full((48, 64, 3), (20 * i, 255 - 20 * i, 90), dtype=np.uint8) for i in range(8)]
+    clip = str(write_mp4(folder / "clip.mp4", frames, fps=4))
+    samples = [
+        Sample(id="image", messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text",
+               "text": "What colour is the shape?"}]}], images=[Image.new("RGB", (112, 84), (200, 30, 30))]),
+        Sample(id="video", messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text",
+               "text": "What changes?"}]}], videos=[VideoRef(clip, num_frames=2)]),
+        Sample(id="text", messages=[{"role": "user", "content": "What is the answer?"}]),
+    ]
+    return [build_prompt(processor, s, max_prompt_length=1024, video_max_frames=8) for s in samples]
+
+
+def test_server_greedy_equals_hf_and_follows_pushed_weights(server, policy, tmp_path):
+    """Through the server: greedy rows equal HF ``generate``'s after a push (the prompt ids and visual tokens
+    the server's engine expanded are checked against the trainer's on every row); after a push of perturbed
+    weights they change, and still equal HF's on the new weights. Seeded sampling repeats."""
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+
+    _, port = server
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path)
+    assert [p.visual_tokens > 0 for p in prompts] == [True, True, False]
+    client = VLLMClient("127.0.0.1", port, processor.tokenizer, server_timeout=5)
+    greedy = GenerationSettings(max_new_tokens=8, temperature=0.0)
+
+    def rows(sampler, settings=greedy, n=1, seeds=(0, 0, 0)):
+        if sampler is client:
+            out = client.generate_groups(prompts, [0, 1, 2], n, settings, list(seeds))
+        else:
+            out = generate_groups(sampler, processor, prompts, [0, 1, 2], n, settings, list(seeds))
+        return [t.token_ids.tolist() for t in out]
+
+    client.sync_weights(model)
+    before = rows(client)
+    assert before == rows(model)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.model.language_model.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * 0.05)
+    try:
+        client.sync_weights(model)
+        after = rows(client)
+        assert after != before and after == rows(model)
+        sampled = GenerationSettings(max_new_tokens=8, temperature=1.0)
+        assert rows(client, sampled, 2, (5, 6, 7)) == rows(client, sampled, 2, (5, 6, 7))
+        # a stop string (the first two characters of the image row's greedy text) ends the row as in HF
+        text = client.generate_groups(prompts[:1], [0], 1, greedy, [0])[0].completion_text.strip()
+        stopped = GenerationSettings(max_new_tokens=8, temperature=0.0, stop_strings=(text[:2],))
+        ours = client.generate_groups(prompts[:1], [0], 1, stopped, [0])[0]
+        hf = generate_groups(model, processor, prompts[:1], [0], 1, stopped, [0])[0]
+        assert len(text) >= 2 and ours.token_ids.tolist() == hf.token_ids.tolist()
+        assert ours.completion_length < 8
+    finally:
+        client.close()
+
+
+def _train_args(model_dir, port, out, *extra):
+    return ["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={model_dir}",
+            f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
+            "rollout.vllm_mode=server", f"rollout.vllm_server_port={port}", "rollout.vllm_server_timeout=5",
+            "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
+            "eval_steps=0", "logging_steps=1", "num_threads=1", *extra]
+
+
+def test_train_in_server_mode_pushes_every_step_and_samples_the_trainers_weights(
+        server, tiny_model_dir, shapes_cache, tmp_path, monkeypatch):
+    """A 2-step run through the server: a push before step 1 and after each step (``time/weight_sync``), and
+    the server's log-probs are the trainer's on the sampled tokens (the same weights: only float rounding).
+    The in-training eval at step 2 generates through the server too."""
+    import json
+
+    from mmreason.cli import main
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+
+    _, port = server
+    sample, rows_asked = VLLMClient.sample, []
+
+    def counted(self, prompts, n, settings, seeds):
+        rows_asked.append(n)
+        return sample(self, prompts, n, settings, seeds)
+
+    monkeypatch.setattr(VLLMClient, "sample", counted)
+    out = tmp_path / "run"
+    assert main(_train_args(tiny_model_dir, port, out, "max_steps=2", "eval_steps=2", "eval_limit=4")) == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]  # the eval before step 1, then the steps
+    assert "eval/shapes/accuracy" in rows[0] and "eval/shapes/accuracy" in rows[-1]
+    assert rows_asked.count(2) == 2 and 1 in rows_asked  # the steps' G = 2 rows, and the eval's one row a doc
+    for r in rows[1:]:
+        assert r["time/weight_sync"] > 0 and 0 <= r["mismatch/logprob_abs_diff_mean"] < 1e-3
+        assert r["mismatch/ratio_outside_frac"] == 0.0
+
+
+def _eval_samples(out):
+    import glob
+    import json
+
+    (samples,) = glob.glob(str(out / "*" / "*_samples_shapes.jsonl"))
+    (results,) = glob.glob(str(out / "*" / "*_results.json"))
+    rows = [json.loads(x) for x in open(samples).read().splitlines()]
+    return [(r["response"], r["completion_tokens"]) for r in rows], json.loads(open(results).read())
+
+
+def test_eval_through_the_server_scores_as_hf_on_the_evaluated_models_weights(
+        server, policy, tiny_model_dir, shapes_cache, tmp_path, capsys):
+    """``mmreason eval --model_args backend=vllm,vllm_mode=server,...``: the server first holds other weights
+    (the unsharpened tiny model); the eval pushes ``--model``'s, and its greedy completions and score equal the
+    HF backend's. A server whose context is shorter than max_prompt_length + max_new_tokens is refused before
+    any doc, naming host:port."""
+    from mmreason.cli import main
+    from mmreason.models import ModelConfig, load_model
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+
+    _, port = server
+    model, processor = policy
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    other = VLLMClient("127.0.0.1", port, processor.tokenizer, server_timeout=5)
+    try:
+        other.sync_weights(load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False))
+    finally:
+        other.close()
+    common = ["eval", "--model", str(tmp_path / "model"), "--tasks", "shapes", "--limit", "12", "--log_samples",
+              "--gen_kwargs", "max_new_tokens=6", "--batch_size", "4"]
+    server_args = f"backend=vllm,vllm_mode=server,vllm_server_port={port},vllm_server_timeout=5"
+    assert main([*common, "--output_path", str(tmp_path / "hf"), "--model_args", "max_prompt_length=1000"]) == 0
+    assert main([*common, "--output_path", str(tmp_path / "srv"), "--model_args",
+                 f"{server_args},max_prompt_length=1000"]) == 0
+    (hf, hf_results), (ours, our_results) = _eval_samples(tmp_path / "hf"), _eval_samples(tmp_path / "srv")
+    assert len(hf) == 12 and ours == hf
+    assert our_results["results"]["shapes"]["accuracy,none"] == hf_results["results"]["shapes"]["accuracy,none"]
+    assert len({text for text, _ in hf}) > 1  # the rows differ, so equal lists are not a coincidence of one answer
+    capsys.readouterr()
+    assert main([*common, "--output_path", str(tmp_path / "long"), "--model_args", server_args]) != 0
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{port}" in err and "--max_model_len 1024 < the 32774 tokens" in err
+
+
+@pytest.mark.slow
+def test_two_processes_sample_what_one_process_samples_through_one_server(
+        server, tiny_model_dir, shapes_cache, tmp_path):
+    """Server mode with 2 training processes (gloo), both clients of the one server (the main process pushes
+    the weights, the others wait for it): every group, and every row of it, is token for token what one
+    process sampling all 6 prompts gets, since each row's seed comes from (run seed, step, sample id)."""
+    import importlib.util
+    import json
+    import shutil
+
+    if shutil.which("accelerate") is None and not (Path(sys.executable).parent / "accelerate").exists():
+        pytest.skip("accelerate CLI not installed")
+    _, port = server
+    script = ROOT / "tests" / "parallel" / "step_rollouts_main.py"
+
+    def overrides(out, prompts):
+        return [f"model.name_or_path={tiny_model_dir}", "data.task=shapes", "data.max_prompt_length=512",
+                f"output_dir={out}", f"prompts_per_step={prompts}", "rollout.num_generations=4",
+                "rollout.max_completion_length=12", "rollout.temperature=1.0", "num_threads=1", "eval_steps=0",
+                "rewards=[{name: anls}]", "rollout.backend=vllm", "rollout.vllm_mode=server",
+                f"rollout.vllm_server_port={port}", "rollout.vllm_server_timeout=5"]
+
+    env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    two = subprocess.run(
+        [str(Path(sys.executable).parent / "accelerate"), "launch", "--config_file",
+         str(ROOT / "configs/accelerate/ddp_cpu.yaml"), str(script), str(tmp_path / "two.json"),
+         *overrides(tmp_path / "two", 3)], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    spec = importlib.util.spec_from_file_location("step_rollouts_main", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(str(tmp_path / "one.json"), overrides(tmp_path / "one", 6))  # this process, alone
+    a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("two", "one"))
+    assert (a["processes"], b["processes"]) == (2, 1)
+    assert len(a["groups"]) == 6 and sorted(a["groups"]) == sorted(b["groups"])
+    for key, rows in b["groups"].items():
+        assert a["groups"][key] == rows, key
+        assert len(rows) == 4 and len({text for _, text in rows}) > 1  # it sampled
+
+
+@pytest.mark.slow
+def test_fsdp2_with_two_processes_pushes_the_whole_gathered_model(
+        server, policy, tiny_model_dir, shapes_cache, tmp_path):
+    """Server mode under FSDP2 (2 gloo processes, configs/accelerate/fsdp_cpu.yaml): each push gathers the
+    sharded model whole (every process) and the main process writes it. The server first holds other weights
+    (the tiny model plus noise); after the push before step 1
+    and the one after step 1's update, the server's log-probs are the trainer's on every sampled token of both
+    steps (a push of one shard, or none, would leave the server's weights, and the gap, far off)."""
+    import json
+
+    from mmreason.models import ModelConfig, load_model
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+
+    accelerate = Path(sys.executable).parent / "accelerate"
+    if not accelerate.exists():
+        pytest.skip("accelerate CLI not installed")
+    _, port = server
+    _, processor = policy
+    noisy = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False)
+    generator = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for p in noisy.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * 0.05)
+    other = VLLMClient("127.0.0.1", port, processor.tokenizer, server_timeout=5)
+    try:
+        other.sync_weights(noisy)
+    finally:
+        other.close()
+    out = tmp_path / "fsdp"
+    env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    two = subprocess.run([str(accelerate), "launch", "--config_file", str(ROOT / "configs/accelerate/fsdp_cpu.yaml"),
+                          "-m", "mmreason", *_train_args(tiny_model_dir, port, out, "max_steps=2", "save_steps=0",
+                                                         "learning_rate=3e-3")],
+                         env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "processes: 2" in two.stdout and "fsdp2:" in two.stdout  # sharded, not silently DDP
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["time/weight_sync"] > 0 and 0 <= r["mismatch/logprob_abs_diff_max"] < 1e-3
+        assert r["mismatch/ratio_outside_frac"] == 0.0
+
+
+def test_a_dead_server_stops_the_run_with_the_last_finished_step(
+        server, tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
+    """The server is killed (SIGKILL) right after step 1's push: step 2's generation finds nobody at
+    host:port, the run saves step 1 and stops with a message naming the server and ``resume=auto``."""
+    from mmreason.cli import main
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+
+    proc, port = server
+    push, pushes = VLLMClient.sync_weights, []
+
+    def push_then_die(self, model, state=None):
+        seconds = push(self, model, state)
+        pushes.append(seconds)
+        if len(pushes) == 2:  # the push before step 1, then step 1's
+            proc.kill()
+            proc.wait(timeout=60)
+        return seconds
+
+    monkeypatch.setattr(VLLMClient, "sync_weights", push_then_die)
+    out = tmp_path / "run"
+    assert main(_train_args(tiny_model_dir, port, out, "max_steps=3", "save_steps=0")) == 2
+    err = capsys.readouterr().err
+    assert "run stopped at step 2" in err and f"vLLM server at 127.0.0.1:{port}" in err and "resume=auto" in err
+    assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]
