@@ -378,7 +378,6 @@ def test_an_engine_that_dies_mid_run_stops_with_a_checkpoint_and_resume_finishes
     and stops with a message naming the engine and the checkpoint; a run with ``resume=auto`` builds a new
     engine and finishes steps 2 and 3."""
     import json
-    from pathlib import Path
 
     from mmreason.cli import main
     from mmreason.rollout.backends.vllm_engine import VLLMBackend
@@ -393,12 +392,8 @@ def test_an_engine_that_dies_mid_run_stops_with_a_checkpoint_and_resume_finishes
             _kill_engine(self)
         return seconds
 
-    root = Path(__file__).resolve().parents[2]
     out = tmp_path / "run"
-    args = ["train", str(root / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-            f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
-            "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
-            "max_steps=3", "save_steps=0", "eval_steps=0", "logging_steps=1", "num_threads=1"]
+    args = _three_step_vllm_run(tiny_model_dir, out)
     monkeypatch.setattr(VLLMBackend, "sync_weights", push_then_die)
     assert main(args) == 2
     err = capsys.readouterr().err
@@ -440,12 +435,8 @@ def test_a_weight_push_that_hangs_saves_the_finished_step_as_itself_and_resume_i
             threading.Event().wait()  # never returns
         return reload(self, weights_dir)
 
-    root = Path(__file__).resolve().parents[2]
     out = tmp_path / "run"
-    args = ["train", str(root / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-            f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
-            "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
-            "max_steps=3", "save_steps=0", "eval_steps=0", "logging_steps=1", "num_threads=1"]
+    args = _three_step_vllm_run(tiny_model_dir, out)
     monkeypatch.setattr(VLLMBackend, "_reload_workers", reload_then_hang)
     assert main(args + ["rollout.vllm_weight_sync_timeout=10"]) == 2
     err = capsys.readouterr().err
@@ -476,7 +467,6 @@ def test_a_generate_call_that_hangs_stops_the_run_with_the_last_finished_step(
     after 2 s, which counts as an engine death before step 2's update, so the run saves step 1 and stops with
     a message naming the limit and ``resume=auto`` (the engine is shut down on the way out)."""
     import threading
-    from pathlib import Path
 
     from mmreason.cli import main
     from mmreason.rollout.backends.vllm_engine import VLLMBackend
@@ -494,16 +484,23 @@ def test_a_generate_call_that_hangs_stops_the_run_with_the_last_finished_step(
         self.settings.generate_timeout = 2.0
         return seconds
 
-    root = Path(__file__).resolve().parents[2]
     out = tmp_path / "run"
     monkeypatch.setattr(VLLMBackend, "_generate", hang_on_step_2)
     monkeypatch.setattr(VLLMBackend, "sync_weights", push_then_lower_the_limit)
-    assert main(["train", str(root / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
-                 "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
-                 "max_steps=3", "save_steps=0", "eval_steps=0", "logging_steps=1", "num_threads=1"]) == 2
+    assert main(_three_step_vllm_run(tiny_model_dir, out)) == 2
     err = capsys.readouterr().err
     assert calls == [4, 4], err  # step 1's 2 prompts x 2 rows, then step 2's, which hung
     assert "run stopped at step 2" in err and "within 2 s (rollout.vllm_generate_timeout)" in err
     assert "resume=auto" in err and f"last checkpoint: {out / 'checkpoint-1'}" in err
     assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]
+
+
+def _three_step_vllm_run(model_dir, out):
+    """CLI args of a 3-step vLLM main-job run on the tiny model (2 prompts x 2 rows, 4 tokens) into ``out``."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    return ["train", str(root / "configs" / "quickstart.yaml"), f"model.name_or_path={model_dir}",
+            f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
+            "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
+            "max_steps=3", "save_steps=0", "eval_steps=0", "logging_steps=1", "num_threads=1"]
