@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 # The build maps the repository's top-level tasks/ and rewards/ into this package as mmreason.tasks
 # and mmreason.rewards (see setup.py). When the package is imported straight from a source checkout

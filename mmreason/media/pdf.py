@@ -29,6 +29,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
 
@@ -48,7 +49,7 @@ PageSelection = int | Iterable[int] | None
 OPEN_DOCUMENTS = 128  # documents kept open per process (a handle holds the parsed cross-reference table)
 MEMORY_CACHE_PIXELS = int(os.environ.get("MMREASON_PAGE_CACHE_PIXELS", 60_000_000))  # ~180 MB of RGB pages
 PDF_STATS = {"documents_opened": 0, "pages_rendered": 0, "pages_from_memory": 0, "pages_from_disk": 0}
-_DOCUMENTS: OrderedDict[tuple, object] = OrderedDict()
+_DOCUMENTS: OrderedDict[tuple, Any] = OrderedDict()  # pypdfium2 PdfDocument handles
 _RENDERED: OrderedDict[tuple, Image.Image] = OrderedDict()
 _RENDERED_PIXELS = [0]
 

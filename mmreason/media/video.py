@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -185,12 +186,12 @@ class _PyAVSource:
         time_base = self.stream.time_base
         fps = self.info.fps
         if first > 0:
-            target = base + int(first / fps / time_base)
+            target = base + int(first / fps / time_base)  # type: ignore[operator]  # PyAV types it Optional
             self.container.seek(target, stream=self.stream, backward=True, any_frame=False)
         decoded: dict[int, np.ndarray] = {}
         counter = 0
         for frame in self.container.decode(self.stream):
-            index = round(float((frame.pts - base) * time_base) * fps) if frame.pts is not None else counter
+            index = round(float((frame.pts - base) * time_base) * fps) if frame.pts is not None else counter  # type: ignore[operator]
             counter += 1
             if index in wanted:
                 decoded[index] = frame.to_ndarray(format="rgb24")
@@ -228,7 +229,7 @@ def _with_source(path: str, backend: str | None, work):
     path = require_file(path, _KIND)
     reasons = []
     for name in _backend_order(backend):
-        source = None
+        source: Any = None
         try:
             source = _SOURCES[name](path)
             return work(source)

@@ -101,14 +101,15 @@ def full_state_dict(model) -> dict[str, torch.Tensor] | None:
         return None
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return dict(state)  # type: ignore[arg-type]  # a model's entries are tensors
 
 
 def load_full_state_dict(model, state: dict[str, torch.Tensor]) -> None:
     """Load a whole state dict into a sharded model (every process calls it with the same dict)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
-    set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True, strict=True))
+    set_model_state_dict(model, dict(state), options=StateDictOptions(full_state_dict=True, strict=True))
 
 
 def full_optimizer_state(model, optimizer) -> dict | None:

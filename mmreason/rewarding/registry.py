@@ -84,7 +84,7 @@ def reward(
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
         key = name or fn.__name__
-        fn.__mmreason_reward__ = RewardInfo(key, tuple(keys), tuple(diagnostics))
+        fn.__mmreason_reward__ = RewardInfo(key, tuple(keys), tuple(diagnostics))  # type: ignore[attr-defined]
         REWARDS.add(key, fn, replace=replace)
         return fn
 

@@ -340,7 +340,8 @@ class RewardRunner:
             return
         counts = ", ".join(f"{name}: {count}" for name, count in sorted(self.error_counts.items()))
         last = errors[-1] if errors else None
-        detail = f"\nlast failure: reward {last.reward!r} on sample {last.sample_id!r} ({last.kind}):\n{last.message}"
+        detail = ("" if last is None else
+                  f"\nlast failure: reward {last.reward!r} on sample {last.sample_id!r} ({last.kind}):\n{last.message}")
         raise RewardErrorLimitExceeded(
             f"{self.total_errors} reward calls failed, more than max_reward_errors={limit} ({counts}). "
             f"Fix the reward (try it with `mmreason reward NAME --completion ...`) or raise max_reward_errors."

@@ -72,8 +72,8 @@ def mismatch_metrics(trainer_logprobs: Tensor, rollout_logprobs: Tensor, mask: T
         "mismatch/ratio_outside_frac": float((diff[m] > log_cap).float().mean()),
     }
     if distance is not None:
-        edges = list(DISTANCE_BINS) + [None]
-        for lo, hi in zip(edges[:-1], edges[1:]):
+        upper: list[int | None] = [*DISTANCE_BINS[1:], None]
+        for lo, hi in zip(DISTANCE_BINS, upper):
             sel = m & (distance >= lo) & (distance < hi if hi is not None else True)
             if sel.any():
                 out[f"mismatch/near_vision_{lo}_{hi if hi is not None else 'inf'}"] = float(diff[sel].mean())
