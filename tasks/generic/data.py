@@ -174,8 +174,8 @@ class StreamSamples:
     def _open(self, position: int) -> None:
         epoch, offset = divmod(position, self.size)
         stream = self.stream.take(self.size) if self.size < self.reader.source.num_rows else self.stream
-        stream = stream.shuffle(seed=self.seed, buffer_size=self.buffer_size)
-        stream.set_epoch(epoch)
+        # each epoch its own seeded order (the seed, not datasets' set_epoch, which skip() does not carry)
+        stream = stream.shuffle(seed=(self.seed * 1_000_003 + epoch) % 2**32, buffer_size=self.buffer_size)
         self.iterator: Iterator | None = iter(stream.skip(offset))
         self.next, self.rows = position, {}
 

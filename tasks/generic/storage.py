@@ -86,6 +86,9 @@ def _files(files: list[str], label: str, base: Path, streaming: bool) -> Source:
     kind = kinds.pop()
     import datasets  # heavy: only for the Arrow storages
 
+    if streaming and kind == "parquet":
+        return Source(label, kind, base, _parquet_columns(files[0]), stream=_parquet_stream(files),
+                      num_rows=_stream_rows(None, files, kind), files=files)
     try:
         ds = datasets.load_dataset(kind, data_files=files, split="train", streaming=streaming)
     except Exception as err:  # pyarrow / datasets: not parquet, truncated, unreadable
@@ -102,6 +105,30 @@ def _dataset_source(ds: Any, label: str, kind: str, base: Path, files: list[str]
     if len(ds) == 0:
         raise ValueError(f"{label} holds no rows")
     return Source(label, kind, base, columns, rows=ds, num_rows=len(ds), files=files)
+
+
+def _parquet_columns(path: str) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return list(pq.read_schema(path).names)
+
+
+def _parquet_stream(files: list[str]) -> Any:
+    """Parquet shards as an IterableDataset of rows, read a record batch at a time, shards in order (one shard
+    per file, so the shuffle also orders the files). A generator, not ``load_dataset(streaming=True)``: that
+    reader sleeps 5 s whenever an unfinished iterator is closed (datasets' ``SLEEP_TIME_ON_THREADS_SHUTDOWN``),
+    which a resume or a new epoch does."""
+    import datasets
+
+    return datasets.IterableDataset.from_generator(_parquet_rows, gen_kwargs={"files": files})
+
+
+def _parquet_rows(files: list[str]):
+    import pyarrow.parquet as pq
+
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+            yield from batch.to_pylist()
 
 
 def _stream_rows(ds: Any, files: list[str], kind: str) -> int:

@@ -4,7 +4,8 @@ A format names its columns by role (``prompt``, ``answer``, ``images``, ``videos
 candidate column names (the first present wins), says which roles it needs, and turns one row into ``Parts``
 (the user text with its ``<image>`` / ``<video>`` placeholders, the media as written, the reference answer and
 the row's own answer-kind signal). Detection tries the formats in registration order and takes the first
-whose required roles are all present; ``format=NAME`` forces one; ``columns={role: column}`` renames.
+whose required roles are all present (and its ``marks``, columns only it has, as named; and every role
+``columns`` renames); ``format=NAME`` forces one; ``columns={role: column}`` renames.
 
     register_format(Format(name="mine", roles={"prompt": ("question",), "answer": ("label",)},
                            required=("prompt", "answer"), to_parts=my_row_to_parts))
@@ -58,6 +59,7 @@ class Format:
     required: tuple[str, ...]
     to_parts: Callable[[dict[str, Any], dict[str, str]], Parts]
     description: str = ""
+    marks: tuple[str, ...] = ()  # columns a file must have, as named, to be detected as this format (not renamed)
 
     def resolve(self, columns: Iterable[str], renames: dict[str, str] | None = None) -> dict[str, str]:
         """role -> the file's column for each role present (``renames`` first, then the candidates)."""
@@ -108,10 +110,16 @@ def detect(columns: Iterable[str], *, label: str, forced: str | None = None,
     else:
         candidates = list(FORMATS.values())
     for fmt in candidates:
-        if not fmt.missing(columns, renames):
+        if not fmt.missing(columns, renames) and (forced or fits(fmt, columns, renames)):
             return fmt, fmt.resolve(columns, renames)
-    best = min(candidates, key=lambda f: (len(f.missing(columns, renames)), list(FORMATS).index(f.name)))
+    best = min(candidates, key=lambda f: (len(f.missing(columns, renames)), -len(f.resolve(columns, renames)),
+                                          list(FORMATS).index(f.name)))
     raise ValueError(_missing_line(label, best, columns, renames, forced is not None))
+
+
+def fits(fmt: Format, columns: list[str], renames: dict[str, str] | None) -> bool:
+    """Auto-detection only: the file has the format's marks as named, and the format has every renamed role."""
+    return all(c in columns for c in fmt.marks) and set(renames or {}) <= set(fmt.roles)
 
 
 def _missing_line(label: str, fmt: Format, columns: list[str], renames: dict[str, str] | None,

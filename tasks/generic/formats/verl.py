@@ -46,4 +46,4 @@ def to_parts(row: dict[str, Any], cols: dict[str, str]) -> Parts:
 
 
 FORMAT = register_format(Format("verl", ROLES, ("prompt", "answer"), to_parts,
-                                "verl: prompt messages / images / reward_model.ground_truth"))
+                                "verl: prompt messages / images / reward_model.ground_truth", marks=("reward_model",)))

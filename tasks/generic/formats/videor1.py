@@ -41,4 +41,5 @@ def _target(row: dict[str, Any], cols: dict[str, str]) -> str | None:
 
 
 FORMAT = register_format(Format("videor1", ROLES, ("kind", "prompt", "answer"), to_parts,
-                                "Video-R1: problem_type / problem / options / solution / path / data_type"))
+                                "Video-R1: problem_type / problem / options / solution / path / data_type",
+                                marks=("problem_type",)))
