@@ -145,8 +145,8 @@ def grouped_pack(pack: TaskPack, samples: list[Sample], column: str) -> TaskPack
     ``METRIC/COLUMN=VALUE``, the metric on that group's docs only (NaN elsewhere, so its mean is the group's)."""
     values = [group_value(s, column) for s in samples]
     groups = sorted({v for v in values if v is not None})
-    if not groups:
-        raise ValueError(f"--task_args group_by={column}: no doc of task {pack.name!r} has a {column!r} column")
+    if not groups:  # this task has no such column (``load_tasks`` refuses a column no task has)
+        return pack
     if len(groups) > MAX_GROUPS:
         raise ValueError(f"--task_args group_by={column}: {len(groups)} distinct values (over {MAX_GROUPS}); "
                          "give a categorical column")
@@ -178,6 +178,10 @@ def load_tasks(text: str | list[str], limit: float | None = None, options: dict[
                seed: int = 0, max_prompt_length: int | None = None, tokenizer: Any = None) -> list[EvalTask]:
     tasks = [load_task(name, path, limit, options, seed, max_prompt_length, tokenizer)
              for name, path in parse_task_specs(text)]
+    column = (options or {}).get("group_by")
+    if column is not None and not any(f"/{column}=" in m for t in tasks for m in t.pack.metrics):
+        raise ValueError(f"--task_args group_by={column}: no doc of {', '.join(t.name for t in tasks)} has a "
+                         f"{column!r} column")
     names = [t.file_name for t in tasks]
     for n in names:
         if names.count(n) > 1:
