@@ -68,14 +68,12 @@ class Reader:
         mismatch = media.check_counts(parts)
         if mismatch:
             out.append(f"{self.where(index, row)}: placeholders do not match the media: {mismatch}")
-        for role, values, convert in (("images", parts.images, media.image_source),
-                                      ("videos", parts.videos, media.video_source)):
+        for role, values in (("images", parts.images), ("videos", parts.videos)):
             for k, value in enumerate(values):
-                try:
-                    convert(value, self.source.base)
-                except ValueError as err:
+                wrong = media.form_problem(value, role[:-1])
+                if wrong:
                     field = self.cols.get(role, self.cols.get("media", role))
-                    out.append(f"{self.where(index, row)}: field {field!r}[{k}]: {err}")
+                    out.append(f"{self.where(index, row)}: field {field!r}[{k}]: {wrong}")
         return out
 
     def sample(self, row: dict[str, Any], index: int, turn: int | None = None) -> Sample:

@@ -64,6 +64,28 @@ def image_source(value: Any, base: Path | None) -> Any:
     raise ValueError(f"an image given as a {type(value).__name__} (expected a path, bytes or a dict)")
 
 
+def form_problem(value: Any, kind: str) -> str | None:
+    """What is wrong with how one image / video is stored (None: a form ``image_source`` / ``video_source``
+    take), checked without building paths (every row is checked before training)."""
+    if kind == "video":
+        path = value.get("path") if isinstance(value, dict) else value
+        return None if isinstance(path, str) and path else f"a video given as a {type(value).__name__} (expected a path)"
+    if isinstance(value, str):
+        if _DATA_URL.match(value):
+            try:
+                image_source(value, None)
+            except ValueError as err:
+                return str(err)
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        return None
+    try:
+        image_source(value, None)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
 def video_source(value: Any, base: Path | None) -> VideoRef:
     path = value.get("path") if isinstance(value, dict) else value
     if not isinstance(path, str) or not path:
