@@ -1,6 +1,7 @@
 """`mmreason data PACK ...`: a task pack's data tools (synthetic generators, converters).
 
-A pack offers them in ``tasks/<pack>/cli.py`` with ``add_arguments(parser)`` and ``run(args)``.
+A pack offers them in ``tasks/<pack>/cli.py`` with ``add_arguments(parser)`` and ``run(args)``; a module that sets
+``DATA_COMMAND`` is reached under that name instead of the pack's (the generic pack's ``mmreason data inspect``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ def _pack_clis() -> dict[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="pack", required=True, metavar="PACK")
-    for name, module in sorted(_pack_clis().items()):
+    for pack, module in sorted(_pack_clis().items()):
         mod = importlib.import_module(module)
+        name = getattr(mod, "DATA_COMMAND", pack)
         p = sub.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0] if mod.__doc__ else None)
         p.set_defaults(_data_module=module)
         mod.add_arguments(p)

@@ -7,8 +7,10 @@ A task pack defines its eval split, prompt and metrics once; training and the ha
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -107,10 +109,11 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
     import inspect
 
     pack = TASKS.get(pack_name)
-    if path is not None and not Path(path).exists():
+    if path is not None and not Path(path).exists() and not any(c in path for c in "*?["):  # a glob: the loader's
         raise FileNotFoundError(f"--tasks {pack_name}:{path}: data file {path!r} does not exist")
     options = dict(options or {})
     accepts = inspect.signature(pack.load).parameters
+    group_by = options.pop("group_by", None) if "group_by" not in accepts else None
     if max_prompt_length is not None and "max_prompt_length" in accepts:
         options.setdefault("max_prompt_length", max_prompt_length)
     if tokenizer is not None and "tokenizer" in accepts:
@@ -129,13 +132,56 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
     extractor = (extract, _qualname(extract)) if extract is not None else default_extractor()
     skipped = dict(getattr(samples, "skipped", None) or {})  # a loader may say which rows it left out
     kept = [pack.prepare(s, split=EVAL_SPLIT, seed=seed, step=0) for s in samples[: resolve_limit(limit, len(samples))]]
+    if group_by is not None:
+        pack = grouped_pack(pack, kept, str(group_by))
     return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped)
+
+
+MAX_GROUPS = 100  # a group_by column with more values is not categorical
+
+
+def grouped_pack(pack: TaskPack, samples: list[Sample], column: str) -> TaskPack:
+    """``pack`` with every metric also broken down by the samples' ``column`` (``--task_args group_by=COLUMN``):
+    ``METRIC/COLUMN=VALUE``, the metric on that group's docs only (NaN elsewhere, so its mean is the group's)."""
+    values = [group_value(s, column) for s in samples]
+    groups = sorted({v for v in values if v is not None})
+    if not groups:  # this task has no such column (``load_tasks`` refuses a column no task has)
+        return pack
+    if len(groups) > MAX_GROUPS:
+        raise ValueError(f"--task_args group_by={column}: {len(groups)} distinct values (over {MAX_GROUPS}); "
+                         "give a categorical column")
+    metrics = dict(pack.metrics)
+    for name, fn in pack.metrics.items():
+        for group in groups:
+            metrics[f"{name}/{column}={group}"] = _in_group(fn, column, group)
+    higher = {**pack.higher_is_better, **{f"{m}/{column}={g}": pack.metric_higher_is_better(m)
+                                          for m in pack.metrics for g in groups}}
+    return dataclasses.replace(pack, metrics=metrics, higher_is_better=higher)
+
+
+def group_value(sample: Sample, column: str) -> str | None:
+    value = sample.meta.get(column)
+    return None if value is None or isinstance(value, (dict, list)) else str(value)
+
+
+def _in_group(fn: Callable[[Sample, str], float], column: str, group: str) -> Callable[[Sample, str], float]:
+    def metric(sample: Sample, completion: str) -> float:
+        return fn(sample, completion) if group_value(sample, column) == group else math.nan
+
+    metric.__doc__ = f"{first_doc_line(fn)} (docs whose {column} is {group!r})"
+    metric.__qualname__ = f"{getattr(fn, '__qualname__', 'metric')}[{column}={group}]"
+    metric.__module__ = getattr(fn, "__module__", "?")
+    return metric
 
 
 def load_tasks(text: str | list[str], limit: float | None = None, options: dict[str, Any] | None = None,
                seed: int = 0, max_prompt_length: int | None = None, tokenizer: Any = None) -> list[EvalTask]:
     tasks = [load_task(name, path, limit, options, seed, max_prompt_length, tokenizer)
              for name, path in parse_task_specs(text)]
+    column = (options or {}).get("group_by")
+    if column is not None and not any(f"/{column}=" in m for t in tasks for m in t.pack.metrics):
+        raise ValueError(f"--task_args group_by={column}: no doc of {', '.join(t.name for t in tasks)} has a "
+                         f"{column!r} column")
     names = [t.file_name for t in tasks]
     for n in names:
         if names.count(n) > 1:

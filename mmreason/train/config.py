@@ -24,6 +24,9 @@ class DataConfig:
     train_path: str | None = None  # JSONL/parquet in the pack's data shape; None = the pack's own data
     eval_path: str | None = None
     task_args: dict[str, Any] = field(default_factory=dict)  # passed to the pack's loader
+    streaming: bool = False  # read train_path as a stream (rows in a seeded shuffle buffer; a loader that takes
+    # ``streaming``); the position is saved in checkpoints (mmreason/sampling/stream.py)
+    shuffle_buffer: int = 1000  # streaming: rows in the shuffle buffer
     min_pixels: int | None = None  # per image; None = the processor's own limits
     max_pixels: int | None = None
     video_fps: float = 2.0
@@ -38,7 +41,7 @@ class DataConfig:
     RANGES: ClassVar[dict[str, str]] = {
         "min_pixels": "[1, inf)", "max_pixels": "[1, inf)", "video_fps": "(0, inf)", "video_max_frames": "[1, inf)",
         "video_min_pixels": "[1, inf)", "video_max_pixels": "[1, inf)", "video_total_pixels": "[1, inf)",
-        "max_prompt_length": "[1, inf)",
+        "max_prompt_length": "[1, inf)", "shuffle_buffer": "[1, inf)",
     }
 
     def validate(self) -> None:

@@ -53,7 +53,12 @@ def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | No
     Past ``max_bad_samples`` broken samples the run stops on every process at the step's agreement point
     (``agree.settle``; the loop saves a checkpoint first).
     """
-    sample = run.pack.prepare(run.dataset[index], split=split, seed=run.cfg.seed, step=run.step)
+    try:
+        row = run.dataset[index]  # a lazily read row (a streamed one) the loader may refuse only now
+    except ValueError as exc:
+        bad_sample(run, f"row {index}", exc)
+        return None
+    sample = run.pack.prepare(row, split=split, seed=run.cfg.seed, step=run.step)
     return prompt_of(run, sample)
 
 

@@ -6,6 +6,7 @@ call small phase functions on it.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-from mmreason.config import dump_yaml
+from mmreason.config import ConfigError, dump_yaml
 from mmreason.models.loading import (
     ModelConfig,
     backend_note,
@@ -25,6 +26,7 @@ from mmreason.models.loading import (
 )
 from mmreason.parallel.sharding import is_sharded, needs_own_sharding, shard_model, wrap_classes
 from mmreason.sampling import SAMPLERS
+from mmreason.sampling.stream import StreamSampler
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import TrainConfig
 from mmreason.train.logging import RunLogger
@@ -120,7 +122,12 @@ def _tracker_available(name: str) -> bool:
 def load_task_data(cfg: TrainConfig, split: str = "train") -> tuple[TaskPack, list[Sample]]:
     pack = TASKS.get(cfg.data.task)
     path = cfg.data.train_path if split == "train" else cfg.data.eval_path
-    samples = pack.load(path, split, **cfg.data.task_args)
+    options = dict(cfg.data.task_args)
+    if cfg.data.streaming and split == "train":
+        if "streaming" not in inspect.signature(pack.load).parameters:
+            raise ConfigError(f"data.streaming: task {cfg.data.task!r} has no streaming loader")
+        options.update(streaming=True, buffer_size=cfg.data.shuffle_buffer)
+    samples = pack.load(path, split, **options)
     if not samples:
         raise ValueError(f"task {cfg.data.task!r}: the {split} split is empty ({path or 'built-in data'})")
     return pack, samples
@@ -191,10 +198,20 @@ def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards:
         optimizer, scheduler = accelerator.prepare(optimizer, scheduler)
     else:
         model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    sampler = SAMPLERS.get(cfg.sampler.name)(len(dataset), seed=cfg.seed, **cfg.sampler.options)
+    sampler = make_sampler(cfg, dataset)
     rewards = build_rewards(cfg, pack, config_dir) if with_rewards else None
     return Run(cfg, accelerator, model, processor, optimizer, scheduler, pack, dataset, sampler,
                ref_model=ref_model, rewards=rewards, augmenter=build_augmenter(cfg))
+
+
+def make_sampler(cfg: TrainConfig, dataset):
+    """The config's prompt sampler; a streamed dataset (``data.streaming``) is read in stream order."""
+    if not cfg.data.streaming:
+        return SAMPLERS.get(cfg.sampler.name)(len(dataset), seed=cfg.seed, **cfg.sampler.options)
+    if cfg.sampler.name != "uniform" or cfg.sampler.options:
+        raise ConfigError(f"sampler.name={cfg.sampler.name!r}: a streamed dataset is read in stream order "
+                          "(data.streaming); leave the sampler at uniform")
+    return StreamSampler(dataset, seed=cfg.seed)
 
 
 def build_augmenter(cfg: TrainConfig):

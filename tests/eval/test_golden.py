@@ -18,6 +18,8 @@ from mmreason.rollout.prompts import build_prompt
 from mmreason.taskpack import TASKS
 
 GOLDEN = Path(__file__).with_name("golden")
+# packs with no data of their own: their golden docs (generic: two EasyR1 rows, scikit-image photographs inline)
+DATA = {"generic": GOLDEN / "generic.jsonl"}
 
 
 def snapshot(task: EvalTask, processor) -> str:
@@ -42,7 +44,8 @@ def _check(name: str, text: str, update: bool = os.environ.get("MMREASON_UPDATE_
 
 @pytest.mark.parametrize("name", TASKS.names())
 def test_golden_prompt(name, tiny, shapes_cache):
-    _check(name, snapshot(load_task(name, None, limit=2), tiny[1]))
+    path = str(DATA[name]) if name in DATA else None
+    _check(name, snapshot(load_task(name, path, limit=2), tiny[1]))
 
 
 def test_a_changed_prompt_is_caught(tiny, shapes_cache):

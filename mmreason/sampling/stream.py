@@ -1,0 +1,37 @@
+"""The sampler of a streamed dataset (``data.streaming: true``): rows in stream order, the position kept.
+
+A streaming loader returns a dataset with ``start(seed=, position=)`` whose item k is the k-th row of its seeded,
+buffer-shuffled stream (epoch k // len). This sampler draws k = position, position + 1, ...; its state is the
+position, saved in every checkpoint, so ``resume=auto`` reopens the stream at the next row not yet drawn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StreamSampler:
+    def __init__(self, dataset: Any, seed: int = 0):
+        if not hasattr(dataset, "start"):
+            raise ValueError("data.streaming: the task's loader returned a dataset that cannot stream (no start())")
+        if len(dataset) <= 0:
+            raise ValueError("the training stream is empty: no prompt to sample")
+        self.dataset, self.seed, self.position = dataset, seed, 0
+        dataset.start(seed=seed, position=0)
+
+    def next_indices(self, n: int) -> list[int]:
+        out = list(range(self.position, self.position + n))
+        self.position += n
+        return out
+
+    def observe(self, indices, rewards, group_ids) -> None:
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"position": self.position, "seed": self.seed, "size": len(self.dataset), "stream": True}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state.get("stream"):
+            raise ValueError("the checkpoint's sampler is not a stream's (it was saved with data.streaming off)")
+        self.position = int(state["position"])
+        self.dataset.start(seed=self.seed, position=self.position)
