@@ -386,3 +386,19 @@ def test_the_key_is_never_saved_with_a_config():
     assert "s3cret-key" not in dump_yaml(cfg) and to_dict(cfg)["rollout"]["vllm_server_api_key"] is None
     args = parse_model_args("backend=vllm,vllm_mode=server,vllm_server_api_key=s3cret-key")
     assert args.vllm_server_api_key == "s3cret-key" and to_dict(args)["vllm_server_api_key"] is None
+
+
+def test_a_bind_beyond_loopback_needs_an_explicit_key(monkeypatch):
+    """``--host 0.0.0.0`` without ``--api_key`` (or the environment variable) stops before the engine loads:
+    a token file only serves clients on this machine."""
+    import argparse
+
+    from mmreason.rollout.backends import vllm_server
+
+    parser = argparse.ArgumentParser()
+    vllm_server.add_arguments(parser)
+    monkeypatch.delenv(auth.ENV, raising=False)
+    with pytest.raises(SystemExit, match="--host 0.0.0.0 is reachable from other machines"):
+        vllm_server.run(parser.parse_args(["no-such-model", "--host", "0.0.0.0"]))
+    with pytest.raises(SystemExit, match="--max_n must be > 0"):
+        vllm_server.run(parser.parse_args(["no-such-model", "--max_n", "0"]))

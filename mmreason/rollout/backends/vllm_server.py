@@ -26,6 +26,7 @@ that died (``EngineDied``: decided by the exception's type and the engine's stat
 from __future__ import annotations
 
 import io
+import ipaddress
 import json
 import os
 import shutil
@@ -115,7 +116,11 @@ def run(args) -> int:
     from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
 
     key = args.api_key or os.environ.get(auth.ENV)
+    if not key and not _loopback(args.host):
+        raise SystemExit(f"vllm-serve: --host {args.host} is reachable from other machines: give it --api_key "
+                         f"(or ${auth.ENV}); the token file is for clients on this machine")
     token = None if key else auth.token_file(args.port)
+    limits_of(args, args.max_model_len or 1)  # the flags' errors before the engine loads
     settings = VLLMSettings(mode="server", gpu_memory_utilization=args.gpu_memory_utilization,
                             max_model_length=args.max_model_len, tensor_parallel_size=args.tensor_parallel_size,
                             kv_cache_gib=args.kv_cache_gib, seed=args.seed,
@@ -138,6 +143,18 @@ def run(args) -> int:
         server.server_close()
         backend.close()
     return 0
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name) is this machine's loopback only."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
 
 
 def _interrupt(signum, frame) -> None:
