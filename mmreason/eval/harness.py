@@ -138,7 +138,7 @@ def vllm_server_for_eval(cfg: EvalConfig, model, processor):
     adapter merged in) is pushed to the server first, since a server may hold any weights of the same model.
     Before any doc: an error naming host:port when nobody answers, when the server's context is shorter than
     ``max_prompt_length + max_new_tokens`` or its pixel limits differ from ``min_pixels``/``max_pixels``."""
-    from mmreason.rollout.backends.vllm_client import VLLMClient, check_server
+    from mmreason.rollout.backends.vllm_client import VLLMClient, check_calls, check_server
     from mmreason.rollout.backends.vllm_engine import processor_kwargs
 
     args = cfg.model_args
@@ -150,6 +150,8 @@ def vllm_server_for_eval(cfg: EvalConfig, model, processor):
         check_server(client.info, host, port, args.max_prompt_length + cfg.gen_kwargs.max_new_tokens,
                      processor_kwargs(args.min_pixels, args.max_pixels), what="model_args.max_prompt_length + "
                      "gen_kwargs.max_new_tokens; lower max_prompt_length: longer prompts are failed docs")
+        check_calls(client.info, host, port, prompts=cfg.batch_size, n=1, max_new_tokens=cfg.gen_kwargs.max_new_tokens,
+                    names=("--batch_size", "rows per doc", "gen_kwargs.max_new_tokens"))
         client.sync_weights(model)
     except BaseException:
         client.close()

@@ -61,7 +61,7 @@ def serve(tmp_path):
         folder.mkdir()
         server = EngineServer(("127.0.0.1", 0), engine or StandIn(), api_key=key, max_model_len=512,
                               weights_dir=folder, limits=ServerLimits(wire=wire, **limits), token_file=token_file)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(server)
         return server, server.server_port
 
@@ -402,3 +402,29 @@ def test_a_bind_beyond_loopback_needs_an_explicit_key(monkeypatch):
         vllm_server.run(parser.parse_args(["no-such-model", "--host", "0.0.0.0"]))
     with pytest.raises(SystemExit, match="--max_n must be > 0"):
         vllm_server.run(parser.parse_args(["no-such-model", "--max_n", "0"]))
+
+
+def test_a_run_whose_calls_the_server_would_refuse_stops_before_any_step(serve, tmp_path, capsys, monkeypatch):
+    """The server's call limits are in /health: a run asking more (G = 8 against --max_n 4) is one line naming
+    the setting and the flag before any step; one with the wrong key is one line too (401 is never a step)."""
+    from pathlib import Path
+
+    from mmreason.cli import main
+
+    _, port = serve(max_n=4)
+    root = Path(__file__).resolve().parents[2]
+    args = ["train", str(root / "configs" / "quickstart.yaml"), f"output_dir={tmp_path / 'run'}",
+            "rollout.backend=vllm", "rollout.vllm_mode=server", f"rollout.vllm_server_port={port}",
+            "rollout.vllm_server_timeout=5", "data.max_prompt_length=400"]
+
+    def said():  # the run's lines (the in-process server logs its requests to stderr too)
+        return [x for x in capsys.readouterr().err.splitlines() if not x.startswith("vllm-serve:")]
+
+    monkeypatch.setenv(auth.ENV, KEY)
+    assert main(args) == 2
+    (err,) = said()
+    assert "rollout.num_generations = 8 is over its --max_n 4" in err
+    assert main([*args, "rollout.vllm_server_api_key=another-key"]) == 2
+    (err,) = said()
+    assert "could not prove it holds this run's key" in err and KEY not in err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

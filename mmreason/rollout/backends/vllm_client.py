@@ -108,6 +108,20 @@ def check_server(info: dict, host: str, port: int, need_context: int, processor_
                              f"run's {processor_kwargs or {}} (start it with the run's --min_pixels/--max_pixels)")
 
 
+def check_calls(info: dict, host: str, port: int, *, prompts: int, n: int, max_new_tokens: int,
+                names: tuple[str, str, str]) -> None:
+    """Errors before any step: calls of ``prompts`` prompts x ``n`` rows of up to ``max_new_tokens`` that the
+    server's limits (``--max_requests``, ``--max_n``, ``--max_rows``, ``--max_new_tokens``) would refuse;
+    ``names``: the run's settings for the three numbers."""
+    limits = info.get("limits") or {}
+    for flag, value, name in (("max_requests", prompts, names[0]), ("max_n", n, names[1]),
+                              ("max_rows", prompts * n, f"{names[0]} x {names[1]}"),
+                              ("max_new_tokens", max_new_tokens, names[2])):
+        if isinstance(limits.get(flag), int) and value > limits[flag]:
+            raise ServerMismatch(f"vLLM server at {host}:{port}: {name} = {value} is over its --{flag} "
+                                 f"{limits[flag]}; restart it with a larger --{flag}")
+
+
 class VLLMClient(EngineSampler):
     """Samples through a ``mmreason vllm-serve`` server; the same interface as the colocated ``VLLMBackend``."""
 
