@@ -327,7 +327,18 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: list[st
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
+    """The config as plain data, every ``*api_key`` field blanked (a secret is never saved, logged or sent to
+    a tracker: config.yaml, checkpoints and the printed config all come from here)."""
+    return _blank_secrets(dataclasses.asdict(cfg))
+
+
+def _blank_secrets(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: None if isinstance(k, str) and k.endswith("api_key") else _blank_secrets(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_blank_secrets(v) for v in value]
+    return value
 
 
 def dump_yaml(cfg: Any, path: str | Path | None = None) -> str:

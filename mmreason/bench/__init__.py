@@ -14,6 +14,8 @@ BENCHES = {
     "grpo-vs-trl": ("mmreason.bench.grpo_vs_trl", "GRPO step time against TRL's GRPOTrainer, same work (needs trl)"),
     "update-throughput": ("mmreason.bench.update_throughput",
                           "policy-update tokens/s and MFU of a random-init model (3b shape on a GPU)"),
+    "server-body": ("mmreason.bench.server_body",
+                    "a hostile vllm-serve body: parsed whole against refused by the shape count"),
 }
 
 

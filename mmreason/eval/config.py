@@ -36,6 +36,7 @@ class ModelArgs:
     vllm_mode: str = "colocate"  # backend=vllm: colocate (an engine of its own) | server (a `mmreason vllm-serve`)
     vllm_server_host: str = "127.0.0.1"
     vllm_server_port: int = 8000
+    vllm_server_api_key: str | None = None  # the server's key (else $MMREASON_VLLM_API_KEY, else its token file); never saved
     vllm_server_timeout: float = 240.0  # seconds to wait for the server to answer before the first doc
     vllm_generate_timeout: float = 600.0  # seconds one generate call may take; past it the engine counts as dead
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mmreason.config import to_dict
 from mmreason.eval.config import EvalConfig
 from mmreason.eval.model import ResolvedModel, default_device, load_for_eval, resolve_model
 from mmreason.eval.output import RunFiles, config_hash, elapsed_since, package_versions
@@ -50,7 +51,7 @@ def run_config(cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], 
     video = getattr(processor, "video_processor", None)
     return {
         "model": resolved.describe(),
-        "model_args": asdict(cfg.model_args),
+        "model_args": to_dict(cfg.model_args),  # its vllm_server_api_key blanked: a secret is never saved
         "dtype": str(resolve_dtype(cfg.model_args.dtype)).removeprefix("torch."),
         "attn_implementation": resolve_attn_implementation(cfg.model_args.attn_implementation,
                                                            resolve_dtype(cfg.model_args.dtype)),
@@ -137,17 +138,20 @@ def vllm_server_for_eval(cfg: EvalConfig, model, processor):
     adapter merged in) is pushed to the server first, since a server may hold any weights of the same model.
     Before any doc: an error naming host:port when nobody answers, when the server's context is shorter than
     ``max_prompt_length + max_new_tokens`` or its pixel limits differ from ``min_pixels``/``max_pixels``."""
-    from mmreason.rollout.backends.vllm_client import VLLMClient, check_server
+    from mmreason.rollout.backends.vllm_client import VLLMClient, check_calls, check_server
     from mmreason.rollout.backends.vllm_engine import processor_kwargs
 
     args = cfg.model_args
     host, port = args.vllm_server_host, args.vllm_server_port
-    client = VLLMClient(host, port, processor.tokenizer, server_timeout=args.vllm_server_timeout,
+    client = VLLMClient(host, port, processor.tokenizer, api_key=args.vllm_server_api_key,
+                        server_timeout=args.vllm_server_timeout,
                         generate_timeout=args.vllm_generate_timeout)
     try:
         check_server(client.info, host, port, args.max_prompt_length + cfg.gen_kwargs.max_new_tokens,
                      processor_kwargs(args.min_pixels, args.max_pixels), what="model_args.max_prompt_length + "
                      "gen_kwargs.max_new_tokens; lower max_prompt_length: longer prompts are failed docs")
+        check_calls(client.info, host, port, prompts=cfg.batch_size, n=1, max_new_tokens=cfg.gen_kwargs.max_new_tokens,
+                    names=("--batch_size", "rows per doc", "gen_kwargs.max_new_tokens"))
         client.sync_weights(model)
     except BaseException:
         client.close()

@@ -143,8 +143,9 @@ def truncated(rows: Rows, c: hc.Truncated) -> str | None:
 
 
 def logprob_mismatch(rows: Rows, c: hc.LogprobMismatch) -> str | None:
-    """``rollout/logprob_mismatch`` (mean |sampler - trainer| log-prob) > ``max_mean_abs``, ``steps`` in a row."""
-    values = _last(rows, "rollout/logprob_mismatch", c.steps)
+    """``mismatch/logprob_abs_diff_mean`` (mean |sampler - trainer| log-prob on the sampled tokens, logged by the
+    trainer when the rollout backend returns log-probs: vLLM) > ``max_mean_abs``, ``steps`` in a row."""
+    values = _last(rows, "mismatch/logprob_abs_diff_mean", c.steps)
     if values is not None and all(v > c.max_mean_abs for v in values):
         return f"sampler and trainer log-probs differ by {values[-1]:.3f} on average, {c.steps} steps in a row"
     return None
@@ -158,6 +159,21 @@ ALARMS: dict[str, Callable[[Rows, Any], str | None]] = {
     "no_signal": no_signal,
     "truncated": truncated,
     "logprob_mismatch": logprob_mismatch,
+}
+
+
+# The metric keys each alarm reads (besides STEP_KEYS, which tell a step's row from the eval-only row).
+# tests/health/test_alarm_inputs.py checks that every alarm reads only these and that the trainer writes
+# each of them, so an alarm cannot wait on a key nothing logs.
+STEP_KEYS = ("reward/mean", "loss")
+INPUTS: dict[str, tuple[str, ...]] = {
+    "reward_hacking": ("reward/mean",),  # and every rewards/<name>/mean, eval/<task>/<metric> logged
+    "answer_collapse": ("answers/top_share", "answers/gold_top_share", "answers/golds", "answers/top"),
+    "entropy_collapse": ("entropy",),
+    "kl_blowup": ("kl",),
+    "no_signal": ("frac_reward_zero_std",),
+    "truncated": ("completion/clipped_ratio", "episodes/cut_share"),
+    "logprob_mismatch": ("mismatch/logprob_abs_diff_mean",),
 }
 
 

@@ -95,8 +95,8 @@ class Truncated:
 
 @dataclass
 class LogprobMismatch:
-    """Sampler and trainer log-probs of the same tokens disagree (``rollout/logprob_mismatch``: mean |diff|,
-    logged by a generation backend that reports its log-probs)."""
+    """Sampler and trainer log-probs of the same tokens disagree (``mismatch/logprob_abs_diff_mean``: mean
+    |diff|, logged when the rollout backend reports its log-probs, i.e. vLLM)."""
 
     enabled: bool = True
     max_mean_abs: float = 0.1

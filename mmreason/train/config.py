@@ -70,6 +70,7 @@ class RolloutConfig:
     vllm_tensor_parallel_size: int = 1
     vllm_server_host: str = "127.0.0.1"
     vllm_server_port: int = 8000
+    vllm_server_api_key: str | None = None  # the server's key (else $MMREASON_VLLM_API_KEY, else its token file); never saved
     vllm_server_timeout: float = 240.0  # server mode: seconds to wait for `mmreason vllm-serve` to answer at the start
     vllm_weight_sync_timeout: float = 600.0  # seconds a weight push may take; past it the engine counts as dead
     vllm_generate_timeout: float = 600.0  # seconds one generate call may take (either mode); past it: dead engine

@@ -29,10 +29,13 @@ def check_backend_config(cfg: TrainConfig) -> None:
                 "max_observation_tokens)")
         raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < {what} = {need}")
     if r.vllm_mode == "server":  # the server's engine is checked where it runs; here only that it answers and fits
-        from mmreason.rollout.backends.vllm_client import check_server, server_info
+        from mmreason.rollout.backends.vllm_client import check_calls, check_server, server_info
 
-        info = server_info(r.vllm_server_host, r.vllm_server_port, r.vllm_server_timeout)
+        info = server_info(r.vllm_server_host, r.vllm_server_port, r.vllm_server_timeout, r.vllm_server_api_key)
         check_server(info, r.vllm_server_host, r.vllm_server_port, need, _processor_kwargs(cfg))
+        check_calls(info, r.vllm_server_host, r.vllm_server_port, prompts=cfg.prompts_per_step, n=r.num_generations,
+                    max_new_tokens=r.max_completion_length,
+                    names=("prompts_per_step", "rollout.num_generations", "rollout.max_completion_length"))
         return
     import_vllm()  # one line naming the extra when it is missing
     check_head_size(cfg.model.name_or_path)
@@ -66,7 +69,7 @@ def make_backend(run):
 
         check_server_sharding(run)
         return VLLMClient(r.vllm_server_host, r.vllm_server_port, run.processor.tokenizer,
-                          server_timeout=r.vllm_server_timeout, weight_sync_timeout=r.vllm_weight_sync_timeout,
+                          api_key=r.vllm_server_api_key, server_timeout=r.vllm_server_timeout, weight_sync_timeout=r.vllm_weight_sync_timeout,
                           generate_timeout=r.vllm_generate_timeout)
     from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
 

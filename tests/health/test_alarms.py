@@ -100,8 +100,8 @@ def test_no_signal_truncated_mismatch():
     assert alarms.truncated(steps(5, completion__clipped_ratio=lambda s: 0.98), hc.Truncated())
     assert "episodes" in alarms.truncated(steps(5, episodes__cut_share=lambda s: 0.6), hc.Truncated())
     assert alarms.truncated(steps(5, completion__clipped_ratio=lambda s: 0.14), hc.Truncated()) is None
-    assert alarms.logprob_mismatch(steps(3, rollout__logprob_mismatch=lambda s: 0.5), hc.LogprobMismatch())
-    assert alarms.logprob_mismatch(steps(3, rollout__logprob_mismatch=lambda s: 0.01), hc.LogprobMismatch()) is None
+    assert alarms.logprob_mismatch(steps(3, mismatch__logprob_abs_diff_mean=lambda s: 0.5), hc.LogprobMismatch())
+    assert alarms.logprob_mismatch(steps(3, mismatch__logprob_abs_diff_mean=lambda s: 0.01), hc.LogprobMismatch()) is None
 
 
 def test_monitor_says_once_per_onset_and_obeys_switches():

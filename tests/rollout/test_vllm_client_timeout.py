@@ -1,45 +1,36 @@
-"""Server mode's bounded generate call, without vLLM: a stand-in ``vllm-serve`` (the standard library's HTTP
-server in a thread) answers ``/health`` like the real one and never answers ``/generate``. The client gives up
-after ``generate_timeout`` seconds with ``EngineDied`` naming host:port and the setting, which the trainer
-turns into a stop with the last finished step (as for a server that died)."""
+"""Server mode's bounded generate call, without vLLM: the real ``vllm-serve`` HTTP layer (``EngineServer``) in
+a thread, its engine a stand-in whose generate never returns. The client gives up after ``generate_timeout``
+seconds with ``EngineDied`` naming host:port and the setting, which the trainer turns into a stop with the
+last finished step (as for a server that died)."""
 
 from __future__ import annotations
 
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.backends.vllm_server import EngineServer
 from mmreason.rollout.generate import GenerationSettings
 from mmreason.rollout.prompts import build_prompt
 from mmreason.types import Sample
 
 
 @pytest.fixture
-def hanging_server():
-    """(port, the number of /generate requests received) of a server whose /generate never answers."""
+def hanging_server(tmp_path, monkeypatch):
+    """(port, the number of generate calls the engine received) of a server whose engine never answers."""
     release, seen = threading.Event(), []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            data = json.dumps({"model": "m", "max_model_len": 4096, "processor_kwargs": {}, "dead": None}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    class Hanging:
+        model_dir = "m"
 
-        def do_POST(self):  # noqa: N802
-            self.rfile.read(int(self.headers["Content-Length"]))
-            seen.append(self.path)
+        def generate_requests(self, requests, n, settings, seeds):
+            seen.append("/generate")
             release.wait(60)  # hangs (until the test ends)
+            raise RuntimeError("released")
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    monkeypatch.setenv("MMREASON_VLLM_API_KEY", "k")
+    server = EngineServer(("127.0.0.1", 0), Hanging(), api_key="k", max_model_len=4096, weights_dir=tmp_path)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_port, seen
     release.set()

@@ -48,6 +48,9 @@ def server(tiny_model_dir, tmp_path_factory):
     if proc.poll() is None:
         proc.terminate()
         proc.wait(timeout=60)
+    from mmreason.rollout.backends.vllm_auth import token_file
+
+    token_file(port).unlink(missing_ok=True)  # the server removes it, unless it was killed
 
 
 @pytest.fixture(scope="module")

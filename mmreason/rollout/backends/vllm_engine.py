@@ -229,7 +229,7 @@ class VLLMBackend(EngineSampler):
             raise EngineDied(f"vLLM engine did not finish a generate call of {len(requests)} rows within {limit:g} s "
                              f"(rollout.vllm_generate_timeout); taken as dead ({RESTART})") from None
         except Exception as exc:  # the engine core process died or stopped answering
-            if _engine_dead(exc):
+            if _engine_dead(exc, self.llm):
                 raise EngineDied(f"vLLM engine died: {exc} ({RESTART})") from exc
             raise
 
@@ -259,7 +259,7 @@ class VLLMBackend(EngineSampler):
             raise EngineDied(f"vLLM engine did not finish a weight sync within {limit:g} s "
                              f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})") from None
         except Exception as exc:
-            if _engine_dead(exc):
+            if _engine_dead(exc, self.llm):
                 raise EngineDied(f"vLLM engine died during weight sync: {exc} ({RESTART})") from exc
             raise
 
@@ -380,6 +380,11 @@ def write_weights(model, out_dir: Path, state: dict[str, torch.Tensor] | None = 
     tmp.replace(out_dir / "model.safetensors")
 
 
-def _engine_dead(exc: BaseException) -> bool:
-    name = type(exc).__name__
-    return name in ("EngineDeadError", "EngineGenerateError") or "EngineCore" in str(exc) or "dead" in str(exc).lower()
+def _engine_dead(exc: BaseException, llm) -> bool:
+    """Whether ``exc`` means the engine is gone: vLLM's ``EngineDeadError`` (by type, wherever vLLM defines
+    it), or the engine core's own state says it died. Never the message's text: a ``ValueError`` that names a
+    "deadline" is the caller's error, answered as such, and the engine serves on."""
+    if any(c.__name__ == "EngineDeadError" and c.__module__.startswith("vllm") for c in type(exc).__mro__):
+        return True
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    return bool(getattr(getattr(core, "resources", None), "engine_dead", False))
