@@ -404,21 +404,30 @@ def _save(run: Run, step: int, state: dict[str, Any] | None = None):
 
     state = with_every_rank(run.accelerator, state if state is not None else _state(run))
     return save_checkpoint(run.accelerator, run.cfg.output_dir, step, run.model, run.optimizer, run.scheduler,
-                           state, processor=run.processor, keep=run.cfg.save_total_limit)
+                           state, processor=run.processor, keep=run.cfg.save_total_limit, run_id=run.run_id)
 
 
 def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
-    """The whole run; returns the Run (for tests and notebooks)."""
-    from mmreason.rewarding import RewardErrorLimitExceeded
-
+    """The whole run; returns the Run (for tests and notebooks). The run owns ``output_dir`` while it runs
+    (``mmreason.rundir``: locked, and refused when it holds anything but a run to resume)."""
     check_algorithm_options(cfg, config_dir)
     check_backend_config(cfg)
-    run = setup_run(cfg, config_dir=config_dir)
+    run = setup_run(cfg, config_dir=config_dir, own_output_dir=True)
+    try:
+        return _train(run, cfg)
+    finally:
+        run.release()
+
+
+def _train(run: Run, cfg: TrainConfig) -> Run:
+    from mmreason.rewarding import RewardErrorLimitExceeded
+
     check_estimator_needs(run)
     start, ckpt = 0, None
     resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler)
     if resumed is not None:
         ckpt, state = resumed
+        run.adopt(state)  # its run id: rotation goes on over the checkpoints of the run it continues
         run.sampler.load_state_dict(state["sampler"])
         run.counters.__dict__.update(state.get("counters", {}))
         run.prev_entropy = float(state.get("prev_entropy", 0.0))
