@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mmreason.jsonl import read_jsonl
+from mmreason.paths import read_jsonl
 from mmreason.rundir import DirLock, RunDirError
 
 
@@ -125,7 +125,7 @@ class RunFiles:
         return self.root / f"{self.stamp}_samples_{task_file_name}.jsonl"
 
     def read_journal(self, task_file_name: str) -> dict[str, dict[str, Any]]:
-        """doc_id -> stored record; a line cut short by a kill is dropped (``mmreason.jsonl``, with a warning)
+        """doc_id -> stored record; a line cut short by a kill is dropped (``mmreason.paths.read_jsonl``, with a warning)
         and the file repaired."""
         path = self.samples_path(task_file_name)
         if not path.exists():

@@ -25,7 +25,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from mmreason.jsonl import read_jsonl
+from mmreason.paths import read_jsonl
 
 
 def samples_file(path: str | Path) -> Path:
