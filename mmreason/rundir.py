@@ -176,8 +176,8 @@ def claim_output_dir(output_dir: str | Path, *, resume: str | None, overwrite: b
 
 
 def remove_earlier_run(out: Path) -> list[str]:
-    """What an earlier mmreason run wrote at the top of ``out``: its logs and config (``RUN_FILES``), its
-    checkpoints (``checkpoint-N`` whose trainer state is an mmreason one, and mmreason's ``.tmp`` / ``.old`` /
+    """What an earlier mmreason run wrote in ``out``: its logs and config (``RUN_FILES``), its in-training evals'
+    ``eval/step-*_samples_*.jsonl``, its checkpoints (``checkpoint-N`` whose trainer state is an mmreason one, and mmreason's ``.tmp`` / ``.old`` /
     ``.damaged`` leftovers); anything else (a user's files, another trainer's checkpoints) stays."""
     from mmreason.train.checkpoint_verify import is_mmreason_checkpoint
 
@@ -189,9 +189,14 @@ def remove_earlier_run(out: Path) -> list[str]:
             step, _, suffix = name.removeprefix("checkpoint-").partition(".")
             ours = step.isdigit() and (suffix in ("tmp", "old", "damaged") or (not suffix and
                                                                               is_mmreason_checkpoint(path)))
+        if name == "eval" and path.is_dir() and not path.is_symlink():  # the in-training evals' samples
+            for samples in path.glob("step-*_samples_*.jsonl"):
+                samples.unlink()
+                removed.append(f"eval/{samples.name}")
         if ours:
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
             removed.append(name)
     if removed:
-        log.warning("overwrite_output_dir: removed the earlier run's %s from %s", ", ".join(removed), out)
+        shown = ", ".join(removed[:6]) + (f" and {len(removed) - 6} more" if len(removed) > 6 else "")
+        log.warning("overwrite_output_dir: removed the earlier run's %s from %s", shown, out)
     return removed
