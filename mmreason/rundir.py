@@ -177,8 +177,9 @@ def claim_output_dir(output_dir: str | Path, *, resume: str | None, overwrite: b
 
 def remove_earlier_run(out: Path) -> list[str]:
     """What an earlier mmreason run wrote in ``out``: its logs and config (``RUN_FILES``), its in-training evals'
-    ``eval/step-*_samples_*.jsonl``, its checkpoints (``checkpoint-N`` whose trainer state is an mmreason one, and mmreason's ``.tmp`` / ``.old`` /
-    ``.damaged`` leftovers); anything else (a user's files, another trainer's checkpoints) stays."""
+    ``eval/step-*_samples_*.jsonl``, its checkpoints (``checkpoint-N`` whose trainer state is an mmreason one,
+    and mmreason's ``.tmp`` / ``.old`` / ``.damaged`` leftovers); anything else (a user's files, another
+    trainer's checkpoints) stays."""
     from mmreason.train.checkpoint_verify import is_mmreason_checkpoint
 
     removed = []

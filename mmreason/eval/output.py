@@ -125,8 +125,8 @@ class RunFiles:
         return self.root / f"{self.stamp}_samples_{task_file_name}.jsonl"
 
     def read_journal(self, task_file_name: str) -> dict[str, dict[str, Any]]:
-        """doc_id -> stored record; a line cut short by a kill is dropped (``mmreason.paths.read_jsonl``, with a warning)
-        and the file repaired."""
+        """doc_id -> stored record; a line cut short by a kill is dropped (``mmreason.paths.read_jsonl``, with a
+        warning) and the file repaired."""
         path = self.samples_path(task_file_name)
         if not path.exists():
             return {}

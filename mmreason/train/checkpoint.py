@@ -9,6 +9,7 @@ picks one) puts an aside checkpoint back, promotes a complete ``.tmp`` and remov
 verifies the newest and falls back to the previous one when it is damaged. Only the main
 process writes; every process restores its own RNG state. Everything is loaded with ``weights_only=True``.
 Every process learns whether the write succeeded (a failed write raises on all of them, none waits).
+The trainer state carries the writing run's id (``mmreason.rundir``); rotation deletes only that run's checkpoints.
 """
 
 from __future__ import annotations

@@ -1,14 +1,19 @@
 """Checkpoint integrity: checksums written last, and every part read and checked before any is applied.
 
 ``write_manifest`` records the size and SHA-256 of every file of a checkpoint in ``checksums.json``, the
-last file written. ``read_checkpoint`` reads a checkpoint whole — files against their checksums, the
-trainer state (a JSON object whose ``step`` is the integer in the folder's name), the RNG list (one state
+last file written. ``read_checkpoint`` (``checkpoint.py``) reads a checkpoint whole — files against their
+checksums, the trainer state (a JSON object whose ``step`` is the integer in the folder's name), the RNG list (one state
 per process that saved it, never empty), optimizer and scheduler states, weights (every value finite) and
 the optimizer state's shapes against the live parameters — and raises ``DamagedCheckpoint`` naming the
 checkpoint and the part at the first problem. Nothing is applied to the run until all of it has passed,
 so ``resume=auto`` can fall back to an older checkpoint cleanly (``checkpoint.resume``).
 
 A checkpoint written before checksums existed (no ``checksums.json``) gets every check but the checksums.
+
+The manifest stays inside its folder: an entry that is not a relative path inside it (absolute, ``..``) or is
+malformed (a size that is not a byte count, an entry that is not an object) is damage; nothing outside the
+folder is ever opened or sized. Only regular files are read (``check_tree``, ``read_regular``): a FIFO in a
+checkpoint would otherwise block resume forever.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The rows of ``metrics.jsonl`` (a line cut short by a kill dropped with a warning: ``mmreason.paths.read_jsonl``)."""
+    """The rows of ``metrics.jsonl`` (a line cut short by a kill dropped with a warning: ``paths.read_jsonl``)."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{str(path)!r} does not exist: is {str(run_dir)!r} a run directory?")
