@@ -13,7 +13,7 @@ from typing import Any
 
 from mmreason.paths import read_jsonl, seal_jsonl
 
-APPENDED = ("metrics.jsonl", "completions.jsonl", "events.log")  # the JSON Lines files a run appends to
+APPENDED = ("metrics.jsonl", "completions.jsonl", "events.log", "unseen_media.jsonl")  # JSON Lines a run appends to
 
 
 def _clean(value: Any) -> Any:

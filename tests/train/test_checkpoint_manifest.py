@@ -68,7 +68,6 @@ DAMAGES = {
                     "the size of 'optimizer.pt' is None"),
     "an entry 5": (lambda c: _edit_manifest(c, lambda f: f.update({"optimizer.pt": 5})),
                    "the entry of 'optimizer.pt' is not an object"),
-    "files: a list": (lambda c: (c / MANIFEST).write_text('{"files": [1, 2]}'), "checksums.json"),
     "FIFO trainer_state.json": (lambda c: _fifo(c, "trainer_state.json"), "trainer_state.json is not a regular file"),
     "FIFO checksums.json": (lambda c: _fifo(c, MANIFEST), "checksums.json is not a regular file"),
     "no checksums, RNG state that cannot be set": (_unsettable_rng, "RNG state that cannot be set"),
