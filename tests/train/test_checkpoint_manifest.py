@@ -100,3 +100,25 @@ def test_resume_auto_falls_back_past_a_bad_manifest_or_part(straight, tiny_model
     a = load_file(straight / "checkpoint-2" / "model" / "model.safetensors")
     b = load_file(out / "checkpoint-2" / "model" / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_damaged_checkpoint_leaves_the_live_run_untouched(straight, tiny_model_dir, tmp_path):
+    """Read whole and checked first: weights, optimizer and RNG are as they were when a part is bad."""
+    from mmreason.config import load_config
+    from mmreason.train.checkpoint import load_checkpoint
+    from mmreason.train.checkpoint_verify import DamagedCheckpoint
+    from mmreason.train.config import TrainConfig
+    from mmreason.train.setup import setup_run
+
+    ckpt = tmp_path / "checkpoint-2"
+    shutil.copytree(straight / "checkpoint-2", ckpt)
+    _unsettable_rng(ckpt)
+    cfg = load_config(TrainConfig, QUICKSTART, [f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path / 'o'}",
+                                                "num_threads=1"])
+    run = setup_run(cfg, with_rewards=False, verbose=False)
+    weights = {k: v.clone() for k, v in run.model.state_dict().items()}
+    rng = torch.get_rng_state()
+    with pytest.raises(DamagedCheckpoint, match="RNG state that cannot be set"):
+        load_checkpoint(ckpt, run.accelerator, run.model, run.optimizer, run.scheduler)
+    assert all(torch.equal(v, weights[k]) for k, v in run.model.state_dict().items())
+    assert not run.optimizer.state and torch.equal(torch.get_rng_state(), rng)
