@@ -192,15 +192,22 @@ def _gather_objects(accelerator, obj):
     return gather_object([obj])
 
 
-def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler) -> dict[str, Any]:
+def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, check_state=None) -> dict[str, Any]:
     """Restore weights, optimizer, scheduler and this process's RNG; returns the trainer state.
 
-    The whole checkpoint is read into memory and checked first (``read_checkpoint``); a ``DamagedCheckpoint``
-    leaves the run untouched. Only then is any of it applied."""
+    The whole checkpoint is read into memory and checked first (``read_checkpoint``; ``check_state(state)``, the
+    caller's trial of the parts it restores itself: sampler, augmenter); a ``DamagedCheckpoint`` leaves the run
+    untouched. Only then is any of it applied."""
     from mmreason.parallel.sharding import is_sharded, load_full_optimizer_state, load_full_state_dict
 
     unwrapped = accelerator.unwrap_model(model)
     loaded = read_checkpoint(path, unwrapped, optimizer, scheduler)
+    if check_state is not None:
+        try:
+            check_state(loaded[0])
+        except Exception as exc:  # noqa: BLE001 - a missing key, a wrong type: the state is not one this run takes
+            raise DamagedCheckpoint(f"{path}: {STATE_FILE} holds a state this run cannot restore "
+                                    f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from None
     state, rng, optimizer_state, scheduler_state, weights, adapter = loaded
     if adapter:
         from peft import set_peft_model_state_dict
@@ -289,7 +296,7 @@ def check_weights_fit(weights: dict[str, torch.Tensor], live: dict[str, torch.Te
 
 
 def resume(resume_from: str | None, output_dir: str | Path, accelerator, model, optimizer, scheduler,
-           log=print) -> tuple[Path, dict[str, Any]] | None:
+           log=print, check_state=None) -> tuple[Path, dict[str, Any]] | None:
     """Load the checkpoint ``resume_from`` names; (its path, the trainer state), or None to start afresh.
 
     ``auto``: the newest complete checkpoint of ``output_dir`` that reads whole. A damaged one is reported
@@ -299,12 +306,12 @@ def resume(resume_from: str | None, output_dir: str | Path, accelerator, model, 
     if path is None:
         return None
     if resume_from != "auto":
-        return path, load_checkpoint(path, accelerator, model, optimizer, scheduler)
+        return path, load_checkpoint(path, accelerator, model, optimizer, scheduler, check_state)
     damaged: list[Path] = []
     loaded = None
     for candidate in reversed(checkpoints(output_dir)):
         try:
-            loaded = candidate, load_checkpoint(candidate, accelerator, model, optimizer, scheduler)
+            loaded = candidate, load_checkpoint(candidate, accelerator, model, optimizer, scheduler, check_state)
             break
         except DamagedCheckpoint as exc:
             damaged.append(candidate)

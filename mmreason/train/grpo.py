@@ -424,7 +424,8 @@ def _train(run: Run, cfg: TrainConfig) -> Run:
 
     check_estimator_needs(run)
     start, ckpt = 0, None
-    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler)
+    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler,
+                     check_state=lambda state: check_loop_state(run, state))
     if resumed is not None:
         ckpt, state = resumed
         run.adopt(state)  # its run id: rotation goes on over the checkpoints of the run it continues
@@ -481,6 +482,22 @@ def _train(run: Run, cfg: TrainConfig) -> Run:
 
         print(f"curves: {plot_run(cfg.output_dir)}")
     return run
+
+
+def check_loop_state(run: Run, state: dict[str, Any]) -> None:
+    """The parts of a trainer state the loop restores itself (sampler, counters, entropy, every process's
+    augmentation state), tried on copies: resume finds a state it cannot take before any part is applied."""
+    from mmreason.train.augment import own_state
+
+    copy.deepcopy(run.sampler).load_state_dict(state["sampler"])
+    if not isinstance(state.get("counters", {}), dict):
+        raise ValueError("counters is not an object")
+    float(state.get("prev_entropy", 0.0))
+    if run.augmenter is not None:
+        for rank in range(run.accelerator.num_processes):  # all of them: every process decides alike
+            mine = own_state(state, rank)
+            if mine is not None:
+                copy.deepcopy(run.augmenter).load_state_dict(mine)
 
 
 def _stopped(run: Run, exc: BaseException, start: int, before: dict[str, Any], resumed_from) -> RunStopped:

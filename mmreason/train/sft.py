@@ -103,7 +103,8 @@ def _sft(run: Run, cfg: TrainConfig) -> Run:
     steps_per_epoch = -(-len(run.dataset) // (cfg.prompts_per_step * run.accelerator.num_processes))
     total = cfg.max_steps if cfg.max_steps > 0 else steps_per_epoch * cfg.sft_epochs
     start = 0
-    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler)
+    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler,
+                     check_state=lambda state: copy.deepcopy(run.sampler).load_state_dict(state["sampler"]))
     if resumed is not None:
         _, state = resumed
         run.adopt(state)

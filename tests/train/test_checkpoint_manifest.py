@@ -1,8 +1,8 @@
 """Checkpoint manifests stay inside their folder: an entry that leads out of it (``../../x``, ``/etc/passwd``) or
 is malformed (``"bytes": null``, an entry ``5``) marks the checkpoint damaged without reading the outside file;
 only regular files are opened (a FIFO as ``trainer_state.json`` or ``checksums.json`` never hangs resume); an
-older checkpoint without checksums whose RNG state cannot be set is found damaged before anything is applied.
-Each time ``resume=auto`` falls back to the previous checkpoint and ends with the weights of a run never
+older checkpoint without checksums whose RNG state cannot be set, or a sampler state the run cannot restore, is
+found damaged before anything is applied. Each time ``resume=auto`` falls back to the previous checkpoint and ends with the weights of a run never
 damaged (the fallback replays step 2 exactly)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 from mmreason.cli import main
-from mmreason.train.checkpoint_verify import MANIFEST
+from mmreason.train.checkpoint_verify import MANIFEST, write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
@@ -59,6 +59,13 @@ def _unsettable_rng(ckpt: Path) -> None:
     torch.save([{"torch": torch.get_rng_state(), "numpy": {"kind": "MT19937"}}], ckpt / "rng_state.pt")
 
 
+def _bad_sampler_state(ckpt: Path) -> None:
+    state = json.loads((ckpt / "trainer_state.json").read_text())
+    state["sampler"] = {"epoch": "first", "position": 0}
+    (ckpt / "trainer_state.json").write_text(json.dumps(state))
+    write_manifest(ckpt)  # checksums that match: only the trial restore can catch it
+
+
 DAMAGES = {
     "entry ../../x": (lambda c: _edit_manifest(c, _outside), "not a path inside the checkpoint"),
     "entry /etc/passwd": (lambda c: _edit_manifest(c, lambda f: f.update({"/etc/passwd": {"bytes": 1,
@@ -71,6 +78,7 @@ DAMAGES = {
     "FIFO trainer_state.json": (lambda c: _fifo(c, "trainer_state.json"), "trainer_state.json is not a regular file"),
     "FIFO checksums.json": (lambda c: _fifo(c, MANIFEST), "checksums.json is not a regular file"),
     "no checksums, RNG state that cannot be set": (_unsettable_rng, "RNG state that cannot be set"),
+    "a sampler state that cannot be restored": (_bad_sampler_state, "holds a state this run cannot restore"),
 }
 
 
