@@ -1,10 +1,24 @@
-"""Where mmreason caches generated data and rendered pages: ``$MMREASON_CACHE`` or ~/.cache/mmreason."""
+"""Where mmreason caches generated data and rendered pages: ``$MMREASON_CACHE`` or ~/.cache/mmreason; and the
+JSON Lines files it writes and reads back.
+
+Reading back the JSON Lines files a run appends to (``metrics.jsonl``, ``completions.jsonl``, ``events.log``, an
+eval's ``*_samples_*.jsonl`` journal): a process killed mid-write leaves its last line cut short, and that must
+never make the run unresumable or its report unreadable. ``read_jsonl`` drops a broken last line with one
+warning naming the file; a broken line anywhere else (not JSON, not an object, not UTF-8) is skipped and counted
+(``JsonLines.skipped``), with one warning naming the file, the count and the first line numbers. Lines are split
+on ``"\\n"`` only (JSON escapes it inside strings; ``str.splitlines`` would also cut at U+2028 or U+0085 inside a
+response). ``seal_jsonl`` readies such a file for appending again: a cut-short last line is cut off (or, when it
+is a whole record that only lacks its newline, ended), so the next row never lands glued to a broken one.
+(Input data rows are read by ``mmreason/rows.py``, which refuses a broken line instead.)
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
+from typing import Any
 
 
 def cache_dir(*parts: str) -> Path:
@@ -41,3 +55,84 @@ def checkpoints(output_dir: str | Path) -> list[Path]:
     found = [p for p in Path(output_dir).glob("checkpoint-*") if p.is_dir() and (p / STATE_FILE).exists()
              and p.name.split("-")[-1].isdigit()]
     return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
+log = logging.getLogger(__name__)  # mmreason.paths: the read-back warnings
+
+
+class JsonLines(list):
+    """The rows of a JSON Lines file (dicts, in file order), with what was left out."""
+
+    def __init__(self, rows=(), *, skipped: int = 0, cut_last: bool = False):
+        super().__init__(rows)
+        self.skipped = skipped  # broken lines before the last one
+        self.cut_last = cut_last  # the last line was broken (a write cut short) and dropped
+
+
+def _record(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_jsonl(path: str | Path) -> JsonLines:
+    """Every JSON object line of ``path``; a broken last line dropped, other broken lines counted and skipped,
+    each kind said once in a warning that names the file."""
+    path = Path(path)
+    lines = path.read_bytes().split(b"\n")
+    numbered = [(n, raw) for n, raw in enumerate(lines, 1) if raw.strip()]
+    rows, bad = [], []
+    for n, raw in numbered:
+        record = _record(raw)
+        if record is None:
+            bad.append(n)
+        else:
+            rows.append(record)
+    cut_last = bool(bad) and bad[-1] == numbered[-1][0]
+    if cut_last:
+        bad.pop()
+        log.warning("%s: the last line (%d) is cut short or not a JSON object (a write interrupted by a kill?); "
+                    "dropped", path, numbered[-1][0])
+    if bad:
+        shown = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
+        log.warning("%s: %d line%s not a JSON object (line %s); skipped", path, len(bad),
+                    " is" if len(bad) == 1 else "s are", shown)
+    return JsonLines(rows, skipped=len(bad), cut_last=cut_last)
+
+
+def seal_jsonl(path: str | Path) -> None:
+    """Before appending to ``path``: a last line without its newline is ended when it is a whole record, else cut
+    off (with a warning naming the file); a file that ends in a newline, or none, is left as it is."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    with path.open("rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        start = _last_line_start(f, size)
+        f.seek(start)
+        tail = f.read()
+        if _record(tail) is not None:
+            f.write(b"\n")
+            return
+        f.truncate(start)
+    log.warning("%s: the last line was cut short (a write interrupted by a kill?); removed before appending", path)
+
+
+def _last_line_start(f, size: int, block: int = 1 << 16) -> int:
+    """The offset just after the last ``"\\n"`` of the file (0 when it has none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - block)
+        f.seek(start)
+        found = f.read(end - start).rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        end = start
+    return 0

@@ -9,6 +9,7 @@ from a config (``task: my_pkg.my_pack:PACK``).
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import random
 from collections.abc import Callable
@@ -64,6 +65,23 @@ class TaskPack:
     def metric_higher_is_better(self, metric: str) -> bool:
         return self.higher_is_better.get(metric, True)
 
+    def load_split(self, path: str | None, split: str, options: dict[str, Any] | None = None, *,
+                   key: str = "data.task_args") -> list[Sample]:
+        """``load(path, split, **options)`` once every option is one the loader takes (``check_options``)."""
+        return self.load(path, split, **self.check_options(options or {}, key=key))
+
+    def check_options(self, options: dict[str, Any], *, key: str = "data.task_args") -> dict[str, Any]:
+        """``options`` for the loader, or a one-line ``ValueError`` naming ``key``, the option and the loader's
+        options: a key the loader does not take (``__init__``, a typo, ``path`` / ``split``) would otherwise be a
+        ``TypeError`` traceback from inside the call."""
+        takes = loader_options(self.load)
+        open_ended = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(self.load).parameters.values())
+        for name in options:
+            if not isinstance(name, str) or not (name in takes or (open_ended and name not in ("path", "split"))):
+                raise ValueError(f"{key}: {name!r} is not an option of the {self.name!r} task's loader "
+                                 f"({getattr(self.load, '__name__', 'load')}); it takes: {', '.join(takes) or 'none'}")
+        return dict(options)
+
     def prepare(self, sample: Sample, *, split: str, seed: int, step: int) -> Sample:
         """The sample as the model will see it on this draw (the pack's ``transform``, seeded)."""
         if self.transform is None:
@@ -79,6 +97,14 @@ class TaskPack:
     @property
     def __doc__(self) -> str:  # for Registry.describe
         return self.description
+
+
+def loader_options(load: Callable[..., Any]) -> list[str]:
+    """The options a pack loader takes by name: its parameters after ``path`` and ``split``."""
+    params = [p for p in inspect.signature(load).parameters.values()
+              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    positional = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD][:2]  # path, split
+    return [p.name for p in params if p not in positional]
 
 
 def _load_packs() -> None:

@@ -34,7 +34,7 @@ def score_baseline(pack_name: str, train: str | None, data: str | None, options:
         with_rule = ", ".join(n for n in TASKS.names() if TASKS.get(n).baseline is not None)
         raise ValueError(f"task pack {pack_name!r} has no baseline rule (packs with one: {with_rule})")
     options = dict(options or {})
-    train_samples = pack.load(train, "train", **options)
+    train_samples = pack.load_split(train, "train", options, key="--task-arg")
     if not train_samples:
         raise ValueError(f"baseline: the train split of {pack_name!r} is empty ({train or 'built-in data'})")
     rule = pack.baseline(train_samples)

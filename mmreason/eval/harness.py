@@ -160,10 +160,17 @@ def vllm_server_for_eval(cfg: EvalConfig, model, processor):
 
 
 def _evaluate_tasks(cfg: EvalConfig, console, progress, resolved, tasks, device, model, processor) -> EvalOutcome:
+    config = run_config(cfg, resolved, tasks, processor, device)
+    files = RunFiles.open(cfg.output_path, resolved.name, config, lock=True)  # one evaluation writes a run
+    try:
+        return _write_run(cfg, console, progress, resolved, tasks, model, processor, config, files)
+    finally:
+        files.close()
+
+
+def _write_run(cfg: EvalConfig, console, progress, resolved, tasks, model, processor, config, files) -> EvalOutcome:
     from tqdm.auto import tqdm
 
-    config = run_config(cfg, resolved, tasks, processor, device)
-    files = RunFiles.open(cfg.output_path, resolved.name, config)
     opts = scoring_options(cfg)
     start, records, resumed = time.perf_counter(), {}, 0
     for task in tasks:

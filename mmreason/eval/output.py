@@ -26,6 +26,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mmreason.paths import read_jsonl
+from mmreason.rundir import DirLock, RunDirError
+
 
 def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -46,10 +49,15 @@ class RunFiles:
     root: Path
     stamp: str
     resumed: bool = False
+    lock: DirLock | None = None  # held while the harness writes this run (``open(..., lock=True)``)
 
     @classmethod
-    def open(cls, output_path: str | Path, model_name: str, config: dict[str, Any]) -> RunFiles:
-        """The run's folder: a pending run with the same config hash, or a new timestamp."""
+    def open(cls, output_path: str | Path, model_name: str, config: dict[str, Any], *, lock: bool = False) -> RunFiles:
+        """The run's folder: a pending run with the same config hash, or a new timestamp.
+
+        ``lock`` (the harness): the run is locked (``<stamp>_lock``, ``mmreason.rundir``) until ``close``, so two
+        evaluations of the same command never resume the same pending run together: the second is an error
+        naming the first's pid and host. A lock left by a killed evaluation is taken over, with a warning."""
         root = Path(output_path) / model_name
         if Path(output_path).resolve() not in root.resolve().parents:
             raise ValueError(f"model name {model_name!r} would write outside --output_path {str(output_path)!r}")
@@ -60,17 +68,46 @@ class RunFiles:
                 pending = json.loads(marker.read_text())
             except (OSError, json.JSONDecodeError):
                 continue
-            if pending.get("config_hash") == digest:
-                return cls(root, marker.name.removesuffix("_pending.json"), resumed=True)
+            if isinstance(pending, dict) and pending.get("config_hash") == digest:
+                files = cls(root, marker.name.removesuffix("_pending.json"), resumed=True)
+                if lock:
+                    files.lock = DirLock(files.lock_path).acquire(f"the pending evaluation {str(marker)!r}")
+                    if not marker.exists():  # finished while we waited for the lock: evaluate afresh
+                        files.close()
+                        continue
+                return files
         base = stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
         k = 1
-        while any(root.glob(f"{stamp}_*")):
+        while True:
+            held = None
+            if lock:  # reserve the timestamp first: two runs starting in the same second take two
+                try:
+                    held = DirLock(root / f"{stamp}_lock").acquire(str(root))
+                except RunDirError:
+                    held = None
+                    k += 1
+                    stamp = f"{base}-{k}"
+                    continue
+            if not any(p.name != f"{stamp}_lock" for p in root.glob(f"{stamp}_*")):
+                break
+            if held is not None:
+                held.release()
             k += 1
             stamp = f"{base}-{k}"
-        files = cls(root, stamp)
+        files = cls(root, stamp, lock=held)
         _atomic_write(files.pending_path, json.dumps({"config_hash": digest, "config": config}, indent=2,
                                                      default=str))
         return files
+
+    def close(self) -> None:
+        """Give the run's lock back (when it was taken)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / f"{self.stamp}_lock"
 
     @property
     def pending_path(self) -> Path:
@@ -88,22 +125,14 @@ class RunFiles:
         return self.root / f"{self.stamp}_samples_{task_file_name}.jsonl"
 
     def read_journal(self, task_file_name: str) -> dict[str, dict[str, Any]]:
-        """doc_id -> stored record; a line cut short by a kill is dropped and the file repaired."""
+        """doc_id -> stored record; a line cut short by a kill is dropped (``mmreason.paths.read_jsonl``, with a
+        warning) and the file repaired."""
         path = self.samples_path(task_file_name)
         if not path.exists():
             return {}
-        records: dict[str, dict[str, Any]] = {}
-        # Split on "\n" only: a response may hold U+2028 / U+0085, which ``splitlines`` would cut a record at
-        # (JSON escapes "\n" inside strings, so every "\n" in the file ends a record).
-        lines = [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and "doc_id" in record:
-                records[str(record["doc_id"])] = record
-        if len(records) != len(lines):
+        rows = read_jsonl(path)
+        records: dict[str, dict[str, Any]] = {str(r["doc_id"]): r for r in rows if "doc_id" in r}
+        if rows.skipped or rows.cut_last or len(records) != len(rows):
             _atomic_write(path, "".join(_dumps(r) + "\n" for r in records.values()))
         return records
 

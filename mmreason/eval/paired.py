@@ -25,6 +25,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from mmreason.paths import read_jsonl
+
 
 def samples_file(path: str | Path) -> Path:
     """``path`` itself, or the newest ``*_samples_*.jsonl`` anywhere under a folder."""
@@ -42,14 +44,8 @@ def samples_file(path: str | Path) -> Path:
 def read_scores(path: str | Path) -> dict[str, dict[str, Any]]:
     """doc_id -> its scores, from a samples file (docs that failed have none and are left out)."""
     out = {}
-    for n, line in enumerate(samples_file(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: line {n} is not JSON: {err}") from err
-        if row.get("scores"):
+    for row in read_jsonl(samples_file(path)):  # a line cut short by a kill: dropped, with a warning
+        if row.get("scores") and "doc_id" in row:
             out[str(row["doc_id"])] = row["scores"]
     return out
 

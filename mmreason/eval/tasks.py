@@ -100,7 +100,7 @@ def parse_task_specs(text: str | list[str]) -> list[tuple[str, str | None]]:
 
 def load_task(pack_name: str, path: str | None, limit: float | None = None,
               options: dict[str, Any] | None = None, seed: int = 0, max_prompt_length: int | None = None,
-              tokenizer: Any = None) -> EvalTask:
+              tokenizer: Any = None, options_key: str = "--task_args") -> EvalTask:
     """A pack's eval docs (``options`` go to its loader), the first ``limit`` of them, each passed
     through the pack's per-draw ``prepare`` (e.g. page resolution allocation) once, at step 0.
 
@@ -118,7 +118,7 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
         options.setdefault("max_prompt_length", max_prompt_length)
     if tokenizer is not None and "tokenizer" in accepts:
         options.setdefault("tokenizer", tokenizer)
-    samples = pack.load(path, EVAL_SPLIT, **options)
+    samples = pack.load_split(path, EVAL_SPLIT, options, key=options_key)
     if not samples:
         raise ValueError(f"task {pack_name!r}: the {EVAL_SPLIT} split is empty ({path or 'built-in data'})")
     counts = Counter(s.id for s in samples)

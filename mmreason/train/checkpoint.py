@@ -9,6 +9,7 @@ picks one) puts an aside checkpoint back, promotes a complete ``.tmp`` and remov
 verifies the newest and falls back to the previous one when it is damaged. Only the main
 process writes; every process restores its own RNG state. Everything is loaded with ``weights_only=True``.
 Every process learns whether the write succeeded (a failed write raises on all of them, none waits).
+The trainer state carries the writing run's id (``mmreason.rundir``); rotation deletes only that run's checkpoints.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from mmreason.train.checkpoint_verify import (
     DamagedCheckpoint,
     check_finite,
     check_optimizer_shapes,
+    check_tree,
+    checkpoint_run_id,
     load_part,
+    read_regular,
     read_rng,
     read_state,
     verify_files,
@@ -96,8 +100,11 @@ def resolve_resume(resume: str | None, output_dir: str | Path) -> Path | None:
 
 
 def save_checkpoint(accelerator, output_dir: str | Path, step: int, model, optimizer, scheduler,
-                    state: dict[str, Any], processor=None, keep: int = 2) -> Path | None:
+                    state: dict[str, Any], processor=None, keep: int = 2, *, run_id: str | None = None) -> Path | None:
     """Write checkpoint-<step> atomically; returns its path on the main process (None elsewhere).
+
+    ``run_id`` (the writing run's, ``mmreason.rundir``) goes into the trainer state, and rotation then keeps the
+    newest ``keep`` checkpoints of that run and deletes none of another run's (without it: of any run).
 
     A failed write raises on every process: the main process's error there, a ``CheckpointError`` naming
     it on the others."""
@@ -111,6 +118,7 @@ def save_checkpoint(accelerator, output_dir: str | Path, step: int, model, optim
     final, error = None, None
     if accelerator.is_main_process:
         try:
+            state = {**state, "run_id": run_id} if run_id is not None else state
             final = _write(accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng,
                            whole)
         except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
@@ -154,7 +162,9 @@ def _write(accelerator, output_dir, step, model, optimizer, scheduler, state, pr
     tmp.rename(final)
     _fsync(final.parent)
     shutil.rmtree(aside, ignore_errors=True)
-    for old in checkpoints(output_dir)[:-keep] if keep > 0 else []:
+    run_id = state.get("run_id")
+    mine = [c for c in checkpoints(output_dir) if run_id is None or checkpoint_run_id(c) == run_id]
+    for old in mine[:-keep] if keep > 0 else []:  # this run's only: never another run's or a user's folder
         shutil.rmtree(old, ignore_errors=True)
     return final
 
@@ -182,26 +192,63 @@ def _gather_objects(accelerator, obj):
     return gather_object([obj])
 
 
-def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler) -> dict[str, Any]:
+def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, check_state=None) -> dict[str, Any]:
     """Restore weights, optimizer, scheduler and this process's RNG; returns the trainer state.
 
-    Every part is read and checked first (``checkpoint_verify``: checksums, state, RNG list, finite weights,
-    optimizer shapes); a ``DamagedCheckpoint`` leaves the run untouched."""
-    from safetensors.torch import load_file
-
+    The whole checkpoint is read into memory and checked first (``read_checkpoint``; ``check_state(state)``, the
+    caller's trial of the parts it restores itself: sampler, augmenter); a ``DamagedCheckpoint`` leaves the run
+    untouched. Only then is any of it applied."""
     from mmreason.parallel.sharding import is_sharded, load_full_optimizer_state, load_full_state_dict
 
+    unwrapped = accelerator.unwrap_model(model)
+    loaded = read_checkpoint(path, unwrapped, optimizer, scheduler)
+    if check_state is not None:
+        try:
+            check_state(loaded[0])
+        except Exception as exc:  # noqa: BLE001 - a missing key, a wrong type: the state is not one this run takes
+            raise DamagedCheckpoint(f"{path}: {STATE_FILE} holds a state this run cannot restore "
+                                    f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from None
+    state, rng, optimizer_state, scheduler_state, weights, adapter = loaded
+    if adapter:
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(unwrapped, weights)
+    elif is_sharded(unwrapped):
+        load_full_state_dict(unwrapped, weights)
+    else:
+        unwrapped.load_state_dict(weights, strict=True)
+    del weights, loaded
+    if is_sharded(unwrapped):
+        load_full_optimizer_state(unwrapped, optimizer, optimizer_state)
+    else:
+        optimizer.load_state_dict(optimizer_state)
+    scheduler.load_state_dict(scheduler_state)
+    set_rng_state(rng[min(accelerator.process_index, len(rng) - 1)])
+    return state
+
+
+def read_checkpoint(path: Path, unwrapped, optimizer, scheduler) -> tuple:
+    """(state, RNG list, optimizer state, scheduler state, weights, is an adapter), every part read into memory
+    and checked against the live run (``checkpoint_verify``: no special file, checksums, state, RNG states that
+    apply, scheduler state, finite weights that fit the model, optimizer shapes); ``DamagedCheckpoint`` else."""
+    from safetensors.torch import load
+
+    from mmreason.parallel.sharding import is_sharded
+
+    check_tree(path)
     verify_files(path)
     state = read_state(path)
     rng = read_rng(path)
+    check_rng(rng, path)
     optimizer_state = load_part(path, "optimizer.pt")
     scheduler_state = load_part(path, "scheduler.pt")
-    unwrapped = accelerator.unwrap_model(model)
+    if not isinstance(scheduler_state, dict) or not isinstance(scheduler_state.get("last_epoch"), int):
+        raise DamagedCheckpoint(f"{path}: scheduler.pt is not a scheduler state")
     model_dir = path / "model"
     adapter = model_dir / "adapter_model.safetensors"
     try:
         if adapter.exists():
-            weights = load_file(adapter)
+            weights = load(read_regular(adapter))
         else:
             # Load through from_pretrained, which undoes the key renaming save_pretrained applies, then copy
             # into the live (possibly wrapped) model; strict, so a mismatch can never pass silently.
@@ -214,28 +261,42 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler) -> dic
             from None
     check_finite(weights, path)
     sharded = is_sharded(unwrapped)
+    if not adapter.exists() and not sharded:
+        check_weights_fit(weights, unwrapped.state_dict(), path)
     if not sharded:
         check_optimizer_shapes(optimizer_state, optimizer, path)
-    if adapter.exists():
-        from peft import set_peft_model_state_dict
+    return state, rng, optimizer_state, scheduler_state, weights, adapter.exists()
 
-        set_peft_model_state_dict(unwrapped, weights)
-    elif sharded:
-        load_full_state_dict(unwrapped, weights)
-    else:
-        unwrapped.load_state_dict(weights, strict=True)
-    del weights
-    if sharded:
-        load_full_optimizer_state(unwrapped, optimizer, optimizer_state)
-    else:
-        optimizer.load_state_dict(optimizer_state)
-    scheduler.load_state_dict(scheduler_state)
-    set_rng_state(rng[min(accelerator.process_index, len(rng) - 1)])
-    return state
+
+def check_rng(rng: list[dict[str, Any]], path: Path) -> None:
+    """Every saved RNG state can be set (tried on this process, whose own state is put back after): a state
+    that cannot is damage found before anything is applied, not after the weights were."""
+    own = rng_state()
+    try:
+        for entry in rng:
+            set_rng_state(entry)
+    except Exception as exc:  # noqa: BLE001 - a missing key, a wrong type or size: all one finding
+        raise DamagedCheckpoint(f"{path}: rng_state.pt holds an RNG state that cannot be set "
+                                f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from None
+    finally:
+        set_rng_state(own)
+
+
+def check_weights_fit(weights: dict[str, torch.Tensor], live: dict[str, torch.Tensor], path: Path) -> None:
+    """The saved weights have the live model's keys and shapes (a strict ``load_state_dict`` would otherwise
+    copy the matching ones before it raises on the rest)."""
+    missing, extra = sorted(set(live) - set(weights)), sorted(set(weights) - set(live))
+    if missing or extra:
+        raise DamagedCheckpoint(f"{path}: the weights do not fit the model ({len(missing)} missing, e.g. "
+                                f"{missing[:1]}; {len(extra)} unexpected, e.g. {extra[:1]})")
+    for name, value in weights.items():
+        if value.shape != live[name].shape:
+            raise DamagedCheckpoint(f"{path}: weight {name} has shape {tuple(value.shape)}, the model "
+                                    f"{tuple(live[name].shape)}")
 
 
 def resume(resume_from: str | None, output_dir: str | Path, accelerator, model, optimizer, scheduler,
-           log=print) -> tuple[Path, dict[str, Any]] | None:
+           log=print, check_state=None) -> tuple[Path, dict[str, Any]] | None:
     """Load the checkpoint ``resume_from`` names; (its path, the trainer state), or None to start afresh.
 
     ``auto``: the newest complete checkpoint of ``output_dir`` that reads whole. A damaged one is reported
@@ -245,12 +306,12 @@ def resume(resume_from: str | None, output_dir: str | Path, accelerator, model, 
     if path is None:
         return None
     if resume_from != "auto":
-        return path, load_checkpoint(path, accelerator, model, optimizer, scheduler)
+        return path, load_checkpoint(path, accelerator, model, optimizer, scheduler, check_state)
     damaged: list[Path] = []
     loaded = None
     for candidate in reversed(checkpoints(output_dir)):
         try:
-            loaded = candidate, load_checkpoint(candidate, accelerator, model, optimizer, scheduler)
+            loaded = candidate, load_checkpoint(candidate, accelerator, model, optimizer, scheduler, check_state)
             break
         except DamagedCheckpoint as exc:
             damaged.append(candidate)

@@ -1,21 +1,28 @@
 """Checkpoint integrity: checksums written last, and every part read and checked before any is applied.
 
 ``write_manifest`` records the size and SHA-256 of every file of a checkpoint in ``checksums.json``, the
-last file written. ``read_checkpoint`` reads a checkpoint whole — files against their checksums, the
-trainer state (a JSON object whose ``step`` is the integer in the folder's name), the RNG list (one state
+last file written. ``read_checkpoint`` (``checkpoint.py``) reads a checkpoint whole — files against their
+checksums, the trainer state (a JSON object whose ``step`` is the integer in the folder's name), the RNG list (one state
 per process that saved it, never empty), optimizer and scheduler states, weights (every value finite) and
 the optimizer state's shapes against the live parameters — and raises ``DamagedCheckpoint`` naming the
 checkpoint and the part at the first problem. Nothing is applied to the run until all of it has passed,
 so ``resume=auto`` can fall back to an older checkpoint cleanly (``checkpoint.resume``).
 
 A checkpoint written before checksums existed (no ``checksums.json``) gets every check but the checksums.
+
+The manifest stays inside its folder: an entry that is not a relative path inside it (absolute, ``..``) or is
+malformed (a size that is not a byte count, an entry that is not an object) is damage; nothing outside the
+folder is ever opened or sized. Only regular files are read (``check_tree``, ``read_regular``): a FIFO in a
+checkpoint would otherwise block resume forever.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +37,76 @@ class DamagedCheckpoint(RuntimeError):
     """A checkpoint that cannot be resumed from: a file missing, truncated or altered, or a part malformed."""
 
 
+MAX_JSON_BYTES = 64 << 20  # checksums.json / trainer_state.json are a few kB; a larger one is not ours
+_HEX = frozenset("0123456789abcdef")
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` if it is a regular file (at most ``limit`` of them); else ``OSError``. Opened
+    without blocking and checked on the open file, so a FIFO, socket or device is never read (a FIFO would
+    block the reader forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        if limit is not None and info.st_size > limit:
+            raise OSError(f"{path.name} is {info.st_size:,} bytes, over {limit:,}")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def check_tree(folder: Path) -> None:
+    """Everything inside ``folder`` is a regular file or a folder, and stays inside it: a FIFO, socket or
+    device, or a link leading out of the checkpoint, marks it damaged before any file is opened."""
+    root = folder.resolve()
+    for path in sorted(folder.rglob("*")):
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            target = path.resolve()
+            if root not in target.parents or not (target.is_file() or target.is_dir()):
+                raise DamagedCheckpoint(f"{folder}: {path.relative_to(folder)} is a link that leads out of the "
+                                        "checkpoint")
+            mode = target.stat().st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise DamagedCheckpoint(f"{folder}: {path.relative_to(folder)} is not a regular file")
+
+
+def _manifest_entries(folder: Path) -> dict[str, tuple[int, str]]:
+    """name -> (bytes, sha256) from ``checksums.json``; any malformation is a ``DamagedCheckpoint``: not JSON,
+    no ``files`` object, an entry that is not {"bytes": a non-negative integer, "sha256": 64 hex digits}, or a
+    name that is not a relative path inside the folder (absolute, ``..``, empty parts)."""
+    where = f"{folder}: {MANIFEST}"
+    try:
+        entries = json.loads(read_regular(folder / MANIFEST, MAX_JSON_BYTES).decode("utf-8"))["files"]
+    except Exception:  # noqa: BLE001 - unreadable, not JSON, not an object, no "files": the same finding
+        raise DamagedCheckpoint(f"{where} is not a readable checksum list") from None
+    if not isinstance(entries, dict):
+        raise DamagedCheckpoint(f"{where}: 'files' is not an object")
+    out = {}
+    for name, entry in entries.items():
+        parts = name.split("/")
+        if name.startswith("/") or "\\" in name or any(p in ("", ".", "..") for p in parts) or "\0" in name:
+            raise DamagedCheckpoint(f"{where} lists {name[:80]!r}, not a path inside the checkpoint")
+        if not isinstance(entry, dict):
+            raise DamagedCheckpoint(f"{where}: the entry of {name!r} is not an object")
+        size, digest = entry.get("bytes"), entry.get("sha256")
+        if type(size) is not int or size < 0:
+            raise DamagedCheckpoint(f"{where}: the size of {name!r} is {size!r}, not a byte count")
+        if not isinstance(digest, str) or len(digest) != 64 or not set(digest) <= _HEX:
+            raise DamagedCheckpoint(f"{where}: the checksum of {name!r} is not a SHA-256 hex digest")
+        out[name] = (size, digest)
+    return out
 
 
 def write_manifest(folder: Path) -> Path:
@@ -53,31 +124,29 @@ def write_manifest(folder: Path) -> Path:
 
 
 def verify_files(folder: Path) -> None:
-    """Every file the manifest lists exists with its size and SHA-256 (no manifest: nothing to compare)."""
-    manifest = folder / MANIFEST
-    if not manifest.exists():
+    """Every file the manifest lists is a regular file inside the folder, of its size and SHA-256 (no manifest:
+    nothing to compare). A malformed manifest is damage, like a file that does not match it."""
+    if not (folder / MANIFEST).exists():
         return
-    try:
-        entries = json.loads(manifest.read_text())["files"]
-        assert isinstance(entries, dict)
-    except Exception:  # noqa: BLE001 - any malformation is the same finding
-        raise DamagedCheckpoint(f"{folder}: {MANIFEST} is not a readable checksum list") from None
-    for name, entry in entries.items():
+    root = folder.resolve()
+    for name, (size, digest) in _manifest_entries(folder).items():
         path = folder / name
+        if root not in path.resolve().parents:
+            raise DamagedCheckpoint(f"{folder}: {MANIFEST} lists {name!r}, which leads out of the checkpoint")
         if not path.is_file():
             raise DamagedCheckpoint(f"{folder}: {name} is missing")
-        size = path.stat().st_size
-        if size != entry.get("bytes"):
-            raise DamagedCheckpoint(f"{folder}: {name} is {size:,} bytes, {entry.get('bytes'):,} when written "
+        found = path.stat().st_size
+        if found != size:
+            raise DamagedCheckpoint(f"{folder}: {name} is {found:,} bytes, {size:,} when written "
                                     "(truncated or replaced)")
-        if _sha256(path) != entry.get("sha256"):
+        if _sha256(path) != digest:
             raise DamagedCheckpoint(f"{folder}: {name} does not match its checksum")
 
 
 def read_state(folder: Path) -> dict[str, Any]:
     """The trainer state: a JSON object whose ``step`` is the step in the folder's name."""
     try:
-        state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+        state = json.loads(read_regular(folder / STATE_FILE, MAX_JSON_BYTES).decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise DamagedCheckpoint(f"{folder}: {STATE_FILE} is not valid JSON ({' '.join(str(exc).split())})") from None
     if not isinstance(state, dict):
@@ -91,8 +160,9 @@ def read_state(folder: Path) -> dict[str, Any]:
 
 
 def load_part(folder: Path, name: str) -> Any:
+    """A ``torch.save``d part, read whole from a regular file and unpickled with ``weights_only=True``."""
     try:
-        return torch.load(folder / name, weights_only=True)
+        return torch.load(io.BytesIO(read_regular(folder / name)), weights_only=True)
     except Exception as exc:  # noqa: BLE001 - truncated zip, empty file, bad pickle: all one finding
         raise DamagedCheckpoint(f"{folder}: {name} cannot be read ({' '.join(str(exc).split())[:200]})") from None
 
@@ -129,3 +199,24 @@ def check_optimizer_shapes(saved: dict[str, Any], optimizer, folder: Path) -> No
                 if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != param.shape:
                     raise DamagedCheckpoint(f"{folder}: optimizer.pt {key} of parameter {index} has shape "
                                             f"{tuple(value.shape)}, the parameter {tuple(param.shape)}")
+
+
+def is_mmreason_checkpoint(folder: Path) -> bool:
+    """Whether ``folder``'s trainer state is one mmreason writes (a JSON object with a sampler state); another
+    trainer's ``checkpoint-N`` (HF Trainer's ``trainer_state.json`` has none) is not."""
+    return _state_of(folder) is not None
+
+
+def checkpoint_run_id(folder: Path) -> str | None:
+    """The id of the run that wrote ``folder`` (None: not an mmreason checkpoint, or one written before ids)."""
+    state = _state_of(folder)
+    run_id = state.get("run_id") if state is not None else None
+    return run_id if isinstance(run_id, str) else None
+
+
+def _state_of(folder: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads(read_regular(folder / STATE_FILE, MAX_JSON_BYTES).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and isinstance(state.get("sampler"), dict) else None

@@ -233,6 +233,7 @@ class TrainConfig:
     save_steps: int = 50  # 0 = only at the end
     save_total_limit: int = 2
     resume: str | None = None  # auto | a checkpoint path
+    overwrite_output_dir: bool = False  # start a new run over a non-empty output_dir (TRL's name; mmreason.rundir)
     eval_steps: int | None = None  # run the eval harness on the task's eval split every N steps (0 = never);
     # unset: every health.reward_hacking.eval_steps when that alarm is on, the run is at least its window long
     # and the pack has an eval split (the alarm reads the held-out metric), else never

@@ -404,21 +404,31 @@ def _save(run: Run, step: int, state: dict[str, Any] | None = None):
 
     state = with_every_rank(run.accelerator, state if state is not None else _state(run))
     return save_checkpoint(run.accelerator, run.cfg.output_dir, step, run.model, run.optimizer, run.scheduler,
-                           state, processor=run.processor, keep=run.cfg.save_total_limit)
+                           state, processor=run.processor, keep=run.cfg.save_total_limit, run_id=run.run_id)
 
 
 def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
-    """The whole run; returns the Run (for tests and notebooks)."""
-    from mmreason.rewarding import RewardErrorLimitExceeded
-
+    """The whole run; returns the Run (for tests and notebooks). The run owns ``output_dir`` while it runs
+    (``mmreason.rundir``: locked, and refused when it holds anything but a run to resume)."""
     check_algorithm_options(cfg, config_dir)
     check_backend_config(cfg)
-    run = setup_run(cfg, config_dir=config_dir)
+    run = setup_run(cfg, config_dir=config_dir, own_output_dir=True)
+    try:
+        return _train(run, cfg)
+    finally:
+        run.release()
+
+
+def _train(run: Run, cfg: TrainConfig) -> Run:
+    from mmreason.rewarding import RewardErrorLimitExceeded
+
     check_estimator_needs(run)
     start, ckpt = 0, None
-    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler)
+    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler,
+                     check_state=lambda state: check_loop_state(run, state))
     if resumed is not None:
         ckpt, state = resumed
+        run.adopt(state)  # its run id: rotation goes on over the checkpoints of the run it continues
         run.sampler.load_state_dict(state["sampler"])
         run.counters.__dict__.update(state.get("counters", {}))
         run.prev_entropy = float(state.get("prev_entropy", 0.0))
@@ -472,6 +482,22 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
 
         print(f"curves: {plot_run(cfg.output_dir)}")
     return run
+
+
+def check_loop_state(run: Run, state: dict[str, Any]) -> None:
+    """The parts of a trainer state the loop restores itself (sampler, counters, entropy, every process's
+    augmentation state), tried on copies: resume finds a state it cannot take before any part is applied."""
+    from mmreason.train.augment import own_state
+
+    copy.deepcopy(run.sampler).load_state_dict(state["sampler"])
+    if not isinstance(state.get("counters", {}), dict):
+        raise ValueError("counters is not an object")
+    float(state.get("prev_entropy", 0.0))
+    if run.augmenter is not None:
+        for rank in range(run.accelerator.num_processes):  # all of them: every process decides alike
+            mine = own_state(state, rank)
+            if mine is not None:
+                copy.deepcopy(run.augmenter).load_state_dict(mine)
 
 
 def _stopped(run: Run, exc: BaseException, start: int, before: dict[str, Any], resumed_from) -> RunStopped:

@@ -11,6 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mmreason.paths import read_jsonl, seal_jsonl
+
+APPENDED = ("metrics.jsonl", "completions.jsonl", "events.log", "unseen_media.jsonl")  # JSON Lines a run appends to
+
 
 def _clean(value: Any) -> Any:
     if hasattr(value, "item"):
@@ -30,6 +34,8 @@ class RunLogger:
         self.bar = None
         if self.main:
             self.dir.mkdir(parents=True, exist_ok=True)
+            for name in APPENDED:  # a line a kill cut short is never glued to the next run's first row
+                seal_jsonl(self.dir / name)
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total_steps, initial=start_step, desc="train", dynamic_ncols=True)
@@ -95,7 +101,8 @@ def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The rows of ``metrics.jsonl`` (a line cut short by a kill dropped with a warning: ``paths.read_jsonl``)."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{str(path)!r} does not exist: is {str(run_dir)!r} a run directory?")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return list(read_jsonl(path))

@@ -25,6 +25,7 @@ from mmreason.models.loading import (
     vision_tower,
 )
 from mmreason.parallel.sharding import is_sharded, needs_own_sharding, shard_model, wrap_classes
+from mmreason.rundir import RunDir, RunDirError, claim_output_dir
 from mmreason.sampling import SAMPLERS
 from mmreason.sampling.stream import StreamSampler
 from mmreason.taskpack import TASKS, TaskPack
@@ -69,6 +70,23 @@ class Run:
     prev_entropy: float = 0.0  # mean token entropy of the last update (losses that take it: DCPO)
     rollout_backend: Any = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
     engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/grpo.py)
+    output: RunDir | None = None  # the claimed output_dir (lock, run id) of a run that owns it (mmreason.rundir)
+
+    @property
+    def run_id(self) -> str | None:
+        """The id written into this run's checkpoints (None for a Run that does not own its output_dir)."""
+        return self.output.run_id if self.output is not None else None
+
+    def adopt(self, state: dict[str, Any]) -> None:
+        """A resumed run continues the run that wrote the checkpoint: its id, so rotation goes on over its
+        checkpoints (a checkpoint written before run ids keeps this run's new id)."""
+        if self.output is not None and isinstance(state.get("run_id"), str):
+            self.output.run_id = state["run_id"]
+
+    def release(self) -> None:
+        """Give the output_dir's lock back (the end of the run, however it ends)."""
+        if self.output is not None:
+            self.output.release()
 
     @property
     def device(self) -> torch.device:
@@ -122,7 +140,7 @@ def _tracker_available(name: str) -> bool:
 def load_task_data(cfg: TrainConfig, split: str = "train") -> tuple[TaskPack, list[Sample]]:
     pack = TASKS.get(cfg.data.task)
     path = cfg.data.train_path if split == "train" else cfg.data.eval_path
-    options = dict(cfg.data.task_args)
+    options = pack.check_options(dict(cfg.data.task_args), key="data.task_args")
     if cfg.data.streaming and split == "train":
         if "streaming" not in inspect.signature(pack.load).parameters:
             raise ConfigError(f"data.streaming: task {cfg.data.task!r} has no streaming loader")
@@ -164,8 +182,42 @@ def parameter_groups(model, cfg: TrainConfig) -> list[dict]:
 
 
 def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards: bool = True,
-              config_dir: str | None = None, verbose: bool = True) -> Run:
+              config_dir: str | None = None, verbose: bool = True, own_output_dir: bool = False) -> Run:
+    """The run's components. ``own_output_dir`` (``mmreason train`` / ``sft``): lock ``output_dir`` for this run
+    and refuse one that holds anything unless ``resume`` or ``overwrite_output_dir`` (``claim``); the caller
+    gives the lock back with ``Run.release``."""
+    TASKS.get(cfg.data.task).check_options(cfg.data.task_args, key="data.task_args")  # before anything loads
     accelerator = make_accelerator(cfg)
+    output = claim(cfg, accelerator) if own_output_dir else None
+    try:
+        run = _components(cfg, accelerator, total_steps, with_rewards, config_dir, verbose)
+    except BaseException:
+        if output is not None:
+            output.release()
+        raise
+    run.output = output
+    return run
+
+
+def claim(cfg: TrainConfig, accelerator) -> RunDir | None:
+    """The main process claims ``output_dir`` (``mmreason.rundir``); when it cannot, every process raises."""
+    from mmreason.parallel.agree import any_rank
+
+    output, error = None, None
+    if accelerator.is_main_process:
+        try:
+            output = claim_output_dir(cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite_output_dir)
+        except RunDirError as exc:
+            error = exc
+    if any_rank(accelerator, error is not None):
+        if error is not None:
+            raise error
+        raise RunDirError(f"output_dir {cfg.output_dir!r}: the main process could not claim it")
+    return output
+
+
+def _components(cfg: TrainConfig, accelerator, total_steps: int | None, with_rewards: bool, config_dir: str | None,
+                verbose: bool) -> Run:
     out = Path(cfg.output_dir)
     verbose = verbose and accelerator.is_main_process
     if accelerator.is_main_process:

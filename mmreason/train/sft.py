@@ -91,13 +91,23 @@ def sft_step(run: Run) -> dict[str, float]:
 
 
 def sft(cfg: TrainConfig) -> Run:
-    run = setup_run(cfg, with_rewards=False)
+    """The whole SFT run; it owns ``output_dir`` while it runs (``mmreason.rundir``)."""
+    run = setup_run(cfg, with_rewards=False, own_output_dir=True)
+    try:
+        return _sft(run, cfg)
+    finally:
+        run.release()
+
+
+def _sft(run: Run, cfg: TrainConfig) -> Run:
     steps_per_epoch = -(-len(run.dataset) // (cfg.prompts_per_step * run.accelerator.num_processes))
     total = cfg.max_steps if cfg.max_steps > 0 else steps_per_epoch * cfg.sft_epochs
     start = 0
-    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler)
+    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler,
+                     check_state=lambda state: copy.deepcopy(run.sampler).load_state_dict(state["sampler"]))
     if resumed is not None:
         _, state = resumed
+        run.adopt(state)
         run.sampler.load_state_dict(state["sampler"])
         start = int(state["step"])
     run.logger = RunLogger(cfg.output_dir, run.accelerator, total, start, cfg.report_to)
@@ -110,13 +120,13 @@ def sft(cfg: TrainConfig) -> Run:
             run.logger.step(step, sft_step(run))
             if cfg.save_steps and step % cfg.save_steps == 0:
                 save_checkpoint(run.accelerator, cfg.output_dir, step, run.model, run.optimizer, run.scheduler,
-                                state(), run.processor, cfg.save_total_limit)
+                                state(), run.processor, cfg.save_total_limit, run_id=run.run_id)
         if not cfg.save_steps or total % cfg.save_steps:
             save_checkpoint(run.accelerator, cfg.output_dir, total, run.model, run.optimizer, run.scheduler,
-                            state(), run.processor, cfg.save_total_limit)
+                            state(), run.processor, cfg.save_total_limit, run_id=run.run_id)
     except RunStopped:  # before the step's update: the weights are those after step - 1
         save_checkpoint(run.accelerator, cfg.output_dir, run.step - 1, run.model, run.optimizer, run.scheduler,
-                        before, run.processor, cfg.save_total_limit)
+                        before, run.processor, cfg.save_total_limit, run_id=run.run_id)
         raise
     finally:
         run.logger.close()

@@ -66,8 +66,9 @@ def test_the_cli_compares_folders_by_their_newest_samples_file(tmp_path, capsys)
     assert "no *_samples_*.jsonl under" in capsys.readouterr().err
 
 
-def test_a_broken_samples_file_is_an_error_naming_the_line(tmp_path):
+def test_a_broken_line_of_a_samples_file_is_dropped_with_a_warning_naming_the_file(tmp_path, caplog):
+    # (issue 38: a line a kill cut short is dropped with one warning; it used to stop the comparison)
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"doc_id": "d1", "scores": {"acc": 1}}) + "\n{not json\n")
-    with pytest.raises(ValueError, match="bad.jsonl: line 2 is not JSON"):
-        paired(bad, bad, "acc")
+    assert paired(bad, bad, "acc")["n"] == 1
+    assert any("bad.jsonl" in r.getMessage() and "line (2)" in r.getMessage() for r in caplog.records)
