@@ -17,7 +17,15 @@ class StreamSampler:
         if len(dataset) <= 0:
             raise ValueError("the training stream is empty: no prompt to sample")
         self.dataset, self.seed, self.position = dataset, seed, 0
+        self._trial = False
         dataset.start(seed=seed, position=0)
+
+    def __deepcopy__(self, memo: dict) -> StreamSampler:
+        """A trial copy for resume's check-before-apply: it shares the dataset (an open stream cannot be copied)
+        and its ``load_state_dict`` only validates the state, never reopening the shared stream."""
+        clone = object.__new__(StreamSampler)
+        clone.dataset, clone.seed, clone.position, clone._trial = self.dataset, self.seed, self.position, True
+        return clone
 
     def next_indices(self, n: int) -> list[int]:
         out = list(range(self.position, self.position + n))
@@ -33,5 +41,9 @@ class StreamSampler:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state.get("stream"):
             raise ValueError("the checkpoint's sampler is not a stream's (it was saved with data.streaming off)")
-        self.position = int(state["position"])
-        self.dataset.start(seed=self.seed, position=self.position)
+        position = state["position"]
+        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+            raise ValueError(f"the checkpoint's stream position {position!r} is not a row count")
+        self.position = position
+        if not self._trial:
+            self.dataset.start(seed=self.seed, position=self.position)
