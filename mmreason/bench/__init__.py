@@ -14,6 +14,8 @@ BENCHES = {
     "grpo-vs-trl": ("mmreason.bench.grpo_vs_trl", "GRPO step time against TRL's GRPOTrainer, same work (needs trl)"),
     "update-throughput": ("mmreason.bench.update_throughput",
                           "policy-update tokens/s and MFU of a random-init model (3b shape on a GPU)"),
+    "report": ("mmreason.bench.report_size",
+               "mmreason report of a synthetic long run (time, peak RSS, size); HealthMonitor.check per step"),
 }
 
 
