@@ -34,6 +34,7 @@ class EvalTask:
     extract_answer: Callable[[str], str] = field(repr=False)  # response -> parsed answer (for the logs)
     extractor_name: str
     skipped_rows: dict[str, int] = field(default_factory=dict)  # reason -> rows the loader skipped
+    partial_rows: dict[str, int] = field(default_factory=dict)  # reason -> rows kept, left out of some metrics
 
     @property
     def file_name(self) -> str:
@@ -58,6 +59,7 @@ class EvalTask:
                                     for name, fn in self.pack.derived.items()}} if self.pack.derived else {}),
             **({"note": self.pack.results_note} if self.pack.results_note else {}),
             **({"skipped_rows": self.skipped_rows} if self.skipped_rows else {}),
+            **({"partial_rows": self.partial_rows} if self.partial_rows else {}),
             **({"page_allocation": self.page_allocation} if self.page_allocation else {}),
         }
 
@@ -128,8 +130,9 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
     extract = pack.extract_answer
     extractor = (extract, _qualname(extract)) if extract is not None else default_extractor()
     skipped = dict(getattr(samples, "skipped", None) or {})  # a loader may say which rows it left out
+    partial = dict(getattr(samples, "partial", None) or {})  # ... and which it kept out of some metrics
     kept = [pack.prepare(s, split=EVAL_SPLIT, seed=seed, step=0) for s in samples[: resolve_limit(limit, len(samples))]]
-    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped)
+    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped, partial)
 
 
 def load_tasks(text: str | list[str], limit: float | None = None, options: dict[str, Any] | None = None,
