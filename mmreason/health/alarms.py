@@ -54,19 +54,24 @@ class History:
 
     def add(self, row: dict[str, Any]) -> None:
         self.last = row
-        evals = {k: float(v) for k, v in row.items()
-                 if k.startswith("eval/") and not k.endswith("/n_failed") and _num(v) is not None}
-        if evals:
-            self.evals.append((row.get("step", -1), evals))
-        if not _is_step(row):
-            return
-        self.n_steps += 1
-        self.windows.append({k: v for k, v in row.items()
-                             if k in ("step", "reward/mean") or (k.startswith("rewards/") and k.endswith("/mean"))})
-        for key, raw in row.items():
-            value = _num(raw)
-            if value is None:
+        step_row = _is_step(row)
+        evals, window = {}, {"step": row.get("step")} if step_row else None
+        for key, raw in row.items():  # one pass: this runs after every training step
+            if type(raw) is float:
+                if raw - raw != 0.0:  # NaN or infinite
+                    continue
+                value = raw
+            elif isinstance(raw, (int, float)) and math.isfinite(raw):  # ints, bools (as _num takes them)
+                value = float(raw)
+            else:
                 continue
+            if key.startswith("eval/"):
+                if not key.endswith("/n_failed"):
+                    evals[key] = value
+            if not step_row:
+                continue
+            if key == "reward/mean" or (key.startswith("rewards/") and key.endswith("/mean")):
+                window[key] = raw
             tail = self.tails.get(key)
             if tail is None:
                 if len(self.tails) >= self.MAX_KEYS:
@@ -77,6 +82,11 @@ class History:
             self.counts[key] += 1
             if self.head is None or len(self.heads[key]) < self.head:
                 self.heads[key].append(value)
+        if evals:
+            self.evals.append((row.get("step", -1), evals))
+        if step_row:
+            self.n_steps += 1
+            self.windows.append(window)
 
     def values(self, key: str) -> list[float]:
         """The last values of ``key`` kept (all of them for ``tail=None``)."""

@@ -111,9 +111,9 @@ def alarms_html(log: RunLog, alarm_events: list[dict[str, Any]]) -> str:
         if held.held:
             (a, _), (_, b) = held.ranges[0], held.ranges[-1]
             merged = f", ranges merged across gaps of up to {held.gap} steps" if held.gap > 1 else ""
-            raised.append(f'<li class="alarm"><b>{E(name)}</b> (steps {a:.0f}–{b:.0f}, {held.held} steps in '
+            raised.append(f'<li class="alarm"><b>{E(cut(name, 100))}</b> (steps {a:.0f}–{b:.0f}, {held.held} steps in '
                           f"{len(held.ranges)} ranges{merged}): {E(cut(reasons.get(name, '')))}</li>")
-    quiet = [n for n, held in log.alarms.items() if not held.held]
+    quiet = [cut(n, 100) for n, held in log.alarms.items() if not held.held]
     replayed = " (replayed with the default thresholds: the run logged no alarm metrics)" if log.replayed else ""
     return (f"<h2>Alarms{replayed}</h2>{alarm_timeline(log.first, log.last, log.alarms, reasons)}"
             f"<ul>{''.join(raised) or '<li>no alarm was raised</li>'}</ul><p>quiet: {E(', '.join(quiet)) or '-'}</p>")

@@ -78,7 +78,7 @@ def alarm_timeline(first: int, last: int, on: dict[str, Ranges], reasons: dict[s
     out = [f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{left + width + 20}" height="{h}">']
     for i, (name, held) in enumerate(on.items()):
         y = 14 + i * row
-        out.append(f'<text x="{left - 6}" y="{y + 4}" font-size="11" text-anchor="end">{html.escape(name)}</text>'
+        out.append(f'<text x="{left - 6}" y="{y + 4}" font-size="11" text-anchor="end">{html.escape(name[:60])}</text>'
                    f'<line x1="{left}" x2="{left + width}" y1="{y}" y2="{y}" stroke="#ddd"/>')
         tip = html.escape(reasons.get(name, "")[:300])
         mark = max(width / max(x1 - x0, 1), 2)
