@@ -16,6 +16,8 @@ BENCHES = {
                           "policy-update tokens/s and MFU of a random-init model (3b shape on a GPU)"),
     "server-body": ("mmreason.bench.server_body",
                     "a hostile vllm-serve body: parsed whole against refused by the shape count"),
+    "report": ("mmreason.bench.report_size",
+               "mmreason report of a synthetic long run (time, peak RSS, size); HealthMonitor.check per step"),
 }
 
 

@@ -92,6 +92,8 @@ def allocation_warnings(results: dict[str, Any]) -> list[str]:
             skipped = cfg["skipped_rows"]
             out.append(f"`{task}`: {sum(skipped.values())} data rows skipped ("
                        + ", ".join(f"{reason}: {n}" for reason, n in skipped.items()) + ").")
+        for reason, n in (cfg.get("partial_rows") or {}).items():
+            out.append(f"`{task}`: {n} data rows with {reason}.")
         alloc = cfg.get("page_allocation") or {}
         if alloc.get("gold"):
             out.append(f"`{task}`: page allocation `{alloc.get('mode')}`: the gold evidence pages get the high "

@@ -36,6 +36,7 @@ class EvalTask:
     extract_answer: Callable[[str], str] = field(repr=False)  # response -> parsed answer (for the logs)
     extractor_name: str
     skipped_rows: dict[str, int] = field(default_factory=dict)  # reason -> rows the loader skipped
+    partial_rows: dict[str, int] = field(default_factory=dict)  # reason -> rows kept, left out of some metrics
 
     @property
     def file_name(self) -> str:
@@ -60,6 +61,7 @@ class EvalTask:
                                     for name, fn in self.pack.derived.items()}} if self.pack.derived else {}),
             **({"note": self.pack.results_note} if self.pack.results_note else {}),
             **({"skipped_rows": self.skipped_rows} if self.skipped_rows else {}),
+            **({"partial_rows": self.partial_rows} if self.partial_rows else {}),
             **({"page_allocation": self.page_allocation} if self.page_allocation else {}),
         }
 
@@ -131,10 +133,11 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
     extract = pack.extract_answer
     extractor = (extract, _qualname(extract)) if extract is not None else default_extractor()
     skipped = dict(getattr(samples, "skipped", None) or {})  # a loader may say which rows it left out
+    partial = dict(getattr(samples, "partial", None) or {})  # ... and which it kept out of some metrics
     kept = [pack.prepare(s, split=EVAL_SPLIT, seed=seed, step=0) for s in samples[: resolve_limit(limit, len(samples))]]
     if group_by is not None:
         pack = grouped_pack(pack, kept, str(group_by))
-    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped)
+    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped, partial)
 
 
 MAX_GROUPS = 100  # a group_by column with more values is not categorical

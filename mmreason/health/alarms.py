@@ -1,14 +1,16 @@
 """The alarms: one pure function per alarm over the step metric rows logged so far.
 
-Each takes ``rows`` (the ``metrics.jsonl`` rows up to now, oldest first, each a dict with ``step``) and its
-config section (``mmreason.health.config``) and returns a one-line reason when the alarm holds at the last
-row, else None. They read only logged metrics, so they run the same on a live run and on a finished one
+Each takes ``rows`` (the ``metrics.jsonl`` rows up to now, oldest first, each a dict with ``step``, or the
+bounded ``History`` of them that ``HealthMonitor`` keeps) and its config section (``mmreason.health.config``)
+and returns a one-line reason when the alarm holds at the last row, else None. They read only logged
+metrics, so they run the same on a live run and on a finished one
 (``mmreason report`` replays them). Thresholds and their calibration: docs/health.md.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -21,14 +23,85 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
+class History:
+    """The rows logged so far, as the alarms read them, in memory and time per row independent of the run's
+    length: for each numeric key the first ``head`` and the last ``tail`` values of the training rows and
+    their count; the last ``tail`` training rows' steps and reward means (``reward/mean``,
+    ``rewards/<name>/mean``); the ``eval/...`` values of the last ``2 * tail`` rows that hold any; the last row.
+    ``tail=None`` keeps everything (``History.of(rows)`` for a list). While steps increase, each alarm gives
+    the same answer on it as on the whole list of rows (tests/health/test_report_bounds.py checks this)."""
+
+    MAX_KEYS = 1000  # keys followed (a row of a million keys must not make a million deques)
+
+    def __init__(self, *, tail: int | None = None, head: int | None = None):
+        self.tail, self.head = tail, head
+        self.tails: dict[str, deque[float]] = {}
+        self.heads: dict[str, list[float]] = {}
+        self.counts: dict[str, int] = {}
+        self.windows: deque[dict[str, Any]] = deque(maxlen=tail)  # training rows: step + reward means
+        self.evals: deque[tuple[Any, dict[str, float]]] = deque(maxlen=2 * tail if tail else None)
+        self.last: dict[str, Any] = {}
+        self.n_steps = 0
+
+    @classmethod
+    def of(cls, rows: Rows | History) -> History:
+        if isinstance(rows, History):
+            return rows
+        history = cls()
+        for row in rows:
+            history.add(row)
+        return history
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.last = row
+        step_row = _is_step(row)
+        evals, window = {}, {"step": row.get("step")} if step_row else None
+        for key, raw in row.items():  # one pass: this runs after every training step
+            if type(raw) is float:
+                if raw - raw != 0.0:  # NaN or infinite
+                    continue
+                value = raw
+            elif isinstance(raw, (int, float)) and math.isfinite(raw):  # ints, bools (as _num takes them)
+                value = float(raw)
+            else:
+                continue
+            if key.startswith("eval/"):
+                if not key.endswith("/n_failed"):
+                    evals[key] = value
+            if not step_row:
+                continue
+            if key == "reward/mean" or (key.startswith("rewards/") and key.endswith("/mean")):
+                window[key] = raw
+            tail = self.tails.get(key)
+            if tail is None:
+                if len(self.tails) >= self.MAX_KEYS:
+                    continue
+                tail = self.tails[key] = deque(maxlen=self.tail)
+                self.heads[key], self.counts[key] = [], 0
+            tail.append(value)
+            self.counts[key] += 1
+            if self.head is None or len(self.heads[key]) < self.head:
+                self.heads[key].append(value)
+        if evals:
+            self.evals.append((row.get("step", -1), evals))
+        if step_row:
+            self.n_steps += 1
+            self.windows.append(window)
+
+    def values(self, key: str) -> list[float]:
+        """The last values of ``key`` kept (all of them for ``tail=None``)."""
+        return list(self.tails.get(key, ()))
+
+
 def _series(rows: Rows, key: str) -> list[float]:
     return [v for v in (_num(r.get(key)) for r in rows) if v is not None]
 
 
-def _last(rows: Rows, key: str, n: int) -> list[float] | None:
+def _last(rows: Rows | History, key: str, n: int) -> list[float] | None:
     """The last ``n`` training rows' values of ``key``, or None when fewer rows have it."""
-    vals = _series([r for r in rows if _is_step(r)], key)
-    return vals[-n:] if len(vals) >= n else None
+    history = History.of(rows)
+    vals = history.values(key)
+    return vals[-n:] if history.counts.get(key, 0) >= n else None
 
 
 def _is_step(row: dict) -> bool:
@@ -51,22 +124,21 @@ def fitted_rise(values: list[float]) -> tuple[float, float]:
     return slope * (n - 1), (math.copysign(math.inf, slope) if exact and slope else slope / se if se else 0.0)
 
 
-def reward_hacking(rows: Rows, c: hc.RewardHacking) -> str | None:
+def reward_hacking(rows: Rows | History, c: hc.RewardHacking) -> str | None:
     """The training reward (``reward/mean`` or a ``rewards/<name>/mean``) rose over the last ``window``
     steps (fitted rise >= ``min_reward_rise`` and >= ``min_z`` standard errors) while no held-out metric
     ``eval/<task>/<metric>`` logged in the window (from its first step on) rose by ``min_eval_rise`` or
     stands at ``ceiling``. Needs two held-out points in the window; without them it cannot judge."""
-    steps = [r for r in rows if _is_step(r)]
-    if len(steps) < c.window:
+    history = History.of(rows)
+    if history.n_steps < c.window:
         return None
-    window = steps[-c.window:]
+    window = list(history.windows)[-c.window:]
     first = window[0]["step"] - 1  # the eval row of the step before the window counts as its start
     evals: dict[str, list[float]] = {}
-    for r in rows:
-        if r.get("step", -1) >= first:
-            for k, v in r.items():
-                if k.startswith("eval/") and not k.endswith("/n_failed") and _num(v) is not None:
-                    evals.setdefault(k, []).append(float(v))
+    for step, values in history.evals:
+        if isinstance(step, (int, float)) and step >= first:
+            for k, v in values.items():
+                evals.setdefault(k, []).append(v)
     evals = {k: v for k, v in evals.items() if len(v) >= 2}
     if not evals or any(v[-1] - v[0] >= c.min_eval_rise or v[-1] >= c.ceiling for v in evals.values()):
         return None
@@ -83,34 +155,36 @@ def reward_hacking(rows: Rows, c: hc.RewardHacking) -> str | None:
     return None
 
 
-def answer_collapse(rows: Rows, c: hc.AnswerCollapse) -> str | None:
+def answer_collapse(rows: Rows | History, c: hc.AnswerCollapse) -> str | None:
     """``answers/top_share`` >= ``min_share`` and >= ``answers/gold_top_share`` + ``min_excess`` with at least
     two distinct gold answers (``answers/golds``), ``steps`` steps in a row."""
-    top, gold, golds = (_last(rows, k, c.steps) for k in ("answers/top_share", "answers/gold_top_share",
-                                                           "answers/golds"))
+    history = History.of(rows)
+    top, gold, golds = (_last(history, k, c.steps) for k in ("answers/top_share", "answers/gold_top_share",
+                                                              "answers/golds"))
     if top is None or gold is None or golds is None:
         return None
     if all(t >= c.min_share and t - g >= c.min_excess and n >= 2 for t, g, n in zip(top, gold, golds)):
-        answer = rows[-1].get("answers/top", "")
+        answer = history.last.get("answers/top", "")
         return (f"one answer ({answer!r}) is {top[-1]:.0%} of the completions while the most common gold answer "
                 f"is {gold[-1]:.0%} of the prompts, {c.steps} steps in a row")
     return None
 
 
-def entropy_collapse(rows: Rows, c: hc.EntropyCollapse) -> str | None:
+def entropy_collapse(rows: Rows | History, c: hc.EntropyCollapse) -> str | None:
     """``entropy`` below ``min_ratio`` x its mean over the first ``baseline_steps`` steps, ``steps`` in a row."""
-    series = _series([r for r in rows if _is_step(r)], "entropy")
-    if len(series) < c.baseline_steps + c.steps:
+    history = History.of(rows)
+    if history.counts.get("entropy", 0) < c.baseline_steps + c.steps:
         return None
-    base = sum(series[: c.baseline_steps]) / c.baseline_steps
-    if base > 0 and all(v < c.min_ratio * base for v in series[-c.steps:]):
-        return f"entropy {series[-1]:.3f} < {c.min_ratio} x its start {base:.3f}, {c.steps} steps in a row"
+    base = sum(history.heads["entropy"][: c.baseline_steps]) / c.baseline_steps
+    last = history.values("entropy")[-c.steps:]
+    if base > 0 and all(v < c.min_ratio * base for v in last):
+        return f"entropy {last[-1]:.3f} < {c.min_ratio} x its start {base:.3f}, {c.steps} steps in a row"
     return None
 
 
-def kl_blowup(rows: Rows, c: hc.KLBlowup) -> str | None:
+def kl_blowup(rows: Rows | History, c: hc.KLBlowup) -> str | None:
     """``kl`` above ``max_kl``, or above ``min_kl`` and ``spike_ratio`` x the median of the ``window`` before."""
-    series = _series([r for r in rows if _is_step(r)], "kl")
+    series = History.of(rows).values("kl")
     if not series:
         return None
     kl = series[-1]
@@ -124,7 +198,7 @@ def kl_blowup(rows: Rows, c: hc.KLBlowup) -> str | None:
     return None
 
 
-def no_signal(rows: Rows, c: hc.NoSignal) -> str | None:
+def no_signal(rows: Rows | History, c: hc.NoSignal) -> str | None:
     """``frac_reward_zero_std`` (groups whose rewards are all equal) >= ``max_share``, ``steps`` in a row."""
     values = _last(rows, "frac_reward_zero_std", c.steps)
     if values is not None and all(v >= c.max_share for v in values):
@@ -132,7 +206,7 @@ def no_signal(rows: Rows, c: hc.NoSignal) -> str | None:
     return None
 
 
-def truncated(rows: Rows, c: hc.Truncated) -> str | None:
+def truncated(rows: Rows | History, c: hc.Truncated) -> str | None:
     """``completion/clipped_ratio`` or ``episodes/cut_share`` >= ``max_share``, ``steps`` in a row."""
     for key, what in (("completion/clipped_ratio", "completions cut at max_completion_length"),
                       ("episodes/cut_share", "episodes cut by a limit")):
@@ -142,7 +216,7 @@ def truncated(rows: Rows, c: hc.Truncated) -> str | None:
     return None
 
 
-def logprob_mismatch(rows: Rows, c: hc.LogprobMismatch) -> str | None:
+def logprob_mismatch(rows: Rows | History, c: hc.LogprobMismatch) -> str | None:
     """``mismatch/logprob_abs_diff_mean`` (mean |sampler - trainer| log-prob on the sampled tokens, logged by the
     trainer when the rollout backend returns log-probs: vLLM) > ``max_mean_abs``, ``steps`` in a row."""
     values = _last(rows, "mismatch/logprob_abs_diff_mean", c.steps)
@@ -151,7 +225,7 @@ def logprob_mismatch(rows: Rows, c: hc.LogprobMismatch) -> str | None:
     return None
 
 
-ALARMS: dict[str, Callable[[Rows, Any], str | None]] = {
+ALARMS: dict[str, Callable[[Rows | History, Any], str | None]] = {
     "reward_hacking": reward_hacking,
     "answer_collapse": answer_collapse,
     "entropy_collapse": entropy_collapse,
@@ -177,7 +251,14 @@ INPUTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def check_all(rows: Rows, cfg: hc.HealthConfig) -> dict[str, str | None]:
+def history_for(cfg: hc.HealthConfig) -> History:
+    """An empty ``History`` that keeps just what the alarms of ``cfg`` look back on: O(1) per row."""
+    sections = [getattr(cfg, name) for name in ALARMS]
+    tail = max(max(getattr(c, "window", 0) + 1, getattr(c, "steps", 0)) for c in sections)
+    return History(tail=tail, head=cfg.entropy_collapse.baseline_steps)
+
+
+def check_all(rows: Rows | History, cfg: hc.HealthConfig) -> dict[str, str | None]:
     """Every enabled alarm's reason (None = quiet) at the last row."""
     if not cfg.enabled:
         return {}

@@ -6,6 +6,8 @@ from __future__ import annotations
 import html
 import math
 
+from mmreason.health.downsample import Ranges, downsample
+
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 420, 200, 46, 10, 24, 26
 
@@ -21,7 +23,7 @@ def _fmt(v: float) -> str:
 def line_chart(title: str, series: dict[str, list[tuple[float, float]]], css_class: str = "chart") -> str:
     """One chart: each series a polyline of (step, value) points (points with a marker where a series
     has fewer than 12, e.g. the held-out evals). Returns '' when no series has a finite point."""
-    series = {k: [(x, y) for x, y in pts if math.isfinite(y)] for k, pts in series.items()}
+    series = {k: downsample([(x, y) for x, y in pts if math.isfinite(y)]) for k, pts in series.items()}
     series = {k: v for k, v in series.items() if v}
     if not series:
         return ""
@@ -50,23 +52,23 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], css_cla
     for i, (name, pts) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
-        out.append(f'<polyline class="series" data-name="{html.escape(name)}" fill="none" stroke="{colour}" '
+        out.append(f'<polyline class="series" data-name="{html.escape(name[:200])}" fill="none" stroke="{colour}" '
                    f'stroke-width="1.5" points="{path}"/>')
         if len(pts) < 12:
             out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="{colour}"/>' for x, y in pts]
         ly = H + 12 + 16 * i
         out.append(f'<rect x="{PAD_L}" y="{ly - 8}" width="10" height="3" fill="{colour}"/>'
-                   f'<text x="{PAD_L + 14}" y="{ly - 4}" font-size="10">{html.escape(name)} '
+                   f'<text x="{PAD_L + 14}" y="{ly - 4}" font-size="10">{html.escape(name[:200])} '
                    f'(last {_fmt(pts[-1][1])})</text>')
     out.append("</svg>")
     return "".join(out)
 
 
-def alarm_timeline(steps: list[int], on: dict[str, list[int]], reasons: dict[str, str]) -> str:
-    """One row per alarm; a red mark at each step it held. ``on``: alarm -> steps; ``reasons``: its first."""
-    if not steps or not on:
+def alarm_timeline(first: int, last: int, on: dict[str, Ranges], reasons: dict[str, str]) -> str:
+    """One row per alarm; a red mark over each range of steps it held (its reason on hover)."""
+    if first is None or not on:
         return ""
-    x0, x1 = min(steps), max(max(steps), min(steps) + 1)
+    x0, x1 = first, max(last, first + 1)
     left, width, row = 130, 560, 18
 
     def px(x: float) -> float:
@@ -76,13 +78,15 @@ def alarm_timeline(steps: list[int], on: dict[str, list[int]], reasons: dict[str
     out = [f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{left + width + 20}" height="{h}">']
     for i, (name, held) in enumerate(on.items()):
         y = 14 + i * row
-        out.append(f'<text x="{left - 6}" y="{y + 4}" font-size="11" text-anchor="end">{html.escape(name)}</text>'
+        out.append(f'<text x="{left - 6}" y="{y + 4}" font-size="11" text-anchor="end">{html.escape(name[:60])}</text>'
                    f'<line x1="{left}" x2="{left + width}" y1="{y}" y2="{y}" stroke="#ddd"/>')
-        tip = html.escape(reasons.get(name, ""))
+        tip = html.escape(reasons.get(name, "")[:300])
         mark = max(width / max(x1 - x0, 1), 2)
-        for s in held:
-            out.append(f'<rect class="alarm-mark" x="{px(s) - mark / 2:.1f}" y="{y - 5}" width="{mark:.1f}" '
-                       f'height="10" fill="#d62728"><title>step {s}: {tip}</title></rect>')
+        for a, b in held.ranges:
+            steps = f"step {a:.0f}" if a == b else f"steps {a:.0f}–{b:.0f}"
+            out.append(f'<rect class="alarm-mark" x="{px(a) - mark / 2:.1f}" y="{y - 5}" '
+                       f'width="{px(b) - px(a) + mark:.1f}" height="10" fill="#d62728"><title>{steps}: {tip}'
+                       "</title></rect>")
     out.append(f'<text x="{left}" y="{h - 2}" font-size="9">step {x0}</text>'
                f'<text x="{left + width}" y="{h - 2}" font-size="9" text-anchor="end">step {x1}</text></svg>')
     return "".join(out)

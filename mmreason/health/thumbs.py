@@ -1,5 +1,11 @@
 """Thumbnails for the report: each image, document page or video (a few frames) named by a rollout or eval
-record, downscaled and inlined once as a PNG data URI (``Thumbs.ref`` hands out ids the page fills in)."""
+record, downscaled and inlined once as a PNG data URI (``Thumbs.ref`` hands out ids the page fills in).
+
+Only files inside the report's directories, or inside the project's data cache (``$MMREASON_CACHE``, where
+packs write the data they generate: the main job's images), are read (any other path that is absolute or climbs
+out with ``..`` or a link is refused: a report of a shared run must not carry other files the reader can open) unless
+``allow_outside`` (``--allow-outside-media``), which also looks paths up from the current directory. At most
+``MAX_THUMBS`` thumbnails a report."""
 
 from __future__ import annotations
 
@@ -7,13 +13,17 @@ import base64
 import io
 from pathlib import Path
 
+from mmreason.paths import cache_dir
+
 SIDE = 128  # longest side of a thumbnail, pixels
 VIDEO_FRAMES = 4
+MAX_THUMBS = 300  # about 5 MB of PNGs
 
 
 class Thumbs:
-    def __init__(self, roots: list[Path]):
-        self.roots = roots  # where relative media paths are looked up (the cwd first)
+    def __init__(self, roots: list[Path], *, allow_outside: bool = False):
+        self.roots = roots  # where relative media paths are looked up
+        self.allow_outside = allow_outside
         self.uris: dict[str, str] = {}  # id -> data URI
         self.ids: dict[str, list[str]] = {}  # media path -> its thumbnails' ids (a video has several)
         self.missing: dict[str, str] = {}  # media path -> why it has no thumbnail
@@ -21,6 +31,9 @@ class Thumbs:
     def ref(self, media: str) -> list[str]:
         """The thumbnail ids of one media path ([] when it cannot be read: ``missing`` says why)."""
         if media not in self.ids:
+            if len(self.uris) >= MAX_THUMBS:
+                self.missing[media] = f"not inlined: the report's {MAX_THUMBS} thumbnails are used"
+                return []
             try:
                 images = self._load(media)
             except Exception as exc:  # noqa: BLE001 - a report shows what it can; the reason is on the page
@@ -34,6 +47,19 @@ class Thumbs:
 
     def _path(self, name: str) -> Path:
         p = Path(name)
+        if not self.allow_outside:
+            for root in self.roots:
+                inside = (root / p).resolve()
+                if inside.is_relative_to(root.resolve()) and inside.exists():
+                    return inside
+            cache = cache_dir().resolve()
+            if p.is_absolute() and p.resolve().is_relative_to(cache) and p.resolve().exists():
+                return p.resolve()
+            if p.is_absolute() or ".." in p.parts or any((root / p).exists() for root in self.roots):
+                raise PermissionError(f"{name!r} is outside the report's directory (--allow-outside-media "
+                                      "inlines it)")
+            raise FileNotFoundError(f"{name!r} not found in the report's directory (--allow-outside-media also "
+                                    "looks in the current directory)")
         for root in [Path.cwd(), *self.roots]:
             if (root / p).exists():
                 return root / p

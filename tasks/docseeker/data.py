@@ -40,7 +40,8 @@ from mmreason.rows import check_count, require_text
 from mmreason.rows import read_rows as rows_of
 from mmreason.tasks.docseeker.alr import instruction
 from mmreason.tasks.docseeker.egra import EgraSettings, describe_allocation, docseeker_transform
-from mmreason.tasks.docseeker.mmlongbench import BadRow, adapt_row, is_published_row, read_rows
+from mmreason.tasks.docseeker.mmlb_score import benchmark_format
+from mmreason.tasks.docseeker.mmlongbench import BadRow, adapt_row, is_published_row
 from mmreason.tasks.docseeker.retrieval import METHODS, bm25_pages
 from mmreason.types import PageRef, Sample
 
@@ -51,6 +52,7 @@ NO_PAGE = [-1]
 # overrides it (null: no cap).
 DEFAULT_MAX_PAGES = 128
 BAD_ROWS = ("skip", "error")
+PARTIAL = "evidence pages out of range: scored on the answer, left out of the evidence-page metrics"
 SKIPS_NAMED = 20  # skipped rows named one by one in the log
 # Hard caps on a row's lists, refused (not cut) above: page images listed, evidence pages, conversation turns.
 MAX_PAGE_ENTRIES = 10_000
@@ -59,12 +61,14 @@ log = logging.getLogger(__name__)
 
 
 class LoadedSamples(list):
-    """The loader's samples, with the rows it skipped: ``skipped`` (reason -> count) and ``errors`` (messages)."""
+    """The loader's samples, with the rows it skipped: ``skipped`` (reason -> count) and ``errors`` (messages);
+    ``partial`` (reason -> count): rows kept but left out of some metrics."""
 
     def __init__(self, samples=(), skipped: dict[str, int] | None = None, errors: list[str] | None = None):
         super().__init__(samples)
         self.skipped = dict(skipped or {})
         self.errors = list(errors or [])
+        self.partial: dict[str, int] = {}
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,11 @@ def row_to_sample(row: dict, source: str, *, index: int = 0, evidence_base: int,
     if rid is None:
         raise ValueError(f"{where} has no 'id' column")
     require_text(where, row, ("id", "question", "target", "answer_format"), numbers=("id",))
+    if row.get("answer_format") is not None:
+        try:
+            benchmark_format(row["answer_format"])
+        except ValueError as err:  # "Integer" would load, then fail every MMLongBench-Doc metric
+            raise ValueError(f"{where}: {err}") from None
     base_dir = Path(source).parent
     document = _document(row, where)
     if isinstance(document, str):
@@ -174,6 +183,11 @@ def row_to_sample(row: dict, source: str, *, index: int = 0, evidence_base: int,
         evidence = evidence_one_based(row["evidence_pages"], base, where)
     else:
         evidence = evidence_one_based(row.get("gt_page"), 0, where)  # DocSeeker's raw files are 0-based
+    if row.get("published_evidence_pages") is not None and evidence[-1] > document_pages:
+        # MMLongBench-Doc publishes a few such rows: scored on the answer, left out of the evidence metrics
+        row = {**row, "evidence_left_out": f"evidence page {evidence[-1]} is past the document's {document_pages} "
+                                           "pages"}
+        evidence = list(NO_PAGE)
     if evidence[-1] > count:
         raise ValueError(f"{where}: evidence page {evidence[-1]} (1-based) is beyond the document's {count} pages"
                          + (f" (max_pages={max_pages})" if max_pages and count < document_pages else ""))
@@ -262,10 +276,7 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
     if bad_rows not in BAD_ROWS:
         raise ValueError(f"bad_rows must be one of {', '.join(BAD_ROWS)}, got {bad_rows!r}")
     retrieval = Retrieval(page_retrieval or "none", retrieval_top_k)
-    if str(path).endswith(".json"):
-        rows = read_rows(str(path))
-    else:
-        rows = rows_of(path, TASK)  # values as written; one-line errors naming the file and line
+    rows = rows_of(path, TASK)  # JSONL, a JSON array or parquet, values as written; one-line errors naming the line
     counter = tokenizer if split != "train" and egra.max_prompt_length else None
     samples = LoadedSamples()
     for index, row in enumerate(rows):
@@ -279,6 +290,10 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
             if split != "train":  # eval allocations are deterministic: fixed now, while the PDF is open
                 sample = docseeker_transform(sample, split=split, rng=random.Random(0))
             samples.append(sample)
+            if sample.meta.get("evidence_left_out"):
+                samples.partial[PARTIAL] = samples.partial.get(PARTIAL, 0) + 1
+                log.warning("%s: row %d: %s: scored on its answer, left out of the evidence-page metrics", path,
+                            index, sample.meta["evidence_left_out"])
         except (BadRow, MediaError, ValueError) as err:
             message = str(err) if str(path) in str(err) else f"{path}: row {index}: {err}"
             if bad_rows == "error":

@@ -45,10 +45,24 @@ MAX_LIST_CHARS = 20_000  # a longer "list" answer is read as one string (model o
 def clean(text: Any) -> str:
     """The benchmark's ``get_clean_string``: lower, strip, drop "(...)", one outer quote, "$" prefix, "%" suffix.
     (The published function's mile/million branches discard their result, so they change nothing.)"""
-    s = str(text).lower().strip()
-    s = re.sub(r"\s*\([^)]*\)", "", s).strip()
-    s = re.sub(r"^['\"]|['\"]$", "", s).strip()
-    return s.lstrip("$").strip().rstrip("%").strip()
+    s = drop_parenthesised(str(text).lower().strip()).strip()
+    if s[:1] in ("'", '"'):  # the published ``re.sub(r"^['\"]|['\"]$", "", s)``: one quote each end
+        s = s[1:]
+    if s[-1:] in ("'", '"'):
+        s = s[:-1]
+    return s.strip().lstrip("$").strip().rstrip("%").strip()
+
+
+def drop_parenthesised(s: str) -> str:
+    r"""``re.sub(r"\s*\([^)]*\)", "", s)`` in linear time: each "(" up to the next ")" goes, with the
+    whitespace before it. (The regex retries ``\s*`` from every space of a long run that no "(" follows:
+    quadratic, 17.8 s on "a" + 100,000 spaces + "a".)"""
+    out, start = [], 0
+    while (open_ := s.find("(", start)) >= 0 and (close := s.find(")", open_ + 1)) >= 0:
+        out.append(s[start:open_].rstrip())  # str.rstrip strips what \s matches (str.isspace)
+        start = close + 1
+    out.append(s[start:])
+    return "".join(out)
 
 
 def is_exact_pattern(s: str) -> bool:
@@ -63,8 +77,12 @@ def is_exact_pattern(s: str) -> bool:
 
 def anls(reference: str, prediction: str, threshold: float = 0.5) -> float:
     """1 - lev / max length, 0 when <= ``threshold`` (the benchmark's ``anls_compute``), on the strings as
-    given (no whitespace collapsing, no clipping, unlike ``textmatch.anls_score``)."""
+    given (no whitespace collapsing, no clipping, unlike ``textmatch.anls_score``). The edit distance is at
+    least the difference of the lengths: when that alone puts the score at or under ``threshold`` it is 0
+    without computing the distance (a 100 kB answer against a short reference costs nothing)."""
     length = max(len(reference), len(prediction))
+    if length and 1.0 - abs(len(reference) - len(prediction)) / length <= threshold:
+        return 0.0
     value = 1.0 - (levenshtein(reference, prediction) / length if length else 0.0)
     return 0.0 if value <= threshold else value
 

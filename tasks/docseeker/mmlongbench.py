@@ -10,7 +10,17 @@ evaluated). The PDF is ``doc_dir / doc_id``, where ``doc_dir`` defaults to the `
 the data file (the repository's layout, ``data/samples.json`` beside ``data/documents/``). A row gets the id
 ``<row index>:<doc_id>``, the row's position in the file.
 
-``adapt_row`` turns one row into the DocSeeker loader's shape or raises ``BadRow`` naming the file and row.
+``adapt_row`` turns one row into the DocSeeker loader's shape or raises ``BadRow`` naming the file and row
+(the loader counts it by ``reason``): an ``answer_format`` that is not one of the benchmark's five names
+(``null`` and ``"Integer"`` included), an answer that is not text or is longer than ``MAX_ANSWER_CHARS``.
+The file itself is read by ``mmreason/rows.py`` like every pack's (bytes that are not UTF-8, a lone
+surrogate: one line naming the file and the line).
+
+Evidence pages that are 0 (or, found by the loader, past the document's last page) are published in 7 of
+the questions on the benchmark's present PDFs. Such a row is kept and scored on its answer as the benchmark
+scores it; its evidence is left out: ``evidence_pages`` becomes ``[-1]`` (no gold page, so the
+evidence-page metrics skip it), ``published_evidence_pages`` keeps the list as published (for the single- /
+cross-page breakdown) and ``evidence_left_out`` says why.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from typing import Any
 from mmreason.tasks.docseeker.mmlb_score import FORMATS
 
 PUBLISHED_KEYS = ("doc_id", "question", "answer", "evidence_pages", "answer_format")
+MAX_ANSWER_CHARS = 1_000  # the published answers are at most a few hundred characters; ANLS is O(n * m)
 
 
 class BadRow(ValueError):
@@ -55,14 +66,11 @@ def _literal_list(value: Any, column: str, where: str) -> list:
 
 
 def evidence_pages(value: Any, where: str) -> list[int]:
-    """The 1-based evidence pages of a row (``[]`` for none)."""
+    """The evidence pages of a row as published (``[]`` for none), 1-based; 0 or less kept (see above)."""
     pages = _literal_list(value, "evidence_pages", where)
     if not all(isinstance(p, int) and not isinstance(p, bool) for p in pages):
-        raise BadRow(f"{where}: evidence_pages {value!r} holds something other than page numbers",
+        raise BadRow(f"{where}: evidence_pages {str(value)[:80]!r} holds something other than page numbers",
                      "evidence_pages not a list")
-    if any(p < 1 for p in pages):
-        raise BadRow(f"{where}: evidence page {min(pages)} is out of range (pages are 1-based)",
-                     "evidence page out of range")
     return sorted(set(pages))
 
 
@@ -72,40 +80,26 @@ def adapt_row(row: dict, index: int, source: str, doc_dir: str | Path | None) ->
     missing = [k for k in PUBLISHED_KEYS if k not in row]
     if missing:
         raise BadRow(f"{where}: no {', '.join(repr(k) for k in missing)} column", "missing column")
-    where = f"{where} (doc_id {row['doc_id']!r})"
-    fmt = str(row["answer_format"])
-    if fmt not in FORMATS:
-        raise BadRow(f"{where}: unknown answer_format {fmt!r} (one of {', '.join(FORMATS)})",
+    where = f"{where} (doc_id {str(row['doc_id'])[:200]!r})"
+    fmt = row["answer_format"]
+    if fmt not in FORMATS:  # null, "Integer", a number ...: the metrics know these five names only
+        raise BadRow(f"{where}: unknown answer_format {str(fmt)[:80]!r} (one of {', '.join(FORMATS)})",
                      "unknown answer_format")
+    answer = row["answer"]
+    if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
+        raise BadRow(f"{where}: answer is a JSON {type(answer).__name__}, not text", "answer not text")
+    if len(str(answer)) > MAX_ANSWER_CHARS:
+        raise BadRow(f"{where}: answer has {len(str(answer)):,} characters, over the cap of {MAX_ANSWER_CHARS:,} "
+                     "(MAX_ANSWER_CHARS in tasks/docseeker/mmlongbench.py)", "answer too long")
     folder = Path(doc_dir) if doc_dir else Path(source).parent / "documents"
     sources = row.get("evidence_sources")
+    pages = evidence_pages(row["evidence_pages"], where)
     out = {k: v for k, v in row.items() if k not in ("evidence_pages", "evidence_sources")}
     out.update(id=f"{index}:{row['doc_id']}", document=str((folder / str(row["doc_id"])).resolve()),
-               evidence_pages=evidence_pages(row["evidence_pages"], where) or [-1], evidence_base=1,
+               evidence_pages=pages or [-1], evidence_base=1, published_evidence_pages=pages,
                evidence_sources=[str(s) for s in _literal_list(sources, "evidence_sources", where)]
                if sources not in (None, "") else [],
                row_index=index)
+    if pages and pages[0] < 1:
+        out.update(evidence_pages=[-1], evidence_left_out=f"evidence page {pages[0]} (pages are 1-based)")
     return out
-
-
-def read_rows(path: str) -> list[dict]:
-    """The rows of a ``.json`` file holding a list of objects (``samples.json``) or of a JSONL file."""
-    text = Path(path).read_text()
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: not valid JSON ({err})") from None
-    else:
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}: line {n} is not valid JSON ({err})") from None
-    for n, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}: row {n} is not a JSON object")
-    return rows

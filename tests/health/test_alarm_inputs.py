@@ -39,6 +39,15 @@ class _Recording(dict):
         return super().__contains__(key)
 
 
+def _recorded(rows: list[dict]) -> alarms.History:
+    """The bounded history the alarms read (as ``HealthMonitor`` keeps it), its per-key stores recording every
+    key looked up by name."""
+    history = alarms.History.of(rows)
+    history.tails, history.heads = _Recording(history.tails), _Recording(history.heads)
+    history.counts, history.last = _Recording(history.counts), _Recording(history.last)
+    return history
+
+
 def written_keys() -> set[str]:
     """String keys the project's code (outside mmreason/health) puts into metric dicts."""
     keys: set[str] = set()
@@ -80,7 +89,7 @@ def test_each_alarm_reads_only_its_declared_inputs(name):
     cfg = getattr(hc.HealthConfig(), name)
     _Recording.seen = set()
     for loud in (False, True):
-        alarms.ALARMS[name](_rows(40, loud), cfg)
+        alarms.ALARMS[name](_recorded(_rows(40, loud)), cfg)
     read = {k for k in _Recording.seen if not any(p.fullmatch(k) for p in PATTERNS)} - {"step"}
     assert read and read <= set(alarms.INPUTS[name]) | set(alarms.STEP_KEYS), read
     assert set(alarms.INPUTS[name]) <= read  # and the declaration names nothing it does not read

@@ -95,7 +95,8 @@ def test_report_of_the_main_job_renders_in_chromium(main_job, tmp_path):
     from PIL import Image
 
     html = tmp_path / "report.html"
-    assert main(["report", str(main_job), "-o", str(html)]) == 0
+    # the shapes images live in the data cache, outside the run directory: inlined only when allowed
+    assert main(["report", str(main_job), "-o", str(html), "--allow-outside-media"]) == 0
     dom = _headless(html, tmp_path, "--dump-dom").stdout
     assert dom.count('class="series"') >= 5  # reward, held-out, entropy, time split ...
     assert 'class="timeline"' in dom and "no alarm was raised" in dom
