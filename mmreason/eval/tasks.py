@@ -34,6 +34,19 @@ class EvalTask:
     extract_answer: Callable[[str], str] = field(repr=False)  # response -> parsed answer (for the logs)
     extractor_name: str
     skipped_rows: dict[str, int] = field(default_factory=dict)  # reason -> rows the loader skipped
+    # the pack's metrics, then its breakdowns over these docs (``TaskPack.breakdowns``); None = the pack's
+    metrics: dict[str, Callable[[Sample, str], float]] = field(default=None, repr=False)  # type: ignore[assignment]
+    notes: list[str] = field(default_factory=list)  # lines for the results header (the loader's, the run's)
+    extraction_note: str = ""  # how answers are taken from responses, when the loader says (results header)
+
+    def __post_init__(self) -> None:
+        if self.metrics is None:
+            self.metrics = dict(self.pack.metrics)
+
+    @property
+    def metric_names(self) -> list[str]:
+        """The per-doc metrics, then the pack's derived ones (the order of the results table)."""
+        return [*self.metrics, *self.pack.derived]
 
     @property
     def file_name(self) -> str:
@@ -52,11 +65,12 @@ class EvalTask:
             "split": EVAL_SPLIT, "prompt_template": self.pack.prompt_template,
             "metrics": {name: {"function": _qualname(fn), "doc": first_doc_line(fn), "aggregation": "mean",
                                "higher_is_better": self.pack.metric_higher_is_better(name)}
-                        for name, fn in self.pack.metrics.items()},
+                        for name, fn in self.metrics.items()},
             "answer_extractor": self.extractor_name, "n_docs": len(self.samples), "docs_hash": self.docs_hash(),
             **({"derived_metrics": {name: {"function": _qualname(fn), "doc": first_doc_line(fn)}
                                     for name, fn in self.pack.derived.items()}} if self.pack.derived else {}),
-            **({"note": self.pack.results_note} if self.pack.results_note else {}),
+            **({"note": "; ".join(n for n in [self.pack.results_note, self.extraction_note, *self.notes] if n)}
+               if self.pack.results_note or self.extraction_note or self.notes else {}),
             **({"skipped_rows": self.skipped_rows} if self.skipped_rows else {}),
             **({"page_allocation": self.page_allocation} if self.page_allocation else {}),
         }
@@ -128,8 +142,12 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
     extract = pack.extract_answer
     extractor = (extract, _qualname(extract)) if extract is not None else default_extractor()
     skipped = dict(getattr(samples, "skipped", None) or {})  # a loader may say which rows it left out
+    notes = list(getattr(samples, "notes", None) or [])  # and what it noticed (e.g. subtitles found)
+    extraction = str(getattr(samples, "extraction", "") or "")  # and how answers are extracted
     kept = [pack.prepare(s, split=EVAL_SPLIT, seed=seed, step=0) for s in samples[: resolve_limit(limit, len(samples))]]
-    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped)
+    metrics = {**pack.metrics, **(pack.breakdowns(kept) if pack.breakdowns is not None else {})}
+    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped, metrics, notes,
+                    extraction)
 
 
 def load_tasks(text: str | list[str], limit: float | None = None, options: dict[str, Any] | None = None,
