@@ -111,17 +111,26 @@ EXTRACTORS = ("rule", "judge")
 
 
 def mathvista_load(path: str | None, split: str = "eval", *, image_dir: str | None = None, extractor: str = "rule",
+                   judge: str | None = None, judge_device: str = "cpu", judge_dtype: str = "float32",
                    **_: Any) -> Loaded:
-    """The rows of ``path`` (a testmini.json / test.json, a parquet file or a folder of them) as samples."""
+    """The rows of ``path`` (a testmini.json / test.json, a parquet file or a folder of them) as samples.
+    ``extractor``: ``rule`` (default) or ``judge`` (the model directory ``judge``, on ``judge_device``)."""
     if path is None:
         raise ValueError("mathvista reads the benchmark's own files: --tasks mathvista:PATH/testmini.json "
                          "(or data.train_path); it has no built-in data")
     if extractor not in EXTRACTORS:
         raise ValueError(f"mathvista: task_args extractor={extractor!r} is not one of {', '.join(EXTRACTORS)}")
+    if extractor == "judge" and not judge:
+        raise ValueError("mathvista: task_args extractor=judge needs judge=PATH (a model directory, as the "
+                         "vlm_judge reward's model)")
+    if extractor == "judge" and not Path(judge).exists():
+        raise FileNotFoundError(f"mathvista: task_args judge={judge!r} does not exist")
     loaded = Loaded(extraction=extraction_note(extractor))
     for index, (row, source) in enumerate(table_rows(path, "mathvista")):
         sample = mathvista_row(row, index, source, image_dir)
         sample.meta["extractor"] = extractor
+        if extractor == "judge":
+            sample.meta.update(judge=str(judge), judge_device=judge_device, judge_dtype=judge_dtype)
         loaded.append(sample)
     return loaded
 
