@@ -6,9 +6,10 @@
      "options": ["A. ...", "B. ...", "C. ...", "D. ..."], "answer": "C", "url": str}
 
 The video is ``{video_dir}/{videoID}.mp4`` (``.MP4`` / ``.mkv`` when that is what exists; ``--task_args
-video_dir=``, default the annotation's folder, or its ``data/`` or ``videos/`` subfolder when that holds the
-video). With ``--task_args subtitles=true`` the subtitles of ``{videoID}.srt`` beside the video (or in
-``subtitle_dir``, default a ``subtitle/`` folder beside the annotation) go into the prompt, every cue's text in
+video_dir=``, default the annotation's folder, its ``data/`` or ``videos/`` subfolder, or the ``data/`` folder
+beside the annotation's folder (the Hugging Face repository: ``videomme/`` beside ``data/``), the first that holds
+the video). With ``--task_args subtitles=true`` the subtitles of ``{videoID}.srt`` beside the video (or in
+``subtitle_dir``, default a ``subtitle/`` folder in or beside the annotation's folder) go into the prompt, every cue's text in
 order (a video without a ``.srt`` gets "No subtitles available", counted in the header). Prompts are the
 paper's: ``Select the best answer to the following multiple-choice question based on the video[ and the
 subtitles]. Respond with only the letter (A, B, C, or D) of the correct option.\\n{question}\\n{options}\\nThe
@@ -79,14 +80,16 @@ def videomme_row(row: dict[str, Any], index: int, source: str, *, video_dir: str
         raise ValueError(f"{where}: answer {row['answer']!r} is not one of the option letters")
     base = Path(source).parent
     folder = Path(video_dir) if video_dir else next(
-        (f for f in (base, base / "data", base / "videos") if video_path(f, vid).exists()), base)
+        (f for f in (base, base / "data", base / "videos", base.parent / "data") if video_path(f, vid).exists()),
+        base)
     video = video_path(folder, vid)
     prompt = PROMPT.format(subs=" and the subtitles" if subtitles else "") + f"\n{question}\n" + "\n".join(options)
     prompt += "\nThe best answer is:"
     meta = {"question": question, "options": options, "videoID": vid, "video_id": row.get("video_id"),
             **{k: row[k] for k in ("duration", "domain", "sub_category", "task_type") if row.get(k) is not None}}
     if subtitles:
-        found = next((p for p in ([Path(subtitle_dir)] if subtitle_dir else [folder, base / "subtitle"])
+        found = next((p for p in ([Path(subtitle_dir)] if subtitle_dir else
+                                  [folder, base / "subtitle", base.parent / "subtitle"])
                       if (p / f"{vid}.srt").is_file()), None)
         text = srt_text(found / f"{vid}.srt") if found else ""
         meta["has_subtitles"] = bool(text)
