@@ -56,7 +56,8 @@ def score_predictions(task: EvalTask, predictions: dict[str, Prediction], use_ex
     ids = {s.id for s in task.samples}
     unmatched = [k for k in predictions if k not in ids]
     if len(unmatched) == len(predictions):
-        raise ValueError(f"{source}: none of its {len(predictions)} ids ({', '.join(map(repr, unmatched[:3]))}, ...) "
+        shown = ", ".join(map(repr, unmatched[:3])) + (", ..." if len(unmatched) > 3 else "")
+        raise ValueError(f"{source}: none of its {len(predictions)} ids ({shown}) "
                          f"is a doc of task {task.name!r} (doc ids like {', '.join(repr(s.id) for s in task.samples[:3])})")
     records = [_record(task, i, predictions.get(s.id), use_extraction, source) for i, s in enumerate(task.samples)]
     return records, unmatched

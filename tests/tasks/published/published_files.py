@@ -158,6 +158,7 @@ SRT = """1
 
 def videomme_set(root: Path) -> Path:
     """Two clips (one with subtitles) and three questions, as the Hugging Face annotation lays them out."""
+    (root / "data").mkdir(parents=True, exist_ok=True)
     for vid, level in (("vidA", 40), ("vidB", 160)):
         frames = [np.full((32, 32, 3), level, np.uint8) for _ in range(8)]
         write_mp4(root / "data" / f"{vid}.mp4", frames, fps=4)
