@@ -9,8 +9,9 @@
 
 A record's id is the first of ``pid``, ``id``, ``questionId``, ``question_id``, ``doc_id`` (inside ``doc``
 first); its response the first of ``response``, ``filtered_resps``, ``resps``, ``prediction``, ``pred``,
-``output``, ``text``. ``extraction`` is kept for ``--use_extraction``. A record without an id or a response, a
-repeated id, or a file in none of these shapes is one error line naming the file and the record.
+``output``, ``text``. ``extraction`` is kept for ``--use_extraction``. A record of a doc that failed in the run that wrote it (an
+``error`` and no response, as in this harness's samples files) is left out. A record without an id or a
+response, a repeated id, or a file in none of these shapes is one error line naming the file and the record.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _record_id(record: dict[str, Any]) -> Any:
     return None
 
 
-def _from_record(record: Any, where: str, key: Any = None) -> tuple[str, Prediction]:
+def _from_record(record: Any, where: str, key: Any = None) -> tuple[str, Prediction] | None:
     if isinstance(record, str):
         return str(key), Prediction(record)
     if not isinstance(record, dict):
@@ -60,6 +61,8 @@ def _from_record(record: Any, where: str, key: Any = None) -> tuple[str, Predict
     response = next((_first_text(record[k]) for k in RESPONSE_KEYS if k in record and _first_text(record[k])
                      is not None), None)
     extraction = _first_text(record.get("extraction"))
+    if response is None and extraction is None and "error" in record:
+        return None  # a doc that failed in the run that wrote the file: it has no answer here either
     if response is None and extraction is None:
         raise ValueError(f"{where} (id {rid!r}): no response field (one of {', '.join(RESPONSE_KEYS)})")
     return str(rid), Prediction(response or "", extraction)
@@ -96,7 +99,10 @@ def read_predictions(path: str | Path) -> dict[str, Prediction]:
         raise FileNotFoundError(f"predictions file {str(path)!r} does not exist")
     out: dict[str, Prediction] = {}
     for key, record, where in _records(path):
-        rid, prediction = _from_record(record, where, key)
+        found = _from_record(record, where, key)
+        if found is None:
+            continue
+        rid, prediction = found
         if rid in out:
             raise ValueError(f"{where}: id {rid!r} occurs twice in the predictions file")
         out[rid] = prediction
