@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmreason.eval.breakdown import group_metrics, once_per_doc
 from mmreason.parsing import final_answer
 from mmreason.rewarding import per_sample
 from mmreason.rewards.accuracy import references, relaxed_correctness
-from mmreason.tasks.published.breakdown import group_metrics, once_per_doc
 from mmreason.types import Sample
 
 

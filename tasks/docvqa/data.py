@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mmreason.tasks.published.files import Loaded, image_field, row_where, table_rows, text_field
+from mmreason.published_files import Loaded, image_field, row_where, table_rows, text_field
 from mmreason.types import Sample
 
 INSTRUCTION = "Answer the question using a single word or phrase."

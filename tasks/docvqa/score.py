@@ -1,6 +1,6 @@
 """DocVQA / InfographicVQA's ANLS (Biten et al., ICCV 2019; the RRC evaluation and lmms-eval's ``anls``): per
 reference NL = edit distance / the longer length, on lower-cased, whitespace-collapsed strings; the score is
-1 - the smallest NL over the references, 0 when that NL is 0.5 or more (``published.rules.docvqa_anls``, the
+1 - the smallest NL over the references, 0 when that NL is 0.5 or more (``rewards.benchmark_rules.docvqa_anls``, the
 shared edit distance). ANLS overall and per ``question_types`` (DocVQA), ``answer_type`` and
 ``operation/reasoning`` (InfographicVQA), where the file has them.
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmreason.eval.breakdown import group_metrics, once_per_doc
 from mmreason.parsing import final_answer
 from mmreason.rewarding import per_sample
 from mmreason.rewards.accuracy import references
+from mmreason.rewards.benchmark_rules import docvqa_anls
 from mmreason.tasks.docvqa.data import LIST_FIELDS
-from mmreason.tasks.published.breakdown import group_metrics, once_per_doc
-from mmreason.tasks.published.rules import docvqa_anls
 from mmreason.types import Sample
 
 

@@ -15,7 +15,7 @@ The accuracy and its breakdown by ``question_type``, ``answer_type``, ``language
 ``task``, ``context``, ``grade`` and ``skills`` (a question in each of its skills) are those of its scores
 file: the mean of right answers over the questions of each group.
 
-The extraction is ``published.rules.rule_answer`` (the benchmark extracts with GPT-4; rule extraction by
+The extraction is ``rewards.benchmark_rules.rule_answer`` (the benchmark extracts with GPT-4; rule extraction by
 default) or a judge model (``extractor=judge``); under ``mmreason eval score --use_extraction`` the file's own
 ``extraction`` field is normalized instead.
 """
@@ -26,10 +26,10 @@ import math
 import re
 from typing import Any
 
+from mmreason.eval.breakdown import group_metrics, once_per_doc
 from mmreason.rewarding import per_sample
+from mmreason.rewards.benchmark_rules import rule_answer
 from mmreason.rewards.textmatch import levenshtein
-from mmreason.tasks.published.breakdown import group_metrics, once_per_doc
-from mmreason.tasks.published.rules import rule_answer
 from mmreason.types import Sample
 
 BREAKDOWN = ("question_type", "answer_type", "language", "source", "category", "task", "context", "grade",

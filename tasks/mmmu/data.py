@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from mmreason.parsing import parse_literal
-from mmreason.tasks.published.files import Loaded, image_field, row_where, table_rows, text_field
-from mmreason.tasks.published.rules import option_list
+from mmreason.published_files import Loaded, image_field, row_where, table_rows, text_field
+from mmreason.rewards.benchmark_rules import option_list
 from mmreason.types import Sample
 
 QUESTION_TYPES = ("multiple-choice", "open")

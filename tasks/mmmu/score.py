@@ -30,9 +30,9 @@ import random
 import re
 from typing import Any
 
+from mmreason.eval.breakdown import group_metrics, once_per_doc
 from mmreason.parsing import clip, final_answer
 from mmreason.rewarding import per_sample
-from mmreason.tasks.published.breakdown import group_metrics, once_per_doc
 from mmreason.types import Sample
 
 BREAKDOWN = ("subject", "discipline", "subfield", "topic_difficulty", "question_type")

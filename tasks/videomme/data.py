@@ -24,8 +24,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mmreason.tasks.published.files import Loaded, row_where, table_rows, text_field
-from mmreason.tasks.published.rules import option_list
+from mmreason.published_files import Loaded, row_where, table_rows, text_field
+from mmreason.rewards.benchmark_rules import option_list
 from mmreason.types import Sample, VideoRef
 
 DURATIONS = ("short", "medium", "long")

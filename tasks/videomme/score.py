@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mmreason.eval.breakdown import group_metrics, once_per_doc
 from mmreason.parsing import clip, final_answer
 from mmreason.rewarding import per_sample
-from mmreason.tasks.published.breakdown import group_metrics, once_per_doc
 from mmreason.types import Sample
 
 BREAKDOWN = ("duration", "domain", "sub_category", "task_type")

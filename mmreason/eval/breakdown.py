@@ -1,4 +1,5 @@
-"""Accuracy per group, the way the benchmarks' scores files break their accuracy down.
+"""Accuracy per group, the way published benchmarks' scores files break their accuracy down: metrics a pack
+builds from its loaded docs (``TaskPack.breakdowns``).
 
 ``group_metrics(samples, fields, score, prefix)`` builds one metric per (field, value) found in the docs'
 ``meta``: ``{prefix}_{field}_{value}`` is the doc's score when the doc is in that group and NaN elsewhere, so the

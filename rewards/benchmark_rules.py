@@ -1,4 +1,4 @@
-"""Scoring rules more than one published benchmark uses.
+"""Scoring rules more than one published-benchmark pack uses (``mathvista``, ``mmmu``, ``docvqa``, ...).
 
 ``rule_answer``: the answer of a free-text response by rule, in this order (the first that finds one wins):
 

@@ -1,4 +1,5 @@
-"""A benchmark's files read as published, values as written.
+"""A published benchmark's files read as the benchmark lays them out, values as written (for the packs
+that read them: ``mathvista``, ``mmmu``, ``chartqa``, ``docvqa``, ``videomme``).
 
 ``table_rows(path, pack)`` returns ``(rows, source)`` pairs from:
 
