@@ -53,9 +53,17 @@ def once_per_doc(score: Metric) -> Metric:
     return cached
 
 
+def in_group(sample: Sample, field: str, value: str) -> bool:
+    """Whether ``sample`` is in the group ``value`` of ``field`` (``group_values`` without building the list)."""
+    found = sample.meta.get(field)
+    if isinstance(found, (list, tuple)):
+        return any(item == value or (item is not None and str(item) == value) for item in found)
+    return found is not None and (found == value or str(found) == value)
+
+
 def _group_metric(score: Metric, field: str, value: str, name: str) -> Metric:
     def metric(sample: Sample, completion: str) -> float:
-        return score(sample, completion) if value in group_values(sample, field) else math.nan
+        return score(sample, completion) if in_group(sample, field, value) else math.nan
 
     metric.__name__ = metric.__qualname__ = name
     metric.__module__ = getattr(score, "__module__", __name__)

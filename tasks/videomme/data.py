@@ -20,6 +20,7 @@ cues at the frames it samples; here every cue is kept (the frames are chosen lat
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def videomme_row(row: dict[str, Any], index: int, source: str, *, video_dir: str
         prompt = "This video's subtitles are listed below:\n" + (text or NO_SUBTITLES) + "\n" + prompt
     content = [{"type": "video"}, {"type": "text", "text": prompt}]
     return Sample(id=qid, messages=[{"role": "user", "content": content}], answer=answer,
-                  videos=[VideoRef(path=str(video.resolve()))], meta=meta, task="videomme")
+                  videos=[VideoRef(path=os.path.abspath(video))], meta=meta, task="videomme")
 
 
 def _flag(value: Any) -> bool:
