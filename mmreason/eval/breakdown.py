@@ -42,9 +42,9 @@ def once_per_doc(score: Metric) -> Metric:
     last: dict[str, Any] = {}
 
     def cached(sample: Sample, completion: str) -> float:
-        key = (id(sample), sample.id, completion)
-        if last.get("key") != key:
-            last["key"], last["value"] = key, score(sample, completion)
+        # the sample object itself is held (not its id()), so a freed sample's address can never match
+        if last.get("sample") is not sample or last.get("completion") != completion:
+            last.update(sample=sample, completion=completion, value=score(sample, completion))
         return last["value"]
 
     cached.__name__ = cached.__qualname__ = getattr(score, "__name__", "score")
