@@ -44,3 +44,20 @@ def test_a_benchmark_file_trains_with_its_scoring_rule_as_reward(tmp_path, task)
     assert batch.values[:, 0].tolist() == [1.0, 0.0]
     metric = next(iter(pack.metrics.values()))
     assert [metric(sample, right), metric(sample, wrong)] == [1.0, 0.0]  # the eval metric agrees
+
+
+@pytest.mark.slow
+def test_mmreason_train_runs_a_step_on_testmini_json(tiny_model_dir, tmp_path, one_torch_thread):
+    from pathlib import Path
+
+    from mmreason.cli import main
+
+    data = mathvista_repo(tmp_path / "MathVista")
+    quickstart = Path(__file__).resolve().parents[3] / "configs" / "quickstart.yaml"
+    out = tmp_path / "run"
+    assert main(["train", str(quickstart), f"model.name_or_path={tiny_model_dir}", f"output_dir={out}",
+                 "data.task=mathvista", f"data.train_path={data}", "rewards=[]", "max_steps=1", "eval_steps=0",
+                 "prompts_per_step=2", "rollout.num_generations=2", "rollout.max_completion_length=4",
+                 "num_threads=1", "save_steps=0"]) == 0
+    row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    assert row["step"] == 1 and "rewards/mathvista_reward/mean" in row  # the pack's scoring rule as the reward
