@@ -34,14 +34,15 @@ class EvalTask:
     extract_answer: Callable[[str], str] = field(repr=False)  # response -> parsed answer (for the logs)
     extractor_name: str
     skipped_rows: dict[str, int] = field(default_factory=dict)  # reason -> rows the loader skipped
-    # the pack's metrics, then its breakdowns over these docs (``TaskPack.breakdowns``); None = the pack's
-    metrics: dict[str, Callable[[Sample, str], float]] = field(default=None, repr=False)  # type: ignore[assignment]
+    # the pack's breakdowns over these docs (``TaskPack.breakdowns``: accuracy per category, subject, ...)
+    breakdown_metrics: dict[str, Callable[[Sample, str], float]] = field(default_factory=dict, repr=False)
     notes: list[str] = field(default_factory=list)  # lines for the results header (the loader's, the run's)
     extraction_note: str = ""  # how answers are taken from responses, when the loader says (results header)
 
-    def __post_init__(self) -> None:
-        if self.metrics is None:
-            self.metrics = dict(self.pack.metrics)
+    @property
+    def metrics(self) -> dict[str, Callable[[Sample, str], float]]:
+        """The per-doc metrics: the pack's, then its breakdowns over these docs."""
+        return {**self.pack.metrics, **self.breakdown_metrics}
 
     @property
     def metric_names(self) -> list[str]:
@@ -145,8 +146,8 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
     notes = list(getattr(samples, "notes", None) or [])  # and what it noticed (e.g. subtitles found)
     extraction = str(getattr(samples, "extraction", "") or "")  # and how answers are extracted
     kept = [pack.prepare(s, split=EVAL_SPLIT, seed=seed, step=0) for s in samples[: resolve_limit(limit, len(samples))]]
-    metrics = {**pack.metrics, **(pack.breakdowns(kept) if pack.breakdowns is not None else {})}
-    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped, metrics, notes,
+    breakdowns = pack.breakdowns(kept) if pack.breakdowns is not None else {}
+    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped, breakdowns, notes,
                     extraction)
 
 
