@@ -19,7 +19,9 @@ the RRC evaluation): for each reference NL = lev(ref, pred) / max(len), the scor
 min NL >= 0.5. It is ``textmatch.anls_score`` (the shared edit distance, lower-cased, whitespace-collapsed
 strings) with the threshold applied the DocVQA way: a score of exactly 0.5 is 0.
 
-``option_list``: an options column written as a list or as the string of a Python list (MMMU's parquet).
+``option_list``: an options column written as a list or as the string of a Python list (MMMU's parquet); an
+option that is itself a list (one MMMU-Pro row holds ``[['A', 'B', 'Not enough information']]``) is one option
+whose text is that list as Python writes it, as the benchmark's own ``literal_eval`` + ``str`` reads it.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def option_list(value: Any, where: str, field: str = "options") -> list[str]:
         parsed = parse_literal(value)
     if isinstance(parsed, tuple):
         parsed = list(parsed)
-    if not isinstance(parsed, list) or not all(isinstance(o, (str, int, float)) for o in parsed):
+    if not isinstance(parsed, list) or not all(isinstance(o, (str, int, float, list, tuple)) for o in parsed):
         shown = value if len(str(value)) <= 80 else str(value)[:77] + "..."
         raise ValueError(f"{where}: {field} {shown!r} does not parse as a list of options")
-    return [str(o) for o in parsed]
+    return [str(o) if not isinstance(o, tuple) else str(list(o)) for o in parsed]  # a nested list: its text

@@ -31,7 +31,7 @@ from mmreason.types import Sample
 
 QUESTION_TYPES = ("multiple-choice", "open")
 MAX_IMAGES = 7
-LETTERS = "ABCDEFGHIJ"
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # letters as the benchmark gives them: A + k (MMMU-Pro has 12-option rows)
 MC_INSTRUCTION = "Answer with the option's letter from the given choices directly."
 OPEN_INSTRUCTION = "Answer the question using a single word or phrase."
 VISION_INSTRUCTION = ("Answer with the option letter from the given choices directly. The last line of your "
@@ -88,9 +88,8 @@ def gold_answer(value: Any, question_type: str, n_options: int, where: str) -> A
     answer is written as one ("['24/7', '3.429']")."""
     if question_type == "multiple-choice":
         letter = str(value).strip()
-        if letter not in LETTERS[:n_options]:
-            raise ValueError(f"{where}: answer {value!r} is not one of the option letters "
-                             f"{', '.join(LETTERS[:n_options])}")
+        if len(letter) != 1 or letter not in LETTERS:  # a letter past the options is kept (and counted by the loader): never right
+            raise ValueError(f"{where}: answer {value!r} is not an option letter A to {LETTERS[-1]}")
         return letter
     if isinstance(value, list):
         return [str(v) for v in value]
@@ -107,8 +106,8 @@ def mmmu_row(row: dict[str, Any], index: int, source: str, setting: str = "auto"
     if qtype not in QUESTION_TYPES:
         raise ValueError(f"{where}: question_type {qtype!r} is not one of {', '.join(QUESTION_TYPES)}")
     options = option_list(row.get("options"), where) if qtype == "multiple-choice" else []
-    if qtype == "multiple-choice" and not 2 <= len(options) <= len(LETTERS):
-        raise ValueError(f"{where}: {len(options)} options (multiple-choice needs 2 to {len(LETTERS)})")
+    if qtype == "multiple-choice" and not 1 <= len(options) <= len(LETTERS):  # MMMU-Pro has a one-option row
+        raise ValueError(f"{where}: {len(options)} options (multiple-choice needs 1 to {len(LETTERS)})")
     base = Path(source).parent
     vision = setting == "vision" or (setting == "auto" and row.get("image") is not None and not row.get("question"))
     if vision:
@@ -124,6 +123,7 @@ def mmmu_row(row: dict[str, Any], index: int, source: str, setting: str = "auto"
         content, images = interleave(text, {n: v for n, v in found.items() if v is not None}, where)
     subject = subject_of(row, rid)
     meta = {"question_type": qtype, "options": options, "subject": subject,
+            "benchmark": "MMMU" if "question_type" in row else "MMMU-Pro",
             "discipline": DISCIPLINE_OF.get(subject or ""), "setting": "vision" if vision else "standard",
             **{k: row[k] for k in ("subfield", "topic_difficulty", "img_type") if row.get(k) not in (None, "")}}
     answer = gold_answer(text_field(row, "answer", where), qtype, len(options), where)
@@ -134,20 +134,33 @@ def mmmu_row(row: dict[str, Any], index: int, source: str, setting: str = "auto"
 SETTINGS = ("auto", "standard", "vision")
 
 
-def mmmu_load(path: str | None, split: str = "eval", *, setting: str = "auto", seed: int = 42, **_: Any) -> Loaded:
+def mmmu_load(path: str | None, split: str = "eval", *, setting: str = "auto", seed: int = 42,
+              benchmark: str | None = None, **_: Any) -> Loaded:
     """The rows of ``path`` (a parquet / JSON file or a folder of them) as samples. ``setting``: MMMU-Pro's
     ``standard`` or ``vision`` (``auto``: vision for rows with an ``image`` and no ``question``); ``seed``: the
-    seed of the multiple-choice parser's random fallback (MMMU's is 42)."""
+    seed of the multiple-choice parser's random fallback (MMMU's is 42); ``benchmark``: whose parser scores the
+    rows (default: MMMU-Pro's for rows without ``question_type``, MMMU's for the others)."""
     if path is None:
         raise ValueError("mmmu reads the benchmark's own files: --tasks mmmu:PATH (a parquet file or a folder of "
                          "them); it has no built-in data")
     if setting not in SETTINGS:
         raise ValueError(f"mmmu: task_args setting={setting!r} is not one of {', '.join(SETTINGS)}")
+    if benchmark not in (None, "MMMU", "MMMU-Pro"):
+        raise ValueError(f"mmmu: task_args benchmark={benchmark!r} is not MMMU or MMMU-Pro (whose parser to use)")
     loaded = Loaded(extraction="MMMU's parse_multi_choice_response / parse_open_response rules on the response "
                                "(its <answer> or \\boxed{} body when it has one); random fallback seeded "
                                f"({seed}) per question, counted in random_fallback")
+    outside = []
     for index, (row, source) in enumerate(table_rows(path, "mmmu")):
         sample = mmmu_row(row, index, source, setting)
         sample.meta["fallback_seed"] = int(seed)
+        if benchmark is not None:
+            sample.meta["benchmark"] = benchmark
         loaded.append(sample)
+        if sample.meta["question_type"] == "multiple-choice" and sample.answer not in LETTERS[: len(
+                sample.meta["options"])]:
+            outside.append(sample.id)
+    if outside:
+        loaded.notes.append(f"{len(outside)} questions whose answer letter is past their options, never right as "
+                            f"the benchmark scores them ({', '.join(outside[:5])}{', ...' if len(outside) > 5 else ''})")
     return loaded

@@ -19,6 +19,11 @@ a one-character text padded with a space). Right when a normalized number equals
 number, or a reference text is contained in a predicted text. A multiple-choice answer is right when the letter
 equals the reference letter (``eval_multi_choice``).
 
+MMMU-Pro's ``evaluate.py`` parses multiple-choice answers with three changes, applied to MMMU-Pro rows (rows
+without ``question_type``; ``--task_args benchmark=MMMU`` / ``MMMU-Pro`` to choose): first the one option letter
+written after the last "Answer:" when there is exactly one; bare letters are found as "B " (a letter then a
+space) rather than " B "; then as "B.".
+
 The response given to the parsers is its ``<answer>`` or ``\\boxed{}`` body when it has one (this project's
 answer format), else the whole response, as the benchmark parses it.
 """
@@ -47,16 +52,32 @@ _SIMPLE = re.compile(r"-?(?:(?<!\d)\d+\.\d+|\.\d+|(?<!\d)\d+\b)(?![eE][+-]?\d+)(
 _SENTENCES = re.compile(r"\.\s(?=[A-Z])|\n")
 
 
-def parse_multi_choice_response(response: str, options: list[str], rng: random.Random) -> tuple[str, bool]:
-    """(the letter picked, whether it was drawn at random): the rules of the module doc."""
+def _after_answer_colon(response: str, letters: list[str]) -> str | None:
+    """MMMU-Pro's first rule: the one option letter written after the last "Answer:" (None: none or several)."""
+    position = response.rfind("Answer:")
+    if position < 0:
+        return None
+    found = [c for c in letters if c in response[position + len("Answer:"):].strip()]
+    return found[0] if len(found) == 1 else None
+
+
+def parse_multi_choice_response(response: str, options: list[str], rng: random.Random, pro: bool = False
+                                ) -> tuple[str, bool]:
+    """(the letter picked, whether it was drawn at random): the rules of the module doc; ``pro``: MMMU-Pro's."""
+    letters = [chr(ord("A") + k) for k in range(len(options))]
+    if pro:
+        letter = _after_answer_colon(response, letters)
+        if letter is not None:
+            return letter, False
     for ch in (",", ".", "!", "?", ";", ":", "'"):
         response = response.strip(ch)
     response = f" {response} "
-    letters = [chr(ord("A") + k) for k in range(len(options))]
     candidates = [c for c in letters if f"({c})" in response]
     bracketed, by_letter = bool(candidates), True
     if not candidates:
-        candidates = [c for c in letters if f" {c} " in response]
+        candidates = [c for c in letters if (f"{c} " if pro else f" {c} ") in response]
+    if not candidates and pro:
+        candidates = [c for c in letters if f"{c}." in response]
     if not candidates and len(response.split()) > 5:
         lower = response.lower()
         candidates = [c for c, text in zip(letters, options) if text.lower() in lower]
@@ -135,7 +156,8 @@ def judge(sample: Sample, completion: str) -> tuple[bool, bool]:
     response = clip(final_answer(completion), 20_000)
     if sample.meta["question_type"] == "multiple-choice":
         rng = random.Random(f"{sample.meta.get('fallback_seed', 42)}:{sample.id}")
-        letter, fell_back = parse_multi_choice_response(response, sample.meta["options"], rng)
+        letter, fell_back = parse_multi_choice_response(response, sample.meta["options"], rng,
+                                                        pro=sample.meta.get("benchmark") == "MMMU-Pro")
         gold = sample.answer
         return (letter in gold if isinstance(gold, list) else letter == gold), fell_back
     return eval_open(sample.answer, parse_open_response(response)), False

@@ -105,7 +105,7 @@ def test_mmmu_pro_standard_and_vision_rows(tmp_path):
 @pytest.mark.parametrize("change, message", [
     ({"options": "['a', 'b'"}, "options \"['a', 'b'\" does not parse as a list of options"),
     ({"question_type": "essay"}, "question_type 'essay' is not one of multiple-choice, open"),
-    ({"answer": "F"}, "answer 'F' is not one of the option letters A, B, C, D"),
+    ({"answer": "AB"}, "answer 'AB' is not an option letter A to Z"),
 ])
 def test_a_bad_row_is_one_line(tmp_path, change, message):
     row = {**mmmu_rows()[0], **change}
@@ -130,3 +130,25 @@ def test_breakdowns_by_subject_subfield_and_difficulty(tmp_path):
                 "accuracy_topic_difficulty_medium": 1.0, "accuracy_question_type_open": 1 / 2}
     for metric, value in expected.items():
         assert task[f"{metric},none"] == pytest.approx(value), metric
+
+
+def test_an_answer_past_the_options_is_kept_wrong_and_counted(tmp_path):
+    rows = [{**mmmu_rows()[1], "answer": "E"}]  # three options: E is never a parse
+    samples = mmmu_load(str(write_parquet(tmp_path / "odd.parquet", rows)))
+    assert samples[0].answer == "E" and samples.notes == [
+        "1 questions whose answer letter is past their options, never right as the benchmark scores them "
+        "(validation_Art_2)"]
+
+
+@pytest.mark.parametrize("response, mmmu, pro", [
+    ("Reasoning: Answer: B", "B", "B"),            # Pro: the one letter after the last "Answer:"; MMMU: " B "
+    ("C. Berlin", None, "C"),                       # Pro's "C." rule; MMMU: no " C ", two words: a random fallback
+    ("so D.", "D", "D"),                            # stripped of the final "." first: " so D " in both
+    ("B.Berlin", None, "B"),                        # Pro's "B." rule; MMMU: no letter, a random fallback
+])
+def test_mmmu_pro_parser_differs_where_its_evaluate_py_does(response, mmmu, pro):
+    m, m_fell = parse_multi_choice_response(response, OPTIONS, random.Random(0))
+    p, p_fell = parse_multi_choice_response(response, OPTIONS, random.Random(0), pro=True)
+    assert (p, p_fell) == (pro, False)
+    assert m_fell if mmmu is None else (m, m_fell) == (mmmu, False)
+
