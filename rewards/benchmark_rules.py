@@ -11,6 +11,9 @@
 5. the last number written in the response;
 6. the whole response, stripped.
 
+An answer found is at most its last 4,000 characters (as ``parsing.final_answer``), which bounds the edit
+distances a multiple-choice answer is compared by.
+
 It stands in for the LLM extraction of benchmarks that extract with GPT-4 (MathVista's ``extract_answer.py``);
 the results header says so.
 
@@ -33,6 +36,7 @@ from mmreason.parsing import clip, last_boxed, last_number, last_tag_body, parse
 from mmreason.rewards.choice import extract_choice
 from mmreason.rewards.textmatch import anls_score
 
+MAX_ANSWER_CHARS = 4_000  # an answer is at most this long (its tail), as ``parsing.final_answer`` keeps
 _ANSWER_PHRASE = re.compile(r"(?i)\banswer\s*(?:is|:|=)\s*:?[ \t]*([^\n]+)")
 _STRIP = " \t\"'`*"
 
@@ -59,13 +63,13 @@ def rule_answer(response: Any, choices: list[str] | None = None) -> str:
     text = clip(response if isinstance(response, str) else str(response or ""), 20_000)
     for found in (last_tag_body(text, "answer"), last_boxed(text), _phrase_answer(text)):
         if found is not None:
-            return found.strip()
+            return clip(found.strip(), MAX_ANSWER_CHARS)
     if choices:
         letter = extract_choice(text, choices)
         if letter is not None:
             return letter
     number = last_number(text)
-    return number_text(number) if number is not None else text.strip()
+    return number_text(number) if number is not None else clip(text.strip(), MAX_ANSWER_CHARS)
 
 
 def docvqa_anls(prediction: str, references: list[str], threshold: float = 0.5) -> float:
