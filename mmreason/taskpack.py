@@ -32,6 +32,8 @@ class TaskPack:
     derived:  metric name -> fn(means) -> float | None, computed from the other metrics' means after
               aggregation (a set-level score such as an F1 of a mean precision and a mean recall).
     results_note: a line the results header shows (e.g. how answers are extracted).
+    breakdowns: the loaded eval docs -> more metrics, one per group the docs hold (a published benchmark's
+              accuracy by category, subject, duration, ...: groups known only once the file is read).
     baseline: train samples -> rule; ``rule(sample) -> completion_text`` answers without the sample's media,
               scored with ``metrics`` by ``mmreason eval baseline --task PACK``.
     """
@@ -43,6 +45,7 @@ class TaskPack:
     metrics: dict[str, Callable[[Sample, str], float]] = field(default_factory=dict)
     derived: dict[str, Callable[[dict[str, float | None]], float | None]] = field(default_factory=dict)
     results_note: str = ""
+    breakdowns: Callable[[list[Sample]], dict[str, Callable[[Sample, str], float]]] | None = None
     make_environment: Callable[..., Any] | None = None
     max_turns: int = 1  # assistant turns of an eval episode in the environment (1 = single-turn generation)
     prompt_template: str = ""

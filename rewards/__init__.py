@@ -12,6 +12,8 @@
 - ``retrieval``: R1-Router step reward (sub-question similarity + knowledge-base choice)
 - ``grounding``: bounding-box IoU in the original image's coordinates
 - ``judge``:     a local VLM that looks at the images and scores the completion
+- ``benchmark_rules``: what the published-benchmark packs share (answer extraction by rule, DocVQA's ANLS,
+  option lists written as strings)
 
 Shared, bounded-time parsing lives in ``parsing`` and ``textmatch``: use it in new rewards.
 """

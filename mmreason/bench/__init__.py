@@ -12,6 +12,8 @@ BENCHES = {
                  "multi-turn episodes of a task with an environment, one at a time against played together"),
     "eval-overhead": ("mmreason.bench.eval_overhead", "evaluation harness vs bare batched generate"),
     "grpo-vs-trl": ("mmreason.bench.grpo_vs_trl", "GRPO step time against TRL's GRPOTrainer, same work (needs trl)"),
+    "published": ("mmreason.bench.published",
+                  "re-scoring 10,000 saved answers per published benchmark; --overhead: harness time of a model run"),
     "update-throughput": ("mmreason.bench.update_throughput",
                           "policy-update tokens/s and MFU of a random-init model (3b shape on a GPU)"),
     "server-body": ("mmreason.bench.server_body",

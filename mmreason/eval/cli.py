@@ -1,6 +1,6 @@
 """`mmreason eval`, with lmms-eval's flags; `mmreason eval compare RESULTS.json RESULTS.json ...` (metric deltas);
 `mmreason eval paired A_SAMPLES B_SAMPLES` (doc-by-doc, McNemar); `mmreason eval baseline --task PACK` (the pack's
-model-free rule, scored with its metrics).
+model-free rule, scored with its metrics); `mmreason eval score --tasks PACK:PATH --predictions FILE` (saved answers).
 
     mmreason eval --model runs/shapes --tasks shapes,shapes:my.jsonl --batch_size 8 \\
         --output_path eval_results --log_samples --limit 100 \\
@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import argparse
 
-from mmreason.eval import baseline, compare, paired
+from mmreason.eval import baseline, compare, paired, rescore
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Options are spelled out: `eval baseline --task` would otherwise be taken as an abbreviation of --tasks.
     parser.allow_abbrev = False
-    sub = parser.add_subparsers(dest="eval_command", metavar="{compare,paired,baseline}")
+    sub = parser.add_subparsers(dest="eval_command", metavar="{compare,paired,baseline,score}")
     compare.add_arguments(sub.add_parser("compare", help="metric deltas between results files, and a PNG chart"))
     paired.add_arguments(sub.add_parser("paired", help="two samples files doc by doc: up / down, McNemar z"))
     baseline.add_arguments(sub.add_parser("baseline", help="a pack's model-free baseline, scored with its metrics"))
+    rescore.add_arguments(sub.add_parser("score", help="saved answers scored by a task's metrics, no model"))
     parser.add_argument("--model", help="a model directory, a LoRA adapter, a `mmreason train` run directory "
                         "(its newest checkpoint) or a hub id")
     parser.add_argument("--tasks", help="comma-separated task packs (`mmreason list tasks`), or PACK:PATH to "
@@ -59,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         return paired.run(args)
     if args.eval_command == "baseline":
         return baseline.run(args)
+    if args.eval_command == "score":
+        return rescore.run(args)
     if args.tasks == "list":
         from mmreason.listing import run as list_run
 

@@ -89,7 +89,7 @@ def _evaluate(run, step: int) -> dict[str, float]:
         model.train(was_training)
     _write_samples(Path(run.cfg.output_dir) / "eval" / f"step-{step}_samples_{task.file_name}.jsonl", records)
     metrics: dict[str, float] = {}
-    for name, summary in aggregate(records, list(task.pack.metrics)).items():
+    for name, summary in aggregate(records, list(task.metrics)).items():
         metrics[f"eval/{task.name}/{name}"] = summary.value if summary.value is not None else math.nan
     metrics[f"eval/{task.name}/n_failed"] = float(sum("error" in r for r in records))
     return metrics

@@ -15,7 +15,7 @@ from mmreason.eval.tasks import EvalTask
 
 def task_results(task: EvalTask, records: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"alias": task.name}
-    summaries = aggregate(records, list(task.pack.metrics))
+    summaries = aggregate(records, list(task.metrics))
     for name, summary in summaries.items():
         out[f"{name},none"] = summary.value
         out[f"{name}_stderr,none"] = summary.stderr
@@ -40,7 +40,7 @@ def build_results(tasks: list[EvalTask], records: dict[str, list[dict[str, Any]]
     return {
         "results": {t.name: task_results(t, records[t.file_name]) for t in tasks},
         "configs": {t.name: t.describe() for t in tasks},
-        "higher_is_better": {t.name: {m: t.pack.metric_higher_is_better(m) for m in t.pack.metric_names}
+        "higher_is_better": {t.name: {m: t.pack.metric_higher_is_better(m) for m in t.metric_names}
                              for t in tasks},
         "n-samples": {t.name: {"original": t.n_original, "effective": len(t.samples)} for t in tasks},
         "config": config,

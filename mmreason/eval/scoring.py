@@ -131,19 +131,25 @@ def build_prompts(processor, task: EvalTask, indices: list[int], opts: PromptOpt
     return built, failed
 
 
-def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: Completion,
-                 extra_fields: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The samples-file line of one doc: prompt, target, raw response, parsed answer, per-metric scores."""
-    sample = task.samples[index]
+def metric_scores(task: EvalTask, sample: Sample, text: str) -> tuple[dict[str, float | None], dict[str, str]]:
+    """(metric -> score, None where it does not apply; metric -> error of the metrics that raised)."""
     scores, metric_errors = {}, {}
-    for name, fn in task.pack.metrics.items():
+    for name, fn in task.metrics.items():
         try:
-            value = float(fn(sample, completion.text))
+            value = float(fn(sample, text))
         except Exception as exc:  # isolated like a reward: this doc's metric fails, counted; the run goes on
             metric_errors[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
             log.warning("task %r: metric %r failed on doc %r: %s", task.name, name, sample.id, metric_errors[name])
             value = math.nan
         scores[name] = None if math.isnan(value) else value
+    return scores, metric_errors
+
+
+def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: Completion,
+                 extra_fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The samples-file line of one doc: prompt, target, raw response, parsed answer, per-metric scores."""
+    sample = task.samples[index]
+    scores, metric_errors = metric_scores(task, sample, completion.text)
     extra = {"metric_errors": metric_errors} if metric_errors else {}
     if prompt.video_frames:  # which frames the model saw: seconds from the start of each video
         extra["video_frames"] = prompt.video_frames

@@ -7,7 +7,6 @@ A task pack defines its eval split, prompt and metrics once; training and the ha
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -36,7 +35,21 @@ class EvalTask:
     extract_answer: Callable[[str], str] = field(repr=False)  # response -> parsed answer (for the logs)
     extractor_name: str
     skipped_rows: dict[str, int] = field(default_factory=dict)  # reason -> rows the loader skipped
+    # the pack's breakdowns over these docs (``TaskPack.breakdowns``: accuracy per category, subject, ...)
+    breakdown_metrics: dict[str, Callable[[Sample, str], float]] = field(default_factory=dict, repr=False)
+    notes: list[str] = field(default_factory=list)  # lines for the results header (the loader's, the run's)
+    extraction_note: str = ""  # how answers are taken from responses, when the loader says (results header)
     partial_rows: dict[str, int] = field(default_factory=dict)  # reason -> rows kept, left out of some metrics
+
+    @property
+    def metrics(self) -> dict[str, Callable[[Sample, str], float]]:
+        """The per-doc metrics: the pack's, then its breakdowns over these docs."""
+        return {**self.pack.metrics, **self.breakdown_metrics}
+
+    @property
+    def metric_names(self) -> list[str]:
+        """The per-doc metrics, then the pack's derived ones (the order of the results table)."""
+        return [*self.metrics, *self.pack.derived]
 
     @property
     def file_name(self) -> str:
@@ -55,11 +68,12 @@ class EvalTask:
             "split": EVAL_SPLIT, "prompt_template": self.pack.prompt_template,
             "metrics": {name: {"function": _qualname(fn), "doc": first_doc_line(fn), "aggregation": "mean",
                                "higher_is_better": self.pack.metric_higher_is_better(name)}
-                        for name, fn in self.pack.metrics.items()},
+                        for name, fn in self.metrics.items()},
             "answer_extractor": self.extractor_name, "n_docs": len(self.samples), "docs_hash": self.docs_hash(),
             **({"derived_metrics": {name: {"function": _qualname(fn), "doc": first_doc_line(fn)}
                                     for name, fn in self.pack.derived.items()}} if self.pack.derived else {}),
-            **({"note": self.pack.results_note} if self.pack.results_note else {}),
+            **({"note": "; ".join(n for n in [self.pack.results_note, self.extraction_note, *self.notes] if n)}
+               if self.pack.results_note or self.extraction_note or self.notes else {}),
             **({"skipped_rows": self.skipped_rows} if self.skipped_rows else {}),
             **({"partial_rows": self.partial_rows} if self.partial_rows else {}),
             **({"page_allocation": self.page_allocation} if self.page_allocation else {}),
@@ -134,32 +148,28 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
     extractor = (extract, _qualname(extract)) if extract is not None else default_extractor()
     skipped = dict(getattr(samples, "skipped", None) or {})  # a loader may say which rows it left out
     partial = dict(getattr(samples, "partial", None) or {})  # ... and which it kept out of some metrics
+    notes = list(getattr(samples, "notes", None) or [])  # and what it noticed (e.g. subtitles found)
+    extraction = str(getattr(samples, "extraction", "") or "")  # and how answers are extracted
     kept = [pack.prepare(s, split=EVAL_SPLIT, seed=seed, step=0) for s in samples[: resolve_limit(limit, len(samples))]]
+    breakdowns = pack.breakdowns(kept) if pack.breakdowns is not None else {}
     if group_by is not None:
-        pack = grouped_pack(pack, kept, str(group_by))
-    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped, partial)
+        breakdowns.update(group_by_metrics(pack, kept, str(group_by)))
+    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped, breakdowns, notes,
+                    extraction, partial)
 
 
 MAX_GROUPS = 100  # a group_by column with more values is not categorical
 
 
-def grouped_pack(pack: TaskPack, samples: list[Sample], column: str) -> TaskPack:
-    """``pack`` with every metric also broken down by the samples' ``column`` (``--task_args group_by=COLUMN``):
+def group_by_metrics(pack: TaskPack, samples: list[Sample], column: str) -> dict[str, Callable[[Sample, str], float]]:
+    """Every metric of ``pack`` broken down by the samples' ``column`` (``--task_args group_by=COLUMN``):
     ``METRIC/COLUMN=VALUE``, the metric on that group's docs only (NaN elsewhere, so its mean is the group's)."""
-    values = [group_value(s, column) for s in samples]
-    groups = sorted({v for v in values if v is not None})
-    if not groups:  # this task has no such column (``load_tasks`` refuses a column no task has)
-        return pack
+    groups = sorted({v for v in (group_value(s, column) for s in samples) if v is not None})
     if len(groups) > MAX_GROUPS:
         raise ValueError(f"--task_args group_by={column}: {len(groups)} distinct values (over {MAX_GROUPS}); "
                          "give a categorical column")
-    metrics = dict(pack.metrics)
-    for name, fn in pack.metrics.items():
-        for group in groups:
-            metrics[f"{name}/{column}={group}"] = _in_group(fn, column, group)
-    higher = {**pack.higher_is_better, **{f"{m}/{column}={g}": pack.metric_higher_is_better(m)
-                                          for m in pack.metrics for g in groups}}
-    return dataclasses.replace(pack, metrics=metrics, higher_is_better=higher)
+    return {f"{name}/{column}={group}": _in_group(fn, column, group)
+            for name, fn in pack.metrics.items() for group in groups}
 
 
 def group_value(sample: Sample, column: str) -> str | None:
@@ -182,7 +192,7 @@ def load_tasks(text: str | list[str], limit: float | None = None, options: dict[
     tasks = [load_task(name, path, limit, options, seed, max_prompt_length, tokenizer)
              for name, path in parse_task_specs(text)]
     column = (options or {}).get("group_by")
-    if column is not None and not any(f"/{column}=" in m for t in tasks for m in t.pack.metrics):
+    if column is not None and not any(f"/{column}=" in m for t in tasks for m in t.metrics):
         raise ValueError(f"--task_args group_by={column}: no doc of {', '.join(t.name for t in tasks)} has a "
                          f"{column!r} column")
     names = [t.file_name for t in tasks]

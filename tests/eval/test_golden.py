@@ -42,9 +42,28 @@ def _check(name: str, text: str, update: bool = os.environ.get("MMREASON_UPDATE_
     assert text == path.read_text(), f"the rendered prompt of task {name!r} changed (see {path})"
 
 
+def _published_files():
+    """tests/tasks/published/published_files.py: small files in the published benchmarks' layouts."""
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "tasks" / "published" / "published_files.py"
+    spec = importlib.util.spec_from_file_location("published_files", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Packs with no built-in data (they read a benchmark's files): their prompts are rendered on small files in the
+# benchmark's layout, written by tests/tasks/published/published_files.py.
+BENCHMARK_FILES = {"mathvista": "mathvista_repo", "mmmu": "mmmu_folder", "chartqa": "chartqa_repo",
+                   "docvqa": "docvqa_json", "videomme": "videomme_set"}
+
+
 @pytest.mark.parametrize("name", TASKS.names())
-def test_golden_prompt(name, tiny, shapes_cache):
+def test_golden_prompt(name, tiny, shapes_cache, tmp_path):
     path = str(DATA[name]) if name in DATA else None
+    if name in BENCHMARK_FILES:
+        path = str(getattr(_published_files(), BENCHMARK_FILES[name])(tmp_path / name))
     _check(name, snapshot(load_task(name, path, limit=2), tiny[1]))
 
 

@@ -112,7 +112,7 @@ def test_eval_scores_the_gold_answer_baseline_at_1_and_breaks_it_down_by_a_colum
         scores = [task.pack.metrics["accuracy"](s, gold_completion(s)) for s in task.samples]
         assert scores and all(v == 1.0 for v in scores), (name, scores)
     task = load_task("generic", str(data["videor1_json"]), options={"group_by": "data_source"})
-    by = {m: [task.pack.metrics[m](s, gold_completion(s)) for s in task.samples] for m in task.pack.metrics}
+    by = {m: [task.metrics[m](s, gold_completion(s)) for s in task.samples] for m in task.metrics}
     assert sum(not math.isnan(v) for v in by["accuracy/data_source=photos"]) == 3
     assert sum(not math.isnan(v) for v in by["accuracy/data_source=clips"]) == 1
 
