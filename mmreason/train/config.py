@@ -75,6 +75,7 @@ class RolloutConfig:
     vllm_importance_sampling_correction: bool = True
     vllm_importance_sampling_mode: str = "token_truncate"  # token_truncate | token_mask | sequence_truncate | sequence_mask
     vllm_importance_sampling_cap: float = 2.0
+    vllm_importance_sampling_min: float | None = None  # lower bound C_min (TRL's _clip_min); None = none
 
     RANGES: ClassVar[dict[str, str]] = {
         "num_generations": "[1, inf)", "max_completion_length": "[1, inf)",
@@ -85,7 +86,7 @@ class RolloutConfig:
         "vllm_tensor_parallel_size": "[1, inf)", "vllm_server_port": "[1, 65535]",
         "vllm_server_timeout": "(0, inf)", "vllm_weight_sync_timeout": "(0, inf)",
         "vllm_generate_timeout": "(0, inf)", "vllm_kv_cache_gib": "(0, inf)",
-        "vllm_importance_sampling_cap": "[1, inf)",
+        "vllm_importance_sampling_cap": "[1, inf)", "vllm_importance_sampling_min": "[0, 1]",
     }
 
 
@@ -126,10 +127,13 @@ class AlgorithmConfig:
     entropy_coef: float = 0.0  # lambda_ent of the entropy band penalty (OpenVLThinkerV2); 0 = off
     entropy_band: dict[str, list[float]] = field(default_factory=dict)  # task -> [H_min, H_max]; key
     # "default" for tasks not listed
+    off_policy_mask_threshold: float | None = None  # DeepSeek-V3.2 off-policy sequence mask (TRL's name): a
+    # row with A < 0 whose mean behaviour-to-current log-prob gap exceeds it leaves the loss; None = off
 
     RANGES: ClassVar[dict[str, str]] = {
         "epsilon": "(0, inf)", "epsilon_high": "(0, inf)", "num_iterations": "[1, inf)", "beta": "[0, inf)",
         "dynamic_sampling_max_draws": "[0, inf)", "entropy_coef": "[0, inf)",
+        "off_policy_mask_threshold": "[0, inf)",
     }
 
 
@@ -301,7 +305,7 @@ def check_output_dir(path: str) -> None:
 NAMED_LOSS_OPTIONS = ("epsilon", "epsilon_high", "importance_sampling_level", "beta", "kl_estimator")
 # What the trainer itself hands a loss that takes it (not options a config sets).
 LOSS_INPUTS = ("aggregation", "max_len", "ref_logprobs", "group_ids", "num_tokens", "seq_mask", "train_step",
-               "prev_entropy", "step_rewards", "rewards", "tempered_logprobs")
+               "prev_entropy", "step_rewards", "rewards", "tempered_logprobs", "entropy", "entropy_history")
 
 
 def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> None:

@@ -213,7 +213,11 @@ def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, opti
     logp, ent = sequence_logprobs(run, model or run.model, batch, trajectories, with_entropy=True)  # [n, T] fp32
     old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
     advantages = rollout_correction(run, trajectories, old, batch.action_mask, advantages, stats)
-    out = rl.POLICY_LOSSES.get(a.policy_loss)(logp, old, advantages, batch.action_mask, **options)
+    advantages = off_policy_masked(run, trajectories, logp, old, batch.action_mask, advantages, stats)
+    fn = rl.POLICY_LOSSES.get(a.policy_loss)
+    if "entropy" in accepted_options(fn):  # losses that read the token entropy (DHPO, ERPO, GEPO): detached
+        options = {**options, "entropy": ent.detach()}
+    out = fn(logp, old, advantages, batch.action_mask, **options)
     loss = out.loss
     if band is not None:
         h_min, h_max, ids = band
@@ -245,9 +249,29 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
         stats.setdefault(key, []).append(value)
     if not r.vllm_importance_sampling_correction:
         return advantages
-    w = importance_weights(old, rollout, mask, r.vllm_importance_sampling_mode, r.vllm_importance_sampling_cap)
+    w = importance_weights(old, rollout, mask, r.vllm_importance_sampling_mode, r.vllm_importance_sampling_cap,
+                           r.vllm_importance_sampling_min)
     stats.setdefault("mismatch/is_weight_mean", []).append(float(w[mask.bool()].mean()) if mask.any() else 1.0)
     return (advantages[:, None] if advantages.ndim == 1 else advantages) * w  # [n, T]
+
+
+def off_policy_masked(run: Run, trajectories, logp, old, mask, advantages, stats):
+    """``algorithm.off_policy_mask_threshold`` set: rows with A < 0 whose mean behaviour-to-current log-prob gap
+    exceeds it get advantage 0 (``rl.rollout_correction.off_policy_mask``; the behaviour policy is the sampler's
+    log-probs when it returned them, else the old policy, as TRL). Logs the masked share."""
+    from mmreason.rl.rollout_correction import off_policy_mask
+    from mmreason.rollout.forward import pad_stack
+
+    threshold = run.cfg.algorithm.off_policy_mask_threshold
+    if threshold is None:
+        return advantages
+    behaviour = old
+    if trajectories and all(t.rollout_logprobs is not None for t in trajectories):
+        rollout = pad_stack([t.rollout_logprobs for t in trajectories], 0.0, torch.float32)
+        behaviour = _to_width(rollout, old.shape[1]).to(old.device)
+    keep = off_policy_mask(advantages, logp, behaviour, mask, threshold)  # [n]
+    stats.setdefault("off_policy/masked_share", []).append(float(1 - keep.mean()) if keep.numel() else 0.0)
+    return advantages * (keep if advantages.ndim == 1 else keep[:, None])
 
 
 def _to_width(x: torch.Tensor, width: int) -> torch.Tensor:

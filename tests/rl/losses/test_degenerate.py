@@ -59,6 +59,11 @@ VARIANTS = {
     "gbpo": {"temperature": 1.0},
     "dcpo": {"prev_entropy": 2.0, "entropy_base": 0.5},
     "llds": {"gate": "action", "llds_coef": 1.0},
+    "cispo": {"epsilon_min": 0.5, "epsilon_max": 2.0},
+    "sapo": {"importance_sampling_level": "sequence"},
+    "gmpo": {"epsilon_log": 0.1},
+    "kl_cov": {"kl_cov_ratio": 0.5},
+    "clip_cov": {"clip_ratio": 0.5, "clip_cov_lb": -5.0},
 }
 
 
