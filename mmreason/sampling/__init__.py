@@ -3,12 +3,14 @@
 from mmreason.registry import Registry
 from mmreason.sampling import difficulty, hinting, refine
 from mmreason.sampling.base import PromptSampler
+from mmreason.sampling.gdro import GDROSampler
 from mmreason.sampling.uniform import UniformSampler
 from mmreason.sampling.vas import VASSampler
 
 SAMPLERS: Registry = Registry("sampler")
 SAMPLERS.add("uniform", UniformSampler)
 SAMPLERS.add("vas", VASSampler)
+SAMPLERS.add("gdro", GDROSampler)
 
 # Within-step regenerations a config turns on by its block name (``augment`` / ``refine`` / ``hint``: at most
 # one); listed by ``mmreason list rollouts`` with their papers. The step-side code is in mmreason/train/.

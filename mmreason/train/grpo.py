@@ -393,7 +393,7 @@ def nan_rewards(run: Run, n: int) -> RewardBatch:
 
 def _state(run: Run) -> dict[str, Any]:
     state = {"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict(),
-             "prev_entropy": run.prev_entropy}
+             "prev_entropy": run.prev_entropy, "entropy_history": list(run.entropy_history)}
     if run.augmenter is not None:
         state["augment"] = run.augmenter.state_dict()
     return copy.deepcopy(state)
@@ -422,6 +422,7 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
         run.sampler.load_state_dict(state["sampler"])
         run.counters.__dict__.update(state.get("counters", {}))
         run.prev_entropy = float(state.get("prev_entropy", 0.0))
+        run.entropy_history = [float(v) for v in state.get("entropy_history", [])]
         if run.augmenter is not None:
             from mmreason.train.augment import own_state
 

@@ -77,11 +77,14 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
             mb.ref_logprobs = sequence_logprobs(run, run.ref_model, mb.inputs, mb.trajectories)[0]
         tempered_logprobs(run, policy, minibatches, stats)
     rewards = table.total[table.keep]  # [N] the kept rows' total rewards
-    for _ in range(a.num_iterations):
+    history: list[float] = []  # the step's group entropies, for losses that take entropy_history (GEPO)
+    wants_history = "entropy_history" in accepted_options(rl.POLICY_LOSSES.get(a.policy_loss))
+    for iteration in range(a.num_iterations):
         for share in shares:
             for mb in share.minibatches:
                 rows_in = {"prev_entropy": run.prev_entropy, "step_rewards": rewards, "rewards": rewards[mb.rows],
-                           "tempered_logprobs": mb.tempered_logprobs}
+                           "tempered_logprobs": mb.tempered_logprobs,
+                           "entropy_history": torch.tensor(run.entropy_history, dtype=torch.float32)}
                 options = _loss_options(a, cfg, mb.ref_logprobs, gids[mb.rows], run.step - 1, rows_in)
                 if token_mean:
                     options["num_tokens"] = share.tokens
@@ -94,6 +97,8 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
                 run.accelerator.backward(loss)
                 if mb.weight:
                     _collect(stats, metrics, ent, mb.inputs.action_mask, loss)
+                    if wants_history and iteration == 0:
+                        history += group_entropy_values(ent, mb.inputs.action_mask, gids[mb.rows])
             if by_hand:  # the wrapper's reducer saw no forward: average as it would have
                 average_gradients(run.accelerator, run.model.parameters())
             grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
@@ -106,7 +111,24 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
             run.scheduler.step()
             run.optimizer.zero_grad(set_to_none=True)
             stats.setdefault("grad_norm", []).append(float(grad_norm))
+    keep_group_entropies(run, history)
     return {k: sum(v) / len(v) for k, v in stats.items()}
+
+
+ENTROPY_HISTORY = 1024  # group entropies kept across steps for the losses that read them (GEPO)
+
+
+def keep_group_entropies(run: Run, values: list[float]) -> None:
+    """The step's group entropies (first pass) appended to ``run.entropy_history``, the last ENTROPY_HISTORY kept."""
+    run.entropy_history = (list(run.entropy_history) + values)[-ENTROPY_HISTORY:]
+
+
+def group_entropy_values(entropy, mask, group_ids) -> list[float]:
+    """The mean token entropy of each group of a mini-batch (GEPO's group entropy)."""
+    from mmreason.rl.losses.gepo import group_entropies
+
+    _, values = group_entropies(entropy.detach(), mask.float(), group_ids.to(entropy.device))
+    return [float(v) for v in values]
 
 
 def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:

@@ -64,6 +64,11 @@ VARIANTS = {
     "gmpo": {"epsilon_log": 0.1},
     "kl_cov": {"kl_cov_ratio": 0.5},
     "clip_cov": {"clip_ratio": 0.5, "clip_cov_lb": -5.0},
+    "etr": {"macro_target": "weight", "rewards": torch.tensor([1.0, 0.0, 1.0, 1.0])},
+    "dhpo": {"mixing": "entropy", "entropy": torch.rand(4, 3)},
+    "erpo": {"entropy": torch.rand(4, 3), "buckets": 2},
+    "gepo": {"entropy": torch.rand(4, 3), "entropy_history": torch.rand(5)},
+    "conspo": {"variant": "pooled", "train_step": 10},
 }
 
 
