@@ -1,6 +1,6 @@
 """Prompt-GDRO: a multiplicative-weights bandit over pass@k difficulty bins that up-weights bins that stay hard.
 
-Source: "Group Distributionally Robust Optimization-Driven RL for LLM Reasoning" (the founding digest; abstract
+Source: "Group Distributionally Robust Optimization-Driven RL for LLM Reasoning" (Panaganti et al., arXiv 2601.19280; the founding digest; abstract
 only); a reading of the abstract, docs/algorithms.md §15.7. Per prompt x the sampler keeps an EMA pass rate
 ``p_x`` of its rollouts (reward >= ``success_threshold``) and classifies it online by ``pass@k = 1 - (1 - p_x)^k``
 into the bins cut at ``edges`` (bin 0 the hardest); prompts never seen form one more bin. Per bin b::
@@ -26,7 +26,7 @@ import torch
 
 
 class GDROSampler:
-    """Prompt-GDRO (GDRO-driven RL for LLM reasoning, digest reading): a bandit over online pass@k difficulty bins."""
+    """Prompt-GDRO (arXiv 2601.19280, reading): a bandit over online pass@k difficulty bins."""
 
     def __init__(self, size: int, seed: int = 0, *, k: int = 4, edges: Sequence[float] = (0.2, 0.5, 0.8),
                  ema: float = 0.9, step_size: float = 0.5, explore: float = 0.1, success_threshold: float = 1.0,

@@ -50,7 +50,7 @@ def planpo(
     eps: float = 1e-6,
     missing: str = "zero",
 ) -> Tensor:
-    """PlanPO (planning-aware, digest reading): GRPO plus fewer-turns / shorter-turns bonuses among a group's successes.
+    """PlanPO (Group Planning-Aware PO, digest reading): GRPO plus fewer-turns / shorter-turns bonuses among a group's successes.
 
     Args:
         num_turns, mean_turn_length: ``[N]`` assistant turns and mean tokens per turn (the trainer's columns).

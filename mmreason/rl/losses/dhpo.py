@@ -1,6 +1,6 @@
 """DHPO: the token-level (GRPO) and sequence-level (GSPO) clipped surrogates, each clipped in its own range, mixed.
 
-Source: "Orchestrating Tokens and Sequences: Dynamic Hybrid Policy Optimization" (the founding digest; abstract
+Source: "Orchestrating Tokens and Sequences: Dynamic Hybrid Policy Optimization" (Min et al., arXiv 2601.05607; the founding digest; abstract
 only); a reading of the abstract, docs/algorithms.md §15.2. With ``r_it = exp(logp_theta_it - logp_old_it)``
 and ``s_i = exp(mean_t log r_it)`` (GSPO's ratio, gradient to every token as in ``clipped``)::
 
@@ -63,7 +63,7 @@ def dhpo_loss(
     kl_estimator: str = "k3",
     group_ids: Tensor | None = None,
 ) -> LossOutput:
-    """DHPO (Dynamic Hybrid Policy Optimization, digest reading): token and sequence surrogates, each clipped, then mixed.
+    """DHPO (Dynamic Hybrid PO, arXiv 2601.05607, reading): token and sequence surrogates, each clipped, then mixed.
 
     Args:
         epsilon, epsilon_high: the token branch's clip range (``algorithm.epsilon`` / ``epsilon_high``).

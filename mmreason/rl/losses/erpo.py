@@ -1,6 +1,6 @@
 """ERPO: entropy-gated, position-bucket-normalised token advantages anchored to the outcome advantage's sign.
 
-Source: "Token-Level Entropy-Regulated Policy Optimization" (the founding digest; abstract only); a reading of
+Source: "Token-Level Entropy-Regulated Policy Optimization" (Yu et al., arXiv 2603.28204; the founding digest; abstract only); a reading of
 the abstract, docs/algorithms.md §15.3. Over the call's active tokens, with ``H_it`` the current policy's token
 entropy (detached), ``|y_i|`` the row's length and ``B`` buckets::
 
@@ -75,7 +75,7 @@ def erpo_loss(
     kl_estimator: str = "k3",
     group_ids: Tensor | None = None,
 ) -> LossOutput:
-    """ERPO (Entropy-Regulated Policy Optimization, digest reading): entropy-gated, bucket-normalised token advantages.
+    """ERPO (Entropy-Regulated PO, arXiv 2603.28204, reading): entropy-gated, bucket-normalised token advantages.
 
     Args:
         epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).

@@ -1,6 +1,6 @@
 """ETR, elastic trust regions: clip bounds that widen with the advantage magnitude and the group's reward variance.
 
-Source: "Outcome-Guided Elastic Trust Regions for Policy Optimization" (the founding digest; abstract only, no
+Source: "Outcome-Guided Elastic Trust Regions for Policy Optimization" (Zhang et al., arXiv 2601.03723; the founding digest; abstract only, no
 equations or code could be read); a reading of the abstract, docs/algorithms.md §15.1. With the clipped
 surrogate of ``clipped`` (token ratios ``r_it``, ``[N, T]``; advantages ``A_i``, ``[N]``)::
 
@@ -86,7 +86,7 @@ def etr_loss(
     kl_estimator: str = "k3",
     group_ids: Tensor | None = None,
 ) -> LossOutput:
-    """ETR (Elastic Trust Regions, digest reading): the clip range widens with |A| and the group's reward variance.
+    """ETR (Elastic Trust Regions, arXiv 2601.03723, reading): the clip range widens with |A| and the group's reward variance.
 
     Args:
         epsilon, epsilon_high: the base clip range (``algorithm.epsilon`` / ``epsilon_high``).

@@ -87,7 +87,7 @@ def gepo_loss(
     kl_estimator: str = "k3",
     group_ids: Tensor | None = None,
 ) -> LossOutput:
-    """GEPO (Group Entropy-Controlled Policy Optimization, digest reading): shrink A > 0 of low-entropy groups, A < 0 of high-entropy ones.
+    """GEPO (Group Entropy-Controlled PO, digest reading): shrink A > 0 of low-entropy groups, A < 0 of high-entropy ones.
 
     Args:
         epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
