@@ -239,6 +239,8 @@ def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, opti
     fn = rl.POLICY_LOSSES.get(a.policy_loss)
     if "entropy" in accepted_options(fn):  # losses that read the token entropy (DHPO, ERPO, GEPO): detached
         options = {**options, "entropy": ent.detach()}
+    if "token_ids" in accepted_options(fn):  # losses that compare the rollouts' tokens (DaGRPO)
+        options = {**options, "token_ids": batch.input_ids}
     out = fn(logp, old, advantages, batch.action_mask, **options)
     loss = out.loss
     if band is not None:

@@ -29,6 +29,7 @@ METHODS = [
     ("grpo", "etr", "{macro_target: weight}", ()),
     ("grpo", "dhpo", "{mixing: entropy}", ()),
     ("grpo", "erpo", None, ()),
+    ("grpo", "dagrpo", "{similarity_threshold: 0.3}", ()),
     ("grpo", "gepo", None, ("sampler.name=gdro",)),
     ("planpo", "conspo", "{margin_warmup_steps: 1}", ()),
 ]

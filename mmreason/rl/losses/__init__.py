@@ -6,6 +6,7 @@ from mmreason.rl.losses import (  # noqa: F401,E501  (registrations)
     clipped,
     conspo,
     cov,
+    dagrpo,
     dcpo,
     dhpo,
     disco,

@@ -69,6 +69,7 @@ VARIANTS = {
     "erpo": {"entropy": torch.rand(4, 3), "buckets": 2},
     "gepo": {"entropy": torch.rand(4, 3), "entropy_history": torch.rand(5)},
     "conspo": {"variant": "pooled", "train_step": 10},
+    "dagrpo": {"token_ids": torch.randint(0, 3, (4, 3)), "similarity_threshold": 0.1},
 }
 
 

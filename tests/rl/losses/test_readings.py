@@ -138,3 +138,18 @@ def test_empty_mask_gives_zero_loss(name):
                       group_ids=torch.tensor([0, 0]))
     (g,) = torch.autograd.grad(out.loss, lp)
     assert out.loss.item() == 0.0 and torch.count_nonzero(g) == 0
+
+
+def test_dagrpo_masks_near_duplicates_of_opposite_sign():
+    """Group 0: rows 0 (A +1) and 1 (A -1) share 3 of 5 distinct bigrams (Jaccard 0.6); row 2 (A -1) shares none.
+    Row 3 repeats row 0's tokens with A -1 but in group 1, so it pairs with nothing. On policy each unmasked row's
+    gradient is -A / (5 tokens x 4 rows) = -+0.05 per token."""
+    ids = torch.tensor([[1, 2, 3, 4, 5], [1, 2, 3, 4, 6], [7, 8, 9, 10, 11], [1, 2, 3, 4, 5]])
+    groups, adv = torch.tensor([0, 0, 0, 1]), [1.0, -1.0, -1.0, -1.0]
+    _, grad = rows([[0.0] * 5] * 4, adv, "dagrpo", token_ids=ids, group_ids=groups, similarity_threshold=0.5)
+    torch.testing.assert_close(grad[:, 0], torch.tensor([0.0, 0.0, 0.05, 0.05]))
+    _, grad = rows([[0.0] * 5] * 4, adv, "dagrpo", token_ids=ids, group_ids=groups, similarity_threshold=0.5,
+                   mask_rows="negative")
+    torch.testing.assert_close(grad[:, 0], torch.tensor([-0.05, 0.0, 0.05, 0.05]))
+    _, grad = rows([[0.0] * 5] * 4, adv, "dagrpo", token_ids=ids, group_ids=groups, similarity_threshold=0.7)
+    torch.testing.assert_close(grad[:, 0], torch.tensor([-0.05, 0.05, 0.05, 0.05]))  # 0.6 < 0.7: nothing masked
