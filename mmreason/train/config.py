@@ -178,6 +178,19 @@ class RefineConfig:
 
 
 @dataclass
+class AnchorConfig:
+    """Off-policy anchors for all-fail groups (mmreason/sampling/anchors.py): R³ replay of the prompt's past
+    successes (``source: replay``) or DaGRPO's reference answer (``source: reference``) replaces one rollout."""
+
+    enabled: bool = False
+    source: str = "replay"  # replay | reference
+    threshold: float = 0.0  # a group all fails when every total reward is <= this; a success is one above it
+    buffer_size: int = 4  # replay: successes kept per prompt
+
+    RANGES: ClassVar[dict[str, str]] = {"threshold": "(-inf, inf)", "buffer_size": "[1, inf)"}
+
+
+@dataclass
 class HintConfig:
     """SAGE self-hinting (arXiv 2602.03143; mmreason/sampling/hinting.py): a group whose rollouts all fail is
     rolled out again with a hint the policy wrote from the reference solution, lightest level first."""
@@ -210,6 +223,7 @@ class TrainConfig:
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     refine: RefineConfig = field(default_factory=RefineConfig)
     hint: HintConfig = field(default_factory=HintConfig)
+    anchor: AnchorConfig = field(default_factory=AnchorConfig)
     output_dir: str = "runs/default"
     seed: int = 0
     max_steps: int = 100
@@ -276,12 +290,14 @@ class TrainConfig:
             raise ConfigError("steps_per_generation must be >= 1")
         if self.reward_missing not in ("zero", "renormalize"):
             raise ConfigError(f"reward_missing: {self.reward_missing!r} is not zero or renormalize")
-        regenerating = [k for k in ("augment", "refine", "hint") if getattr(self, k).enabled]
+        regenerating = [k for k in ("augment", "refine", "hint", "anchor") if getattr(self, k).enabled]
         if len(regenerating) > 1:
             raise ConfigError(f"{' and '.join(f'{k}.enabled' for k in regenerating)}: each regenerates groups "
                               "within a step; enable one")
         if self.hint.enabled and (self.hint.levels < 1 or self.hint.attempts < 1 or self.hint.max_hint_tokens < 1):
             raise ConfigError("hint.levels, hint.attempts and hint.max_hint_tokens must be >= 1")
+        if self.anchor.source not in ("replay", "reference"):
+            raise ConfigError(f"anchor.source: {self.anchor.source!r} is not replay or reference")
         if self.refine.enabled and "{draft}" not in self.refine.template:
             raise ConfigError("refine.template must contain {draft}")
         if self.reward_on_error not in ("none", "zero"):

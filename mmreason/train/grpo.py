@@ -34,6 +34,7 @@ from mmreason.rollout.multiturn import (
 )
 from mmreason.rollout.prompts import MEDIA_SECONDS
 from mmreason.rollout.row_sampling import NonFiniteLogitsError
+from mmreason.train.anchors import anchor_groups
 from mmreason.train.augment import augment_groups
 from mmreason.train.checkpoint import resume, save_checkpoint
 from mmreason.train.collect import Rollouts, keep_groups, no_rewards, signal_groups
@@ -118,12 +119,14 @@ def draw_round(run: Run, step: int, timed: PhaseTimes, drawn: list[tuple[int, in
 
 def within_step_pass(run: Run, first_round: bool = True):
     """The within-step regeneration the config turns on (at most one; ``TrainConfig.validate``): iGRPO refinement
-    (refine.py), SAGE hints (hinting.py) or, on a step's first round only, difficulty-aware augmentation
+    (refine.py), SAGE hints (hinting.py), R³ / DaGRPO anchors (anchors.py) or, on a step's first round only, difficulty-aware augmentation
     (augment.py); None when none is on."""
     if run.cfg.refine.enabled:
         return refine_groups
     if run.cfg.hint.enabled:
         return hint_groups
+    if run.cfg.anchor.enabled:
+        return anchor_groups
     return augment_groups if first_round and run.augmenter is not None else None
 
 
