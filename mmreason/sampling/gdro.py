@@ -13,7 +13,15 @@ then each of the n draws picks a bin by P and a prompt uniformly within it (seed
 What is the paper's: the online pass@k classifier, the multiplicative-weights bandit that up-weights groups that
 stay hard, debiased with an EMA. What is ours: the bin edges, k, the EMA rate and its Adam-style bias correction,
 the step size, the exploration floor, the bin of unseen prompts, and crediting a step's failures to the bin each
-prompt was drawn from. Rollout-GDRO (moving rollouts between bins) is not built; see docs/algorithms.md §15.7.
+prompt was drawn from.
+
+Rollout-GDRO (``rollout_allocation: true``): a shadow price ``lambda`` of one rollout turns each drawn prompt's
+reward spread into its group size, ``n_x = clamp(round(sqrt(p_x (1 - p_x)) / lambda), n_min, n_max)`` (the square-root,
+variance-optimal target), and moves after every draw, ``lambda *= exp(price_step (mean n - G) / G)``, so groups
+of different sizes keep a mean budget of ``G = rollout.num_generations`` over the steps. What is the paper's: the
+shadow-price controller, the fixed mean budget, the square-root rule. What is ours: the multiplicative price
+update and its step, the bounds, the 0.05 floor, 1/2 for unseen prompts. The trainer asks ``generations`` for
+the sizes (HF single-turn generation on one process; refused otherwise at start-up).
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ class GDROSampler:
 
     def __init__(self, size: int, seed: int = 0, *, k: int = 4, edges: Sequence[float] = (0.2, 0.5, 0.8),
                  ema: float = 0.9, step_size: float = 0.5, explore: float = 0.1, success_threshold: float = 1.0,
-                 pass_momentum: float = 0.5):
+                 pass_momentum: float = 0.5, rollout_allocation: bool = False, n_min: int = 2, n_max: int = 16,
+                 price_step: float = 0.5):
         if size <= 0:
             raise ValueError("the training set is empty: no prompt to sample")
         if k < 1 or not 0 <= ema < 1 or step_size < 0 or not 0 <= explore <= 1 or not 0 <= pass_momentum < 1:
@@ -47,6 +56,10 @@ class GDROSampler:
         self.loss = [0.0] * self.bins
         self.updates = [0] * self.bins
         self.draws = 0
+        if rollout_allocation and not 1 <= n_min <= n_max:
+            raise ValueError(f"gdro: need 1 <= n_min <= n_max, got {n_min}, {n_max}")
+        self.rollout_allocation, self.n_min, self.n_max, self.price_step = rollout_allocation, n_min, n_max, price_step
+        self.price: float | None = None  # the shadow price of one rollout; set from the budget on first use
 
     def bin_of(self, index: int) -> int:
         """The prompt's bin: 0 (hardest) .. len(edges) by pass@k, len(edges) + 1 when never seen."""
@@ -76,6 +89,21 @@ class GDROSampler:
         bins = torch.multinomial(torch.tensor(self.probabilities()), n, replacement=True, generator=g).tolist()
         return [by_bin[b][int(torch.randint(len(by_bin[b]), (1,), generator=g))] for b in bins]
 
+    def generations(self, indices: list[int], budget: int) -> list[int] | None:
+        """Rollout-GDRO: rollouts per drawn prompt, ``clamp(round(sqrt(p(1 - p)) / price), n_min, n_max)`` (p = its
+        pass rate, 1/2 unseen; sqrt(p(1 - p)) floored at 0.05); then the price moves by
+        ``price *= exp(price_step (mean n - budget) / budget)``, so the mean over steps is held at ``budget``.
+        None when the allocation is off (every prompt gets ``budget``)."""
+        if not self.rollout_allocation:
+            return None
+        if self.price is None:
+            self.price = 0.5 / budget  # an unseen prompt (sqrt(1/4) = 1/2) gets the budget
+        spread = [max(0.05, math.sqrt(p * (1 - p))) for p in (self.pass_rate.get(int(i), 0.5) for i in indices)]
+        counts = [min(self.n_max, max(self.n_min, round(s / self.price))) for s in spread]
+        mean = sum(counts) / max(1, len(counts))
+        self.price *= math.exp(self.price_step * (mean - budget) / budget)
+        return counts
+
     def observe(self, indices: list[int], rewards: torch.Tensor, group_ids: torch.Tensor) -> None:
         """One step's rollouts: ``rewards [N]`` and ``group_ids [N]`` (the dataset index of each row)."""
         r = torch.as_tensor(rewards, dtype=torch.float64).reshape(-1)
@@ -98,13 +126,14 @@ class GDROSampler:
             self.log_w[b] += self.step_size * debiased
 
     def state_dict(self) -> dict[str, Any]:
-        return {"size": self.size, "draws": self.draws, "log_w": list(self.log_w), "loss": list(self.loss),
+        return {"size": self.size, "draws": self.draws, "price": self.price, "log_w": list(self.log_w), "loss": list(self.loss),
                 "updates": list(self.updates), "pass_rate": [[i, v] for i, v in sorted(self.pass_rate.items())]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if int(state["size"]) != self.size:
             raise ValueError(f"GDRO checkpoint is for a dataset of {state['size']} prompts, this one has {self.size}")
         self.draws = int(state["draws"])
+        self.price = None if state.get("price") is None else float(state["price"])
         self.log_w = [float(v) for v in state["log_w"]]
         self.loss = [float(v) for v in state["loss"]]
         self.updates = [int(v) for v in state["updates"]]

@@ -226,13 +226,32 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
             [d.prompt for d in drawn], [d.slot for d in drawn], r.num_generations, settings,
             [group_seed(run.cfg.seed, step, d.key) for d in drawn])
     else:
-        # Single-turn: all groups of the step in one generate call; each row samples with its own seed, derived
-        # from its group's (run seed, step, sample key), so the split over processes changes no sample.
-        trajectories = _sampled(step, lambda: generate_groups(
-            model, run.processor, [d.prompt for d in drawn], [d.slot for d in drawn], r.num_generations, settings,
-            [group_seed(run.cfg.seed, step, d.key) for d in drawn]))
+        # Single-turn: all groups of the step in one generate call (one per group size when the sampler sizes
+        # the groups: Rollout-GDRO); each row samples with its own seed, derived from its group's (run seed,
+        # step, sample key), so the split over processes changes no sample.
+        trajectories = []
+        for size, part in group_sizes(run, drawn):
+            trajectories += _sampled(step, lambda part=part, size=size: generate_groups(
+                model, run.processor, [d.prompt for d in part], [d.slot for d in part], size, settings,
+                [group_seed(run.cfg.seed, step, d.key) for d in part]))
+        order = {d.slot: k for k, d in enumerate(drawn)}
+        trajectories.sort(key=lambda t: order[t.group_id])  # stable: each group's rows keep their order
     model.train()
     return trajectories
+
+
+def group_sizes(run: Run, drawn: list[Drawn]) -> list[tuple[int, list[Drawn]]]:
+    """(rollouts per prompt, the prompts) in order of first size: ``rollout.num_generations`` for every prompt,
+    unless the sampler sizes the groups (``generations``: Rollout-GDRO), then one part per size."""
+    n = run.cfg.rollout.num_generations
+    sizing = getattr(run.sampler, "generations", None)
+    counts = sizing([d.index for d in drawn], n) if sizing is not None and drawn else None
+    if counts is None:
+        return [(n, drawn)] if drawn else []
+    parts: dict[int, list[Drawn]] = {}
+    for d, c in zip(drawn, counts):
+        parts.setdefault(int(c), []).append(d)
+    return list(parts.items())
 
 
 class NonFiniteModelError(RuntimeError):
@@ -344,6 +363,21 @@ def check_estimator_needs(run: Run) -> None:
     check_needs("estimator", name, needs, run.rewards.announced_names, sample, producers)
 
 
+def check_group_sizing(run: Run) -> None:
+    """Start-up: a sampler that sizes the groups (Rollout-GDRO) needs HF single-turn generation on one process."""
+    from mmreason.config import ConfigError
+
+    if not getattr(run.sampler, "rollout_allocation", False):
+        return
+    cfg = run.cfg
+    why = ("rollout.backend=vllm" if cfg.rollout.backend != "hf" else
+           "episodes (rollout.max_turns > 1)" if run.pack.make_environment is not None and cfg.rollout.max_turns > 1
+           else f"{run.accelerator.num_processes} processes" if run.accelerator.num_processes > 1 else None)
+    if why is not None:
+        raise ConfigError(f"sampler.options.rollout_allocation: groups of different sizes are generated with HF "
+                          f"single-turn generation on one process; this run has {why}")
+
+
 def observe_sampler(run: Run, drawn: list[Drawn], trajectories: list[Trajectory], total: torch.Tensor) -> None:
     """Training feedback for adaptive samplers: per-trajectory rewards keyed by dataset index."""
     index_of = {d.slot: d.index for d in drawn}
@@ -418,6 +452,7 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
     check_backend_config(cfg)
     run = setup_run(cfg, config_dir=config_dir)
     check_estimator_needs(run)
+    check_group_sizing(run)
     start, ckpt = 0, None
     resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler)
     if resumed is not None:

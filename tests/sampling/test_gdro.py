@@ -45,3 +45,37 @@ def test_seeded_draws_and_checkpoint_round_trip():
     assert SAMPLERS.get("gdro") is GDROSampler
     with pytest.raises(ValueError, match="edges"):
         GDROSampler(5, edges=(0.8, 0.2))
+
+
+def test_rollout_allocation_follows_the_square_root_rule_and_holds_the_mean_budget():
+    """Budget 4: the price starts at 0.5 / 4, so an unseen prompt (sqrt(1/4) = 0.5) gets 4; a prompt that always
+    fails (spread floored at 0.05) gets round(0.4) -> n_min 2. Over many draws of one hard and one open prompt
+    the price settles where the mean group size is the budget."""
+    s = GDROSampler(4, rollout_allocation=True, n_min=2, n_max=16)
+    assert s.generations([0, 1], 4) == [4, 4]
+    s.observe([0, 1], torch.tensor([0.0] * 4 + [1.0, 0.0, 1.0, 0.0]), torch.tensor([0] * 4 + [1] * 4))
+    counts = s.generations([0, 1], 4)
+    assert counts[1] > counts[0] == 2  # the prompt at pass rate 1/2 gets more rollouts than the one that fails
+    sizes = [s.generations([0, 1], 4) for _ in range(200)]
+    mean = sum(sum(c) for c in sizes[-100:]) / 200
+    assert abs(mean - 4) < 0.5
+    assert GDROSampler(4).generations([0], 4) is None  # off by default: every group gets the budget
+
+
+def test_group_sizing_is_refused_where_groups_cannot_differ_in_size():
+    from types import SimpleNamespace
+
+    from mmreason.config import ConfigError
+    from mmreason.train.config import TrainConfig
+    from mmreason.train.grpo import check_group_sizing
+
+    cfg = TrainConfig()
+    run = SimpleNamespace(cfg=cfg, sampler=GDROSampler(4, rollout_allocation=True),
+                          pack=SimpleNamespace(make_environment=None), accelerator=SimpleNamespace(num_processes=2))
+    with pytest.raises(ConfigError, match="rollout_allocation.*2 processes"):
+        check_group_sizing(run)
+    cfg.rollout.backend = "vllm"
+    with pytest.raises(ConfigError, match="rollout.backend=vllm"):
+        check_group_sizing(run)
+    run.sampler = GDROSampler(4)
+    check_group_sizing(run)  # no allocation: nothing to refuse

@@ -32,11 +32,15 @@ METHODS = [
     ("grpo", "dagrpo", "{similarity_threshold: 0.3}", ()),
     ("grpo", "gepo", None, ("sampler.name=gdro",)),
     ("planpo", "conspo", "{margin_warmup_steps: 1}", ()),
+    # Rollout-GDRO: groups of different sizes in one step (prompts seen before get n_min = 2 .. n_max = 8)
+    ("rloo", "clipped", None, ("sampler.name=gdro", "data.task_args={n: 3}",
+                               "sampler.options={rollout_allocation: true, n_min: 2, n_max: 8, success_threshold: 0.1}")),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator, loss, loss_options, overrides", METHODS, ids=[f"{m[0]}+{m[1]}" for m in METHODS])
+@pytest.mark.parametrize("estimator, loss, loss_options, overrides", METHODS,
+                         ids=[f"{m[0]}+{m[1]}" + ("+gdro" if "sampler.name=gdro" in m[3] else "") for m in METHODS])
 def test_method_trains_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_path, estimator, loss, loss_options,
                                             overrides):
     out = tmp_path / loss
@@ -62,6 +66,13 @@ def test_method_trains_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_pa
         else:
             want = rl.advantages(estimator, rewards, groups).advantages
         torch.testing.assert_close(torch.tensor([r["advantage"] for r in mine]), want, atol=1e-5, rtol=0)
+    sizes = {(r["step"], r["group"]): 0 for r in rows}
+    for r in rows:
+        sizes[(r["step"], r["group"])] += 1
+    if any("rollout_allocation: true" in o for o in overrides):
+        assert any(len({n for (s, _), n in sizes.items() if s == step}) > 1 for step in (1, 2)), sizes
+    else:
+        assert set(sizes.values()) == {4}
     state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
     if "algorithm.off_policy_mask_threshold=0.0" in overrides:
         assert all(0 <= m["off_policy/masked_share"] <= 1 for m in metrics)
