@@ -30,6 +30,7 @@ METHODS = [
     ("grpo", "dhpo", "{mixing: entropy}", ()),
     ("grpo", "erpo", None, ()),
     ("grpo", "dagrpo", "{similarity_threshold: 0.3}", ()),
+    ("grpo", "r3_rank", "{fail_threshold: 0.1}", ()),
     ("grpo", "gepo", None, ("sampler.name=gdro",)),
     ("planpo", "conspo", "{margin_warmup_steps: 1}", ()),
     # Rollout-GDRO: groups of different sizes in one step (prompts seen before get n_min = 2 .. n_max = 8)

@@ -18,6 +18,7 @@ from mmreason.rl.losses import (  # noqa: F401,E501  (registrations)
     kl,
     llds,
     opmd,
+    r3_rank,
     reg_grpo,
     sapo,
 )

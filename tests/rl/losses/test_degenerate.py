@@ -70,6 +70,7 @@ VARIANTS = {
     "gepo": {"entropy": torch.rand(4, 3), "entropy_history": torch.rand(5)},
     "conspo": {"variant": "pooled", "train_step": 10},
     "dagrpo": {"token_ids": torch.randint(0, 3, (4, 3)), "similarity_threshold": 0.1},
+    "r3_rank": {"entropy": torch.rand(4, 3), "rewards": torch.zeros(4), "spread_weight": 1.0},
 }
 
 

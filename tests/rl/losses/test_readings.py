@@ -153,3 +153,14 @@ def test_dagrpo_masks_near_duplicates_of_opposite_sign():
     torch.testing.assert_close(grad[:, 0], torch.tensor([-0.05, 0.0, 0.05, 0.05]))
     _, grad = rows([[0.0] * 5] * 4, adv, "dagrpo", token_ids=ids, group_ids=groups, similarity_threshold=0.7)
     torch.testing.assert_close(grad[:, 0], torch.tensor([-0.05, 0.05, 0.05, 0.05]))  # 0.6 < 0.7: nothing masked
+
+
+def test_r3_rank_gives_an_all_fail_group_a_signal_from_its_entropy_ranking():
+    """Group 0 all fails (A = 0) with mean entropies [0.5, 0.2, 0.9]: the steadiest ranks highest, bonuses
+    [0, +0.1, -0.1]; on policy the gradient is -A'/4 = [0, -0.025, 0.025]. Row 3 (group 1) succeeded: unchanged."""
+    ent = torch.tensor([[0.5], [0.2], [0.9], [3.0]])
+    common = dict(entropy=ent, rewards=torch.tensor([0.0, 0.0, 0.0, 1.0]), group_ids=torch.tensor([0, 0, 0, 1]))
+    _, grad = rows([[0.0]] * 4, [0.0, 0.0, 0.0, 1.0], "r3_rank", **common)
+    torch.testing.assert_close(grad[:, 0], torch.tensor([0.0, -0.025, 0.025, -0.25]))
+    _, grad = rows([[0.0]] * 4, [0.0, 0.0, 0.0, 1.0], "r3_rank", prefer="high", **common)
+    torch.testing.assert_close(grad[:, 0], torch.tensor([0.0, 0.025, -0.025, -0.25]))
