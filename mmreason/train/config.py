@@ -322,7 +322,7 @@ NAMED_LOSS_OPTIONS = ("epsilon", "epsilon_high", "importance_sampling_level", "b
 # What the trainer itself hands a loss that takes it (not options a config sets).
 LOSS_INPUTS = ("aggregation", "max_len", "ref_logprobs", "group_ids", "num_tokens", "seq_mask", "train_step",
                "prev_entropy", "step_rewards", "rewards", "tempered_logprobs", "entropy", "entropy_history",
-               "token_ids")
+               "token_ids", "segment_progress")
 
 
 def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> None:

@@ -19,6 +19,7 @@ from mmreason.train.minibatches import length_sorted_minibatches
 from mmreason.train.records import task_index
 from mmreason.train.setup import Run
 from mmreason.train.table import StepTable
+from mmreason.train.vps import segment_progress
 from mmreason.types import Trajectory
 
 
@@ -34,6 +35,7 @@ class MiniBatch:
     old_logprobs: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
     tempered_logprobs: torch.Tensor | None = None  # at the temperature a loss picks (DCPO), else None
+    segment_progress: torch.Tensor | None = None  # [n, T] GRPO-VPS segment progress of each token, else None
 
 
 @dataclass
@@ -76,6 +78,7 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
         for mb in minibatches if run.ref_model is not None else ():
             mb.ref_logprobs = sequence_logprobs(run, run.ref_model, mb.inputs, mb.trajectories)[0]
         tempered_logprobs(run, policy, minibatches, stats)
+        segment_progress(run, policy, minibatches, [s for s, k in zip(table.samples, keep) if k], stats)
     rewards = table.total[table.keep]  # [N] the kept rows' total rewards
     history: list[float] = []  # the step's group entropies, for losses that take entropy_history (GEPO)
     wants_history = "entropy_history" in accepted_options(rl.POLICY_LOSSES.get(a.policy_loss))
@@ -83,7 +86,7 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
         for share in shares:
             for mb in share.minibatches:
                 rows_in = {"prev_entropy": run.prev_entropy, "step_rewards": rewards, "rewards": rewards[mb.rows],
-                           "tempered_logprobs": mb.tempered_logprobs,
+                           "tempered_logprobs": mb.tempered_logprobs, "segment_progress": mb.segment_progress,
                            "entropy_history": torch.tensor(run.entropy_history, dtype=torch.float32)}
                 options = _loss_options(a, cfg, mb.ref_logprobs, gids[mb.rows], run.step - 1, rows_in)
                 if token_mean:

@@ -31,6 +31,7 @@ METHODS = [
     ("grpo", "erpo", None, ()),
     ("grpo", "dagrpo", "{similarity_threshold: 0.3}", ()),
     ("grpo", "r3_rank", "{fail_threshold: 0.1}", ()),
+    ("grpo", "vps", "{segmenter: fixed, segment_tokens: 3}", ()),  # 4 tokens: probes at 0, 3, 4 -> 3 per rollout
     ("grpo", "gepo", None, ("sampler.name=gdro",)),
     ("planpo", "conspo", "{margin_warmup_steps: 1}", ()),
     # Rollout-GDRO: groups of different sizes in one step (prompts seen before get n_min = 2 .. n_max = 8)
@@ -77,6 +78,9 @@ def test_method_trains_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_pa
     state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
     if "algorithm.off_policy_mask_threshold=0.0" in overrides:
         assert all(0 <= m["off_policy/masked_share"] <= 1 for m in metrics)
+    if loss == "vps":  # every rollout is probed at its boundaries: the extra forwards are counted
+        for m in metrics:  # 3 probes for a 4-token completion, fewer for one that stopped early
+            assert m["vps/probe_forwards"] == 8 * 3 if m["completion/length_mean"] == 4 else 8 <= m["vps/probe_forwards"] < 24
     if loss == "gepo":
         assert len(state["entropy_history"]) == 4  # two groups a step, two steps
         assert state["sampler"]["draws"] == 2 and len(state["sampler"]["pass_rate"]) > 0

@@ -21,6 +21,7 @@ from mmreason.rl.losses import (  # noqa: F401,E501  (registrations)
     r3_rank,
     reg_grpo,
     sapo,
+    vps,
 )
 from mmreason.rl.losses.aggregation import aggregate, aggregation_for_loss_type
 from mmreason.rl.losses.cispo import cispo_loss

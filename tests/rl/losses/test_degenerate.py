@@ -71,6 +71,7 @@ VARIANTS = {
     "conspo": {"variant": "pooled", "train_step": 10},
     "dagrpo": {"token_ids": torch.randint(0, 3, (4, 3)), "similarity_threshold": 0.1},
     "r3_rank": {"entropy": torch.rand(4, 3), "rewards": torch.zeros(4), "spread_weight": 1.0},
+    "vps": {"segment_progress": torch.randn(4, 3) * 5},
 }
 
 

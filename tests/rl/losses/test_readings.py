@@ -164,3 +164,36 @@ def test_r3_rank_gives_an_all_fail_group_a_signal_from_its_entropy_ranking():
     torch.testing.assert_close(grad[:, 0], torch.tensor([0.0, -0.025, 0.025, -0.25]))
     _, grad = rows([[0.0]] * 4, [0.0, 0.0, 0.0, 1.0], "r3_rank", prefer="high", **common)
     torch.testing.assert_close(grad[:, 0], torch.tensor([0.0, 0.025, -0.025, -0.25]))
+
+
+def test_vps_segments_progress_and_the_refined_advantage():
+    """Cut: line breaks after tokens 1 and 4 of 6 -> ends [2, 5, 6]; thinned to 2 segments -> [5, 6]; fixed
+    every 3 of 8 -> [3, 6, 8]. Answer log-probs q = [-5, -4, -4.5, -1] at the boundaries -> per-token progress
+    [1, 1, -0.5, -0.5, -0.5, 3.5]. Loss: A = 1, progress [0.5, -0.5], weight 0.5 -> A_t = 1 +- 0.5 tanh 0.5 =
+    [1.231059, 0.768941]; on policy the gradient is -A_t / 2; a failed row (A = -1) with a progressing first
+    segment (tanh 2) gets -1 + 0.5 * 0.964028 = -0.517986 there."""
+    from mmreason.rl.losses.vps import progress_per_token, segment_bounds
+
+    flags = [False, True, False, False, True, False]
+    assert segment_bounds(flags, segmenter="newline", segment_tokens=16, max_segments=8) == [2, 5, 6]
+    assert segment_bounds(flags, segmenter="newline", segment_tokens=16, max_segments=2) == [5, 6]
+    assert segment_bounds([False] * 8, segmenter="fixed", segment_tokens=3, max_segments=8) == [3, 6, 8]
+    assert segment_bounds([], segmenter="newline", segment_tokens=3, max_segments=8) == []
+    torch.testing.assert_close(progress_per_token([-5.0, -4.0, -4.5, -1.0], [2, 5, 6], 6),
+                               torch.tensor([1.0, 1.0, -0.5, -0.5, -0.5, 3.5]))
+    _, grad = rows([[0.0, 0.0]], [1.0], "vps", segment_progress=torch.tensor([[0.5, -0.5]]))
+    torch.testing.assert_close(grad[0], torch.tensor([-0.615529, -0.384471]), atol=1e-5, rtol=0)
+    _, grad = rows([[0.0, 0.0]], [-1.0], "vps", segment_progress=torch.tensor([[2.0, 0.0]]))
+    torch.testing.assert_close(grad[0], torch.tensor([0.258993, 0.5]), atol=1e-5, rtol=0)
+    _, grad = rows([[0.0, 0.0]], [1.0], "vps")  # no probes: GRPO
+    torch.testing.assert_close(grad[0], torch.tensor([-0.5, -0.5]))
+
+
+def test_vps_probes_append_the_answer_at_every_boundary():
+    from mmreason.train.vps import probes_of
+    from mmreason.types import Trajectory
+
+    t = Trajectory("s", 0, torch.tensor([1, 2, 3, 7, 8, 9]), torch.tensor([0, 0, 0, 1, 1, 1]), 3, "x")
+    probes = probes_of(t, torch.tensor([5]), [2, 3])
+    assert [p.token_ids.tolist() for p in probes] == [[1, 2, 3, 5], [1, 2, 3, 7, 8, 5], [1, 2, 3, 7, 8, 9, 5]]
+    assert all(p.action_mask.tolist()[-1] == 1 and sum(p.action_mask.tolist()) == 1 for p in probes)
