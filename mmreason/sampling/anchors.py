@@ -12,11 +12,14 @@ positive sample, high-quality anchor responses are added (off-policy augmentatio
     source "reference": the pack's target text of the sample (as SFT trains on it), cut at max_completion_length
     the group's last rollout is replaced by the anchor (the group keeps its size); the anchor is scored like a rollout
 
+``source: reflect`` is R³'s in-context reflection: an all-fail group is rolled out again with a past failure of the
+prompt in its prompt (``mmreason/train/anchors.py``; the failures are kept in the same buffer).
+
 This module holds the pure parts (the buffer, which groups need an anchor); ``mmreason/train/anchors.py`` runs
 them inside a step. What is ours: replacing one rollout rather than adding one, the threshold, the buffer (the last
 ``buffer_size`` successes per prompt, kept in memory, not in checkpoints), single-turn episodes only, and no IS
-weight for a reference answer (it has no behaviour log-probs). R³'s in-context reflection and its entropy-ranking
-reward for failed samples are not built.
+weight for a reference answer (it has no behaviour log-probs). R³'s entropy-ranking reward is the ``r3_rank``
+loss.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-SOURCES = ("replay", "reference")
+SOURCES = ("replay", "reference", "reflect")
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Anchors inside a step (mmreason/sampling/anchors.py): a group whose rollouts all fail gets one rollout replaced
 by an off-policy anchor (a past success of the prompt, R³; or its reference answer, DaGRPO), scored like a
-rollout. Every step's successes go into the replay buffer. Single-turn groups only (an episode is skipped)."""
+rollout; or (``source: reflect``, R³'s in-context reflection) is rolled out again with a past failure in its
+prompt. Every step's successes go into the replay buffer. Single-turn groups only (an episode is skipped)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 from mmreason.rewarding.records import RewardBatch
 from mmreason.rollout.chat_turns import turn_end
 from mmreason.sampling.anchors import AnchorBuffer, StoredSuccess, all_fail
+from mmreason.sampling.refine import refinement_sample
 from mmreason.train.records import Drawn
 from mmreason.types import Sample, Trajectory
 
@@ -19,6 +21,8 @@ def anchor_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traje
     cfg = run.cfg.anchor
     if run.anchor_buffer is None:
         run.anchor_buffer = AnchorBuffer(cfg.buffer_size)
+    if cfg.source == "reflect":
+        return reflect_groups(run, step, prompts, trajectories, samples, batch, build_sample, roll_out, score)
     total = batch.total(run.cfg.reward_missing).tolist()
     trajectories, samples = list(trajectories), list(samples)
     multiturn = run.pack.make_environment is not None and run.cfg.rollout.max_turns > 1
@@ -80,3 +84,39 @@ def remember_successes(run, prompts: list[Drawn], trajectories: list[Trajectory]
             start = t.prompt_length
             lp = None if t.rollout_logprobs is None else t.rollout_logprobs[start:].clone()
             run.anchor_buffer.add(index_of[t.group_id], StoredSuccess(t.token_ids[start:].clone(), t.completion_text, lp))
+
+
+def reflect_groups(run, step: int, prompts: list[Drawn], trajectories: list[Trajectory], samples: list[Sample],
+                   batch: RewardBatch, build_sample, roll_out, score):
+    """R³'s in-context reflection: an all-fail group is rolled out again with a failed attempt of the prompt in
+    its prompt (the most recent one kept from an earlier step, else this group's first), and the new group
+    replaces it (on-policy: the step trains on the completions the reflective prompt produced)."""
+    cfg = run.cfg.anchor
+    total = batch.total(run.cfg.reward_missing).tolist()
+    replaced: dict[int, Drawn] = {}
+    for d in prompts:
+        rows = [i for i, t in enumerate(trajectories) if t.group_id == d.slot]
+        if not rows or not all_fail([total[i] for i in rows], cfg.threshold):
+            continue
+        past = run.anchor_buffer.latest(-1 - d.index)  # failures are kept under -1 - index
+        failure = past.text if past is not None else trajectories[rows[0]].completion_text
+        prompt = build_sample(run, refinement_sample(d.prompt.sample, failure, cfg.reflect_template))
+        if prompt is not None:
+            replaced[d.slot] = Drawn(d.slot, d.index, prompt)
+    for d in prompts:  # this step's failures are the next steps' reflections
+        for i, t in enumerate(trajectories):
+            if t.group_id == d.slot and total[i] <= cfg.threshold:
+                run.anchor_buffer.add(-1 - d.index, StoredSuccess(t.token_ids[t.prompt_length:].clone(),
+                                                                  t.completion_text))
+    metrics = {"anchor/all_fail_groups": float(len(replaced)), "anchor/added": 0.0,
+               "anchor/reflected": float(len(replaced)), "anchor/buffer": float(len(run.anchor_buffer))}
+    new = list(replaced.values())
+    new_trajs = roll_out(run, new, step) if new else []
+    if not new_trajs:
+        metrics["anchor/reflected"] = 0.0
+        return prompts, trajectories, samples, batch, metrics
+    new_samples, new_batch = score(run, new, new_trajs)
+    keep = [i for i, t in enumerate(trajectories) if t.group_id not in replaced]
+    merged = RewardBatch.concat([batch.take(keep), new_batch])
+    return ([replaced.get(d.slot, d) for d in prompts], [trajectories[i] for i in keep] + new_trajs,
+            [samples[i] for i in keep] + new_samples, merged, metrics)

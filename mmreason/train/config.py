@@ -183,9 +183,11 @@ class AnchorConfig:
     successes (``source: replay``) or DaGRPO's reference answer (``source: reference``) replaces one rollout."""
 
     enabled: bool = False
-    source: str = "replay"  # replay | reference
+    source: str = "replay"  # replay | reference | reflect (R³'s in-context reflection: roll out again with a failure)
     threshold: float = 0.0  # a group all fails when every total reward is <= this; a success is one above it
     buffer_size: int = 4  # replay: successes kept per prompt
+    reflect_template: str = ("\nA previous attempt at this question was wrong:\n{draft}\nAvoid its mistakes and "
+                             "give your final answer.")
 
     RANGES: ClassVar[dict[str, str]] = {"threshold": "(-inf, inf)", "buffer_size": "[1, inf)"}
 
@@ -296,8 +298,10 @@ class TrainConfig:
                               "within a step; enable one")
         if self.hint.enabled and (self.hint.levels < 1 or self.hint.attempts < 1 or self.hint.max_hint_tokens < 1):
             raise ConfigError("hint.levels, hint.attempts and hint.max_hint_tokens must be >= 1")
-        if self.anchor.source not in ("replay", "reference"):
-            raise ConfigError(f"anchor.source: {self.anchor.source!r} is not replay or reference")
+        if self.anchor.source not in ("replay", "reference", "reflect"):
+            raise ConfigError(f"anchor.source: {self.anchor.source!r} is not replay, reference or reflect")
+        if self.anchor.source == "reflect" and "{draft}" not in self.anchor.reflect_template:
+            raise ConfigError("anchor.reflect_template must contain {draft}")
         if self.refine.enabled and "{draft}" not in self.refine.template:
             raise ConfigError("refine.template must contain {draft}")
         if self.reward_on_error not in ("none", "zero"):

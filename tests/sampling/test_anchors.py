@@ -87,3 +87,17 @@ def test_reference_anchors_train_two_quickstart_steps(tiny_model_dir, shapes_cac
     assert len(anchors) == sum(m["anchor/added"] for m in metrics) > 0
     assert all(r["reward"] == 1.0 and r["advantage"] > 0 for r in anchors)
     assert any(m["grad_norm"] > 0 for m in metrics)
+
+
+@pytest.mark.slow
+def test_reflection_rolls_an_all_fail_group_out_again_with_a_failure_in_its_prompt(tiny_model_dir, shapes_cache,
+                                                                                   tmp_path):
+    out = tmp_path / "reflect"
+    assert main(["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
+                 f"output_dir={out}", "max_steps=2", "prompts_per_step=2", "rollout.num_generations=4",
+                 "rollout.max_completion_length=4", "anchor.enabled=true", "anchor.source=reflect",
+                 "log_completions_steps=1", "save_steps=0", "eval_steps=0", "num_threads=1"]) == 0
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
+    assert all(m["anchor/reflected"] == m["anchor/all_fail_groups"] == 2 for m in metrics)  # the model never answers
+    assert len(rows) == 16 and all("A previous attempt at this question was wrong:" in r["prompt"] for r in rows)
