@@ -34,7 +34,7 @@ import torch
 
 
 class GDROSampler:
-    """Prompt-GDRO (arXiv 2601.19280, reading): a bandit over online pass@k difficulty bins."""
+    """GDRO (arXiv 2601.19280, reading): a bandit over online pass@k difficulty bins; Rollout-GDRO sizes the groups."""
 
     def __init__(self, size: int, seed: int = 0, *, k: int = 4, edges: Sequence[float] = (0.2, 0.5, 0.8),
                  ema: float = 0.9, step_size: float = 0.5, explore: float = 0.1, success_threshold: float = 1.0,

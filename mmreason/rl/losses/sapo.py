@@ -48,7 +48,7 @@ def sapo_loss(
     kl_estimator: str = "k3",
     group_ids: Tensor | None = None,
 ) -> LossOutput:
-    """SAPO (arXiv 2511.20347): -4/tau sigmoid(tau (ratio - 1)) * A, tau_pos for A > 0, tau_neg otherwise.
+    """SAPO (Soft Adaptive PO, arXiv 2511.20347): -4/tau sigmoid(tau (ratio - 1)) * A, tau_pos for A > 0, tau_neg otherwise.
 
     Args:
         tau_pos, tau_neg: gate temperatures (TRL's ``sapo_temperature_pos`` / ``_neg``); both > 0.
