@@ -142,3 +142,19 @@ def test_empty_mask_gives_zero_loss(name):
     out = policy_loss(name, lp, torch.zeros(2, 3), torch.tensor([1.0, -1.0]), torch.zeros(2, 3))
     (g,) = torch.autograd.grad(out.loss, lp)
     assert out.loss.item() == 0.0 and torch.count_nonzero(g) == 0
+
+
+@pytest.mark.parametrize("name, options", [("cispo", {}), ("sapo", {}), ("gmpo", {}), ("kl_cov", {"kl_cov_ratio": 0.5}),
+                                           ("etr", {}), ("dhpo", {})])
+def test_on_policy_the_gradient_is_grpos(name, options):
+    """docs/algorithms.md §14: at ratio 1 (one optimizer step per batch) these losses give the clipped surrogate's
+    gradient; they differ only off-policy."""
+    torch.manual_seed(3)
+    lp, adv = torch.randn(3, 4), torch.tensor([1.0, -0.5, 0.0])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]]).float()
+    grads = []
+    for loss, opts in (("clipped", {}), (name, options)):
+        x = lp.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(policy_loss(loss, x, lp.clone(), adv, mask, **opts).loss, x)
+        grads.append(g)
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-6, rtol=1e-5)
