@@ -8,12 +8,18 @@ the ratio of the two, capped at C:
 
     r_t = exp(p_t - q_t)                                    token ratio
     R   = exp(sum_t m_t (p_t - q_t))                        sequence ratio (product of the token ratios)
-    token_truncate:    w_t = min(r_t, C)
-    token_mask:        w_t = r_t if r_t <= C else 0
-    sequence_truncate: w_t = min(R, C)          (every token of the row)
-    sequence_mask:     w_t = R if R <= C else 0
+    token_truncate:    w_t = clip(r_t, C_min, C)
+    token_mask:        w_t = r_t if C_min <= r_t <= C else 0          (rejection, "MIS")
+    sequence_truncate: w_t = clip(R, C_min, C)          (every token of the row)
+    sequence_mask:     w_t = R if C_min <= R <= C else 0
 
-The weights are constants (no gradient). Shapes: N rows, T tokens; ``mask`` [N, T] is 1 on sampled tokens.
+``C_min`` (TRL's ``vllm_importance_sampling_clip_min``) is the lower bound; None = none (0). The weights are
+constants (no gradient). Shapes: N rows, T tokens; ``mask`` [N, T] is 1 on sampled tokens.
+
+The off-policy sequence mask (DeepSeek-V3.2, arXiv 2512.02556; TRL's ``off_policy_mask_threshold``):
+a row with a negative advantage whose mean behaviour-to-current divergence ``1/|y| sum_t (q_t - p_t)`` exceeds
+``delta`` is left out (``off_policy_mask``): a negative sample the policy has already drifted far from teaches
+little and destabilises. Rows with A >= 0 are always kept.
 """
 
 from __future__ import annotations
@@ -26,20 +32,40 @@ DISTANCE_BINS = (0, 8, 32, 128)  # tokens from the nearest vision token: [0, 8),
 
 
 def importance_weights(trainer_logprobs: Tensor, rollout_logprobs: Tensor, mask: Tensor,
-                       mode: str = "token_truncate", cap: float = 2.0) -> Tensor:
-    """[N, T] TIS weights (0 off the mask). Log-ratios are clamped to [-20, 20] before ``exp``."""
+                       mode: str = "token_truncate", cap: float = 2.0, floor: float | None = None) -> Tensor:
+    """[N, T] TIS / MIS weights (0 off the mask), bounded by ``floor`` (None: 0) and ``cap``. Log-ratios are
+    clamped to [-20, 20] before ``exp``."""
     if mode not in IS_MODES:
         raise ValueError(f"vllm_importance_sampling_mode must be one of {', '.join(IS_MODES)}, got {mode!r}")
     if not cap > 0:
         raise ValueError(f"vllm_importance_sampling_cap must be positive, got {cap}")
+    if floor is not None and not 0 <= floor <= cap:
+        raise ValueError(f"vllm_importance_sampling_min must be in [0, cap={cap}], got {floor}")
+    low = 0.0 if floor is None else floor
     m = mask.to(torch.float32)
     log_r = ((trainer_logprobs.float() - rollout_logprobs.float()) * m).detach()  # [N, T]
     if mode.startswith("token"):
         ratio = torch.exp(log_r.clamp(-20, 20))  # [N, T]
     else:
         ratio = torch.exp(log_r.sum(-1, keepdim=True).clamp(-20, 20)).expand_as(log_r)  # [N, T]
-    w = ratio.clamp(max=cap) if mode.endswith("truncate") else torch.where(ratio <= cap, ratio, 0.0)
+    if mode.endswith("truncate"):
+        w = ratio.clamp(min=low, max=cap)
+    else:
+        w = torch.where((ratio <= cap) & (ratio >= low), ratio, torch.zeros_like(ratio))
     return w * m
+
+
+def off_policy_mask(advantages: Tensor, logprobs: Tensor, behaviour_logprobs: Tensor, mask: Tensor,
+                    threshold: float) -> Tensor:
+    """[N] float keep flags: 0 for a row with A < 0 whose mean ``behaviour - current`` log-prob over its masked
+    tokens exceeds ``threshold`` (DeepSeek-V3.2's off-policy sequence mask, as TRL), else 1. ``advantages`` may be
+    [N] or [N, T] (then a row's sign is that of its mean over the mask). An empty row is kept."""
+    m = mask.to(torch.float32)
+    count = m.sum(-1).clamp(min=1.0)  # [N]
+    kl = torch.nan_to_num(behaviour_logprobs.float() - logprobs.detach().float(), nan=0.0)
+    mean_kl = (kl * m).sum(-1) / count  # [N]
+    adv = advantages.float() if advantages.dim() == 1 else (advantages.float() * m).sum(-1) / count
+    return ((adv >= 0) | (mean_kl <= threshold)).to(torch.float32)
 
 
 def vision_distance(mm_token_type_ids: Tensor) -> Tensor:

@@ -79,6 +79,7 @@ class RolloutConfig:
     vllm_importance_sampling_correction: bool = True
     vllm_importance_sampling_mode: str = "token_truncate"  # token_truncate | token_mask | sequence_truncate | sequence_mask
     vllm_importance_sampling_cap: float = 2.0
+    vllm_importance_sampling_min: float | None = None  # lower bound C_min (TRL's _clip_min); None = none
 
     RANGES: ClassVar[dict[str, str]] = {
         "num_generations": "[1, inf)", "max_completion_length": "[1, inf)",
@@ -89,7 +90,7 @@ class RolloutConfig:
         "vllm_tensor_parallel_size": "[1, inf)", "vllm_server_port": "[1, 65535]",
         "vllm_server_timeout": "(0, inf)", "vllm_weight_sync_timeout": "(0, inf)",
         "vllm_generate_timeout": "(0, inf)", "vllm_kv_cache_gib": "(0, inf)",
-        "vllm_importance_sampling_cap": "[1, inf)",
+        "vllm_importance_sampling_cap": "[1, inf)", "vllm_importance_sampling_min": "[0, 1]",
     }
 
 
@@ -130,10 +131,13 @@ class AlgorithmConfig:
     entropy_coef: float = 0.0  # lambda_ent of the entropy band penalty (OpenVLThinkerV2); 0 = off
     entropy_band: dict[str, list[float]] = field(default_factory=dict)  # task -> [H_min, H_max]; key
     # "default" for tasks not listed
+    off_policy_mask_threshold: float | None = None  # DeepSeek-V3.2 off-policy sequence mask (TRL's name): a
+    # row with A < 0 whose mean behaviour-to-current log-prob gap exceeds it leaves the loss; None = off
 
     RANGES: ClassVar[dict[str, str]] = {
         "epsilon": "(0, inf)", "epsilon_high": "(0, inf)", "num_iterations": "[1, inf)", "beta": "[0, inf)",
         "dynamic_sampling_max_draws": "[0, inf)", "entropy_coef": "[0, inf)",
+        "off_policy_mask_threshold": "[0, inf)",
     }
 
 
@@ -178,6 +182,21 @@ class RefineConfig:
 
 
 @dataclass
+class AnchorConfig:
+    """Off-policy anchors for all-fail groups (mmreason/sampling/anchors.py): R³ replay of the prompt's past
+    successes (``source: replay``) or DaGRPO's reference answer (``source: reference``) replaces one rollout."""
+
+    enabled: bool = False
+    source: str = "replay"  # replay | reference | reflect (R³'s in-context reflection: roll out again with a failure)
+    threshold: float = 0.0  # a group all fails when every total reward is <= this; a success is one above it
+    buffer_size: int = 4  # replay: successes kept per prompt
+    reflect_template: str = ("\nA previous attempt at this question was wrong:\n{draft}\nAvoid its mistakes and "
+                             "give your final answer.")
+
+    RANGES: ClassVar[dict[str, str]] = {"threshold": "(-inf, inf)", "buffer_size": "[1, inf)"}
+
+
+@dataclass
 class HintConfig:
     """SAGE self-hinting (arXiv 2602.03143; mmreason/sampling/hinting.py): a group whose rollouts all fail is
     rolled out again with a hint the policy wrote from the reference solution, lightest level first."""
@@ -210,6 +229,7 @@ class TrainConfig:
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     refine: RefineConfig = field(default_factory=RefineConfig)
     hint: HintConfig = field(default_factory=HintConfig)
+    anchor: AnchorConfig = field(default_factory=AnchorConfig)
     output_dir: str = "runs/default"
     seed: int = 0
     max_steps: int = 100
@@ -277,12 +297,16 @@ class TrainConfig:
             raise ConfigError("steps_per_generation must be >= 1")
         if self.reward_missing not in ("zero", "renormalize"):
             raise ConfigError(f"reward_missing: {self.reward_missing!r} is not zero or renormalize")
-        regenerating = [k for k in ("augment", "refine", "hint") if getattr(self, k).enabled]
+        regenerating = [k for k in ("augment", "refine", "hint", "anchor") if getattr(self, k).enabled]
         if len(regenerating) > 1:
             raise ConfigError(f"{' and '.join(f'{k}.enabled' for k in regenerating)}: each regenerates groups "
                               "within a step; enable one")
         if self.hint.enabled and (self.hint.levels < 1 or self.hint.attempts < 1 or self.hint.max_hint_tokens < 1):
             raise ConfigError("hint.levels, hint.attempts and hint.max_hint_tokens must be >= 1")
+        if self.anchor.source not in ("replay", "reference", "reflect"):
+            raise ConfigError(f"anchor.source: {self.anchor.source!r} is not replay, reference or reflect")
+        if self.anchor.source == "reflect" and "{draft}" not in self.anchor.reflect_template:
+            raise ConfigError("anchor.reflect_template must contain {draft}")
         if self.refine.enabled and "{draft}" not in self.refine.template:
             raise ConfigError("refine.template must contain {draft}")
         if self.reward_on_error not in ("none", "zero"):
@@ -306,7 +330,8 @@ def check_output_dir(path: str) -> None:
 NAMED_LOSS_OPTIONS = ("epsilon", "epsilon_high", "importance_sampling_level", "beta", "kl_estimator")
 # What the trainer itself hands a loss that takes it (not options a config sets).
 LOSS_INPUTS = ("aggregation", "max_len", "ref_logprobs", "group_ids", "num_tokens", "seq_mask", "train_step",
-               "prev_entropy", "step_rewards", "rewards", "tempered_logprobs")
+               "prev_entropy", "step_rewards", "rewards", "tempered_logprobs", "entropy", "entropy_history",
+               "token_ids", "segment_progress")
 
 
 def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> None:

@@ -34,6 +34,7 @@ from mmreason.rollout.multiturn import (
 )
 from mmreason.rollout.prompts import MEDIA_SECONDS
 from mmreason.rollout.row_sampling import NonFiniteLogitsError
+from mmreason.train.anchors import anchor_groups
 from mmreason.train.augment import augment_groups
 from mmreason.train.checkpoint import resume, save_checkpoint
 from mmreason.train.collect import Rollouts, keep_groups, no_rewards, signal_groups
@@ -118,12 +119,14 @@ def draw_round(run: Run, step: int, timed: PhaseTimes, drawn: list[tuple[int, in
 
 def within_step_pass(run: Run, first_round: bool = True):
     """The within-step regeneration the config turns on (at most one; ``TrainConfig.validate``): iGRPO refinement
-    (refine.py), SAGE hints (hinting.py) or, on a step's first round only, difficulty-aware augmentation
+    (refine.py), SAGE hints (hinting.py), R³ / DaGRPO anchors (anchors.py) or, on a step's first round only, difficulty-aware augmentation
     (augment.py); None when none is on."""
     if run.cfg.refine.enabled:
         return refine_groups
     if run.cfg.hint.enabled:
         return hint_groups
+    if run.cfg.anchor.enabled:
+        return anchor_groups
     return augment_groups if first_round and run.augmenter is not None else None
 
 
@@ -223,13 +226,32 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
             [d.prompt for d in drawn], [d.slot for d in drawn], r.num_generations, settings,
             [group_seed(run.cfg.seed, step, d.key) for d in drawn])
     else:
-        # Single-turn: all groups of the step in one generate call; each row samples with its own seed, derived
-        # from its group's (run seed, step, sample key), so the split over processes changes no sample.
-        trajectories = _sampled(step, lambda: generate_groups(
-            model, run.processor, [d.prompt for d in drawn], [d.slot for d in drawn], r.num_generations, settings,
-            [group_seed(run.cfg.seed, step, d.key) for d in drawn]))
+        # Single-turn: all groups of the step in one generate call (one per group size when the sampler sizes
+        # the groups: Rollout-GDRO); each row samples with its own seed, derived from its group's (run seed,
+        # step, sample key), so the split over processes changes no sample.
+        trajectories = []
+        for size, part in group_sizes(run, drawn):
+            trajectories += _sampled(step, lambda part=part, size=size: generate_groups(
+                model, run.processor, [d.prompt for d in part], [d.slot for d in part], size, settings,
+                [group_seed(run.cfg.seed, step, d.key) for d in part]))
+        order = {d.slot: k for k, d in enumerate(drawn)}
+        trajectories.sort(key=lambda t: order[t.group_id])  # stable: each group's rows keep their order
     model.train()
     return trajectories
+
+
+def group_sizes(run: Run, drawn: list[Drawn]) -> list[tuple[int, list[Drawn]]]:
+    """(rollouts per prompt, the prompts) in order of first size: ``rollout.num_generations`` for every prompt,
+    unless the sampler sizes the groups (``generations``: Rollout-GDRO), then one part per size."""
+    n = run.cfg.rollout.num_generations
+    sizing = getattr(run.sampler, "generations", None)
+    counts = sizing([d.index for d in drawn], n) if sizing is not None and drawn else None
+    if counts is None:
+        return [(n, drawn)] if drawn else []
+    parts: dict[int, list[Drawn]] = {}
+    for d, c in zip(drawn, counts):
+        parts.setdefault(int(c), []).append(d)
+    return list(parts.items())
 
 
 class NonFiniteModelError(RuntimeError):
@@ -341,6 +363,21 @@ def check_estimator_needs(run: Run) -> None:
     check_needs("estimator", name, needs, run.rewards.announced_names, sample, producers)
 
 
+def check_group_sizing(run: Run) -> None:
+    """Start-up: a sampler that sizes the groups (Rollout-GDRO) needs HF single-turn generation on one process."""
+    from mmreason.config import ConfigError
+
+    if not getattr(run.sampler, "rollout_allocation", False):
+        return
+    cfg = run.cfg
+    why = ("rollout.backend=vllm" if cfg.rollout.backend != "hf" else
+           "episodes (rollout.max_turns > 1)" if run.pack.make_environment is not None and cfg.rollout.max_turns > 1
+           else f"{run.accelerator.num_processes} processes" if run.accelerator.num_processes > 1 else None)
+    if why is not None:
+        raise ConfigError(f"sampler.options.rollout_allocation: groups of different sizes are generated with HF "
+                          f"single-turn generation on one process; this run has {why}")
+
+
 def observe_sampler(run: Run, drawn: list[Drawn], trajectories: list[Trajectory], total: torch.Tensor) -> None:
     """Training feedback for adaptive samplers: per-trajectory rewards keyed by dataset index."""
     index_of = {d.slot: d.index for d in drawn}
@@ -393,7 +430,7 @@ def nan_rewards(run: Run, n: int) -> RewardBatch:
 
 def _state(run: Run) -> dict[str, Any]:
     state = {"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict(),
-             "prev_entropy": run.prev_entropy}
+             "prev_entropy": run.prev_entropy, "entropy_history": list(run.entropy_history)}
     if run.augmenter is not None:
         state["augment"] = run.augmenter.state_dict()
     return copy.deepcopy(state)
@@ -423,6 +460,7 @@ def _train(run: Run, cfg: TrainConfig) -> Run:
     from mmreason.rewarding import RewardErrorLimitExceeded
 
     check_estimator_needs(run)
+    check_group_sizing(run)
     start, ckpt = 0, None
     resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler,
                      check_state=lambda state: check_loop_state(run, state))
@@ -432,6 +470,7 @@ def _train(run: Run, cfg: TrainConfig) -> Run:
         run.sampler.load_state_dict(state["sampler"])
         run.counters.__dict__.update(state.get("counters", {}))
         run.prev_entropy = float(state.get("prev_entropy", 0.0))
+        run.entropy_history = [float(v) for v in state.get("entropy_history", [])]
         if run.augmenter is not None:
             from mmreason.train.augment import own_state
 

@@ -68,6 +68,8 @@ class Run:
     counters: Counters = field(default_factory=Counters)
     step: int = 0
     prev_entropy: float = 0.0  # mean token entropy of the last update (losses that take it: DCPO)
+    entropy_history: list[float] = field(default_factory=list)  # last group entropies (losses that take it: GEPO)
+    anchor_buffer: Any = None  # R³ replay: past successes per prompt (train/anchors.py), in memory only
     rollout_backend: Any = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
     engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/grpo.py)
     output: RunDir | None = None  # the claimed output_dir (lock, run id) of a run that owns it (mmreason.rundir)

@@ -3,8 +3,8 @@
 Rows are trajectories (N), reward columns are components (K). Estimators and losses that need a signal
 beyond the rewards declare it (``@register_estimator("ga_grpo", needs=("fidelity",))``); the table gives a
 declared column from, in order: a reward column of that name or a reward sub-score ``<reward>/<name>``
-(e.g. ``tool_grounding/fidelity``), then the sample column of that name (``step_index`` of an unrolled step
-prompt). ``check_needs`` verifies at start-up that the run can produce every declared column.
+(e.g. ``tool_grounding/fidelity``), then a column every trajectory has (``TRAJECTORY_COLUMNS``: ``num_turns``,
+``mean_turn_length``), then the sample column of that name (``step_index`` of an unrolled step prompt). ``check_needs`` verifies at start-up that the run can produce every declared column.
 docs/algorithms.md §9.3.
 """
 
@@ -66,11 +66,24 @@ class StepTable:
             raise MissingColumn(f"column {name!r} is ambiguous: the rewards give {found}")
         if matches:
             return self.rewards[:, matches[0]]
+        if name in TRAJECTORY_COLUMNS:
+            return torch.tensor([TRAJECTORY_COLUMNS[name](t) for t in self.trajectories], dtype=torch.float32)
         values = [s.meta.get(name) for s in self.samples]
         if any(v is not None for v in values):
             return torch.tensor([_number(v, name, s.id) for v, s in zip(values, self.samples)], dtype=torch.float32)
         raise MissingColumn(f"column {name!r}: no reward column {name!r} or '<reward>/{name}' and no sample "
                             f"column {name!r} in this step (rewards: {', '.join(self.reward_names)})")
+
+
+def _assistant_turns(t: Trajectory) -> int:
+    return max(1, sum(u.role == "assistant" for u in t.turns))  # a single-turn completion is one turn
+
+
+# Columns every rollout has, read from the trajectory itself (PlanPO's turn count and per-turn length)
+TRAJECTORY_COLUMNS = {
+    "num_turns": lambda t: float(_assistant_turns(t)),
+    "mean_turn_length": lambda t: t.completion_length / _assistant_turns(t),
+}
 
 
 def gives(column: str, name: str) -> bool:
@@ -108,7 +121,7 @@ def check_needs(component: str, name: str, needs: tuple[str, ...], reward_column
     ``producers`` maps a sub-score key to the registered rewards that declare it, for the error message.
     """
     for need in needs:
-        if any(gives(c, need) for c in reward_columns):
+        if any(gives(c, need) for c in reward_columns) or need in TRAJECTORY_COLUMNS:
             continue
         if sample is not None and need in sample.meta:
             continue

@@ -19,6 +19,7 @@ from mmreason.train.minibatches import length_sorted_minibatches
 from mmreason.train.records import task_index
 from mmreason.train.setup import Run
 from mmreason.train.table import StepTable
+from mmreason.train.vps import segment_progress
 from mmreason.types import Trajectory
 
 
@@ -34,6 +35,7 @@ class MiniBatch:
     old_logprobs: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
     tempered_logprobs: torch.Tensor | None = None  # at the temperature a loss picks (DCPO), else None
+    segment_progress: torch.Tensor | None = None  # [n, T] GRPO-VPS segment progress of each token, else None
 
 
 @dataclass
@@ -76,12 +78,16 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
         for mb in minibatches if run.ref_model is not None else ():
             mb.ref_logprobs = sequence_logprobs(run, run.ref_model, mb.inputs, mb.trajectories)[0]
         tempered_logprobs(run, policy, minibatches, stats)
+        segment_progress(run, policy, minibatches, [s for s, k in zip(table.samples, keep) if k], stats)
     rewards = table.total[table.keep]  # [N] the kept rows' total rewards
-    for _ in range(a.num_iterations):
+    history: list[float] = []  # the step's group entropies, for losses that take entropy_history (GEPO)
+    wants_history = "entropy_history" in accepted_options(rl.POLICY_LOSSES.get(a.policy_loss))
+    for iteration in range(a.num_iterations):
         for share in shares:
             for mb in share.minibatches:
                 rows_in = {"prev_entropy": run.prev_entropy, "step_rewards": rewards, "rewards": rewards[mb.rows],
-                           "tempered_logprobs": mb.tempered_logprobs}
+                           "tempered_logprobs": mb.tempered_logprobs, "segment_progress": mb.segment_progress,
+                           "entropy_history": torch.tensor(run.entropy_history, dtype=torch.float32)}
                 options = _loss_options(a, cfg, mb.ref_logprobs, gids[mb.rows], run.step - 1, rows_in)
                 if token_mean:
                     options["num_tokens"] = share.tokens
@@ -94,6 +100,8 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
                 run.accelerator.backward(loss)
                 if mb.weight:
                     _collect(stats, metrics, ent, mb.inputs.action_mask, loss)
+                    if wants_history and iteration == 0:
+                        history += group_entropy_values(ent, mb.inputs.action_mask, gids[mb.rows])
             if by_hand:  # the wrapper's reducer saw no forward: average as it would have
                 average_gradients(run.accelerator, run.model.parameters())
             grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
@@ -106,7 +114,24 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
             run.scheduler.step()
             run.optimizer.zero_grad(set_to_none=True)
             stats.setdefault("grad_norm", []).append(float(grad_norm))
+    keep_group_entropies(run, history)
     return {k: sum(v) / len(v) for k, v in stats.items()}
+
+
+ENTROPY_HISTORY = 1024  # group entropies kept across steps for the losses that read them (GEPO)
+
+
+def keep_group_entropies(run: Run, values: list[float]) -> None:
+    """The step's group entropies (first pass) appended to ``run.entropy_history``, the last ENTROPY_HISTORY kept."""
+    run.entropy_history = (list(run.entropy_history) + values)[-ENTROPY_HISTORY:]
+
+
+def group_entropy_values(entropy, mask, group_ids) -> list[float]:
+    """The mean token entropy of each group of a mini-batch (GEPO's group entropy)."""
+    from mmreason.rl.losses.gepo import group_entropies
+
+    _, values = group_entropies(entropy.detach(), mask.float(), group_ids.to(entropy.device))
+    return [float(v) for v in values]
 
 
 def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:
@@ -213,7 +238,13 @@ def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, opti
     logp, ent = sequence_logprobs(run, model or run.model, batch, trajectories, with_entropy=True)  # [n, T] fp32
     old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
     advantages = rollout_correction(run, trajectories, old, batch.action_mask, advantages, stats)
-    out = rl.POLICY_LOSSES.get(a.policy_loss)(logp, old, advantages, batch.action_mask, **options)
+    advantages = off_policy_masked(run, trajectories, logp, old, batch.action_mask, advantages, stats)
+    fn = rl.POLICY_LOSSES.get(a.policy_loss)
+    if "entropy" in accepted_options(fn):  # losses that read the token entropy (DHPO, ERPO, GEPO): detached
+        options = {**options, "entropy": ent.detach()}
+    if "token_ids" in accepted_options(fn):  # losses that compare the rollouts' tokens (DaGRPO)
+        options = {**options, "token_ids": batch.input_ids}
+    out = fn(logp, old, advantages, batch.action_mask, **options)
     loss = out.loss
     if band is not None:
         h_min, h_max, ids = band
@@ -245,9 +276,29 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
         stats.setdefault(key, []).append(value)
     if not r.vllm_importance_sampling_correction:
         return advantages
-    w = importance_weights(old, rollout, mask, r.vllm_importance_sampling_mode, r.vllm_importance_sampling_cap)
+    w = importance_weights(old, rollout, mask, r.vllm_importance_sampling_mode, r.vllm_importance_sampling_cap,
+                           r.vllm_importance_sampling_min)
     stats.setdefault("mismatch/is_weight_mean", []).append(float(w[mask.bool()].mean()) if mask.any() else 1.0)
     return (advantages[:, None] if advantages.ndim == 1 else advantages) * w  # [n, T]
+
+
+def off_policy_masked(run: Run, trajectories, logp, old, mask, advantages, stats):
+    """``algorithm.off_policy_mask_threshold`` set: rows with A < 0 whose mean behaviour-to-current log-prob gap
+    exceeds it get advantage 0 (``rl.rollout_correction.off_policy_mask``; the behaviour policy is the sampler's
+    log-probs when it returned them, else the old policy, as TRL). Logs the masked share."""
+    from mmreason.rl.rollout_correction import off_policy_mask
+    from mmreason.rollout.forward import pad_stack
+
+    threshold = run.cfg.algorithm.off_policy_mask_threshold
+    if threshold is None:
+        return advantages
+    behaviour = old
+    if trajectories and all(t.rollout_logprobs is not None for t in trajectories):
+        rollout = pad_stack([t.rollout_logprobs for t in trajectories], 0.0, torch.float32)
+        behaviour = _to_width(rollout, old.shape[1]).to(old.device)
+    keep = off_policy_mask(advantages, logp, behaviour, mask, threshold)  # [n]
+    stats.setdefault("off_policy/masked_share", []).append(float(1 - keep.mean()) if keep.numel() else 0.0)
+    return advantages * (keep if advantages.ndim == 1 else keep[:, None])
 
 
 def _to_width(x: torch.Tensor, width: int) -> torch.Tensor:

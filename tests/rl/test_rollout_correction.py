@@ -91,3 +91,33 @@ def test_vision_distance_counts_back_to_the_latest_vision_token():
     """types [0, 1, 1, 0, 0, 2, 0]: no vision before position 0 (-1); then 0, 0, 1, 2, 0, 1."""
     types = torch.tensor([0, 1, 1, 0, 0, 2, 0])
     assert vision_distance(types).tolist() == [-1, 0, 0, 1, 2, 0, 1]
+
+
+def test_lower_bound_truncates_or_rejects():
+    """floor 0.75, cap 3 (token ratios row 0 [2, 1, 0.5], row 1 [4, 2]): truncate -> [2, 1, 0.75] / [3, 2];
+    mask (MIS) -> [2, 1, 0] / [0, 2]; sequence_mask (ratios 1 and 8) -> row 0 kept, row 1 rejected."""
+    p, q, m = _rows()
+    w = importance_weights(p, q, m, "token_truncate", 3.0, floor=0.75)
+    torch.testing.assert_close(w, torch.tensor([[2.0, 1.0, 0.75], [3.0, 2.0, 0.0]]))
+    w = importance_weights(p, q, m, "token_mask", 3.0, floor=0.75)
+    torch.testing.assert_close(w, torch.tensor([[2.0, 1.0, 0.0], [0.0, 2.0, 0.0]]))
+    w = importance_weights(p, q, m, "sequence_mask", 3.0, floor=0.75)
+    torch.testing.assert_close(w, torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]))
+    with pytest.raises(ValueError, match="vllm_importance_sampling_min"):
+        importance_weights(p, q, m, "token_mask", 3.0, floor=4.0)
+
+
+def test_off_policy_mask_drops_only_far_negative_rows():
+    """mean behaviour - current gaps [0.5, 0.05, 0.9, 0.5 (empty row: 0)] with A [-1, -1, +1, -1], delta 0.1:
+    row 0 dropped (A < 0, far), row 1 kept (near), row 2 kept (A > 0), row 3 kept (no tokens)."""
+    from mmreason.rl.rollout_correction import off_policy_mask
+
+    current = torch.zeros(4, 2)
+    behaviour = torch.tensor([[0.4, 0.6], [0.05, 0.05], [0.9, 0.9], [0.5, 0.5]])
+    mask = torch.tensor([[1, 1], [1, 1], [1, 1], [0, 0]])
+    keep = off_policy_mask(torch.tensor([-1.0, -1.0, 1.0, -1.0]), current, behaviour, mask, 0.1)
+    assert keep.tolist() == [0.0, 1.0, 1.0, 1.0]
+    # token-level advantages: the row's sign is that of its mean
+    keep = off_policy_mask(torch.tensor([[-1.0, 0.5], [1.0, 1.0], [1.0, 1.0], [0.0, 0.0]]), current, behaviour,
+                           mask, 0.1)
+    assert keep.tolist() == [0.0, 1.0, 1.0, 1.0]

@@ -68,3 +68,11 @@ def test_an_estimator_and_a_loss_from_files_load_like_rewards(tmp_path):
     torch.testing.assert_close(got, 0.25 * rl.advantages("grpo", rewards, groups).advantages)
     with pytest.raises(FileNotFoundError, match="estimator file"):
         check_algorithm_options(_cfg("algorithm.estimator=missing_file.py:fn"))
+
+
+def test_cispo_refuses_the_ppo_clip_options_and_takes_its_own_bound():
+    with pytest.raises(ConfigError, match=r"epsilon_high=5.0.*'cispo' takes no epsilon_high.*epsilon_max"):
+        check_algorithm_options(_cfg("algorithm.policy_loss=cispo", "algorithm.epsilon_high=5.0"))
+    cfg = _cfg("algorithm.policy_loss=cispo", "algorithm.loss_options={epsilon_max: 4.0}")
+    check_algorithm_options(cfg)
+    assert _loss_options(cfg.algorithm, cfg, None, None)["epsilon_max"] == 4.0

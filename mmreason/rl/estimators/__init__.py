@@ -13,6 +13,8 @@ from mmreason.rl.estimators import (  # noqa: F401  (imported for their registra
     grpo,
     mc_grpo,
     opmd,
+    planpo,
+    reinforce_pp,
     rloo,
     step_grpo,
 )

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from mmreason.rl.groups import group_index
 from mmreason.rl.losses.aggregation import aggregate
 from mmreason.rl.losses.kl import kl_penalty
+from mmreason.rl.records import LossMetrics
 
 # exp() of a log-ratio beyond this overflows fp32 to inf and turns 0-advantage tokens into NaN; verl clamps
 # the same way. Only ratios above e^20 are affected, where the clip has already cut the gradient.
@@ -86,3 +88,37 @@ def aggregate_loss(
     return aggregate(
         name, per_token, inputs.mask, num_seqs=inputs.num_seqs, num_tokens=num_tokens, max_len=max_len
     )
+
+
+def row_group_mean(values: Tensor, group_ids: Tensor | None, valid: Tensor | None = None) -> Tensor:
+    """``[N]``: the mean of ``values [N]`` over the valid rows of each row's group (the whole call when
+    ``group_ids`` is None); a group without valid rows gets 0."""
+    ok = torch.ones_like(values, dtype=torch.bool) if valid is None else valid.bool()
+    ids = torch.zeros_like(values, dtype=torch.long) if group_ids is None else group_ids.to(values.device)
+    index, m = group_index(ids)
+    total = values.new_zeros(m).index_add(0, index, torch.where(ok, values, torch.zeros_like(values)))
+    count = values.new_zeros(m).index_add(0, index, ok.to(values.dtype))
+    return (total / count.clamp(min=1))[index]
+
+
+def row_entropy(entropy: Tensor, mask: Tensor) -> Tensor:
+    """``[N]`` mean token entropy of each row over its active tokens (0 for an empty row)."""
+    return (entropy.float() * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+
+
+def clip_metrics(policy: Tensor, ratio: Tensor, x: PolicyInputs, kl: Tensor | None, low_bound: Tensor | float,
+                 high_bound: Tensor | float) -> LossMetrics:
+    """The usual metrics of a clipped surrogate (TRL's clip fractions) for per-row or per-token bounds."""
+    low = ((ratio < low_bound) & (x.advantages < 0)).float()
+    high = ((ratio > high_bound) & (x.advantages > 0)).float()
+    return LossMetrics(policy_loss=policy.detach(), ratio_mean=masked_mean(ratio, x.mask),
+                       kl=None if kl is None else masked_mean(kl, x.mask), clip_low=masked_mean(low, x.mask),
+                       clip_high=masked_mean(high, x.mask), clip_region=masked_mean(torch.maximum(low, high), x.mask))
+
+
+def with_kl(policy: Tensor, x: PolicyInputs, ref_logprobs, beta: float, kl_estimator: str, aggregation: str,
+            num_tokens, max_len) -> tuple[Tensor, Tensor | None]:
+    """The policy term plus ``beta`` times the aggregated KL to the reference (when there is one)."""
+    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
+    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
+    return loss, kl

@@ -109,14 +109,24 @@ def holder_loss(
     if not 0 < epsilon < 1:
         raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
     exponent = p_at_step(train_step, p_schedule, p, p_min, p_max, schedule_steps, p_power)
+    return pooled_surrogate(logprobs, old_logprobs, advantages, mask, level=level, exponent=exponent,
+                            log_bounds=(math.log(1 - epsilon), math.log(1 + epsilon)), aggregation=aggregation,
+                            max_len=max_len, num_tokens=num_tokens, seq_mask=seq_mask, ref_logprobs=ref_logprobs,
+                            beta=beta, kl_estimator=kl_estimator)
+
+
+def pooled_surrogate(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor, *, level: str,
+                     exponent: float, log_bounds: tuple[float, float], aggregation: str, max_len: int | None,
+                     num_tokens, seq_mask, ref_logprobs, beta: float, kl_estimator: str) -> LossOutput:
+    """The HölderPO / GMPO surrogate at one exponent, with the clip range given as log-ratio bounds (lo, hi)."""
+    lo, hi = log_bounds
     x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
     if x.advantages.shape[1] != 1:
-        raise ValueError("holder needs sequence-level advantages [N]")
+        raise ValueError("holder / gmpo need sequence-level advantages [N]")
     adv = x.advantages[:, 0]  # [N]
-    lo, hi = math.log(1 - epsilon), math.log(1 + epsilon)
     if level == "sequence":
         ratio = ratio_from_log(log_power_mean(x.log_ratio, x.mask, exponent))  # [N]
-        clipped = ratio.clamp(1 - epsilon, 1 + epsilon)
+        clipped = ratio.clamp(math.exp(lo), math.exp(hi))
         per_row = -torch.min(ratio * adv, clipped * adv)
     else:
         clamped = x.log_ratio.clamp(lo, hi)
@@ -129,8 +139,8 @@ def holder_loss(
     loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
     with torch.no_grad():
         row = ratio[:, None]
-        low = ((row < 1 - epsilon) & (x.advantages < 0)).float()
-        high = ((row > 1 + epsilon) & (x.advantages > 0)).float()
+        low = ((row < math.exp(lo)) & (x.advantages < 0)).float()
+        high = ((row > math.exp(hi)) & (x.advantages > 0)).float()
         metrics = LossMetrics(
             policy_loss=policy.detach(),
             ratio_mean=masked_mean(row, x.mask),
@@ -140,3 +150,39 @@ def holder_loss(
             clip_region=masked_mean(torch.maximum(low, high), x.mask),
         )
     return LossOutput(loss, metrics)
+
+
+@register_policy_loss("gmpo")
+def gmpo_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    epsilon_log: float = 0.4,
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    num_tokens: float | Tensor | None = None,
+    seq_mask: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    beta: float = 0.0,
+    kl_estimator: str = "k3",
+    group_ids: Tensor | None = None,
+) -> LossOutput:
+    """GMPO (Geometric-Mean Policy Optimization, arXiv 2507.20673): HölderPO's token level at p = 0.
+
+    The objective is ``A_i (prod_t min/max(r_it, clip(r_it)))^(1/|y_i|)``: the geometric mean of the clipped
+    token ratios (min for A > 0, max for A < 0), with the clip symmetric in log space, ``log r`` in
+    ``[-epsilon_log, epsilon_log]`` (the paper's 0.4). One implementation with ``holder`` (``pooled_surrogate``).
+
+    Args:
+        epsilon_log: clip range of the token log-ratio (> 0).
+        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
+        group_ids: unused; accepted so every policy loss shares one call signature.
+    """
+    if not epsilon_log > 0:
+        raise ValueError(f"epsilon_log must be > 0, got {epsilon_log}")
+    return pooled_surrogate(logprobs, old_logprobs, advantages, mask, level="token", exponent=0.0,
+                            log_bounds=(-epsilon_log, epsilon_log), aggregation=aggregation, max_len=max_len,
+                            num_tokens=num_tokens, seq_mask=seq_mask, ref_logprobs=ref_logprobs, beta=beta,
+                            kl_estimator=kl_estimator)

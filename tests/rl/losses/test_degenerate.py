@@ -59,6 +59,19 @@ VARIANTS = {
     "gbpo": {"temperature": 1.0},
     "dcpo": {"prev_entropy": 2.0, "entropy_base": 0.5},
     "llds": {"gate": "action", "llds_coef": 1.0},
+    "cispo": {"epsilon_min": 0.5, "epsilon_max": 2.0},
+    "sapo": {"importance_sampling_level": "sequence"},
+    "gmpo": {"epsilon_log": 0.1},
+    "kl_cov": {"kl_cov_ratio": 0.5},
+    "clip_cov": {"clip_ratio": 0.5, "clip_cov_lb": -5.0},
+    "etr": {"macro_target": "weight", "rewards": torch.tensor([1.0, 0.0, 1.0, 1.0])},
+    "dhpo": {"mixing": "entropy", "entropy": torch.rand(4, 3)},
+    "erpo": {"entropy": torch.rand(4, 3), "buckets": 2},
+    "gepo": {"entropy": torch.rand(4, 3), "entropy_history": torch.rand(5)},
+    "conspo": {"variant": "pooled", "train_step": 10},
+    "dagrpo": {"token_ids": torch.randint(0, 3, (4, 3)), "similarity_threshold": 0.1},
+    "r3_rank": {"entropy": torch.rand(4, 3), "rewards": torch.zeros(4), "spread_weight": 1.0},
+    "vps": {"segment_progress": torch.randn(4, 3) * 5},
 }
 
 

@@ -1,0 +1,128 @@
+"""ConSPO: InfoNCE over length-normalised sequence log-probs, each verified positive against its group's negatives.
+
+Source: "Revisiting RLVR from a Contrastive Perspective" (Zhang et al., arXiv 2605.12969; the founding digest; abstract only); a reading of the
+abstract, docs/algorithms.md §15.5. With ``s_i = 1/|y_i| sum_t logp_theta_it`` (``[N]``, with gradient), the
+positives P_g (A_i > 0) and negatives N_g (A_i < 0) of group g, and the margin ``m`` at the step::
+
+    per_positive:  l_i = -log( e^{(s_i - m)/tau} / (e^{(s_i - m)/tau} + sum_{j in N_g} e^{s_j/tau}) ),  i in P_g
+                   loss = mean over the positives of groups that have a negative
+    pooled:        l_g = -log( sum_{i in P_g} e^{(s_i - m)/tau} / (sum_{P_g} e^{(s_i - m)/tau} + sum_{N_g} e^{s_j/tau}) )
+                   loss = mean over the groups with both
+    m(step) = margin * min(1, train_step / margin_warmup_steps)   (margin_schedule "linear"; "constant": margin)
+
+The softmax puts more weight on a positive that is poorly separated (its gradient is ``(1 - p_i)/tau``) and on a
+negative that scores high (its share ``p_j``). What is the paper's: length-normalised sequence log-probs as scores,
+an InfoNCE-style objective of each verified positive against the negatives of its group, more weight on poorly
+separated positives and high-scoring negatives, and a margin scheduled over training. What is ours: the
+temperature, the margin's schedule (a linear ramp) and size, positives and negatives read from the sign of the
+estimator's advantage (0 = neither), the ``per_positive`` default against the ``pooled`` variant, and the
+normalisation (a mean over positives / groups; the token aggregation does not apply to a sequence objective).
+There is no importance ratio: the objective is on-policy, ``old_logprobs`` only feed the logged ratio.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from mmreason.rl.groups import group_index
+from mmreason.rl.losses.aggregation import aggregate
+from mmreason.rl.losses.common import kl_term, masked_mean, prepare, ratio_from_log
+from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.registries import register_policy_loss
+
+VARIANTS = ("per_positive", "pooled")
+SCHEDULES = ("linear", "constant")
+
+
+def margin_at(step: int, margin: float, schedule: str, warmup_steps: int) -> float:
+    """The margin at ``step`` finished steps: a linear ramp to ``margin`` over ``warmup_steps``, or constant."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"margin_schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if schedule == "constant":
+        return float(margin)
+    return float(margin) * min(1.0, max(0, step) / max(1, warmup_steps))
+
+
+def conspo_objective(scores: Tensor, advantages: Tensor, group_ids: Tensor | None, *, tau: float, margin: float,
+                     variant: str) -> Tensor:
+    """The ConSPO loss (0-dim) from scores ``[N]`` and sequence advantages ``[N]``; 0 when no group has both."""
+    ids = torch.zeros_like(advantages, dtype=torch.long) if group_ids is None else group_ids.to(scores.device)
+    index, m = group_index(ids)
+    pos, neg = advantages > 0, advantages < 0
+    z_pos = (scores - margin) / tau
+    z_neg = scores / tau
+    top = torch.full((m,), -torch.inf, device=scores.device).scatter_reduce(
+        0, index, torch.where(pos | neg, torch.where(pos, z_pos, z_neg), torch.full_like(z_neg, -torch.inf)).detach(),
+        "amax")
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    e_pos = torch.where(pos, torch.exp(z_pos - top[index]), torch.zeros_like(z_pos))
+    e_neg = torch.where(neg, torch.exp(z_neg - top[index]), torch.zeros_like(z_neg))
+    neg_sum = scores.new_zeros(m).index_add(0, index, e_neg)  # [M]
+    has_neg = scores.new_zeros(m).index_add(0, index, neg.float()) > 0
+    has_pos = scores.new_zeros(m).index_add(0, index, pos.float()) > 0
+    if variant == "per_positive":
+        take = pos & has_neg[index]
+        if not take.any():
+            return scores.sum() * 0.0
+        log_p = torch.log(e_pos + 1e-30) - torch.log(e_pos + neg_sum[index])
+        return -(log_p[take]).mean()
+    pos_sum = scores.new_zeros(m).index_add(0, index, e_pos)
+    take = has_pos & has_neg
+    if not take.any():
+        return scores.sum() * 0.0
+    log_p = torch.log(pos_sum + 1e-30) - torch.log(pos_sum + neg_sum)
+    return -(log_p[take]).mean()
+
+
+@register_policy_loss("conspo")
+def conspo_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    tau: float = 0.1,
+    margin: float = 0.1,
+    margin_schedule: str = "linear",
+    margin_warmup_steps: int = 200,
+    variant: str = "per_positive",
+    train_step: int = 0,
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    num_tokens: float | Tensor | None = None,
+    seq_mask: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    beta: float = 0.0,
+    kl_estimator: str = "k3",
+    group_ids: Tensor | None = None,
+) -> LossOutput:
+    """ConSPO (contrastive RLVR, arXiv 2605.12969, reading): InfoNCE of each positive's mean log-prob against its group's negatives.
+
+    Args:
+        tau: temperature of the softmax (> 0).
+        margin, margin_schedule, margin_warmup_steps: the margin subtracted from positive scores and its schedule.
+        variant: ``per_positive`` (one InfoNCE term per positive) or ``pooled`` (one per group).
+        train_step: finished training steps (the trainer passes it).
+        aggregation, max_len, num_tokens: used only for the optional KL term.
+        seq_mask, ref_logprobs, beta, kl_estimator, group_ids: as in ``clipped``.
+    """
+    if not tau > 0:
+        raise ValueError(f"tau must be > 0, got {tau}")
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    m = margin_at(train_step, margin, margin_schedule, margin_warmup_steps)
+    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
+    if x.advantages.shape[1] != 1:
+        raise ValueError("conspo needs sequence-level advantages [N]")
+    rows = x.mask.sum(-1) > 0  # rows with tokens (seq_mask already applied)
+    scores = (x.logprobs * x.mask).sum(-1) / x.mask.sum(-1).clamp(min=1.0)  # [N]
+    adv = torch.where(rows, x.advantages[:, 0], torch.zeros_like(scores))
+    policy = conspo_objective(scores, adv, group_ids, tau=tau, margin=m, variant=variant)
+    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
+    loss = policy if kl is None else policy + beta * aggregate(
+        aggregation, kl, x.mask, num_seqs=x.num_seqs, num_tokens=num_tokens, max_len=max_len)
+    with torch.no_grad():
+        metrics = LossMetrics(policy_loss=policy.detach(), ratio_mean=masked_mean(ratio_from_log(x.log_ratio), x.mask),
+                              kl=None if kl is None else masked_mean(kl, x.mask))
+    return LossOutput(loss, metrics)

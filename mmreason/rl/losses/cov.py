@@ -1,0 +1,149 @@
+"""KL-Cov and Clip-Cov: the tokens whose log-prob and advantage co-vary most get a KL penalty or lose their gradient.
+
+Source: Cui et al., "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models" (arXiv
+2505.22617, section 5); verl ``core_algos.compute_policy_loss_kl_cov`` / ``compute_policy_loss_clip_cov``;
+docs/algorithms.md §14.3. Over the active tokens of the call (D of them), with ``logp`` detached::
+
+    cov_it = (A_it - mean(A)) (logp_it - mean(logp))                          [N, T]
+    KL-Cov:   S = the top ``k = max(1, floor(kl_cov_ratio D))`` tokens by cov
+              l_it = -r_it A_it + [it in S] kl_coef |logp_it - logp_old_it|     (no clip, as verl)
+    Clip-Cov: C = tokens with clip_cov_lb < cov_it < clip_cov_ub that the PPO clip has not already cut;
+              S = min(|C|, max(1, floor(clip_ratio D))) of them, drawn at random
+              l_it = -min(r A, clip(r) A) for it not in S,   0 (no gradient) for it in S
+
+A token's entropy change is driven by this covariance (the paper's Theorem), so acting on the few
+largest-covariance tokens holds entropy up. Same selection as verl; the random draw of Clip-Cov uses a
+generator seeded with ``seed + train_step`` (verl uses the global RNG), so a run repeats. verl uses the
+absolute log-ratio for the penalty, as here. ``clip_region`` reports the share of tokens in S.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
+from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.registries import register_policy_loss
+
+
+def token_covariance(logprobs: Tensor, advantages: Tensor, mask: Tensor) -> Tensor:
+    """``[N, T]`` centred product of (detached) log-prob and advantage over the active tokens; 0 off the mask."""
+    m = mask > 0
+    if not m.any():
+        return torch.zeros_like(logprobs)
+    adv = advantages.expand_as(logprobs)
+    lp = logprobs.detach()
+    cov = (adv - adv[m].mean()) * (lp - lp[m].mean())
+    return torch.where(m, cov, torch.zeros_like(cov))
+
+
+def _metrics(policy, ratio, selected, x, kl) -> LossMetrics:
+    share = masked_mean(selected.float(), x.mask)
+    return LossMetrics(policy_loss=policy.detach(), ratio_mean=masked_mean(ratio, x.mask),
+                       kl=None if kl is None else masked_mean(kl, x.mask), clip_region=share)
+
+
+@register_policy_loss("kl_cov")
+def kl_cov_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    kl_cov_ratio: float = 0.0002,
+    kl_coef: float = 1.0,
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    num_tokens: float | Tensor | None = None,
+    seq_mask: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    beta: float = 0.0,
+    kl_estimator: str = "k3",
+    group_ids: Tensor | None = None,
+) -> LossOutput:
+    """KL-Cov (arXiv 2505.22617): -ratio * A, plus kl_coef |log-ratio| on the top kl_cov_ratio tokens by covariance.
+
+    Args:
+        kl_cov_ratio: share of the active tokens penalised (paper: 2e-4; at least one token).
+        kl_coef: weight of the |log-ratio| penalty (verl's ``ppo_kl_coef``, 1).
+        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
+    """
+    if not 0 <= kl_cov_ratio <= 1:
+        raise ValueError(f"kl_cov_ratio must be in [0, 1], got {kl_cov_ratio}")
+    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
+    ratio = ratio_from_log(x.log_ratio)
+    cov = token_covariance(x.logprobs, x.advantages, x.mask)
+    active = int((x.mask > 0).sum())
+    selected = torch.zeros_like(x.mask, dtype=torch.bool)
+    if active and kl_cov_ratio > 0:
+        k = max(1, int(active * kl_cov_ratio))
+        scores = torch.where(x.mask > 0, cov, torch.full_like(cov, -torch.inf)).flatten()
+        selected.view(-1)[torch.topk(scores, k).indices] = True
+    per_token = -ratio * x.advantages + kl_coef * selected * x.log_ratio.abs()
+    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
+    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
+    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
+    with torch.no_grad():
+        metrics = _metrics(policy, ratio, selected, x, kl)
+    return LossOutput(loss, metrics)
+
+
+@register_policy_loss("clip_cov")
+def clip_cov_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    clip_ratio: float = 0.0002,
+    clip_cov_lb: float = 1.0,
+    clip_cov_ub: float = 5.0,
+    seed: int = 0,
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+    train_step: int = 0,
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    num_tokens: float | Tensor | None = None,
+    seq_mask: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    beta: float = 0.0,
+    kl_estimator: str = "k3",
+    group_ids: Tensor | None = None,
+) -> LossOutput:
+    """Clip-Cov (arXiv 2505.22617): the clipped surrogate with a few tokens of covariance in (lb, ub) cut from the gradient.
+
+    Args:
+        clip_ratio: share of the active tokens cut (paper: 2e-4; at least one when any qualifies).
+        clip_cov_lb, clip_cov_ub: the covariance window a cut token lies in (paper: 1, 5).
+        seed: seeds the random draw (with ``train_step``, passed by the trainer).
+        epsilon, epsilon_high: the PPO clip (``algorithm.epsilon`` / ``epsilon_high``).
+        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
+    """
+    if not 0 <= clip_ratio <= 1:
+        raise ValueError(f"clip_ratio must be in [0, 1], got {clip_ratio}")
+    if not clip_cov_lb < clip_cov_ub:
+        raise ValueError(f"clip_cov_lb must be below clip_cov_ub, got {clip_cov_lb}, {clip_cov_ub}")
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
+    ratio = ratio_from_log(x.log_ratio)
+    unclipped, clipped = -ratio * x.advantages, -ratio.clamp(1 - epsilon, 1 + eps_high) * x.advantages
+    cut_by_clip = (clipped > unclipped) & (x.mask > 0)
+    cov = token_covariance(x.logprobs, x.advantages, x.mask)
+    window = (cov > clip_cov_lb) & (cov < clip_cov_ub) & (x.mask > 0) & ~cut_by_clip
+    selected = torch.zeros_like(window)
+    candidates = torch.nonzero(window.flatten()).flatten()
+    active = int((x.mask > 0).sum())
+    if len(candidates) and clip_ratio > 0:
+        k = min(len(candidates), max(1, int(clip_ratio * active)))
+        gen = torch.Generator().manual_seed(int(seed) + int(train_step))
+        pick = candidates[torch.randperm(len(candidates), generator=gen)[:k].to(candidates.device)]
+        selected.view(-1)[pick] = True
+    per_token = torch.maximum(unclipped, clipped) * (~selected)
+    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
+    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
+    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
+    with torch.no_grad():
+        metrics = _metrics(policy, ratio, selected, x, kl)
+    return LossOutput(loss, metrics)

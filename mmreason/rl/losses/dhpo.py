@@ -1,0 +1,93 @@
+"""DHPO: the token-level (GRPO) and sequence-level (GSPO) clipped surrogates, each clipped in its own range, mixed.
+
+Source: "Orchestrating Tokens and Sequences: Dynamic Hybrid Policy Optimization" (Min et al., arXiv 2601.05607; the founding digest; abstract
+only); a reading of the abstract, docs/algorithms.md §15.2. With ``r_it = exp(logp_theta_it - logp_old_it)``
+and ``s_i = exp(mean_t log r_it)`` (GSPO's ratio, gradient to every token as in ``clipped``)::
+
+    token branch:     u_it = min(r_it A_i, clip(r_it, 1 - epsilon, 1 + epsilon_high) A_i)          [N, T]
+    sequence branch:  v_i  = min(s_i A_i, clip(s_i, 1 - seq_epsilon, 1 + seq_epsilon_high) A_i)   [N, 1]
+    l_it = -(w_it u_it + (1 - w_it) v_i)
+    mixing "average": w_it = 1/2
+    mixing "entropy": w_it = sigmoid(entropy_sharpness * (H_it - mean H) / (std H + 1e-6))  over the call's tokens
+
+What is the paper's: one objective mixing the token and the sequence ratio; branch-specific clipping (each ratio
+clipped before the mix); two mixings, a plain average and an entropy-guided weight. What is ours: the
+entropy-to-weight map (a sigmoid of the token entropy standardised over the call's active tokens, so a
+high-entropy token, a fork, leans on its own token ratio and a low-entropy one on its sequence's), its
+sharpness, and the sequence branch's default range (GSPO's 3e-4 / 4e-4). ``entropy`` is the current policy's
+token entropy (detached), passed by the trainer; without it the entropy mixing falls back to 1/2.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from mmreason.rl.losses.common import aggregate_loss, clip_metrics, prepare, ratio_from_log, with_kl
+from mmreason.rl.records import LossOutput
+from mmreason.rl.registries import register_policy_loss
+
+MIXINGS = ("average", "entropy")
+
+
+def entropy_weight(entropy: Tensor | None, mask: Tensor, sharpness: float) -> Tensor:
+    """``[N, T]`` token-branch weight: a sigmoid of the entropy standardised over the active tokens (1/2 without)."""
+    if entropy is None or not (mask > 0).any():
+        return torch.full_like(mask, 0.5)
+    h = entropy.float()
+    active = h[mask > 0]
+    z = (h - active.mean()) / (active.std(unbiased=False) + 1e-6)
+    return torch.where(mask > 0, torch.sigmoid(sharpness * z), torch.full_like(h, 0.5))
+
+
+@register_policy_loss("dhpo")
+def dhpo_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+    seq_epsilon: float = 3e-4,
+    seq_epsilon_high: float = 4e-4,
+    mixing: str = "average",
+    entropy_sharpness: float = 1.0,
+    entropy: Tensor | None = None,
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    num_tokens: float | Tensor | None = None,
+    seq_mask: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    beta: float = 0.0,
+    kl_estimator: str = "k3",
+    group_ids: Tensor | None = None,
+) -> LossOutput:
+    """DHPO (Dynamic Hybrid PO, arXiv 2601.05607, reading): token and sequence surrogates, each clipped, then mixed.
+
+    Args:
+        epsilon, epsilon_high: the token branch's clip range (``algorithm.epsilon`` / ``epsilon_high``).
+        seq_epsilon, seq_epsilon_high: the sequence branch's clip range (GSPO's 3e-4 / 4e-4).
+        mixing: ``average`` (w = 1/2) or ``entropy`` (w from the token entropy).
+        entropy_sharpness: slope of the entropy-to-weight sigmoid.
+        entropy: ``[N, T]`` token entropies of the current policy (the trainer passes them).
+        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
+        group_ids: unused; accepted so every policy loss shares one call signature.
+    """
+    if mixing not in MIXINGS:
+        raise ValueError(f"mixing must be one of {MIXINGS}, got {mixing!r}")
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
+    ratio = ratio_from_log(x.log_ratio)  # [N, T]
+    token = torch.min(ratio * x.advantages, ratio.clamp(1 - epsilon, 1 + eps_high) * x.advantages)
+    length = x.mask.sum(-1, keepdim=True).clamp(min=1.0)
+    seq_ratio = ratio_from_log((x.log_ratio * x.mask).sum(-1, keepdim=True) / length)  # [N, 1]
+    adv_row = x.advantages if x.advantages.shape[1] == 1 else (x.advantages * x.mask).sum(-1, keepdim=True) / length
+    seq = torch.min(seq_ratio * adv_row, seq_ratio.clamp(1 - seq_epsilon, 1 + seq_epsilon_high) * adv_row)
+    w = torch.full_like(x.mask, 0.5) if mixing == "average" else entropy_weight(entropy, x.mask, entropy_sharpness)
+    per_token = -(w * token + (1 - w) * seq)
+    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
+    loss, kl = with_kl(policy, x, ref_logprobs, beta, kl_estimator, aggregation, num_tokens, max_len)
+    with torch.no_grad():
+        metrics = clip_metrics(policy, ratio, x, kl, 1 - epsilon, 1 + eps_high)
+    return LossOutput(loss, metrics)

@@ -1,0 +1,99 @@
+"""ERPO: entropy-gated, position-bucket-normalised token advantages anchored to the outcome advantage's sign.
+
+Source: "Token-Level Entropy-Regulated Policy Optimization" (Yu et al., arXiv 2603.28204; the founding digest; abstract only); a reading of
+the abstract, docs/algorithms.md §15.3. Over the call's active tokens, with ``H_it`` the current policy's token
+entropy (detached), ``|y_i|`` the row's length and ``B`` buckets::
+
+    gate:      g_it = 1 + gate_strength * sigmoid((H_it - mean H) / (std H + 1e-6))         [N, T], in (1, 1 + gs)
+    bucket:    b_it = floor(B * t / |y_i|)       (relative position in the response, t = 0 .. |y_i| - 1)
+    normalise: w_it = g_it / mean_{tokens of bucket b_it} g                              mean 1 in every bucket
+    anchor:    A_it = A_i * w_it                 (w > 0: the token signal keeps the outcome's sign)
+    l_it = -min(r_it A_it, clip(r_it, 1 - epsilon, 1 + epsilon_high) A_it)
+
+What is the paper's: the three parts, (1) entropy-aware gating that amplifies high-entropy "pivot" tokens,
+(2) bucket-based implicit normalisation by relative position, (3) the token signal re-weighted and anchored to
+the sign of the outcome advantage. What is ours: the gate (a sigmoid of the standardised entropy, strength
+``gate_strength``), the bucket count, normalising the gate to mean 1 inside each bucket over the whole call (so
+the per-bucket mass of the advantage is unchanged and only its spread over tokens moves), and combining the
+parts as one product. Without ``entropy`` (not passed) every gate is 1 and ERPO is the clipped surrogate.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from mmreason.rl.losses.common import aggregate_loss, clip_metrics, prepare, ratio_from_log, with_kl
+from mmreason.rl.records import LossOutput
+from mmreason.rl.registries import register_policy_loss
+
+
+def position_buckets(mask: Tensor, buckets: int) -> Tensor:
+    """``[N, T]`` bucket of each active token by its relative position in the row (-1 off the mask)."""
+    m = mask > 0
+    pos = torch.cumsum(m.long(), dim=-1) - 1  # [N, T] index among the row's active tokens
+    length = m.sum(-1, keepdim=True).clamp(min=1)
+    b = torch.div(pos * buckets, length, rounding_mode="floor").clamp(max=buckets - 1)
+    return torch.where(m, b, torch.full_like(b, -1))
+
+
+def erpo_weights(entropy: Tensor | None, mask: Tensor, *, gate_strength: float, buckets: int) -> Tensor:
+    """``[N, T]`` ERPO token weights: the entropy gate, normalised to mean 1 within each position bucket."""
+    m = mask > 0
+    if entropy is None or not m.any():
+        return torch.ones_like(mask)
+    h = entropy.float()
+    active = h[m]
+    gate = 1 + gate_strength * torch.sigmoid((h - active.mean()) / (active.std(unbiased=False) + 1e-6))
+    b = position_buckets(mask, buckets)
+    flat_b, flat_g = b[m], gate[m]
+    total = gate.new_zeros(buckets).index_add(0, flat_b, flat_g)
+    count = gate.new_zeros(buckets).index_add(0, flat_b, torch.ones_like(flat_g))
+    bucket_mean = total / count.clamp(min=1)
+    w = gate / bucket_mean[b.clamp(min=0)]
+    return torch.where(m, w, torch.ones_like(w))
+
+
+@register_policy_loss("erpo")
+def erpo_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+    gate_strength: float = 1.0,
+    buckets: int = 4,
+    entropy: Tensor | None = None,
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    num_tokens: float | Tensor | None = None,
+    seq_mask: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    beta: float = 0.0,
+    kl_estimator: str = "k3",
+    group_ids: Tensor | None = None,
+) -> LossOutput:
+    """ERPO (Entropy-Regulated PO, arXiv 2603.28204, reading): entropy-gated, bucket-normalised token advantages.
+
+    Args:
+        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
+        gate_strength: how much a high-entropy token is amplified (its gate is at most ``1 + gate_strength``).
+        buckets: relative-position buckets the gate is normalised in (>= 1).
+        entropy: ``[N, T]`` token entropies of the current policy (the trainer passes them).
+        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
+        group_ids: unused; accepted so every policy loss shares one call signature.
+    """
+    if buckets < 1 or gate_strength < 0:
+        raise ValueError(f"buckets must be >= 1 and gate_strength >= 0, got {buckets}, {gate_strength}")
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
+    adv = x.advantages * erpo_weights(entropy, x.mask, gate_strength=gate_strength, buckets=buckets)  # [N, T]
+    ratio = ratio_from_log(x.log_ratio)
+    per_token = -torch.min(ratio * adv, ratio.clamp(1 - epsilon, 1 + eps_high) * adv)
+    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
+    loss, kl = with_kl(policy, x, ref_logprobs, beta, kl_estimator, aggregation, num_tokens, max_len)
+    with torch.no_grad():
+        metrics = clip_metrics(policy, ratio, x, kl, 1 - epsilon, 1 + eps_high)
+    return LossOutput(loss, metrics)

@@ -1,0 +1,122 @@
+"""GEPO: group-entropy asymmetric advantage shaping with thresholds adapted from the history of group entropies.
+
+Source: "Group Entropy-Controlled Policy Optimization" (the founding digest; abstract only); a reading of the
+abstract, docs/algorithms.md §15.4. With ``H_g`` the mean token entropy of group g's rows (current policy,
+detached) and ``Q`` the pooled group entropies of the history and of this call::
+
+    low  = quantile(Q, low_quantile),   high = quantile(Q, high_quantile)
+    A'_i = shrink_positive * A_i   if A_i > 0 and H_g(i) < low      (a confident group: less over-exploitation)
+    A'_i = shrink_negative * A_i   if A_i < 0 and H_g(i) > high     (an uncertain group: keep exploring)
+    A'_i = A_i                     otherwise
+    l_it = -min(r_it A'_i, clip(r_it, 1 - epsilon, 1 + epsilon_high) A'_i)
+
+What is the paper's: a per-group entropy estimated from the group's samples; shrinking positive advantages of
+low-entropy groups and negative advantages of high-entropy groups; thresholds that adapt from the history of
+group entropies; the motivation (task mixtures with different entropy regimes bias normalised advantages). What is
+ours: the entropy estimate (mean token entropy of the group's rows), the shrink factors (constants), and the
+history statistic (quantiles of the last group entropies the trainer kept, ``entropy_history``, pooled with this
+call's). The trainer keeps the last ``1024`` group entropies across steps (saved in checkpoints).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from mmreason.rl.groups import group_index
+from mmreason.rl.losses.common import (
+    aggregate_loss,
+    clip_metrics,
+    prepare,
+    ratio_from_log,
+    row_entropy,
+    row_group_mean,
+    with_kl,
+)
+from mmreason.rl.records import LossOutput
+from mmreason.rl.registries import register_policy_loss
+
+
+def group_entropies(entropy: Tensor, mask: Tensor, group_ids: Tensor | None) -> tuple[Tensor, Tensor]:
+    """(``[N]`` each row's group entropy, ``[M]`` the entropy of each group with active tokens)."""
+    per_row = row_entropy(entropy, mask)
+    has = mask.sum(-1) > 0
+    per_group_row = row_group_mean(per_row, group_ids, has)  # [N]
+    ids = torch.zeros_like(per_row, dtype=torch.long) if group_ids is None else group_ids.to(per_row.device)
+    index, m = group_index(ids)
+    seen = torch.zeros(m, dtype=torch.bool, device=per_row.device).index_fill(0, index[has], True)
+    values = per_row.new_zeros(m).index_copy(0, index, per_group_row)
+    return per_group_row, values[seen]
+
+
+def gepo_advantages(advantages: Tensor, row_entropy_of_group: Tensor, pool: Tensor, *, low_quantile: float,
+                    high_quantile: float, shrink_positive: float, shrink_negative: float) -> Tensor:
+    """``[N]`` GEPO-shaped advantages from each row's group entropy and the pooled group entropies."""
+    if pool.numel() == 0:
+        return advantages
+    low = torch.quantile(pool.float(), low_quantile)
+    high = torch.quantile(pool.float(), high_quantile)
+    pos = (advantages > 0) & (row_entropy_of_group < low)
+    neg = (advantages < 0) & (row_entropy_of_group > high)
+    scale = torch.where(pos, torch.full_like(advantages, shrink_positive), torch.ones_like(advantages))
+    scale = torch.where(neg, torch.full_like(advantages, shrink_negative), scale)
+    return advantages * scale
+
+
+@register_policy_loss("gepo")
+def gepo_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+    low_quantile: float = 0.25,
+    high_quantile: float = 0.75,
+    shrink_positive: float = 0.5,
+    shrink_negative: float = 0.5,
+    entropy: Tensor | None = None,
+    entropy_history: Tensor | None = None,
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    num_tokens: float | Tensor | None = None,
+    seq_mask: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    beta: float = 0.0,
+    kl_estimator: str = "k3",
+    group_ids: Tensor | None = None,
+) -> LossOutput:
+    """GEPO (Group Entropy-Controlled PO, digest reading): shrink A > 0 of low-entropy groups, A < 0 of high-entropy ones.
+
+    Args:
+        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
+        low_quantile, high_quantile: the thresholds' quantiles of the pooled group entropies (0 <= low <= high <= 1).
+        shrink_positive, shrink_negative: factors in [0, 1] for the shrunk advantages.
+        entropy: ``[N, T]`` token entropies of the current policy; entropy_history: ``[H]`` past group entropies
+            (both passed by the trainer; without ``entropy`` nothing is shaped).
+        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator, group_ids: as in ``clipped``.
+    """
+    if not 0 <= low_quantile <= high_quantile <= 1:
+        raise ValueError(f"need 0 <= low_quantile <= high_quantile <= 1, got {low_quantile}, {high_quantile}")
+    if not (0 <= shrink_positive <= 1 and 0 <= shrink_negative <= 1):
+        raise ValueError("shrink_positive and shrink_negative must be in [0, 1]")
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
+    if x.advantages.shape[1] != 1:
+        raise ValueError("gepo needs sequence-level advantages [N]")
+    adv = x.advantages[:, 0]
+    if entropy is not None:
+        of_group, current = group_entropies(entropy, x.mask, group_ids)
+        past = current.new_zeros(0) if entropy_history is None else entropy_history.to(current).flatten()
+        adv = gepo_advantages(adv, of_group, torch.cat([past, current]), low_quantile=low_quantile,
+                              high_quantile=high_quantile, shrink_positive=shrink_positive,
+                              shrink_negative=shrink_negative)
+    adv = adv[:, None]
+    ratio = ratio_from_log(x.log_ratio)
+    per_token = -torch.min(ratio * adv, ratio.clamp(1 - epsilon, 1 + eps_high) * adv)
+    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
+    loss, kl = with_kl(policy, x, ref_logprobs, beta, kl_estimator, aggregation, num_tokens, max_len)
+    with torch.no_grad():
+        metrics = clip_metrics(policy, ratio, x, kl, 1 - epsilon, 1 + eps_high)
+    return LossOutput(loss, metrics)

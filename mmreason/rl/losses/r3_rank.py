@@ -1,0 +1,104 @@
+"""R³'s structural-entropy ranking reward: failed samples of a group get relative rewards from their entropy pattern.
+
+Source: "Replay, Reflection, and Ranking Rewards" (R³; Jiang et al., arXiv 2601.19620; the founding digest;
+abstract only); a reading of the abstract, docs/algorithms.md §15.11. With ``F_g`` the failed rows of group g
+(total reward <= ``fail_threshold``; ``rewards`` passed by the trainer), ``m = |F_g|``, and each row's score
+``h_i = mean_t H_it + spread_weight * std_t H_it`` (the current policy's token entropies, detached)::
+
+    rank_i in 0 .. m-1 among F_g, the most stable (lowest score with prefer "low") ranked m-1
+    b_i = rank_weight * (2 rank_i / (m - 1) - 1)        in [-rank_weight, rank_weight], sum 0 over F_g (m >= 2)
+    A'_i = A_i + b_i  for i in F_g;   A'_i = A_i otherwise;   l_it = clipped surrogate on A'_i
+
+An all-fail group, whose GRPO advantages are all 0, still gets a signal. What is the paper's: relative rewards for
+failed or truncated samples from a ranking of their token-entropy patterns (local exploration, global stability).
+What is ours: the score (mean token entropy plus ``spread_weight`` times its std over the row), the direction
+(``prefer: low``, a steadier failure ranks higher), the linear rank-to-bonus map and its weight (0.1), adding it to
+the advantage in the loss (where the entropies are known), and the failure threshold (0).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from mmreason.rl.groups import group_index, grouped_sort
+from mmreason.rl.losses.common import aggregate_loss, clip_metrics, prepare, ratio_from_log, with_kl
+from mmreason.rl.records import LossOutput
+from mmreason.rl.registries import register_policy_loss
+
+PREFER = ("low", "high")
+
+
+def ranking_bonus(scores: Tensor, failed: Tensor, group_ids: Tensor | None, *, rank_weight: float,
+                  prefer: str) -> Tensor:
+    """``[N]`` the rank bonus of each failed row within its group's failed rows (0 elsewhere, and for m < 2)."""
+    ids = torch.zeros_like(scores, dtype=torch.long) if group_ids is None else group_ids.to(scores.device)
+    index, m = group_index(ids)
+    key = -scores if prefer == "low" else scores  # ascending sort: the preferred row last (highest rank)
+    big = torch.where(failed, key, torch.full_like(key, torch.inf))  # non-failed rows sort after the failed ones
+    order = grouped_sort(big, index, m)
+    count = torch.zeros(m, device=scores.device).index_add(0, index, failed.float())[index]  # [N] failed in group
+    rank = order.rank.float()
+    bonus = rank_weight * (2 * rank / (count - 1).clamp(min=1) - 1)
+    return torch.where(failed & (count >= 2), bonus, torch.zeros_like(bonus))
+
+
+@register_policy_loss("r3_rank")
+def r3_rank_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+    rank_weight: float = 0.1,
+    spread_weight: float = 0.0,
+    prefer: str = "low",
+    fail_threshold: float = 0.0,
+    entropy: Tensor | None = None,
+    rewards: Tensor | None = None,
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    num_tokens: float | Tensor | None = None,
+    seq_mask: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    beta: float = 0.0,
+    kl_estimator: str = "k3",
+    group_ids: Tensor | None = None,
+) -> LossOutput:
+    """R³ ranking reward (arXiv 2601.19620, reading): failed rows of a group ranked by their token-entropy pattern.
+
+    Args:
+        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
+        rank_weight: the bonus of the best-ranked failure (the worst gets its negative); >= 0.
+        spread_weight: weight of the entropy's std over the row in the score (0: the mean alone).
+        prefer: ``low`` (a lower score ranks higher) or ``high``.
+        fail_threshold: a row with total reward <= this failed.
+        entropy, rewards: ``[N, T]`` token entropies and ``[N]`` total rewards (the trainer passes both; without
+            either nothing is ranked).
+        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator, group_ids: as in ``clipped``.
+    """
+    if prefer not in PREFER or rank_weight < 0:
+        raise ValueError(f"prefer must be one of {PREFER} and rank_weight >= 0")
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
+    if x.advantages.shape[1] != 1:
+        raise ValueError("r3_rank needs sequence-level advantages [N]")
+    adv = x.advantages[:, 0]
+    if entropy is not None and rewards is not None:
+        count = x.mask.sum(-1).clamp(min=1.0)
+        h = entropy.float() * x.mask
+        mean = h.sum(-1) / count
+        std = (((entropy.float() - mean[:, None]) ** 2 * x.mask).sum(-1) / count).sqrt()
+        failed = (rewards.to(adv.device).float() <= fail_threshold) & (x.mask.sum(-1) > 0)
+        adv = adv + ranking_bonus(mean + spread_weight * std, failed, group_ids, rank_weight=rank_weight,
+                                  prefer=prefer)
+    adv = adv[:, None]
+    ratio = ratio_from_log(x.log_ratio)
+    per_token = -torch.min(ratio * adv, ratio.clamp(1 - epsilon, 1 + eps_high) * adv)
+    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
+    loss, kl = with_kl(policy, x, ref_logprobs, beta, kl_estimator, aggregation, num_tokens, max_len)
+    with torch.no_grad():
+        metrics = clip_metrics(policy, ratio, x, kl, 1 - epsilon, 1 + eps_high)
+    return LossOutput(loss, metrics)
