@@ -121,13 +121,15 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
 
 def vllm_engine_for_eval(resolved: ResolvedModel, args, processor):
     """A vLLM engine on ``--model``'s weights (``--model_args backend=vllm``)."""
+    from mmreason.models.loading import resolve_dtype
     from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
 
     if resolved.adapter is not None:
         raise ValueError(f"--model_args backend=vllm: {resolved.spec!r} is a LoRA adapter; merge it first "
                          "(or evaluate with backend=hf)")
     settings = VLLMSettings(seed=0, processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
-                            generate_timeout=args.vllm_generate_timeout)
+                            generate_timeout=args.vllm_generate_timeout,
+                            dtype=None if args.dtype == "auto" else str(resolve_dtype(args.dtype)).removeprefix("torch."))
     return VLLMBackend(resolved.weights, processor.tokenizer, settings)
 
 

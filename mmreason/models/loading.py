@@ -28,6 +28,7 @@ class ModelConfig:
 
     name_or_path: str = "tiny-model"  # a checkpoint directory (e.g. Qwen2.5-VL-3B-Instruct) or a run dir
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    master_weights: bool = True  # bf16 / fp16 weights: the optimizer steps fp32 copies (docs/training.md)
     attn_implementation: str = "auto"  # auto | flash_attention_2 | sdpa | eager
     gradient_checkpointing: bool = False
     freeze_vision_tower: bool = False

@@ -28,6 +28,7 @@ from mmreason.sampling import SAMPLERS
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import TrainConfig
 from mmreason.train.logging import RunLogger
+from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
 from mmreason.types import Sample
 
 log = logging.getLogger(__name__)
@@ -130,8 +131,10 @@ def build_optimizer(cfg: TrainConfig, model, total_steps: int):
     from transformers import get_scheduler
 
     groups = parameter_groups(model, cfg)
-    optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
-                                  betas=(cfg.adam_beta1, cfg.adam_beta2))
+    # bf16 / fp16 weights: AdamW on fp32 master copies (train/precision.py); a sharded model keeps its own dtype
+    master = cfg.model.master_weights and needs_master_weights(model.parameters()) and not is_sharded(model)
+    optimizer = (MasterWeightAdamW if master else torch.optim.AdamW)(
+        groups, lr=cfg.learning_rate, weight_decay=cfg.weight_decay, betas=(cfg.adam_beta1, cfg.adam_beta2))
     scheduler = get_scheduler(cfg.lr_scheduler_type, optimizer,
                               num_warmup_steps=int(cfg.warmup_ratio * total_steps),
                               num_training_steps=max(total_steps, 1))
