@@ -76,6 +76,16 @@ def resolve_attn_implementation(name: str, dtype: torch.dtype | None = None) -> 
     return "sdpa"
 
 
+def cpu_attention(attn: str, dtype: torch.dtype) -> str:
+    """``sdpa_fp32`` (models/cpu_attention.py: SDPA's arithmetic in fp32) for a bf16 / fp16 model with SDPA
+    attention on a machine without CUDA, where the CPU's bf16 attention kernel is the slower one; else ``attn``."""
+    if attn != "sdpa" or dtype not in (torch.bfloat16, torch.float16) or torch.cuda.is_available():
+        return attn
+    from mmreason.models import cpu_attention as registered  # registers sdpa_fp32 with transformers
+
+    return registered.NAME
+
+
 def backend_note(attn_implementation: str, dtype: torch.dtype | None = None, generation: str = "hf") -> str:
     """One line saying which attention, dtype and generation backend a run uses, for the run header."""
     have = {name: importlib.util.find_spec(name) is not None for name in ("flash_attn", "deepspeed")}
@@ -148,7 +158,7 @@ def load_model(cfg: ModelConfig, *, trainable: bool = True):
     path = check_model_dir(cfg.name_or_path)
     check_checkpoint(path)  # a family with no adapter fails here, in one line
     dtype = resolve_dtype(cfg.dtype)
-    attn = resolve_attn_implementation(cfg.attn_implementation, dtype)
+    attn = cpu_attention(resolve_attn_implementation(cfg.attn_implementation, dtype), dtype)
     try:
         model = AutoModelForImageTextToText.from_pretrained(str(path), dtype=dtype, attn_implementation=attn)
     except Exception as exc:
