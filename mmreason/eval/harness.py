@@ -44,7 +44,7 @@ def scoring_options(cfg: EvalConfig) -> ScoringOptions:
 def run_config(cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], processor, device: str
                ) -> dict[str, Any]:
     """The settings that move a score (hashed for resume), as the results file records them."""
-    from mmreason.models.loading import resolve_attn_implementation, resolve_dtype
+    from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
 
     image = processor.image_processor.size
     video = getattr(processor, "video_processor", None)
@@ -52,8 +52,9 @@ def run_config(cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], 
         "model": resolved.describe(),
         "model_args": asdict(cfg.model_args),
         "dtype": str(resolve_dtype(cfg.model_args.dtype)).removeprefix("torch."),
-        "attn_implementation": resolve_attn_implementation(cfg.model_args.attn_implementation,
-                                                           resolve_dtype(cfg.model_args.dtype)),
+        "attn_implementation": cpu_attention(resolve_attn_implementation(cfg.model_args.attn_implementation,
+                                                                         resolve_dtype(cfg.model_args.dtype)),
+                                             resolve_dtype(cfg.model_args.dtype)),
         "image_pixels": {"min": cfg.model_args.min_pixels or image.get("shortest_edge"),
                          "max": cfg.model_args.max_pixels or image.get("longest_edge")},
         "video_pixels": ({"min": video.size.get("shortest_edge"), "max": video.size.get("longest_edge")}
