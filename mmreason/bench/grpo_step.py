@@ -74,6 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-px", type=int, default=224, help="side of each --pages image in pixels")
     parser.add_argument("--backend", default="hf", help="hf | vllm | hf,vllm (both, with the ratio)")
     parser.add_argument("--size", default="tiny", help="the built-in model's size when --model is not given")
+    parser.add_argument("--dtype", default=None,
+                        help="model.dtype, or several (float32,bfloat16): each backend in each dtype, in turns")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds over the variants, in turns (medians)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override (repeatable), e.g. --set rollout.temperature=0.7")
 
@@ -82,20 +85,32 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    results = [bench_grpo_step(args.model, args.steps, 1, args.threads, args.num_generations, args.prompts,
-                               args.max_completion_length, args.pages, args.page_px, tuple(args.overrides),
-                               backend, args.size) for backend in args.backend.split(",")]
+    dtypes = args.dtype.split(",") if args.dtype else [None]
+    variants = [(b, d) for b in args.backend.split(",") for d in dtypes]
+    rounds = [[bench_grpo_step(args.model, args.steps, 1, args.threads, args.num_generations, args.prompts,
+                               args.max_completion_length, args.pages, args.page_px,
+                               tuple(args.overrides) + ((f"model.dtype={d}",) if d else ()), b, args.size)
+               for b, d in variants] for _ in range(max(1, args.repeats))]
+    results = [_median_round([r[i] for r in rounds]) | {"dtype": d} for i, (_, d) in enumerate(variants)]
     table = Table(title=f"GRPO step time ({args.model or args.size + ' model'})")
     table.add_column("phase")
     for r in results:
-        table.add_column(f"{r['backend']} seconds")
+        table.add_column(f"{r['backend']}{', ' + r['dtype'] if r['dtype'] else ''} seconds")
         table.add_column("share")
     for phase in ("prompts", "generate", "reward", "advantages", "update", "weight_sync", "other", "step"):
         table.add_row(phase, *[x for r in results for x in (f"{r[phase]:.3f}", f"{100 * r[phase] / r['step']:.0f} %")])
     table.add_row("generated tokens/s", *[x for r in results for x in (f"{r['generate_tokens_per_s']:.0f}", "")])
     console = Console()
     console.print(table)
-    if len(results) == 2:
+    if dtypes[0] and len(dtypes) > 1:
+        for b, d in variants:
+            if d != dtypes[0]:
+                base = results[variants.index((b, dtypes[0]))]
+                r = results[variants.index((b, d))]
+                console.print(f"{b}: {d} / {dtypes[0]}: generation {r['generate'] / base['generate']:.2f}x, "
+                              f"update {r['update'] / base['update']:.2f}x, step {r['step'] / base['step']:.2f}x "
+                              "(time ratios)")
+    elif len(results) == 2:
         a, b = results
         console.print(f"{b['backend']} / {a['backend']}: generation {b['generate_tokens_per_s'] / a['generate_tokens_per_s']:.2f}x "
                       f"tokens/s, step {a['step'] / b['step']:.2f}x faster (weight sync is part of update)")
@@ -104,3 +119,8 @@ def run(args: argparse.Namespace) -> int:
                   f"trajectories per step, mean completion {r['completion_length_mean']:.1f} tokens, "
                   f"{r['threads']} thread(s)")
     return 0
+
+
+def _median_round(rows: list[dict]) -> dict:
+    """Per key, the median over rounds of the numbers (the first round's value otherwise)."""
+    return {k: statistics.median(r[k] for r in rows) if isinstance(v, (int, float)) else v for k, v in rows[0].items()}

@@ -168,7 +168,8 @@ def bench_update(shape: str = "tiny", workload: Workload = Workload(), steps: in
     if gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     master = master_weights and needs_master_weights(model.parameters())
-    optimizer = (MasterWeightAdamW if master else torch.optim.AdamW)(model.parameters(), lr=1e-6)  # as the trainer
+    optimizer = (MasterWeightAdamW if master else torch.optim.AdamW)(model.parameters(), lr=1e-6,
+                                                                     fused=True)  # as the trainer's
     trajectories = synthetic_group(workload, ids, model.config.text_config.vocab_size)
     pad = ids["<|endoftext|>"]
     batch = collate(trajectories, pad).to(device)
