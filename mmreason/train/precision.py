@@ -42,15 +42,29 @@ class MasterWeightAdamW(torch.optim.AdamW):
 
     @torch.no_grad()
     def step(self, closure=None):
-        for p, m in self._pairs:
-            m.grad = None if p.grad is None else p.grad.float()
+        for p, m in self._pairs:  # the masters' fp32 gradient buffers are kept from step to step
+            if p.grad is None:
+                m.grad = None
+            elif m.grad is None:
+                m.grad = p.grad.float()
+            else:
+                m.grad.copy_(p.grad)
         loss = super().step(closure)
         for p, m in self._pairs:
             p.copy_(m)
         return loss
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        super().zero_grad(set_to_none)
+        """Clears the live parameters' gradients (and those of fp32 parameters stepped in place); the masters'
+        buffers are overwritten at the next step."""
+        masters = {id(m) for _, m in self._pairs}
+        for group in self.param_groups:
+            for q in group["params"]:
+                if id(q) not in masters and q.grad is not None:
+                    if set_to_none:
+                        q.grad = None
+                    else:
+                        q.grad.zero_()
         for p, _ in self._pairs:
             p.grad = None
 
