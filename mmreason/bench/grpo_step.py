@@ -22,6 +22,15 @@ def bench_grpo_step(model_dir: str | None = None, steps: int = 6, warmup: int = 
                     size: str = "tiny") -> dict:
     """Median step split with ``rollout.backend=backend`` (hf | vllm); ``size``: the built-in model's, when
     ``model_dir`` is not given."""
+    return bench_grpo_steps(model_dir, steps, warmup, threads, num_generations, prompts, max_completion_length,
+                            pages, page_px, [(backend, overrides)], size)[0]
+
+
+def bench_grpo_steps(model_dir: str | None, steps: int, warmup: int, threads: int, num_generations: int,
+                     prompts: int, max_completion_length: int, pages: int, page_px: int,
+                     variants: list[tuple[str, tuple[str, ...]]], size: str = "tiny") -> list[dict]:
+    """One run per variant (backend, config overrides), set up together and stepped in turns (step 1 of every
+    run, then step 2, ...), so that a shared machine's load falls on all of them alike; a result per variant."""
     from mmreason.config import load_config
     from mmreason.models.tiny import build_tiny_model
     from mmreason.train.config import TrainConfig
@@ -38,19 +47,30 @@ def bench_grpo_step(model_dir: str | None = None, steps: int = 6, warmup: int = 
 
             (Path(tmp) / "data").mkdir()
             data = ["data.task=vision", f"data.train_path={write_prompts(Path(tmp) / 'data', pages, page_px, 8)}"]
-        cfg = load_config(TrainConfig, None, [
-            f"model.name_or_path={model_dir}", *data, f"rollout.num_generations={num_generations}",
-            f"rollout.max_completion_length={max_completion_length}", f"prompts_per_step={prompts}",
-            "mini_batch_size=32", "learning_rate=1e-4", f"output_dir={tmp}/run", "rewards=[{name: anls}]",
-            f"max_steps={steps + warmup}", "log_completions_steps=0", f"rollout.backend={backend}", *overrides,
-        ])
-        check_backend_config(cfg)
-        run = setup_run(cfg, verbose=False)
-        run.rollout_backend = make_backend(run)
+        runs = []
         try:
-            rows = [train_step(run, step) for step in range(1, steps + warmup + 1)][warmup:]
+            for i, (backend, overrides) in enumerate(variants):
+                cfg = load_config(TrainConfig, None, [
+                    f"model.name_or_path={model_dir}", *data, f"rollout.num_generations={num_generations}",
+                    f"rollout.max_completion_length={max_completion_length}", f"prompts_per_step={prompts}",
+                    "mini_batch_size=32", "learning_rate=1e-4", f"output_dir={tmp}/run{i}", "rewards=[{name: anls}]",
+                    f"max_steps={steps + warmup}", "log_completions_steps=0", f"rollout.backend={backend}", *overrides,
+                ])
+                check_backend_config(cfg)
+                runs.append(setup_run(cfg, verbose=False))
+                runs[-1].rollout_backend = make_backend(runs[-1])
+            rows: list[list[dict]] = [[] for _ in runs]
+            for step in range(1, steps + warmup + 1):
+                for run, out in zip(runs, rows):
+                    out.append(train_step(run, step))
         finally:
-            close_backend(run)
+            for run in runs:
+                close_backend(run)
+    return [_summary(out[warmup:], backend, steps, threads, num_generations, prompts)
+            for out, (backend, _) in zip(rows, variants)]
+
+
+def _summary(rows: list[dict], backend: str, steps: int, threads: int, num_generations: int, prompts: int) -> dict:
     keys = ("time/step", "time/prompts", "time/generate", "time/reward", "time/advantages", "time/update",
             "time/other")
     tokens = [r["completion/length_mean"] * num_generations * prompts for r in rows]
@@ -59,7 +79,6 @@ def bench_grpo_step(model_dir: str | None = None, steps: int = 6, warmup: int = 
         "generate_tokens_per_s": statistics.median(t / r["time/generate"] for t, r in zip(tokens, rows)),
         "steps": steps, "threads": threads, "trajectories_per_step": num_generations * prompts,
         "completion_length_mean": statistics.mean(r["completion/length_mean"] for r in rows),
-        "prompt": f"{pages} image(s) of {page_px} px" if pages else "shapes (one 56 px image)",
     }
 
 
@@ -74,6 +93,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-px", type=int, default=224, help="side of each --pages image in pixels")
     parser.add_argument("--backend", default="hf", help="hf | vllm | hf,vllm (both, with the ratio)")
     parser.add_argument("--size", default="tiny", help="the built-in model's size when --model is not given")
+    parser.add_argument("--dtype", default=None,
+                        help="model.dtype, or several (float32,bfloat16): each backend in each dtype, in turns")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds of the variants' runs (medians)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override (repeatable), e.g. --set rollout.temperature=0.7")
 
@@ -82,25 +104,44 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    results = [bench_grpo_step(args.model, args.steps, 1, args.threads, args.num_generations, args.prompts,
-                               args.max_completion_length, args.pages, args.page_px, tuple(args.overrides),
-                               backend, args.size) for backend in args.backend.split(",")]
+    dtypes = args.dtype.split(",") if args.dtype else [None]
+    variants = [(b, d) for b in args.backend.split(",") for d in dtypes]
+    rounds = [bench_grpo_steps(args.model, args.steps, 1, args.threads, args.num_generations, args.prompts,
+                               args.max_completion_length, args.pages, args.page_px,
+                               [(b, tuple(args.overrides) + ((f"model.dtype={d}",) if d else ())) for b, d in variants],
+                               args.size) for _ in range(max(1, args.repeats))]
+    prompt = f"{args.pages} image(s) of {args.page_px} px" if args.pages else "shapes (one 56 px image)"
+    results = [_median_round([r[i] for r in rounds]) | {"dtype": d, "prompt": prompt}
+               for i, (_, d) in enumerate(variants)]
     table = Table(title=f"GRPO step time ({args.model or args.size + ' model'})")
     table.add_column("phase")
     for r in results:
-        table.add_column(f"{r['backend']} seconds")
+        table.add_column(f"{r['backend']}{', ' + r['dtype'] if r['dtype'] else ''} seconds")
         table.add_column("share")
     for phase in ("prompts", "generate", "reward", "advantages", "update", "weight_sync", "other", "step"):
         table.add_row(phase, *[x for r in results for x in (f"{r[phase]:.3f}", f"{100 * r[phase] / r['step']:.0f} %")])
     table.add_row("generated tokens/s", *[x for r in results for x in (f"{r['generate_tokens_per_s']:.0f}", "")])
     console = Console()
     console.print(table)
-    if len(results) == 2:
+    if dtypes[0] and len(dtypes) > 1:
+        for b, d in variants:
+            if d != dtypes[0]:
+                base = results[variants.index((b, dtypes[0]))]
+                r = results[variants.index((b, d))]
+                console.print(f"{b}: {d} / {dtypes[0]}: generation {r['generate'] / base['generate']:.2f}x, "
+                              f"update {r['update'] / base['update']:.2f}x, step {r['step'] / base['step']:.2f}x "
+                              "(time ratios)")
+    elif len(results) == 2:
         a, b = results
         console.print(f"{b['backend']} / {a['backend']}: generation {b['generate_tokens_per_s'] / a['generate_tokens_per_s']:.2f}x "
                       f"tokens/s, step {a['step'] / b['step']:.2f}x faster (weight sync is part of update)")
     r = results[-1]
-    console.print(f"median of {r['steps']} steps; {r['prompt']} per prompt, {r['trajectories_per_step']} "
+    console.print(f"median of {r['steps']} steps (the variants' steps in turns); {r['prompt']} per prompt, {r['trajectories_per_step']} "
                   f"trajectories per step, mean completion {r['completion_length_mean']:.1f} tokens, "
                   f"{r['threads']} thread(s)")
     return 0
+
+
+def _median_round(rows: list[dict]) -> dict:
+    """Per key, the median over rounds of the numbers (the first round's value otherwise)."""
+    return {k: statistics.median(r[k] for r in rows) if isinstance(v, (int, float)) else v for k, v in rows[0].items()}

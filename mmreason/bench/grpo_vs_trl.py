@@ -3,8 +3,9 @@
 Both sides, in one process and at the same torch thread count, train the same checkpoint on the same
 prompts (``--pages P`` images of ``--page-px X`` pixels each, a document-like prompt; ``--pages 1`` is one
 image), with the same G, completion length, loss type, beta, learning rate, optimizer (AdamW, betas 0.9 /
-0.99, constant rate, clip 1.0), temperature 1, no top-p / top-k, the same suppressed vision specials, fp32,
-sdpa attention, no gradient checkpointing, and the same reward function (a cheap length score, so the
+0.99, constant rate, clip 1.0), temperature 1, no top-p / top-k, the same suppressed vision specials, fp32
+(or, with ``--dtype bfloat16``, each side's bf16 training: mmreason's bf16 weights with fp32 master weights,
+TRL's ``bf16=True``, i.e. fp32 weights under bf16 autocast), sdpa attention, no gradient checkpointing, and the same reward function (a cheap length score, so the
 timing is the trainer's). One optimizer step per batch of rollouts and one pass over it on both sides (so
 neither takes old-policy log-probs). TRL's logging, completion logging, checkpoints and progress bar are
 off. Each side's step time is the wall time between two finished optimizer steps; the first ``--warmup``
@@ -26,9 +27,9 @@ QUESTION = "Which page shows the answer? Reply with the page number."
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 SETTINGS = ("Same on both sides: checkpoint, prompts (prompt tokens in the table), G, C, loss, beta, learning rate, "
             "AdamW (0.9, 0.99, no decay, constant rate, clip 1.0), scale_rewards group, epsilon 0.2, temperature 1, "
-            "no top-p/top-k, vision specials suppressed, fp32, sdpa, no gradient checkpointing, one optimizer step "
+            "no top-p/top-k, vision specials suppressed, the dtype above, sdpa, no gradient checkpointing, one optimizer step "
             "and one pass per batch of rollouts, the same length reward. Off on TRL: logging, completion logging, "
-            "checkpoints, bf16, gradient checkpointing, progress bar. Off on mmreason: completion logging, "
+            "checkpoints, gradient checkpointing, progress bar. Off on mmreason: completion logging, "
             "checkpoints.")
 
 
@@ -66,7 +67,7 @@ def run_mmreason(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) 
     from mmreason.train.setup import setup_run
 
     cfg = load_config(TrainConfig, None, [
-        f"model.name_or_path={model_dir}", "model.dtype=float32", "model.attn_implementation=sdpa",
+        f"model.name_or_path={model_dir}", f"model.dtype={o.dtype}", "model.attn_implementation=sdpa",
         "data.task=vision", f"data.train_path={jsonl}", f"rollout.num_generations={o.num_generations}",
         f"rollout.max_completion_length={o.completion_len}", f"prompts_per_step={o.prompts}",
         f"mini_batch_size={o.prompts * o.num_generations}", f"learning_rate={o.learning_rate}",
@@ -112,7 +113,7 @@ def run_trl(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) -> di
         loss_type=o.loss_type, beta=o.beta, scale_rewards="group", epsilon=0.2, num_iterations=1,
         temperature=1.0, top_p=1.0, top_k=0, generation_kwargs={"suppress_tokens": suppressed_token_ids(processor.tokenizer)},
         max_steps=o.steps + o.warmup, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
-        adam_beta1=0.9, adam_beta2=0.99, max_grad_norm=1.0, optim="adamw_torch", bf16=False, fp16=False,
+        adam_beta1=0.9, adam_beta2=0.99, max_grad_norm=1.0, optim="adamw_torch", bf16=o.dtype == "bfloat16", fp16=False,
         gradient_checkpointing=False, use_cpu=True, report_to="none", logging_steps=10**9, save_strategy="no",
         log_completions=False, disable_tqdm=True, dataloader_num_workers=0, seed=0,
     )
@@ -243,6 +244,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=1, help="torch threads, both sides")
     parser.add_argument("--no-shared-prefix", action="store_true", help="mmreason: the plain padded update")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="bfloat16: mmreason model.dtype=bfloat16 (fp32 master weights), TRL bf16=True (autocast)")
     parser.add_argument("--json", help="also write the figures to this file")
 
 
@@ -255,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
                   caption=f"median of {args.steps} steps after {args.warmup} warm-up; {args.prompts} prompt(s) x "
                           f"{args.pages} image(s) of {args.page_px} px, G={args.num_generations}, "
                           f"C={args.completion_len}, loss {args.loss_type}, beta {args.beta}, "
-                          f"{args.threads} thread(s)" + ("; mmreason without the shared prefix" if args.no_shared_prefix
+                          f"{args.threads} thread(s), {args.dtype}" + ("; mmreason without the shared prefix" if args.no_shared_prefix
                                                         else ""))
     for col in ("side", "step s", "generation s", "update s", "other s", "step CPU s", "prompt tokens",
                 "completion tokens"):

@@ -57,8 +57,9 @@ def build_model(shape: str, dtype: torch.dtype, attn: str, device: torch.device,
     from transformers import AutoModelForImageTextToText
 
     size = SHAPES[shape]
-    ids = _QWEN_IDS if shape == "3b" else {name: size.vocab_size - 16 + i for i, name in enumerate(_QWEN_IDS)}
-    config = model_config("qwen2_5_vl", size, ids, size.vocab_size, _FULL_ATTENTION_BLOCKS.get(shape))
+    vocab = size.model_vocab or size.vocab_size
+    ids = _QWEN_IDS if shape == "3b" else {name: vocab - 16 + i for i, name in enumerate(_QWEN_IDS)}
+    config = model_config("qwen2_5_vl", size, ids, vocab, _FULL_ATTENTION_BLOCKS.get(shape))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         with torch.device(device):
@@ -134,21 +135,41 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def saved_for_backward_bytes(fn) -> tuple[object, int]:
+    """``fn()`` and the bytes of the distinct tensors autograd saved for backward while it ran (the activation
+    memory of an update, parameters excluded)."""
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        if not isinstance(t, torch.nn.Parameter):
+            storage = t.untyped_storage()
+            seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return out, sum(seen.values())
+
+
 def bench_update(shape: str = "tiny", workload: Workload = Workload(), steps: int = 5, warmup: int = 2,
                  dtype: str = "auto", attn: str = "auto", shared_prefix: bool = True,
-                 gradient_checkpointing: bool = False, peak_tflops: float | None = None) -> dict:
+                 gradient_checkpointing: bool = False, peak_tflops: float | None = None, *,
+                 chunked_head: bool = True, master_weights: bool = True) -> dict:
     from mmreason import rl
-    from mmreason.models.loading import resolve_attn_implementation, resolve_dtype
+    from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
     from mmreason.rollout import shared_prefix as sp
     from mmreason.rollout.forward import collate, token_logprobs
+    from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch_dtype = resolve_dtype(dtype)
-    attn_name = resolve_attn_implementation(attn, torch_dtype)
+    attn_name = cpu_attention(resolve_attn_implementation(attn, torch_dtype), torch_dtype)
     model, ids = build_model(shape, torch_dtype, attn_name, device)
     if gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    master = master_weights and needs_master_weights(model.parameters())
+    optimizer = (MasterWeightAdamW if master else torch.optim.AdamW)(model.parameters(), lr=1e-6,
+                                                                     fused=True)  # as the trainer's
     trajectories = synthetic_group(workload, ids, model.config.text_config.vocab_size)
     pad = ids["<|endoftext|>"]
     batch = collate(trajectories, pad).to(device)
@@ -160,14 +181,18 @@ def bench_update(shape: str = "tiny", workload: Workload = Workload(), steps: in
     advantages = torch.linspace(-1, 1, len(trajectories), device=device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    rows = []
+    rows, saved = [], 0
+
+    def logprobs():  # with the entropy, as the trainer's update takes it
+        if use_shared:
+            return sp.shared_prefix_logprobs(model, trajectories, batch.input_ids.shape[1], pad, True,
+                                             chunked=chunked_head)[0]
+        return token_logprobs(model, batch, True, chunked=chunked_head)[0]
+
     for i in range(warmup + steps):
         _sync(device)
         t0 = time.perf_counter()
-        if use_shared:
-            logp, _ = sp.shared_prefix_logprobs(model, trajectories, batch.input_ids.shape[1], pad)
-        else:
-            logp, _ = token_logprobs(model, batch)
+        logp, saved = saved_for_backward_bytes(logprobs)
         out = rl.policy_loss("clipped", logp, logp.detach(), advantages, batch.action_mask)
         _sync(device)
         t1 = time.perf_counter()
@@ -196,13 +221,15 @@ def bench_update(shape: str = "tiny", workload: Workload = Workload(), steps: in
         "update_tflops": flops / 1e12, "achieved_tflops_per_s": flops / update / 1e12,
         "mfu": flops / update / peak if peak else None,
         "peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
-        "workload": w, "steps": steps,
+        "saved_for_backward_mib": saved / 2**20, "chunked_head": chunked_head, "master_weights": master,
+        "workload": w, "steps": steps, "model": model, "trajectories": trajectories, "pad": pad,
+        "optimizer": optimizer,
     }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", choices=sorted(SHAPES), default=None,
-                        help="model shape (default: 3b on CUDA, tiny on CPU)")
+                        help="model shape (default: 3b on CUDA, tiny on CPU; qwen-vocab: 32 M, Qwen's vocabulary)")
     parser.add_argument("--pages", type=int, default=8, help="images in the prompt")
     parser.add_argument("--image-tokens", type=int, default=None,
                         help="visual tokens per image (default: 256 for 3b, 64 otherwise)")
@@ -211,12 +238,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--dtype", default="auto", help="a dtype, or several (float32,bfloat16): measured in turns")
     parser.add_argument("--attn", default="auto", help="auto | sdpa | eager | flash_attention_2")
     parser.add_argument("--plain", action="store_true", help="the plain padded forward, not the shared prefix")
+    parser.add_argument("--head", default="chunked",
+                        help="chunked | logits | chunked,logits: log-probs from the LM head's hidden states chunk by "
+                             "chunk (the trainer's), or from whole logits kept for backward")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds over the variants (dtypes x heads), in turns; the figures are medians")
     parser.add_argument("--gradient-checkpointing", action="store_true")
+    parser.add_argument("--no-master-weights", action="store_true", help="AdamW on the bf16 weights themselves")
+    parser.add_argument("--profile", action="store_true",
+                        help="time and FLOPs by part against the measured matmul rate (update_profile.py)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: known GPUs)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+
+
+MEASURES = [("forward (s)", "forward_s", "{:.3f}"), ("backward (s)", "backward_s", "{:.3f}"),
+            ("optimizer step (s)", "optimizer_s", "{:.3f}"),
+            ("sequence tokens / s", "sequence_tokens_per_s", "{:,.0f}"),
+            ("completion tokens / s", "completion_tokens_per_s", "{:,.0f}"),
+            ("TFLOP per update", "update_tflops", "{:.3f}"), ("achieved TFLOP/s", "achieved_tflops_per_s", "{:.3f}"),
+            ("MFU", "mfu", "{:.1%}"), ("peak memory (GiB)", "peak_memory_gib", "{:.1f}"),
+            ("saved for backward (MiB)", "saved_for_backward_mib", "{:,.1f}")]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -230,25 +274,42 @@ def run(args: argparse.Namespace) -> int:
     w = Workload(pages=args.pages, image_tokens=args.image_tokens or (256 if big else 64),
                  prompt_text=args.prompt_text, completion_len=args.completion_len or (512 if big else 64),
                  num_generations=args.num_generations)
-    r = bench_update(shape, w, args.steps, args.warmup, args.dtype, args.attn, not args.plain,
-                     args.gradient_checkpointing, args.peak_tflops)
-    console = Console()
+    variants = [(d, h) for d in args.dtype.split(",") for h in args.head.split(",")]
+    runs: dict[tuple[str, str], list[dict]] = {v: [] for v in variants}
+    for _ in range(max(1, args.repeats)):
+        for dtype, head in variants:
+            runs[(dtype, head)].append(bench_update(
+                shape, w, args.steps, args.warmup, dtype, args.attn, not args.plain, args.gradient_checkpointing,
+                args.peak_tflops, chunked_head=head == "chunked", master_weights=not args.no_master_weights))
+    r = runs[variants[0]][-1]
+    console = Console(width=140)
     console.print(f"policy update, Qwen2.5-VL {shape} shape ({r['parameters'] / 1e6:,.1f} M parameters): "
-                  f"{r['device_name']}, {r['dtype']}, attention {r['attention']}, {r['path']}"
-                          f"{', gradient checkpointing' if r['gradient_checkpointing'] else ''}; one group of "
-                          f"{w.num_generations} x {w.completion_len} completion tokens on a {w.prompt_length}-token "
-                          f"prompt ({w.pages} images x {w.image_tokens} tokens); median of {r['steps']} steps")
+                  f"{r['device_name']}, attention {r['attention']}, {r['path']}"
+                  f"{', gradient checkpointing' if r['gradient_checkpointing'] else ''}; one group of "
+                  f"{w.num_generations} x {w.completion_len} completion tokens on a {w.prompt_length}-token "
+                  f"prompt ({w.pages} images x {w.image_tokens} tokens); median of {r['steps']} steps"
+                  f"{f' in each of {args.repeats} rounds over the variants, in turns' if args.repeats > 1 else ''}; "
+                  f"{torch.get_num_threads()} thread(s)")
     table = Table()
     table.add_column("measure")
-    table.add_column("value", justify="right")
-    for label, key, fmt in [("forward (s)", "forward_s", "{:.3f}"), ("backward (s)", "backward_s", "{:.3f}"),
-                            ("optimizer step (s)", "optimizer_s", "{:.3f}"),
-                            ("sequence tokens / s", "sequence_tokens_per_s", "{:,.0f}"),
-                            ("completion tokens / s", "completion_tokens_per_s", "{:,.0f}"),
-                            ("TFLOP per update", "update_tflops", "{:.3f}"),
-                            ("achieved TFLOP/s", "achieved_tflops_per_s", "{:.2f}"),
-                            ("MFU", "mfu", "{:.1%}"), ("peak memory (GiB)", "peak_memory_gib", "{:.1f}")]:
-        value = r[key]
-        table.add_row(label, "n/a" if value is None else fmt.format(value))
+    for dtype, head in variants:
+        table.add_column(f"{runs[(dtype, head)][0]['dtype']}, {head} head", justify="right")
+    for label, key, fmt in MEASURES:
+        cells = []
+        for v in variants:
+            values = [x[key] for x in runs[v] if x[key] is not None]
+            cells.append(fmt.format(statistics.median(values)) if values else "n/a")
+        table.add_row(label, *cells)
     console.print(table)
+    if len(variants) > 1:
+        base = statistics.median(x["forward_s"] + x["backward_s"] for x in runs[variants[0]])
+        for v in variants[1:]:
+            other = statistics.median(x["forward_s"] + x["backward_s"] for x in runs[v])
+            console.print(f"update (forward + backward) {v[0]}, {v[1]} head / {variants[0][0]}, {variants[0][1]} head: "
+                          f"{other / base:.2f}x")
+    if args.profile:
+        from mmreason.bench.update_profile import print_profile
+
+        for v in variants:
+            print_profile(console, runs[v][-1], w)
     return 0

@@ -45,7 +45,7 @@ def scoring_options(cfg: EvalConfig) -> ScoringOptions:
 def run_config(cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], processor, device: str
                ) -> dict[str, Any]:
     """The settings that move a score (hashed for resume), as the results file records them."""
-    from mmreason.models.loading import resolve_attn_implementation, resolve_dtype
+    from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
 
     image = processor.image_processor.size
     video = getattr(processor, "video_processor", None)
@@ -53,8 +53,9 @@ def run_config(cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], 
         "model": resolved.describe(),
         "model_args": to_dict(cfg.model_args),  # its vllm_server_api_key blanked: a secret is never saved
         "dtype": str(resolve_dtype(cfg.model_args.dtype)).removeprefix("torch."),
-        "attn_implementation": resolve_attn_implementation(cfg.model_args.attn_implementation,
-                                                           resolve_dtype(cfg.model_args.dtype)),
+        "attn_implementation": cpu_attention(resolve_attn_implementation(cfg.model_args.attn_implementation,
+                                                                         resolve_dtype(cfg.model_args.dtype)),
+                                             resolve_dtype(cfg.model_args.dtype)),
         "image_pixels": {"min": cfg.model_args.min_pixels or image.get("shortest_edge"),
                          "max": cfg.model_args.max_pixels or image.get("longest_edge")},
         "video_pixels": ({"min": video.size.get("shortest_edge"), "max": video.size.get("longest_edge")}
@@ -122,13 +123,15 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
 
 def vllm_engine_for_eval(resolved: ResolvedModel, args, processor):
     """A vLLM engine on ``--model``'s weights (``--model_args backend=vllm``)."""
+    from mmreason.models.loading import resolve_dtype
     from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
 
     if resolved.adapter is not None:
         raise ValueError(f"--model_args backend=vllm: {resolved.spec!r} is a LoRA adapter; merge it first "
                          "(or evaluate with backend=hf)")
     settings = VLLMSettings(seed=0, processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
-                            generate_timeout=args.vllm_generate_timeout)
+                            generate_timeout=args.vllm_generate_timeout,
+                            dtype=None if args.dtype == "auto" else str(resolve_dtype(args.dtype)).removeprefix("torch."))
     return VLLMBackend(resolved.weights, processor.tokenizer, settings)
 
 

@@ -28,6 +28,7 @@ class ModelConfig:
 
     name_or_path: str = "tiny-model"  # a checkpoint directory (e.g. Qwen2.5-VL-3B-Instruct) or a run dir
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    master_weights: bool = True  # bf16 / fp16 weights: the optimizer steps fp32 copies (docs/training.md)
     attn_implementation: str = "auto"  # auto | flash_attention_2 | sdpa | eager
     gradient_checkpointing: bool = False
     freeze_vision_tower: bool = False
@@ -73,6 +74,16 @@ def resolve_attn_implementation(name: str, dtype: torch.dtype | None = None) -> 
     else:
         return "flash_attention_2"
     return "sdpa"
+
+
+def cpu_attention(attn: str, dtype: torch.dtype) -> str:
+    """``sdpa_fp32`` (models/cpu_attention.py: SDPA's arithmetic in fp32) for a bf16 / fp16 model with SDPA
+    attention on a machine without CUDA, where the CPU's bf16 attention kernel is the slower one; else ``attn``."""
+    if attn != "sdpa" or dtype not in (torch.bfloat16, torch.float16) or torch.cuda.is_available():
+        return attn
+    from mmreason.models import cpu_attention as registered  # registers sdpa_fp32 with transformers
+
+    return registered.NAME
 
 
 def backend_note(attn_implementation: str, dtype: torch.dtype | None = None, generation: str = "hf") -> str:
@@ -147,7 +158,7 @@ def load_model(cfg: ModelConfig, *, trainable: bool = True):
     path = check_model_dir(cfg.name_or_path)
     check_checkpoint(path)  # a family with no adapter fails here, in one line
     dtype = resolve_dtype(cfg.dtype)
-    attn = resolve_attn_implementation(cfg.attn_implementation, dtype)
+    attn = cpu_attention(resolve_attn_implementation(cfg.attn_implementation, dtype), dtype)
     try:
         model = AutoModelForImageTextToText.from_pretrained(str(path), dtype=dtype, attn_implementation=attn)
     except Exception as exc:

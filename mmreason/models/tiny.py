@@ -53,6 +53,7 @@ class TinySize:
     vision_depth: int
     vision_heads: int
     vision_intermediate: int
+    model_vocab: int | None = None  # the model's vocabulary when larger than the tokenizer's (rows never decoded)
 
 
 SIZES = {
@@ -64,6 +65,10 @@ SIZES = {
     # ~8 M parameters, head size 64 in text and vision (vLLM's CPU attention takes 32, 64, 80, 96, 112, 128,
     # ...): for experiments where the small model's capacity is the limit; still trains on one CPU core.
     "base": TinySize(2048, 256, 8, 4, 2, 768, 128, 4, 2, 256),
+    # ~32 M parameters, of which 29 M are the embeddings and the LM head of Qwen's 151,936-token vocabulary:
+    # the shape of a real Qwen-VL update's costs (the head over the vocabulary on every completion token),
+    # small enough for one CPU core. The workload of the bf16 and update-profile figures (mmreason/bench).
+    "qwen-vocab": TinySize(2048, 96, 8, 3, 1, 1024, 64, 2, 2, 128, model_vocab=151936),
 }
 
 # Small pixel limits keep visual sequences short on CPU: 4..64 merged tokens per image, 4..16 per frame.
@@ -137,7 +142,7 @@ def _model_config(arch: str, size: TinySize, tokenizer):
         return tiny_families.internvl_config(size, tokenizer)
     if arch in tiny_families.ARCHES:
         return tiny_families.model_config(arch, size, ids, len(tokenizer))
-    return model_config(arch, size, ids, len(tokenizer))
+    return model_config(arch, size, ids, max(len(tokenizer), size.model_vocab or 0))
 
 
 def model_config(arch: str, size: TinySize, ids: dict[str, int], vocab_size: int,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mmreason.models.loading import reset_position_state
+from mmreason.rl.lm_head import logprobs_from_hidden
 from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
 from mmreason.rollout.prompts import VISUAL_KEYS
 from mmreason.types import Trajectory
@@ -84,7 +85,7 @@ def sampling_logits(logits: torch.Tensor, temperature: float = 1.0,
 
 
 def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False, *, temperature: float = 1.0,
-                   suppressed: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   suppressed: Sequence[int] = (), chunked: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs [N, T] aligned with ``batch.input_ids``, optional entropy; 0 wherever
     ``action_mask`` is 0 (prompt, observations, padding). The LM head sees only the hidden states that
     predict a trained token (``lm_head_rows``): no prompt logits, none for padding, so a long document
@@ -92,7 +93,8 @@ def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False, *, temp
 
     ``temperature`` and ``suppressed`` must be the sampler's (``rollout.temperature``, the suppressed vision
     specials), so log-probs are those of the distribution the completions were drawn from (as TRL and verl
-    divide by the temperature); a trained token that is suppressed gets log-prob 0.
+    divide by the temperature); a trained token that is suppressed gets log-prob 0. ``chunked`` (where the
+    head allows it, ``chunkable_head``): no [M, V] logits are kept for backward (``rl.lm_head``).
     """
     reset_position_state(model)  # state left by generate(); positions must be recomputed
     n, t = batch.input_ids.shape
@@ -100,44 +102,80 @@ def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False, *, temp
     trained = batch.action_mask[:, first:].bool()  # [N, T - first]: the tokens that get a log-prob
     # hidden state first - 1 + j predicts token first + j; the last position predicts nothing
     rows = torch.nn.functional.pad(trained, (0, 1))
-    with lm_head_rows(model, rows):
+    head = chunkable_head(model) if chunked else None
+    with lm_head_rows(model, rows, hidden=head is not None):
         out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)
-    logits = sampling_logits(out.logits, temperature, suppressed)  # [1, M, V], M = trained tokens
-    targets = batch.input_ids[:, first:][trained][None]  # [1, M]
-    lp = logprobs_from_logits(logits, targets, temperature=temperature)[0]
-    if suppressed:
-        lp = lp.masked_fill(torch.isin(targets[0], torch.as_tensor(list(suppressed), device=lp.device)), 0.0)
+    targets = batch.input_ids[:, first:][trained]  # [M]
+    lp, ent = head_logprobs(out.logits[0], targets, head, with_entropy=with_entropy, temperature=temperature,
+                            suppressed=suppressed)
     where = torch.nn.functional.pad(trained, (first, 0))  # [N, T]
     logprobs = lp.new_zeros(n, t).masked_scatter(where, lp)
-    entropy = None
-    if with_entropy:
-        ent = entropy_from_logits(logits, temperature=temperature)[0]  # differentiable: entropy shaping uses it
-        entropy = ent.new_zeros(n, t).masked_scatter(where, ent)
+    entropy = None if ent is None else ent.new_zeros(n, t).masked_scatter(where, ent)
     return logprobs, entropy
 
 
+def head_logprobs(head_out: torch.Tensor, targets: torch.Tensor, head: torch.nn.Linear | None, *,
+                  with_entropy: bool, temperature: float, suppressed: Sequence[int], zero_suppressed: bool = True):
+    """[M] fp32 log-probs (and entropies) of ``targets`` from what the narrowed LM head returned: its
+    hidden-state input ``[M, d]`` when ``head`` is given (chunked, ``rl.lm_head``), else its logits ``[M, V]``.
+    A trained token that is suppressed gets log-prob 0 (with ``zero_suppressed``)."""
+    if head is not None:
+        lp, ent = logprobs_from_hidden(head_out, head.weight, targets, bias=head.bias, temperature=temperature,
+                                       suppressed=suppressed, with_entropy=with_entropy)
+    else:
+        logits = sampling_logits(head_out[None], temperature, suppressed)  # [1, M, V]
+        lp = logprobs_from_logits(logits, targets[None], temperature=temperature)[0]
+        # differentiable: entropy shaping uses it
+        ent = entropy_from_logits(logits, temperature=temperature)[0] if with_entropy else None
+    if suppressed and zero_suppressed:
+        lp = lp.masked_fill(torch.isin(targets, torch.as_tensor(list(suppressed), device=lp.device)), 0.0)
+    return lp, ent
+
+
+def chunkable_head(model) -> torch.nn.Linear | None:
+    """The model's LM head when log-probs can be taken from its input chunk by chunk: a plain ``nn.Linear``
+    with local weights (not a LoRA-wrapped head, not an FSDP shard); None otherwise (the logits path)."""
+    inner = getattr(model, "module", model)
+    head = inner.get_output_embeddings()
+    if type(head) is not torch.nn.Linear or hasattr(head.weight, "to_local"):
+        return None
+    return head
+
+
 @contextmanager
-def lm_head_rows(model, rows: torch.Tensor):
-    """Inside the block the model's LM head gets only the hidden states where ``rows`` is true and returns
-    their logits as ``[1, M, V]`` (M = ``rows.sum()``). ``rows`` is ``[N, L]`` over the positions whose logits
-    the forward keeps (``logits_to_keep = L``). The forward still goes through the model's own ``__call__``
-    (DDP / FSDP hooks, LoRA layers); only the head's input is narrowed, by a forward pre-hook."""
+def lm_head_rows(model, rows: torch.Tensor | None, *, hidden: bool = False):
+    """Inside the block the model's LM head gets only the hidden states where ``rows`` is true (all when
+    None) and returns their logits as ``[1, M, V]`` (M = ``rows.sum()``); with ``hidden`` it returns those
+    hidden states ``[1, M, d]`` themselves and computes nothing (``head_logprobs`` takes them chunk by chunk).
+    ``rows`` is ``[N, L]`` over the positions whose logits the forward keeps (``logits_to_keep = L``). The
+    forward still goes through the model's own ``__call__`` (DDP / FSDP hooks, LoRA layers); only the head's
+    input is narrowed, by a forward pre-hook."""
     inner = getattr(model, "module", model)  # DDP / accelerate wrappers
     head = inner.get_output_embeddings()
     if head is None:
         raise ValueError(f"{type(inner).__name__} has no output embeddings (LM head) to narrow")
 
     def keep(_module, args):
-        hidden = args[0]
-        if hidden.shape[:2] != rows.shape:
-            raise ValueError(f"LM head input {tuple(hidden.shape)} does not match the rows to keep {tuple(rows.shape)}")
-        return (hidden[rows][None], *args[1:])
+        states = args[0]
+        if rows is None:
+            return (states.reshape(1, -1, states.shape[-1]), *args[1:])
+        if states.shape[:2] != rows.shape:
+            raise ValueError(f"LM head input {tuple(states.shape)} does not match the rows to keep {tuple(rows.shape)}")
+        return (states[rows][None], *args[1:])
 
     handle = head.register_forward_pre_hook(keep)
+    if hidden:
+        head.forward = _identity  # an instance attribute: the module's __call__ (and its hooks) stay
     try:
         yield
     finally:
         handle.remove()
+        if hidden:
+            del head.forward
+
+
+def _identity(states: torch.Tensor) -> torch.Tensor:
+    return states
 
 
 def first_action_position(action_mask: torch.Tensor) -> int:

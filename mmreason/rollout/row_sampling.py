@@ -103,3 +103,15 @@ class RowSeededSampling:
         picks = inverse_cdf_draw(probs, self.uniforms())  # [N]
         out = torch.full_like(scores, float("-inf"))
         return out.scatter(1, picks[:, None], 0.0)
+
+
+class SuppressTokens:
+    """A logits processor: the given token ids at -inf (never sampled, never picked greedily)."""
+
+    def __init__(self, token_ids: Sequence[int]):
+        self.token_ids = torch.as_tensor(list(token_ids), dtype=torch.long)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if not self.token_ids.numel():
+            return scores
+        return scores.index_fill(-1, self.token_ids.to(scores.device), float("-inf"))

@@ -33,8 +33,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from mmreason.models.compat import cache_kwargs
 from mmreason.models.families import family_of_model
 from mmreason.models.loading import reset_position_state
-from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
-from mmreason.rollout.forward import lm_head_rows, sampling_logits
+from mmreason.rollout.forward import chunkable_head, head_logprobs, lm_head_rows
 from mmreason.types import Trajectory
 
 
@@ -55,7 +54,7 @@ def observation_visuals(t: Trajectory) -> list[dict[str, torch.Tensor]]:
 
 def shared_prefix_logprobs(model, trajectories: list[Trajectory], length: int, pad_token_id: int,
                            with_entropy: bool = False, *, temperature: float = 1.0, suppressed: Sequence[int] = (),
-                           _position_offset: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+                           chunked: bool = True, _position_offset: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``[N, length]`` log-probs (and entropies) laid out as ``collate`` lays out the batch: row ``i`` holds
     trajectory ``i``'s completion tokens at their sequence positions, 0 elsewhere."""
     device = next(model.parameters()).device
@@ -66,7 +65,7 @@ def shared_prefix_logprobs(model, trajectories: list[Trajectory], length: int, p
     ent_rows: list[torch.Tensor | None] = [None] * len(trajectories)
     for members in groups.values():
         lp, ent = _group(model, [trajectories[i] for i in members], pad_token_id, with_entropy, temperature,
-                         suppressed, device, _position_offset)
+                         suppressed, device, _position_offset, chunked=chunked)
         p = trajectories[members[0]].prompt_length
         pad = (p, length - p - lp.shape[1])  # zeros before the completion and after the group's longest one
         for j, i in enumerate(members):
@@ -77,7 +76,8 @@ def shared_prefix_logprobs(model, trajectories: list[Trajectory], length: int, p
 
 
 def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool, temperature: float,
-           suppressed: Sequence[int], device, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+           suppressed: Sequence[int], device, offset: int = 0, *,
+           chunked: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One group: [g, L] completion log-probs (and entropies), L = its longest completion."""
     first = group[0]
     p = first.prompt_length
@@ -92,7 +92,8 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     types = first.mm_token_type_ids[:p] if first.mm_token_type_ids is not None else torch.zeros_like(prompt)
     ids = prompt[None].to(device)
     prompt_cache = _prompt_cache(inner)
-    with _cache_through_checkpoints(backbone):
+    head = chunkable_head(model) if chunked else None
+    with lm_head_rows(model, None, hidden=head is not None), _cache_through_checkpoints(backbone):
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=types[None].to(device),
                     **visual, **cache_kwargs(model, prompt_cache), use_cache=True, logits_to_keep=1)
     g = len(group)
@@ -126,20 +127,19 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     # suffix position j predicts token j + 1: the LM head sees the rows that predict a trained token only
     predicts = torch.zeros_like(trained)
     predicts[:, :-1] = trained[:, 1:]
-    with lm_head_rows(model, predicts), _cache_through_checkpoints(backbone):
+    with lm_head_rows(model, predicts, hidden=head is not None), _cache_through_checkpoints(backbone):
         rest = model(input_ids=suffix, attention_mask=mask, position_ids=positions, **cache_kwargs(model, cache),
                      use_cache=True, mm_token_type_ids=suffix_types.to(device), **suffix_visual)
     reset_position_state(model)  # the next caller computes its own positions
     # token 0 is predicted by the prompt's last position (one row shared by the group), the rest by the suffix
-    logits = sampling_logits(torch.cat([out.logits[0].expand(g, -1), rest.logits[0]]), temperature, suppressed)
+    # (the head's hidden-state inputs instead of its logits on the chunked path)
+    head_out = torch.cat([out.logits[0].expand(g, -1), rest.logits[0]])
     firsts = trained & (width_range == 0)
     targets = torch.cat([suffix[:, 0], suffix[trained & ~firsts]])  # in the order of the logits rows
-    lp_rows = logprobs_from_logits(logits[None], targets[None], temperature=temperature)[0]
+    lp_rows, ent_rows = head_logprobs(head_out, targets, head, with_entropy=with_entropy, temperature=temperature,
+                                      suppressed=suppressed, zero_suppressed=False)
     lp = _place(lp_rows, g, firsts, trained & ~firsts)[:, :longest]
-    ent = None
-    if with_entropy:
-        ent = _place(entropy_from_logits(logits[None], temperature=temperature)[0], g, firsts,
-                     trained & ~firsts)[:, :longest]
+    ent = None if ent_rows is None else _place(ent_rows, g, firsts, trained & ~firsts)[:, :longest]
     return lp, ent
 
 

@@ -81,7 +81,8 @@ def make_backend(run):
                             enable_sleep_mode=r.vllm_enable_sleep_mode, max_model_length=max_len,
                             tensor_parallel_size=r.vllm_tensor_parallel_size, kv_cache_gib=r.vllm_kv_cache_gib,
                             seed=cfg.seed, processor_kwargs=_processor_kwargs(cfg),
-                            weight_sync_timeout=r.vllm_weight_sync_timeout, generate_timeout=r.vllm_generate_timeout)
+                            weight_sync_timeout=r.vllm_weight_sync_timeout, generate_timeout=r.vllm_generate_timeout,
+                            dtype=policy_dtype(run.model))
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
 
 
@@ -154,3 +155,8 @@ def close_backend(run) -> None:
     if backend is not None:
         backend.close()
         run.rollout_backend = None
+
+
+def policy_dtype(model) -> str:
+    """The policy's parameter dtype by name (``bfloat16``): the sampler runs in the trainer's precision."""
+    return str(next(model.parameters()).dtype).removeprefix("torch.")

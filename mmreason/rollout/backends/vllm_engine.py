@@ -75,6 +75,7 @@ class VLLMSettings:
     processor_kwargs: dict | None = None  # the trainer's processor limits (min_pixels / max_pixels) when set
     weight_sync_timeout: float | None = 600.0  # seconds a weight reload may take before the engine counts as dead
     generate_timeout: float | None = 600.0  # seconds one generate call may take before the engine counts as dead
+    dtype: str | None = None  # the policy's (model.dtype): None is fp32 on CPU, the checkpoint's on GPUs
 
 
 def processor_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict | None:
@@ -165,8 +166,10 @@ class VLLMBackend(EngineSampler):
         if settings.processor_kwargs:
             kwargs["mm_processor_kwargs"] = dict(settings.processor_kwargs)
         if on_cpu:
-            kwargs.update(enforce_eager=True, dtype="float32")
+            kwargs.update(enforce_eager=True, dtype=settings.dtype or "float32")
         else:
+            if settings.dtype:
+                kwargs.update(dtype=settings.dtype)
             kwargs.update(gpu_memory_utilization=settings.gpu_memory_utilization,
                           enable_sleep_mode=settings.enable_sleep_mode)
         self.llm = vllm.LLM(**kwargs)

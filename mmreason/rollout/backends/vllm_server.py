@@ -81,6 +81,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--min_pixels", type=int, default=None, help="the trainer's data.min_pixels, when set")
     parser.add_argument("--max_pixels", type=int, default=None, help="the trainer's data.max_pixels, when set")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", default=None, help="bfloat16 | float32 (default: fp32 on CPU, the checkpoint's "
+                        "on GPUs); the trainer's model.dtype")
     parser.add_argument("--weight_sync_timeout", type=float, default=600.0,
                         help="seconds a weight reload may take before the engine counts as dead")
     parser.add_argument("--generate_timeout", type=float, default=600.0,
@@ -126,7 +128,7 @@ def run(args) -> int:
                             kv_cache_gib=args.kv_cache_gib, seed=args.seed,
                             processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
                             weight_sync_timeout=args.weight_sync_timeout,
-                            generate_timeout=args.generate_timeout)
+                            generate_timeout=args.generate_timeout, dtype=args.dtype)
     backend = VLLMBackend(args.model, load_processor(args.model).tokenizer, settings)
     max_len = backend.llm.llm_engine.model_config.max_model_len
     server = EngineServer((args.host, args.port), backend, api_key=key or auth.new_key(),
