@@ -14,6 +14,8 @@ BENCHES = {
     "grpo-vs-trl": ("mmreason.bench.grpo_vs_trl", "GRPO step time against TRL's GRPOTrainer, same work (needs trl)"),
     "update-throughput": ("mmreason.bench.update_throughput",
                           "policy-update tokens/s and MFU of a random-init model (3b shape on a GPU)"),
+    "weight-push": ("mmreason.bench.weight_push",
+                    "a weight push into a vLLM engine: process group in buckets vs a safetensors directory"),
 }
 
 

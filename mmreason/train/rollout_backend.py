@@ -78,7 +78,8 @@ def make_backend(run):
                             enable_sleep_mode=r.vllm_enable_sleep_mode, max_model_length=max_len,
                             tensor_parallel_size=r.vllm_tensor_parallel_size, kv_cache_gib=r.vllm_kv_cache_gib,
                             seed=cfg.seed, processor_kwargs=_processor_kwargs(cfg),
-                            weight_sync_timeout=r.vllm_weight_sync_timeout, generate_timeout=r.vllm_generate_timeout)
+                            weight_sync_timeout=r.vllm_weight_sync_timeout, generate_timeout=r.vllm_generate_timeout,
+                            weight_sync=r.vllm_weight_sync, sync_bucket_mb=r.vllm_sync_bucket_mb)
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
 
 
@@ -117,7 +118,9 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
     t = time.perf_counter()
     error: EngineDied | None = None
     model = acc.unwrap_model(run.model)
-    whole = full_state_dict(model)  # a sharded (FSDP2) model: every process gathers, the main one holds it all
+    # directory: a sharded (FSDP2) model is gathered whole first (every process; the main one holds it all);
+    # collective: the backend gathers one tensor at a time while it sends
+    whole = None if getattr(backend, "weight_group", None) is not None else full_state_dict(model)
     if acc.is_main_process or acc.num_processes == 1:  # server mode with more processes: one server, one push
         try:
             backend.sync_weights(model, whole)

@@ -57,7 +57,8 @@ def run(args) -> int:
                             kv_cache_gib=args.kv_cache_gib, seed=args.seed,
                             processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
                             weight_sync_timeout=args.weight_sync_timeout,
-                            generate_timeout=args.generate_timeout)
+                            generate_timeout=args.generate_timeout,
+                            weight_sync="directory")  # clients push through /reload_weights
     backend = VLLMBackend(args.model, load_processor(args.model).tokenizer, settings)
     server = EngineServer((args.host, args.port), backend)
     signal.signal(signal.SIGTERM, _interrupt)  # a plain kill shuts the engine down too
