@@ -281,17 +281,23 @@ def _samples(out):
     return [json.loads(x) for x in open(path).read().splitlines()]
 
 
-def test_eval_through_the_engine_scores_as_hf(policy, shapes_cache, tmp_path):
-    """Greedy eval of the (sharpened) tiny model: the same completions and score with either backend."""
+def test_eval_through_the_engine_scores_as_hf(policy, shapes_cache, tmp_path, monkeypatch):
+    """Greedy eval of the (sharpened) tiny model: the same completions and score with either backend; the
+    vLLM run never builds the HF model (the engine loads the weights itself)."""
+    import mmreason.models.loading as loading
     from mmreason.cli import main
+
+    load, built = loading.load_model, []
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: built.append(1) or load(*a, **k))
 
     model, processor = policy
     model.save_pretrained(tmp_path / "model")
     processor.save_pretrained(tmp_path / "model")
     common = ["eval", "--model", str(tmp_path / "model"), "--tasks", "shapes", "--limit", "12", "--log_samples",
               "--gen_kwargs", "max_new_tokens=6", "--batch_size", "4"]
-    assert main([*common, "--output_path", str(tmp_path / "hf")]) == 0
+    assert main([*common, "--output_path", str(tmp_path / "hf")]) == 0 and built == [1]
     assert main([*common, "--output_path", str(tmp_path / "vllm"), "--model_args", "backend=vllm"]) == 0
+    assert built == [1]  # the HF run's model only
     hf, ours = _samples(tmp_path / "hf"), _samples(tmp_path / "vllm")
     assert len(hf) == 12 and [(s["response"], s["completion_tokens"]) for s in ours] == [(s["response"], s["completion_tokens"]) for s in hf]
     assert _results(tmp_path / "vllm")["accuracy,none"] == _results(tmp_path / "hf")["accuracy,none"]
@@ -548,7 +554,9 @@ def test_an_engine_killed_before_a_collective_push_saves_the_finished_step(
         tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
     """The collective push (the default) to an engine whose process was killed (SIGKILL) just before step 2's
     push: the broadcast fails at once instead of waiting out the group's timeout, and since step 2's update
-    had finished the run saves it as ``checkpoint-2`` and stops, naming the weight sync and ``resume=auto``."""
+    had finished the run saves it as ``checkpoint-2`` and stops, naming the weight sync and ``resume=auto``.
+    Step 2 was due an in-training eval (``eval_steps=2``), which the failed push skipped: ``resume=auto`` runs
+    it before step 3."""
     from mmreason.cli import main
     from mmreason.rollout.backends.vllm_engine import VLLMBackend
 
@@ -560,13 +568,23 @@ def test_an_engine_killed_before_a_collective_push_saves_the_finished_step(
             _kill_engine(self)
         return push(self, model)
 
+    import json
+
     out = tmp_path / "run"
+    args = _three_step_vllm_run(tiny_model_dir, out) + ["eval_steps=2", "eval_limit=4"]
     monkeypatch.setattr(VLLMBackend, "push_collective", kill_then_push)
-    assert main(_three_step_vllm_run(tiny_model_dir, out)) == 2
+    assert main(args) == 2
     err = capsys.readouterr().err
     assert len(pushes) == 2 and "run stopped after step 2's update" in err
     assert "during weight sync" in err and "resume=auto" in err
     assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-2"]
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], "eval/shapes/accuracy" in r) for r in rows] == [(0, True), (1, False), (2, False)]
+    # resume: step 2's eval, which the failed push skipped, runs first (on the pushed checkpoint), then step 3
+    monkeypatch.setattr(VLLMBackend, "push_collective", push)
+    assert main(args + ["resume=auto"]) == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], "eval/shapes/accuracy" in r) for r in rows[3:]] == [(2, True), (3, False)]
 
 
 def _three_step_vllm_run(model_dir, out):

@@ -158,7 +158,9 @@ class EngineSampler:
 
 
 class VLLMBackend(EngineSampler):
-    """A colocated vLLM engine (``LLM``) for one model directory."""
+    """A colocated vLLM engine (``LLM``) for one model directory (one per training process)."""
+
+    per_process = True  # every training process pushes its weights to its own engine
 
     def __init__(self, model_dir: str | Path, tokenizer, settings: VLLMSettings):
         self.model_dir = str(model_dir)
