@@ -19,6 +19,7 @@ through ``collective_rpc``. The modules that call it import vLLM lazily: the tra
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -130,8 +131,15 @@ def join_group(host: str, port: int, rank: int, world_size: int, backend: str, t
     """This process's end of the weights group (vLLM's stateless helper; the default group is untouched)."""
     from vllm.distributed.utils import stateless_init_torch_distributed_process_group  # heavy, optional
 
-    return stateless_init_torch_distributed_process_group(host, port, rank, world_size, backend,
-                                                          timeout=timedelta(seconds=timeout_s))
+    # Under torchrun / accelerate launch this variable makes every rendezvous a client of the launcher's store;
+    # this group's store is its own (held by the engine's worker 0), so it must not apply here.
+    agent_store = os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    try:
+        return stateless_init_torch_distributed_process_group(host, port, rank, world_size, backend,
+                                                              timeout=timedelta(seconds=timeout_s))
+    finally:
+        if agent_store is not None:
+            os.environ["TORCHELASTIC_USE_AGENT_STORE"] = agent_store
 
 
 def group_backend() -> str:
