@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("mmreason.eval.cli", "evaluate a model or run directory on task packs (lmms-eval layout)"),
     "reward": ("mmreason.rewarding.cli", "score one completion with a reward, printed as JSON"),
     "sft": ("mmreason.train.sft", "supervised fine-tuning (assistant tokens only) from a YAML recipe"),
-    "bench": ("mmreason.bench", "benchmarks: grpo-step, grpo-vs-trl, eval-overhead, episodes, update-throughput, published"),
+    "bench": ("mmreason.bench", "benchmarks: grpo-step, grpo-vs-trl, eval-overhead, episodes, update-throughput, published, weight-push, ..."),
     "plot": ("mmreason.train.plot", "write PNG training curves of a run directory"),
     "vllm-serve": ("mmreason.rollout.backends.vllm_server", "serve a vLLM engine on this machine for training runs with rollout.vllm_mode=server"),
     "report": ("mmreason.health.cli", "one self-contained HTML report of a run or eval directory (or two compared)"),

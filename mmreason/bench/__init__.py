@@ -20,6 +20,8 @@ BENCHES = {
                     "a hostile vllm-serve body: parsed whole against refused by the shape count"),
     "report": ("mmreason.bench.report_size",
                "mmreason report of a synthetic long run (time, peak RSS, size); HealthMonitor.check per step"),
+    "weight-push": ("mmreason.bench.weight_push",
+                    "a weight push into a vLLM engine: process group in buckets vs a safetensors directory"),
 }
 
 

@@ -109,7 +109,9 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
                        cfg.model_args.max_prompt_length, tokenizer)
     device = default_device(cfg.device)
     set_seed(cfg.seed)
-    model, processor = load_for_eval(resolved, cfg.model_args, device)
+    colocated = cfg.model_args.backend == "vllm" and cfg.model_args.vllm_mode != "server"
+    # a colocated engine loads the weights itself: the HF model is never built (server mode pushes it)
+    model, processor = load_for_eval(resolved, cfg.model_args, device, with_model=not colocated)
     if cfg.model_args.backend == "vllm" and cfg.model_args.vllm_mode == "server":
         model = vllm_server_for_eval(cfg, model, processor)
     elif cfg.model_args.backend == "vllm":
@@ -131,7 +133,8 @@ def vllm_engine_for_eval(resolved: ResolvedModel, args, processor):
                          "(or evaluate with backend=hf)")
     settings = VLLMSettings(seed=0, processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
                             generate_timeout=args.vllm_generate_timeout,
-                            dtype=None if args.dtype == "auto" else str(resolve_dtype(args.dtype)).removeprefix("torch."))
+                            dtype=None if args.dtype == "auto" else str(resolve_dtype(args.dtype)).removeprefix("torch."),
+                            weight_sync="directory")  # it keeps the weights it loaded: no weights group
     return VLLMBackend(resolved.weights, processor.tokenizer, settings)
 
 

@@ -60,6 +60,7 @@ def evaluate_during_training(run, step: int) -> dict[str, float]:
     there and a ``RuntimeError`` naming it on the others (none is left waiting)."""
     from mmreason.parallel.agree import any_rank
     from mmreason.parallel.sharding import gathered
+    from mmreason.rollout.backends import EngineDied
 
     accelerator = run.accelerator
     metrics, error = {}, None
@@ -70,8 +71,12 @@ def evaluate_during_training(run, step: int) -> dict[str, float]:
             except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
                 error = exc
     if any_rank(accelerator, error is not None):  # also the barrier the other processes wait at
+        # an engine that died or timed out stops every process as an engine death (each saves and stops)
+        engine_died = any_rank(accelerator, isinstance(error, EngineDied))
         if error is not None:
             raise error
+        if engine_died:
+            raise EngineDied(f"in-training evaluation at step {step}: the vLLM engine failed on the main process")
         raise RuntimeError(f"in-training evaluation at step {step} failed on the main process")
     return metrics
 

@@ -128,14 +128,17 @@ def _has_processor(path: Path) -> bool:
     return any((path / f).is_file() for f in _PROCESSOR_FILES)
 
 
-def load_for_eval(resolved: ResolvedModel, args: ModelArgs, device: str):
-    """(model in eval mode on ``device``, processor with left padding)."""
+def load_for_eval(resolved: ResolvedModel, args: ModelArgs, device: str, *, with_model: bool = True):
+    """(model in eval mode on ``device``, processor with left padding); ``with_model=False``: (None, processor),
+    for a colocated vLLM engine that loads the weights itself."""
     from mmreason.models.loading import ModelConfig, load_model, load_processor
 
     cfg = ModelConfig(name_or_path=str(resolved.weights), dtype=args.dtype,
                       attn_implementation=args.attn_implementation,
                       adapter=str(resolved.adapter) if resolved.adapter else None)
     processor = load_processor(resolved.processor_dir, args.min_pixels, args.max_pixels)
+    if not with_model:
+        return None, processor
     try:
         model = load_model(cfg, trainable=False)
     except ValueError:

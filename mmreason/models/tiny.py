@@ -223,19 +223,22 @@ def _processor(arch: str, tokenizer):
 
 
 def build_tiny_model(
-    out_dir: str | Path, seed: int = 0, arch: str = "qwen2_5_vl", size: str = "tiny"
+    out_dir: str | Path, seed: int = 0, arch: str = "qwen2_5_vl", size: str = "tiny",
+    shape: TinySize | None = None,
 ) -> Path:
-    """Write a loadable checkpoint directory to ``out_dir`` and return its path."""
+    """Write a loadable checkpoint directory to ``out_dir`` and return its path (``shape``: a shape of the
+    caller's instead of ``SIZES[size]``, for benchmarks)."""
     from transformers import AutoModelForImageTextToText
 
-    if size not in SIZES:
+    if shape is None and size not in SIZES:
         raise ValueError(f"unknown --size {size!r}; valid: {', '.join(SIZES)}")
+    shape = shape or SIZES[size]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(SIZES[size].vocab_size)
+    tokenizer = build_tokenizer(shape.vocab_size)
     if arch in tiny_families.ARCHES:
         tokenizer = tiny_families.tokenizer(arch, tokenizer)
-    config = _model_config(arch, SIZES[size], tokenizer)
+    config = _model_config(arch, shape, tokenizer)
     # Initialise under a private generator state so the global RNG of the caller is untouched.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

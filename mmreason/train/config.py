@@ -75,6 +75,10 @@ class RolloutConfig:
     vllm_weight_sync_timeout: float = 600.0  # seconds a weight push may take; past it the engine counts as dead
     vllm_generate_timeout: float = 600.0  # seconds one generate call may take (either mode); past it: dead engine
     vllm_kv_cache_gib: float = 1.0  # CPU only: the engine's KV cache (VLLM_CPU_KVCACHE_SPACE)
+    # How weights reach the engine: collective = broadcast through a process group with its workers (gloo on
+    # CPU, NCCL on GPUs), in buckets of at most vllm_sync_bucket_mb; directory = a safetensors file it reloads
+    vllm_weight_sync: str = "collective"  # collective | directory
+    vllm_sync_bucket_mb: float = 64.0
     # Truncated importance sampling of the sampler-trainer mismatch (mmreason/rl/rollout_correction.py)
     vllm_importance_sampling_correction: bool = True
     vllm_importance_sampling_mode: str = "token_truncate"  # token_truncate | token_mask | sequence_truncate | sequence_mask
@@ -90,7 +94,7 @@ class RolloutConfig:
         "vllm_tensor_parallel_size": "[1, inf)", "vllm_server_port": "[1, 65535]",
         "vllm_server_timeout": "(0, inf)", "vllm_weight_sync_timeout": "(0, inf)",
         "vllm_generate_timeout": "(0, inf)", "vllm_kv_cache_gib": "(0, inf)",
-        "vllm_importance_sampling_cap": "[1, inf)", "vllm_importance_sampling_min": "[0, 1]",
+        "vllm_importance_sampling_cap": "[1, inf)", "vllm_importance_sampling_min": "[0, 1]", "vllm_sync_bucket_mb": "(0, inf)",
     }
 
 
@@ -288,6 +292,8 @@ class TrainConfig:
             raise ConfigError(f"rollout.backend: {r.backend!r} is not hf or vllm")
         if r.vllm_mode not in ("colocate", "server"):
             raise ConfigError(f"rollout.vllm_mode: {r.vllm_mode!r} is not colocate or server")
+        if r.vllm_weight_sync not in ("collective", "directory"):
+            raise ConfigError(f"rollout.vllm_weight_sync: {r.vllm_weight_sync!r} is not collective or directory")
         from mmreason.rl.rollout_correction import IS_MODES
 
         if r.vllm_importance_sampling_mode not in IS_MODES:

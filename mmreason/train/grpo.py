@@ -461,7 +461,7 @@ def _train(run: Run, cfg: TrainConfig) -> Run:
 
     check_estimator_needs(run)
     check_group_sizing(run)
-    start, ckpt = 0, None
+    start, ckpt, eval_pending = 0, None, False
     resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler,
                      check_state=lambda state: check_loop_state(run, state))
     if resumed is not None:
@@ -478,6 +478,7 @@ def _train(run: Run, cfg: TrainConfig) -> Run:
             if mine is not None:
                 run.augmenter.load_state_dict(mine)
         start = int(state["step"])
+        eval_pending = state.get("eval_pending") == start
         if run.accelerator.is_main_process:
             print(f"resumed from {ckpt} at step {start}")
     run.logger = RunLogger(cfg.output_dir, run.accelerator, cfg.max_steps, start, cfg.report_to,
@@ -490,10 +491,11 @@ def _train(run: Run, cfg: TrainConfig) -> Run:
     try:
         if push_at_start(cfg, resumed is not None):
             sync_weights(run, after_update=False)  # the engine starts from the checkpoint's (the policy's) weights
-        if evaluator is not None and start == 0:
-            first = evaluator(run, 0)
-            health.check(0, first)
-            run.logger.step(0, first, advance=False)  # where the eval curve starts
+        if evaluator is not None and (start == 0 or eval_pending):
+            # step 0: where the eval curve starts; a resumed step whose eval a failed weight push skipped: now
+            first = evaluator(run, start)
+            health.check(start, first)
+            run.logger.step(start, first, advance=False)
         for step in range(start + 1, cfg.max_steps + 1):
             run.step = step
             before = _state(run)  # a fault inside this step saves step - 1 with this: resume replays the step
@@ -547,7 +549,10 @@ def _stopped(run: Run, exc: BaseException, start: int, before: dict[str, Any], r
     next step and pushes the checkpoint's weights to a new engine). A fault before any step saves nothing."""
     step = run.step
     if isinstance(exc, EngineDiedAfterUpdate):
-        path = _save(run, step)
+        state = _state(run)
+        if run.cfg.eval_steps and step % run.cfg.eval_steps == 0:
+            state["eval_pending"] = step  # the push failed before this step's eval: resume runs it first
+        path = _save(run, step, state)
         return RunStopped(f"run stopped after step {step}'s update: {exc}; last checkpoint: {path} (step {step}, "
                           f"finished; resume=auto continues with step {step + 1})")
     if step > start:

@@ -73,17 +73,29 @@ def make_backend(run):
                           generate_timeout=r.vllm_generate_timeout)
     from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
 
-    if run.accelerator.num_processes > 1:
-        raise ConfigError("rollout.vllm_mode=colocate runs in one training process; with more, use "
-                          "vllm_mode=server (every process a client of one `mmreason vllm-serve`)")
+    check_colocate_sharding(run)  # with more processes each builds an engine of its own (TRL's colocate)
     max_len = r.vllm_max_model_length or engine_context(cfg)
     settings = VLLMSettings(mode=r.vllm_mode, gpu_memory_utilization=r.vllm_gpu_memory_utilization,
                             enable_sleep_mode=r.vllm_enable_sleep_mode, max_model_length=max_len,
                             tensor_parallel_size=r.vllm_tensor_parallel_size, kv_cache_gib=r.vllm_kv_cache_gib,
                             seed=cfg.seed, processor_kwargs=_processor_kwargs(cfg),
                             weight_sync_timeout=r.vllm_weight_sync_timeout, generate_timeout=r.vllm_generate_timeout,
-                            dtype=policy_dtype(run.model))
+                            dtype=policy_dtype(run.model), weight_sync=r.vllm_weight_sync,
+                            sync_bucket_mb=r.vllm_sync_bucket_mb)
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
+
+
+def check_colocate_sharding(run) -> None:
+    """Colocate mode with more than one process: every process pushes to its own engine, so a sharded model
+    must reach each whole. The collective push gathers it tensor by tensor on every process; the directory
+    path gathers it on the main process only, so that pairing is refused before any step."""
+    from mmreason.parallel.sharding import is_sharded
+
+    acc = run.accelerator
+    if acc.num_processes > 1 and run.cfg.rollout.vllm_weight_sync == "directory" and (
+            is_sharded(acc.unwrap_model(run.model)) or acc.distributed_type.value in ("FSDP", "DEEPSPEED")):
+        raise ConfigError("rollout.vllm_mode=colocate with a sharded model and more than one process needs "
+                          "rollout.vllm_weight_sync=collective (each process's engine takes the whole model)")
 
 
 def check_server_sharding(run) -> None:
@@ -121,8 +133,11 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
     t = time.perf_counter()
     error: EngineDied | None = None
     model = acc.unwrap_model(run.model)
-    whole = full_state_dict(model)  # a sharded (FSDP2) model: every process gathers, the main one holds it all
-    if acc.is_main_process or acc.num_processes == 1:  # server mode with more processes: one server, one push
+    # directory: a sharded (FSDP2) model is gathered whole first (every process; the main one holds it all);
+    # collective: the backend gathers one tensor at a time while it sends
+    whole = None if getattr(backend, "weight_group", None) is not None else full_state_dict(model)
+    # colocate: every process pushes to its own engine; server mode with more processes: one server, one push
+    if acc.is_main_process or acc.num_processes == 1 or getattr(backend, "per_process", False):
         try:
             backend.sync_weights(model, whole)
         except EngineDied as exc:
@@ -136,7 +151,7 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
 
         # also the barrier: no process samples the next step before the server holds the new weights
         if any_rank(acc, error is not None) and error is None:
-            error = EngineDied("the main process's weight push failed (its log names the server)")
+            error = EngineDied("another process's weight push failed (its log names the engine or server)")
     if error is not None:
         if not after_update or isinstance(error, EngineDiedAfterUpdate):
             raise error

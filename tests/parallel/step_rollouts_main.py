@@ -2,7 +2,8 @@
 text], ...]}``. tests/parallel/test_rollouts_across_processes.py runs it under ``accelerate launch`` with 2
 processes (arguments: the output file, then config overrides) and calls ``main`` in its own process;
 tests/rollout_vllm/test_vllm_server.py does the same with the vLLM backend in server mode (every process a
-client of one server)."""
+client of one server), tests/rollout_vllm/test_vllm_colocate_processes.py in colocate mode (an engine a
+process)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ def main(out: str, overrides: list[str]) -> None:
 
     run = setup_run(load_config(TrainConfig, None, overrides), with_rewards=False, verbose=False)
     run.rollout_backend = make_backend(run)  # None for rollout.backend=hf
-    if push_at_start(run.cfg, resumed=False):
-        sync_weights(run, after_update=False)  # a vLLM server starts from the run's weights
+    if push_at_start(run.cfg, resumed=False) or run.rollout_backend is not None:
+        # a vLLM server starts from the run's weights; colocated engines (one a process) take them too, as after
+        # an update (the same weights: the rows do not change)
+        sync_weights(run, after_update=False)
     run.step = 1
     drawn = build_prompts(run, sample_prompts(run))
     trajectories = roll_out(run, drawn, 1)

@@ -152,6 +152,53 @@ def test_after_a_push_greedy_equals_hf_and_a_perturbation_changes_it(engine, pol
         engine.sync_weights(model)
 
 
+def test_a_collective_push_in_small_buckets_gives_hfs_rows_and_logprobs(engine, policy, tmp_path_factory):
+    """The engine joined the weights group when it was built (``vllm_weight_sync: collective``, the default).
+    Perturbed weights pushed in 16 KB buckets (dozens of broadcasts; fused layers such as q/k/v split across
+    buckets): greedy rows equal HF ``generate``'s on those weights and differ from the rows before, sampled
+    rows' log-probs are the trainer's, and the directory path on the same weights gives the same rows."""
+    from mmreason.rollout.backends.vllm_engine import write_weights
+    from mmreason.rollout.backends.weight_group import plan_buckets, policy_tensors, tensor_specs
+    from mmreason.rollout.forward import collate, token_logprobs
+
+    assert engine.weight_group is not None
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path_factory)
+    greedy = GenerationSettings(max_new_tokens=8, temperature=0.0)
+    engine.sync_weights(model)
+    before = [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, greedy, [0, 0, 0])]
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * 0.05)
+    engine.settings.sync_bucket_mb = 1 / 64
+    try:
+        with policy_tensors(model) as tensors:
+            assert len(plan_buckets(tensor_specs(tensors), 2**14)) > 20
+        assert engine.sync_weights(model) > 0
+        ours = [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, greedy, [0, 0, 0])]
+        hf = [t.token_ids.tolist() for t in generate_groups(model, processor, prompts, [0, 1, 2], 1, greedy, [0, 0, 0])]
+        assert ours == hf and ours != before
+        sampled = engine.generate_groups(prompts, [0, 1, 2], G, GenerationSettings(max_new_tokens=6, temperature=1.0),
+                                         [4, 5, 6])
+        batch = collate(sampled, processor.tokenizer.pad_token_id)
+        with torch.no_grad():
+            logp, _ = token_logprobs(model, batch, suppressed=suppressed_token_ids(processor.tokenizer))
+        mask = batch.action_mask.bool()
+        rollout = torch.zeros_like(logp)
+        for i, t in enumerate(sampled):
+            rollout[i, : t.token_ids.numel()] = t.rollout_logprobs
+        assert mask.sum() > 0 and (logp[mask] - rollout[mask]).abs().max() < 1e-3
+        write_weights(model, engine.sync_dir)
+        engine.reload(engine.sync_dir)
+        assert [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, greedy, [0, 0, 0])] == hf
+    finally:
+        engine.settings.sync_bucket_mb = 64.0
+        model.load_state_dict(saved)
+        engine.sync_weights(model)
+
+
 def test_rows_are_seeded_and_do_not_depend_on_the_other_prompts(engine, policy, tmp_path_factory):
     _, processor = policy
     prompts = _prompts(processor, tmp_path_factory)
@@ -234,17 +281,23 @@ def _samples(out):
     return [json.loads(x) for x in open(path).read().splitlines()]
 
 
-def test_eval_through_the_engine_scores_as_hf(policy, shapes_cache, tmp_path):
-    """Greedy eval of the (sharpened) tiny model: the same completions and score with either backend."""
+def test_eval_through_the_engine_scores_as_hf(policy, shapes_cache, tmp_path, monkeypatch):
+    """Greedy eval of the (sharpened) tiny model: the same completions and score with either backend; the
+    vLLM run never builds the HF model (the engine loads the weights itself)."""
+    import mmreason.models.loading as loading
     from mmreason.cli import main
+
+    load, built = loading.load_model, []
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: built.append(1) or load(*a, **k))
 
     model, processor = policy
     model.save_pretrained(tmp_path / "model")
     processor.save_pretrained(tmp_path / "model")
     common = ["eval", "--model", str(tmp_path / "model"), "--tasks", "shapes", "--limit", "12", "--log_samples",
               "--gen_kwargs", "max_new_tokens=6", "--batch_size", "4"]
-    assert main([*common, "--output_path", str(tmp_path / "hf")]) == 0
+    assert main([*common, "--output_path", str(tmp_path / "hf")]) == 0 and built == [1]
     assert main([*common, "--output_path", str(tmp_path / "vllm"), "--model_args", "backend=vllm"]) == 0
+    assert built == [1]  # the HF run's model only
     hf, ours = _samples(tmp_path / "hf"), _samples(tmp_path / "vllm")
     assert len(hf) == 12 and [(s["response"], s["completion_tokens"]) for s in ours] == [(s["response"], s["completion_tokens"]) for s in hf]
     assert _results(tmp_path / "vllm")["accuracy,none"] == _results(tmp_path / "hf")["accuracy,none"]
@@ -297,9 +350,10 @@ def test_lora_and_vision_tower_weights_reach_the_engine(engine, tiny_model_dir, 
     ours = [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])]
     hf = [t.token_ids.tolist() for t in generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])]
     assert ours == hf and ours != before
-    from safetensors.torch import load_file
+    from mmreason.rollout.backends.weight_group import policy_tensors
 
-    assert not any("lora" in name for name in load_file(str(engine.sync_dir / "model.safetensors")))
+    with policy_tensors(model) as pushed:  # what a push sends: the merged base weights, no adapter tensors
+        assert pushed and not any("lora" in name for name, _ in pushed)
 
 
 class LookEnv:
@@ -438,6 +492,7 @@ def test_a_weight_push_that_hangs_saves_the_finished_step_as_itself_and_resume_i
     out = tmp_path / "run"
     args = _three_step_vllm_run(tiny_model_dir, out)
     monkeypatch.setattr(VLLMBackend, "_reload_workers", reload_then_hang)
+    args += ["rollout.vllm_weight_sync=directory"]  # the reload of a file (the collective push: the test below)
     assert main(args + ["rollout.vllm_weight_sync_timeout=10"]) == 2
     err = capsys.readouterr().err
     assert "run stopped after step 2's update" in err and "within 10 s" in err and "resume=auto" in err
@@ -493,6 +548,43 @@ def test_a_generate_call_that_hangs_stops_the_run_with_the_last_finished_step(
     assert "run stopped at step 2" in err and "within 2 s (rollout.vllm_generate_timeout)" in err
     assert "resume=auto" in err and f"last checkpoint: {out / 'checkpoint-1'}" in err
     assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]
+
+
+def test_an_engine_killed_before_a_collective_push_saves_the_finished_step(
+        tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
+    """The collective push (the default) to an engine whose process was killed (SIGKILL) just before step 2's
+    push: the broadcast fails at once instead of waiting out the group's timeout, and since step 2's update
+    had finished the run saves it as ``checkpoint-2`` and stops, naming the weight sync and ``resume=auto``.
+    Step 2 was due an in-training eval (``eval_steps=2``), which the failed push skipped: ``resume=auto`` runs
+    it before step 3."""
+    from mmreason.cli import main
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend
+
+    push, pushes = VLLMBackend.push_collective, []
+
+    def kill_then_push(self, model):
+        pushes.append(model)
+        if len(pushes) == 2:
+            _kill_engine(self)
+        return push(self, model)
+
+    import json
+
+    out = tmp_path / "run"
+    args = _three_step_vllm_run(tiny_model_dir, out) + ["eval_steps=2", "eval_limit=4"]
+    monkeypatch.setattr(VLLMBackend, "push_collective", kill_then_push)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert len(pushes) == 2 and "run stopped after step 2's update" in err
+    assert "during weight sync" in err and "resume=auto" in err
+    assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-2"]
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], "eval/shapes/accuracy" in r) for r in rows] == [(0, True), (1, False), (2, False)]
+    # resume: step 2's eval, which the failed push skipped, runs first (on the pushed checkpoint), then step 3
+    monkeypatch.setattr(VLLMBackend, "push_collective", push)
+    assert main(args + ["resume=auto"]) == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], "eval/shapes/accuracy" in r) for r in rows[3:]] == [(2, True), (3, False)]
 
 
 def _three_step_vllm_run(model_dir, out):

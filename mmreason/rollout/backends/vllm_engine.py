@@ -10,9 +10,10 @@ other prompts of the call or on how prompts are split over processes. Vision spe
 sampled (``allowed_token_ids`` leaves them out); stop strings and ``max_completion_length`` are the HF
 path's.
 
-Weights follow training: ``sync_weights(model)`` writes the policy's weights (LoRA merged, vision tower
-included) as safetensors to a directory and has every worker reload them (``reload_weights``), then
-drops the engine's prefix and encoder caches. On CPU this is the path that works (oneDNN repacks linear
+Weights follow training: ``sync_weights(model)`` broadcasts the policy's weights (LoRA merged, vision tower
+included) to every worker through a process group in bounded buckets (``weight_group.py``; the default,
+``weight_sync="collective"``), or writes them as safetensors to a directory and has every worker reload them
+(``reload_weights``), then drops the engine's prefix and encoder caches. On CPU this is the path that works (oneDNN repacks linear
 weights, so ``load_weights`` on a running model does not); the same directory serves a server on this
 machine (``vllm_server.py``, ``vllm_client.py``). The reload is bounded (``weight_sync_timeout``) and so is
 every generate call (``generate_timeout``): an engine that stops answering is reported as dead, never waited
@@ -32,6 +33,19 @@ from pathlib import Path
 import torch
 
 from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.backends.weight_group import (
+    WORKER_EXTENSION,
+    buckets_to_wire,
+    finish_beside,
+    free_port,
+    group_backend,
+    join_group,
+    plan_buckets,
+    policy_tensors,
+    run_beside,
+    send_buckets,
+    tensor_specs,
+)
 from mmreason.rollout.deadline import StepTimeout, call_with_deadline
 from mmreason.rollout.generate import GenerationSettings, eos_token_ids, suppressed_token_ids
 from mmreason.rollout.prompts import PromptInputs
@@ -76,6 +90,8 @@ class VLLMSettings:
     weight_sync_timeout: float | None = 600.0  # seconds a weight reload may take before the engine counts as dead
     generate_timeout: float | None = 600.0  # seconds one generate call may take before the engine counts as dead
     dtype: str | None = None  # the policy's (model.dtype): None is fp32 on CPU, the checkpoint's on GPUs
+    weight_sync: str = "collective"  # collective (a process group, weight_group.py) | directory (safetensors)
+    sync_bucket_mb: float = 64.0  # collective: the largest bucket broadcast at once
 
 
 def processor_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict | None:
@@ -143,7 +159,9 @@ class EngineSampler:
 
 
 class VLLMBackend(EngineSampler):
-    """A colocated vLLM engine (``LLM``) for one model directory."""
+    """A colocated vLLM engine (``LLM``) for one model directory (one per training process)."""
+
+    per_process = True  # every training process pushes its weights to its own engine
 
     def __init__(self, model_dir: str | Path, tokenizer, settings: VLLMSettings):
         self.model_dir = str(model_dir)
@@ -165,6 +183,8 @@ class VLLMBackend(EngineSampler):
                       logprobs_mode="processed_logprobs")  # after temperature and the banned tokens, as the trainer's
         if settings.processor_kwargs:
             kwargs["mm_processor_kwargs"] = dict(settings.processor_kwargs)
+        if settings.weight_sync == "collective":
+            kwargs["worker_extension_cls"] = WORKER_EXTENSION
         if on_cpu:
             kwargs.update(enforce_eager=True, dtype=settings.dtype or "float32")
         else:
@@ -180,6 +200,9 @@ class VLLMBackend(EngineSampler):
         self.eos = eos_token_ids(tokenizer)
         self.placeholders = {tokenizer.convert_tokens_to_ids(t) for t in ("<|image_pad|>", "<|video_pad|>")}
         self.sync_seconds = 0.0
+        self.weight_group = None
+        if settings.weight_sync == "collective":
+            self.weight_group = self.join_weight_group()
 
     # ---- sampling ------------------------------------------------------------------------------
 
@@ -242,13 +265,63 @@ class VLLMBackend(EngineSampler):
     # ---- weights -------------------------------------------------------------------------------
 
     def sync_weights(self, model, state: dict[str, torch.Tensor] | None = None) -> float:
-        """Push ``model``'s weights (LoRA merged in; ``state``: its gathered whole state dict when sharded) to
-        the engine; returns the seconds it took."""
+        """Push ``model``'s weights (LoRA merged in) to the engine; returns the seconds it took. Collective:
+        through the weights group, in buckets (a sharded model gathered one tensor at a time, every process
+        of its mesh calling this together). Directory: written as safetensors (``state``: a sharded model's
+        gathered whole state dict) and reloaded by every worker."""
         t = time.perf_counter()
-        write_weights(model, self.sync_dir, state)
-        self.reload(self.sync_dir)
+        if self.weight_group is not None:
+            self.push_collective(model)
+        else:
+            write_weights(model, self.sync_dir, state)
+            self.reload(self.sync_dir)
         self.sync_seconds = time.perf_counter() - t
         return self.sync_seconds
+
+    @property
+    def engine_workers(self) -> int:
+        return int(self.llm.llm_engine.vllm_config.parallel_config.world_size)
+
+    def join_weight_group(self):
+        """The trainer's end of the weights group with every worker of this engine (rank = the number of
+        workers; worker 0 holds the rendezvous store on a free local port)."""
+        host, port, world = "127.0.0.1", free_port(), self.engine_workers + 1
+        limit = self.settings.weight_sync_timeout or 600.0
+        thread, box = run_beside(lambda: self.llm.collective_rpc(
+            "mm_join_weight_group", args=(host, port, world, group_backend(), limit)))
+        group = join_group(host, port, world - 1, world, group_backend(), limit)
+        finish_beside(thread, box, time.monotonic() + limit, "the engine joining the weights group")
+        return group
+
+    def push_collective(self, model) -> None:
+        """Broadcast ``model``'s tensors to the workers in buckets while they reload them; ``EngineDied`` when
+        a broadcast fails (a dead worker) or the whole push takes longer than ``weight_sync_timeout``."""
+        limit = self.settings.weight_sync_timeout
+        deadline = None if limit is None else time.monotonic() + limit
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        with policy_tensors(model) as tensors:
+            buckets = plan_buckets(tensor_specs(tensors), int(self.settings.sync_bucket_mb * 2**20))
+            thread, box = run_beside(lambda: self._receive_and_reset(buckets_to_wire(buckets)))
+            error = send_buckets(self.weight_group, self.engine_workers, buckets, tensors, device,
+                                 peer_alive=thread.is_alive)
+        if error is not None and "error" in box:  # the engine's side of it says more than the broadcast's
+            error = box["error"]
+            if not _engine_dead(error):
+                raise error  # the engine refused the weights (its error says why); it is not dead
+        try:
+            if error is not None:
+                raise error
+            finish_beside(thread, box, deadline, "the engine's reload")
+        except TimeoutError:
+            raise EngineDied(f"vLLM engine did not finish a weight sync within {limit:g} s "
+                             f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})") from None
+        except Exception as exc:  # a broadcast to a dead worker, or the engine core reporting itself dead
+            raise EngineDied(f"vLLM engine died during weight sync: {exc!r} ({RESTART})") from exc
+
+    def _receive_and_reset(self, wire: list) -> None:
+        self.llm.collective_rpc("mm_receive_weights", args=(wire,))
+        self.llm.reset_prefix_cache()
+        self.llm.llm_engine.reset_encoder_cache()
 
     def reload(self, weights_dir: str | Path) -> None:
         """Every worker reloads the weights in ``weights_dir``, then the prefix and encoder caches are dropped;
@@ -281,6 +354,12 @@ class VLLMBackend(EngineSampler):
 
     def close(self) -> None:
         shutil.rmtree(self.sync_dir, ignore_errors=True)
+        group, self.weight_group = getattr(self, "weight_group", None), None
+        if group is not None:
+            try:
+                group.shutdown()
+            except Exception:  # noqa: BLE001 - a group whose peer is gone; nothing left to release
+                pass
         engine = getattr(self, "llm", None)
         if engine is not None:
             shutdown = getattr(engine.llm_engine, "engine_core", None)

@@ -128,7 +128,8 @@ def run(args) -> int:
                             kv_cache_gib=args.kv_cache_gib, seed=args.seed,
                             processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
                             weight_sync_timeout=args.weight_sync_timeout,
-                            generate_timeout=args.generate_timeout, dtype=args.dtype)
+                            generate_timeout=args.generate_timeout, dtype=args.dtype,
+                            weight_sync="directory")  # clients push through /reload_weights
     backend = VLLMBackend(args.model, load_processor(args.model).tokenizer, settings)
     max_len = backend.llm.llm_engine.model_config.max_model_len
     server = EngineServer((args.host, args.port), backend, api_key=key or auth.new_key(),

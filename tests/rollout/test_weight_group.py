@@ -1,0 +1,103 @@
+"""The weights group's bucketing (``rollout.vllm_weight_sync: collective``) without vLLM: the bucket layout,
+and a real gloo broadcast of a policy between two ends of a group (two threads of this process) in small
+buckets, which must deliver every tensor bit for bit under its checkpoint name."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+import torch
+from torch import nn
+
+from mmreason.rollout.backends.weight_group import (
+    ALIGN,
+    bucket_size,
+    buckets_from_wire,
+    buckets_to_wire,
+    free_port,
+    plan_buckets,
+    policy_tensors,
+    receive_buckets,
+    send_buckets,
+    tensor_specs,
+)
+
+
+def test_buckets_are_bounded_aligned_and_a_large_tensor_travels_alone():
+    specs = [("a", torch.float32, (10,)), ("b", torch.float32, (3, 5)), ("big", torch.float32, (100,)),
+             ("c", torch.bfloat16, (7,)), ("d", torch.int64, (2,))]
+    buckets = plan_buckets(specs, bucket_bytes=128)
+    assert [[e.name for e in b] for b in buckets] == [["a", "b"], ["big"], ["c", "d"]]
+    a, b = buckets[0]
+    assert (a.offset, a.nbytes, b.offset, b.nbytes) == (0, 40, 48, 60)  # 40 bytes rounded up to 48
+    assert all(e.offset % ALIGN == 0 for bucket in buckets for e in bucket)
+    assert [bucket_size(b) for b in buckets] == [108, 400, 32]  # c: 14 bytes, d at 16 + 16
+    assert bucket_size(buckets[1]) > 128  # alone, larger than the bound
+    assert buckets_from_wire(buckets_to_wire(buckets)) == buckets
+    with pytest.raises(ValueError, match="dtype"):
+        buckets_from_wire([[["x", "nonsense", [1], 0]]])
+    with pytest.raises(ValueError, match="bad entry"):
+        buckets_from_wire([[["x", "float32", [1], -4]]])
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(11, 6)
+        self.proj = nn.Linear(6, 6)
+        self.head = nn.Linear(6, 11, bias=False)
+        self.head.weight = self.embed.weight
+        self.register_buffer("scale", torch.arange(3, dtype=torch.float64))
+
+
+def test_policy_tensors_name_each_tensor_once_and_merge_lora_only_inside_the_block():
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    base = Tied()
+    with policy_tensors(base) as tensors:
+        assert [n for n, _ in tensors] == ["scale", "embed.weight", "proj.weight", "proj.bias"]  # head tied
+    model = get_peft_model(Tied(), LoraConfig(r=2, target_modules=["proj"], init_lora_weights=False))
+    x = torch.randn(4, 6)
+    lora_out = model.base_model.model.proj(x).detach()
+    plain = model.base_model.model.proj.base_layer.weight.detach().clone()
+    with policy_tensors(model) as tensors:
+        names = dict(tensors)
+        assert "proj.weight" in names and not any("lora" in n or "base_layer" in n for n in names)
+        merged = names["proj.weight"].clone()
+    assert not torch.allclose(merged, plain)  # the adapter's delta was in it ...
+    assert torch.allclose(model.base_model.model.proj.base_layer.weight, plain, atol=1e-6)  # ... and is out again
+    assert torch.allclose(x @ merged.T + names["proj.bias"], lora_out, atol=1e-6)
+
+
+def test_a_gloo_broadcast_in_small_buckets_delivers_every_tensor_exactly():
+    torch.manual_seed(0)
+    model = Tied()
+    with policy_tensors(model) as tensors:
+        sent = {n: t.clone() for n, t in tensors}
+        buckets = plan_buckets(tensor_specs(tensors), bucket_bytes=64)  # 5 buckets for 4 tensors
+        assert len(buckets) > 3
+        port, got, errors = free_port(), {}, []
+        wire = buckets_to_wire(buckets)
+
+        def engine_end():
+            try:
+                store = torch.distributed.TCPStore("127.0.0.1", port, 2, True, timedelta(seconds=30))
+                group = torch.distributed.ProcessGroupGloo(store, 0, 2, timedelta(seconds=30))
+                for name, t in receive_buckets(group, 1, buckets_from_wire(wire), torch.device("cpu")):
+                    got[name] = t.clone()
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=engine_end, daemon=True)
+        thread.start()
+        store = torch.distributed.TCPStore("127.0.0.1", port, 2, False, timedelta(seconds=30))
+        group = torch.distributed.ProcessGroupGloo(store, 1, 2, timedelta(seconds=30))
+        error = send_buckets(group, 1, buckets, tensors, torch.device("cpu"), peer_alive=thread.is_alive)
+        thread.join(30)
+    assert error is None and not errors
+    assert list(got) == list(sent)
+    for name, t in sent.items():
+        assert got[name].dtype == t.dtype and torch.equal(got[name], t), name
