@@ -233,7 +233,7 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
         for size, part in group_sizes(run, drawn):
             trajectories += _sampled(step, lambda part=part, size=size: generate_groups(
                 model, run.processor, [d.prompt for d in part], [d.slot for d in part], size, settings,
-                [group_seed(run.cfg.seed, step, d.key) for d in part]))
+                [group_seed(run.cfg.seed, step, d.key) for d in part], with_logprobs=r.hf_sampler_logprobs))
         order = {d.slot: k for k, d in enumerate(drawn)}
         trajectories.sort(key=lambda t: order[t.group_id])  # stable: each group's rows keep their order
     model.train()
