@@ -6,18 +6,23 @@ and weights the advantages only when ``rollout.hf_importance_sampling_correction
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 from PIL import Image
 
+from mmreason.cli import main
 from mmreason.models import ModelConfig, load_model
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import GenerationSettings, generate_groups
 from mmreason.rollout.prompts import build_prompt
 from mmreason.train.update import rollout_correction, sampling_options
 from mmreason.types import Sample
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _prompts(processor):
@@ -95,3 +100,18 @@ def test_trainer_logs_the_hf_gap_and_corrects_only_when_asked():
     assert stats["mismatch/near_vision_0_8"] == [pytest.approx(0.5 / 3)]
     out = rollout_correction(_run(True), [t], old, mask, advantages, {})
     torch.testing.assert_close(out, torch.tensor([[0.0, 0.0, 1.0, 1.6487213, 1.0]]))  # exp(0.5) < cap 2
+
+
+def test_train_logs_the_hf_gap_end_to_end(tiny_model_dir, shapes_cache, tmp_path, one_torch_thread):
+    """`mmreason train` with rollout.hf_sampler_logprobs (and the correction asked for): the step logs the
+    mismatch metrics, in fp32 at rounding level, and the weights' mean, 1."""
+    out = tmp_path / "run"
+    assert main(["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
+                 f"output_dir={out}", "max_steps=1", "save_steps=0", "eval_steps=0", "prompts_per_step=2",
+                 "rollout.num_generations=4", "rollout.max_completion_length=4", "log_completions_steps=0",
+                 "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.hf_sampler_logprobs=true",
+                 "rollout.hf_importance_sampling_correction=true"]) == 0
+    row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    assert 0 <= row["mismatch/logprob_abs_diff_mean"] <= row["mismatch/logprob_abs_diff_max"] < 1e-5
+    assert "mismatch/near_vision_8_32" in row or "mismatch/near_vision_32_128" in row
+    assert row["mismatch/is_weight_mean"] == pytest.approx(1.0, abs=1e-5)
