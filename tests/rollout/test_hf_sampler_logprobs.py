@@ -19,6 +19,7 @@ from mmreason.models import ModelConfig, load_model
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import GenerationSettings, generate_groups
 from mmreason.rollout.prompts import build_prompt
+from mmreason.rollout.row_sampling import RowSeededSampling, stacked_logprobs
 from mmreason.train.update import rollout_correction, sampling_options
 from mmreason.types import Sample
 
@@ -115,3 +116,15 @@ def test_train_logs_the_hf_gap_end_to_end(tiny_model_dir, shapes_cache, tmp_path
     assert 0 <= row["mismatch/logprob_abs_diff_mean"] <= row["mismatch/logprob_abs_diff_max"] < 1e-5
     assert "mismatch/near_vision_8_32" in row or "mismatch/near_vision_32_128" in row
     assert row["mismatch/is_weight_mean"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_recorded_logprob_is_of_the_truncated_renormalised_distribution():
+    """top-p 0.6 over p = (0.5, 0.3, 0.2): the third token is cut (0.8 of the mass lies before it), the draw is
+    from (0.625, 0.375, 0), and the recorded log-prob is of that distribution (vLLM's processed_logprobs)."""
+    scores = torch.tensor([[0.5, 0.3, 0.2]]).log().repeat(16, 1)  # [16, 3]
+    sampler = RowSeededSampling(list(range(16)), GenerationSettings(max_new_tokens=1, top_p=0.6),
+                                record_logprobs=True)
+    picks = sampler(torch.zeros(16, 1, dtype=torch.long), scores).argmax(-1)  # [16]
+    assert set(picks.tolist()) == {0, 1}
+    want = torch.tensor([0.625, 0.375]).log()[picks]
+    torch.testing.assert_close(stacked_logprobs(sampler.logprobs, 16)[:, 0], want)
