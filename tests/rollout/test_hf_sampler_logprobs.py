@@ -128,3 +128,27 @@ def test_recorded_logprob_is_of_the_truncated_renormalised_distribution():
     assert set(picks.tolist()) == {0, 1}
     want = torch.tensor([0.625, 0.375]).log()[picks]
     torch.testing.assert_close(stacked_logprobs(sampler.logprobs, 16)[:, 0], want)
+
+
+def test_multi_turn_hf_episodes_carry_the_samplers_logprobs(tiny, one_torch_thread):
+    """Episodes (assistant turns, tool observations with images) played with ``with_logprobs``: the sampler's
+    log-probs on the assistant tokens equal the trainer's to fp32 rounding; 0 on prompt and observations."""
+    from mmreason.rollout.multiturn import EpisodeStart, run_episodes
+    from tests.rollout.test_multiturn import ZoomEnv, _coloured
+
+    model, processor = tiny
+    prompt = build_prompt(processor, _coloured("blue", 84), max_prompt_length=1024)
+    settings = GenerationSettings(max_new_tokens=6, temperature=0.7, stop_strings=ZoomEnv.stop_strings)
+    trajs = run_episodes(model, processor, [EpisodeStart(prompt, ZoomEnv(), 0, i) for i in range(2)], settings,
+                         max_turns=3, max_context=2048, seed=3, step=5, with_logprobs=True)
+    run = SimpleNamespace(cfg=SimpleNamespace(rollout=SimpleNamespace(temperature=0.7)), processor=processor)
+    batch = collate(trajs, processor.tokenizer.pad_token_id)
+    with torch.no_grad():
+        trainer, _ = token_logprobs(model, batch, **sampling_options(run))  # [N, T]
+    for row, t in enumerate(trajs):
+        assert sum(u.role == "observation" for u in t.turns) >= 1
+        mask = t.action_mask.bool()
+        assert t.rollout_logprobs.shape == t.token_ids.shape and not t.rollout_logprobs[~mask].any()
+        assert (t.rollout_logprobs[mask] < 0).all()
+        got = t.rollout_logprobs[mask]
+        torch.testing.assert_close(got, trainer[row, :mask.numel()][mask], atol=1e-5, rtol=0)
