@@ -23,7 +23,13 @@ from mmreason.models.compat import cache_kwargs, output_cache
 from mmreason.models.families import family_of_model, never_sampled_tokens, turn_end_tokens
 from mmreason.models.loading import reset_position_state
 from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs
-from mmreason.rollout.row_sampling import RowSeededSampling, SuppressTokens, row_seeds
+from mmreason.rollout.row_sampling import (
+    GreedyLogprobs,
+    RowSeededSampling,
+    SuppressTokens,
+    row_seeds,
+    stacked_logprobs,
+)
 from mmreason.types import Trajectory, Turn
 
 VISION_SPECIAL_TOKENS = never_sampled_tokens()  # every family's (models/families); a tokenizer has its own
@@ -85,12 +91,22 @@ def collate_left(prompts: Sequence[PromptInputs], pad_token_id: int) -> dict[str
 
 def sample_rows(model, tokenizer, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings,
                 seeds: Sequence[int]) -> torch.Tensor:
+    """As ``sample_rows_scored``, the token ids alone."""
+    return sample_rows_scored(model, tokenizer, prompts, n, settings, seeds)[0]
+
+
+def sample_rows_scored(model, tokenizer, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings,
+                       seeds: Sequence[int], *, with_logprobs: bool = False
+                       ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """n continuations of each of N prompts in one ``generate`` call -> [N * n, L] new token ids (row
     ``i * n + r`` is prompt i's r-th, right-padded with pad). ``seeds``: one per row (N * n), unused when
     greedy (``settings.temperature == 0``).
 
     For n > 1 each prompt is encoded once (vision tower and prompt prefill) and its KV cache expanded to
     its n rows, instead of n copies of the prompt: the same samples, fewer FLOPs (tests/rollout check it).
+    Returns (ids, log-probs): with ``with_logprobs`` the second is [N * n, L] float32, each new token's log-prob
+    as the sampler drew it (fp32, after the suppressed tokens, temperature, top-k and top-p; greedy: of the
+    softmax), recorded inside the decoding loop (no extra forward); else None.
     """
     from transformers import LogitsProcessorList
 
@@ -101,8 +117,13 @@ def sample_rows(model, tokenizer, prompts: Sequence[PromptInputs], n: int, setti
     # the vision specials at -inf by index (transformers' suppress_tokens rebuilds a vocabulary mask with isin
     # at every step: 0.6 ms a step over a 151k vocabulary); the same scores
     processors = LogitsProcessorList([SuppressTokens(suppressed_token_ids(tokenizer))])
+    recorder: RowSeededSampling | GreedyLogprobs | None = None
     if settings.temperature > 0:
-        processors.append(RowSeededSampling(seeds, settings))
+        recorder = RowSeededSampling(seeds, settings, record_logprobs=with_logprobs)
+        processors.append(recorder)
+    elif with_logprobs:
+        recorder = GreedyLogprobs()
+        processors.append(recorder)
     gen_kwargs: dict = dict(
         max_new_tokens=settings.max_new_tokens, do_sample=False, num_beams=1,
         repetition_penalty=1.0,  # a checkpoint's generation_config may set one: the trainer's log-probs have none
@@ -128,7 +149,10 @@ def sample_rows(model, tokenizer, prompts: Sequence[PromptInputs], n: int, setti
         else:
             out = model.generate(**batch, **gen_kwargs)
     reset_position_state(model)  # the next caller computes its own positions
-    return out[:, batch["input_ids"].shape[1]:].cpu()
+    new = out[:, batch["input_ids"].shape[1]:].cpu()  # [N * n, L]
+    if recorder is None or recorder.logprobs is None:
+        return new, None
+    return new, stacked_logprobs(recorder.logprobs, new.shape[0])[:, :new.shape[1]]
 
 
 def sample_tokens(model, tokenizer, input_ids: torch.Tensor, mm_token_type_ids: torch.Tensor,
@@ -193,15 +217,19 @@ def cut_at_eos(tokens: torch.Tensor, eos_ids: list[int], pad_id: int) -> tuple[t
 
 
 def generate_groups(model, processor, prompts: Sequence[PromptInputs], group_ids: Sequence[int],
-                    num_generations: int, settings: GenerationSettings, seeds: Sequence[int]) -> list[Trajectory]:
+                    num_generations: int, settings: GenerationSettings, seeds: Sequence[int], *,
+                    with_logprobs: bool = False) -> list[Trajectory]:
     """N prompts -> N x G single-turn trajectories (group by group) in one ``generate`` call; group i's
-    rows sample with ``row_seeds(seeds[i], G)``, exactly as ``generate_group(prompts[i], seed=seeds[i])``."""
+    rows sample with ``row_seeds(seeds[i], G)``, exactly as ``generate_group(prompts[i], seed=seeds[i])``.
+    ``with_logprobs``: each trajectory carries the sampler's log-probs as ``rollout_logprobs`` ([T], 0 on the
+    prompt), as the vLLM backend's do (``rollout.hf_sampler_logprobs``)."""
     if not prompts:
         return []
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
     row_seed_list = [s for seed in seeds for s in row_seeds(seed, num_generations)]
-    new = sample_rows(model, tokenizer, prompts, num_generations, settings, row_seed_list)  # [N * G, L]
+    new, lps = sample_rows_scored(model, tokenizer, prompts, num_generations, settings, row_seed_list,
+                                  with_logprobs=with_logprobs)  # [N * G, L]
     trajectories = []
     for i, row in enumerate(new):
         prompt, group_id = prompts[i // num_generations], group_ids[i // num_generations]
@@ -211,11 +239,15 @@ def generate_groups(model, processor, prompts: Sequence[PromptInputs], group_ids
         mask = torch.zeros_like(ids)
         mask[prompt.length:] = 1
         types = torch.cat([prompt.mm_token_type_ids, torch.zeros_like(completion)])
+        rollout_lp = None
+        if lps is not None:  # cut_at_eos keeps a prefix of the row: the same positions
+            rollout_lp = torch.zeros(ids.numel(), dtype=torch.float32)
+            rollout_lp[prompt.length:] = lps[i, :completion.numel()]
         trajectories.append(Trajectory(
             sample_id=prompt.sample.id, group_id=group_id, token_ids=ids, action_mask=mask,
             prompt_length=prompt.length, completion_text=text, truncated=truncated,
             turns=[Turn("assistant", text, prompt.length, int(ids.numel()))],
-            mm_token_type_ids=types, visual=[prompt.visual] if prompt.visual else [],
+            mm_token_type_ids=types, visual=[prompt.visual] if prompt.visual else [], rollout_logprobs=rollout_lp,
         ))
     return trajectories
 

@@ -35,7 +35,7 @@ from mmreason.rollout.generate import (
     cut_at_eos,
     eos_token_ids,
     group_seed,
-    sample_rows,
+    sample_rows_scored,
 )
 from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs, encode
 from mmreason.rollout.row_sampling import row_seeds
@@ -150,7 +150,8 @@ class _Episode:
 
 def run_episodes(model, processor, starts: Sequence[EpisodeStart], settings: GenerationSettings, max_turns: int,
                  max_context: int, seed: int, step: int, max_observation_tokens: int | None = None,
-                 step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> list[Trajectory | EnvironmentStartError]:
+                 step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S, *, with_logprobs: bool = False
+                 ) -> list[Trajectory | EnvironmentStartError]:
     """Play all ``starts`` together: each turn, every live episode samples its next assistant turn in one
     batched ``generate`` call (``sample_rows``; with an engine as ``model``, one engine call), then each
     environment answers its own. In the first turn the
@@ -161,7 +162,8 @@ def run_episodes(model, processor, starts: Sequence[EpisodeStart], settings: Gen
     observation longer than ``max_observation_tokens`` (text + visual tokens), or one that would overflow
     ``max_context``, ends that episode; so does a ``step`` that raises or runs past ``step_timeout_s`` seconds
     (default 60; None: no limit). A turn ends at EOS or at one of the environment's ``stop_strings`` (one pack
-    per call: the first start's), which replace ``settings.stop_strings``.
+    per call: the first start's), which replace ``settings.stop_strings``. With an engine, or with HF generation
+    and ``with_logprobs``, each trajectory carries the sampler's log-probs of its assistant tokens (0 elsewhere).
     """
     if starts:
         settings = replace(settings, stop_strings=tuple(getattr(starts[0].env, "stop_strings", ())))
@@ -181,15 +183,15 @@ def run_episodes(model, processor, starts: Sequence[EpisodeStart], settings: Gen
         episodes[i] = _Episode(s, p.input_ids.clone(), p.mm_token_type_ids.clone(), torch.zeros_like(p.input_ids),
                                [p.visual] if p.visual else [], time.perf_counter() - started,
                                images=list(p.images), videos=list(p.videos), video_metadata=list(p.video_metadata),
-                               logprobs=torch.zeros(p.length) if _is_engine(model) else None)
+                               logprobs=torch.zeros(p.length) if _is_engine(model) or with_logprobs else None)
     for turn in range(max_turns):
         live = [e for e in episodes.values() if not e.finished]
         if not live:
             break
-        rows = _sample_turn(model, processor.tokenizer, live, settings, seed, step, turn)
-        for e, (row, logprobs) in zip(live, rows):
+        rows = _sample_turn(model, processor.tokenizer, live, settings, seed, step, turn, with_logprobs)
+        for e, (row, logprobs, hf_logprobs) in zip(live, rows):
             _play_turn(processor, e, row, settings, turn, max_turns, max_context, max_observation_tokens,
-                       step_timeout_s, logprobs)
+                       step_timeout_s, logprobs, hf_logprobs=hf_logprobs)
     for i, e in episodes.items():
         results[i] = e.trajectory()
     return results
@@ -200,9 +202,11 @@ def _is_engine(model) -> bool:
 
 
 def _sample_turn(model, tokenizer, live: list[_Episode], settings: GenerationSettings, seed: int, step: int,
-                 turn: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-    """Each live episode's next-turn tokens, from one batched generate call: (right-padded row, None), or
-    with an engine (its sampled ids, their log-probs), the row ending at EOS, a stop string or the limit."""
+                 turn: int, with_logprobs: bool = False
+                 ) -> list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]:
+    """Each live episode's next-turn tokens, from one batched generate call: (right-padded row, None, its
+    log-probs [L] with ``with_logprobs`` else None), or with an engine (its sampled ids, their log-probs, None),
+    the row ending at EOS, a stop string or the limit."""
     by_prompt: dict[int, list[_Episode]] = {}
     for e in live:
         by_prompt.setdefault(id(e.start.prompt), []).append(e)
@@ -212,19 +216,23 @@ def _sample_turn(model, tokenizer, live: list[_Episode], settings: GenerationSet
     contexts = [group[0].context() for group in by_prompt.values()] if n > 1 else [e.context() for e in live]
     seeds = [e.start.turn_seed(seed, step, turn) for e in order]
     if _is_engine(model):  # the same contexts, rows and seeds as one engine call
-        new = [(torch.tensor(ids, dtype=torch.long), torch.tensor(lps, dtype=torch.float32))
+        new = [(torch.tensor(ids, dtype=torch.long), torch.tensor(lps, dtype=torch.float32), None)
                for ids, lps, _ in model.sample(contexts, n, settings, seeds)]
     else:
-        new = [(row, None) for row in sample_rows(model, tokenizer, contexts, n, settings, seeds)]  # [len(live), L]
+        rows, lps = sample_rows_scored(model, tokenizer, contexts, n, settings, seeds,
+                                       with_logprobs=with_logprobs)  # [len(live), L]
+        new = [(row, None, None if lps is None else lps[k]) for k, row in enumerate(rows)]
     row_of = {id(e): r for r, e in enumerate(order)}
     return [new[row_of[id(e)]] for e in live]
 
 
 def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSettings, turn: int,
                max_turns: int, max_context: int, max_observation_tokens: int | None,
-               step_timeout_s: float | None, logprobs: torch.Tensor | None = None) -> None:
+               step_timeout_s: float | None, logprobs: torch.Tensor | None = None, *,
+               hf_logprobs: torch.Tensor | None = None) -> None:
     """Append one sampled assistant turn to ``e``, let its environment answer, and append the observation.
-    ``logprobs``: an engine's row (no padding; it stopped at EOS, a stop string or the limit) and its log-probs."""
+    ``logprobs``: an engine's row (no padding; it stopped at EOS, a stop string or the limit) and its log-probs.
+    ``hf_logprobs``: the log-probs of an HF row's positions (the turn kept is a prefix of the row)."""
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
     if logprobs is not None:
@@ -237,6 +245,8 @@ def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSe
         body = tokenizer.decode(action[:-1], skip_special_tokens=True)
         if any(body.endswith(s) for s in settings.stop_strings):
             action, text = action[:-1], body
+    if hf_logprobs is not None:
+        logprobs = hf_logprobs[:action.numel()]
     start = int(e.ids.numel())
     e.ids = torch.cat([e.ids, action])
     e.types = torch.cat([e.types, torch.zeros_like(action)])

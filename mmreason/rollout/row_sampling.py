@@ -28,9 +28,9 @@ def row_seeds(seed: int, n: int) -> list[int]:
             for r in range(n)]
 
 
-def sampling_probabilities(scores: torch.Tensor, temperature: float, top_k: int | None = None,
-                           top_p: float = 1.0) -> torch.Tensor:
-    """scores [N, V] -> [N, V] float32 probabilities after temperature, top-k and top-p."""
+def sampling_logits(scores: torch.Tensor, temperature: float, top_k: int | None = None,
+                    top_p: float = 1.0) -> torch.Tensor:
+    """scores [N, V] -> [N, V] float32 logits after temperature, top-k and top-p (cut tokens at -inf)."""
     logits = scores.float() / temperature  # [N, V]
     if top_k:
         kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # [N, 1]
@@ -41,7 +41,19 @@ def sampling_probabilities(scores: torch.Tensor, temperature: float, top_k: int 
         # Drop a token when the mass before it already reaches top_p: the smallest prefix is kept.
         drop = sorted_probs.cumsum(-1) - sorted_probs >= top_p  # [N, V] in sorted order
         logits = logits.masked_fill(torch.zeros_like(drop).scatter(1, order, drop), float("-inf"))
-    return logits.softmax(-1)
+    return logits
+
+
+def sampling_probabilities(scores: torch.Tensor, temperature: float, top_k: int | None = None,
+                           top_p: float = 1.0) -> torch.Tensor:
+    """scores [N, V] -> [N, V] float32 probabilities after temperature, top-k and top-p."""
+    return sampling_logits(scores, temperature, top_k, top_p).softmax(-1)
+
+
+def picked_logprobs(logits: torch.Tensor, picks: torch.Tensor) -> torch.Tensor:
+    """logits [N, V] (fp32, -inf where cut), picks [N] -> [N] float32 log p of each row's pick under
+    softmax(logits): what vLLM reports with ``logprobs_mode="processed_logprobs"``."""
+    return logits.gather(1, picks[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
 
 
 def inverse_cdf_draw(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
@@ -73,12 +85,15 @@ class RowSeededSampling:
     """A logits processor: temperature / top-k / top-p sampling with one generator per row.
 
     scores [N, V] -> [N, V] that is 0 at the drawn token and -inf elsewhere (so greedy picks it).
+    With ``record_logprobs`` each step's [N] log-probs of the drawn tokens under the distribution they were
+    drawn from (after temperature, top-k, top-p) are appended to ``logprobs`` (``stacked_logprobs``).
     """
 
     block = 64  # decoding steps whose uniform numbers are drawn (and moved to the device) at once
 
-    def __init__(self, seeds: Sequence[int], settings):
+    def __init__(self, seeds: Sequence[int], settings, record_logprobs: bool = False):
         self.settings = settings  # GenerationSettings: temperature, top_k, top_p
+        self.logprobs: list[torch.Tensor] | None = [] if record_logprobs else None
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
         self._drawn = torch.zeros(len(self.generators), 0, dtype=torch.float64)  # [N, block]
         self._next = 0
@@ -97,12 +112,34 @@ class RowSeededSampling:
         if scores.shape[0] != len(self.generators):
             raise ValueError(f"row-seeded sampling: {scores.shape[0]} rows but {len(self.generators)} seeds")
         s = self.settings
-        probs = sampling_probabilities(scores, s.temperature, s.top_k, s.top_p)  # [N, V]
+        logits = sampling_logits(scores, s.temperature, s.top_k, s.top_p)  # [N, V] fp32
+        probs = logits.softmax(-1)
         check_finite_distribution(probs, self._position)
         self._position += 1
         picks = inverse_cdf_draw(probs, self.uniforms())  # [N]
+        if self.logprobs is not None:
+            self.logprobs.append(picked_logprobs(logits, picks))
         out = torch.full_like(scores, float("-inf"))
         return out.scatter(1, picks[:, None], 0.0)
+
+
+class GreedyLogprobs:
+    """A logits processor for greedy decoding that changes nothing: it appends each step's [N] log-probs of
+    the argmax token under softmax(scores) in fp32 (no temperature: vLLM's greedy ``processed_logprobs``, and
+    the trainer's temperature of 1 for greedy) to ``logprobs``."""
+
+    def __init__(self):
+        self.logprobs: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        logits = scores.float()
+        self.logprobs.append(picked_logprobs(logits, logits.argmax(-1)))
+        return scores
+
+
+def stacked_logprobs(steps: list[torch.Tensor], n: int) -> torch.Tensor:
+    """A recorder's per-step [N] log-probs -> [N, L] (L = decoding steps; [N, 0] when none)."""
+    return torch.stack(steps, dim=1).cpu() if steps else torch.zeros(n, 0)
 
 
 class SuppressTokens:

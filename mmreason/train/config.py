@@ -84,6 +84,11 @@ class RolloutConfig:
     vllm_importance_sampling_mode: str = "token_truncate"  # token_truncate | token_mask | sequence_truncate | sequence_mask
     vllm_importance_sampling_cap: float = 2.0
     vllm_importance_sampling_min: float | None = None  # lower bound C_min (TRL's _clip_min); None = none
+    # HF backend: record each sampled token's log-prob as the sampler drew it (no extra forward), so the trainer
+    # logs the mismatch/* gap as for vLLM; the correction above applies to HF rollouts only with
+    # hf_importance_sampling_correction (docs/vllm.md "Rollout-trainer mismatch")
+    hf_sampler_logprobs: bool = False
+    hf_importance_sampling_correction: bool = False
 
     RANGES: ClassVar[dict[str, str]] = {
         "num_generations": "[1, inf)", "max_completion_length": "[1, inf)",

@@ -233,7 +233,7 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
         for size, part in group_sizes(run, drawn):
             trajectories += _sampled(step, lambda part=part, size=size: generate_groups(
                 model, run.processor, [d.prompt for d in part], [d.slot for d in part], size, settings,
-                [group_seed(run.cfg.seed, step, d.key) for d in part]))
+                [group_seed(run.cfg.seed, step, d.key) for d in part], with_logprobs=r.hf_sampler_logprobs))
         order = {d.slot: k for k, d in enumerate(drawn)}
         trajectories.sort(key=lambda t: order[t.group_id])  # stable: each group's rows keep their order
     model.train()
@@ -281,7 +281,8 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
     # vLLM: the engine samples every turn of the same contexts (run_episodes feeds it the observations' media)
     sampler = run.rollout_backend if run.rollout_backend is not None else model
     results = run_episodes(sampler, run.processor, starts, settings, r.max_turns, max_context, run.cfg.seed, step,
-                           r.max_observation_tokens, r.env_step_timeout_s)
+                           r.max_observation_tokens, r.env_step_timeout_s,
+                           with_logprobs=run.rollout_backend is None and r.hf_sampler_logprobs)
     trajectories = []
     for k, d in enumerate(drawn):
         group = results[k * r.num_generations:(k + 1) * r.num_generations]

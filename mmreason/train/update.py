@@ -255,8 +255,9 @@ def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, opti
 
 
 def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
-    """With a sampler that returned its log-probs (vLLM): log the sampler-trainer gap (``mismatch/*``, split by
-    distance from the nearest vision token and by turn) and, with ``rollout.vllm_importance_sampling_correction``,
+    """With a sampler that returned its log-probs (vLLM, or HF with ``rollout.hf_sampler_logprobs``): log the
+    sampler-trainer gap (``mismatch/*``, split by distance from the nearest vision token and by turn) and, with
+    ``rollout.vllm_importance_sampling_correction`` (HF: and ``rollout.hf_importance_sampling_correction``),
     weight each token's advantage by the truncated importance ratio (``rl.rollout_correction``; a clipped or
     plain surrogate times w >= 0 is the surrogate of the weighted advantage). Returns the advantages."""
     from mmreason.rl.rollout_correction import importance_weights, mismatch_metrics, vision_distance
@@ -274,7 +275,7 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
     rollout, distance, turn = rollout.to(old.device), distance.to(old.device), turn.to(old.device)
     for key, value in mismatch_metrics(old, rollout, mask, r.vllm_importance_sampling_cap, distance, turn).items():
         stats.setdefault(key, []).append(value)
-    if not r.vllm_importance_sampling_correction:
+    if not r.vllm_importance_sampling_correction or not corrects_with_sampler(run):
         return advantages
     w = importance_weights(old, rollout, mask, r.vllm_importance_sampling_mode, r.vllm_importance_sampling_cap,
                            r.vllm_importance_sampling_min)
@@ -293,12 +294,19 @@ def off_policy_masked(run: Run, trajectories, logp, old, mask, advantages, stats
     if threshold is None:
         return advantages
     behaviour = old
-    if trajectories and all(t.rollout_logprobs is not None for t in trajectories):
+    if corrects_with_sampler(run) and trajectories and all(t.rollout_logprobs is not None for t in trajectories):
         rollout = pad_stack([t.rollout_logprobs for t in trajectories], 0.0, torch.float32)
         behaviour = _to_width(rollout, old.shape[1]).to(old.device)
     keep = off_policy_mask(advantages, logp, behaviour, mask, threshold)  # [n]
     stats.setdefault("off_policy/masked_share", []).append(float(1 - keep.mean()) if keep.numel() else 0.0)
     return advantages * (keep if advantages.ndim == 1 else keep[:, None])
+
+
+def corrects_with_sampler(run: Run) -> bool:
+    """Whether the sampler's log-probs act on the update (importance weights, the off-policy mask's behaviour
+    policy): always with a vLLM engine; with HF generation (``rollout.hf_sampler_logprobs``, which records them
+    for the mismatch metrics) only when ``rollout.hf_importance_sampling_correction`` asks."""
+    return run.rollout_backend is not None or run.cfg.rollout.hf_importance_sampling_correction
 
 
 def _to_width(x: torch.Tensor, width: int) -> torch.Tensor:
