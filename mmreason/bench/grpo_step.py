@@ -53,7 +53,7 @@ def bench_grpo_steps(model_dir: str | None, steps: int, warmup: int, threads: in
                 cfg = load_config(TrainConfig, None, [
                     f"model.name_or_path={model_dir}", *data, f"rollout.num_generations={num_generations}",
                     f"rollout.max_completion_length={max_completion_length}", f"prompts_per_step={prompts}",
-                    "mini_batch_size=32", "learning_rate=1e-4", f"output_dir={tmp}/run{i}", "rewards=[{name: anls}]",
+                    "mini_batch_size=32", "learning_rate=1e-4", "optim=adamw_torch_fused", f"output_dir={tmp}/run{i}", "rewards=[{name: anls}]",
                     f"max_steps={steps + warmup}", "log_completions_steps=0", f"rollout.backend={backend}", *overrides,
                 ])
                 check_backend_config(cfg)

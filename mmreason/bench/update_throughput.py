@@ -169,7 +169,7 @@ def bench_update(shape: str = "tiny", workload: Workload = Workload(), steps: in
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     master = master_weights and needs_master_weights(model.parameters())
     optimizer = (MasterWeightAdamW if master else torch.optim.AdamW)(model.parameters(), lr=1e-6,
-                                                                     fused=True)  # as the trainer's
+                                                                     fused=True)  # as the trainer's with optim=adamw_torch_fused
     trajectories = synthetic_group(workload, ids, model.config.text_config.vocab_size)
     pad = ids["<|endoftext|>"]
     batch = collate(trajectories, pad).to(device)
