@@ -306,7 +306,7 @@ class VLLMBackend(EngineSampler):
                                  peer_alive=thread.is_alive)
         if error is not None and "error" in box:  # the engine's side of it says more than the broadcast's
             error = box["error"]
-            if not _engine_dead(error):
+            if not _engine_dead(error, self.llm):
                 raise error  # the engine refused the weights (its error says why); it is not dead
         try:
             if error is not None:
