@@ -24,9 +24,7 @@ class _CheckoutFinder(importlib.abc.MetaPathFinder):
         init = _SOURCE_ROOT / folder / "__init__.py"
         if not init.exists():
             return None
-        return importlib.util.spec_from_file_location(
-            fullname, init, submodule_search_locations=[str(init.parent)]
-        )
+        return importlib.util.spec_from_file_location(fullname, init, submodule_search_locations=[str(init.parent)])
 
 
 if not (Path(__file__).parent / "tasks").exists() and (_SOURCE_ROOT / "setup.py").exists():

@@ -13,16 +13,25 @@ import sys
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "tiny-model": ("mmreason.models.tiny", "write a tiny random-weight VLM checkpoint (Qwen2.5-VL, or --arch FAMILY; no download)"),
+    "tiny-model": (
+        "mmreason.models.tiny",
+        "write a tiny random-weight VLM checkpoint (Qwen2.5-VL, or --arch FAMILY; no download)",
+    ),
     "list": ("mmreason.listing", "list registered tasks, rewards or estimators"),
     "train": ("mmreason.train.cli", "GRPO-family RL training from a YAML recipe"),
     "data": ("mmreason.datacmd", "a task pack's data tools: synthetic generators and converters"),
     "eval": ("mmreason.eval.cli", "evaluate a model or run directory on task packs (lmms-eval layout)"),
     "reward": ("mmreason.rewarding.cli", "score one completion with a reward, printed as JSON"),
     "sft": ("mmreason.train.sft", "supervised fine-tuning (assistant tokens only) from a YAML recipe"),
-    "bench": ("mmreason.bench", "benchmarks: grpo-step, grpo-vs-trl, eval-overhead, episodes, update-throughput, published, weight-push, ..."),
+    "bench": (
+        "mmreason.bench",
+        "benchmarks: grpo-step, grpo-vs-trl, eval-overhead, episodes, update-throughput, published, weight-push, ...",
+    ),
     "plot": ("mmreason.train.plot", "write PNG training curves of a run directory"),
-    "vllm-serve": ("mmreason.rollout.backends.vllm_server", "serve a vLLM engine on this machine for training runs with rollout.vllm_mode=server"),
+    "vllm-serve": (
+        "mmreason.rollout.backends.vllm_server",
+        "serve a vLLM engine on this machine for training runs with rollout.vllm_mode=server",
+    ),
     "report": ("mmreason.health.cli", "one self-contained HTML report of a run or eval directory (or two compared)"),
 }
 

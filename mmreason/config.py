@@ -56,7 +56,9 @@ class Range:
         def bound(x: float) -> str:
             return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:g}"
 
-        return f"{'[' if self.low_closed else '('}{bound(self.low)}, {bound(self.high)}{']' if self.high_closed else ')'}"
+        return (
+            f"{'[' if self.low_closed else '('}{bound(self.low)}, {bound(self.high)}{']' if self.high_closed else ')'}"
+        )
 
 
 def ranges_of(cls: type) -> dict[str, Range]:
@@ -227,8 +229,9 @@ def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> di
         dotted = ".".join(path)
         if dotted not in valid and not any(dotted.startswith(m + ".") for m in mappings):
             hint = closest(dotted, valid)
-            raise ConfigError(f"unknown config key {dotted!r} in override {item!r}"
-                              + (f" (did you mean {hint!r}?)" if hint else ""))
+            raise ConfigError(
+                f"unknown config key {dotted!r} in override {item!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+            )
         node = data
         for part in path[:-1]:
             node = node.setdefault(part, {})
@@ -254,8 +257,10 @@ def check_tree(value: Any, where: str) -> None:
         node, depth = stack.pop()
         count += 1
         if count > MAX_CONFIG_NODES:
-            raise ConfigError(f"{where}: expands to more than {MAX_CONFIG_NODES:,} values (YAML aliases are "
-                              "counted at each use); write the values out or shrink them")
+            raise ConfigError(
+                f"{where}: expands to more than {MAX_CONFIG_NODES:,} values (YAML aliases are "
+                "counted at each use); write the values out or shrink them"
+            )
         if depth > MAX_CONFIG_DEPTH:
             raise ConfigError(f"{where}: nested deeper than {MAX_CONFIG_DEPTH} levels")
         if isinstance(node, dict):
@@ -295,7 +300,9 @@ def read_yaml(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]
     try:
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+        raise ConfigError(
+            f"{where} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        ) from None
     data = safe_load_yaml(text, where) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must hold a mapping at the top level")
@@ -334,8 +341,9 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 def _blank_secrets(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: None if isinstance(k, str) and k.endswith("api_key") else _blank_secrets(v)
-                for k, v in value.items()}
+        return {
+            k: None if isinstance(k, str) and k.endswith("api_key") else _blank_secrets(v) for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_blank_secrets(v) for v in value]
     return value

@@ -38,8 +38,7 @@ _RAW_PREFIX = re.compile(r"(?<![\w])(?:[rR][bB]?|[bB][rR])['\"]")  # r'..' keeps
 def _double_lone_backslashes(text: str) -> str:
     if "\\" not in text or _RAW_PREFIX.search(text):
         return text
-    return _ESCAPE.sub(lambda m: m.group(0) if m.group(1) in _ESCAPE_CHARS and m.group(1) else "\\" + m.group(0),
-                       text)
+    return _ESCAPE.sub(lambda m: m.group(0) if m.group(1) in _ESCAPE_CHARS and m.group(1) else "\\" + m.group(0), text)
 
 
 def as_text(value: Any) -> str:
@@ -271,9 +270,7 @@ def final_answer(text: Any, mode: str = "auto", max_chars: int = 4_000) -> str:
     return clip(text.strip(), max_chars)
 
 
-_NUMBER_RE = re.compile(
-    r"[-+−]?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d{1,4})?\s?%?|[-+−]?\.\d+%?"
-)
+_NUMBER_RE = re.compile(r"[-+−]?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d{1,4})?\s?%?|[-+−]?\.\d+%?")
 
 
 def parse_number(text: Any) -> float | None:

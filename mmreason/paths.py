@@ -52,8 +52,11 @@ STATE_FILE = "trainer_state.json"  # written last into checkpoint-<step>/: its p
 
 def checkpoints(output_dir: str | Path) -> list[Path]:
     """Complete checkpoints, oldest first."""
-    found = [p for p in Path(output_dir).glob("checkpoint-*") if p.is_dir() and (p / STATE_FILE).exists()
-             and p.name.split("-")[-1].isdigit()]
+    found = [
+        p
+        for p in Path(output_dir).glob("checkpoint-*")
+        if p.is_dir() and (p / STATE_FILE).exists() and p.name.split("-")[-1].isdigit()
+    ]
     return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
 
 
@@ -93,12 +96,20 @@ def read_jsonl(path: str | Path) -> JsonLines:
     cut_last = bool(bad) and bad[-1] == numbered[-1][0]
     if cut_last:
         bad.pop()
-        log.warning("%s: the last line (%d) is cut short or not a JSON object (a write interrupted by a kill?); "
-                    "dropped", path, numbered[-1][0])
+        log.warning(
+            "%s: the last line (%d) is cut short or not a JSON object (a write interrupted by a kill?); dropped",
+            path,
+            numbered[-1][0],
+        )
     if bad:
         shown = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
-        log.warning("%s: %d line%s not a JSON object (line %s); skipped", path, len(bad),
-                    " is" if len(bad) == 1 else "s are", shown)
+        log.warning(
+            "%s: %d line%s not a JSON object (line %s); skipped",
+            path,
+            len(bad),
+            " is" if len(bad) == 1 else "s are",
+            shown,
+        )
     return JsonLines(rows, skipped=len(bad), cut_last=cut_last)
 
 

@@ -27,8 +27,13 @@ class Loaded(list):
     """The samples of a benchmark file, with the rows left out (reason -> count), lines for the results
     header (subtitles found, ...) and how answers are extracted; the harness reads all three."""
 
-    def __init__(self, samples: list[Sample] = (), skipped: dict[str, int] | None = None,
-                 notes: list[str] | None = None, extraction: str = ""):
+    def __init__(
+        self,
+        samples: list[Sample] = (),
+        skipped: dict[str, int] | None = None,
+        notes: list[str] | None = None,
+        extraction: str = "",
+    ):
         super().__init__(samples)
         self.skipped = dict(skipped or {})
         self.notes = list(notes or [])
@@ -54,8 +59,9 @@ def _json_table(path: Path, pack: str) -> list[dict[str, Any]]:
     elif isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
         rows = [{"_key": key, **value} for key, value in data.items()]
     else:
-        raise ValueError(f"{label}: a JSON object that is neither keyed by id (every value an object) nor "
-                         "{\"data\": [rows]}")
+        raise ValueError(
+            f'{label}: a JSON object that is neither keyed by id (every value an object) nor {{"data": [rows]}}'
+        )
     for k, row in enumerate(rows):
         if not isinstance(row, dict):
             raise ValueError(f"{label}: row {k} is a JSON {type(row).__name__}, not an object")
@@ -69,7 +75,8 @@ def table_rows(path: str | Path, pack: str) -> list[tuple[dict[str, Any], str]]:
         raise FileNotFoundError(f"{pack} data file {str(path)!r} does not exist")
     if path.is_dir():
         files = sorted(path.rglob("*.parquet")) or sorted(
-            p for p in path.rglob("*") if p.suffix in (".json", ".jsonl") and p.is_file())
+            p for p in path.rglob("*") if p.suffix in (".json", ".jsonl") and p.is_file()
+        )
         if not files:
             raise ValueError(f"{pack} data folder {str(path)!r} holds no .parquet, .json or .jsonl file")
     else:

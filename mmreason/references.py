@@ -23,8 +23,9 @@ def is_reference(name: str) -> bool:
     return ":" in name
 
 
-def resolve_reference(ref: str, kind: str = "object", base_dir: str | Path | None = None,
-                      expect: type | None = None) -> Any:
+def resolve_reference(
+    ref: str, kind: str = "object", base_dir: str | Path | None = None, expect: type | None = None
+) -> Any:
     """The callable ``ref`` names (or, with ``expect``, the instance of that type, such as a ``TaskPack``);
     errors name ``kind`` (reward, estimator, task ...) and the reference."""
     target, _, attr = ref.rpartition(":")

@@ -61,9 +61,7 @@ class Registry(Generic[T]):
             if _qualname(old) == _qualname(obj):  # the same module imported twice (e.g. a re-run file)
                 self._items[name] = obj
                 return
-            raise ValueError(
-                f"{self.kind} {name!r} is registered twice: by {_qualname(old)} and by {_qualname(obj)}"
-            )
+            raise ValueError(f"{self.kind} {name!r} is registered twice: by {_qualname(old)} and by {_qualname(obj)}")
         self._items[name] = obj
 
     def _ensure_loaded(self) -> None:

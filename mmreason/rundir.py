@@ -34,8 +34,15 @@ log = logging.getLogger("mmreason.rundir")
 
 LOCK_FILE = "run.lock"
 # What an mmreason run writes at the top of its output_dir, besides checkpoints (removed by overwrite_output_dir)
-RUN_FILES = ("config.yaml", "metrics.jsonl", "completions.jsonl", "events.log", "unseen_media.jsonl", "curves.png",
-             "report.html")
+RUN_FILES = (
+    "config.yaml",
+    "metrics.jsonl",
+    "completions.jsonl",
+    "events.log",
+    "unseen_media.jsonl",
+    "curves.png",
+    "report.html",
+)
 
 
 class RunDirError(ValueError):
@@ -55,8 +62,9 @@ def _alive(pid: int) -> bool:
 def _holder(info: dict[str, Any]) -> str:
     pid, host = info.get("pid"), info.get("host")
     started = info.get("started")
-    when = time.strftime(" since %Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) \
-        else ""
+    when = (
+        time.strftime(" since %Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else ""
+    )
     return f"pid {pid} on host {host}{when}"
 
 
@@ -79,20 +87,36 @@ class DirLock:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
                 info = read_lock(self.path)
-                alive = "" if info.get("host") != socket.gethostname() or _alive(int(info.get("pid") or 0)) else \
-                    " (not running any more; a process it started still holds the lock)"
-                raise RunDirError(f"{what} is in use by another run: {_holder(info)}{alive} holds {self.path}; "
-                                  "wait for it to end, or choose another folder") from None
+                alive = (
+                    ""
+                    if info.get("host") != socket.gethostname() or _alive(int(info.get("pid") or 0))
+                    else " (not running any more; a process it started still holds the lock)"
+                )
+                raise RunDirError(
+                    f"{what} is in use by another run: {_holder(info)}{alive} holds {self.path}; "
+                    "wait for it to end, or choose another folder"
+                ) from None
             if not _same_file(fd, self.path):  # locked a file its holder had just released and removed
                 os.close(fd)
                 continue
             previous = _read_fd(fd)
             if previous.get("pid") is not None:
-                log.warning("%s: taking over the lock left by %s, which no longer holds it (killed?)", what,
-                            _holder(previous))
+                log.warning(
+                    "%s: taking over the lock left by %s, which no longer holds it (killed?)", what, _holder(previous)
+                )
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
-                                      "command": " ".join(sys.argv[:3])}).encode(), 0)
+            os.pwrite(
+                fd,
+                json.dumps(
+                    {
+                        "pid": os.getpid(),
+                        "host": socket.gethostname(),
+                        "started": time.time(),
+                        "command": " ".join(sys.argv[:3]),
+                    }
+                ).encode(),
+                0,
+            )
             self.fd = fd
             return self
         raise RunDirError(f"{what}: could not take the lock {self.path} (it keeps being replaced)")
@@ -153,8 +177,7 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def claim_output_dir(output_dir: str | Path, *, resume: str | None, overwrite: bool,
-                     key: str = "output_dir") -> RunDir:
+def claim_output_dir(output_dir: str | Path, *, resume: str | None, overwrite: bool, key: str = "output_dir") -> RunDir:
     """Lock ``output_dir`` for this run; refuse it when it holds anything and the run neither resumes
     (``resume``) nor overwrites (``overwrite``); with ``overwrite``, remove an earlier run's files first."""
     out = Path(output_dir)
@@ -165,9 +188,11 @@ def claim_output_dir(output_dir: str | Path, *, resume: str | None, overwrite: b
         if present and not resume:
             if not overwrite:
                 shown = ", ".join(present[:4]) + (f" and {len(present) - 4} more" if len(present) > 4 else "")
-                raise RunDirError(f"{key} {str(out)!r} is not empty (it holds {shown}); give resume=auto to continue "
-                                  "the run there, overwrite_output_dir=true to start a new run over it, or another "
-                                  f"{key}")
+                raise RunDirError(
+                    f"{key} {str(out)!r} is not empty (it holds {shown}); give resume=auto to continue "
+                    "the run there, overwrite_output_dir=true to start a new run over it, or another "
+                    f"{key}"
+                )
             remove_earlier_run(out)
     except BaseException:
         lock.release()
@@ -188,8 +213,9 @@ def remove_earlier_run(out: Path) -> list[str]:
         ours = name in RUN_FILES and (path.is_file() or path.is_symlink())
         if path.is_dir() and not path.is_symlink() and name.startswith("checkpoint-"):
             step, _, suffix = name.removeprefix("checkpoint-").partition(".")
-            ours = step.isdigit() and (suffix in ("tmp", "old", "damaged") or (not suffix and
-                                                                              is_mmreason_checkpoint(path)))
+            ours = step.isdigit() and (
+                suffix in ("tmp", "old", "damaged") or (not suffix and is_mmreason_checkpoint(path))
+            )
         if name == "eval" and path.is_dir() and not path.is_symlink():  # the in-training evals' samples
             for samples in path.glob("step-*_samples_*.jsonl"):
                 samples.unlink()

@@ -68,8 +68,9 @@ class TaskPack:
     def metric_higher_is_better(self, metric: str) -> bool:
         return self.higher_is_better.get(metric, True)
 
-    def load_split(self, path: str | None, split: str, options: dict[str, Any] | None = None, *,
-                   key: str = "data.task_args") -> list[Sample]:
+    def load_split(
+        self, path: str | None, split: str, options: dict[str, Any] | None = None, *, key: str = "data.task_args"
+    ) -> list[Sample]:
         """``load(path, split, **options)`` once every option is one the loader takes (``check_options``)."""
         return self.load(path, split, **self.check_options(options or {}, key=key))
 
@@ -81,8 +82,10 @@ class TaskPack:
         open_ended = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(self.load).parameters.values())
         for name in options:
             if not isinstance(name, str) or not (name in takes or (open_ended and name not in ("path", "split"))):
-                raise ValueError(f"{key}: {name!r} is not an option of the {self.name!r} task's loader "
-                                 f"({getattr(self.load, '__name__', 'load')}); it takes: {', '.join(takes) or 'none'}")
+                raise ValueError(
+                    f"{key}: {name!r} is not an option of the {self.name!r} task's loader "
+                    f"({getattr(self.load, '__name__', 'load')}); it takes: {', '.join(takes) or 'none'}"
+                )
         return dict(options)
 
     def prepare(self, sample: Sample, *, split: str, seed: int, step: int) -> Sample:
@@ -104,8 +107,9 @@ class TaskPack:
 
 def loader_options(load: Callable[..., Any]) -> list[str]:
     """The options a pack loader takes by name: its parameters after ``path`` and ``split``."""
-    params = [p for p in inspect.signature(load).parameters.values()
-              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    params = [
+        p for p in inspect.signature(load).parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
     positional = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD][:2]  # path, split
     return [p.name for p in params if p not in positional]
 

@@ -115,5 +115,6 @@ class Trajectory:
         """The completion with each observation's text in full (for logs; rewards read ``completion_text``)."""
         if not any(t.role == "observation" for t in self.turns):
             return self.completion_text
-        return "".join(t.text if t.role == "assistant" else f"\n<observation>{t.text}</observation>\n"
-                       for t in self.turns)
+        return "".join(
+            t.text if t.role == "assistant" else f"\n<observation>{t.text}</observation>\n" for t in self.turns
+        )

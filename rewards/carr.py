@@ -80,8 +80,9 @@ def connected(rubrics: Sequence[str], supported: Sequence[bool], root: str = "E0
     return reached
 
 
-def rubric_score(rubrics: Sequence[str], values: dict[str, str | None],
-                 supports: Callable[[str, list[str]], bool]) -> tuple[float, float]:
+def rubric_score(
+    rubrics: Sequence[str], values: dict[str, str | None], supports: Callable[[str, list[str]], bool]
+) -> tuple[float, float]:
     """(R_rubric, the share of rubrics supported) for entity identities ``values``; ``supports(filled, names)``
     judges one completely filled rubric given the names it holds."""
     if not rubrics:
@@ -106,8 +107,11 @@ def evidence_units(sample: Sample, trajectory: Trajectory, evidence: str) -> lis
         return [clip(as_text(t.text), MAX_UNIT_CHARS) for t in trajectory.turns if t.role == "observation"]
     if evidence == "pages":
         pages, texts = cited_pages(trajectory.completion_text) or set(), column(sample, "page_texts") or []
-        return [clip(as_text(texts[k - 1]), MAX_UNIT_CHARS) for k in sorted(pages)
-                if isinstance(texts, (list, tuple)) and 1 <= k <= len(texts)]
+        return [
+            clip(as_text(texts[k - 1]), MAX_UNIT_CHARS)
+            for k in sorted(pages)
+            if isinstance(texts, (list, tuple)) and 1 <= k <= len(texts)
+        ]
     raise ValueError(f"carr_rubric: evidence must be 'observations' or 'pages', got {evidence!r}")
 
 
@@ -133,8 +137,9 @@ def _cooccur(units: list[str]) -> Callable[[str, list[str]], bool]:
 
 
 @reward("carr_rubric", keys=("rubric", "supported"), diagnostics=("supported",))
-def carr_rubric(samples: list[Sample], trajectories: list[Trajectory], *,
-                evidence: str = "observations") -> dict[str, list[float | None]]:
+def carr_rubric(
+    samples: list[Sample], trajectories: list[Trajectory], *, evidence: str = "observations"
+) -> dict[str, list[float | None]]:
     """CaRR citation-aware rubric reward: share of rubrics filled, supported by cited evidence and linked to E0.
 
     Columns: ``rubrics`` (list of statements over <E0> = the answer, <E1>, ...; none: does not apply),

@@ -46,22 +46,16 @@ _PHRASES = [
         rf"(?i:correct|right|best|final)\s+(?i:option|choice|answer|letter)\s*(?i:is|would\s+be|should\s+be)?"
         rf"\s*[:=\-]?\s*{_OPEN}([{_LET}]){_END}"
     ),
-    re.compile(
-        rf"(?i:choose|select|pick|go\s+with|opt\s+for)\s+(?:(?i:option|choice)\s+)?{_OPEN}([{_LET}]){_END}"
-    ),
+    re.compile(rf"(?i:choose|select|pick|go\s+with|opt\s+for)\s+(?:(?i:option|choice)\s+)?{_OPEN}([{_LET}]){_END}"),
     # the lookbehind starts a bracket run only at its first character: linear time on "((((..."
     re.compile(
         r"(?:(?i:option|choice)\s+)?(?<![\(\[\*])[\(\[\*]*([A-J])[\)\]\*]*\s+(?i:is\s+(?:the\s+)?(?:correct|right|best|answer))"
     ),
-    re.compile(
-        rf"(?i:it'?s|it\s+is|that'?s|that\s+is)\s+{_OPEN}([A-J])[\)\]\*]*(?=\s*(?:[.,;!?]|$))", re.MULTILINE
-    ),
+    re.compile(rf"(?i:it'?s|it\s+is|that'?s|that\s+is)\s+{_OPEN}([A-J])[\)\]\*]*(?=\s*(?:[.,;!?]|$))", re.MULTILINE),
 ]
 _PAREN = re.compile(r"\(([A-J])\)")
 _LINE = re.compile(r"^[ \t]*[\(\[\*]*([A-J])[\)\]\*]*[.:]?[ \t]*$", re.MULTILINE)
-_CONFLICT = re.compile(
-    rf"^[\)\]\*]*\s*(?:,|&|/|\band\b|\bor\b)\s*(?:(?i:option|choice)\s+)?[\(\[]?([A-J]){_END}"
-)
+_CONFLICT = re.compile(rf"^[\)\]\*]*\s*(?:,|&|/|\band\b|\bor\b)\s*(?:(?i:option|choice)\s+)?[\(\[]?([A-J]){_END}")
 _PREFIX = re.compile(r"^\s*[\(\[]?([A-Ja-j])[\)\]\.:]\s+")
 
 

@@ -85,9 +85,7 @@ _BRACKET_SPAN = re.compile(
 )
 # starts only where a number starts: a match attempt inside a long digit run would rescan it (quadratic)
 _WORD_SPAN = re.compile(rf"(?<![\d.:])({_TIME})\s*(?:s|sec|seconds)?\s*(?:-|–|to|until)\s*({_TIME})", re.IGNORECASE)
-_TIME_POINT = re.compile(
-    r"(?<![\w.:])((?:\d{1,2}:)?\d{1,2}:\d{2}(?:\.\d+)?|\d+(?:\.\d+)?\s*(?:s|sec|seconds)\b)"
-)
+_TIME_POINT = re.compile(r"(?<![\w.:])((?:\d{1,2}:)?\d{1,2}:\d{2}(?:\.\d+)?|\d+(?:\.\d+)?\s*(?:s|sec|seconds)\b)")
 _BARE_TIME = re.compile(r"\s*(\d+(?:\.\d+)?)\s*")
 
 
@@ -147,9 +145,7 @@ def time_points(text: str, limit: int = 32) -> list[float]:
     bodies = all_tag_bodies(text, "time", limit)
     if bodies:
         points = [
-            seconds(_strip_unit(b))
-            for b in bodies
-            if _TIME_POINT.fullmatch(b.strip()) or _BARE_TIME.fullmatch(b)
+            seconds(_strip_unit(b)) for b in bodies if _TIME_POINT.fullmatch(b.strip()) or _BARE_TIME.fullmatch(b)
         ]
     else:
         answer = (last_tag_body(text, "answer") or "")[-2_000:]

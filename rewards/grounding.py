@@ -65,11 +65,7 @@ def gold_boxes(value: Any) -> list[Box]:
 def _size(value: Any) -> tuple[int, int] | None:
     if isinstance(value, dict):
         value = (value.get("height"), value.get("width"))
-    if (
-        isinstance(value, (list, tuple))
-        and len(value) == 2
-        and all(isinstance(v, (int, float)) for v in value)
-    ):
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
         return int(value[0]), int(value[1])
     return None
 
@@ -116,9 +112,7 @@ def match_score(pred: list[Box], gold: list[Box], threshold: float | None = None
     """
     if not pred or not gold:
         return 0.0
-    pairs = sorted(
-        ((box_iou(p, g), i, j) for i, p in enumerate(pred) for j, g in enumerate(gold)), reverse=True
-    )
+    pairs = sorted(((box_iou(p, g), i, j) for i, p in enumerate(pred) for j, g in enumerate(gold)), reverse=True)
     used_p, used_g, total = set(), set(), 0.0
     for iou, i, j in pairs:
         if iou <= 0 or i in used_p or j in used_g:

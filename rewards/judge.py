@@ -65,9 +65,7 @@ def render_prompt(template_path: str | Path, **values: Any) -> str:
     import jinja2
 
     source = Path(template_path).read_text(encoding="utf-8")
-    return (
-        jinja2.Environment(autoescape=False, keep_trailing_newline=False).from_string(source).render(**values)
-    )
+    return jinja2.Environment(autoescape=False, keep_trailing_newline=False).from_string(source).render(**values)
 
 
 def sample_visuals(sample: Sample, max_images: int, max_frames: int, max_pixels: int) -> list:
@@ -91,9 +89,7 @@ def sample_visuals(sample: Sample, max_images: int, max_frames: int, max_pixels:
 
 def _first_token_ids(tokenizer: Any, words: tuple[str, ...]) -> list[int]:
     ids = {
-        tokenizer.encode(w, add_special_tokens=False)[0]
-        for w in words
-        if tokenizer.encode(w, add_special_tokens=False)
+        tokenizer.encode(w, add_special_tokens=False)[0] for w in words if tokenizer.encode(w, add_special_tokens=False)
     }
     return sorted(ids)
 

@@ -24,8 +24,7 @@ def trapezoid(length: float, l_min: float, l_low: float, l_high: float, l_max: f
     """
     if not l_min <= l_low <= l_high <= l_max:
         raise ValueError(
-            f"length thresholds must satisfy L_min <= L_low <= L_high <= L_max, got "
-            f"{(l_min, l_low, l_high, l_max)}"
+            f"length thresholds must satisfy L_min <= L_low <= L_high <= L_max, got {(l_min, l_low, l_high, l_max)}"
         )
     if length < l_min or length > l_max:
         return 0.0

@@ -77,10 +77,7 @@ def _is_tame(expr: Any) -> bool:
                     return False
                 if not node.base.is_number and abs(float(node.exp)) > MAX_SYMBOLIC_EXPONENT:
                     return False  # (1 + x)^100000 is expanded term by term
-                if (
-                    node.base.is_number
-                    and abs(float(node.exp)) * _magnitude_digits(node.base) > MAX_POWER_DIGITS
-                ):
+                if node.base.is_number and abs(float(node.exp)) * _magnitude_digits(node.base) > MAX_POWER_DIGITS:
                     return False
         if isinstance(node, (sympy.factorial, sympy.binomial, sympy.gamma, sympy.RisingFactorial)):
             if any(a.is_number and _magnitude_digits(a) > 4 for a in node.args):

@@ -108,9 +108,7 @@ def check_value(value: Any, schema: dict, columns: dict[str, Any], where: str) -
     return None
 
 
-def check_object(
-    arguments: dict, schema: dict, columns: dict[str, Any], where: str = "arguments"
-) -> str | None:
+def check_object(arguments: dict, schema: dict, columns: dict[str, Any], where: str = "arguments") -> str | None:
     """None if the arguments dict satisfies the object schema, else the reason."""
     properties = schema.get("properties") or {}
     for name in schema.get("required") or []:
@@ -150,11 +148,7 @@ def calls_in(trajectory: Any, limit: int = 64) -> list[dict | None]:
         return [parse_tool_call(b) for b in bodies]
     recorded = []
     for call in (trajectory.tool_calls or [])[:limit]:
-        ok = (
-            isinstance(call, dict)
-            and isinstance(call.get("name"), str)
-            and isinstance(call.get("arguments"), dict)
-        )
+        ok = isinstance(call, dict) and isinstance(call.get("name"), str) and isinstance(call.get("arguments"), dict)
         recorded.append({"name": call["name"], "arguments": call["arguments"]} if ok else None)
     return recorded
 

@@ -45,9 +45,7 @@ def traj(text: Any, *, sample_id: str = "s0", length: int = 4, turns=(), tool_ca
     )
 
 
-def score(
-    name: str, text: Any, answer: Any = None, *, kwargs: dict | None = None, length: int = 4, **meta: Any
-) -> Any:
+def score(name: str, text: Any, answer: Any = None, *, kwargs: dict | None = None, length: int = 4, **meta: Any) -> Any:
     """The registered reward ``name`` on one (sample, completion): a value, or a dict of values."""
     out = REWARDS.get(name)([sample(answer, **meta)], [traj(text, length=length)], **(kwargs or {}))
     if isinstance(out, dict):

@@ -29,8 +29,10 @@ def _config_classes(root: type) -> list[type]:
     return found
 
 
-ALL_CONFIGS = sorted({*_config_classes(TrainConfig), *_config_classes(EvalConfig), ModelArgs, GenKwargs, ModelConfig},
-                     key=lambda c: c.__name__)
+ALL_CONFIGS = sorted(
+    {*_config_classes(TrainConfig), *_config_classes(EvalConfig), ModelArgs, GenKwargs, ModelConfig},
+    key=lambda c: c.__name__,
+)
 
 
 def _is_numeric(tp) -> bool:
@@ -42,8 +44,13 @@ def test_every_numeric_config_field_states_its_range(cls):
     hints = typing.get_type_hints(cls)
     numeric = {f.name for f in dataclasses.fields(cls) if _is_numeric(hints[f.name])}
     assert numeric <= set(ranges_of(cls)), f"{cls.__name__} fields without a range: {numeric - set(ranges_of(cls))}"
-    defaults = cls(**{f.name: [] for f in dataclasses.fields(cls)
-                      if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING})
+    defaults = cls(
+        **{
+            f.name: []
+            for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        }
+    )
     for name, valid in ranges_of(cls).items():  # every default lies in its own range
         value = getattr(defaults, name)
         assert value is None or isinstance(value, dict) or value in valid, (cls.__name__, name, value, str(valid))
@@ -100,8 +107,12 @@ def test_a_value_outside_its_range_is_an_error_naming_the_key(override, key):
 
 def test_eval_generation_ranges():
     assert parse_gen_kwargs("temperature=0").temperature == 0.0  # greedy is valid in eval
-    for text, key in [("temperature=-1", "temperature"), ("top_p=7", "top_p"), ("max_new_tokens=0", "max_new_tokens"),
-                      ("temperature=nan", "temperature")]:
+    for text, key in [
+        ("temperature=-1", "temperature"),
+        ("top_p=7", "top_p"),
+        ("max_new_tokens=0", "max_new_tokens"),
+        ("temperature=nan", "temperature"),
+    ]:
         with pytest.raises(ConfigError, match=f"--gen_kwargs: {key}:"):
             parse_gen_kwargs(text)
     with pytest.raises(ConfigError, match="--limit: nan"):
@@ -109,11 +120,16 @@ def test_eval_generation_ranges():
 
 
 def test_cli_refuses_a_bad_value_in_one_line():
-    proc = subprocess.run([sys.executable, "-m", "mmreason", "train", "configs/quickstart.yaml", "rollout.temperature=-1"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mmreason", "train", "configs/quickstart.yaml", "rollout.temperature=-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "mmreason train: error: configs/quickstart.yaml: rollout.temperature: -1.0 is outside its valid range (0, inf)"]
+        "mmreason train: error: configs/quickstart.yaml: rollout.temperature: -1.0 is outside its valid range (0, inf)"
+    ]
 
 
 # ---- hostile files -----------------------------------------------------------------------------
@@ -139,8 +155,11 @@ def test_billion_laughs_aliases_are_refused(tmp_path):
     path.write_text(_laughs())
     assert len(path.read_bytes()) < 700  # the file: 594 bytes, 9^9 values once expanded
     assert "expands to more than" in _one_line_error(path)
-    override = "data.task_args.x={a0: &a0 [l,l,l,l,l,l,l,l,l], " + ", ".join(
-        f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)) + "}"
+    override = (
+        "data.task_args.x={a0: &a0 [l,l,l,l,l,l,l,l,l], "
+        + ", ".join(f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9))
+        + "}"
+    )
     assert "override 'data.task_args.x'" in _one_line_error(None, [override])
     small = tmp_path / "small.yaml"  # an anchor reused a few times is fine
     small.write_text("data:\n  task_args:\n    a: &a [1, 2]\n    b: *a\n")

@@ -47,8 +47,11 @@ def test_accelerate_config_parses(path):
     assert int(data["num_processes"]) >= 1
 
 
-@pytest.mark.parametrize("path", [p for p in RECIPES if p.parent != CONFIGS],
-                         ids=[p.relative_to(CONFIGS).as_posix() for p in RECIPES if p.parent != CONFIGS])
+@pytest.mark.parametrize(
+    "path",
+    [p for p in RECIPES if p.parent != CONFIGS],
+    ids=[p.relative_to(CONFIGS).as_posix() for p in RECIPES if p.parent != CONFIGS],
+)
 def test_a_pack_recipe_does_not_restate_its_packs_default_rewards(path):
     """Default rewards are stated once, in the pack; a recipe's own ``rewards:`` must change them."""
     from mmreason.taskpack import TASKS

@@ -74,11 +74,17 @@ def test_the_package_does_not_read_docs_at_runtime():
 # ---- the README is a front door; every command in the docs parses ---------------------------------------
 
 README = ROOT / "README.md"
-SETUP = ('python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.14.1 torchvision==0.29.1 && '
-         'pip install -e ".[dev]" && mmreason tiny-model runs/tiny-model && mmreason sft configs/quickstart_sft.yaml '
-         '&& mmreason train configs/quickstart.yaml')
-COMMAND_DOCS = [README, ROOT / "rewards" / "README.md", ROOT / "mmreason" / "bench" / "README.md",
-                *sorted((ROOT / "docs").rglob("*.md"))]
+SETUP = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.14.1 torchvision==0.29.1 && "
+    'pip install -e ".[dev]" && mmreason tiny-model runs/tiny-model && mmreason sft configs/quickstart_sft.yaml '
+    "&& mmreason train configs/quickstart.yaml"
+)
+COMMAND_DOCS = [
+    README,
+    ROOT / "rewards" / "README.md",
+    ROOT / "mmreason" / "bench" / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+]
 
 
 def _bash_blocks(path: Path) -> list[str]:
@@ -95,7 +101,7 @@ def _commands(block: str) -> list[str]:
         for part in re.split(r"&&|;", line):
             part = part.strip()
             if part.startswith("python -m mmreason "):
-                part = part[len("python -m "):]
+                part = part[len("python -m ") :]
             if part.startswith("mmreason "):
                 out.append(re.sub(r"\$\([^)]*\)|\$\{?\w+\}?", "VAR", part))
     return out
@@ -113,9 +119,15 @@ def test_the_readme_is_a_front_door():
 
 def test_the_readme_maps_every_file_of_the_engine():
     text = _text(README)
-    missing = [p.relative_to(ROOT / "mmreason").as_posix() for p in sorted((ROOT / "mmreason").rglob("*"))
-               if p.is_file() and p.suffix in {".py", ".jinja"} and p.name != "__init__.py"
-               and "__pycache__" not in p.parts and p.name not in text]
+    missing = [
+        p.relative_to(ROOT / "mmreason").as_posix()
+        for p in sorted((ROOT / "mmreason").rglob("*"))
+        if p.is_file()
+        and p.suffix in {".py", ".jinja"}
+        and p.name != "__init__.py"
+        and "__pycache__" not in p.parts
+        and p.name not in text
+    ]
     assert not missing, f"README.md's file structure does not name {missing}"
 
 

@@ -57,8 +57,21 @@ def test_grpo_quickstart_runs_on_cuda(tmp_path):
 
     model_dir = build_tiny_model(tmp_path / "model")
     out = tmp_path / "run"
-    assert main(["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={model_dir}",
-                 f"output_dir={out}", "max_steps=2", "eval_steps=0", "prompts_per_step=4",
-                 "rollout.num_generations=4", "save_steps=0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(ROOT / "configs" / "quickstart.yaml"),
+                f"model.name_or_path={model_dir}",
+                f"output_dir={out}",
+                "max_steps=2",
+                "eval_steps=0",
+                "prompts_per_step=4",
+                "rollout.num_generations=4",
+                "save_steps=0",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and all(torch.isfinite(torch.tensor(r["loss"])) for r in rows)

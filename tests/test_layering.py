@@ -27,18 +27,33 @@ def _room(room: str) -> list[Path]:
     return sorted((PACKAGE / room).rglob("*.py")) if (PACKAGE / room).is_dir() else [PACKAGE / f"{room}.py"]
 
 
-@pytest.mark.parametrize("room, forbidden", [
-    ("eval", ("mmreason.train",)),
-    ("rl", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.models", "mmreason.rewarding")),
-    ("rollout", ("mmreason.train", "mmreason.eval", "mmreason.rewarding", "mmreason.sampling")),
-    ("models", ("mmreason.train", "mmreason.eval", "mmreason.rollout")),
-    ("health", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.rewarding", "mmreason.sampling")),
-    ("parallel", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.rewarding", "mmreason.sampling")),
-    ("media", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.rewarding", "mmreason.sampling",
-               "mmreason.models")),
-    ("rewarding", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.sampling")),
-    ("sampling", ("mmreason.train", "mmreason.eval")),
-])
+@pytest.mark.parametrize(
+    "room, forbidden",
+    [
+        ("eval", ("mmreason.train",)),
+        ("rl", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.models", "mmreason.rewarding")),
+        ("rollout", ("mmreason.train", "mmreason.eval", "mmreason.rewarding", "mmreason.sampling")),
+        ("models", ("mmreason.train", "mmreason.eval", "mmreason.rollout")),
+        ("health", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.rewarding", "mmreason.sampling")),
+        (
+            "parallel",
+            ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.rewarding", "mmreason.sampling"),
+        ),
+        (
+            "media",
+            (
+                "mmreason.train",
+                "mmreason.eval",
+                "mmreason.rollout",
+                "mmreason.rewarding",
+                "mmreason.sampling",
+                "mmreason.models",
+            ),
+        ),
+        ("rewarding", ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.sampling")),
+        ("sampling", ("mmreason.train", "mmreason.eval")),
+    ],
+)
 def test_room_does_not_import_upward(room, forbidden):
     bad = [(p.relative_to(PACKAGE), m) for p in _room(room) for m in _imports(p) if m.startswith(forbidden)]
     assert not bad, bad
@@ -46,16 +61,25 @@ def test_room_does_not_import_upward(room, forbidden):
 
 def test_engine_never_imports_the_plugin_folders():
     """Only the registries' discovery imports the folders as packages (to list their modules)."""
-    bad = [(p.relative_to(PACKAGE), m) for p in PACKAGE.rglob("*.py")
-           for m in _imports(p) if m.startswith(("mmreason.rewards.", "mmreason.tasks."))]
+    bad = [
+        (p.relative_to(PACKAGE), m)
+        for p in PACKAGE.rglob("*.py")
+        for m in _imports(p)
+        if m.startswith(("mmreason.rewards.", "mmreason.tasks."))
+    ]
     assert not bad, bad
 
 
 def test_nothing_in_the_library_imports_the_benchmarks():
     """`mmreason/bench/` measures the library; the CLI reaches it by module name, nothing imports it."""
     bench = PACKAGE / "bench"
-    bad = [(p.relative_to(PACKAGE), m) for p in PACKAGE.rglob("*.py") if bench not in p.parents
-           for m in _imports(p) if m == "mmreason.bench" or m.startswith("mmreason.bench.")]
+    bad = [
+        (p.relative_to(PACKAGE), m)
+        for p in PACKAGE.rglob("*.py")
+        if bench not in p.parents
+        for m in _imports(p)
+        if m == "mmreason.bench" or m.startswith("mmreason.bench.")
+    ]
     assert not bad, bad
 
 
@@ -103,6 +127,9 @@ def test_packs_never_import_another_pack():
         if len(parts) < 2:
             continue  # tasks/__init__.py
         own = f"mmreason.tasks.{parts[0]}"
-        bad += [(path.relative_to(ROOT).as_posix(), m) for m in _pack_imports(path)
-                if m.startswith("mmreason.tasks.") and m != own and not m.startswith(own + ".")]
+        bad += [
+            (path.relative_to(ROOT).as_posix(), m)
+            for m in _pack_imports(path)
+            if m.startswith("mmreason.tasks.") and m != own and not m.startswith(own + ".")
+        ]
     assert not bad, bad

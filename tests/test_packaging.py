@@ -14,8 +14,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_wheel_maps_tasks_and_rewards_into_the_package(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp_path)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+        ],
+        check=True,
+        capture_output=True,
+    )
     wheel = next(tmp_path.glob("mmreason-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     expected_packs = {p.parent.name for p in (ROOT / "tasks").glob("*/__init__.py")}

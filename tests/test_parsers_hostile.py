@@ -75,14 +75,22 @@ HOSTILE = {
 
 
 def _traj(text: str) -> Trajectory:
-    return Trajectory(sample_id="h", group_id=0, token_ids=torch.zeros(4, dtype=torch.long),
-                      action_mask=torch.ones(4, dtype=torch.long), prompt_length=0, completion_text=text)
+    return Trajectory(
+        sample_id="h",
+        group_id=0,
+        token_ids=torch.zeros(4, dtype=torch.long),
+        action_mask=torch.ones(4, dtype=torch.long),
+        prompt_length=0,
+        completion_text=text,
+    )
 
 
 # name -> fn(text): the shared and reward-module extractors, each as the rewards call it
 PARSERS: dict[str, Callable[[str], Any]] = {
-    **{f"final_answer[{mode}]": (lambda t, m=mode: parsing.final_answer(t, m))
-       for mode in ("auto", "answer_tag", "boxed", "answer_dict", "none")},
+    **{
+        f"final_answer[{mode}]": (lambda t, m=mode: parsing.final_answer(t, m))
+        for mode in ("auto", "answer_tag", "boxed", "answer_dict", "none")
+    },
     "parse_dict": lambda t: parsing.parse_dict(t),
     "parse_literal": lambda t: parsing.parse_literal(t),
     "parse_schema": lambda t: parsing.parse_schema(t, ("think", "answer")),
@@ -121,41 +129,70 @@ def _sample(answer: Any, **meta: Any) -> Sample:
 # Samples that send each pack's scoring down each of its branches (answer types, step kinds, task types).
 PACK_SAMPLES = {
     "docseeker": [_sample("Paris", evidence_pages=[2], num_pages=12), _sample("Paris", evidence_pages=[-1])],
-    "medscope": [_sample("B", task_type="qa", answer_kind="mcq", choices=CHOICES, span=[5, 15], duration=60),
-                 _sample("12", task_type="qa", answer_kind="numeric", span=[5, 15], duration=60),
-                 _sample("x", task_type="temporal_grounding", span=[5, 15], duration=60),
-                 _sample("word", task_type="grounded_qa", answer_kind="free", span=[5, 15], duration=60)],
-    "mmlongbench_doc": [_sample(fmt_answer[1], answer_format=fmt_answer[0], evidence_pages=[2], num_pages=12,
-                                evidence_sources=["Table"], retrieved_pages=[1, 2])
-                        for fmt_answer in (("Int", "12"), ("Float", "1.5"), ("Str", "Paris"),
-                                           ("List", "['a', 'b']"), ("None", "Not answerable"))],
-    "mrag": [_sample("Paris", step_type="ret", step_index=0, knowledge_base="Text Retriever",
-                     sub_question="Where?"),
-             _sample("Paris", step_type="ans", step_index=1),
-             _sample("Paris", step_type="episode", gold_steps=[{"kb": "Text Retriever"}])],
+    "medscope": [
+        _sample("B", task_type="qa", answer_kind="mcq", choices=CHOICES, span=[5, 15], duration=60),
+        _sample("12", task_type="qa", answer_kind="numeric", span=[5, 15], duration=60),
+        _sample("x", task_type="temporal_grounding", span=[5, 15], duration=60),
+        _sample("word", task_type="grounded_qa", answer_kind="free", span=[5, 15], duration=60),
+    ],
+    "mmlongbench_doc": [
+        _sample(
+            fmt_answer[1],
+            answer_format=fmt_answer[0],
+            evidence_pages=[2],
+            num_pages=12,
+            evidence_sources=["Table"],
+            retrieved_pages=[1, 2],
+        )
+        for fmt_answer in (
+            ("Int", "12"),
+            ("Float", "1.5"),
+            ("Str", "Paris"),
+            ("List", "['a', 'b']"),
+            ("None", "Not answerable"),
+        )
+    ],
+    "mrag": [
+        _sample("Paris", step_type="ret", step_index=0, knowledge_base="Text Retriever", sub_question="Where?"),
+        _sample("Paris", step_type="ans", step_index=1),
+        _sample("Paris", step_type="episode", gold_steps=[{"kb": "Text Retriever"}]),
+    ],
     "shapes": [_sample("red")],
-    "generic": [_sample("B", answer_kind="mcq", choices=["Paris", "Rome", "Oslo"], answer_format="think_boxed"),
-                _sample("12.5", answer_kind="numeric", answer_format="think_answer"),
-                _sample("\\frac{1}{2}", answer_kind="math", answer_format="plain"),
-                _sample("a long answer of several words here", answer_kind="anls"),
-                _sample("cat", answer_kind="exact")],
-    "videoqa": [_sample("B", answer_type="mcq", choices=CHOICES), _sample("12", answer_type="numeric"),
-                _sample("word", answer_type="free"), _sample("x", answer_type="span", span=[5, 15], duration=60)],
-    "mathvista": [_sample("1.2", question_type="free_form", answer_type="float", precision=1, choices=None),
-                  _sample("7", question_type="free_form", answer_type="integer", precision=None, choices=None),
-                  _sample("[1, 2]", question_type="free_form", answer_type="list", precision=None, choices=None),
-                  _sample("Paris", question_type="multi_choice", answer_type="text", precision=None,
-                          choices=["Paris", "Rome", "Oslo"])],
-    "mmmu": [_sample("B", question_type="multiple-choice", options=["Paris", "Rome", "Oslo"], benchmark="MMMU"),
-             _sample("B", question_type="multiple-choice", options=["Paris", "Rome", "Oslo"], benchmark="MMMU-Pro"),
-             _sample("12.5", question_type="open", options=[], benchmark="MMMU")],
+    "generic": [
+        _sample("B", answer_kind="mcq", choices=["Paris", "Rome", "Oslo"], answer_format="think_boxed"),
+        _sample("12.5", answer_kind="numeric", answer_format="think_answer"),
+        _sample("\\frac{1}{2}", answer_kind="math", answer_format="plain"),
+        _sample("a long answer of several words here", answer_kind="anls"),
+        _sample("cat", answer_kind="exact"),
+    ],
+    "videoqa": [
+        _sample("B", answer_type="mcq", choices=CHOICES),
+        _sample("12", answer_type="numeric"),
+        _sample("word", answer_type="free"),
+        _sample("x", answer_type="span", span=[5, 15], duration=60),
+    ],
+    "mathvista": [
+        _sample("1.2", question_type="free_form", answer_type="float", precision=1, choices=None),
+        _sample("7", question_type="free_form", answer_type="integer", precision=None, choices=None),
+        _sample("[1, 2]", question_type="free_form", answer_type="list", precision=None, choices=None),
+        _sample(
+            "Paris", question_type="multi_choice", answer_type="text", precision=None, choices=["Paris", "Rome", "Oslo"]
+        ),
+    ],
+    "mmmu": [
+        _sample("B", question_type="multiple-choice", options=["Paris", "Rome", "Oslo"], benchmark="MMMU"),
+        _sample("B", question_type="multiple-choice", options=["Paris", "Rome", "Oslo"], benchmark="MMMU-Pro"),
+        _sample("12.5", question_type="open", options=[], benchmark="MMMU"),
+    ],
     "chartqa": [_sample("12", split="human"), _sample(["Japan", "JP"], split="augmented")],
     "docvqa": [_sample(["1 May 1999", "May 1"], question_types=["layout"])],
     "videomme": [_sample("B", duration="short", options=["A. 1", "B. 2", "C. 3", "D. 4"])],
-    "vision": [_sample("yes", answer_type="yes/no", domain="perception"),
-               _sample("12", answer_type="numeric", domain="chart", answer_format="think"),
-               _sample("B", answer_type="mcq", choices=CHOICES, domain="reasoning"),
-               _sample("red", answer_type="free-form", domain="perception")],
+    "vision": [
+        _sample("yes", answer_type="yes/no", domain="perception"),
+        _sample("12", answer_type="numeric", domain="chart", answer_format="think"),
+        _sample("B", answer_type="mcq", choices=CHOICES, domain="reasoning"),
+        _sample("red", answer_type="free-form", domain="perception"),
+    ],
 }
 
 
@@ -247,8 +284,22 @@ SPACE = [" ", "  ", "\t", "\n", "\u00a0", "\u2028"]
 NUMBERS = ["0", "1", "-1", "2.5", "1e309", "9" * 400, "NaN", "Infinity", "-0", "1_000", "0x10", "١٢"]
 JSON = ["{", "}", "[", "]", ":", ",", '"', "'", "null", "true", "None", "\\", "\\u00e9"]
 
-TOOL_SOUP = _soup(JSON + NUMBERS + SPACE + ['"name"', '"arguments"', '"crop_video"', '"get_frame"', '"start"',
-                                            '"end"', '"t"', '"window"', '"{\\"start\\": 1}"'])
+TOOL_SOUP = _soup(
+    JSON
+    + NUMBERS
+    + SPACE
+    + [
+        '"name"',
+        '"arguments"',
+        '"crop_video"',
+        '"get_frame"',
+        '"start"',
+        '"end"',
+        '"t"',
+        '"window"',
+        '"{\\"start\\": 1}"',
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -261,8 +312,9 @@ def test_tool_calls_parse_to_a_name_and_an_argument_dict_or_none(text):
     assert all(isinstance(c["arguments"], dict) for c in tool_calls_of(_traj(f"<tool_call>{text}</tool_call>")))
 
 
-ANSWER_SOUP = _soup(JSON + NUMBERS + SPACE + ["<answer>", "</answer>", '"answer"', '"evidence_pages"', "\\boxed{",
-                                              "Paris", "x"])
+ANSWER_SOUP = _soup(
+    JSON + NUMBERS + SPACE + ["<answer>", "</answer>", '"answer"', '"evidence_pages"', "\\boxed{", "Paris", "x"]
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -285,9 +337,31 @@ def test_page_lists_are_sets_of_integers_or_none(text):
         assert parsing.parse_dict(parsing.last_tag_body(text, "answer")) is not None
 
 
-SPAN_SOUP = _soup(NUMBERS + SPACE + ["[", "]", ",", "<span>", "</span>", "<answer>", "</answer>", "<time>",
-                                     "</time>", " to ", "-", "–", "until", ":", "1:05", "0:00:07", "s", " seconds",
-                                     "."])
+SPAN_SOUP = _soup(
+    NUMBERS
+    + SPACE
+    + [
+        "[",
+        "]",
+        ",",
+        "<span>",
+        "</span>",
+        "<answer>",
+        "</answer>",
+        "<time>",
+        "</time>",
+        " to ",
+        "-",
+        "–",
+        "until",
+        ":",
+        "1:05",
+        "0:00:07",
+        "s",
+        " seconds",
+        ".",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -314,8 +388,24 @@ TAG_FREE = st.text(st.characters(blacklist_characters="<>", blacklist_categories
 
 
 @settings(max_examples=150, deadline=None)
-@given(_soup(["<think>", "</think>", "<sub-question>", "</sub-question>", "<ret>", "</ret>", "<answer>",
-              "</answer>", *KNOWLEDGE_BASES, "Text Retriever, Table Retriever", "x", *SPACE]))
+@given(
+    _soup(
+        [
+            "<think>",
+            "</think>",
+            "<sub-question>",
+            "</sub-question>",
+            "<ret>",
+            "</ret>",
+            "<answer>",
+            "</answer>",
+            *KNOWLEDGE_BASES,
+            "Text Retriever, Table Retriever",
+            "x",
+            *SPACE,
+        ]
+    )
+)
 def test_routing_steps_name_one_known_knowledge_base_or_answer(text):
     step = parse_route_step(text)
     assert step is None or (step.answer is None) == (step.knowledge_base in KNOWLEDGE_BASES)
@@ -330,8 +420,33 @@ def test_a_written_routing_step_reads_back(think, question, kb, answer):
     assert parse_route_step(render_step(think, answer=answer)) == RouteStep(think, answer=answer.strip())
 
 
-CHOICE_SOUP = _soup(SPACE + ["(", ")", "[", "]", "A", "B", "C", "D", "E", "J", "a", "answer", "is", ":", ".",
-                             "Paris", "London", "option", "not", "final answer", "*", "\n"])
+CHOICE_SOUP = _soup(
+    SPACE
+    + [
+        "(",
+        ")",
+        "[",
+        "]",
+        "A",
+        "B",
+        "C",
+        "D",
+        "E",
+        "J",
+        "a",
+        "answer",
+        "is",
+        ":",
+        ".",
+        "Paris",
+        "London",
+        "option",
+        "not",
+        "final answer",
+        "*",
+        "\n",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None)

@@ -8,7 +8,7 @@ import pytest
 from mmreason.rl import ESTIMATORS
 from mmreason.taskpack import TASKS, TaskPack
 
-PACK_FILE = '''
+PACK_FILE = """
 from mmreason.taskpack import TaskPack
 
 PACK = TaskPack(name="outside", description="a pack defined outside the package", load=lambda path, split: [])
@@ -17,7 +17,7 @@ NOT_A_PACK = 3
 
 def load(path, split):
     return []
-'''
+"""
 
 
 def test_a_task_pack_named_by_a_file_reference(tmp_path):

@@ -23,14 +23,40 @@ def test_an_option_the_loader_does_not_take_is_named_with_the_loader_s_options(o
 
 
 def test_train_and_eval_say_it_in_one_line(tiny_model_dir, tmp_path, capsys):
-    assert main(["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={tmp_path / 'run'}", "data.task_args={__init__: 1}"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                str(ROOT / "configs" / "quickstart.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={tmp_path / 'run'}",
+                "data.task_args={__init__: 1}",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["mmreason train: error: data.task_args: '__init__' is not an option of the 'shapes' task's "
-                   "loader (shapes_load); it takes: n, seed"]
+    assert err == [
+        "mmreason train: error: data.task_args: '__init__' is not an option of the 'shapes' task's "
+        "loader (shapes_load); it takes: n, seed"
+    ]
     assert not (tmp_path / "run").exists()  # refused before anything was written
-    assert main(["eval", "--model", str(tiny_model_dir), "--tasks", "shapes", "--task_args", "__init__=1",
-                 "--output_path", str(tmp_path / "eval")]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_model_dir),
+                "--tasks",
+                "shapes",
+                "--task_args",
+                "__init__=1",
+                "--output_path",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 2
+    )
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("mmreason eval: error: --task_args: '__init__' is not an option") and "n, seed" in last
 

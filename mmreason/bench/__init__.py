@@ -8,20 +8,32 @@ import importlib
 # name -> (module with add_arguments/run, one-line help)
 BENCHES = {
     "grpo-step": ("mmreason.bench.grpo_step", "time split of one GRPO step on a fixed tiny config"),
-    "episodes": ("mmreason.bench.episodes",
-                 "multi-turn episodes of a task with an environment, one at a time against played together"),
+    "episodes": (
+        "mmreason.bench.episodes",
+        "multi-turn episodes of a task with an environment, one at a time against played together",
+    ),
     "eval-overhead": ("mmreason.bench.eval_overhead", "evaluation harness vs bare batched generate"),
     "grpo-vs-trl": ("mmreason.bench.grpo_vs_trl", "GRPO step time against TRL's GRPOTrainer, same work (needs trl)"),
-    "published": ("mmreason.bench.published",
-                  "re-scoring 10,000 saved answers per published benchmark; --overhead: harness time of a model run"),
-    "update-throughput": ("mmreason.bench.update_throughput",
-                          "policy-update tokens/s and MFU of a random-init model (3b shape on a GPU)"),
-    "server-body": ("mmreason.bench.server_body",
-                    "a hostile vllm-serve body: parsed whole against refused by the shape count"),
-    "report": ("mmreason.bench.report_size",
-               "mmreason report of a synthetic long run (time, peak RSS, size); HealthMonitor.check per step"),
-    "weight-push": ("mmreason.bench.weight_push",
-                    "a weight push into a vLLM engine: process group in buckets vs a safetensors directory"),
+    "published": (
+        "mmreason.bench.published",
+        "re-scoring 10,000 saved answers per published benchmark; --overhead: harness time of a model run",
+    ),
+    "update-throughput": (
+        "mmreason.bench.update_throughput",
+        "policy-update tokens/s and MFU of a random-init model (3b shape on a GPU)",
+    ),
+    "server-body": (
+        "mmreason.bench.server_body",
+        "a hostile vllm-serve body: parsed whole against refused by the shape count",
+    ),
+    "report": (
+        "mmreason.bench.report_size",
+        "mmreason report of a synthetic long run (time, peak RSS, size); HealthMonitor.check per step",
+    ),
+    "weight-push": (
+        "mmreason.bench.weight_push",
+        "a weight push into a vLLM engine: process group in buckets vs a safetensors directory",
+    ),
 }
 
 

@@ -18,10 +18,20 @@ from typing import Any
 import torch
 
 
-def bench_episodes(model: str | None = None, task: str = "medscope", task_args: dict[str, Any] | None = None,
-                   n: int = 8, group: int = 4, max_turns: int = 3, max_new_tokens: int = 40,
-                   temperature: float = 1.0, min_pixels: int = 3136, max_pixels: int = 3136, repeats: int = 2,
-                   threads: int = 1) -> dict[str, Any]:
+def bench_episodes(
+    model: str | None = None,
+    task: str = "medscope",
+    task_args: dict[str, Any] | None = None,
+    n: int = 8,
+    group: int = 4,
+    max_turns: int = 3,
+    max_new_tokens: int = 40,
+    temperature: float = 1.0,
+    min_pixels: int = 3136,
+    max_pixels: int = 3136,
+    repeats: int = 2,
+    threads: int = 1,
+) -> dict[str, Any]:
     from mmreason.eval.config import ModelArgs
     from mmreason.eval.model import load_for_eval, resolve_model
     from mmreason.eval.scoring import PromptOptions, build_prompts
@@ -53,8 +63,10 @@ def bench_episodes(model: str | None = None, task: str = "medscope", task_args: 
             return [EpisodeStart(p, env(), g, i) for g, p in enumerate(prompts) for i in range(group)]
 
         def alone():
-            return [run_episode(lm, processor, s.prompt, s.env, s.group_id, settings, index=s.index, **kwargs)
-                    for s in starts()]
+            return [
+                run_episode(lm, processor, s.prompt, s.env, s.group_id, settings, index=s.index, **kwargs)
+                for s in starts()
+            ]
 
         def together():
             return run_episodes(lm, processor, starts(), settings, **kwargs)
@@ -70,11 +82,19 @@ def bench_episodes(model: str | None = None, task: str = "medscope", task_args: 
     alone_s, together_s = min(timings["alone"]), min(timings["together"])
     episodes = outputs["together"]
     return {
-        "task": task, "prompts": len(prompts), "episodes": len(episodes), "group": group, "max_turns": max_turns,
-        "max_new_tokens": max_new_tokens, "temperature": temperature, "threads": threads,
-        "model": model or "tiny (built)", "repeats": repeats,
+        "task": task,
+        "prompts": len(prompts),
+        "episodes": len(episodes),
+        "group": group,
+        "max_turns": max_turns,
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "threads": threads,
+        "model": model or "tiny (built)",
+        "repeats": repeats,
         "turns_mean": sum(sum(t.role == "assistant" for t in e.turns) for e in episodes) / len(episodes),
-        "alone_s": round(alone_s, 3), "together_s": round(together_s, 3),
+        "alone_s": round(alone_s, 3),
+        "together_s": round(together_s, 3),
         "speedup": round(alone_s / together_s, 2),
         "same_tokens": [e.token_ids.tolist() for e in outputs["alone"]] == [e.token_ids.tolist() for e in episodes],
     }
@@ -83,8 +103,13 @@ def bench_episodes(model: str | None = None, task: str = "medscope", task_args: 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="checkpoint directory (default: a fresh tiny model)")
     parser.add_argument("--task", default="medscope", help="a task pack with an environment")
-    parser.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="an option of its loader (YAML value), e.g. --task-arg seconds=[40,48]; repeatable")
+    parser.add_argument(
+        "--task-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of its loader (YAML value), e.g. --task-arg seconds=[40,48]; repeatable",
+    )
     parser.add_argument("--n", type=int, default=8, help="prompts (the task's first eval docs)")
     parser.add_argument("--group", type=int, default=4, help="episodes per prompt")
     parser.add_argument("--max-turns", type=int, default=3)
@@ -100,8 +125,17 @@ def run(args: argparse.Namespace) -> int:
     from mmreason.config import parse_override
 
     options = {".".join(key): value for key, value in map(parse_override, args.task_arg)}
-    result = bench_episodes(args.model, args.task, options, args.n, args.group,
-                            args.max_turns, args.max_new_tokens, args.temperature, repeats=args.repeats,
-                            threads=args.threads)
+    result = bench_episodes(
+        args.model,
+        args.task,
+        options,
+        args.n,
+        args.group,
+        args.max_turns,
+        args.max_new_tokens,
+        args.temperature,
+        repeats=args.repeats,
+        threads=args.threads,
+    )
     print(json.dumps(result, indent=2))
     return 0

@@ -39,14 +39,16 @@ def harness_pass(model, processor, task: EvalTask, opts: ScoringOptions, out_dir
     start = time.perf_counter()
     files = RunFiles.open(out_dir, "bench", {"t": time.time_ns()})
     records = score_task(model, processor, task, opts, on_batch=lambda rows: files.append(task.file_name, rows))
-    results = build_results([task], {task.file_name: records}, {}, model_name="bench", stamp=files.stamp,
-                            digest="", versions={})
+    results = build_results(
+        [task], {task.file_name: records}, {}, model_name="bench", stamp=files.stamp, digest="", versions={}
+    )
     files.finish(results, markdown_table(results), {task.file_name: records}, log_samples=True)
     return time.perf_counter() - start, [r.get("response", "") for r in records]
 
 
-def bare_pass(model, processor, task: EvalTask, batches: list[list[int]], max_new_tokens: int
-              ) -> tuple[float, list[str]]:
+def bare_pass(
+    model, processor, task: EvalTask, batches: list[list[int]], max_new_tokens: int
+) -> tuple[float, list[str]]:
     """Hand-written batched generation over the same batches (images by path or PIL only)."""
     from PIL import Image
 
@@ -56,21 +58,35 @@ def bare_pass(model, processor, task: EvalTask, batches: list[list[int]], max_ne
     for batch in batches:
         samples = [task.samples[i] for i in batch]
         texts = [render_chat(processor, s.messages) for s in samples]
-        images = [im if isinstance(im, Image.Image) else Image.open(im).convert("RGB")
-                  for s in samples for im in s.images]
+        images = [
+            im if isinstance(im, Image.Image) else Image.open(im).convert("RGB") for s in samples for im in s.images
+        ]
         inputs = processor(text=texts, images=images or None, padding=True, return_tensors="pt").to(device)
         with torch.no_grad():
-            out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
-                                 eos_token_id=eos_token_ids(tok), pad_token_id=tok.pad_token_id,
-                                 suppress_tokens=suppressed_token_ids(tok))
-        decoded = processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+            out = model.generate(
+                **inputs,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                num_beams=1,
+                eos_token_id=eos_token_ids(tok),
+                pad_token_id=tok.pad_token_id,
+                suppress_tokens=suppressed_token_ids(tok),
+            )
+        decoded = processor.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
         texts_out.update(zip(batch, decoded))
     return time.perf_counter() - start, [texts_out[i] for i in range(len(task.samples))]
 
 
-def bench_eval_overhead(model: str | None = None, task: str = "shapes", n: int = 64, batch_size: int = 16,
-                        max_new_tokens: int = 64, repeats: int = 3, device: str | None = None,
-                        dtype: str = "auto") -> dict[str, Any]:
+def bench_eval_overhead(
+    model: str | None = None,
+    task: str = "shapes",
+    n: int = 64,
+    batch_size: int = 16,
+    max_new_tokens: int = 64,
+    repeats: int = 3,
+    device: str | None = None,
+    dtype: str = "auto",
+) -> dict[str, Any]:
     """Seconds for the harness and for bare generate on the same batches, and the overhead in %."""
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = model
@@ -85,8 +101,15 @@ def bench_eval_overhead(model: str | None = None, task: str = "shapes", n: int =
         lm, processor = load_for_eval(resolve_model(model_dir), ModelArgs(dtype=dtype), device)
         opts = ScoringOptions(GenerationSettings(max_new_tokens, temperature=0.0), batch_size=batch_size)
         batches = plan_batches([estimate_length(processor, s, opts.prompt) for s in the_task.samples], batch_size)
-        warm = EvalTask("warmup", the_task.pack, None, the_task.samples[:batch_size], batch_size,
-                        the_task.extract_answer, the_task.extractor_name)
+        warm = EvalTask(
+            "warmup",
+            the_task.pack,
+            None,
+            the_task.samples[:batch_size],
+            batch_size,
+            the_task.extract_answer,
+            the_task.extractor_name,
+        )
         harness_pass(lm, processor, warm, opts, Path(tmp) / "warm")
         bare_pass(lm, processor, warm, [list(range(len(warm.samples)))], max_new_tokens)
         harness_times, bare_times = [], []
@@ -99,9 +122,16 @@ def bench_eval_overhead(model: str | None = None, task: str = "shapes", n: int =
             bare_times.append(t)
     harness_s, bare_s = min(harness_times), min(bare_times)
     return {
-        "task": task, "n": len(the_task.samples), "batch_size": batch_size, "max_new_tokens": max_new_tokens,
-        "model": model or "tiny (built)", "device": device, "dtype": dtype, "repeats": repeats,
-        "harness_s": round(harness_s, 4), "bare_s": round(bare_s, 4),
+        "task": task,
+        "n": len(the_task.samples),
+        "batch_size": batch_size,
+        "max_new_tokens": max_new_tokens,
+        "model": model or "tiny (built)",
+        "device": device,
+        "dtype": dtype,
+        "repeats": repeats,
+        "harness_s": round(harness_s, 4),
+        "bare_s": round(bare_s, 4),
         "overhead_pct": round(100.0 * (harness_s - bare_s) / bare_s, 2),
         "same_outputs": harness_texts == bare_texts,
         "versions": package_versions(),
@@ -122,7 +152,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    result = bench_eval_overhead(args.model, args.task, args.n, args.batch_size, args.max_new_tokens,
-                                 args.repeats, args.device, args.dtype)
+    result = bench_eval_overhead(
+        args.model, args.task, args.n, args.batch_size, args.max_new_tokens, args.repeats, args.device, args.dtype
+    )
     print(json.dumps(result, indent=2))
     return 0

@@ -16,19 +16,50 @@ from pathlib import Path
 import torch
 
 
-def bench_grpo_step(model_dir: str | None = None, steps: int = 6, warmup: int = 1, threads: int = 1,
-                    num_generations: int = 8, prompts: int = 4, max_completion_length: int = 32,
-                    pages: int = 0, page_px: int = 224, overrides: tuple[str, ...] = (), backend: str = "hf",
-                    size: str = "tiny") -> dict:
+def bench_grpo_step(
+    model_dir: str | None = None,
+    steps: int = 6,
+    warmup: int = 1,
+    threads: int = 1,
+    num_generations: int = 8,
+    prompts: int = 4,
+    max_completion_length: int = 32,
+    pages: int = 0,
+    page_px: int = 224,
+    overrides: tuple[str, ...] = (),
+    backend: str = "hf",
+    size: str = "tiny",
+) -> dict:
     """Median step split with ``rollout.backend=backend`` (hf | vllm); ``size``: the built-in model's, when
     ``model_dir`` is not given."""
-    return bench_grpo_steps(model_dir, steps, warmup, threads, num_generations, prompts, max_completion_length,
-                            pages, page_px, [(backend, overrides)], size)[0]
+    return bench_grpo_steps(
+        model_dir,
+        steps,
+        warmup,
+        threads,
+        num_generations,
+        prompts,
+        max_completion_length,
+        pages,
+        page_px,
+        [(backend, overrides)],
+        size,
+    )[0]
 
 
-def bench_grpo_steps(model_dir: str | None, steps: int, warmup: int, threads: int, num_generations: int,
-                     prompts: int, max_completion_length: int, pages: int, page_px: int,
-                     variants: list[tuple[str, tuple[str, ...]]], size: str = "tiny") -> list[dict]:
+def bench_grpo_steps(
+    model_dir: str | None,
+    steps: int,
+    warmup: int,
+    threads: int,
+    num_generations: int,
+    prompts: int,
+    max_completion_length: int,
+    pages: int,
+    page_px: int,
+    variants: list[tuple[str, tuple[str, ...]]],
+    size: str = "tiny",
+) -> list[dict]:
     """One run per variant (backend, config overrides), set up together and stepped in turns (step 1 of every
     run, then step 2, ...), so that a shared machine's load falls on all of them alike; a result per variant."""
     from mmreason.config import load_config
@@ -50,12 +81,26 @@ def bench_grpo_steps(model_dir: str | None, steps: int, warmup: int, threads: in
         runs = []
         try:
             for i, (backend, overrides) in enumerate(variants):
-                cfg = load_config(TrainConfig, None, [
-                    f"model.name_or_path={model_dir}", *data, f"rollout.num_generations={num_generations}",
-                    f"rollout.max_completion_length={max_completion_length}", f"prompts_per_step={prompts}",
-                    "mini_batch_size=32", "learning_rate=1e-4", "optim=adamw_torch_fused", f"output_dir={tmp}/run{i}", "rewards=[{name: anls}]",
-                    f"max_steps={steps + warmup}", "log_completions_steps=0", f"rollout.backend={backend}", *overrides,
-                ])
+                cfg = load_config(
+                    TrainConfig,
+                    None,
+                    [
+                        f"model.name_or_path={model_dir}",
+                        *data,
+                        f"rollout.num_generations={num_generations}",
+                        f"rollout.max_completion_length={max_completion_length}",
+                        f"prompts_per_step={prompts}",
+                        "mini_batch_size=32",
+                        "learning_rate=1e-4",
+                        "optim=adamw_torch_fused",
+                        f"output_dir={tmp}/run{i}",
+                        "rewards=[{name: anls}]",
+                        f"max_steps={steps + warmup}",
+                        "log_completions_steps=0",
+                        f"rollout.backend={backend}",
+                        *overrides,
+                    ],
+                )
                 check_backend_config(cfg)
                 runs.append(setup_run(cfg, verbose=False))
                 runs[-1].rollout_backend = make_backend(runs[-1])
@@ -66,18 +111,22 @@ def bench_grpo_steps(model_dir: str | None, steps: int, warmup: int, threads: in
         finally:
             for run in runs:
                 close_backend(run)
-    return [_summary(out[warmup:], backend, steps, threads, num_generations, prompts)
-            for out, (backend, _) in zip(rows, variants)]
+    return [
+        _summary(out[warmup:], backend, steps, threads, num_generations, prompts)
+        for out, (backend, _) in zip(rows, variants)
+    ]
 
 
 def _summary(rows: list[dict], backend: str, steps: int, threads: int, num_generations: int, prompts: int) -> dict:
-    keys = ("time/step", "time/prompts", "time/generate", "time/reward", "time/advantages", "time/update",
-            "time/other")
+    keys = ("time/step", "time/prompts", "time/generate", "time/reward", "time/advantages", "time/update", "time/other")
     tokens = [r["completion/length_mean"] * num_generations * prompts for r in rows]
     return {k.split("/")[1]: statistics.median(r[k] for r in rows) for k in keys} | {
-        "backend": backend, "weight_sync": statistics.median(r.get("time/weight_sync", 0.0) for r in rows),
+        "backend": backend,
+        "weight_sync": statistics.median(r.get("time/weight_sync", 0.0) for r in rows),
         "generate_tokens_per_s": statistics.median(t / r["time/generate"] for t, r in zip(tokens, rows)),
-        "steps": steps, "threads": threads, "trajectories_per_step": num_generations * prompts,
+        "steps": steps,
+        "threads": threads,
+        "trajectories_per_step": num_generations * prompts,
         "completion_length_mean": statistics.mean(r["completion/length_mean"] for r in rows),
     }
 
@@ -93,11 +142,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-px", type=int, default=224, help="side of each --pages image in pixels")
     parser.add_argument("--backend", default="hf", help="hf | vllm | hf,vllm (both, with the ratio)")
     parser.add_argument("--size", default="tiny", help="the built-in model's size when --model is not given")
-    parser.add_argument("--dtype", default=None,
-                        help="model.dtype, or several (float32,bfloat16): each backend in each dtype, in turns")
+    parser.add_argument(
+        "--dtype", default=None, help="model.dtype, or several (float32,bfloat16): each backend in each dtype, in turns"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="rounds of the variants' runs (medians)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="a config override (repeatable), e.g. --set rollout.temperature=0.7")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override (repeatable), e.g. --set rollout.temperature=0.7",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,13 +162,26 @@ def run(args: argparse.Namespace) -> int:
 
     dtypes = args.dtype.split(",") if args.dtype else [None]
     variants = [(b, d) for b in args.backend.split(",") for d in dtypes]
-    rounds = [bench_grpo_steps(args.model, args.steps, 1, args.threads, args.num_generations, args.prompts,
-                               args.max_completion_length, args.pages, args.page_px,
-                               [(b, tuple(args.overrides) + ((f"model.dtype={d}",) if d else ())) for b, d in variants],
-                               args.size) for _ in range(max(1, args.repeats))]
+    rounds = [
+        bench_grpo_steps(
+            args.model,
+            args.steps,
+            1,
+            args.threads,
+            args.num_generations,
+            args.prompts,
+            args.max_completion_length,
+            args.pages,
+            args.page_px,
+            [(b, tuple(args.overrides) + ((f"model.dtype={d}",) if d else ())) for b, d in variants],
+            args.size,
+        )
+        for _ in range(max(1, args.repeats))
+    ]
     prompt = f"{args.pages} image(s) of {args.page_px} px" if args.pages else "shapes (one 56 px image)"
-    results = [_median_round([r[i] for r in rounds]) | {"dtype": d, "prompt": prompt}
-               for i, (_, d) in enumerate(variants)]
+    results = [
+        _median_round([r[i] for r in rounds]) | {"dtype": d, "prompt": prompt} for i, (_, d) in enumerate(variants)
+    ]
     table = Table(title=f"GRPO step time ({args.model or args.size + ' model'})")
     table.add_column("phase")
     for r in results:
@@ -128,17 +197,23 @@ def run(args: argparse.Namespace) -> int:
             if d != dtypes[0]:
                 base = results[variants.index((b, dtypes[0]))]
                 r = results[variants.index((b, d))]
-                console.print(f"{b}: {d} / {dtypes[0]}: generation {r['generate'] / base['generate']:.2f}x, "
-                              f"update {r['update'] / base['update']:.2f}x, step {r['step'] / base['step']:.2f}x "
-                              "(time ratios)")
+                console.print(
+                    f"{b}: {d} / {dtypes[0]}: generation {r['generate'] / base['generate']:.2f}x, "
+                    f"update {r['update'] / base['update']:.2f}x, step {r['step'] / base['step']:.2f}x "
+                    "(time ratios)"
+                )
     elif len(results) == 2:
         a, b = results
-        console.print(f"{b['backend']} / {a['backend']}: generation {b['generate_tokens_per_s'] / a['generate_tokens_per_s']:.2f}x "
-                      f"tokens/s, step {a['step'] / b['step']:.2f}x faster (weight sync is part of update)")
+        console.print(
+            f"{b['backend']} / {a['backend']}: generation {b['generate_tokens_per_s'] / a['generate_tokens_per_s']:.2f}x "
+            f"tokens/s, step {a['step'] / b['step']:.2f}x faster (weight sync is part of update)"
+        )
     r = results[-1]
-    console.print(f"median of {r['steps']} steps (the variants' steps in turns); {r['prompt']} per prompt, {r['trajectories_per_step']} "
-                  f"trajectories per step, mean completion {r['completion_length_mean']:.1f} tokens, "
-                  f"{r['threads']} thread(s)")
+    console.print(
+        f"median of {r['steps']} steps (the variants' steps in turns); {r['prompt']} per prompt, {r['trajectories_per_step']} "
+        f"trajectories per step, mean completion {r['completion_length_mean']:.1f} tokens, "
+        f"{r['threads']} thread(s)"
+    )
     return 0
 
 

@@ -25,12 +25,14 @@ import torch
 
 QUESTION = "Which page shows the answer? Reply with the page number."
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
-SETTINGS = ("Same on both sides: checkpoint, prompts (prompt tokens in the table), G, C, loss, beta, learning rate, "
-            "AdamW (0.9, 0.99, no decay, constant rate, clip 1.0), scale_rewards group, epsilon 0.2, temperature 1, "
-            "no top-p/top-k, vision specials suppressed, the dtype above, sdpa, no gradient checkpointing, one optimizer step "
-            "and one pass per batch of rollouts, the same length reward. Off on TRL: logging, completion logging, "
-            "checkpoints, gradient checkpointing, progress bar. Off on mmreason: completion logging, "
-            "checkpoints.")
+SETTINGS = (
+    "Same on both sides: checkpoint, prompts (prompt tokens in the table), G, C, loss, beta, learning rate, "
+    "AdamW (0.9, 0.99, no decay, constant rate, clip 1.0), scale_rewards group, epsilon 0.2, temperature 1, "
+    "no top-p/top-k, vision specials suppressed, the dtype above, sdpa, no gradient checkpointing, one optimizer step "
+    "and one pass per batch of rollouts, the same length reward. Off on TRL: logging, completion logging, "
+    "checkpoints, gradient checkpointing, progress bar. Off on mmreason: completion logging, "
+    "checkpoints."
+)
 
 
 def length_reward(completions, **kwargs) -> list[float]:
@@ -52,8 +54,7 @@ def write_prompts(folder: Path, pages: int, page_px: int, count: int, seed: int 
             path = folder / f"doc{i}_page{p}.png"
             Image.fromarray(rng.integers(0, 256, (page_px, page_px, 3), dtype=np.uint8)).save(path)
             paths.append(path.name)
-        rows.append({"id": f"doc{i}", "images": paths, "question": QUESTION, "answer": "1",
-                     "answer_type": "free-form"})
+        rows.append({"id": f"doc{i}", "images": paths, "question": QUESTION, "answer": "1", "answer_type": "free-form"})
     jsonl = folder / "prompts.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return jsonl
@@ -66,16 +67,31 @@ def run_mmreason(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) 
     from mmreason.train.prompts import load_prompt
     from mmreason.train.setup import setup_run
 
-    cfg = load_config(TrainConfig, None, [
-        f"model.name_or_path={model_dir}", f"model.dtype={o.dtype}", "model.attn_implementation=sdpa",
-        "data.task=vision", f"data.train_path={jsonl}", f"rollout.num_generations={o.num_generations}",
-        f"rollout.max_completion_length={o.completion_len}", f"prompts_per_step={o.prompts}",
-        f"mini_batch_size={o.prompts * o.num_generations}", f"learning_rate={o.learning_rate}",
-        f"algorithm.loss_type={o.loss_type}", f"algorithm.beta={o.beta}", f"shared_prefix={not o.no_shared_prefix}",
-        f"output_dir={out}", f"max_steps={o.steps + o.warmup}", "log_completions_steps=0", "save_steps=0",
-        f"num_threads={o.threads}",
-        "rewards=[{name: 'mmreason.bench.grpo_vs_trl:length_reward', isolation: thread}]",
-    ])
+    cfg = load_config(
+        TrainConfig,
+        None,
+        [
+            f"model.name_or_path={model_dir}",
+            f"model.dtype={o.dtype}",
+            "model.attn_implementation=sdpa",
+            "data.task=vision",
+            f"data.train_path={jsonl}",
+            f"rollout.num_generations={o.num_generations}",
+            f"rollout.max_completion_length={o.completion_len}",
+            f"prompts_per_step={o.prompts}",
+            f"mini_batch_size={o.prompts * o.num_generations}",
+            f"learning_rate={o.learning_rate}",
+            f"algorithm.loss_type={o.loss_type}",
+            f"algorithm.beta={o.beta}",
+            f"shared_prefix={not o.no_shared_prefix}",
+            f"output_dir={out}",
+            f"max_steps={o.steps + o.warmup}",
+            "log_completions_steps=0",
+            "save_steps=0",
+            f"num_threads={o.threads}",
+            "rewards=[{name: 'mmreason.bench.grpo_vs_trl:length_reward', isolation: thread}]",
+        ],
+    )
     run = setup_run(cfg, verbose=False)
     prompt_tokens = load_prompt(run, 0).length
     rows, ends, cpu = [], [time.perf_counter()], [time.process_time()]
@@ -88,8 +104,10 @@ def run_mmreason(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) 
     generate = [r["time/generate"] for r in rows]
     update = [r["time/update"] for r in rows]
     lengths = [r["completion/length_mean"] for r in rows]
-    return _summary(steps, generate, update, _diffs(cpu)[o.warmup :]) | {"prompt_tokens": prompt_tokens,
-                                                "completion_tokens": statistics.mean(lengths)}
+    return _summary(steps, generate, update, _diffs(cpu)[o.warmup :]) | {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": statistics.mean(lengths),
+    }
 
 
 def run_trl(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) -> dict:
@@ -102,24 +120,53 @@ def run_trl(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) -> di
     from mmreason.taskpack import TASKS
 
     samples = TASKS.get("vision").load(str(jsonl), "train")  # the samples mmreason trains on, as TRL rows
-    data = Dataset.from_list([{"prompt": s.messages, "images": [Image.open(p).convert("RGB") for p in s.images]}
-                              for s in samples])
+    data = Dataset.from_list(
+        [{"prompt": s.messages, "images": [Image.open(p).convert("RGB") for p in s.images]} for s in samples]
+    )
     processor = AutoProcessor.from_pretrained(model_dir)
     model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
     n = o.prompts * o.num_generations
     args = GRPOConfig(
-        output_dir=str(out), per_device_train_batch_size=n, gradient_accumulation_steps=1, steps_per_generation=1,
-        num_generations=o.num_generations, max_completion_length=o.completion_len, learning_rate=o.learning_rate,
-        loss_type=o.loss_type, beta=o.beta, scale_rewards="group", epsilon=0.2, num_iterations=1,
-        temperature=1.0, top_p=1.0, top_k=0, generation_kwargs={"suppress_tokens": suppressed_token_ids(processor.tokenizer)},
-        max_steps=o.steps + o.warmup, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
-        adam_beta1=0.9, adam_beta2=0.99, max_grad_norm=1.0, optim="adamw_torch", bf16=o.dtype == "bfloat16", fp16=False,
-        gradient_checkpointing=False, use_cpu=True, report_to="none", logging_steps=10**9, save_strategy="no",
-        log_completions=False, disable_tqdm=True, dataloader_num_workers=0, seed=0,
+        output_dir=str(out),
+        per_device_train_batch_size=n,
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        num_generations=o.num_generations,
+        max_completion_length=o.completion_len,
+        learning_rate=o.learning_rate,
+        loss_type=o.loss_type,
+        beta=o.beta,
+        scale_rewards="group",
+        epsilon=0.2,
+        num_iterations=1,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        generation_kwargs={"suppress_tokens": suppressed_token_ids(processor.tokenizer)},
+        max_steps=o.steps + o.warmup,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        adam_beta1=0.9,
+        adam_beta2=0.99,
+        max_grad_norm=1.0,
+        optim="adamw_torch",
+        bf16=o.dtype == "bfloat16",
+        fp16=False,
+        gradient_checkpointing=False,
+        use_cpu=True,
+        report_to="none",
+        logging_steps=10**9,
+        save_strategy="no",
+        log_completions=False,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=0,
     )
     clock = _TrlClock()
-    trainer = _timed_trainer(GRPOTrainer, clock)(model=model, reward_funcs=[length_reward], args=args,
-                                                 train_dataset=data, processing_class=processor)
+    trainer = _timed_trainer(GRPOTrainer, clock)(
+        model=model, reward_funcs=[length_reward], args=args, train_dataset=data, processing_class=processor
+    )
 
     class Ends(TrainerCallback):
         def on_step_end(self, *_args, **_kwargs):
@@ -132,7 +179,9 @@ def run_trl(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) -> di
     w = o.warmup
     steps = _diffs(clock.ends)[w:]
     return _summary(steps, clock.generate[w:], clock.update[w:], _diffs(clock.cpu)[w:]) | {
-        "prompt_tokens": clock.prompt_tokens, "completion_tokens": statistics.mean(clock.lengths[w:])}
+        "prompt_tokens": clock.prompt_tokens,
+        "completion_tokens": statistics.mean(clock.lengths[w:]),
+    }
 
 
 class _TrlClock:
@@ -198,8 +247,14 @@ def _summary(steps: list[float], generate: list[float], update: list[float], cpu
     """Medians of wall seconds per step and its split, and of the process's CPU seconds per step (less
     sensitive than wall time to other jobs on a shared machine when threads are few)."""
     step, gen, upd = (statistics.median(x) for x in (steps, generate, update))
-    return {"step": step, "generate": gen, "update": upd, "other": step - gen - upd, "steps": steps,
-            "cpu": statistics.median(cpu)}
+    return {
+        "step": step,
+        "generate": gen,
+        "update": upd,
+        "other": step - gen - upd,
+        "steps": steps,
+        "cpu": statistics.median(cpu),
+    }
 
 
 def bench_grpo_vs_trl(o: argparse.Namespace) -> dict:
@@ -224,8 +279,12 @@ def bench_grpo_vs_trl(o: argparse.Namespace) -> dict:
         torch.set_num_threads(o.threads)
         torch.manual_seed(0)
         theirs = run_trl(model_dir, jsonl, root / "trl", o)
-    return {"mmreason": ours, "trl": theirs, "ratio": ours["step"] / theirs["step"],
-            "cpu_ratio": ours["cpu"] / theirs["cpu"]}
+    return {
+        "mmreason": ours,
+        "trl": theirs,
+        "ratio": ours["step"] / theirs["step"],
+        "cpu_ratio": ours["cpu"] / theirs["cpu"],
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -244,8 +303,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=1, help="torch threads, both sides")
     parser.add_argument("--no-shared-prefix", action="store_true", help="mmreason: the plain padded update")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                        help="bfloat16: mmreason model.dtype=bfloat16 (fp32 master weights), TRL bf16=True (autocast)")
+    parser.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="bfloat16: mmreason model.dtype=bfloat16 (fp32 master weights), TRL bf16=True (autocast)",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
 
 
@@ -254,21 +317,46 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     r = bench_grpo_vs_trl(args)
-    table = Table(title=f"GRPO step: mmreason vs TRL GRPOTrainer (ratio mmreason/TRL {r['ratio']:.2f}x)",
-                  caption=f"median of {args.steps} steps after {args.warmup} warm-up; {args.prompts} prompt(s) x "
-                          f"{args.pages} image(s) of {args.page_px} px, G={args.num_generations}, "
-                          f"C={args.completion_len}, loss {args.loss_type}, beta {args.beta}, "
-                          f"{args.threads} thread(s), {args.dtype}" + ("; mmreason without the shared prefix" if args.no_shared_prefix
-                                                        else ""))
-    for col in ("side", "step s", "generation s", "update s", "other s", "step CPU s", "prompt tokens",
-                "completion tokens"):
+    table = Table(
+        title=f"GRPO step: mmreason vs TRL GRPOTrainer (ratio mmreason/TRL {r['ratio']:.2f}x)",
+        caption=f"median of {args.steps} steps after {args.warmup} warm-up; {args.prompts} prompt(s) x "
+        f"{args.pages} image(s) of {args.page_px} px, G={args.num_generations}, "
+        f"C={args.completion_len}, loss {args.loss_type}, beta {args.beta}, "
+        f"{args.threads} thread(s), {args.dtype}"
+        + ("; mmreason without the shared prefix" if args.no_shared_prefix else ""),
+    )
+    for col in (
+        "side",
+        "step s",
+        "generation s",
+        "update s",
+        "other s",
+        "step CPU s",
+        "prompt tokens",
+        "completion tokens",
+    ):
         table.add_column(col)
     for side in ("mmreason", "trl"):
         s = r[side]
-        table.add_row(side, f"{s['step']:.3f}", f"{s['generate']:.3f}", f"{s['update']:.3f}", f"{s['other']:.3f}",
-                      f"{s['cpu']:.3f}", str(s["prompt_tokens"]), f"{s['completion_tokens']:.1f}")
-    table.add_row("ratio", *(f"{r['mmreason'][k] / r['trl'][k]:.2f}x" if r["trl"][k] > 0 else "-"
-                             for k in ("step", "generate", "update", "other", "cpu")), "", "")
+        table.add_row(
+            side,
+            f"{s['step']:.3f}",
+            f"{s['generate']:.3f}",
+            f"{s['update']:.3f}",
+            f"{s['other']:.3f}",
+            f"{s['cpu']:.3f}",
+            str(s["prompt_tokens"]),
+            f"{s['completion_tokens']:.1f}",
+        )
+    table.add_row(
+        "ratio",
+        *(
+            f"{r['mmreason'][k] / r['trl'][k]:.2f}x" if r["trl"][k] > 0 else "-"
+            for k in ("step", "generate", "update", "other", "cpu")
+        ),
+        "",
+        "",
+    )
     console = Console(width=120)
     console.print(table)
     console.print(SETTINGS, f"CPU-time ratio {r['cpu_ratio']:.2f}x.", soft_wrap=False)

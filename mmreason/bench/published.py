@@ -28,27 +28,54 @@ FILLER = "Looking at the figure carefully and reading every label, we work it ou
 
 
 def _answer(kind: int, right: str, wrong: str) -> str:
-    return FILLER + (f"The answer is {right}." if kind == 0 else f"The answer is {wrong}." if kind == 1
-                     else "I cannot tell from this picture.")
+    return FILLER + (
+        f"The answer is {right}."
+        if kind == 0
+        else f"The answer is {wrong}."
+        if kind == 1
+        else "I cannot tell from this picture."
+    )
 
 
 def _mathvista(n: int, rng: random.Random) -> tuple[Any, dict[str, str], str]:
     rows, preds = {}, {}
     for k in range(n):
         pid, kind = str(k + 1), k % 3
-        meta = {"category": rng.choice(["math-targeted-vqa", "general-vqa"]), "task": f"task {k % 5}",
-                "context": f"context {k % 12}", "grade": f"grade {k % 4}", "source": f"source {k % 31}",
-                "language": "english", "skills": [f"skill {k % 7}", f"skill {(k + 3) % 7}"]}
+        meta = {
+            "category": rng.choice(["math-targeted-vqa", "general-vqa"]),
+            "task": f"task {k % 5}",
+            "context": f"context {k % 12}",
+            "grade": f"grade {k % 4}",
+            "source": f"source {k % 31}",
+            "language": "english",
+            "skills": [f"skill {k % 7}", f"skill {(k + 3) % 7}"],
+        }
         if k % 2:
-            row = {"question_type": "multi_choice", "answer_type": "text", "choices": ["red", "green", "blue", "tan"],
-                   "answer": "green", "precision": None}
+            row = {
+                "question_type": "multi_choice",
+                "answer_type": "text",
+                "choices": ["red", "green", "blue", "tan"],
+                "answer": "green",
+                "precision": None,
+            }
             preds[pid] = _answer(kind, "(B) green", "(D) tan")
         else:
-            row = {"question_type": "free_form", "answer_type": "integer", "choices": None, "answer": str(k),
-                   "precision": None}
+            row = {
+                "question_type": "free_form",
+                "answer_type": "integer",
+                "choices": None,
+                "answer": str(k),
+                "precision": None,
+            }
             preds[pid] = _answer(kind, str(k), str(k + 1))
-        rows[pid] = {"pid": pid, "question": f"Question {k}?", "image": f"images/{pid}.jpg", "unit": None,
-                     "metadata": meta, **row}
+        rows[pid] = {
+            "pid": pid,
+            "question": f"Question {k}?",
+            "image": f"images/{pid}.jpg",
+            "unit": None,
+            "metadata": meta,
+            **row,
+        }
     return rows, preds, "testmini.json"
 
 
@@ -57,12 +84,24 @@ def _mmmu(n: int, rng: random.Random) -> tuple[Any, dict[str, str], str]:
     subjects = ["Art", "Math", "Physics", "History", "Accounting"]
     for k in range(n):
         rid, kind = f"validation_{subjects[k % 5]}_{k}", k % 3
-        base = {"id": rid, "question": f"Look at <image 1>. Question {k}?", "explanation": "",
-                "image_1": f"img/{k}.png", "img_type": "['Diagrams']", "topic_difficulty": ["Easy", "Medium", "Hard"][k % 3],
-                "subfield": f"field {k % 9}"}
+        base = {
+            "id": rid,
+            "question": f"Look at <image 1>. Question {k}?",
+            "explanation": "",
+            "image_1": f"img/{k}.png",
+            "img_type": "['Diagrams']",
+            "topic_difficulty": ["Easy", "Medium", "Hard"][k % 3],
+            "subfield": f"field {k % 9}",
+        }
         if k % 4:
-            rows.append({**base, "options": "['alpha', 'beta', 'gamma', 'delta']", "answer": "C",
-                         "question_type": "multiple-choice"})
+            rows.append(
+                {
+                    **base,
+                    "options": "['alpha', 'beta', 'gamma', 'delta']",
+                    "answer": "C",
+                    "question_type": "multiple-choice",
+                }
+            )
             preds[rid] = _answer(kind, "(C)", "(A)")
         else:
             rows.append({**base, "options": "[]", "answer": str(k * 0.5), "question_type": "open"})
@@ -81,9 +120,15 @@ def _chartqa(n: int, rng: random.Random) -> tuple[Any, dict[str, str], str]:
 def _docvqa(n: int, rng: random.Random) -> tuple[Any, dict[str, str], str]:
     rows, preds = [], {}
     for k in range(n):
-        rows.append({"questionId": k, "question": f"What is field {k}?", "image": f"documents/{k % 50}.png",
-                     "question_types": [["layout"], ["form", "handwritten"], ["table/list"]][k % 3],
-                     "answers": [f"value number {k}", f"val {k}"]})
+        rows.append(
+            {
+                "questionId": k,
+                "question": f"What is field {k}?",
+                "image": f"documents/{k % 50}.png",
+                "question_types": [["layout"], ["form", "handwritten"], ["table/list"]][k % 3],
+                "answers": [f"value number {k}", f"val {k}"],
+            }
+        )
         preds[str(k)] = [f"Value number {k}", f"valeu nmber {k}", "I cannot read it"][k % 3]  # short, as asked
     return {"data": rows}, preds, "val_v1.0.json"
 
@@ -92,10 +137,20 @@ def _videomme(n: int, rng: random.Random) -> tuple[Any, dict[str, str], str]:
     rows, preds = [], {}
     for k in range(n):
         qid = f"{k // 3:03d}-{k % 3 + 1}"
-        rows.append({"video_id": f"{k // 3:03d}", "duration": ["short", "medium", "long"][k % 3],
-                     "domain": f"domain {k % 6}", "sub_category": f"sub {k % 30}", "videoID": f"v{k // 3}",
-                     "question_id": qid, "task_type": f"type {k % 12}", "question": f"Question {k}?",
-                     "options": ["A. one", "B. two", "C. three", "D. four"], "answer": "B"})
+        rows.append(
+            {
+                "video_id": f"{k // 3:03d}",
+                "duration": ["short", "medium", "long"][k % 3],
+                "domain": f"domain {k % 6}",
+                "sub_category": f"sub {k % 30}",
+                "videoID": f"v{k // 3}",
+                "question_id": qid,
+                "task_type": f"type {k % 12}",
+                "question": f"Question {k}?",
+                "options": ["A. one", "B. two", "C. three", "D. four"],
+                "answer": "B",
+            }
+        )
         preds[qid] = ["The best answer is B.", "C", "I am not sure what happens in this video at all"][k % 3]
     return rows, preds, "videomme.jsonl"
 
@@ -121,17 +176,24 @@ def bench_rescore(benchmark: str, n: int, repeats: int, root: Path) -> dict[str,
     times, results = [], None
     for r in range(repeats):
         start = time.perf_counter()
-        results, _ = rescore(f"{benchmark}:{folder / name}", str(folder / "predictions.json"),
-                             output_path=str(folder / f"out{r}"))
+        results, _ = rescore(
+            f"{benchmark}:{folder / name}", str(folder / "predictions.json"), output_path=str(folder / f"out{r}")
+        )
         times.append(time.perf_counter() - start)
     task = next(iter(results["results"].values()))
     metric = next(iter(results["higher_is_better"][next(iter(results["results"]))]))
-    return {"benchmark": benchmark, "n": n, "seconds": round(min(times), 3), "docs_per_s": round(n / min(times)),
-            "metrics": len(results["higher_is_better"][next(iter(results["results"]))]),
-            metric: round(task[f"{metric},none"], 4)}
+    return {
+        "benchmark": benchmark,
+        "n": n,
+        "seconds": round(min(times), 3),
+        "docs_per_s": round(n / min(times)),
+        "metrics": len(results["higher_is_better"][next(iter(results["results"]))]),
+        metric: round(task[f"{metric},none"], 4),
+    }
 
 
 # ---- harness overhead of a model run ----------------------------------------------------------------------
+
 
 def _png(path: Path, k: int) -> None:
     from PIL import Image
@@ -185,8 +247,9 @@ def _timed(module: Any, name: str, spent: dict[str, float]):
     return inner
 
 
-def bench_overhead(benchmark: str, model_dir: str, n: int, batch_size: int, max_new_tokens: int, root: Path
-                   ) -> dict[str, Any]:
+def bench_overhead(
+    benchmark: str, model_dir: str, n: int, batch_size: int, max_new_tokens: int, root: Path
+) -> dict[str, Any]:
     """One ``mmreason eval`` of ``n`` docs; harness = wall - model loading - time inside ``generate_batch``."""
     from rich.console import Console
 
@@ -195,10 +258,15 @@ def bench_overhead(benchmark: str, model_dir: str, n: int, batch_size: int, max_
     from mmreason.eval.config import EvalConfig, GenKwargs, ModelArgs
 
     data = _media_set(benchmark, n, root / f"media_{benchmark}")
-    cfg = EvalConfig(model=model_dir, tasks=[f"{benchmark}:{data}"], batch_size=batch_size,
-                     output_path=str(root / f"run_{benchmark}"), log_samples=True,
-                     gen_kwargs=GenKwargs(max_new_tokens=max_new_tokens, temperature=0.0),
-                     model_args=ModelArgs(video_fps=2.0, video_max_frames=8))
+    cfg = EvalConfig(
+        model=model_dir,
+        tasks=[f"{benchmark}:{data}"],
+        batch_size=batch_size,
+        output_path=str(root / f"run_{benchmark}"),
+        log_samples=True,
+        gen_kwargs=GenKwargs(max_new_tokens=max_new_tokens, temperature=0.0),
+        model_args=ModelArgs(video_fps=2.0, video_max_frames=8),
+    )
     spent: dict[str, float] = {}
     wrapped = [(scoring, "generate_batch"), (harness, "load_for_eval"), (harness, "_tokenizer")]
     originals = [_timed(module, name, spent) for module, name in wrapped]
@@ -211,8 +279,14 @@ def bench_overhead(benchmark: str, model_dir: str, n: int, batch_size: int, max_
             setattr(module, name, inner)
     generate = spent["generate_batch"]
     rest = wall - generate - spent.get("load_for_eval", 0.0) - spent.get("_tokenizer", 0.0)
-    return {"benchmark": benchmark, "n": n, "generate_s": round(generate, 2), "harness_s": round(rest, 2),
-            "harness_ms_per_doc": round(1000 * rest / n, 1), "overhead_pct": round(100 * rest / generate, 1)}
+    return {
+        "benchmark": benchmark,
+        "n": n,
+        "generate_s": round(generate, 2),
+        "harness_s": round(rest, 2),
+        "harness_ms_per_doc": round(1000 * rest / n, 1),
+        "overhead_pct": round(100 * rest / generate, 1),
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -243,6 +317,10 @@ def run(args: argparse.Namespace) -> int:
                 model_dir = str(build_tiny_model(root / "tiny", seed=0))
             bench_overhead("chartqa", model_dir, args.batch_size, args.batch_size, 4, root / "warmup")  # first calls
             for name in names:
-                print(json.dumps(bench_overhead(name, model_dir, args.overhead_n, args.batch_size,
-                                                args.max_new_tokens, root)), flush=True)
+                print(
+                    json.dumps(
+                        bench_overhead(name, model_dir, args.overhead_n, args.batch_size, args.max_new_tokens, root)
+                    ),
+                    flush=True,
+                )
     return 0

@@ -20,21 +20,23 @@ import tempfile
 import time
 from pathlib import Path
 
-ROW = ('{{"step": {s}, "time/video_decode": 8.98e-06, "update/shared_prefix": 1.0, "loss": {loss}, '
-       '"policy_loss": {loss}, "ratio_mean": 1.0, "clip/low": 0.0, "clip/high": 0.0, "clip/region": 0.0, '
-       '"entropy": {ent}, "grad_norm": 0.7421875, "reward/mean": {r}, "reward/std": 0.3964410722255707, '
-       '"rewards/vqa_exact/mean": {r}, "rewards/vqa_exact/std": 0.3964410722255707, "reward_missing/vqa_exact": 0.0, '
-       '"reward/shapes/mean": {r}, "completion/shapes/length_mean": 3.1953125, "frac_reward_zero_std": 0.0625, '
-       '"completion/length_mean": 3.1953125, "completion/length_max": 6.0, "completion/clipped_ratio": 0.0546875, '
-       '"advantage/abs_mean": 0.735167384147644, "answers/top_share": 0.1875, "answers/gold_top_share": 0.375, '
-       '"answers/golds": 4.0, "answers/top": "yellow", "time/prompts": 0.042359368000006725, '
-       '"time/generate": 0.09277287000008982, "time/reward": 0.005881622999822866, '
-       '"time/advantages": 0.0015071080001689552, "time/update": 0.523463220000167, "time/step": 0.6731362290001925, '
-       '"time/other": 0.0071520399999371875, "lr": 0.001, "count/bad_samples": 0, "count/filtered_prompts": 0, '
-       '"count/nan_steps": 0, "count/reward_errors": 0, "count/dropped_groups": 0, "count/env_faults": 0, '
-       '"count/unseen_media": 0, "alarm/reward_hacking": {hack}, "alarm/answer_collapse": 0.0, '
-       '"alarm/entropy_collapse": 0.0, "alarm/kl_blowup": 0.0, "alarm/no_signal": 0.0, "alarm/truncated": 0.0, '
-       '"alarm/logprob_mismatch": 0.0{extra}}}\n')
+ROW = (
+    '{{"step": {s}, "time/video_decode": 8.98e-06, "update/shared_prefix": 1.0, "loss": {loss}, '
+    '"policy_loss": {loss}, "ratio_mean": 1.0, "clip/low": 0.0, "clip/high": 0.0, "clip/region": 0.0, '
+    '"entropy": {ent}, "grad_norm": 0.7421875, "reward/mean": {r}, "reward/std": 0.3964410722255707, '
+    '"rewards/vqa_exact/mean": {r}, "rewards/vqa_exact/std": 0.3964410722255707, "reward_missing/vqa_exact": 0.0, '
+    '"reward/shapes/mean": {r}, "completion/shapes/length_mean": 3.1953125, "frac_reward_zero_std": 0.0625, '
+    '"completion/length_mean": 3.1953125, "completion/length_max": 6.0, "completion/clipped_ratio": 0.0546875, '
+    '"advantage/abs_mean": 0.735167384147644, "answers/top_share": 0.1875, "answers/gold_top_share": 0.375, '
+    '"answers/golds": 4.0, "answers/top": "yellow", "time/prompts": 0.042359368000006725, '
+    '"time/generate": 0.09277287000008982, "time/reward": 0.005881622999822866, '
+    '"time/advantages": 0.0015071080001689552, "time/update": 0.523463220000167, "time/step": 0.6731362290001925, '
+    '"time/other": 0.0071520399999371875, "lr": 0.001, "count/bad_samples": 0, "count/filtered_prompts": 0, '
+    '"count/nan_steps": 0, "count/reward_errors": 0, "count/dropped_groups": 0, "count/env_faults": 0, '
+    '"count/unseen_media": 0, "alarm/reward_hacking": {hack}, "alarm/answer_collapse": 0.0, '
+    '"alarm/entropy_collapse": 0.0, "alarm/kl_blowup": 0.0, "alarm/no_signal": 0.0, "alarm/truncated": 0.0, '
+    '"alarm/logprob_mismatch": 0.0{extra}}}\n'
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,23 +52,56 @@ def write_run(run: Path, steps: int, completion_every: int, rows_per_step: int) 
     with (run / "metrics.jsonl").open("w") as f:
         for s in range(1, steps + 1):
             extra = f', "eval/shapes/accuracy": {0.5 + 0.4 * s / steps:.4f}' if s % 10 == 0 else ""
-            f.write(ROW.format(s=s, loss=-0.01 * (s % 7), ent=1.9 - s / (2 * steps), r=0.2 + 0.6 * s / steps,
-                               hack=1.0 if steps // 2 <= s < steps // 2 + 500 else 0.0, extra=extra))
+            f.write(
+                ROW.format(
+                    s=s,
+                    loss=-0.01 * (s % 7),
+                    ent=1.9 - s / (2 * steps),
+                    r=0.2 + 0.6 * s / steps,
+                    hack=1.0 if steps // 2 <= s < steps // 2 + 500 else 0.0,
+                    extra=extra,
+                )
+            )
     with (run / "completions.jsonl").open("w") as f:
         for s in range(completion_every, steps + 1, completion_every):
             for i in range(rows_per_step):
-                f.write(json.dumps({"step": s, "sample_id": f"shapes-{i // 8}", "group": i // 8, "prompt":
-                                    "What colour is the shape? Answer with one word.", "answer": "red",
-                                    "completion": "red " * 20, "reward": 1.0, "advantage": 0.3,
-                                    "rewards": {"vqa_exact": 1.0}, "media": [], "truncated": False}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "step": s,
+                            "sample_id": f"shapes-{i // 8}",
+                            "group": i // 8,
+                            "prompt": "What colour is the shape? Answer with one word.",
+                            "answer": "red",
+                            "completion": "red " * 20,
+                            "reward": 1.0,
+                            "advantage": 0.3,
+                            "rewards": {"vqa_exact": 1.0},
+                            "media": [],
+                            "truncated": False,
+                        }
+                    )
+                    + "\n"
+                )
     with (run / "events.log").open("w") as f:
-        f.write(json.dumps({"event": "alarm", "alarm": "reward_hacking", "step": steps // 2,
-                            "reason": "reward/mean rose +0.05 over 30 steps"}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "event": "alarm",
+                    "alarm": "reward_hacking",
+                    "step": steps // 2,
+                    "reason": "reward/mean rose +0.05 over 30 steps",
+                }
+            )
+            + "\n"
+        )
 
 
 # the child's own peak RSS: VmHWM starts anew at exec (ru_maxrss would count this process's, torch and all)
-CHILD = ("import sys; from mmreason.cli import main; rc = main(['report', sys.argv[1]]); "
-         "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]); sys.exit(rc)")
+CHILD = (
+    "import sys; from mmreason.cli import main; rc = main(['report', sys.argv[1]]); "
+    "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]); sys.exit(rc)"
+)
 
 
 def report(run: Path) -> tuple[float, float, float, float]:
@@ -105,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
         size = sum(f.stat().st_size for f in path.iterdir()) / 2**20
         print(f"wrote {path} ({args.steps} steps, {size:.0f} MB) in {time.perf_counter() - start:.0f} s")
         seconds, cpu, rss, html = report(path)
-        print(f"mmreason report: {seconds:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss:.0f} MB, "
-              f"report.html {html:.2f} MB")
+        print(
+            f"mmreason report: {seconds:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss:.0f} MB, report.html {html:.2f} MB"
+        )
     print(f"HealthMonitor.check after {args.check_rows} rows: {check_cost(args.check_rows):.3f} ms (median of 200)")
     return 0

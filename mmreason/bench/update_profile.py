@@ -23,10 +23,13 @@ from contextlib import contextmanager
 import torch
 
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm")
-KINDS = {"matmul": MATMUL_OPS, "attention": ("scaled_dot_product", "attention"),
-         "softmax / exp / logsumexp": ("softmax", "logsumexp", "aten::exp", "log_softmax"),
-         "copies and casts": ("aten::copy_", "aten::_to_copy", "aten::cat", "aten::clone", "aten::contiguous"),
-         "optimizer (foreach / fused AdamW)": ("_foreach", "_fused_adam")}
+KINDS = {
+    "matmul": MATMUL_OPS,
+    "attention": ("scaled_dot_product", "attention"),
+    "softmax / exp / logsumexp": ("softmax", "logsumexp", "aten::exp", "log_softmax"),
+    "copies and casts": ("aten::copy_", "aten::_to_copy", "aten::cat", "aten::clone", "aten::contiguous"),
+    "optimizer (foreach / fused AdamW)": ("_foreach", "_fused_adam"),
+}
 
 
 def matmul_rate(dtype: torch.dtype, size: int = 1024, repeats: int = 5) -> float:
@@ -112,8 +115,10 @@ def profile_update(model, trajectories, pad: int, optimizer, workload, *, steps:
                 optimizer.zero_grad(set_to_none=True)
                 t3 = time.perf_counter()
                 if step:  # the first is a warm-up
-                    rows.append({k: sum(v) for k, v in timer.seconds.items()}
-                                | {"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2})
+                    rows.append(
+                        {k: sum(v) for k, v in timer.seconds.items()}
+                        | {"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2}
+                    )
     finally:
         for h in handles:
             h.remove()
@@ -143,21 +148,33 @@ def _parts(model, w, med: dict[str, float], g: int) -> dict:
     m = g * c  # completion tokens: the LM head's rows
     attn_prefix = 2 * layers * d * p * p  # QK^T and AV, causal (half of 2 x 2 x d x p^2)
     attn_completion = g * 4 * layers * d * c * (p + c / 2)
-    fwd = {"vision tower": 2 * visual * w.patches, "prefix (prompt pass)": 2 * body * p + attn_prefix,
-           "completion layers": 2 * body * m + attn_completion, "lm head": 2 * vocab * d * m}
+    fwd = {
+        "vision tower": 2 * visual * w.patches,
+        "prefix (prompt pass)": 2 * body * p + attn_prefix,
+        "completion layers": 2 * body * m + attn_completion,
+        "lm head": 2 * vocab * d * m,
+    }
     head_s = _head_matmul_seconds(model, m)
     fused = med.get("lm head + log-softmax", 0.0)
-    seconds = {"vision tower": med.get("vision tower", 0.0),
-               "prefix (prompt pass)": med.get("prefix (prompt pass)", 0.0),
-               "completion layers": med.get("completion layers", 0.0),
-               "lm head": min(head_s, fused), "log-softmax, entropy (fp32)": max(fused - head_s, 0.0)}
+    seconds = {
+        "vision tower": med.get("vision tower", 0.0),
+        "prefix (prompt pass)": med.get("prefix (prompt pass)", 0.0),
+        "completion layers": med.get("completion layers", 0.0),
+        "lm head": min(head_s, fused),
+        "log-softmax, entropy (fp32)": max(fused - head_s, 0.0),
+    }
     seconds["forward, other"] = max(med["forward"] - sum(seconds.values()), 0.0)
     flops = dict(fwd) | {"log-softmax, entropy (fp32)": 0.0, "forward, other": 0.0}
     matmul_fwd = sum(fwd.values())
     seconds |= {"backward": med["backward"], "optimizer step": med["optimizer"]}
     flops |= {"backward": 2 * matmul_fwd + fwd["lm head"], "optimizer step": 0.0}
-    return {"seconds": seconds, "flops": flops, "update_s": med["forward"] + med["backward"],
-            "update_flops": 3 * matmul_fwd + fwd["lm head"], "step_s": med["forward"] + med["backward"] + med["optimizer"]}
+    return {
+        "seconds": seconds,
+        "flops": flops,
+        "update_s": med["forward"] + med["backward"],
+        "update_flops": 3 * matmul_fwd + fwd["lm head"],
+        "step_s": med["forward"] + med["backward"] + med["optimizer"],
+    }
 
 
 def operator_shares(model, trajectories, pad: int, optimizer) -> dict[str, float]:
@@ -191,18 +208,32 @@ def print_profile(console, r: dict, workload, steps: int = 3) -> None:
     model, dtype = r["model"], next(r["model"].parameters()).dtype
     rate = matmul_rate(dtype)
     parts = profile_update(model, r["trajectories"], r["pad"], r["optimizer"], workload, steps=steps)
-    table = Table(title=f"update by part, {r['dtype']} (matmul rate of this machine in {r['dtype']}: "
-                        f"{rate / 1e9:,.0f} GFLOP/s, 1024 x 1024)")
+    table = Table(
+        title=f"update by part, {r['dtype']} (matmul rate of this machine in {r['dtype']}: "
+        f"{rate / 1e9:,.0f} GFLOP/s, 1024 x 1024)"
+    )
     for col in ("part", "seconds", "share", "GFLOP", "GFLOP/s", "of the matmul rate"):
         table.add_column(col, justify="left" if col == "part" else "right")
     total = parts["step_s"]
     for name, s in parts["seconds"].items():
         f = parts["flops"][name]
-        table.add_row(name, f"{s:.3f}", f"{s / total:.0%}", f"{f / 1e9:.2f}" if f else "-",
-                      f"{f / s / 1e9:,.1f}" if f and s else "-", f"{f / s / rate:.0%}" if f and s else "-")
+        table.add_row(
+            name,
+            f"{s:.3f}",
+            f"{s / total:.0%}",
+            f"{f / 1e9:.2f}" if f else "-",
+            f"{f / s / 1e9:,.1f}" if f and s else "-",
+            f"{f / s / rate:.0%}" if f and s else "-",
+        )
     update = parts["update_flops"] / parts["update_s"]
-    table.add_row("update (forward + backward)", f"{parts['update_s']:.3f}", "", f"{parts['update_flops'] / 1e9:.2f}",
-                  f"{update / 1e9:,.1f}", f"{update / rate:.0%}")
+    table.add_row(
+        "update (forward + backward)",
+        f"{parts['update_s']:.3f}",
+        "",
+        f"{parts['update_flops'] / 1e9:.2f}",
+        f"{update / 1e9:,.1f}",
+        f"{update / rate:.0%}",
+    )
     console.print(table)
     shares = operator_shares(model, r["trajectories"], r["pad"], r["optimizer"])
     ops = Table(title=f"one update step's CPU time by operator kind, {r['dtype']} (torch.profiler, self time)")

@@ -26,12 +26,29 @@ from mmreason.models.tiny import SIZES, TinySize, model_config
 
 # Qwen2.5-VL-3B-Instruct's shape; the vocabulary and special-token ids are Qwen's.
 SHAPES: dict[str, TinySize] = {**SIZES, "3b": TinySize(151936, 2048, 36, 16, 2, 11008, 1280, 32, 16, 3420)}
-_QWEN_IDS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645, "<|vision_start|>": 151652,
-             "<|vision_end|>": 151653, "<|vision_pad|>": 151654, "<|image_pad|>": 151655, "<|video_pad|>": 151656}
+_QWEN_IDS = {
+    "<|endoftext|>": 151643,
+    "<|im_start|>": 151644,
+    "<|im_end|>": 151645,
+    "<|vision_start|>": 151652,
+    "<|vision_end|>": 151653,
+    "<|vision_pad|>": 151654,
+    "<|image_pad|>": 151655,
+    "<|video_pad|>": 151656,
+}
 _FULL_ATTENTION_BLOCKS = {"3b": [7, 15, 23, 31]}
 # Dense bf16 peak of common accelerators (TFLOP/s), matched on the CUDA device name; --peak-tflops overrides.
-PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "H800": 989.4, "A100": 312.0, "A800": 312.0, "L40S": 362.0,
-               "L4": 121.0, "A10": 125.0, "4090": 165.2}
+PEAK_TFLOPS = {
+    "H200": 989.4,
+    "H100": 989.4,
+    "H800": 989.4,
+    "A100": 312.0,
+    "A800": 312.0,
+    "L40S": 362.0,
+    "L4": 121.0,
+    "A10": 125.0,
+    "4090": 165.2,
+}
 PATCH = 14  # vision patch side; 2 x 2 patches merge into one visual token
 PATCH_DIM = 3 * 2 * PATCH * PATCH  # channels x temporal patch x patch x patch
 
@@ -86,24 +103,34 @@ def synthetic_group(w: Workload, ids: dict[str, int], vocab: int, seed: int = 0)
     h, wd = _grid(w.image_tokens)
     pieces, types = [words(w.prompt_text // 2)], [torch.zeros(w.prompt_text // 2, dtype=torch.long)]
     for _ in range(w.pages):
-        page = torch.tensor([ids["<|vision_start|>"]] + [ids["<|image_pad|>"]] * w.image_tokens + [ids["<|vision_end|>"]])
+        page = torch.tensor(
+            [ids["<|vision_start|>"]] + [ids["<|image_pad|>"]] * w.image_tokens + [ids["<|vision_end|>"]]
+        )
         pieces.append(page)
         types.append(torch.tensor([0] + [1] * w.image_tokens + [0]))
     rest = w.prompt_text - w.prompt_text // 2
     pieces.append(words(rest))
     types.append(torch.zeros(rest, dtype=torch.long))
     prompt, prompt_types = torch.cat(pieces), torch.cat(types)
-    visual = {"pixel_values": torch.randn(w.patches, PATCH_DIM, generator=g),
-              "image_grid_thw": torch.tensor([[1, h, wd]] * w.pages)}
+    visual = {
+        "pixel_values": torch.randn(w.patches, PATCH_DIM, generator=g),
+        "image_grid_thw": torch.tensor([[1, h, wd]] * w.pages),
+    }
     out = []
     for _ in range(w.num_generations):
         completion = torch.cat([words(w.completion_len - 1), torch.tensor([ids["<|im_end|>"]])])
-        out.append(Trajectory(
-            sample_id="bench", group_id=0, token_ids=torch.cat([prompt, completion]),
-            action_mask=torch.cat([torch.zeros(len(prompt)), torch.ones(len(completion))]),
-            prompt_length=len(prompt), completion_text="",
-            mm_token_type_ids=torch.cat([prompt_types, torch.zeros(len(completion), dtype=torch.long)]),
-            visual=[visual]))
+        out.append(
+            Trajectory(
+                sample_id="bench",
+                group_id=0,
+                token_ids=torch.cat([prompt, completion]),
+                action_mask=torch.cat([torch.zeros(len(prompt)), torch.ones(len(completion))]),
+                prompt_length=len(prompt),
+                completion_text="",
+                mm_token_type_ids=torch.cat([prompt_types, torch.zeros(len(completion), dtype=torch.long)]),
+                visual=[visual],
+            )
+        )
     return out
 
 
@@ -151,10 +178,20 @@ def saved_for_backward_bytes(fn) -> tuple[object, int]:
     return out, sum(seen.values())
 
 
-def bench_update(shape: str = "tiny", workload: Workload = Workload(), steps: int = 5, warmup: int = 2,
-                 dtype: str = "auto", attn: str = "auto", shared_prefix: bool = True,
-                 gradient_checkpointing: bool = False, peak_tflops: float | None = None, *,
-                 chunked_head: bool = True, master_weights: bool = True) -> dict:
+def bench_update(
+    shape: str = "tiny",
+    workload: Workload = Workload(),
+    steps: int = 5,
+    warmup: int = 2,
+    dtype: str = "auto",
+    attn: str = "auto",
+    shared_prefix: bool = True,
+    gradient_checkpointing: bool = False,
+    peak_tflops: float | None = None,
+    *,
+    chunked_head: bool = True,
+    master_weights: bool = True,
+) -> dict:
     from mmreason import rl
     from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
     from mmreason.rollout import shared_prefix as sp
@@ -168,15 +205,17 @@ def bench_update(shape: str = "tiny", workload: Workload = Workload(), steps: in
     if gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     master = master_weights and needs_master_weights(model.parameters())
-    optimizer = (MasterWeightAdamW if master else torch.optim.AdamW)(model.parameters(), lr=1e-6,
-                                                                     fused=True)  # as the trainer's with optim=adamw_torch_fused
+    optimizer = (MasterWeightAdamW if master else torch.optim.AdamW)(
+        model.parameters(), lr=1e-6, fused=True
+    )  # as the trainer's with optim=adamw_torch_fused
     trajectories = synthetic_group(workload, ids, model.config.text_config.vocab_size)
     pad = ids["<|endoftext|>"]
     batch = collate(trajectories, pad).to(device)
     batch.visual["pixel_values"] = batch.visual["pixel_values"].to(torch_dtype)
     for t in trajectories:
-        t.visual = [{k: v.to(device).to(torch_dtype) if v.is_floating_point() else v.to(device)
-                     for k, v in t.visual[0].items()}]
+        t.visual = [
+            {k: v.to(device).to(torch_dtype) if v.is_floating_point() else v.to(device) for k, v in t.visual[0].items()}
+        ]
     use_shared = shared_prefix and sp.applies(model, trajectories)
     advantages = torch.linspace(-1, 1, len(trajectories), device=device)
     if device.type == "cuda":
@@ -185,8 +224,9 @@ def bench_update(shape: str = "tiny", workload: Workload = Workload(), steps: in
 
     def logprobs():  # with the entropy, as the trainer's update takes it
         if use_shared:
-            return sp.shared_prefix_logprobs(model, trajectories, batch.input_ids.shape[1], pad, True,
-                                             chunked=chunked_head)[0]
+            return sp.shared_prefix_logprobs(
+                model, trajectories, batch.input_ids.shape[1], pad, True, chunked=chunked_head
+            )[0]
         return token_logprobs(model, batch, True, chunked=chunked_head)[0]
 
     for i in range(warmup + steps):
@@ -211,28 +251,46 @@ def bench_update(shape: str = "tiny", workload: Workload = Workload(), steps: in
     flops = update_flops(model, w)
     peak = peak_flops(device, peak_tflops)
     return {
-        "shape": shape, "parameters": sum(p.numel() for p in model.parameters()), "device": str(device),
+        "shape": shape,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "dtype": str(torch_dtype).removeprefix("torch."), "attention": attn_name,
-        "path": "shared prefix" if use_shared else "plain", "gradient_checkpointing": gradient_checkpointing,
-        "forward_s": fwd, "backward_s": bwd, "optimizer_s": opt,
+        "dtype": str(torch_dtype).removeprefix("torch."),
+        "attention": attn_name,
+        "path": "shared prefix" if use_shared else "plain",
+        "gradient_checkpointing": gradient_checkpointing,
+        "forward_s": fwd,
+        "backward_s": bwd,
+        "optimizer_s": opt,
         "sequence_tokens_per_s": w.num_generations * (w.prompt_length + w.completion_len) / update,
         "completion_tokens_per_s": w.num_generations * w.completion_len / update,
-        "update_tflops": flops / 1e12, "achieved_tflops_per_s": flops / update / 1e12,
+        "update_tflops": flops / 1e12,
+        "achieved_tflops_per_s": flops / update / 1e12,
         "mfu": flops / update / peak if peak else None,
         "peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
-        "saved_for_backward_mib": saved / 2**20, "chunked_head": chunked_head, "master_weights": master,
-        "workload": w, "steps": steps, "model": model, "trajectories": trajectories, "pad": pad,
+        "saved_for_backward_mib": saved / 2**20,
+        "chunked_head": chunked_head,
+        "master_weights": master,
+        "workload": w,
+        "steps": steps,
+        "model": model,
+        "trajectories": trajectories,
+        "pad": pad,
         "optimizer": optimizer,
     }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shape", choices=sorted(SHAPES), default=None,
-                        help="model shape (default: 3b on CUDA, tiny on CPU; qwen-vocab: 32 M, Qwen's vocabulary)")
+    parser.add_argument(
+        "--shape",
+        choices=sorted(SHAPES),
+        default=None,
+        help="model shape (default: 3b on CUDA, tiny on CPU; qwen-vocab: 32 M, Qwen's vocabulary)",
+    )
     parser.add_argument("--pages", type=int, default=8, help="images in the prompt")
-    parser.add_argument("--image-tokens", type=int, default=None,
-                        help="visual tokens per image (default: 256 for 3b, 64 otherwise)")
+    parser.add_argument(
+        "--image-tokens", type=int, default=None, help="visual tokens per image (default: 256 for 3b, 64 otherwise)"
+    )
     parser.add_argument("--prompt-text", type=int, default=96, help="text tokens in the prompt")
     parser.add_argument("--completion-len", type=int, default=None, help="default: 512 for 3b, 64 otherwise")
     parser.add_argument("--num-generations", type=int, default=8)
@@ -241,26 +299,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto", help="a dtype, or several (float32,bfloat16): measured in turns")
     parser.add_argument("--attn", default="auto", help="auto | sdpa | eager | flash_attention_2")
     parser.add_argument("--plain", action="store_true", help="the plain padded forward, not the shared prefix")
-    parser.add_argument("--head", default="chunked",
-                        help="chunked | logits | chunked,logits: log-probs from the LM head's hidden states chunk by "
-                             "chunk (the trainer's), or from whole logits kept for backward")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="rounds over the variants (dtypes x heads), in turns; the figures are medians")
+    parser.add_argument(
+        "--head",
+        default="chunked",
+        help="chunked | logits | chunked,logits: log-probs from the LM head's hidden states chunk by "
+        "chunk (the trainer's), or from whole logits kept for backward",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="rounds over the variants (dtypes x heads), in turns; the figures are medians",
+    )
     parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument("--no-master-weights", action="store_true", help="AdamW on the bf16 weights themselves")
-    parser.add_argument("--profile", action="store_true",
-                        help="time and FLOPs by part against the measured matmul rate (update_profile.py)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="time and FLOPs by part against the measured matmul rate (update_profile.py)",
+    )
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: known GPUs)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
 
 
-MEASURES = [("forward (s)", "forward_s", "{:.3f}"), ("backward (s)", "backward_s", "{:.3f}"),
-            ("optimizer step (s)", "optimizer_s", "{:.3f}"),
-            ("sequence tokens / s", "sequence_tokens_per_s", "{:,.0f}"),
-            ("completion tokens / s", "completion_tokens_per_s", "{:,.0f}"),
-            ("TFLOP per update", "update_tflops", "{:.3f}"), ("achieved TFLOP/s", "achieved_tflops_per_s", "{:.3f}"),
-            ("MFU", "mfu", "{:.1%}"), ("peak memory (GiB)", "peak_memory_gib", "{:.1f}"),
-            ("saved for backward (MiB)", "saved_for_backward_mib", "{:,.1f}")]
+MEASURES = [
+    ("forward (s)", "forward_s", "{:.3f}"),
+    ("backward (s)", "backward_s", "{:.3f}"),
+    ("optimizer step (s)", "optimizer_s", "{:.3f}"),
+    ("sequence tokens / s", "sequence_tokens_per_s", "{:,.0f}"),
+    ("completion tokens / s", "completion_tokens_per_s", "{:,.0f}"),
+    ("TFLOP per update", "update_tflops", "{:.3f}"),
+    ("achieved TFLOP/s", "achieved_tflops_per_s", "{:.3f}"),
+    ("MFU", "mfu", "{:.1%}"),
+    ("peak memory (GiB)", "peak_memory_gib", "{:.1f}"),
+    ("saved for backward (MiB)", "saved_for_backward_mib", "{:,.1f}"),
+]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -271,25 +344,43 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     shape = args.shape or ("3b" if torch.cuda.is_available() else "tiny")
     big = shape == "3b"
-    w = Workload(pages=args.pages, image_tokens=args.image_tokens or (256 if big else 64),
-                 prompt_text=args.prompt_text, completion_len=args.completion_len or (512 if big else 64),
-                 num_generations=args.num_generations)
+    w = Workload(
+        pages=args.pages,
+        image_tokens=args.image_tokens or (256 if big else 64),
+        prompt_text=args.prompt_text,
+        completion_len=args.completion_len or (512 if big else 64),
+        num_generations=args.num_generations,
+    )
     variants = [(d, h) for d in args.dtype.split(",") for h in args.head.split(",")]
     runs: dict[tuple[str, str], list[dict]] = {v: [] for v in variants}
     for _ in range(max(1, args.repeats)):
         for dtype, head in variants:
-            runs[(dtype, head)].append(bench_update(
-                shape, w, args.steps, args.warmup, dtype, args.attn, not args.plain, args.gradient_checkpointing,
-                args.peak_tflops, chunked_head=head == "chunked", master_weights=not args.no_master_weights))
+            runs[(dtype, head)].append(
+                bench_update(
+                    shape,
+                    w,
+                    args.steps,
+                    args.warmup,
+                    dtype,
+                    args.attn,
+                    not args.plain,
+                    args.gradient_checkpointing,
+                    args.peak_tflops,
+                    chunked_head=head == "chunked",
+                    master_weights=not args.no_master_weights,
+                )
+            )
     r = runs[variants[0]][-1]
     console = Console(width=140)
-    console.print(f"policy update, Qwen2.5-VL {shape} shape ({r['parameters'] / 1e6:,.1f} M parameters): "
-                  f"{r['device_name']}, attention {r['attention']}, {r['path']}"
-                  f"{', gradient checkpointing' if r['gradient_checkpointing'] else ''}; one group of "
-                  f"{w.num_generations} x {w.completion_len} completion tokens on a {w.prompt_length}-token "
-                  f"prompt ({w.pages} images x {w.image_tokens} tokens); median of {r['steps']} steps"
-                  f"{f' in each of {args.repeats} rounds over the variants, in turns' if args.repeats > 1 else ''}; "
-                  f"{torch.get_num_threads()} thread(s)")
+    console.print(
+        f"policy update, Qwen2.5-VL {shape} shape ({r['parameters'] / 1e6:,.1f} M parameters): "
+        f"{r['device_name']}, attention {r['attention']}, {r['path']}"
+        f"{', gradient checkpointing' if r['gradient_checkpointing'] else ''}; one group of "
+        f"{w.num_generations} x {w.completion_len} completion tokens on a {w.prompt_length}-token "
+        f"prompt ({w.pages} images x {w.image_tokens} tokens); median of {r['steps']} steps"
+        f"{f' in each of {args.repeats} rounds over the variants, in turns' if args.repeats > 1 else ''}; "
+        f"{torch.get_num_threads()} thread(s)"
+    )
     table = Table()
     table.add_column("measure")
     for dtype, head in variants:
@@ -305,8 +396,10 @@ def run(args: argparse.Namespace) -> int:
         base = statistics.median(x["forward_s"] + x["backward_s"] for x in runs[variants[0]])
         for v in variants[1:]:
             other = statistics.median(x["forward_s"] + x["backward_s"] for x in runs[v])
-            console.print(f"update (forward + backward) {v[0]}, {v[1]} head / {variants[0][0]}, {variants[0][1]} head: "
-                          f"{other / base:.2f}x")
+            console.print(
+                f"update (forward + backward) {v[0]}, {v[1]} head / {variants[0][0]}, {variants[0][1]} head: "
+                f"{other / base:.2f}x"
+            )
     if args.profile:
         from mmreason.bench.update_profile import print_profile
 

@@ -24,8 +24,9 @@ SHAPES = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shape", default="22m,32m",
-                        help=f"comma-separated model shapes: {', '.join([*SHAPES, *SIZES])}")
+    parser.add_argument(
+        "--shape", default="22m,32m", help=f"comma-separated model shapes: {', '.join([*SHAPES, *SIZES])}"
+    )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--bucket-mb", default="16,64", help="comma-separated bucket sizes (MB) to time")
 
@@ -60,8 +61,10 @@ def bench_shape(name: str, repeats: int, buckets_mb: list[float], folder: Path) 
                     times[f"collective {mb:g} MB"].append(seconds)
     finally:
         engine.close()
-    return [{"model": f"{name} ({params / 1e6:.1f} M)", "path": path, "median_s": statistics.median(ts),
-             "min_s": min(ts)} for path, ts in times.items()]
+    return [
+        {"model": f"{name} ({params / 1e6:.1f} M)", "path": path, "median_s": statistics.median(ts), "min_s": min(ts)}
+        for path, ts in times.items()
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,8 +86,13 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(col)
     base = {r["model"]: r["median_s"] for r in rows if r["path"] == "directory"}
     for r in rows:
-        table.add_row(r["model"], r["path"], f"{r['median_s']:.3f}", f"{r['min_s']:.3f}",
-                      f"{base[r['model']] / r['median_s']:.2f}x")
+        table.add_row(
+            r["model"],
+            r["path"],
+            f"{r['median_s']:.3f}",
+            f"{r['min_s']:.3f}",
+            f"{base[r['model']] / r['median_s']:.2f}x",
+        )
     Console().print(table)
     return 0
 

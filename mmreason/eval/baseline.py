@@ -23,8 +23,13 @@ from mmreason.eval.tasks import load_task
 from mmreason.taskpack import TASKS
 
 
-def score_baseline(pack_name: str, train: str | None, data: str | None, options: dict[str, Any] | None = None,
-                   limit: float | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def score_baseline(
+    pack_name: str,
+    train: str | None,
+    data: str | None,
+    options: dict[str, Any] | None = None,
+    limit: float | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the mean of every pack metric over the held-out docs, with ``n`` and ``n_train``; per-doc records).
 
     A metric that does not apply to a doc (NaN) is left out of that metric's mean (None when it applies to none).
@@ -43,8 +48,13 @@ def score_baseline(pack_name: str, train: str | None, data: str | None, options:
     for sample in task.samples:
         response = rule(sample)
         scores = {name: float(fn(sample, response)) for name, fn in pack.metrics.items()}
-        records.append({"doc_id": sample.id, "response": response,
-                        "scores": {k: (None if math.isnan(v) else v) for k, v in scores.items()}})
+        records.append(
+            {
+                "doc_id": sample.id,
+                "response": response,
+                "scores": {k: (None if math.isnan(v) else v) for k, v in scores.items()},
+            }
+        )
     means = {name: summary.value for name, summary in aggregate(records, list(pack.metrics)).items()}
     return {"task": pack_name, "n_train": len(train_samples), "n": len(records), **means}, records
 
@@ -53,8 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True, help="a task pack with a baseline rule")
     parser.add_argument("--train", default=None, help="the rows the rule is fitted on (default: the pack's own)")
     parser.add_argument("--data", default=None, help="the held-out rows it is scored on (default: the pack's own)")
-    parser.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="an option of the pack's loader (YAML value), e.g. --task-arg source=easyvqa; repeatable")
+    parser.add_argument(
+        "--task-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the pack's loader (YAML value), e.g. --task-arg source=easyvqa; repeatable",
+    )
     parser.add_argument("--limit", type=float, default=None, help="first N held-out docs (< 1: a fraction)")
     parser.add_argument("--samples", default=None, help="write its per-doc records here (samples-file shape)")
 

@@ -71,8 +71,9 @@ def _group_metric(score: Metric, field: str, value: str, name: str) -> Metric:
     return metric
 
 
-def group_metrics(samples: Sequence[Sample], fields: Sequence[str], score: Metric,
-                  prefix: str = "accuracy") -> dict[str, Metric]:
+def group_metrics(
+    samples: Sequence[Sample], fields: Sequence[str], score: Metric, prefix: str = "accuracy"
+) -> dict[str, Metric]:
     """``{prefix}_{field}_{slug(value)}`` for every value of every field in ``samples`` (see the module doc)."""
     out: dict[str, Metric] = {}
     for field in fields:

@@ -22,21 +22,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     paired.add_arguments(sub.add_parser("paired", help="two samples files doc by doc: up / down, McNemar z"))
     baseline.add_arguments(sub.add_parser("baseline", help="a pack's model-free baseline, scored with its metrics"))
     rescore.add_arguments(sub.add_parser("score", help="saved answers scored by a task's metrics, no model"))
-    parser.add_argument("--model", help="a model directory, a LoRA adapter, a `mmreason train` run directory "
-                        "(its newest checkpoint) or a hub id")
-    parser.add_argument("--tasks", help="comma-separated task packs (`mmreason list tasks`), or PACK:PATH to "
-                        "run a pack's prompt and metrics on your JSONL/parquet; `list` lists them")
+    parser.add_argument(
+        "--model",
+        help="a model directory, a LoRA adapter, a `mmreason train` run directory (its newest checkpoint) or a hub id",
+    )
+    parser.add_argument(
+        "--tasks",
+        help="comma-separated task packs (`mmreason list tasks`), or PACK:PATH to "
+        "run a pack's prompt and metrics on your JSONL/parquet; `list` lists them",
+    )
     parser.add_argument("--batch_size", type=int, default=1, help="docs per generate call")
     parser.add_argument("--output_path", default="eval_results", help="results go to OUTPUT_PATH/<model_name>/")
     parser.add_argument("--log_samples", action="store_true", help="keep <timestamp>_samples_<task>.jsonl")
     parser.add_argument("--limit", type=float, default=None, help="first N docs per task (< 1: a fraction)")
     parser.add_argument("--gen_kwargs", default="", help="e.g. temperature=0,max_new_tokens=256,top_p=1")
-    parser.add_argument("--model_args", default="", help="e.g. min_pixels=3136,max_pixels=802816,"
-                        "attn_implementation=sdpa,dtype=bfloat16,adapter=PATH,video_fps=2,video_max_frames=16")
+    parser.add_argument(
+        "--model_args",
+        default="",
+        help="e.g. min_pixels=3136,max_pixels=802816,"
+        "attn_implementation=sdpa,dtype=bfloat16,adapter=PATH,video_fps=2,video_max_frames=16",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seeds sampling (per doc) and everything else")
     parser.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: cuda when available)")
-    parser.add_argument("--task_args", default="", help="options for the task packs' loaders, as a training "
-                        "config's data.task_args, e.g. n=100 (given to every task of the run)")
+    parser.add_argument(
+        "--task_args",
+        default="",
+        help="options for the task packs' loaders, as a training "
+        "config's data.task_args, e.g. n=100 (given to every task of the run)",
+    )
 
 
 def build_config(args: argparse.Namespace):
@@ -45,10 +58,19 @@ def build_config(args: argparse.Namespace):
 
     if not args.model or not args.tasks:
         raise ConfigError("mmreason eval needs --model and --tasks (or: mmreason eval compare A.json B.json)")
-    cfg = EvalConfig(model=args.model, tasks=[args.tasks], batch_size=args.batch_size, output_path=args.output_path,
-                     log_samples=args.log_samples, limit=args.limit, gen_kwargs=parse_gen_kwargs(args.gen_kwargs),
-                     model_args=parse_model_args(args.model_args), seed=args.seed, device=args.device,
-                     task_args=parse_kv(args.task_args, "--task_args"))
+    cfg = EvalConfig(
+        model=args.model,
+        tasks=[args.tasks],
+        batch_size=args.batch_size,
+        output_path=args.output_path,
+        log_samples=args.log_samples,
+        limit=args.limit,
+        gen_kwargs=parse_gen_kwargs(args.gen_kwargs),
+        model_args=parse_model_args(args.model_args),
+        seed=args.seed,
+        device=args.device,
+        task_args=parse_kv(args.task_args, "--task_args"),
+    )
     cfg.validate()
     return cfg
 

@@ -54,7 +54,8 @@ def compare_rows(runs: list[dict[str, Any]]) -> list[Row]:
     rows = []
     for task, base in runs[0]["results"].items():
         metrics = list(runs[0].get("higher_is_better", {}).get(task, {})) or [
-            k.removesuffix(",none") for k in base if k.endswith(",none") and not k.endswith(("_stderr,none", "_n,none"))]
+            k.removesuffix(",none") for k in base if k.endswith(",none") and not k.endswith(("_stderr,none", "_n,none"))
+        ]
         for metric in metrics:
             values, stderrs = [], []
             for run in runs:
@@ -118,7 +119,9 @@ def write_chart(rows: list[Row], labels: list[str], out: str | Path) -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", nargs="+", help="two or more <timestamp>_results.json files; the first is the baseline")
+    parser.add_argument(
+        "results", nargs="+", help="two or more <timestamp>_results.json files; the first is the baseline"
+    )
     parser.add_argument("--output", default="eval_compare.png", help="where to write the PNG bar chart")
 
 

@@ -36,7 +36,9 @@ class ModelArgs:
     vllm_mode: str = "colocate"  # backend=vllm: colocate (an engine of its own) | server (a `mmreason vllm-serve`)
     vllm_server_host: str = "127.0.0.1"
     vllm_server_port: int = 8000
-    vllm_server_api_key: str | None = None  # the server's key (else $MMREASON_VLLM_API_KEY, else its token file); never saved
+    vllm_server_api_key: str | None = (
+        None  # the server's key (else $MMREASON_VLLM_API_KEY, else its token file); never saved
+    )
     vllm_server_timeout: float = 240.0  # seconds to wait for the server to answer before the first doc
     vllm_generate_timeout: float = 600.0  # seconds one generate call may take; past it the engine counts as dead
 
@@ -49,9 +51,16 @@ class ModelArgs:
             raise ConfigError("model_args.vllm_mode=server needs backend=vllm")
 
     RANGES: ClassVar[dict[str, str]] = {
-        "min_pixels": "[1, inf)", "max_pixels": "[1, inf)", "video_fps": "(0, inf)", "video_max_frames": "[1, inf)",
-        "video_min_pixels": "[1, inf)", "video_max_pixels": "[1, inf)", "video_total_pixels": "[1, inf)",
-        "max_prompt_length": "[1, inf)", "vllm_server_port": "[1, 65535]", "vllm_server_timeout": "(0, inf)",
+        "min_pixels": "[1, inf)",
+        "max_pixels": "[1, inf)",
+        "video_fps": "(0, inf)",
+        "video_max_frames": "[1, inf)",
+        "video_min_pixels": "[1, inf)",
+        "video_max_pixels": "[1, inf)",
+        "video_total_pixels": "[1, inf)",
+        "max_prompt_length": "[1, inf)",
+        "vllm_server_port": "[1, 65535]",
+        "vllm_server_timeout": "(0, inf)",
         "vllm_generate_timeout": "(0, inf)",
     }
 
@@ -68,7 +77,10 @@ class GenKwargs:
     max_turns: int | None = None  # assistant turns of an episode in a pack's environment; None = the pack's own
 
     RANGES: ClassVar[dict[str, str]] = {
-        "max_new_tokens": "[1, inf)", "temperature": "[0, inf)", "top_p": "(0, 1]", "top_k": "[1, inf)",
+        "max_new_tokens": "[1, inf)",
+        "temperature": "[0, inf)",
+        "top_p": "(0, 1]",
+        "top_k": "[1, inf)",
         "max_turns": "[1, inf)",
     }
 

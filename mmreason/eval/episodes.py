@@ -43,9 +43,16 @@ def _plain(value: Any, depth: int = 0) -> Any:
     return type(value).__name__
 
 
-def run_episode_docs(model, processor, prompts: list[PromptInputs], task, settings: GenerationSettings,
-                     max_turns: int, max_prompt_length: int,
-                     seed: int) -> list[tuple[Completion, dict[str, Any]] | Exception]:
+def run_episode_docs(
+    model,
+    processor,
+    prompts: list[PromptInputs],
+    task,
+    settings: GenerationSettings,
+    max_turns: int,
+    max_prompt_length: int,
+    seed: int,
+) -> list[tuple[Completion, dict[str, Any]] | Exception]:
     """Each doc's episode, all played together (one generate call per turn): the completion the metrics score
     and the episode's record for the samples file, or the ``EnvironmentStartError`` of a doc whose environment
     could not start."""
@@ -70,5 +77,10 @@ def _record(traj: Trajectory) -> tuple[Completion, dict[str, Any]]:
         else:
             turns[-1]["observation"] = turn.text[:2_000]
     completion = Completion(traj.token_ids[traj.action_mask.bool()], traj.completion_text, traj.truncated)
-    return completion, {"episode": {"turns": turns, "ended": traj.reward_info.get("ended"),
-                                    "tool_calls": sum(1 for i in infos if i and "name" in i)}}
+    return completion, {
+        "episode": {
+            "turns": turns,
+            "ended": traj.reward_info.get("ended"),
+            "tool_calls": sum(1 for i in infos if i and "name" in i),
+        }
+    }

@@ -28,8 +28,14 @@ class Completion:
     truncated: bool  # max_new_tokens reached before EOS
 
 
-def generate_batch(model, processor, prompts: list[PromptInputs], settings: GenerationSettings,
-                   seeds: list[int] | None = None, lock=None) -> list[Completion]:
+def generate_batch(
+    model,
+    processor,
+    prompts: list[PromptInputs],
+    settings: GenerationSettings,
+    seeds: list[int] | None = None,
+    lock=None,
+) -> list[Completion]:
     """One ``generate`` call for N prompts; greedy when ``settings.temperature == 0``.
 
     ``lock`` guards the tokenizer while decoding when another thread builds prompts meanwhile.
@@ -39,8 +45,12 @@ def generate_batch(model, processor, prompts: list[PromptInputs], settings: Gene
     if getattr(model, "is_rollout_backend", False):  # a vLLM engine (``--model_args backend=vllm``)
         rows = model.sample(prompts, 1, settings, seeds or [0] * len(prompts))
         with lock or contextlib.nullcontext():
-            return [Completion(torch.tensor(ids, dtype=torch.long), tokenizer.decode(ids, skip_special_tokens=True),
-                               truncated) for ids, _, truncated in rows]
+            return [
+                Completion(
+                    torch.tensor(ids, dtype=torch.long), tokenizer.decode(ids, skip_special_tokens=True), truncated
+                )
+                for ids, _, truncated in rows
+            ]
     new = sample_rows(model, tokenizer, prompts, 1, settings, seeds or [0] * len(prompts))  # [N, L]
     completions = []
     with lock or contextlib.nullcontext():

@@ -36,14 +36,23 @@ class EvalOutcome:
 def scoring_options(cfg: EvalConfig) -> ScoringOptions:
     g, m = cfg.gen_kwargs, cfg.model_args
     settings = GenerationSettings(g.max_new_tokens, g.temperature, g.top_p, g.top_k)
-    prompt = PromptOptions(m.min_pixels, m.max_pixels, m.video_fps, m.video_max_frames, m.max_prompt_length,
-                           m.system_prompt, video_min_pixels=m.video_min_pixels,
-                           video_max_pixels=m.video_max_pixels, video_total_pixels=m.video_total_pixels)
+    prompt = PromptOptions(
+        m.min_pixels,
+        m.max_pixels,
+        m.video_fps,
+        m.video_max_frames,
+        m.max_prompt_length,
+        m.system_prompt,
+        video_min_pixels=m.video_min_pixels,
+        video_max_pixels=m.video_max_pixels,
+        video_total_pixels=m.video_total_pixels,
+    )
     return ScoringOptions(settings, prompt, cfg.batch_size, cfg.seed, g.max_turns)
 
 
-def run_config(cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], processor, device: str
-               ) -> dict[str, Any]:
+def run_config(
+    cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], processor, device: str
+) -> dict[str, Any]:
     """The settings that move a score (hashed for resume), as the results file records them."""
     from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
 
@@ -53,13 +62,19 @@ def run_config(cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], 
         "model": resolved.describe(),
         "model_args": to_dict(cfg.model_args),  # its vllm_server_api_key blanked: a secret is never saved
         "dtype": str(resolve_dtype(cfg.model_args.dtype)).removeprefix("torch."),
-        "attn_implementation": cpu_attention(resolve_attn_implementation(cfg.model_args.attn_implementation,
-                                                                         resolve_dtype(cfg.model_args.dtype)),
-                                             resolve_dtype(cfg.model_args.dtype)),
-        "image_pixels": {"min": cfg.model_args.min_pixels or image.get("shortest_edge"),
-                         "max": cfg.model_args.max_pixels or image.get("longest_edge")},
-        "video_pixels": ({"min": video.size.get("shortest_edge"), "max": video.size.get("longest_edge")}
-                         if video is not None else None),
+        "attn_implementation": cpu_attention(
+            resolve_attn_implementation(cfg.model_args.attn_implementation, resolve_dtype(cfg.model_args.dtype)),
+            resolve_dtype(cfg.model_args.dtype),
+        ),
+        "image_pixels": {
+            "min": cfg.model_args.min_pixels or image.get("shortest_edge"),
+            "max": cfg.model_args.max_pixels or image.get("longest_edge"),
+        },
+        "video_pixels": (
+            {"min": video.size.get("shortest_edge"), "max": video.size.get("longest_edge")}
+            if video is not None
+            else None
+        ),
         "video_frames": {"fps": cfg.model_args.video_fps, "max_frames": cfg.model_args.video_max_frames},
         "gen_kwargs": asdict(cfg.gen_kwargs),
         "decoding": "greedy" if cfg.gen_kwargs.temperature == 0 else "sampling, seeded per doc",
@@ -93,8 +108,10 @@ def resource_use() -> dict[str, Any]:
     from mmreason.media.pdf import PDF_STATS
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
-    return {"peak_rss_mb": round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1),
-            **{f"pdf_{k}": v for k, v in PDF_STATS.items()}}
+    return {
+        "peak_rss_mb": round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1),
+        **{f"pdf_{k}": v for k, v in PDF_STATS.items()},
+    }
 
 
 def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcome:
@@ -105,8 +122,14 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
     console = console or Console()
     resolved = resolve_model(cfg.model, cfg.model_args.adapter)
     tokenizer = _tokenizer(resolved)  # counts prompt text for packs that fit page budgets to the prompt length
-    tasks = load_tasks(cfg.tasks, cfg.limit, cfg.task_args, cfg.seed,  # before the model: a typo fails at once
-                       cfg.model_args.max_prompt_length, tokenizer)
+    tasks = load_tasks(
+        cfg.tasks,
+        cfg.limit,
+        cfg.task_args,
+        cfg.seed,  # before the model: a typo fails at once
+        cfg.model_args.max_prompt_length,
+        tokenizer,
+    )
     device = default_device(cfg.device)
     set_seed(cfg.seed)
     colocated = cfg.model_args.backend == "vllm" and cfg.model_args.vllm_mode != "server"
@@ -129,12 +152,17 @@ def vllm_engine_for_eval(resolved: ResolvedModel, args, processor):
     from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
 
     if resolved.adapter is not None:
-        raise ValueError(f"--model_args backend=vllm: {resolved.spec!r} is a LoRA adapter; merge it first "
-                         "(or evaluate with backend=hf)")
-    settings = VLLMSettings(seed=0, processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
-                            generate_timeout=args.vllm_generate_timeout,
-                            dtype=None if args.dtype == "auto" else str(resolve_dtype(args.dtype)).removeprefix("torch."),
-                            weight_sync="directory")  # it keeps the weights it loaded: no weights group
+        raise ValueError(
+            f"--model_args backend=vllm: {resolved.spec!r} is a LoRA adapter; merge it first "
+            "(or evaluate with backend=hf)"
+        )
+    settings = VLLMSettings(
+        seed=0,
+        processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
+        generate_timeout=args.vllm_generate_timeout,
+        dtype=None if args.dtype == "auto" else str(resolve_dtype(args.dtype)).removeprefix("torch."),
+        weight_sync="directory",
+    )  # it keeps the weights it loaded: no weights group
     return VLLMBackend(resolved.weights, processor.tokenizer, settings)
 
 
@@ -149,15 +177,33 @@ def vllm_server_for_eval(cfg: EvalConfig, model, processor):
 
     args = cfg.model_args
     host, port = args.vllm_server_host, args.vllm_server_port
-    client = VLLMClient(host, port, processor.tokenizer, api_key=args.vllm_server_api_key,
-                        server_timeout=args.vllm_server_timeout,
-                        generate_timeout=args.vllm_generate_timeout)
+    client = VLLMClient(
+        host,
+        port,
+        processor.tokenizer,
+        api_key=args.vllm_server_api_key,
+        server_timeout=args.vllm_server_timeout,
+        generate_timeout=args.vllm_generate_timeout,
+    )
     try:
-        check_server(client.info, host, port, args.max_prompt_length + cfg.gen_kwargs.max_new_tokens,
-                     processor_kwargs(args.min_pixels, args.max_pixels), what="model_args.max_prompt_length + "
-                     "gen_kwargs.max_new_tokens; lower max_prompt_length: longer prompts are failed docs")
-        check_calls(client.info, host, port, prompts=cfg.batch_size, n=1, max_new_tokens=cfg.gen_kwargs.max_new_tokens,
-                    names=("--batch_size", "rows per doc", "gen_kwargs.max_new_tokens"))
+        check_server(
+            client.info,
+            host,
+            port,
+            args.max_prompt_length + cfg.gen_kwargs.max_new_tokens,
+            processor_kwargs(args.min_pixels, args.max_pixels),
+            what="model_args.max_prompt_length + "
+            "gen_kwargs.max_new_tokens; lower max_prompt_length: longer prompts are failed docs",
+        )
+        check_calls(
+            client.info,
+            host,
+            port,
+            prompts=cfg.batch_size,
+            n=1,
+            max_new_tokens=cfg.gen_kwargs.max_new_tokens,
+            names=("--batch_size", "rows per doc", "gen_kwargs.max_new_tokens"),
+        )
         client.sync_weights(model)
     except BaseException:
         client.close()
@@ -187,12 +233,25 @@ def _write_run(cfg: EvalConfig, console, progress, resolved, tasks, model, proce
             console.print(f"{task.name}: resuming {files.stamp}, {len(done)} of {len(task.samples)} docs done")
         bar = tqdm(total=len(task.samples), desc=task.name, disable=not progress, dynamic_ncols=True)
         with bar:
-            records[task.file_name] = score_task(model, processor, task, opts, done,
-                                                 on_batch=lambda rows, t=task: files.append(t.file_name, rows),
-                                                 progress=bar)
-    results = build_results(tasks, records, config, model_name=resolved.name, stamp=files.stamp,
-                            digest=config_hash(config), versions=package_versions(),
-                            seconds=elapsed_since(start))
+            records[task.file_name] = score_task(
+                model,
+                processor,
+                task,
+                opts,
+                done,
+                on_batch=lambda rows, t=task: files.append(t.file_name, rows),
+                progress=bar,
+            )
+    results = build_results(
+        tasks,
+        records,
+        config,
+        model_name=resolved.name,
+        stamp=files.stamp,
+        digest=config_hash(config),
+        versions=package_versions(),
+        seconds=elapsed_since(start),
+    )
     results["resources"] = resource_use()
     files.finish(results, markdown_table(results), records, cfg.log_samples)
     print_table(results, console)

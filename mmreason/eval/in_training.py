@@ -27,11 +27,13 @@ _TASKS: dict[str, EvalTask] = {}  # the eval split is loaded once per run, not o
 
 def _eval_task(cfg, tokenizer=None) -> EvalTask:
     d = cfg.data
-    key = json.dumps([d.task, d.eval_path, d.task_args, cfg.eval_limit, cfg.seed, d.max_prompt_length],
-                     sort_keys=True, default=str)
+    key = json.dumps(
+        [d.task, d.eval_path, d.task_args, cfg.eval_limit, cfg.seed, d.max_prompt_length], sort_keys=True, default=str
+    )
     if key not in _TASKS:
-        _TASKS[key] = load_task(d.task, d.eval_path, cfg.eval_limit, d.task_args, cfg.seed, d.max_prompt_length,
-                                tokenizer)
+        _TASKS[key] = load_task(
+            d.task, d.eval_path, cfg.eval_limit, d.task_args, cfg.seed, d.max_prompt_length, tokenizer
+        )
     return _TASKS[key]
 
 
@@ -46,9 +48,18 @@ def has_eval_split(cfg, tokenizer=None) -> bool:
 def training_options(cfg) -> ScoringOptions:
     """Greedy decoding with the run's completion limit and prompt settings; G docs per generate call."""
     d = cfg.data
-    prompt = PromptOptions(d.min_pixels, d.max_pixels, d.video_fps, d.video_max_frames, d.max_prompt_length,
-                           d.system_prompt, d.prompt_overflow, d.video_min_pixels, d.video_max_pixels,
-                           d.video_total_pixels)
+    prompt = PromptOptions(
+        d.min_pixels,
+        d.max_pixels,
+        d.video_fps,
+        d.video_max_frames,
+        d.max_prompt_length,
+        d.system_prompt,
+        d.prompt_overflow,
+        d.video_min_pixels,
+        d.video_max_pixels,
+        d.video_total_pixels,
+    )
     settings = GenerationSettings(max_new_tokens=cfg.rollout.max_completion_length, temperature=0.0)
     return ScoringOptions(settings, prompt, batch_size=max(1, cfg.rollout.num_generations), seed=cfg.seed)
 

@@ -32,9 +32,13 @@ class ResolvedModel:
     checkpoint: Path | None = None  # the checkpoint chosen in a run directory
 
     def describe(self) -> dict[str, Any]:
-        return {"spec": self.spec, "weights": str(self.weights.resolve()), "processor": str(self.processor_dir.resolve()),
-                "adapter": str(self.adapter.resolve()) if self.adapter else None,
-                "checkpoint": str(self.checkpoint.resolve()) if self.checkpoint else None}
+        return {
+            "spec": self.spec,
+            "weights": str(self.weights.resolve()),
+            "processor": str(self.processor_dir.resolve()),
+            "adapter": str(self.adapter.resolve()) if self.adapter else None,
+            "checkpoint": str(self.checkpoint.resolve()) if self.checkpoint else None,
+        }
 
 
 def sanitize(text: str) -> str:
@@ -62,11 +66,13 @@ def resolve_model(spec: str, adapter: str | None = None) -> ResolvedModel:
     else:
         raise FileNotFoundError(
             f"--model {spec!r}: {str(path)!r} is neither a model directory (config.json), a LoRA adapter "
-            "(adapter_config.json) nor a training run directory (config.yaml + checkpoint-<step>/)")
+            "(adapter_config.json) nor a training run directory (config.yaml + checkpoint-<step>/)"
+        )
     if adapter:
         if found.adapter is not None:
-            raise ValueError(f"--model {spec!r} is already a LoRA adapter; model_args.adapter={adapter!r} "
-                             "would stack a second one")
+            raise ValueError(
+                f"--model {spec!r} is already a LoRA adapter; model_args.adapter={adapter!r} would stack a second one"
+            )
         if not (Path(adapter) / "adapter_config.json").is_file():
             raise FileNotFoundError(f"model_args.adapter {adapter!r} has no adapter_config.json")
         found.adapter = Path(adapter)
@@ -84,8 +90,9 @@ def _from_hub(spec: str) -> Path:
 
         return Path(snapshot_download(spec))
     except Exception as exc:  # offline, unknown repo, gated: the user needs the id and the reason
-        raise FileNotFoundError(f"--model {spec!r} is not a local directory and cannot be fetched from the "
-                                f"hub: {exc}") from exc
+        raise FileNotFoundError(
+            f"--model {spec!r} is not a local directory and cannot be fetched from the hub: {exc}"
+        ) from exc
 
 
 def _latest_checkpoint(run_dir: Path) -> Path:
@@ -93,8 +100,9 @@ def _latest_checkpoint(run_dir: Path) -> Path:
 
     found = checkpoints(run_dir)
     if not found:
-        raise FileNotFoundError(f"--model {str(run_dir)!r}: training run directory has no complete "
-                                "checkpoint-<step>/ yet")
+        raise FileNotFoundError(
+            f"--model {str(run_dir)!r}: training run directory has no complete checkpoint-<step>/ yet"
+        )
     return found[-1]
 
 
@@ -110,8 +118,10 @@ def _adapter_base(adapter_dir: Path) -> Path:
                 return _existing(name, run_dir, adapter_dir)
     recorded = json.loads((adapter_dir / "adapter_config.json").read_text()).get("base_model_name_or_path")
     if not recorded:
-        raise FileNotFoundError(f"LoRA adapter {str(adapter_dir)!r}: no run config.yaml and no "
-                                "base_model_name_or_path to find its base model")
+        raise FileNotFoundError(
+            f"LoRA adapter {str(adapter_dir)!r}: no run config.yaml and no "
+            "base_model_name_or_path to find its base model"
+        )
     return _existing(recorded, adapter_dir, adapter_dir)
 
 
@@ -133,9 +143,12 @@ def load_for_eval(resolved: ResolvedModel, args: ModelArgs, device: str, *, with
     for a colocated vLLM engine that loads the weights itself."""
     from mmreason.models.loading import ModelConfig, load_model, load_processor
 
-    cfg = ModelConfig(name_or_path=str(resolved.weights), dtype=args.dtype,
-                      attn_implementation=args.attn_implementation,
-                      adapter=str(resolved.adapter) if resolved.adapter else None)
+    cfg = ModelConfig(
+        name_or_path=str(resolved.weights),
+        dtype=args.dtype,
+        attn_implementation=args.attn_implementation,
+        adapter=str(resolved.adapter) if resolved.adapter else None,
+    )
     processor = load_processor(resolved.processor_dir, args.min_pixels, args.max_pixels)
     if not with_model:
         return None, processor
@@ -144,8 +157,9 @@ def load_for_eval(resolved: ResolvedModel, args: ModelArgs, device: str, *, with
     except ValueError:
         raise  # load_model's own errors already name the directory
     except Exception as exc:  # peft / safetensors errors on a broken adapter name no path
-        raise ValueError(f"cannot load the model of --model {resolved.spec!r} "
-                         f"({resolved.adapter or resolved.weights}): {exc}") from exc
+        raise ValueError(
+            f"cannot load the model of --model {resolved.spec!r} ({resolved.adapter or resolved.weights}): {exc}"
+        ) from exc
     return model.to(device), processor
 
 

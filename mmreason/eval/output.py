@@ -95,8 +95,7 @@ class RunFiles:
             k += 1
             stamp = f"{base}-{k}"
         files = cls(root, stamp, lock=held)
-        _atomic_write(files.pending_path, json.dumps({"config_hash": digest, "config": config}, indent=2,
-                                                     default=str))
+        _atomic_write(files.pending_path, json.dumps({"config_hash": digest, "config": config}, indent=2, default=str))
         return files
 
     def close(self) -> None:
@@ -147,8 +146,9 @@ class RunFiles:
         with self.samples_path(task_file_name).open("a", encoding="utf-8") as f:
             f.write("".join(_dumps(r) + "\n" for r in records))
 
-    def finish(self, results: dict[str, Any], markdown: str, records: dict[str, list[dict[str, Any]]],
-               log_samples: bool) -> None:
+    def finish(
+        self, results: dict[str, Any], markdown: str, records: dict[str, list[dict[str, Any]]], log_samples: bool
+    ) -> None:
         """Write results and table; samples files in doc order (or removed); the run is no longer pending.
 
         In this order, so that a kill at any point leaves either a pending run that resumes or a
@@ -175,8 +175,19 @@ def package_versions() -> dict[str, str | None]:
     import mmreason
 
     out: dict[str, str | None] = {"python": platform.python_version(), "mmreason": mmreason.__version__}
-    for name in ("torch", "transformers", "accelerate", "peft", "tokenizers", "pillow", "pypdfium2", "decord",
-                 "av", "numpy", "flash-attn"):
+    for name in (
+        "torch",
+        "transformers",
+        "accelerate",
+        "peft",
+        "tokenizers",
+        "pillow",
+        "pypdfium2",
+        "decord",
+        "av",
+        "numpy",
+        "flash-attn",
+    ):
         try:
             out[name] = version(name)
         except PackageNotFoundError:

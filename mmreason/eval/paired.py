@@ -56,7 +56,9 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def score_pairs(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], metric: str) -> list[tuple[str, float, float]]:
+def score_pairs(
+    a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], metric: str
+) -> list[tuple[str, float, float]]:
     """(doc_id, A's score, B's score) for every doc both scored on ``metric``, in doc order."""
     pairs = []
     for doc in sorted(set(a) & set(b)):
@@ -94,13 +96,27 @@ def paired(a: str | Path | dict, b: str | Path | dict, metric: str, threshold: f
     x, y = [p[1] for p in pairs], [p[2] for p in pairs]
     diffs = [q - p for p, q in zip(x, y)]
     up, down, z = mcnemar(x, y, threshold)
-    return {"metric": metric, "n": len(pairs), "a": sum(x) / len(x), "b": sum(y) / len(y),
-            "diff": sum(diffs) / len(diffs), "ci95": bootstrap_interval(diffs), "up": up, "down": down,
-            "mcnemar_z": z, **({"threshold": threshold} if threshold is not None else {})}
+    return {
+        "metric": metric,
+        "n": len(pairs),
+        "a": sum(x) / len(x),
+        "b": sum(y) / len(y),
+        "diff": sum(diffs) / len(diffs),
+        "ci95": bootstrap_interval(diffs),
+        "up": up,
+        "down": down,
+        "mcnemar_z": z,
+        **({"threshold": threshold} if threshold is not None else {}),
+    }
 
 
-def compare_all(a: str | Path, b: str | Path, metrics: list[str] | None = None, threshold: float | None = None,
-                skip_missing: bool | None = None) -> list[dict[str, Any]]:
+def compare_all(
+    a: str | Path,
+    b: str | Path,
+    metrics: list[str] | None = None,
+    threshold: float | None = None,
+    skip_missing: bool | None = None,
+) -> list[dict[str, Any]]:
     """One result per metric (default: every metric A's docs carry). A metric that no doc has in both files is
     reported as ``{"metric": M, "skipped": why}`` when ``skip_missing`` (default: when no ``metrics`` were
     named), else raised."""
@@ -127,12 +143,17 @@ def rounded(result: dict[str, Any]) -> dict[str, Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # nargs=2 with a tuple metavar breaks argparse's help on a positional: two named positionals instead.
-    parser.add_argument("a", metavar="A", help="a samples file of `mmreason eval --log_samples` (or a folder: the "
-                        "newest inside)")
+    parser.add_argument(
+        "a", metavar="A", help="a samples file of `mmreason eval --log_samples` (or a folder: the newest inside)"
+    )
     parser.add_argument("b", metavar="B", help="the samples file (or folder) to compare with A")
     parser.add_argument("--metric", action="append", help="metric(s) to compare (default: all A's docs carry)")
-    parser.add_argument("--threshold", type=float, default=None,
-                        help="count a doc only when its score crosses this value (e.g. 1 for partial credit)")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="count a doc only when its score crosses this value (e.g. 1 for partial credit)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON line per metric instead of a table")
 
 
@@ -149,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"{r['metric']:<22}  skipped: {r['skipped']}")
             continue
         ci = f"[{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}]"
-        print(f"{r['metric']:<22}{r['n']:>6}{r['a']:>9.4f}{r['b']:>9.4f}{r['diff']:>+9.4f}{ci:>19}"
-              f"{r['up']:>6}{r['down']:>6}{r['mcnemar_z']:>7.2f}")
+        print(
+            f"{r['metric']:<22}{r['n']:>6}{r['a']:>9.4f}{r['b']:>9.4f}{r['diff']:>+9.4f}{ci:>19}"
+            f"{r['up']:>6}{r['down']:>6}{r['mcnemar_z']:>7.2f}"
+        )
     return 0

@@ -58,8 +58,9 @@ def _from_record(record: Any, where: str, key: Any = None) -> tuple[str, Predict
     rid = key if key is not None else _record_id(record)
     if rid is None:
         raise ValueError(f"{where}: no id field (one of {', '.join(ID_KEYS)})")
-    response = next((_first_text(record[k]) for k in RESPONSE_KEYS if k in record and _first_text(record[k])
-                     is not None), None)
+    response = next(
+        (_first_text(record[k]) for k in RESPONSE_KEYS if k in record and _first_text(record[k]) is not None), None
+    )
     extraction = _first_text(record.get("extraction"))
     if response is None and extraction is None and "error" in record:
         return None  # a doc that failed in the run that wrote the file: it has no answer here either
@@ -87,8 +88,9 @@ def _records(path: Path) -> list[tuple[Any, Any, str]]:
             try:
                 out.append((None, json.loads(line), f"{path}: line {n}"))
             except ValueError as err:
-                raise ValueError(f"{path}: line {n} is not JSON ({err}); a predictions file is JSON or JSON "
-                                 "Lines") from None
+                raise ValueError(
+                    f"{path}: line {n} is not JSON ({err}); a predictions file is JSON or JSON Lines"
+                ) from None
     return out
 
 

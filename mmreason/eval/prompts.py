@@ -20,9 +20,16 @@ from mmreason.types import Sample
 
 
 def build_one(processor, sample: Sample, opts) -> PromptInputs:
-    return build_prompt(processor, sample, max_prompt_length=opts.max_prompt_length, min_pixels=opts.min_pixels,
-                        max_pixels=opts.max_pixels, overflow=opts.overflow, system_prompt=opts.system_prompt,
-                        video_limits=opts.video)
+    return build_prompt(
+        processor,
+        sample,
+        max_prompt_length=opts.max_prompt_length,
+        min_pixels=opts.min_pixels,
+        max_pixels=opts.max_pixels,
+        overflow=opts.overflow,
+        system_prompt=opts.system_prompt,
+        video_limits=opts.video,
+    )
 
 
 def _split(out: dict[str, torch.Tensor], key: str, grid_key: str, counts: list[int]) -> list[torch.Tensor | None]:
@@ -52,8 +59,9 @@ def split_visual(out: dict[str, torch.Tensor], n_images: list[int], n_videos: li
     return [{k: v[j] for k, v in columns.items() if v[j] is not None} for j in range(len(n_images))]
 
 
-def encode_batch(processor, samples: list[Sample], opts, errors: tuple[type[BaseException], ...]
-                 ) -> list[PromptInputs | BaseException]:
+def encode_batch(
+    processor, samples: list[Sample], opts, errors: tuple[type[BaseException], ...]
+) -> list[PromptInputs | BaseException]:
     """One PromptInputs per sample, or the exception its media (or its rebuild alone) raised."""
     results: dict[int, PromptInputs | BaseException] = {}
     if not family_of_processor(processor).grids:  # visual tensors cannot be cut per doc: each doc alone
@@ -66,8 +74,9 @@ def encode_batch(processor, samples: list[Sample], opts, errors: tuple[type[Base
     docs, texts, images, videos, metadata, n_images, n_videos, shown, media = [], [], [], [], [], [], [], [], []
     for k, sample in enumerate(samples):
         try:
-            ims, vids, meta = load_sample_media(sample, opts.min_pixels, opts.max_pixels, opts.video_fps,
-                                                opts.video_max_frames, video=opts.video)
+            ims, vids, meta = load_sample_media(
+                sample, opts.min_pixels, opts.max_pixels, opts.video_fps, opts.video_max_frames, video=opts.video
+            )
         except errors as exc:
             results[k] = exc
             continue

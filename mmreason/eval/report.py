@@ -34,14 +34,21 @@ def task_results(task: EvalTask, records: list[dict[str, Any]]) -> dict[str, Any
     return out
 
 
-def build_results(tasks: list[EvalTask], records: dict[str, list[dict[str, Any]]], config: dict[str, Any],
-                  *, model_name: str, stamp: str, digest: str, versions: dict[str, Any],
-                  seconds: float | None = None) -> dict[str, Any]:
+def build_results(
+    tasks: list[EvalTask],
+    records: dict[str, list[dict[str, Any]]],
+    config: dict[str, Any],
+    *,
+    model_name: str,
+    stamp: str,
+    digest: str,
+    versions: dict[str, Any],
+    seconds: float | None = None,
+) -> dict[str, Any]:
     return {
         "results": {t.name: task_results(t, records[t.file_name]) for t in tasks},
         "configs": {t.name: t.describe() for t in tasks},
-        "higher_is_better": {t.name: {m: t.pack.metric_higher_is_better(m) for m in t.metric_names}
-                             for t in tasks},
+        "higher_is_better": {t.name: {m: t.pack.metric_higher_is_better(m) for m in t.metric_names} for t in tasks},
         "n-samples": {t.name: {"original": t.n_original, "effective": len(t.samples)} for t in tasks},
         "config": config,
         "config_hash": digest,
@@ -65,8 +72,18 @@ def table_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
     rows = []
     for task, res in results["results"].items():
         for metric, higher in results["higher_is_better"][task].items():
-            rows.append((task, metric, "↑" if higher else "↓", _fmt(res[f"{metric},none"]), "±",
-                         _fmt(res[f"{metric}_stderr,none"]), str(res[f"{metric}_n,none"]), str(res["n_failed"])))
+            rows.append(
+                (
+                    task,
+                    metric,
+                    "↑" if higher else "↓",
+                    _fmt(res[f"{metric},none"]),
+                    "±",
+                    _fmt(res[f"{metric}_stderr,none"]),
+                    str(res[f"{metric}_n,none"]),
+                    str(res["n_failed"]),
+                )
+            )
     return rows
 
 
@@ -74,8 +91,10 @@ def markdown_table(results: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(results)]
     failed = {t: r["failed_ids"] for t, r in results["results"].items() if r["failed_ids"]}
-    notes = [f"- `{t}`: {len(ids)} failed docs: {', '.join(map(str, ids[:20]))}"
-             + (" ..." if len(ids) > 20 else "") for t, ids in failed.items()]
+    notes = [
+        f"- `{t}`: {len(ids)} failed docs: {', '.join(map(str, ids[:20]))}" + (" ..." if len(ids) > 20 else "")
+        for t, ids in failed.items()
+    ]
     title = f"# {results['model_name']} ({results['date']})\n\n"
     title += "".join(f"> {line}\n\n" for line in allocation_warnings(results))
     return title + "\n".join(lines) + ("\n\n" + "\n".join(notes) if notes else "") + "\n"
@@ -90,15 +109,20 @@ def allocation_warnings(results: dict[str, Any]) -> list[str]:
             out.append(f"`{task}`: {cfg['note']}.")
         if cfg.get("skipped_rows"):
             skipped = cfg["skipped_rows"]
-            out.append(f"`{task}`: {sum(skipped.values())} data rows skipped ("
-                       + ", ".join(f"{reason}: {n}" for reason, n in skipped.items()) + ").")
+            out.append(
+                f"`{task}`: {sum(skipped.values())} data rows skipped ("
+                + ", ".join(f"{reason}: {n}" for reason, n in skipped.items())
+                + ")."
+            )
         for reason, n in (cfg.get("partial_rows") or {}).items():
             out.append(f"`{task}`: {n} data rows with {reason}.")
         alloc = cfg.get("page_allocation") or {}
         if alloc.get("gold"):
-            out.append(f"`{task}`: page allocation `{alloc.get('mode')}`: the gold evidence pages get the high "
-                       f"resolution budget ({alloc.get('high_tokens')} vs {alloc.get('low_tokens')} tokens), so "
-                       "the input shows where the evidence is; not comparable with the default uniform allocation.")
+            out.append(
+                f"`{task}`: page allocation `{alloc.get('mode')}`: the gold evidence pages get the high "
+                f"resolution budget ({alloc.get('high_tokens')} vs {alloc.get('low_tokens')} tokens), so "
+                "the input shows where the evidence is; not comparable with the default uniform allocation."
+            )
     return out
 
 
@@ -106,8 +130,9 @@ def print_table(results: dict[str, Any], console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{results['model_name']} ({results['date']})",
-                  caption="\n".join(allocation_warnings(results)) or None)
+    table = Table(
+        title=f"{results['model_name']} ({results['date']})", caption="\n".join(allocation_warnings(results)) or None
+    )
     for i, name in enumerate(HEADER):
         table.add_column(name, justify="right" if i >= 3 else "left")
     for row in table_rows(results):

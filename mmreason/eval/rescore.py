@@ -32,8 +32,9 @@ from mmreason.eval.scoring import _jsonable, metric_scores
 from mmreason.eval.tasks import EvalTask, load_tasks
 
 
-def _record(task: EvalTask, index: int, prediction: Prediction | None, use_extraction: bool, source: str
-            ) -> dict[str, Any]:
+def _record(
+    task: EvalTask, index: int, prediction: Prediction | None, use_extraction: bool, source: str
+) -> dict[str, Any]:
     sample = task.samples[index]
     base = {"doc_id": sample.id, "doc_index": index, "target": _jsonable(sample.answer)}
     if prediction is None:
@@ -50,15 +51,18 @@ def _record(task: EvalTask, index: int, prediction: Prediction | None, use_extra
     return record
 
 
-def score_predictions(task: EvalTask, predictions: dict[str, Prediction], use_extraction: bool, source: str
-                      ) -> tuple[list[dict[str, Any]], list[str]]:
+def score_predictions(
+    task: EvalTask, predictions: dict[str, Prediction], use_extraction: bool, source: str
+) -> tuple[list[dict[str, Any]], list[str]]:
     """(a record per doc in doc order, the ids of answers that match no doc)."""
     ids = {s.id for s in task.samples}
     unmatched = [k for k in predictions if k not in ids]
     if len(unmatched) == len(predictions):
         shown = ", ".join(map(repr, unmatched[:3])) + (", ..." if len(unmatched) > 3 else "")
-        raise ValueError(f"{source}: none of its {len(predictions)} ids ({shown}) "
-                         f"is a doc of task {task.name!r} (doc ids like {', '.join(repr(s.id) for s in task.samples[:3])})")
+        raise ValueError(
+            f"{source}: none of its {len(predictions)} ids ({shown}) "
+            f"is a doc of task {task.name!r} (doc ids like {', '.join(repr(s.id) for s in task.samples[:3])})"
+        )
     records = [_record(task, i, predictions.get(s.id), use_extraction, source) for i, s in enumerate(task.samples)]
     return records, unmatched
 
@@ -67,9 +71,17 @@ def _file_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def rescore(tasks_spec: str, predictions_path: str, *, output_path: str = "eval_results", model_name: str | None = None,
-            task_args: dict[str, Any] | None = None, limit: float | None = None, use_extraction: bool = False,
-            console=None) -> tuple[dict[str, Any], Path]:
+def rescore(
+    tasks_spec: str,
+    predictions_path: str,
+    *,
+    output_path: str = "eval_results",
+    model_name: str | None = None,
+    task_args: dict[str, Any] | None = None,
+    limit: float | None = None,
+    use_extraction: bool = False,
+    console=None,
+) -> tuple[dict[str, Any], Path]:
     """Score ``predictions_path`` on the task of ``tasks_spec``; (results, results file)."""
     start = time.perf_counter()
     tasks = load_tasks(tasks_spec, limit, task_args)
@@ -81,15 +93,32 @@ def rescore(tasks_spec: str, predictions_path: str, *, output_path: str = "eval_
     if use_extraction:
         task.extraction_note = "scored the file's own extraction field (--use_extraction), not extracted again"
     if unmatched:
-        task.notes.append(f"{len(unmatched)} predictions match no doc ({', '.join(map(repr, unmatched[:5]))}"
-                          + (", ..." if len(unmatched) > 5 else "") + ")")
-    config = {"model": {"predictions": str(path.resolve()), "sha256": _file_hash(path)}, "tasks": [task.name],
-              "task_args": task_args or {}, "docs_hash": {task.name: task.docs_hash()}, "limit": limit,
-              "use_extraction": use_extraction, "predictions_unmatched": len(unmatched)}
+        task.notes.append(
+            f"{len(unmatched)} predictions match no doc ({', '.join(map(repr, unmatched[:5]))}"
+            + (", ..." if len(unmatched) > 5 else "")
+            + ")"
+        )
+    config = {
+        "model": {"predictions": str(path.resolve()), "sha256": _file_hash(path)},
+        "tasks": [task.name],
+        "task_args": task_args or {},
+        "docs_hash": {task.name: task.docs_hash()},
+        "limit": limit,
+        "use_extraction": use_extraction,
+        "predictions_unmatched": len(unmatched),
+    }
     name = model_name or re.sub(r"[^\w.-]+", "_", path.stem) or "predictions"
     files = RunFiles.open(output_path, name, config)
-    results = build_results(tasks, {task.file_name: records}, config, model_name=name, stamp=files.stamp,
-                            digest=config_hash(config), versions=package_versions(), seconds=elapsed_since(start))
+    results = build_results(
+        tasks,
+        {task.file_name: records},
+        config,
+        model_name=name,
+        stamp=files.stamp,
+        digest=config_hash(config),
+        versions=package_versions(),
+        seconds=elapsed_since(start),
+    )
     results["results"][task.name]["predictions_unmatched"] = len(unmatched)
     files.finish(results, markdown_table(results), {task.file_name: records}, log_samples=True)
     if console is not None:
@@ -100,14 +129,21 @@ def rescore(tasks_spec: str, predictions_path: str, *, output_path: str = "eval_
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", required=True, help="one task, PACK or PACK:PATH, as for mmreason eval")
-    parser.add_argument("--predictions", required=True, help="the saved answers: JSON / JSONL of {id: response} or "
-                        "records, an lmms-eval samples file, or the benchmark's own output file")
+    parser.add_argument(
+        "--predictions",
+        required=True,
+        help="the saved answers: JSON / JSONL of {id: response} or "
+        "records, an lmms-eval samples file, or the benchmark's own output file",
+    )
     parser.add_argument("--output_path", default="eval_results", help="results go to OUTPUT_PATH/<model_name>/")
     parser.add_argument("--model_name", default=None, help="the run's name (default: the predictions file's stem)")
     parser.add_argument("--task_args", default="", help="options for the pack's loader, e.g. image_dir=PATH")
     parser.add_argument("--limit", type=float, default=None, help="first N docs (< 1: a fraction)")
-    parser.add_argument("--use_extraction", action="store_true",
-                        help="score each record's extraction field instead of extracting from its response")
+    parser.add_argument(
+        "--use_extraction",
+        action="store_true",
+        help="score each record's extraction field instead of extracting from its response",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,7 +151,14 @@ def run(args: argparse.Namespace) -> int:
 
     from mmreason.eval.config import parse_kv
 
-    rescore(args.tasks, args.predictions, output_path=args.output_path, model_name=args.model_name,
-            task_args=parse_kv(args.task_args, "--task_args"), limit=args.limit,
-            use_extraction=args.use_extraction, console=Console())
+    rescore(
+        args.tasks,
+        args.predictions,
+        output_path=args.output_path,
+        model_name=args.model_name,
+        task_args=parse_kv(args.task_args, "--task_args"),
+        limit=args.limit,
+        use_extraction=args.use_extraction,
+        console=Console(),
+    )
     return 0

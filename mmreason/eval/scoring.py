@@ -53,8 +53,9 @@ class PromptOptions:
 
     @property
     def video(self) -> VideoLimits:
-        return VideoLimits(self.video_fps, self.video_max_frames, self.video_min_pixels, self.video_max_pixels,
-                           self.video_total_pixels)
+        return VideoLimits(
+            self.video_fps, self.video_max_frames, self.video_min_pixels, self.video_max_pixels, self.video_total_pixels
+        )
 
 
 @dataclass
@@ -90,9 +91,14 @@ def estimate_length(processor, sample: Sample, opts: PromptOptions) -> int:
             sizes = media.pdf_page_sizes(source, [p.index for p in pages])
             total += sum(media.image_tokens(h, w, lo, min(p.max_pixels or hi, hi)) for (h, w), p in zip(sizes, pages))
         for ref in sample.videos:
-            total += media.video_clip_tokens(ref.path, fps=ref.fps or (None if ref.num_frames else opts.video_fps),
-                                             num_frames=ref.num_frames, start=ref.start, end=ref.end,
-                                             max_frames=opts.video_max_frames)
+            total += media.video_clip_tokens(
+                ref.path,
+                fps=ref.fps or (None if ref.num_frames else opts.video_fps),
+                num_frames=ref.num_frames,
+                start=ref.start,
+                end=ref.end,
+                max_frames=opts.video_max_frames,
+            )
     except SAMPLE_ERRORS:
         pass
     return total
@@ -116,16 +122,23 @@ def plan_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
 # ---- one batch ---------------------------------------------------------------------------------
 
 
-def build_prompts(processor, task: EvalTask, indices: list[int], opts: PromptOptions
-                  ) -> tuple[list[tuple[int, PromptInputs]], list[dict[str, Any]]]:
+def build_prompts(
+    processor, task: EvalTask, indices: list[int], opts: PromptOptions
+) -> tuple[list[tuple[int, PromptInputs]], list[dict[str, Any]]]:
     """Prompts of the docs that build (one processor call per batch), failure records for the rest."""
     built, failed = [], []
     samples = [task.samples[i] for i in indices]
     for index, result in zip(indices, encode_batch(processor, samples, opts, SAMPLE_ERRORS)):
         if isinstance(result, BaseException):
             sample = task.samples[index]
-            failed.append({"doc_id": sample.id, "doc_index": index, "target": _jsonable(sample.answer),
-                           "error": f"{type(result).__name__}: {result}"})
+            failed.append(
+                {
+                    "doc_id": sample.id,
+                    "doc_index": index,
+                    "target": _jsonable(sample.answer),
+                    "error": f"{type(result).__name__}: {result}",
+                }
+            )
         else:
             built.append((index, result))
     return built, failed
@@ -145,8 +158,9 @@ def metric_scores(task: EvalTask, sample: Sample, text: str) -> tuple[dict[str, 
     return scores, metric_errors
 
 
-def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: Completion,
-                 extra_fields: dict[str, Any] | None = None) -> dict[str, Any]:
+def score_record(
+    task: EvalTask, index: int, prompt: PromptInputs, completion: Completion, extra_fields: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The samples-file line of one doc: prompt, target, raw response, parsed answer, per-metric scores."""
     sample = task.samples[index]
     scores, metric_errors = metric_scores(task, sample, completion.text)
@@ -154,12 +168,19 @@ def score_record(task: EvalTask, index: int, prompt: PromptInputs, completion: C
     if prompt.video_frames:  # which frames the model saw: seconds from the start of each video
         extra["video_frames"] = prompt.video_frames
     return {
-        "doc_id": sample.id, "doc_index": index, "prompt": prompt.text,
-        "target": _jsonable(sample.answer), "response": completion.text,
-        "parsed_answer": task.extract_answer(completion.text), "scores": scores,
-        "prompt_tokens": prompt.length, "visual_tokens": prompt.visual_tokens,
-        "completion_tokens": int(completion.token_ids.numel()), "truncated": completion.truncated,
-        "media": media_paths(sample), **extra,
+        "doc_id": sample.id,
+        "doc_index": index,
+        "prompt": prompt.text,
+        "target": _jsonable(sample.answer),
+        "response": completion.text,
+        "parsed_answer": task.extract_answer(completion.text),
+        "scores": scores,
+        "prompt_tokens": prompt.length,
+        "visual_tokens": prompt.visual_tokens,
+        "completion_tokens": int(completion.token_ids.numel()),
+        "truncated": completion.truncated,
+        "media": media_paths(sample),
+        **extra,
         **(extra_fields or {}),
     }
 
@@ -168,19 +189,40 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else str(value)
 
 
-def run_batch(model, processor, task: EvalTask, indices: list[int], opts: ScoringOptions,
-              prepared: tuple[list, list] | None = None, lock=None) -> list[dict[str, Any]]:
+def run_batch(
+    model,
+    processor,
+    task: EvalTask,
+    indices: list[int],
+    opts: ScoringOptions,
+    prepared: tuple[list, list] | None = None,
+    lock=None,
+) -> list[dict[str, Any]]:
     """Records of one batch; ``prepared`` = its (built prompts, failure records) when built ahead."""
     built, records = prepared or build_prompts(processor, task, indices, opts.prompt)
     turns = episode_turns(task, opts.max_turns)
     if built and turns > 1:  # one episode per doc in the task's environment, the batch's played together
         with lock or contextlib.nullcontext():
-            played = run_episode_docs(model, processor, [p for _, p in built], task, opts.settings, turns,
-                                      opts.prompt.max_prompt_length, opts.seed)
+            played = run_episode_docs(
+                model,
+                processor,
+                [p for _, p in built],
+                task,
+                opts.settings,
+                turns,
+                opts.prompt.max_prompt_length,
+                opts.seed,
+            )
         for (i, p), result in zip(built, played):
             if isinstance(result, Exception):  # a failed doc, like one whose media cannot be read
-                records = records + [{"doc_id": p.sample.id, "doc_index": i, "target": _jsonable(p.sample.answer),
-                                      "error": f"{type(result).__name__}: {result}"}]
+                records = records + [
+                    {
+                        "doc_id": p.sample.id,
+                        "doc_index": i,
+                        "target": _jsonable(p.sample.answer),
+                        "error": f"{type(result).__name__}: {result}",
+                    }
+                ]
             else:
                 records = records + [score_record(task, i, p, *result)]
     elif built:
@@ -198,6 +240,7 @@ def _prefetched(processor, task: EvalTask, batches: list[list[int]], opts: Promp
     thread does it during them. The processor's tokenizer is not safe to use from two threads at
     once, so prompt building and decoding share ``lock``.
     """
+
     def build(batch):
         with lock:
             return build_prompts(processor, task, batch, opts)
@@ -214,8 +257,15 @@ def _prefetched(processor, task: EvalTask, batches: list[list[int]], opts: Promp
 # ---- one task ----------------------------------------------------------------------------------
 
 
-def score_task(model, processor, task: EvalTask, opts: ScoringOptions, done: dict[str, dict] | None = None,
-               on_batch: Callable[[list[dict]], None] | None = None, progress=None) -> list[dict[str, Any]]:
+def score_task(
+    model,
+    processor,
+    task: EvalTask,
+    opts: ScoringOptions,
+    done: dict[str, dict] | None = None,
+    on_batch: Callable[[list[dict]], None] | None = None,
+    progress=None,
+) -> list[dict[str, Any]]:
     """Records of every doc of ``task`` in doc order; docs in ``done`` keep their stored records.
 
     ``on_batch`` receives each batch's new records (the samples-file journal appends them);

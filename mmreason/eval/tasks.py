@@ -64,16 +64,38 @@ class EvalTask:
     def describe(self) -> dict[str, Any]:
         """Everything about the task that moves its scores, for the results file."""
         return {
-            "task": self.name, "pack": self.pack.name, "data": self.path or f"built-in {EVAL_SPLIT} split",
-            "split": EVAL_SPLIT, "prompt_template": self.pack.prompt_template,
-            "metrics": {name: {"function": _qualname(fn), "doc": first_doc_line(fn), "aggregation": "mean",
-                               "higher_is_better": self.pack.metric_higher_is_better(name)}
-                        for name, fn in self.metrics.items()},
-            "answer_extractor": self.extractor_name, "n_docs": len(self.samples), "docs_hash": self.docs_hash(),
-            **({"derived_metrics": {name: {"function": _qualname(fn), "doc": first_doc_line(fn)}
-                                    for name, fn in self.pack.derived.items()}} if self.pack.derived else {}),
-            **({"note": "; ".join(n for n in [self.pack.results_note, self.extraction_note, *self.notes] if n)}
-               if self.pack.results_note or self.extraction_note or self.notes else {}),
+            "task": self.name,
+            "pack": self.pack.name,
+            "data": self.path or f"built-in {EVAL_SPLIT} split",
+            "split": EVAL_SPLIT,
+            "prompt_template": self.pack.prompt_template,
+            "metrics": {
+                name: {
+                    "function": _qualname(fn),
+                    "doc": first_doc_line(fn),
+                    "aggregation": "mean",
+                    "higher_is_better": self.pack.metric_higher_is_better(name),
+                }
+                for name, fn in self.metrics.items()
+            },
+            "answer_extractor": self.extractor_name,
+            "n_docs": len(self.samples),
+            "docs_hash": self.docs_hash(),
+            **(
+                {
+                    "derived_metrics": {
+                        name: {"function": _qualname(fn), "doc": first_doc_line(fn)}
+                        for name, fn in self.pack.derived.items()
+                    }
+                }
+                if self.pack.derived
+                else {}
+            ),
+            **(
+                {"note": "; ".join(n for n in [self.pack.results_note, self.extraction_note, *self.notes] if n)}
+                if self.pack.results_note or self.extraction_note or self.notes
+                else {}
+            ),
             **({"skipped_rows": self.skipped_rows} if self.skipped_rows else {}),
             **({"partial_rows": self.partial_rows} if self.partial_rows else {}),
             **({"page_allocation": self.page_allocation} if self.page_allocation else {}),
@@ -106,17 +128,26 @@ def parse_task_specs(text: str | list[str]) -> list[tuple[str, str | None]]:
             continue
         name, colon, path = item.partition(":")
         if colon and not path.strip():  # "videoqa:" with an unset $H would silently evaluate the default split
-            raise ValueError(f"--tasks {item!r}: no data file after the colon (PACK:PATH); give a path, or "
-                             f"{name.strip()!r} alone for the pack's default eval split")
+            raise ValueError(
+                f"--tasks {item!r}: no data file after the colon (PACK:PATH); give a path, or "
+                f"{name.strip()!r} alone for the pack's default eval split"
+            )
         specs.append((name.strip(), path.strip() or None))
     if not specs:
         raise ValueError("--tasks names no task; see `mmreason list tasks`")
     return specs
 
 
-def load_task(pack_name: str, path: str | None, limit: float | None = None,
-              options: dict[str, Any] | None = None, seed: int = 0, max_prompt_length: int | None = None,
-              tokenizer: Any = None, options_key: str = "--task_args") -> EvalTask:
+def load_task(
+    pack_name: str,
+    path: str | None,
+    limit: float | None = None,
+    options: dict[str, Any] | None = None,
+    seed: int = 0,
+    max_prompt_length: int | None = None,
+    tokenizer: Any = None,
+    options_key: str = "--task_args",
+) -> EvalTask:
     """A pack's eval docs (``options`` go to its loader), the first ``limit`` of them, each passed
     through the pack's per-draw ``prepare`` (e.g. page resolution allocation) once, at step 0.
 
@@ -154,8 +185,20 @@ def load_task(pack_name: str, path: str | None, limit: float | None = None,
     breakdowns = pack.breakdowns(kept) if pack.breakdowns is not None else {}
     if group_by is not None:
         breakdowns.update(group_by_metrics(pack, kept, str(group_by)))
-    return EvalTask(name, pack, path, kept, len(samples), extractor[0], extractor[1], skipped, breakdowns, notes,
-                    extraction, partial)
+    return EvalTask(
+        name,
+        pack,
+        path,
+        kept,
+        len(samples),
+        extractor[0],
+        extractor[1],
+        skipped,
+        breakdowns,
+        notes,
+        extraction,
+        partial,
+    )
 
 
 MAX_GROUPS = 100  # a group_by column with more values is not categorical
@@ -166,10 +209,15 @@ def group_by_metrics(pack: TaskPack, samples: list[Sample], column: str) -> dict
     ``METRIC/COLUMN=VALUE``, the metric on that group's docs only (NaN elsewhere, so its mean is the group's)."""
     groups = sorted({v for v in (group_value(s, column) for s in samples) if v is not None})
     if len(groups) > MAX_GROUPS:
-        raise ValueError(f"--task_args group_by={column}: {len(groups)} distinct values (over {MAX_GROUPS}); "
-                         "give a categorical column")
-    return {f"{name}/{column}={group}": _in_group(fn, column, group)
-            for name, fn in pack.metrics.items() for group in groups}
+        raise ValueError(
+            f"--task_args group_by={column}: {len(groups)} distinct values (over {MAX_GROUPS}); "
+            "give a categorical column"
+        )
+    return {
+        f"{name}/{column}={group}": _in_group(fn, column, group)
+        for name, fn in pack.metrics.items()
+        for group in groups
+    }
 
 
 def group_value(sample: Sample, column: str) -> str | None:
@@ -187,14 +235,23 @@ def _in_group(fn: Callable[[Sample, str], float], column: str, group: str) -> Ca
     return metric
 
 
-def load_tasks(text: str | list[str], limit: float | None = None, options: dict[str, Any] | None = None,
-               seed: int = 0, max_prompt_length: int | None = None, tokenizer: Any = None) -> list[EvalTask]:
-    tasks = [load_task(name, path, limit, options, seed, max_prompt_length, tokenizer)
-             for name, path in parse_task_specs(text)]
+def load_tasks(
+    text: str | list[str],
+    limit: float | None = None,
+    options: dict[str, Any] | None = None,
+    seed: int = 0,
+    max_prompt_length: int | None = None,
+    tokenizer: Any = None,
+) -> list[EvalTask]:
+    tasks = [
+        load_task(name, path, limit, options, seed, max_prompt_length, tokenizer)
+        for name, path in parse_task_specs(text)
+    ]
     column = (options or {}).get("group_by")
     if column is not None and not any(f"/{column}=" in m for t in tasks for m in t.metrics):
-        raise ValueError(f"--task_args group_by={column}: no doc of {', '.join(t.name for t in tasks)} has a "
-                         f"{column!r} column")
+        raise ValueError(
+            f"--task_args group_by={column}: no doc of {', '.join(t.name for t in tasks)} has a {column!r} column"
+        )
     names = [t.file_name for t in tasks]
     for n in names:
         if names.count(n) > 1:

@@ -132,7 +132,7 @@ def reward_hacking(rows: Rows | History, c: hc.RewardHacking) -> str | None:
     history = History.of(rows)
     if history.n_steps < c.window:
         return None
-    window = list(history.windows)[-c.window:]
+    window = list(history.windows)[-c.window :]
     first = window[0]["step"] - 1  # the eval row of the step before the window counts as its start
     evals: dict[str, list[float]] = {}
     for step, values in history.evals:
@@ -150,8 +150,9 @@ def reward_hacking(rows: Rows | History, c: hc.RewardHacking) -> str | None:
         rise, z = fitted_rise(values)
         if rise >= c.min_reward_rise and z >= c.min_z:
             held = ", ".join(f"{k} {v[0]:.2f} -> {v[-1]:.2f}" for k, v in sorted(evals.items()))
-            return (f"{key} rose {rise:+.3f} over {c.window} steps (z={z:.1f}) while the held-out metrics did "
-                    f"not ({held})")
+            return (
+                f"{key} rose {rise:+.3f} over {c.window} steps (z={z:.1f}) while the held-out metrics did not ({held})"
+            )
     return None
 
 
@@ -159,14 +160,17 @@ def answer_collapse(rows: Rows | History, c: hc.AnswerCollapse) -> str | None:
     """``answers/top_share`` >= ``min_share`` and >= ``answers/gold_top_share`` + ``min_excess`` with at least
     two distinct gold answers (``answers/golds``), ``steps`` steps in a row."""
     history = History.of(rows)
-    top, gold, golds = (_last(history, k, c.steps) for k in ("answers/top_share", "answers/gold_top_share",
-                                                              "answers/golds"))
+    top, gold, golds = (
+        _last(history, k, c.steps) for k in ("answers/top_share", "answers/gold_top_share", "answers/golds")
+    )
     if top is None or gold is None or golds is None:
         return None
     if all(t >= c.min_share and t - g >= c.min_excess and n >= 2 for t, g, n in zip(top, gold, golds)):
         answer = history.last.get("answers/top", "")
-        return (f"one answer ({answer!r}) is {top[-1]:.0%} of the completions while the most common gold answer "
-                f"is {gold[-1]:.0%} of the prompts, {c.steps} steps in a row")
+        return (
+            f"one answer ({answer!r}) is {top[-1]:.0%} of the completions while the most common gold answer "
+            f"is {gold[-1]:.0%} of the prompts, {c.steps} steps in a row"
+        )
     return None
 
 
@@ -176,7 +180,7 @@ def entropy_collapse(rows: Rows | History, c: hc.EntropyCollapse) -> str | None:
     if history.counts.get("entropy", 0) < c.baseline_steps + c.steps:
         return None
     base = sum(history.heads["entropy"][: c.baseline_steps]) / c.baseline_steps
-    last = history.values("entropy")[-c.steps:]
+    last = history.values("entropy")[-c.steps :]
     if base > 0 and all(v < c.min_ratio * base for v in last):
         return f"entropy {last[-1]:.3f} < {c.min_ratio} x its start {base:.3f}, {c.steps} steps in a row"
     return None
@@ -190,7 +194,7 @@ def kl_blowup(rows: Rows | History, c: hc.KLBlowup) -> str | None:
     kl = series[-1]
     if kl > c.max_kl:
         return f"kl {kl:.3f} > max_kl {c.max_kl}"
-    before = sorted(series[-c.window - 1:-1])
+    before = sorted(series[-c.window - 1 : -1])
     if len(before) >= 3 and kl > c.min_kl:
         median = before[len(before) // 2]
         if kl > c.spike_ratio * median:
@@ -208,8 +212,10 @@ def no_signal(rows: Rows | History, c: hc.NoSignal) -> str | None:
 
 def truncated(rows: Rows | History, c: hc.Truncated) -> str | None:
     """``completion/clipped_ratio`` or ``episodes/cut_share`` >= ``max_share``, ``steps`` in a row."""
-    for key, what in (("completion/clipped_ratio", "completions cut at max_completion_length"),
-                      ("episodes/cut_share", "episodes cut by a limit")):
+    for key, what in (
+        ("completion/clipped_ratio", "completions cut at max_completion_length"),
+        ("episodes/cut_share", "episodes cut by a limit"),
+    ):
         values = _last(rows, key, c.steps)
         if values is not None and all(v >= c.max_share for v in values):
             return f"{values[-1]:.0%} of {what}, {c.steps} steps in a row"

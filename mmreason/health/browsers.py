@@ -43,8 +43,9 @@ def _shape(row: dict[str, Any]) -> str | None:
     if media is not None and not (isinstance(media, list) and all(isinstance(m, str) for m in media)):
         return "media is not a list of paths"
     turns = row.get("turns")
-    if turns is not None and not (isinstance(turns, list) and all(
-            isinstance(t, dict) and isinstance(t.get("role", ""), str) for t in turns)):
+    if turns is not None and not (
+        isinstance(turns, list) and all(isinstance(t, dict) and isinstance(t.get("role", ""), str) for t in turns)
+    ):
         return "turns is not a list of {role: text, text: ...} objects"
     for key in ("group", "sample_id", "doc_id"):
         if isinstance(row.get(key), (list, dict)):
@@ -54,8 +55,22 @@ def _shape(row: dict[str, Any]) -> str | None:
 
 def _trim(row: dict[str, Any]) -> dict[str, Any]:
     """The fields a browser shows, each bounded (the row itself may hold megabytes)."""
-    out = {k: cut(row[k]) for k in ("prompt", "answer", "completion", "response", "parsed_answer", "target",
-                                     "error", "doc_id", "sample_id", "group") if k in row and row[k] is not None}
+    out = {
+        k: cut(row[k])
+        for k in (
+            "prompt",
+            "answer",
+            "completion",
+            "response",
+            "parsed_answer",
+            "target",
+            "error",
+            "doc_id",
+            "sample_id",
+            "group",
+        )
+        if k in row and row[k] is not None
+    }
     out.update({k: row.get(k) for k in ("reward", "advantage", "truncated") if k in row})
     for key in ("rewards", "scores"):
         if isinstance(row.get(key), dict):
@@ -118,8 +133,7 @@ def rollout_browser(page, path: Path, *, max_steps: int, steps: set[int]) -> str
             page.bad.add(path, n, why)
         else:
             picker.add(step, row)
-    pages = [(f"step {step}", _step_html(page, picker.kept[step][1], picker.rows[step]))
-             for step in picker.shown()]
+    pages = [(f"step {step}", _step_html(page, picker.kept[step][1], picker.rows[step])) for step in picker.shown()]
     return page.pager(pages, "step") + _left_out(picker, path.parent)
 
 
@@ -133,14 +147,18 @@ def _step_html(page, rows: list[dict], logged: int) -> str:
         names = sorted({k for m in members for k in (m.get("rewards") or {})})
         head = "".join(f"<th>{E(n)}</th>" for n in names)
         body = "".join(
-            f"<tr class=\"completion\"><td><pre>{_completion(m)}</pre></td><td>{_fmt(m.get('reward'))}</td>"
+            f'<tr class="completion"><td><pre>{_completion(m)}</pre></td><td>{_fmt(m.get("reward"))}</td>'
             + "".join(f"<td>{_fmt((m.get('rewards') or {}).get(n))}</td>" for n in names)
-            + f"<td class=\"{'pos' if (_num(m.get('advantage')) or 0) > 0 else 'neg'}\">"
-              f"{_fmt(m.get('advantage'))}</td></tr>" for m in members)
-        parts.append(f'<div class="group rollout"><div>{page.media(first["media"])}</div>'
-                     f"<p><b>{E(sample_id)}</b> (group {E(group)}) — {E(first.get('prompt', ''))}"
-                     f" — gold: <b>{E(first.get('answer', 'None'))}</b></p><table><tr><th>completion</th>"
-                     f"<th>reward</th>{head}<th>advantage</th></tr>{body}</table></div>")
+            + f'<td class="{"pos" if (_num(m.get("advantage")) or 0) > 0 else "neg"}">'
+            f"{_fmt(m.get('advantage'))}</td></tr>"
+            for m in members
+        )
+        parts.append(
+            f'<div class="group rollout"><div>{page.media(first["media"])}</div>'
+            f"<p><b>{E(sample_id)}</b> (group {E(group)}) — {E(first.get('prompt', ''))}"
+            f" — gold: <b>{E(first.get('answer', 'None'))}</b></p><table><tr><th>completion</th>"
+            f"<th>reward</th>{head}<th>advantage</th></tr>{body}</table></div>"
+        )
     more = logged - len(rows)
     note = f"<p>{more} more rows at this step not shown (max_rows)</p>" if more > 0 else ""
     return "".join(parts) + note
@@ -177,10 +195,13 @@ def _left_out(picker: StepPicker, run_dir: Path) -> str:
     if not rest:
         return ""
     runs = _runs(rest)
-    listed = ", ".join(runs[:MAX_LISTED]) + (f", … ({len(runs) - MAX_LISTED} more runs)" if len(runs) > MAX_LISTED
-                                             else "")
-    return (f'<p class="left-out">{len(rest)} more logged steps not shown (--max-steps): {E(listed)}. Show some '
-            f"with <code>mmreason report {E(str(run_dir))} --steps {rest[0]},{rest[-1]}</code></p>")
+    listed = ", ".join(runs[:MAX_LISTED]) + (
+        f", … ({len(runs) - MAX_LISTED} more runs)" if len(runs) > MAX_LISTED else ""
+    )
+    return (
+        f'<p class="left-out">{len(rest)} more logged steps not shown (--max-steps): {E(listed)}. Show some '
+        f"with <code>mmreason report {E(str(run_dir))} --steps {rest[0]},{rest[-1]}</code></p>"
+    )
 
 
 def samples_browser(page, files: list[Path], *, max_steps: int) -> str:
@@ -194,8 +215,14 @@ def samples_browser(page, files: list[Path], *, max_steps: int) -> str:
         pages += _samples_pages(page, path, per_file)
     picked = set(chosen)
     rest = [f.name for f in files if f not in picked]
-    note = (f'<p class="left-out">{len(rest)} more samples files not shown (--max-steps): '
-            f"{E(', '.join(rest[:MAX_LISTED]))}{' …' if len(rest) > MAX_LISTED else ''}</p>") if rest else ""
+    note = (
+        (
+            f'<p class="left-out">{len(rest)} more samples files not shown (--max-steps): '
+            f"{E(', '.join(rest[:MAX_LISTED]))}{' …' if len(rest) > MAX_LISTED else ''}</p>"
+        )
+        if rest
+        else ""
+    )
     return page.pager(pages, "samples file") + note
 
 
@@ -220,20 +247,29 @@ def _samples_pages(page, path: Path, n_pages: int) -> list[tuple[str, str]]:
     head = "".join(f"<th>{E(m)}</th>" for m in metrics)
     pages = []
     for start in range(0, max(len(kept), 1), page.max_rows):
-        chunk = kept[start:start + page.max_rows]
+        chunk = kept[start : start + page.max_rows]
         rows = "".join(
-            f"<tr class=\"sample\"><td>{E(r.get('doc_id', 'None'))}</td><td>{page.media(r['media'])}</td>"
+            f'<tr class="sample"><td>{E(r.get("doc_id", "None"))}</td><td>{page.media(r["media"])}</td>'
             f"<td><pre>{E(r.get('prompt', ''))}</pre></td><td><pre>{E(r.get('response', ''))}"
             f"</pre></td><td>{E(r.get('parsed_answer', ''))}</td><td>{E(r.get('target', 'None'))}</td>"
             + "".join(f"<td>{_fmt((r.get('scores') or {}).get(m))}</td>" for m in metrics)
-            + f"<td>{E(r.get('error', ''))}</td></tr>" for r in chunk)
-        title = f"{path.name} ({means})" + (f" rows {start + 1}–{start + len(chunk)}" if total > page.max_rows
-                                            else "")
-        pages.append((title, f"<table><tr><th>doc</th><th>media</th><th>question</th><th>response</th><th>parsed"
-                             f"</th><th>target</th>{head}<th>error</th></tr>{rows}</table>"))
+            + f"<td>{E(r.get('error', ''))}</td></tr>"
+            for r in chunk
+        )
+        title = f"{path.name} ({means})" + (f" rows {start + 1}–{start + len(chunk)}" if total > page.max_rows else "")
+        pages.append(
+            (
+                title,
+                f"<table><tr><th>doc</th><th>media</th><th>question</th><th>response</th><th>parsed"
+                f"</th><th>target</th>{head}<th>error</th></tr>{rows}</table>",
+            )
+        )
     if total > len(kept):
-        pages[-1] = (pages[-1][0], pages[-1][1] + f"<p>{total - len(kept)} more docs in {E(path.name)} not shown "
-                                                  "(--max-steps pages of --max-rows)</p>")
+        pages[-1] = (
+            pages[-1][0],
+            pages[-1][1] + f"<p>{total - len(kept)} more docs in {E(path.name)} not shown "
+            "(--max-steps pages of --max-rows)</p>",
+        )
     return pages
 
 

@@ -27,8 +27,13 @@ class RewardHacking:
     eval_limit: int = 64  # ... and its docs when eval_limit is unset too
 
     RANGES: ClassVar[dict[str, str]] = {
-        "window": "[2, inf)", "min_reward_rise": "[0, inf)", "min_z": "[0, inf)", "min_eval_rise": "[0, inf)",
-        "ceiling": "[0, inf)", "eval_steps": "[1, inf)", "eval_limit": "[1, inf)",
+        "window": "[2, inf)",
+        "min_reward_rise": "[0, inf)",
+        "min_z": "[0, inf)",
+        "min_eval_rise": "[0, inf)",
+        "ceiling": "[0, inf)",
+        "eval_steps": "[1, inf)",
+        "eval_limit": "[1, inf)",
     }
 
 
@@ -67,7 +72,10 @@ class KLBlowup:
     window: int = 20
 
     RANGES: ClassVar[dict[str, str]] = {
-        "max_kl": "(0, inf)", "min_kl": "[0, inf)", "spike_ratio": "[1, inf)", "window": "[1, inf)",
+        "max_kl": "(0, inf)",
+        "min_kl": "[0, inf)",
+        "spike_ratio": "[1, inf)",
+        "window": "[1, inf)",
     }
 
 

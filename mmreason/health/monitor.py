@@ -18,8 +18,13 @@ from mmreason.health.config import HealthConfig
 
 
 class HealthMonitor:
-    def __init__(self, cfg: HealthConfig, event: Callable[..., None], say: Callable[[str], None] = print,
-                 rows: Iterable[dict[str, Any]] | None = None):
+    def __init__(
+        self,
+        cfg: HealthConfig,
+        event: Callable[..., None],
+        say: Callable[[str], None] = print,
+        rows: Iterable[dict[str, Any]] | None = None,
+    ):
         self.cfg, self.event, self.say = cfg, event, say
         self.history = history_for(cfg)
         for row in rows or []:

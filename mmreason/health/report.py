@@ -70,23 +70,30 @@ class Page:
         self.pagers += 1
         pid = f"pager{self.pagers}"
         opts = "".join(f'<option value="{i}">{E(t)}</option>' for i, (t, _) in enumerate(pages))
-        divs = "".join(f'<div class="page" data-pager="{pid}" data-page="{i}">{h}</div>'
-                       for i, (_, h) in enumerate(pages))
+        divs = "".join(
+            f'<div class="page" data-pager="{pid}" data-page="{i}">{h}</div>' for i, (_, h) in enumerate(pages)
+        )
         return f'<label>{E(label)} <select class="pager" id="{pid}">{opts}</select></label>{divs}'
 
     def malformed(self) -> str:
         if not self.bad.counts:
             return ""
-        rows = "".join(f"<tr><td>{E(name)}</td><td>{E(why)}</td><td>{count}</td><td>{line}</td></tr>"
-                       for (name, why), (count, line) in sorted(self.bad.counts.items()))
-        return (f'<h2 class="malformed">Malformed records left out ({self.bad.total()})</h2><table><tr><th>file'
-                f"</th><th>why</th><th>records</th><th>first line</th></tr>{rows}</table>")
+        rows = "".join(
+            f"<tr><td>{E(name)}</td><td>{E(why)}</td><td>{count}</td><td>{line}</td></tr>"
+            for (name, why), (count, line) in sorted(self.bad.counts.items())
+        )
+        return (
+            f'<h2 class="malformed">Malformed records left out ({self.bad.total()})</h2><table><tr><th>file'
+            f"</th><th>why</th><th>records</th><th>first line</th></tr>{rows}</table>"
+        )
 
     def document(self, title: str, body: str) -> str:
         thumbs = json.dumps(self.thumbs.uris).replace("</", "<\\/")
-        return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{E(title)}</title><style>{STYLE}'
-                f'</style></head><body>{self.malformed()}{body}<script type="application/json" id="thumbs">'
-                f"{thumbs}</script><script>{SCRIPT}</script></body></html>")
+        return (
+            f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{E(title)}</title><style>{STYLE}'
+            f'</style></head><body>{self.malformed()}{body}<script type="application/json" id="thumbs">'
+            f"{thumbs}</script><script>{SCRIPT}</script></body></html>"
+        )
 
 
 def events(page: Page, run_dir: Path) -> dict[str, tuple[list[dict[str, Any]], int]]:
@@ -111,12 +118,16 @@ def alarms_html(log: RunLog, alarm_events: list[dict[str, Any]]) -> str:
         if held.held:
             (a, _), (_, b) = held.ranges[0], held.ranges[-1]
             merged = f", ranges merged across gaps of up to {held.gap} steps" if held.gap > 1 else ""
-            raised.append(f'<li class="alarm"><b>{E(cut(name, 100))}</b> (steps {a:.0f}–{b:.0f}, {held.held} steps in '
-                          f"{len(held.ranges)} ranges{merged}): {E(cut(reasons.get(name, '')))}</li>")
+            raised.append(
+                f'<li class="alarm"><b>{E(cut(name, 100))}</b> (steps {a:.0f}–{b:.0f}, {held.held} steps in '
+                f"{len(held.ranges)} ranges{merged}): {E(cut(reasons.get(name, '')))}</li>"
+            )
     quiet = [cut(n, 100) for n, held in log.alarms.items() if not held.held]
     replayed = " (replayed with the default thresholds: the run logged no alarm metrics)" if log.replayed else ""
-    return (f"<h2>Alarms{replayed}</h2>{alarm_timeline(log.first, log.last, log.alarms, reasons)}"
-            f"<ul>{''.join(raised) or '<li>no alarm was raised</li>'}</ul><p>quiet: {E(', '.join(quiet)) or '-'}</p>")
+    return (
+        f"<h2>Alarms{replayed}</h2>{alarm_timeline(log.first, log.last, log.alarms, reasons)}"
+        f"<ul>{''.join(raised) or '<li>no alarm was raised</li>'}</ul><p>quiet: {E(', '.join(quiet)) or '-'}</p>"
+    )
 
 
 def run_section(page: Page, run_dir: Path, log: RunLog, *, max_steps: int, steps: set[int]) -> str:
@@ -124,15 +135,22 @@ def run_section(page: Page, run_dir: Path, log: RunLog, *, max_steps: int, steps
     out = [alarms_html(log, logged["alarm"][0])]
     unseen, n_unseen = logged["unseen_media"]
     if unseen:
-        out.append(f"<h2>Unseen media ({n_unseen})</h2><table><tr><th>sample</th><th>problems</th><th>paths"
-                   "</th></tr>" + "".join(f"<tr><td>{E(cut(u.get('sample_id')))}</td><td>{E(cut(u.get('problems')))}"
-                                          f"</td><td>{E(cut(u.get('paths')))}</td></tr>"
-                                          for u in unseen[: page.max_rows]) + "</table>")
+        out.append(
+            f"<h2>Unseen media ({n_unseen})</h2><table><tr><th>sample</th><th>problems</th><th>paths"
+            "</th></tr>"
+            + "".join(
+                f"<tr><td>{E(cut(u.get('sample_id')))}</td><td>{E(cut(u.get('problems')))}"
+                f"</td><td>{E(cut(u.get('paths')))}</td></tr>"
+                for u in unseen[: page.max_rows]
+            )
+            + "</table>"
+        )
     charts = "".join(line_chart(t, s) for t, s in log.charts())
     more = f"<p>{log.series_left_out} more metric series not drawn</p>" if log.series_left_out else ""
     out.append(f'<h2>Curves ({log.rows} rows)</h2><div class="charts">{charts}</div>{more}')
-    out.append("<h2>Rollouts</h2>" + rollout_browser(page, run_dir / "completions.jsonl", max_steps=max_steps,
-                                                     steps=steps))
+    out.append(
+        "<h2>Rollouts</h2>" + rollout_browser(page, run_dir / "completions.jsonl", max_steps=max_steps, steps=steps)
+    )
     files = sorted((run_dir / "eval").glob("*_samples_*.jsonl"), key=_step_order) if (run_dir / "eval").is_dir() else []
     if files:
         out.append("<h2>In-training eval samples</h2>" + samples_browser(page, files, max_steps=max_steps))
@@ -150,12 +168,20 @@ def kind_of(path: Path) -> str:
         return "run"
     if path.is_file() and path.name.endswith(".jsonl") or any(path.rglob("*_samples_*.jsonl")):
         return "eval"
-    raise FileNotFoundError(f"{str(path)!r} is neither a run directory (metrics.jsonl) nor an eval directory or "
-                            "samples file (*_samples_*.jsonl)")
+    raise FileNotFoundError(
+        f"{str(path)!r} is neither a run directory (metrics.jsonl) nor an eval directory or "
+        "samples file (*_samples_*.jsonl)"
+    )
 
 
-def build_report(paths: list[str | Path], max_rows: int = 50, *, max_steps: int = MAX_STEPS,
-                 steps: set[int] | None = None, allow_outside_media: bool = False) -> str:
+def build_report(
+    paths: list[str | Path],
+    max_rows: int = 50,
+    *,
+    max_steps: int = MAX_STEPS,
+    steps: set[int] | None = None,
+    allow_outside_media: bool = False,
+) -> str:
     """The HTML of one directory's report, or of two compared."""
     dirs = [Path(p) for p in paths]
     if not 1 <= len(dirs) <= 2:
@@ -167,27 +193,38 @@ def build_report(paths: list[str | Path], max_rows: int = 50, *, max_steps: int 
     if len(dirs) == 2 and kinds == ["run", "run"]:
         both = [log.charts(f"{tag}: ") for tag, log in zip("AB", logs)]
         charts = "".join(line_chart(t, {**a, **b}) for (t, a), (_, b) in zip(*both))
-        body.append(f"<h1>A: {E(str(dirs[0]))} vs B: {E(str(dirs[1]))}</h1><h2>Curves, A and B</h2>"
-                    f'<div class="charts">{charts}</div>')
+        body.append(
+            f"<h1>A: {E(str(dirs[0]))} vs B: {E(str(dirs[1]))}</h1><h2>Curves, A and B</h2>"
+            f'<div class="charts">{charts}</div>'
+        )
     for tag, d, kind, log in zip("AB" if len(dirs) == 2 else " ", dirs, kinds, logs):
         title = f"{tag.strip() + ': ' if tag.strip() else ''}{d}"
         if kind == "run":
-            body.append(f"<h1>Run {E(title)}</h1>" + run_section(page, d, log, max_steps=max_steps,
-                                                                   steps=steps or set()))
+            body.append(
+                f"<h1>Run {E(title)}</h1>" + run_section(page, d, log, max_steps=max_steps, steps=steps or set())
+            )
         else:
             files = [d] if d.is_file() else sorted(d.rglob("*_samples_*.jsonl"), key=_step_order)
             body.append(f"<h1>Eval {E(title)}</h1>" + samples_browser(page, files, max_steps=max_steps))
     return page.document(" vs ".join(map(str, dirs)), "".join(body))
 
 
-def write_report(paths: list[str | Path], out: str | Path | None = None, max_rows: int = 50, *,
-                 max_steps: int = MAX_STEPS, steps: set[int] | None = None,
-                 allow_outside_media: bool = False) -> Path:
+def write_report(
+    paths: list[str | Path],
+    out: str | Path | None = None,
+    max_rows: int = 50,
+    *,
+    max_steps: int = MAX_STEPS,
+    steps: set[int] | None = None,
+    allow_outside_media: bool = False,
+) -> Path:
     """Write the report (default ``<first dir>/report.html``, ``compare.html`` for two) and return its path."""
     first = Path(paths[0])
-    target = Path(out) if out else (first if first.is_dir() else first.parent) / (
-        "compare.html" if len(paths) == 2 else "report.html")
-    html_text = build_report(paths, max_rows, max_steps=max_steps, steps=steps,
-                             allow_outside_media=allow_outside_media)
+    target = (
+        Path(out)
+        if out
+        else (first if first.is_dir() else first.parent) / ("compare.html" if len(paths) == 2 else "report.html")
+    )
+    html_text = build_report(paths, max_rows, max_steps=max_steps, steps=steps, allow_outside_media=allow_outside_media)
     target.write_text(html_text, encoding="utf-8", errors="replace")
     return target

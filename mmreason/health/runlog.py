@@ -27,8 +27,10 @@ CURVES = (  # (title, metric-key predicate)
     ("entropy", lambda k: k == "entropy"),
     ("KL", lambda k: k == "kl"),
     ("step time split (s)", lambda k: k.startswith("time/") and k not in ("time/video_decode",)),
-    ("truncated / zero-spread groups", lambda k: k in ("completion/clipped_ratio", "frac_reward_zero_std",
-                                                       "episodes/cut_share")),
+    (
+        "truncated / zero-spread groups",
+        lambda k: k in ("completion/clipped_ratio", "frac_reward_zero_std", "episodes/cut_share"),
+    ),
     ("answers", lambda k: k in ("answers/top_share", "answers/gold_top_share")),
 )
 MAX_SERIES = 64  # metric series drawn per run (a row of a thousand eval keys must not draw a thousand lines)
@@ -63,8 +65,9 @@ class _Layout:
 
     def __init__(self, cols: tuple[str, ...]):
         self.cols = cols
-        self.get: Callable[[dict], Any] = itemgetter(*cols) if len(cols) > 1 else (
-            (lambda row: (row[cols[0]],)) if cols else (lambda row: ()))
+        self.get: Callable[[dict], Any] = (
+            itemgetter(*cols) if len(cols) > 1 else ((lambda row: (row[cols[0]],)) if cols else (lambda row: ()))
+        )
         self.steps: list[int] = []
         self.values: list[Any] = []
 
@@ -127,16 +130,18 @@ class _Columns:
     def _flush(self, layout: _Layout, held: dict[str, list[np.ndarray]]) -> None:
         steps = np.asarray(layout.steps, dtype=np.float64)
         try:
-            table = np.fromiter(chain.from_iterable(layout.values), dtype=np.float64,
-                                count=len(steps) * len(layout.cols)).reshape(len(steps), len(layout.cols))
+            table = np.fromiter(
+                chain.from_iterable(layout.values), dtype=np.float64, count=len(steps) * len(layout.cols)
+            ).reshape(len(steps), len(layout.cols))
         except (TypeError, ValueError):  # a string, list or object among the values: the slow way
-            table = np.array([[_num(v) if _num(v) is not None else np.nan for v in r] for r in layout.values],
-                             dtype=np.float64).reshape(len(steps), len(layout.cols))
+            table = np.array(
+                [[_num(v) if _num(v) is not None else np.nan for v in r] for r in layout.values], dtype=np.float64
+            ).reshape(len(steps), len(layout.cols))
         layout.steps, layout.values = [], []
         for j, key in enumerate(layout.cols):
             col = table[:, j]
             if self.kind[key] == "alarm":
-                held.setdefault(key[len("alarm/"):], []).append(steps[np.isfinite(col) & (col != 0)])
+                held.setdefault(key[len("alarm/") :], []).append(steps[np.isfinite(col) & (col != 0)])
             else:
                 ok = np.isfinite(col)
                 self.log.curves.setdefault(key, Curve()).add_many(steps[ok], col[ok])
@@ -167,9 +172,9 @@ def read_run_log(path: Path, bad: Malformed) -> RunLog:
         columns.add(step, row)
         if not logged:
             for name, on in monitor.check(step, {k: v for k, v in row.items() if k != "step"}).items():
-                replay.setdefault(name[len("alarm/"):], Ranges())
+                replay.setdefault(name[len("alarm/") :], Ranges())
                 if on:
-                    replay[name[len("alarm/"):]].add(step)
+                    replay[name[len("alarm/") :]].add(step)
     columns.flush()
     if not logged:
         log.alarms, log.replayed = replay, bool(replay)

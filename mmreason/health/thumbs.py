@@ -56,10 +56,11 @@ class Thumbs:
             if p.is_absolute() and p.resolve().is_relative_to(cache) and p.resolve().exists():
                 return p.resolve()
             if p.is_absolute() or ".." in p.parts or any((root / p).exists() for root in self.roots):
-                raise PermissionError(f"{name!r} is outside the report's directory (--allow-outside-media "
-                                      "inlines it)")
-            raise FileNotFoundError(f"{name!r} not found in the report's directory (--allow-outside-media also "
-                                    "looks in the current directory)")
+                raise PermissionError(f"{name!r} is outside the report's directory (--allow-outside-media inlines it)")
+            raise FileNotFoundError(
+                f"{name!r} not found in the report's directory (--allow-outside-media also "
+                "looks in the current directory)"
+            )
         for root in [Path.cwd(), *self.roots]:
             if (root / p).exists():
                 return root / p

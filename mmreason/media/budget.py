@@ -136,9 +136,7 @@ def video_tokens(
         raise ValueError(f"a video needs at least one frame, got num_frames={num_frames}")
     factor = patch_size * merge_size
     if cap_pixels_per_frame:
-        max_pixels = frame_pixel_cap(
-            num_frames, min_pixels, max_pixels, factor, temporal_patch_size, max_video_tokens
-        )
+        max_pixels = frame_pixel_cap(num_frames, min_pixels, max_pixels, factor, temporal_patch_size, max_video_tokens)
     h, w = smart_resize(height, width, factor, min_pixels, max_pixels)
     grid_t = -(-num_frames // temporal_patch_size)
     return grid_t * (h // patch_size) * (w // patch_size) // (merge_size * merge_size)

@@ -60,9 +60,7 @@ def _open(src: ImageSource) -> Image.Image:
             return Image.open(path)
         except Exception as err:  # UnidentifiedImageError, DecompressionBombError, OSError
             raise MediaError(path, f"not a readable image ({describe(err)})", _KIND) from err
-    raise TypeError(
-        f"cannot load an image from {type(src).__name__}; give a path, bytes, a PIL image or a dict"
-    )
+    raise TypeError(f"cannot load an image from {type(src).__name__}; give a path, bytes, a PIL image or a dict")
 
 
 def _open_bytes(data: bytes, name: str) -> Image.Image:
@@ -107,8 +105,11 @@ def load_image(src: ImageSource, max_pixels: int | None = None, min_pixels: int 
     image = _open(src)
     cap = max_decode_pixels()
     if image.width * image.height > cap:  # from the header: nothing decoded yet
-        raise MediaError(_name(src), f"{image.width}x{image.height} px is over the decode cap of {cap:,} pixels "
-                         "(MMREASON_MAX_IMAGE_PIXELS)", _KIND)
+        raise MediaError(
+            _name(src),
+            f"{image.width}x{image.height} px is over the decode cap of {cap:,} pixels (MMREASON_MAX_IMAGE_PIXELS)",
+            _KIND,
+        )
     try:
         image.load()  # decodes now: truncated data fails here
         image = to_rgb(image)
@@ -138,9 +139,7 @@ def image_size(src: ImageSource) -> tuple[int, int]:
             image.close()  # a lazily opened file keeps its handle until closed
 
 
-def image_file_tokens(
-    src: ImageSource, min_pixels: int = IMAGE_MIN_PIXELS, max_pixels: int = IMAGE_MAX_PIXELS
-) -> int:
+def image_file_tokens(src: ImageSource, min_pixels: int = IMAGE_MIN_PIXELS, max_pixels: int = IMAGE_MAX_PIXELS) -> int:
     """Visual tokens the Qwen image processor (with these limits) will produce for ``src``.
 
     Reads the header only. Equal to the count for ``load_image(src, max_pixels, min_pixels)``.

@@ -107,9 +107,7 @@ def _open(path: str):
         if "password" in text:
             raise MediaError(path, "the PDF is encrypted (password protected)", _KIND) from err
         if "security" in text:
-            raise MediaError(
-                path, "the PDF is encrypted with an unsupported security handler", _KIND
-            ) from err
+            raise MediaError(path, "the PDF is encrypted with an unsupported security handler", _KIND) from err
         raise MediaError(path, f"not a readable PDF, damaged or truncated ({describe(err)})", _KIND) from err
 
 
@@ -123,9 +121,7 @@ def _page_indices(path: str, pages: PageSelection, count: int) -> list[int]:
         raise ValueError(f"no pages selected from {path!r}: give None for all pages, or page indices")
     for index in indices:
         if not 0 <= index < count:
-            raise MediaError(
-                path, f"page {index} is out of range (the PDF has {count} pages, 0-based)", _KIND
-            )
+            raise MediaError(path, f"page {index} is out of range (the PDF has {count} pages, 0-based)", _KIND)
     return indices
 
 
@@ -191,9 +187,7 @@ def _rendered_size(page, dpi: float) -> tuple[int, int]:
     return math.ceil(page.get_height() * scale), math.ceil(page.get_width() * scale)
 
 
-def pdf_page_sizes(
-    path: str | os.PathLike, pages: PageSelection = None, dpi: float = 100
-) -> list[tuple[int, int]]:
+def pdf_page_sizes(path: str | os.PathLike, pages: PageSelection = None, dpi: float = 100) -> list[tuple[int, int]]:
     """(height, width) in pixels of each selected page rendered at ``dpi``, without rendering."""
     path = require_file(path, _KIND)
     with _PDFIUM_LOCK:
@@ -233,8 +227,12 @@ def _render(path: str, page, dpi: float, budget: PixelBudget | None, index: int)
     target = None
     cap = max_decode_pixels()
     if budget is None and height * width > cap:  # no budget: a poster-sized page would render at full size
-        raise MediaError(path, f"page {index} renders to {width}x{height} px at {dpi:g} dpi, over the cap of "
-                         f"{cap:,} pixels (MMREASON_MAX_IMAGE_PIXELS); give a pixel budget or a lower dpi", _KIND)
+        raise MediaError(
+            path,
+            f"page {index} renders to {width}x{height} px at {dpi:g} dpi, over the cap of "
+            f"{cap:,} pixels (MMREASON_MAX_IMAGE_PIXELS); give a pixel budget or a lower dpi",
+            _KIND,
+        )
     if budget is not None:
         try:
             target = budget.resize(height, width)
@@ -251,9 +249,7 @@ def _render(path: str, page, dpi: float, budget: PixelBudget | None, index: int)
     return image
 
 
-def _cache_file(
-    cache_dir: str | os.PathLike, path: str, index: int, dpi: float, budget: PixelBudget | None
-) -> Path:
+def _cache_file(cache_dir: str | os.PathLike, path: str, index: int, dpi: float, budget: PixelBudget | None) -> Path:
     """Cache entry for one rendering: keyed by the file (real path, size, mtime), page, dpi and budget."""
     stat = os.stat(path)
     identity = f"{os.path.realpath(path)}|{stat.st_size}|{stat.st_mtime_ns}"

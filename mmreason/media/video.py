@@ -135,9 +135,7 @@ class _DecordSource:
         width, height = header_frame_size(path)  # decord can only tell the size by decoding a frame
         check_frame_pixels(path, width, height)
         self.reader = decord.VideoReader(path, ctx=decord.cpu(0))
-        self.info = VideoInfo(
-            path, len(self.reader), float(self.reader.get_avg_fps()), height, width, self.name
-        )
+        self.info = VideoInfo(path, len(self.reader), float(self.reader.get_avg_fps()), height, width, self.name)
 
     def read(self, indices: Sequence[int]) -> np.ndarray:
         return self.reader.get_batch(list(indices)).asnumpy()
@@ -281,16 +279,12 @@ def load_video(
 
     def work(source) -> VideoClip:
         info = source.info
-        indices = plan_frames(
-            info, fps=fps, num_frames=num_frames, start=start, end=end, max_frames=max_frames
-        )
+        indices = plan_frames(info, fps=fps, num_frames=num_frames, start=start, end=end, max_frames=max_frames)
         window = window_frames(info, start, end)
         size = None if budget is None else frame_size(info, budget.min_pixels, budget.max_pixels)
         chunks, per_chunk = [], read_chunk(info.height, info.width)
         for i in range(0, len(indices), per_chunk):
-            chunk = torch.from_numpy(source.read(indices[i : i + per_chunk])).permute(
-                0, 3, 1, 2
-            )  # [t, 3, H, W]
+            chunk = torch.from_numpy(source.read(indices[i : i + per_chunk])).permute(0, 3, 1, 2)  # [t, 3, H, W]
             chunks.append(chunk if size is None else _resize_frames(chunk, *size))
         frames = torch.cat(chunks).contiguous()  # [T, 3, H, W]
         return VideoClip(
@@ -322,8 +316,11 @@ def clip_cache(max_bytes: int | None = None) -> FileCache:
     ``$MMREASON_VIDEO_CACHE_MB`` (256) MiB; 0 turns the cache off."""
     if max_bytes is None:
         max_bytes = int(float(os.environ.get("MMREASON_VIDEO_CACHE_MB", "256")) * 2**20)
-    return FileCache(lambda path, **kwargs: load_video(path, **kwargs), max_bytes,
-                     cost=lambda clip: clip.frames.numel() * clip.frames.element_size())
+    return FileCache(
+        lambda path, **kwargs: load_video(path, **kwargs),
+        max_bytes,
+        cost=lambda clip: clip.frames.numel() * clip.frames.element_size(),
+    )
 
 
 def header_cache(max_entries: int = 4096) -> FileCache:

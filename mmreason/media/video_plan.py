@@ -98,8 +98,11 @@ def check_frame_pixels(path: str, width: int, height: int) -> None:
 
     cap = max_decode_pixels()
     if height * width > cap:
-        raise MediaError(path, f"frames of {width}x{height} px are over the decode cap of {cap:,} "
-                         "pixels (MMREASON_MAX_IMAGE_PIXELS)", _KIND)
+        raise MediaError(
+            path,
+            f"frames of {width}x{height} px are over the decode cap of {cap:,} pixels (MMREASON_MAX_IMAGE_PIXELS)",
+            _KIND,
+        )
 
 
 def plan_frames(
@@ -123,13 +126,13 @@ def plan_frames(
             raise ValueError(f"num_frames must be at least 1, got {num_frames}")
         if max_frames is not None and num_frames > max_frames:  # a dataset's num_frames obeys the cap too
             raise MediaError(
-                info.path, f"asked for {num_frames} frames, over the frame cap max_frames={max_frames} "
-                "(data.video_max_frames in a run config)", _KIND
+                info.path,
+                f"asked for {num_frames} frames, over the frame cap max_frames={max_frames} "
+                "(data.video_max_frames in a run config)",
+                _KIND,
             )
         if num_frames > count:
-            raise MediaError(
-                info.path, f"asked for {num_frames} frames but the window holds only {count}", _KIND
-            )
+            raise MediaError(info.path, f"asked for {num_frames} frames but the window holds only {count}", _KIND)
         n = _even_up(num_frames)
     else:
         rate = DEFAULT_FPS if fps is None else float(fps)
@@ -175,8 +178,6 @@ def clip_tokens(
     )
 
 
-
-
 @dataclass(frozen=True)
 class VideoLimits:
     """Video limits of a run or an eval (``None`` pixel limits: the image limits, then the processor's)."""
@@ -212,8 +213,7 @@ class ClipPlan:
     # then resizes them within its limits, which ``min_pixels`` / ``max_pixels`` here are)
 
 
-def frame_pixel_limits(num_frames: int, min_pixels: int, max_pixels: int,
-                       total_pixels: int | None) -> tuple[int, int]:
+def frame_pixel_limits(num_frames: int, min_pixels: int, max_pixels: int, total_pixels: int | None) -> tuple[int, int]:
     """Per-frame ``(min_pixels, max_pixels)`` of a ``num_frames`` clip under a clip-wide ``total_pixels``."""
     if total_pixels is None:
         return min_pixels, max_pixels
@@ -221,9 +221,18 @@ def frame_pixel_limits(num_frames: int, min_pixels: int, max_pixels: int,
     return min(min_pixels, high), high
 
 
-def plan_clip(info: VideoInfo, *, fps: float | None, num_frames: int | None, start: float | None,
-              end: float | None, max_frames: int | None, min_pixels: int, max_pixels: int,
-              total_pixels: int | None = None) -> ClipPlan:
+def plan_clip(
+    info: VideoInfo,
+    *,
+    fps: float | None,
+    num_frames: int | None,
+    start: float | None,
+    end: float | None,
+    max_frames: int | None,
+    min_pixels: int,
+    max_pixels: int,
+    total_pixels: int | None = None,
+) -> ClipPlan:
     """The plan of one clip from its header (raises MediaError naming the file, as ``load_video`` would)."""
     indices = plan_frames(info, fps=fps, num_frames=num_frames, start=start, end=end, max_frames=max_frames)
     low, high = frame_pixel_limits(len(indices), min_pixels, max_pixels, total_pixels)

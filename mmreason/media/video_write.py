@@ -10,8 +10,14 @@ from pathlib import Path
 import numpy as np
 
 
-def write_mp4(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: int, *, size: tuple[int, int] | None = None,
-              crf: int = 20) -> Path:
+def write_mp4(
+    path: str | os.PathLike,
+    frames: Iterable[np.ndarray],
+    fps: int,
+    *,
+    size: tuple[int, int] | None = None,
+    crf: int = 20,
+) -> Path:
     """``frames`` ([H, W, 3] uint8 RGB, any iterable) as an H.264 mp4 at ``fps``; ``size`` (width, height)
     rescales every frame (default: the first frame's size). Readers never see a half-written file."""
     import av

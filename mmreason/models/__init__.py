@@ -14,6 +14,14 @@ from mmreason.models.loading import (
 from mmreason.models.tiny import build_tiny_model
 
 __all__ = [
-    "ModelConfig", "apply_lora", "build_tiny_model", "check_model_dir", "load_model", "load_processor",
-    "resolve_attn_implementation", "resolve_dtype", "trainable_parameters", "vision_tower",
+    "ModelConfig",
+    "apply_lora",
+    "build_tiny_model",
+    "check_model_dir",
+    "load_model",
+    "load_processor",
+    "resolve_attn_implementation",
+    "resolve_dtype",
+    "trainable_parameters",
+    "vision_tower",
 ]

@@ -26,8 +26,9 @@ def sdpa_fp32_attention(module, query, key, value, attention_mask, *args, **kwar
         return sdpa_attention_forward(module, query, key, value, attention_mask, *args, **kwargs)
     if attention_mask is not None and attention_mask.is_floating_point():
         attention_mask = attention_mask.float()
-    out, weights = sdpa_attention_forward(module, query.float(), key.float(), value.float(), attention_mask,
-                                          *args, **kwargs)
+    out, weights = sdpa_attention_forward(
+        module, query.float(), key.float(), value.float(), attention_mask, *args, **kwargs
+    )
     return out.to(dtype), weights
 
 

@@ -18,8 +18,14 @@ from mmreason.models.families import check_checkpoint
 
 log = logging.getLogger(__name__)
 
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
 
 
 @dataclass
@@ -61,8 +67,10 @@ def resolve_attn_implementation(name: str, dtype: torch.dtype | None = None) -> 
     the ``auto`` dtype), else sdpa; an explicit name is kept."""
     if name != "auto":
         if name == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
-            raise ValueError("model.attn_implementation=flash_attention_2 but flash-attn is not installed "
-                             "(pip install 'mmreason[gpu]'), or use sdpa")
+            raise ValueError(
+                "model.attn_implementation=flash_attention_2 but flash-attn is not installed "
+                "(pip install 'mmreason[gpu]'), or use sdpa"
+            )
         return name
     if not torch.cuda.is_available():
         return "sdpa"
@@ -92,8 +100,11 @@ def backend_note(attn_implementation: str, dtype: torch.dtype | None = None, gen
     parts = [f"attention: {attn_implementation}" + ("" if have["flash_attn"] else " (flash-attn not installed)")]
     if dtype is not None:
         parts.append(f"dtype: {str(dtype).removeprefix('torch.')}")
-    parts.append("generation: vLLM (rollout.backend=vllm)" if generation == "vllm"
-                 else "generation: HF generate (vLLM: rollout.backend=vllm)")
+    parts.append(
+        "generation: vLLM (rollout.backend=vllm)"
+        if generation == "vllm"
+        else "generation: HF generate (vLLM: rollout.backend=vllm)"
+    )
     if not have["deepspeed"]:
         parts.append("deepspeed not installed (DDP/FSDP only)")
     return "; ".join(parts)
@@ -103,8 +114,7 @@ def check_model_dir(path: str | Path) -> Path:
     """A clear error for a directory that cannot hold a checkpoint, before transformers tries."""
     p = Path(path)
     if not p.exists():
-        raise FileNotFoundError(f"model directory {str(p)!r} does not exist "
-                                "(build one with `mmreason tiny-model DIR`)")
+        raise FileNotFoundError(f"model directory {str(p)!r} does not exist (build one with `mmreason tiny-model DIR`)")
     if p.is_dir() and not (p / "config.json").exists() and not (p / "adapter_config.json").exists():
         raise FileNotFoundError(f"model directory {str(p)!r} has no config.json: not a checkpoint")
     return p
@@ -197,8 +207,13 @@ def apply_lora(model, cfg: ModelConfig):
         # A regex on full module names: match the target projections outside `visual`.
         alternatives = "|".join(targets)
         targets = rf"^(?!.*\bvisual\b).*\.({alternatives})$"
-    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=targets, task_type="CAUSAL_LM")
+    lora = LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+    )
     return get_peft_model(model, lora)
 
 

@@ -145,8 +145,9 @@ def _model_config(arch: str, size: TinySize, tokenizer):
     return model_config(arch, size, ids, max(len(tokenizer), size.model_vocab or 0))
 
 
-def model_config(arch: str, size: TinySize, ids: dict[str, int], vocab_size: int,
-                 fullatt_block_indexes: list[int] | None = None):
+def model_config(
+    arch: str, size: TinySize, ids: dict[str, int], vocab_size: int, fullatt_block_indexes: list[int] | None = None
+):
     """A Qwen2.5-VL / Qwen2-VL config of the given shape; ``ids`` maps the special tokens to their ids."""
     head_dim = size.text_hidden // size.text_heads
     mrope = [head_dim // 8, head_dim // 8 * 3 // 2, head_dim // 8 * 3 // 2]
@@ -223,7 +224,10 @@ def _processor(arch: str, tokenizer):
 
 
 def build_tiny_model(
-    out_dir: str | Path, seed: int = 0, arch: str = "qwen2_5_vl", size: str = "tiny",
+    out_dir: str | Path,
+    seed: int = 0,
+    arch: str = "qwen2_5_vl",
+    size: str = "tiny",
     shape: TinySize | None = None,
 ) -> Path:
     """Write a loadable checkpoint directory to ``out_dir`` and return its path (``shape``: a shape of the

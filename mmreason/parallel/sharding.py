@@ -23,8 +23,9 @@ import torch
 
 def fsdp2_requested() -> bool:
     """Whether the launcher's config asked for FSDP version 2."""
-    return (os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
-            and os.environ.get("FSDP_VERSION", "1") == "2")
+    return (
+        os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and os.environ.get("FSDP_VERSION", "1") == "2"
+    )
 
 
 def needs_own_sharding(accelerator) -> bool:
@@ -48,8 +49,10 @@ def shard_model(model, classes: list[str], reshard_after_forward: bool | None = 
     found = {type(m).__name__ for m in model.modules()}
     missing = [c for c in classes if c not in found]
     if missing:
-        raise ValueError(f"fsdp_transformer_layer_cls_to_wrap: {', '.join(missing)} not in the model; its module "
-                         f"classes include {', '.join(sorted(n for n in found if 'Layer' in n or 'Block' in n))}")
+        raise ValueError(
+            f"fsdp_transformer_layer_cls_to_wrap: {', '.join(missing)} not in the model; its module "
+            f"classes include {', '.join(sorted(n for n in found if 'Layer' in n or 'Block' in n))}"
+        )
     for module in list(model.modules()):
         if type(module).__name__ in classes:
             fully_shard(module, reshard_after_forward=reshard_after_forward)
@@ -119,13 +122,17 @@ def full_optimizer_state(model, optimizer) -> dict | None:
         return None
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
-    return get_optimizer_state_dict(model, getattr(optimizer, "optimizer", optimizer),
-                                    options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return get_optimizer_state_dict(
+        model,
+        getattr(optimizer, "optimizer", optimizer),
+        options=StateDictOptions(full_state_dict=True, cpu_offload=True),
+    )
 
 
 def load_full_optimizer_state(model, optimizer, state: dict) -> None:
     """Load a whole optimizer state (``full_optimizer_state``) into a sharded model's optimizer."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
-    set_optimizer_state_dict(model, getattr(optimizer, "optimizer", optimizer), state,
-                             options=StateDictOptions(full_state_dict=True))
+    set_optimizer_state_dict(
+        model, getattr(optimizer, "optimizer", optimizer), state, options=StateDictOptions(full_state_dict=True)
+    )

@@ -55,9 +55,7 @@ class CallPlan:
 
 
 def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or (
-        callable(fn) and inspect.iscoroutinefunction(type(fn).__call__)
-    )
+    return inspect.iscoroutinefunction(fn) or (callable(fn) and inspect.iscoroutinefunction(type(fn).__call__))
 
 
 def plan_call(fn: Callable[..., Any], kwargs: dict[str, Any], name: str) -> CallPlan:
@@ -76,9 +74,7 @@ def plan_call(fn: Callable[..., Any], kwargs: dict[str, Any], name: str) -> Call
         required = frozenset(p.name for p in named if p.default is p.empty)
         unknown = [k for k in kwargs if k not in accepted and not var_kw]
         if unknown:
-            raise RewardConfigError(
-                f"reward {name!r} does not accept kwargs {unknown}; its signature is {sig}"
-            )
+            raise RewardConfigError(f"reward {name!r} does not accept kwargs {unknown}; its signature is {sig}")
         clash = [k for k in kwargs if k in TRL_RESERVED]
         if clash:
             raise RewardConfigError(f"reward {name!r}: kwargs {clash} clash with TRL's own arguments")
@@ -153,9 +149,7 @@ def _values(out: Any, n: int) -> list[float]:
             raise RewardOutputError(f"a reward tensor must be 1-D [N], got shape {tuple(out.shape)}")
         out = out.tolist()
     if not isinstance(out, (list, tuple)):
-        raise RewardOutputError(
-            f"a reward must return a list of N values or a dict of lists, got {type(out).__name__}"
-        )
+        raise RewardOutputError(f"a reward must return a list of N values or a dict of lists, got {type(out).__name__}")
     if len(out) != n:
         raise RewardOutputError(f"a reward returned {len(out)} values for {n} samples")
     return [_value(x) for x in out]

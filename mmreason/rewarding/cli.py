@@ -63,9 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a reward kwarg, as in the config (threshold, beta, ...); repeatable",
     )
     parser.add_argument("--prompt", default="", help="the question (the user turn's text)")
-    parser.add_argument(
-        "--image", action="append", default=[], help="an image file of the sample; repeatable"
-    )
+    parser.add_argument("--image", action="append", default=[], help="an image file of the sample; repeatable")
     parser.add_argument("--video", help="a video file of the sample")
     parser.add_argument("--task", default="", help="the sample's task name (Sample.task)")
     parser.add_argument("--tokens", type=int, help="completion length in tokens, for the length rewards")

@@ -72,8 +72,10 @@ class RewardBatch:
         rows = []
         for b in batches:
             index = {n: k for k, n in enumerate(b.names)}
-            cols = [b.values[:, index[n]] if n in index else torch.full((b.values.shape[0],), float("nan"))
-                    for n in last.names]
+            cols = [
+                b.values[:, index[n]] if n in index else torch.full((b.values.shape[0],), float("nan"))
+                for n in last.names
+            ]
             rows.append(torch.stack(cols, dim=1) if cols else b.values)
         return cls(torch.cat(rows, dim=0), list(last.names), last.weights, [e for b in batches for e in b.errors])
 

@@ -26,9 +26,7 @@ def resolve_reward(ref: str | Callable[..., Any], base_dir: str | Path | None = 
     if callable(ref):
         return ref
     if not isinstance(ref, str) or not ref:
-        raise TypeError(
-            f"a reward reference is a name, 'pkg.module:function' or 'file.py:function', got {ref!r}"
-        )
+        raise TypeError(f"a reward reference is a name, 'pkg.module:function' or 'file.py:function', got {ref!r}")
     if not is_reference(ref):
         return REWARDS.get(ref)
     return resolve_reference(ref, "reward", base_dir)

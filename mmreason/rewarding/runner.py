@@ -79,9 +79,7 @@ def short_traceback(err: BaseException, frames: int = 3, max_chars: int = 1_500)
     if isinstance(err, RewardTimeout):
         return str(err)
     stack = [f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith(_ENGINE_DIR)]
-    text = "".join(traceback.format_list(stack[-frames:])) + "".join(
-        traceback.format_exception_only(type(err), err)
-    )
+    text = "".join(traceback.format_list(stack[-frames:])) + "".join(traceback.format_exception_only(type(err), err))
     text = text.strip()
     return text if len(text) <= max_chars else "..." + text[-max_chars:]
 
@@ -126,9 +124,7 @@ class RewardRunner:
         seen: set[str] = set()
         for bound in self._bound:
             if bound.spec.name in seen:
-                raise RewardConfigError(
-                    f"two rewards are named {bound.spec.name!r}; give one a different name"
-                )
+                raise RewardConfigError(f"two rewards are named {bound.spec.name!r}; give one a different name")
             seen.add(bound.spec.name)
         self._columns: list[tuple[Bound, str | None]] = []
         for bound in self._bound:
@@ -145,12 +141,11 @@ class RewardRunner:
             raise RewardConfigError(f"reward {spec.name!r}: trl_format must be one of {TRL_FORMATS}")
         weights = spec.weight.values() if isinstance(spec.weight, dict) else [spec.weight]
         if not all(isinstance(w, (int, float)) and math.isfinite(w) for w in weights):
-            raise RewardConfigError(
-                f"reward {spec.name!r}: weights must be finite numbers, got {spec.weight!r}"
-            )
+            raise RewardConfigError(f"reward {spec.name!r}: weights must be finite numbers, got {spec.weight!r}")
         if spec.isolation not in ISOLATIONS:
-            raise RewardConfigError(f"reward {spec.name!r}: isolation must be one of {ISOLATIONS}, "
-                                    f"got {spec.isolation!r}")
+            raise RewardConfigError(
+                f"reward {spec.name!r}: isolation must be one of {ISOLATIONS}, got {spec.isolation!r}"
+            )
         fn = resolve_reward(spec.ref if spec.ref is not None else spec.name, base_dir)
         plan = plan_call(fn, spec.kwargs, spec.name)
         info = reward_info(fn)
@@ -183,8 +178,9 @@ class RewardRunner:
 
     # ---- calling -------------------------------------------------------------------------------
 
-    def _invoke(self, bound: Bound, samples: list[Sample], trajectories: list[Trajectory],
-                timeout_s: float | None = None) -> Any:
+    def _invoke(
+        self, bound: Bound, samples: list[Sample], trajectories: list[Trajectory], timeout_s: float | None = None
+    ) -> Any:
         spec = bound.spec
         if bound.plan.convention == NATIVE:
             args: tuple = (samples, trajectories)
@@ -265,9 +261,7 @@ class RewardRunner:
         merged: dict[str | None, list[float]] = {key: [math.nan] * n for key in keys}
         for i, r in enumerate(results):
             if isinstance(r, BaseException):
-                record = ErrorRecord(
-                    bound.spec.name, trajectories[i].sample_id, i, _kind(r), short_traceback(r)
-                )
+                record = ErrorRecord(bound.spec.name, trajectories[i].sample_id, i, _kind(r), short_traceback(r))
                 errors.append(record)
                 logger.warning(
                     "reward %r failed on sample %r (%s):\n%s",
@@ -300,9 +294,7 @@ class RewardRunner:
         index = max((i for i, (b, _) in enumerate(self._columns) if b is bound), default=None)
         if index is None:  # first columns of this reward: after those of the rewards before it
             order = self._bound.index(bound)
-            index = max(
-                (i for i, (b, _) in enumerate(self._columns) if self._bound.index(b) < order), default=-1
-            )
+            index = max((i for i, (b, _) in enumerate(self._columns) if self._bound.index(b) < order), default=-1)
         for offset, key in enumerate(new, start=1):
             self._columns.insert(index + offset, (bound, key))
         check_weight_keys(bound)
@@ -340,12 +332,13 @@ class RewardRunner:
             return
         counts = ", ".join(f"{name}: {count}" for name, count in sorted(self.error_counts.items()))
         last = errors[-1] if errors else None
-        detail = ("" if last is None else
-                  f"\nlast failure: reward {last.reward!r} on sample {last.sample_id!r} ({last.kind}):\n{last.message}")
+        detail = (
+            ""
+            if last is None
+            else f"\nlast failure: reward {last.reward!r} on sample {last.sample_id!r} ({last.kind}):\n{last.message}"
+        )
         raise RewardErrorLimitExceeded(
             f"{self.total_errors} reward calls failed, more than max_reward_errors={limit} ({counts}). "
             f"Fix the reward (try it with `mmreason reward NAME --completion ...`) or raise max_reward_errors."
             + (detail if last else "")
         )
-
-

@@ -26,9 +26,7 @@ def _as_rewards(rewards: Any) -> Tensor:
     return r.to(torch.float32)
 
 
-def advantages(
-    name: str, rewards: Any, group_ids: Any, *, weights: Any = None, **options: Any
-) -> AdvantageResult:
+def advantages(name: str, rewards: Any, group_ids: Any, *, weights: Any = None, **options: Any) -> AdvantageResult:
     """Advantages ``[N]`` from the estimator registered as ``name``.
 
     Args:
@@ -53,14 +51,10 @@ def advantages(
     w = torch.ones(k) if weights is None else torch.as_tensor(weights)
     w = w.to(device=r.device, dtype=torch.float32)
     if w.shape != (k,):
-        raise ValueError(
-            f"weights must be [K] = [{k}] (one per reward component), got shape {tuple(w.shape)}"
-        )
+        raise ValueError(f"weights must be [K] = [{k}] (one per reward component), got shape {tuple(w.shape)}")
     out = fn(r, g.long(), w, **options)
     result = out if isinstance(out, AdvantageResult) else AdvantageResult(out)
     if result.advantages.shape != (n,):
-        raise ValueError(
-            f"estimator {name!r} returned shape {tuple(result.advantages.shape)}, expected [{n}]"
-        )
+        raise ValueError(f"estimator {name!r} returned shape {tuple(result.advantages.shape)}, expected [{n}]")
     result.advantages = result.advantages.to(torch.float32)
     return result

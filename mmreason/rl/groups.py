@@ -78,12 +78,8 @@ def group_stats(values: Tensor, valid: Tensor, index: Tensor, num_groups: int) -
     mean = zeros.index_add(0, index, v) / count.clamp(min=1)
     expand = index[:, None].expand(n, k)
     inf = torch.full_like(values, float("inf"))
-    lo = torch.full_like(zeros, float("inf")).scatter_reduce(
-        0, expand, torch.where(valid, values, inf), "amin"
-    )
-    hi = torch.full_like(zeros, -float("inf")).scatter_reduce(
-        0, expand, torch.where(valid, values, -inf), "amax"
-    )
+    lo = torch.full_like(zeros, float("inf")).scatter_reduce(0, expand, torch.where(valid, values, inf), "amin")
+    hi = torch.full_like(zeros, -float("inf")).scatter_reduce(0, expand, torch.where(valid, values, -inf), "amax")
     constant = (lo == hi) | (count <= 1)
     mean = torch.where(constant & (count > 0), lo, mean)
     dev = torch.where(valid, values - mean[index], torch.zeros_like(values))
@@ -119,9 +115,7 @@ def weighted_total(rewards: Tensor, weights: Tensor, missing: str = "zero") -> t
     return total, valid.any(dim=1)
 
 
-def scalar_group_stats(
-    values: Tensor, valid: Tensor, index: Tensor, num_groups: int
-) -> tuple[Tensor, Tensor]:
+def scalar_group_stats(values: Tensor, valid: Tensor, index: Tensor, num_groups: int) -> tuple[Tensor, Tensor]:
     """Centred values ``[N]`` and per-row group std ``[N]`` for a 1-D ``values [N]``."""
     stats = group_stats(values[:, None], valid[:, None], index, num_groups)
     diff = centred(values[:, None], valid[:, None], index, stats)[:, 0]

@@ -21,8 +21,9 @@ from torch import Tensor
 HIDDEN_CHUNK_ELEMENTS = 1 << 24
 
 
-def _fp32_logits(hidden: Tensor, weight: Tensor, bias: Tensor | None, suppressed: Tensor | None,
-                 temperature: float) -> Tensor:
+def _fp32_logits(
+    hidden: Tensor, weight: Tensor, bias: Tensor | None, suppressed: Tensor | None, temperature: float
+) -> Tensor:
     """[c, V] fp32 ``(hidden @ weight.T + bias) / temperature``, suppressed ids at -inf (a fresh tensor)."""
     logits = torch.nn.functional.linear(hidden, weight, bias)  # [c, V] in the weight's dtype
     z = logits.float() if logits.dtype != torch.float32 else logits
@@ -93,23 +94,39 @@ class _ChunkLogprobs(torch.autograd.Function):
         return grad_hidden, grad_weight, grad_bias, None, None, None, None
 
 
-def logprobs_from_hidden(hidden: Tensor, weight: Tensor, targets: Tensor, *, bias: Tensor | None = None,
-                         temperature: float = 1.0, suppressed: Sequence[int] = (), with_entropy: bool = False,
-                         chunk_rows: int | None = None) -> tuple[Tensor, Tensor | None]:
+def logprobs_from_hidden(
+    hidden: Tensor,
+    weight: Tensor,
+    targets: Tensor,
+    *,
+    bias: Tensor | None = None,
+    temperature: float = 1.0,
+    suppressed: Sequence[int] = (),
+    with_entropy: bool = False,
+    chunk_rows: int | None = None,
+) -> tuple[Tensor, Tensor | None]:
     """``log softmax((hidden @ weight.T + bias) / temperature)`` at ``targets``: ``[M, d]``, ``[V, d]``, ``[M]``
     -> ``[M]`` fp32 log-probs and, with ``with_entropy``, ``[M]`` fp32 entropies (nats). ``suppressed`` vocabulary
     ids get logit -inf (probability 0). No ``[M, V]`` tensor outlives its chunk of ``chunk_rows`` rows (default:
     ``HIDDEN_CHUNK_ELEMENTS // V``)."""
-    if hidden.dim() != 2 or targets.shape != hidden.shape[:1] or weight.dim() != 2 or weight.shape[1] != hidden.shape[1]:
-        raise ValueError(f"need hidden [M, d], weight [V, d] and targets [M]; got {tuple(hidden.shape)}, "
-                         f"{tuple(weight.shape)}, {tuple(targets.shape)}")
+    if (
+        hidden.dim() != 2
+        or targets.shape != hidden.shape[:1]
+        or weight.dim() != 2
+        or weight.shape[1] != hidden.shape[1]
+    ):
+        raise ValueError(
+            f"need hidden [M, d], weight [V, d] and targets [M]; got {tuple(hidden.shape)}, "
+            f"{tuple(weight.shape)}, {tuple(targets.shape)}"
+        )
     step = max(1, chunk_rows or HIDDEN_CHUNK_ELEMENTS // max(1, weight.shape[0]))
     mask = torch.as_tensor(list(suppressed), dtype=torch.long, device=hidden.device) if suppressed else None
     targets = targets.long()
     lps, ents = [], []
     for s in range(0, hidden.shape[0], step):
-        lp, ent = _ChunkLogprobs.apply(hidden[s : s + step], weight, bias, targets[s : s + step], mask,
-                                       float(temperature), with_entropy)
+        lp, ent = _ChunkLogprobs.apply(
+            hidden[s : s + step], weight, bias, targets[s : s + step], mask, float(temperature), with_entropy
+        )
         lps.append(lp)
         ents.append(ent)
     if not lps:

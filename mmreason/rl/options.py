@@ -9,9 +9,7 @@ from typing import Any
 from mmreason.registry import closest
 
 
-def check_options(
-    kind: str, name: str, fn: Callable[..., Any], options: Mapping[str, Any], skip: int
-) -> None:
+def check_options(kind: str, name: str, fn: Callable[..., Any], options: Mapping[str, Any], skip: int) -> None:
     """Raise ``TypeError`` naming any option ``fn`` does not take, or any required option that is missing.
 
     ``skip`` leading parameters are the positional data arguments (tensors), not options.

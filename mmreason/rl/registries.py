@@ -48,9 +48,7 @@ POLICY_LOSSES: Registry[Callable[..., Any]] = Registry(
 AGGREGATIONS: Registry[Callable[..., Any]] = Registry(
     "loss aggregation", loader=_importer("mmreason.rl.losses.aggregation")
 )
-KL_ESTIMATORS: Registry[Callable[..., Any]] = Registry(
-    "KL estimator", loader=_importer("mmreason.rl.losses.kl")
-)
+KL_ESTIMATORS: Registry[Callable[..., Any]] = Registry("KL estimator", loader=_importer("mmreason.rl.losses.kl"))
 
 
 def register_estimator(name: str | None = None, *, replace: bool = False, needs: tuple[str, ...] = ()):

@@ -31,8 +31,14 @@ IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"
 DISTANCE_BINS = (0, 8, 32, 128)  # tokens from the nearest vision token: [0, 8), [8, 32), [32, 128), >= 128
 
 
-def importance_weights(trainer_logprobs: Tensor, rollout_logprobs: Tensor, mask: Tensor,
-                       mode: str = "token_truncate", cap: float = 2.0, floor: float | None = None) -> Tensor:
+def importance_weights(
+    trainer_logprobs: Tensor,
+    rollout_logprobs: Tensor,
+    mask: Tensor,
+    mode: str = "token_truncate",
+    cap: float = 2.0,
+    floor: float | None = None,
+) -> Tensor:
     """[N, T] TIS / MIS weights (0 off the mask), bounded by ``floor`` (None: 0) and ``cap``. Log-ratios are
     clamped to [-20, 20] before ``exp``."""
     if mode not in IS_MODES:
@@ -55,8 +61,9 @@ def importance_weights(trainer_logprobs: Tensor, rollout_logprobs: Tensor, mask:
     return w * m
 
 
-def off_policy_mask(advantages: Tensor, logprobs: Tensor, behaviour_logprobs: Tensor, mask: Tensor,
-                    threshold: float) -> Tensor:
+def off_policy_mask(
+    advantages: Tensor, logprobs: Tensor, behaviour_logprobs: Tensor, mask: Tensor, threshold: float
+) -> Tensor:
     """[N] float keep flags: 0 for a row with A < 0 whose mean ``behaviour - current`` log-prob over its masked
     tokens exceeds ``threshold`` (DeepSeek-V3.2's off-policy sequence mask, as TRL), else 1. ``advantages`` may be
     [N] or [N, T] (then a row's sign is that of its mean over the mask). An empty row is kept."""
@@ -78,8 +85,14 @@ def vision_distance(mm_token_type_ids: Tensor) -> Tensor:
     return torch.where(last >= 0, idx - last, torch.full_like(idx, -1))
 
 
-def mismatch_metrics(trainer_logprobs: Tensor, rollout_logprobs: Tensor, mask: Tensor, cap: float = 2.0,
-                     distance: Tensor | None = None, turn: Tensor | None = None) -> dict[str, float]:
+def mismatch_metrics(
+    trainer_logprobs: Tensor,
+    rollout_logprobs: Tensor,
+    mask: Tensor,
+    cap: float = 2.0,
+    distance: Tensor | None = None,
+    turn: Tensor | None = None,
+) -> dict[str, float]:
     """The gap between trainer and sampler log-probs on the masked tokens.
 
     ``mismatch/logprob_abs_diff_mean`` / ``_max``: mean and max |p_t - q_t|; ``mismatch/ratio_outside_frac``:

@@ -15,15 +15,14 @@ _MARK = "\u2063mmreason-turn\u2063"  # invisible separator: never part of a real
 
 def _render_after_mark(template_owner, messages: list[dict[str, Any]], add_generation_prompt: bool) -> str:
     try:
-        text = template_owner.apply_chat_template(messages, add_generation_prompt=add_generation_prompt,
-                                                  tokenize=False)
+        text = template_owner.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False)
     except Exception as exc:  # no template, or one that refuses the probe: say which and why
         raise ValueError(f"the checkpoint's chat template cannot render a multi-turn conversation: {exc}") from exc
     if isinstance(text, list):  # processors may return one string per conversation
         text = text[0]
     if _MARK not in text:
         raise ValueError("the checkpoint's chat template drops assistant content; turn delimiters cannot be read")
-    return text[text.index(_MARK) + len(_MARK):]
+    return text[text.index(_MARK) + len(_MARK) :]
 
 
 def turn_end(processor) -> str:
@@ -36,8 +35,11 @@ def next_turn(processor, content: list[dict[str, Any]], closed: bool, eos_text: 
     ``role`` turn holding ``content`` (chat-template content parts: ``{"type": "image"}``, ``{"type": "video"}``,
     ``{"type": "text", "text": ...}``) in between. ``closed``: the model already emitted ``eos_text`` (its
     turn-end token), so it is not repeated."""
-    text = _render_after_mark(processor, [{"role": "assistant", "content": _MARK}, {"role": role, "content": content}],
-                              add_generation_prompt=True)
+    text = _render_after_mark(
+        processor,
+        [{"role": "assistant", "content": _MARK}, {"role": role, "content": content}],
+        add_generation_prompt=True,
+    )
     if closed and eos_text and text.startswith(eos_text):
-        text = text[len(eos_text):]
+        text = text[len(eos_text) :]
     return text

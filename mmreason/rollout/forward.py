@@ -47,13 +47,23 @@ class ModelBatch:
 
     def to(self, device) -> ModelBatch:
         built = None if self._visual is None else {k: v.to(device) for k, v in self._visual.items()}
-        return ModelBatch(self.input_ids.to(device), self.attention_mask.to(device),
-                          self.mm_token_type_ids.to(device), self.action_mask.to(device), self.visual_parts,
-                          device, built)
+        return ModelBatch(
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.mm_token_type_ids.to(device),
+            self.action_mask.to(device),
+            self.visual_parts,
+            device,
+            built,
+        )
 
     def model_kwargs(self) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.input_ids, "attention_mask": self.attention_mask,
-                "mm_token_type_ids": self.mm_token_type_ids, **self.visual}
+        return {
+            "input_ids": self.input_ids,
+            "attention_mask": self.attention_mask,
+            "mm_token_type_ids": self.mm_token_type_ids,
+            **self.visual,
+        }
 
 
 def pad_stack(rows: list[torch.Tensor], value: float, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -68,14 +78,19 @@ def pad_stack(rows: list[torch.Tensor], value: float, dtype: torch.dtype | None 
 def collate(trajectories: list[Trajectory], pad_token_id: int) -> ModelBatch:
     ids = pad_stack([t.token_ids for t in trajectories], pad_token_id, torch.long)
     attention = pad_stack([torch.ones_like(t.token_ids) for t in trajectories], 0, torch.long)
-    types = pad_stack([t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
-                       for t in trajectories], 0, torch.long)
+    types = pad_stack(
+        [
+            t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
+            for t in trajectories
+        ],
+        0,
+        torch.long,
+    )
     action = pad_stack([t.action_mask.float() for t in trajectories], 0.0, torch.float32)
     return ModelBatch(ids, attention, types, action, [v for t in trajectories for v in t.visual])
 
 
-def sampling_logits(logits: torch.Tensor, temperature: float = 1.0,
-                    suppressed: Sequence[int] = ()) -> torch.Tensor:
+def sampling_logits(logits: torch.Tensor, temperature: float = 1.0, suppressed: Sequence[int] = ()) -> torch.Tensor:
     """The logits of the distribution rollouts are drawn from: suppressed tokens (vision specials, never
     sampled) at -inf. Dividing by the temperature happens in the log-prob and entropy functions."""
     if not suppressed:
@@ -84,8 +99,15 @@ def sampling_logits(logits: torch.Tensor, temperature: float = 1.0,
     return logits.index_fill(-1, index, float("-inf"))
 
 
-def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False, *, temperature: float = 1.0,
-                   suppressed: Sequence[int] = (), chunked: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+def token_logprobs(
+    model,
+    batch: ModelBatch,
+    with_entropy: bool = False,
+    *,
+    temperature: float = 1.0,
+    suppressed: Sequence[int] = (),
+    chunked: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs [N, T] aligned with ``batch.input_ids``, optional entropy; 0 wherever
     ``action_mask`` is 0 (prompt, observations, padding). The LM head sees only the hidden states that
     predict a trained token (``lm_head_rows``): no prompt logits, none for padding, so a long document
@@ -106,22 +128,38 @@ def token_logprobs(model, batch: ModelBatch, with_entropy: bool = False, *, temp
     with lm_head_rows(model, rows, hidden=head is not None):
         out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)
     targets = batch.input_ids[:, first:][trained]  # [M]
-    lp, ent = head_logprobs(out.logits[0], targets, head, with_entropy=with_entropy, temperature=temperature,
-                            suppressed=suppressed)
+    lp, ent = head_logprobs(
+        out.logits[0], targets, head, with_entropy=with_entropy, temperature=temperature, suppressed=suppressed
+    )
     where = torch.nn.functional.pad(trained, (first, 0))  # [N, T]
     logprobs = lp.new_zeros(n, t).masked_scatter(where, lp)
     entropy = None if ent is None else ent.new_zeros(n, t).masked_scatter(where, ent)
     return logprobs, entropy
 
 
-def head_logprobs(head_out: torch.Tensor, targets: torch.Tensor, head: torch.nn.Linear | None, *,
-                  with_entropy: bool, temperature: float, suppressed: Sequence[int], zero_suppressed: bool = True):
+def head_logprobs(
+    head_out: torch.Tensor,
+    targets: torch.Tensor,
+    head: torch.nn.Linear | None,
+    *,
+    with_entropy: bool,
+    temperature: float,
+    suppressed: Sequence[int],
+    zero_suppressed: bool = True,
+):
     """[M] fp32 log-probs (and entropies) of ``targets`` from what the narrowed LM head returned: its
     hidden-state input ``[M, d]`` when ``head`` is given (chunked, ``rl.lm_head``), else its logits ``[M, V]``.
     A trained token that is suppressed gets log-prob 0 (with ``zero_suppressed``)."""
     if head is not None:
-        lp, ent = logprobs_from_hidden(head_out, head.weight, targets, bias=head.bias, temperature=temperature,
-                                       suppressed=suppressed, with_entropy=with_entropy)
+        lp, ent = logprobs_from_hidden(
+            head_out,
+            head.weight,
+            targets,
+            bias=head.bias,
+            temperature=temperature,
+            suppressed=suppressed,
+            with_entropy=with_entropy,
+        )
     else:
         logits = sampling_logits(head_out[None], temperature, suppressed)  # [1, M, V]
         lp = logprobs_from_logits(logits, targets[None], temperature=temperature)[0]

@@ -78,9 +78,9 @@ def collate_left(prompts: Sequence[PromptInputs], pad_token_id: int) -> dict[str
     mask = torch.zeros_like(ids)  # [N, P] 0 on pads
     types = torch.zeros_like(ids)  # [N, P] pads are text (0): they get no visual position
     for i, p in enumerate(prompts):
-        ids[i, width - p.length:] = p.input_ids
-        mask[i, width - p.length:] = 1
-        types[i, width - p.length:] = p.mm_token_type_ids
+        ids[i, width - p.length :] = p.input_ids
+        mask[i, width - p.length :] = 1
+        types[i, width - p.length :] = p.mm_token_type_ids
     visual: dict[str, torch.Tensor] = {}
     for key in VISUAL_KEYS:
         chunks = [p.visual[key] for p in prompts if key in p.visual]
@@ -89,15 +89,23 @@ def collate_left(prompts: Sequence[PromptInputs], pad_token_id: int) -> dict[str
     return {"input_ids": ids, "attention_mask": mask, "mm_token_type_ids": types, **visual}
 
 
-def sample_rows(model, tokenizer, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings,
-                seeds: Sequence[int]) -> torch.Tensor:
+def sample_rows(
+    model, tokenizer, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, seeds: Sequence[int]
+) -> torch.Tensor:
     """As ``sample_rows_scored``, the token ids alone."""
     return sample_rows_scored(model, tokenizer, prompts, n, settings, seeds)[0]
 
 
-def sample_rows_scored(model, tokenizer, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings,
-                       seeds: Sequence[int], *, with_logprobs: bool = False
-                       ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def sample_rows_scored(
+    model,
+    tokenizer,
+    prompts: Sequence[PromptInputs],
+    n: int,
+    settings: GenerationSettings,
+    seeds: Sequence[int],
+    *,
+    with_logprobs: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """n continuations of each of N prompts in one ``generate`` call -> [N * n, L] new token ids (row
     ``i * n + r`` is prompt i's r-th, right-padded with pad). ``seeds``: one per row (N * n), unused when
     greedy (``settings.temperature == 0``).
@@ -125,9 +133,13 @@ def sample_rows_scored(model, tokenizer, prompts: Sequence[PromptInputs], n: int
         recorder = GreedyLogprobs()
         processors.append(recorder)
     gen_kwargs: dict = dict(
-        max_new_tokens=settings.max_new_tokens, do_sample=False, num_beams=1,
+        max_new_tokens=settings.max_new_tokens,
+        do_sample=False,
+        num_beams=1,
         repetition_penalty=1.0,  # a checkpoint's generation_config may set one: the trainer's log-probs have none
-        logits_processor=processors, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id,
+        logits_processor=processors,
+        eos_token_id=eos,
+        pad_token_id=tokenizer.pad_token_id,
     )
     if settings.stop_strings:
         gen_kwargs.update(stop_strings=list(settings.stop_strings), tokenizer=tokenizer)
@@ -135,29 +147,42 @@ def sample_rows_scored(model, tokenizer, prompts: Sequence[PromptInputs], n: int
     backbone = getattr(getattr(model, "get_base_model", lambda: model)(), "model", None)
     family = family_of_model(model)
     prefill = n > 1 and min(p.length for p in prompts) > 1 and family.shared_prefix in ("kv", "generation")
-    batch = {k: v.to(device) for k, v in collate_left(prompts if prefill else [p for p in prompts for _ in range(n)],
-                                                    tokenizer.pad_token_id).items()}
+    batch = {
+        k: v.to(device)
+        for k, v in collate_left(
+            prompts if prefill else [p for p in prompts for _ in range(n)], tokenizer.pad_token_id
+        ).items()
+    }
     if family.positions != "mrope":  # the token types drive M-RoPE positions only; other families take none
         batch.pop("mm_token_type_ids")
     with torch.no_grad():  # not inference_mode: the in-training hook generates with the trained model
         if prefill:
             cache = _prefill(model, backbone, batch, n, family.positions == "mrope")
-            out = model.generate(input_ids=batch["input_ids"].repeat_interleave(n, dim=0),
-                                 attention_mask=batch["attention_mask"].repeat_interleave(n, dim=0),
-                                 **cache_kwargs(model, cache),
-                                 **gen_kwargs)
+            out = model.generate(
+                input_ids=batch["input_ids"].repeat_interleave(n, dim=0),
+                attention_mask=batch["attention_mask"].repeat_interleave(n, dim=0),
+                **cache_kwargs(model, cache),
+                **gen_kwargs,
+            )
         else:
             out = model.generate(**batch, **gen_kwargs)
     reset_position_state(model)  # the next caller computes its own positions
-    new = out[:, batch["input_ids"].shape[1]:].cpu()  # [N * n, L]
+    new = out[:, batch["input_ids"].shape[1] :].cpu()  # [N * n, L]
     if recorder is None or recorder.logprobs is None:
         return new, None
-    return new, stacked_logprobs(recorder.logprobs, new.shape[0])[:, :new.shape[1]]
+    return new, stacked_logprobs(recorder.logprobs, new.shape[0])[:, : new.shape[1]]
 
 
-def sample_tokens(model, tokenizer, input_ids: torch.Tensor, mm_token_type_ids: torch.Tensor,
-                  visual: dict[str, torch.Tensor], n: int, settings: GenerationSettings,
-                  seed: int) -> torch.Tensor:
+def sample_tokens(
+    model,
+    tokenizer,
+    input_ids: torch.Tensor,
+    mm_token_type_ids: torch.Tensor,
+    visual: dict[str, torch.Tensor],
+    n: int,
+    settings: GenerationSettings,
+    seed: int,
+) -> torch.Tensor:
     """n sampled continuations of one context -> [n, L] new token ids (right-padded with pad); row r
     samples with ``row_seeds(seed, n)[r]``, as it does inside a batched ``sample_rows`` call."""
     context = PromptInputs(None, input_ids, mm_token_type_ids, visual)
@@ -179,13 +204,16 @@ def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int, mrope: boo
         types = batch["mm_token_type_ids"][:, :-1]
         inputs["mm_token_type_ids"] = types
         positions, deltas = backbone.get_rope_index(
-            ids, mm_token_type_ids=types, image_grid_thw=inputs.get("image_grid_thw"),
-            video_grid_thw=inputs.get("video_grid_thw"), second_per_grid_ts=inputs.get("second_per_grid_ts"),
-            attention_mask=mask)
+            ids,
+            mm_token_type_ids=types,
+            image_grid_thw=inputs.get("image_grid_thw"),
+            video_grid_thw=inputs.get("video_grid_thw"),
+            second_per_grid_ts=inputs.get("second_per_grid_ts"),
+            attention_mask=mask,
+        )
     else:  # 1-D RoPE: a token's position counts the real tokens before it (left pads get none)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **inputs, use_cache=True,
-                logits_to_keep=1)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **inputs, use_cache=True, logits_to_keep=1)
     cache = output_cache(out)
     _repeat_rows(cache, n)
     if mrope:
@@ -216,9 +244,17 @@ def cut_at_eos(tokens: torch.Tensor, eos_ids: list[int], pad_id: int) -> tuple[t
     return keep, True
 
 
-def generate_groups(model, processor, prompts: Sequence[PromptInputs], group_ids: Sequence[int],
-                    num_generations: int, settings: GenerationSettings, seeds: Sequence[int], *,
-                    with_logprobs: bool = False) -> list[Trajectory]:
+def generate_groups(
+    model,
+    processor,
+    prompts: Sequence[PromptInputs],
+    group_ids: Sequence[int],
+    num_generations: int,
+    settings: GenerationSettings,
+    seeds: Sequence[int],
+    *,
+    with_logprobs: bool = False,
+) -> list[Trajectory]:
     """N prompts -> N x G single-turn trajectories (group by group) in one ``generate`` call; group i's
     rows sample with ``row_seeds(seeds[i], G)``, exactly as ``generate_group(prompts[i], seed=seeds[i])``.
     ``with_logprobs``: each trajectory carries the sampler's log-probs as ``rollout_logprobs`` ([T], 0 on the
@@ -228,8 +264,9 @@ def generate_groups(model, processor, prompts: Sequence[PromptInputs], group_ids
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)
     row_seed_list = [s for seed in seeds for s in row_seeds(seed, num_generations)]
-    new, lps = sample_rows_scored(model, tokenizer, prompts, num_generations, settings, row_seed_list,
-                                  with_logprobs=with_logprobs)  # [N * G, L]
+    new, lps = sample_rows_scored(
+        model, tokenizer, prompts, num_generations, settings, row_seed_list, with_logprobs=with_logprobs
+    )  # [N * G, L]
     trajectories = []
     for i, row in enumerate(new):
         prompt, group_id = prompts[i // num_generations], group_ids[i // num_generations]
@@ -237,22 +274,32 @@ def generate_groups(model, processor, prompts: Sequence[PromptInputs], group_ids
         text = tokenizer.decode(completion, skip_special_tokens=True)
         ids = torch.cat([prompt.input_ids, completion])
         mask = torch.zeros_like(ids)
-        mask[prompt.length:] = 1
+        mask[prompt.length :] = 1
         types = torch.cat([prompt.mm_token_type_ids, torch.zeros_like(completion)])
         rollout_lp = None
         if lps is not None:  # cut_at_eos keeps a prefix of the row: the same positions
             rollout_lp = torch.zeros(ids.numel(), dtype=torch.float32)
-            rollout_lp[prompt.length:] = lps[i, :completion.numel()]
-        trajectories.append(Trajectory(
-            sample_id=prompt.sample.id, group_id=group_id, token_ids=ids, action_mask=mask,
-            prompt_length=prompt.length, completion_text=text, truncated=truncated,
-            turns=[Turn("assistant", text, prompt.length, int(ids.numel()))],
-            mm_token_type_ids=types, visual=[prompt.visual] if prompt.visual else [], rollout_logprobs=rollout_lp,
-        ))
+            rollout_lp[prompt.length :] = lps[i, : completion.numel()]
+        trajectories.append(
+            Trajectory(
+                sample_id=prompt.sample.id,
+                group_id=group_id,
+                token_ids=ids,
+                action_mask=mask,
+                prompt_length=prompt.length,
+                completion_text=text,
+                truncated=truncated,
+                turns=[Turn("assistant", text, prompt.length, int(ids.numel()))],
+                mm_token_type_ids=types,
+                visual=[prompt.visual] if prompt.visual else [],
+                rollout_logprobs=rollout_lp,
+            )
+        )
     return trajectories
 
 
-def generate_group(model, processor, prompt: PromptInputs, group_id: int, num_generations: int,
-                   settings: GenerationSettings, seed: int) -> list[Trajectory]:
+def generate_group(
+    model, processor, prompt: PromptInputs, group_id: int, num_generations: int, settings: GenerationSettings, seed: int
+) -> list[Trajectory]:
     """One prompt -> G single-turn trajectories (completion tokens carry action_mask = 1)."""
     return generate_groups(model, processor, [prompt], [group_id], num_generations, settings, [seed])

@@ -62,8 +62,11 @@ class EnvironmentStartError(ValueError):
 
 def observation_content(obs: Observation) -> list[dict]:
     """An observation as chat-template content parts: its images, its videos, then its text."""
-    return ([{"type": "image"}] * len(obs.images) + [{"type": "video"}] * len(obs.videos)
-            + [{"type": "text", "text": obs.text}])
+    return (
+        [{"type": "image"}] * len(obs.images)
+        + [{"type": "video"}] * len(obs.videos)
+        + [{"type": "text", "text": obs.text}]
+    )
 
 
 def observation_text(processor, obs: Observation, closed: bool) -> str:
@@ -72,8 +75,9 @@ def observation_text(processor, obs: Observation, closed: bool) -> str:
     return next_turn(processor, observation_content(obs), closed, eos)
 
 
-def encode_observation(processor, obs: Observation, closed: bool, sample_id: str = ""
-                       ) -> tuple[torch.Tensor, torch.Tensor, dict]:
+def encode_observation(
+    processor, obs: Observation, closed: bool, sample_id: str = ""
+) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """An observation's tokens; raises ``UnseenMedia`` when its images / videos would not reach the model."""
     text = observation_text(processor, obs, closed)
     check_rendered(processor, text, len(obs.images), len(obs.videos), sample_id=sample_id)
@@ -126,32 +130,60 @@ class _Episode:
 
     def shown_images(self) -> list:
         """The observations' images the model was actually shown (the context's images past the prompt's)."""
-        return self.images[len(self.start.prompt.images):]
+        return self.images[len(self.start.prompt.images) :]
 
     def context(self) -> PromptInputs:
-        return PromptInputs(self.start.prompt.sample, self.ids, self.types, _merge_visual(self.visual),
-                            images=list(self.images), videos=list(self.videos),
-                            video_metadata=list(self.video_metadata))
+        return PromptInputs(
+            self.start.prompt.sample,
+            self.ids,
+            self.types,
+            _merge_visual(self.visual),
+            images=list(self.images),
+            videos=list(self.videos),
+            video_metadata=list(self.video_metadata),
+        )
 
     def trajectory(self) -> Trajectory:
         # Rewards score the model's own text: observations stand as empty markers (Trajectory.transcript has them)
-        completion = "".join(t.text if t.role == "assistant" else "\n<observation></observation>\n"
-                             for t in self.turns)
+        completion = "".join(t.text if t.role == "assistant" else "\n<observation></observation>\n" for t in self.turns)
         prompt = self.start.prompt
         return Trajectory(
-            sample_id=prompt.sample.id, group_id=self.start.group_id, token_ids=self.ids, action_mask=self.mask,
-            prompt_length=prompt.length, completion_text=completion, truncated=self.truncated, turns=self.turns,
-            tool_calls=[i for i in self.infos if i], mm_token_type_ids=self.types, visual=self.visual,
-            reward_info={"observations": self.infos, "observation_images": self.shown_images(), "ended": self.ended,
-                         "env_seconds": self.env_seconds, "unseen_media": self.unseen},
+            sample_id=prompt.sample.id,
+            group_id=self.start.group_id,
+            token_ids=self.ids,
+            action_mask=self.mask,
+            prompt_length=prompt.length,
+            completion_text=completion,
+            truncated=self.truncated,
+            turns=self.turns,
+            tool_calls=[i for i in self.infos if i],
+            mm_token_type_ids=self.types,
+            visual=self.visual,
+            reward_info={
+                "observations": self.infos,
+                "observation_images": self.shown_images(),
+                "ended": self.ended,
+                "env_seconds": self.env_seconds,
+                "unseen_media": self.unseen,
+            },
             rollout_logprobs=self.logprobs,
         )
 
 
-def run_episodes(model, processor, starts: Sequence[EpisodeStart], settings: GenerationSettings, max_turns: int,
-                 max_context: int, seed: int, step: int, max_observation_tokens: int | None = None,
-                 step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S, *, with_logprobs: bool = False
-                 ) -> list[Trajectory | EnvironmentStartError]:
+def run_episodes(
+    model,
+    processor,
+    starts: Sequence[EpisodeStart],
+    settings: GenerationSettings,
+    max_turns: int,
+    max_context: int,
+    seed: int,
+    step: int,
+    max_observation_tokens: int | None = None,
+    step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
+    *,
+    with_logprobs: bool = False,
+) -> list[Trajectory | EnvironmentStartError]:
     """Play all ``starts`` together: each turn, every live episode samples its next assistant turn in one
     batched ``generate`` call (``sample_rows``; with an engine as ``model``, one engine call), then each
     environment answers its own. In the first turn the
@@ -174,24 +206,44 @@ def run_episodes(model, processor, starts: Sequence[EpisodeStart], settings: Gen
         try:
             call_with_deadline(s.env.reset, (s.prompt.sample,), step_timeout_s, what="reset")
         except Exception as exc:  # the sample cannot be played: the caller counts it as a broken sample
-            error = EnvironmentStartError(f"sample {s.prompt.sample.id!r}: the environment cannot start: "
-                                          f"{type(exc).__name__}: {str(exc)[:500]}")
+            error = EnvironmentStartError(
+                f"sample {s.prompt.sample.id!r}: the environment cannot start: {type(exc).__name__}: {str(exc)[:500]}"
+            )
             error.__cause__ = exc
             results[i] = error
             continue
         p = s.prompt
-        episodes[i] = _Episode(s, p.input_ids.clone(), p.mm_token_type_ids.clone(), torch.zeros_like(p.input_ids),
-                               [p.visual] if p.visual else [], time.perf_counter() - started,
-                               images=list(p.images), videos=list(p.videos), video_metadata=list(p.video_metadata),
-                               logprobs=torch.zeros(p.length) if _is_engine(model) or with_logprobs else None)
+        episodes[i] = _Episode(
+            s,
+            p.input_ids.clone(),
+            p.mm_token_type_ids.clone(),
+            torch.zeros_like(p.input_ids),
+            [p.visual] if p.visual else [],
+            time.perf_counter() - started,
+            images=list(p.images),
+            videos=list(p.videos),
+            video_metadata=list(p.video_metadata),
+            logprobs=torch.zeros(p.length) if _is_engine(model) or with_logprobs else None,
+        )
     for turn in range(max_turns):
         live = [e for e in episodes.values() if not e.finished]
         if not live:
             break
         rows = _sample_turn(model, processor.tokenizer, live, settings, seed, step, turn, with_logprobs)
         for e, (row, logprobs, hf_logprobs) in zip(live, rows):
-            _play_turn(processor, e, row, settings, turn, max_turns, max_context, max_observation_tokens,
-                       step_timeout_s, logprobs, hf_logprobs=hf_logprobs)
+            _play_turn(
+                processor,
+                e,
+                row,
+                settings,
+                turn,
+                max_turns,
+                max_context,
+                max_observation_tokens,
+                step_timeout_s,
+                logprobs,
+                hf_logprobs=hf_logprobs,
+            )
     for i, e in episodes.items():
         results[i] = e.trajectory()
     return results
@@ -201,9 +253,16 @@ def _is_engine(model) -> bool:
     return bool(getattr(model, "is_rollout_backend", False))
 
 
-def _sample_turn(model, tokenizer, live: list[_Episode], settings: GenerationSettings, seed: int, step: int,
-                 turn: int, with_logprobs: bool = False
-                 ) -> list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]:
+def _sample_turn(
+    model,
+    tokenizer,
+    live: list[_Episode],
+    settings: GenerationSettings,
+    seed: int,
+    step: int,
+    turn: int,
+    with_logprobs: bool = False,
+) -> list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]:
     """Each live episode's next-turn tokens, from one batched generate call: (right-padded row, None, its
     log-probs [L] with ``with_logprobs`` else None), or with an engine (its sampled ids, their log-probs, None),
     the row ending at EOS, a stop string or the limit."""
@@ -216,20 +275,33 @@ def _sample_turn(model, tokenizer, live: list[_Episode], settings: GenerationSet
     contexts = [group[0].context() for group in by_prompt.values()] if n > 1 else [e.context() for e in live]
     seeds = [e.start.turn_seed(seed, step, turn) for e in order]
     if _is_engine(model):  # the same contexts, rows and seeds as one engine call
-        new = [(torch.tensor(ids, dtype=torch.long), torch.tensor(lps, dtype=torch.float32), None)
-               for ids, lps, _ in model.sample(contexts, n, settings, seeds)]
+        new = [
+            (torch.tensor(ids, dtype=torch.long), torch.tensor(lps, dtype=torch.float32), None)
+            for ids, lps, _ in model.sample(contexts, n, settings, seeds)
+        ]
     else:
-        rows, lps = sample_rows_scored(model, tokenizer, contexts, n, settings, seeds,
-                                       with_logprobs=with_logprobs)  # [len(live), L]
+        rows, lps = sample_rows_scored(
+            model, tokenizer, contexts, n, settings, seeds, with_logprobs=with_logprobs
+        )  # [len(live), L]
         new = [(row, None, None if lps is None else lps[k]) for k, row in enumerate(rows)]
     row_of = {id(e): r for r, e in enumerate(order)}
     return [new[row_of[id(e)]] for e in live]
 
 
-def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSettings, turn: int,
-               max_turns: int, max_context: int, max_observation_tokens: int | None,
-               step_timeout_s: float | None, logprobs: torch.Tensor | None = None, *,
-               hf_logprobs: torch.Tensor | None = None) -> None:
+def _play_turn(
+    processor,
+    e: _Episode,
+    row: torch.Tensor,
+    settings: GenerationSettings,
+    turn: int,
+    max_turns: int,
+    max_context: int,
+    max_observation_tokens: int | None,
+    step_timeout_s: float | None,
+    logprobs: torch.Tensor | None = None,
+    *,
+    hf_logprobs: torch.Tensor | None = None,
+) -> None:
     """Append one sampled assistant turn to ``e``, let its environment answer, and append the observation.
     ``logprobs``: an engine's row (no padding; it stopped at EOS, a stop string or the limit) and its log-probs.
     ``hf_logprobs``: the log-probs of an HF row's positions (the turn kept is a prefix of the row)."""
@@ -246,7 +318,7 @@ def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSe
         if any(body.endswith(s) for s in settings.stop_strings):
             action, text = action[:-1], body
     if hf_logprobs is not None:
-        logprobs = hf_logprobs[:action.numel()]
+        logprobs = hf_logprobs[: action.numel()]
     start = int(e.ids.numel())
     e.ids = torch.cat([e.ids, action])
     e.types = torch.cat([e.types, torch.zeros_like(action)])
@@ -278,8 +350,10 @@ def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSe
         e.ended = f"observation of {obs_ids.numel()} tokens > max_observation_tokens={max_observation_tokens}"
         return
     if e.ids.numel() + obs_ids.numel() + settings.max_new_tokens > max_context:
-        e.ended = (f"context full: {e.ids.numel()} tokens + observation of {obs_ids.numel()} + next turn of "
-                   f"{settings.max_new_tokens} > max_context={max_context}")
+        e.ended = (
+            f"context full: {e.ids.numel()} tokens + observation of {obs_ids.numel()} + next turn of "
+            f"{settings.max_new_tokens} > max_context={max_context}"
+        )
         return
     e.turns.append(Turn("observation", obs.text, int(e.ids.numel()), int(e.ids.numel() + obs_ids.numel())))
     e.ids = torch.cat([e.ids, obs_ids])
@@ -295,14 +369,36 @@ def _play_turn(processor, e: _Episode, row: torch.Tensor, settings: GenerationSe
     e.finished = False
 
 
-def run_episode(model, processor, prompt: PromptInputs, env: Environment, group_id: int,
-                settings: GenerationSettings, max_turns: int, max_context: int, seed: int, step: int,
-                index: int, key: str | None = None, max_observation_tokens: int | None = None,
-                step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> Trajectory:
+def run_episode(
+    model,
+    processor,
+    prompt: PromptInputs,
+    env: Environment,
+    group_id: int,
+    settings: GenerationSettings,
+    max_turns: int,
+    max_context: int,
+    seed: int,
+    step: int,
+    index: int,
+    key: str | None = None,
+    max_observation_tokens: int | None = None,
+    step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
+) -> Trajectory:
     """One trajectory of up to ``max_turns`` assistant turns against ``env`` (``run_episodes`` with one start);
     raises ``EnvironmentStartError`` when the environment cannot start."""
-    (result,) = run_episodes(model, processor, [EpisodeStart(prompt, env, group_id, index, key)], settings,
-                             max_turns, max_context, seed, step, max_observation_tokens, step_timeout_s)
+    (result,) = run_episodes(
+        model,
+        processor,
+        [EpisodeStart(prompt, env, group_id, index, key)],
+        settings,
+        max_turns,
+        max_context,
+        seed,
+        step,
+        max_observation_tokens,
+        step_timeout_s,
+    )
     if isinstance(result, EnvironmentStartError):
         raise result
     return result
@@ -316,16 +412,28 @@ def _merge_visual(chunks: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
     return {k: torch.cat(v, dim=0) for k, v in merged.items()}
 
 
-def generate_multiturn_group(model, processor, prompt: PromptInputs, make_env: Callable[[], Environment],
-                             group_id: int, num_generations: int, settings: GenerationSettings,
-                             max_turns: int, max_context: int, seed: int, step: int,
-                             key: str | None = None, max_observation_tokens: int | None = None,
-                             step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> list[Trajectory]:
+def generate_multiturn_group(
+    model,
+    processor,
+    prompt: PromptInputs,
+    make_env: Callable[[], Environment],
+    group_id: int,
+    num_generations: int,
+    settings: GenerationSettings,
+    max_turns: int,
+    max_context: int,
+    seed: int,
+    step: int,
+    key: str | None = None,
+    max_observation_tokens: int | None = None,
+    step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
+) -> list[Trajectory]:
     """G episodes of one prompt, each against a fresh environment, played together; turns end at EOS or a
     stop string. Raises ``EnvironmentStartError`` when an environment cannot start."""
     starts = [EpisodeStart(prompt, make_env(), group_id, i, key) for i in range(num_generations)]
-    results = run_episodes(model, processor, starts, settings, max_turns, max_context, seed, step,
-                           max_observation_tokens, step_timeout_s)
+    results = run_episodes(
+        model, processor, starts, settings, max_turns, max_context, seed, step, max_observation_tokens, step_timeout_s
+    )
     for r in results:
         if isinstance(r, EnvironmentStartError):
             raise r
@@ -336,4 +444,3 @@ def episode_context(max_prompt_length: int, max_turns: int, max_new_tokens: int,
     """The longest context an episode can reach: the prompt, ``max_turns`` assistant turns and the observations
     between them, each at most ``max_observation_tokens`` (a longer one ends the episode anyway)."""
     return max_prompt_length + max_turns * max_new_tokens + (max_turns - 1) * max_observation_tokens
-

@@ -72,8 +72,13 @@ HEADERS = header_cache()
 MEDIA_SECONDS = {"video_decode": 0.0}  # header reads + frame decoding (cache hits cost ~0), summed
 
 
-def plan_videos(sample: Sample, limits: VideoLimits, min_pixels: int | None = None, max_pixels: int | None = None,
-                fallback: tuple[int, int] = (VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS)) -> list[ClipPlan]:
+def plan_videos(
+    sample: Sample,
+    limits: VideoLimits,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    fallback: tuple[int, int] = (VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS),
+) -> list[ClipPlan]:
     """The sample's clips planned from their headers: frames, frame size and tokens, nothing decoded.
 
     Per-frame pixel limits: ``limits``' own, else the image limits ``min_pixels`` / ``max_pixels``, else
@@ -88,10 +93,19 @@ def plan_videos(sample: Sample, limits: VideoLimits, min_pixels: int | None = No
     t = time.perf_counter()
     try:
         for ref in sample.videos:
-            plans.append(plan_clip(
-                HEADERS.get(ref.path), fps=ref.fps or (None if ref.num_frames else limits.fps),
-                num_frames=ref.num_frames, start=ref.start, end=ref.end, max_frames=limits.max_frames,
-                min_pixels=budget.min_pixels, max_pixels=budget.max_pixels, total_pixels=limits.total_pixels))
+            plans.append(
+                plan_clip(
+                    HEADERS.get(ref.path),
+                    fps=ref.fps or (None if ref.num_frames else limits.fps),
+                    num_frames=ref.num_frames,
+                    start=ref.start,
+                    end=ref.end,
+                    max_frames=limits.max_frames,
+                    min_pixels=budget.min_pixels,
+                    max_pixels=budget.max_pixels,
+                    total_pixels=limits.total_pixels,
+                )
+            )
             if not resize and limits.total_pixels is None:
                 plans[-1] = dataclasses.replace(plans[-1], resize=False)
     finally:
@@ -99,9 +113,16 @@ def plan_videos(sample: Sample, limits: VideoLimits, min_pixels: int | None = No
     return plans
 
 
-def load_sample_media(sample: Sample, min_pixels: int | None, max_pixels: int | None,
-                      video_fps: float, video_max_frames: int, *, video: VideoLimits | None = None,
-                      plans: list[ClipPlan] | None = None) -> tuple[list, list, list]:
+def load_sample_media(
+    sample: Sample,
+    min_pixels: int | None,
+    max_pixels: int | None,
+    video_fps: float,
+    video_max_frames: int,
+    *,
+    video: VideoLimits | None = None,
+    plans: list[ClipPlan] | None = None,
+) -> tuple[list, list, list]:
     """Images (incl. document pages) and videos of a sample, resized to their budgets.
 
     ``video`` (default: ``video_fps`` / ``video_max_frames`` and the image pixel limits) sets the clips'
@@ -121,8 +142,12 @@ def load_sample_media(sample: Sample, min_pixels: int | None, max_pixels: int | 
         t = time.perf_counter()
         try:
             clip = CLIP_CACHE.get(
-                ref.path, fps=ref.fps or (None if ref.num_frames else limits.fps), num_frames=ref.num_frames,
-                start=ref.start, end=ref.end, max_pixels=plan.max_pixels if plan.resize else None,
+                ref.path,
+                fps=ref.fps or (None if ref.num_frames else limits.fps),
+                num_frames=ref.num_frames,
+                start=ref.start,
+                end=ref.end,
+                max_pixels=plan.max_pixels if plan.resize else None,
                 min_pixels=plan.min_pixels if plan.resize else None,
                 max_frames=limits.max_frames,
             )
@@ -145,8 +170,9 @@ def load_page(page: PageRef, min_pixels: int | None, max_pixels: int | None):
     budget = min(budgets) if budgets else None
     floor = min_pixels if (min_pixels is None or budget is None or min_pixels <= budget) else None
     if str(page.source).lower().endswith(".pdf"):
-        return media.render_pages(page.source, pages=[page.index], max_pixels=budget, min_pixels=floor,
-                                  cache_dir=cache_dir("pages"))[0]
+        return media.render_pages(
+            page.source, pages=[page.index], max_pixels=budget, min_pixels=floor, cache_dir=cache_dir("pages")
+        )[0]
     return media.load_image(page.source, max_pixels=budget, min_pixels=floor)
 
 
@@ -186,10 +212,19 @@ def text_tokens(processor, text: str) -> int:
     return len(processor.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixels: int | None = None,
-                 max_pixels: int | None = None, video_fps: float = 2.0, video_max_frames: int = 16,
-                 overflow: str = "filter", system_prompt: str | None = None,
-                 video_limits: VideoLimits | None = None) -> PromptInputs:
+def build_prompt(
+    processor,
+    sample: Sample,
+    *,
+    max_prompt_length: int,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    video_fps: float = 2.0,
+    video_max_frames: int = 16,
+    overflow: str = "filter",
+    system_prompt: str | None = None,
+    video_limits: VideoLimits | None = None,
+) -> PromptInputs:
     """Build the model inputs of one prompt; raise PromptTooLong (filter) or shrink budgets (downscale).
 
     ``video_limits`` (default: ``video_fps`` / ``video_max_frames`` and the image pixel limits) are the
@@ -210,11 +245,13 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
             if not downscale:
                 raise PromptTooLong(
                     f"sample {sample.id!r}: prompt has at least {planned} tokens (text + video, from the video "
-                    f"headers, nothing decoded) > max_prompt_length {max_prompt_length}")
+                    f"headers, nothing decoded) > max_prompt_length {max_prompt_length}"
+                )
             budget, limits = _smaller(processor, budget, limits, plans, family.pixels_per_token)
             continue
-        images, videos, metadata = load_sample_media(sample, min_pixels, budget, limits.fps, limits.max_frames,
-                                                     video=limits, plans=plans)
+        images, videos, metadata = load_sample_media(
+            sample, min_pixels, budget, limits.fps, limits.max_frames, video=limits, plans=plans
+        )
         seen = dict(sample_id=sample.id, paths=media_paths(sample))
         check_rendered(processor, text, len(images), len(videos), named_media(sample.messages), **seen)
         out = encode(processor, text, images, videos, metadata)
@@ -224,24 +261,26 @@ def build_prompt(processor, sample: Sample, *, max_prompt_length: int, min_pixel
             types = out.get("mm_token_type_ids")
             types = types[0] if types is not None else torch.zeros_like(ids)
             visual = {k: out[k] for k in VISUAL_KEYS if k in out}
-            return PromptInputs(sample, ids, types.to(torch.long), visual, text, frame_times(metadata), images,
-                                videos, metadata)
+            return PromptInputs(
+                sample, ids, types.to(torch.long), visual, text, frame_times(metadata), images, videos, metadata
+            )
         if not downscale or not (images or videos):
             break
         budget, limits = _smaller(processor, budget, limits, plans, family.pixels_per_token)
     raise PromptTooLong(
-        f"sample {sample.id!r}: prompt has {ids.numel()} tokens (text + visual) > max_prompt_length "
-        f"{max_prompt_length}"
+        f"sample {sample.id!r}: prompt has {ids.numel()} tokens (text + visual) > max_prompt_length {max_prompt_length}"
     )
 
 
-def _smaller(processor, budget: int | None, limits: VideoLimits, plans: list[ClipPlan],
-             pixels_per_token: int = 28 * 28) -> tuple[int, VideoLimits]:
+def _smaller(
+    processor, budget: int | None, limits: VideoLimits, plans: list[ClipPlan], pixels_per_token: int = 28 * 28
+) -> tuple[int, VideoLimits]:
     """Half the image budget and half of each video frame's (and the clips' total), not below 4 tokens' worth
     (``pixels_per_token``: the family's, 28 x 28 for Qwen2/2.5-VL, 32 x 32 for Qwen3-VL)."""
     floor = 4 * pixels_per_token
     current = budget or processor.image_processor.size["longest_edge"]
     if plans and limits.max_pixels is None:
-        limits = VideoLimits(limits.fps, limits.max_frames, limits.min_pixels, max(p.max_pixels for p in plans),
-                             limits.total_pixels)
+        limits = VideoLimits(
+            limits.fps, limits.max_frames, limits.min_pixels, max(p.max_pixels for p in plans), limits.total_pixels
+        )
     return max(current // 2, floor), limits.scaled(0.5, floor)

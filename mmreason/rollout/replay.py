@@ -34,8 +34,9 @@ def split_turns(text: str, stop_strings: tuple[str, ...]) -> list[str]:
     return turns
 
 
-def replay_episode(processor, prompt: PromptInputs, env: Environment, target: str, turn_end: str,
-                   index: int = 0) -> Trajectory:
+def replay_episode(
+    processor, prompt: PromptInputs, env: Environment, target: str, turn_end: str, index: int = 0
+) -> Trajectory:
     """Prompt + the target's turns with the environment's observations between them (module doc)."""
     tokenizer = processor.tokenizer
     sample = prompt.sample
@@ -47,8 +48,9 @@ def replay_episode(processor, prompt: PromptInputs, env: Environment, target: st
     record: list[Turn] = []
     for k, text in enumerate(turns):
         last = k == len(turns) - 1
-        action = tokenizer(text + (turn_end if last else ""), add_special_tokens=False,
-                           return_tensors="pt")["input_ids"][0]  # [A]
+        action = tokenizer(text + (turn_end if last else ""), add_special_tokens=False, return_tensors="pt")[
+            "input_ids"
+        ][0]  # [A]
         record.append(Turn("assistant", text, int(ids.numel()), int(ids.numel() + action.numel())))
         ids, types = torch.cat([ids, action]), torch.cat([types, torch.zeros_like(action)])
         mask = torch.cat([mask, torch.ones_like(action)])
@@ -57,8 +59,10 @@ def replay_episode(processor, prompt: PromptInputs, env: Environment, target: st
         obs = env.step(text)
         if obs.info.get("error") or obs.done:
             reason = obs.info.get("error") or "the episode ended"
-            raise ValueError(f"sample {sample.id!r}: the environment refuses turn {k + 1} of the SFT target "
-                             f"({text[:120]!r}): {reason}")
+            raise ValueError(
+                f"sample {sample.id!r}: the environment refuses turn {k + 1} of the SFT target "
+                f"({text[:120]!r}): {reason}"
+            )
         obs_ids, obs_types, obs_visual = encode_observation(processor, obs, closed=False)
         record.append(Turn("observation", obs.text, int(ids.numel()), int(ids.numel() + obs_ids.numel())))
         ids, types = torch.cat([ids, obs_ids]), torch.cat([types, obs_types])
@@ -66,5 +70,6 @@ def replay_episode(processor, prompt: PromptInputs, env: Environment, target: st
         if obs_visual:
             visual.append(obs_visual)
     completion = "".join(t.text if t.role == "assistant" else "\n<observation></observation>\n" for t in record)
-    return Trajectory(sample.id, index, ids, mask, prompt.length, completion, turns=record,
-                      mm_token_type_ids=types, visual=visual)
+    return Trajectory(
+        sample.id, index, ids, mask, prompt.length, completion, turns=record, mm_token_type_ids=types, visual=visual
+    )

@@ -24,12 +24,15 @@ import torch
 
 def row_seeds(seed: int, n: int) -> list[int]:
     """The seeds of the ``n`` rows sampled from one seed (a group's G rollouts)."""
-    return [int.from_bytes(hashlib.sha256(f"{seed}/row/{r}".encode()).digest()[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
-            for r in range(n)]
+    return [
+        int.from_bytes(hashlib.sha256(f"{seed}/row/{r}".encode()).digest()[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
+        for r in range(n)
+    ]
 
 
-def sampling_logits(scores: torch.Tensor, temperature: float, top_k: int | None = None,
-                    top_p: float = 1.0) -> torch.Tensor:
+def sampling_logits(
+    scores: torch.Tensor, temperature: float, top_k: int | None = None, top_p: float = 1.0
+) -> torch.Tensor:
     """scores [N, V] -> [N, V] float32 logits after temperature, top-k and top-p (cut tokens at -inf)."""
     logits = scores.float() / temperature  # [N, V]
     if top_k:
@@ -44,8 +47,9 @@ def sampling_logits(scores: torch.Tensor, temperature: float, top_k: int | None 
     return logits
 
 
-def sampling_probabilities(scores: torch.Tensor, temperature: float, top_k: int | None = None,
-                           top_p: float = 1.0) -> torch.Tensor:
+def sampling_probabilities(
+    scores: torch.Tensor, temperature: float, top_k: int | None = None, top_p: float = 1.0
+) -> torch.Tensor:
     """scores [N, V] -> [N, V] float32 probabilities after temperature, top-k and top-p."""
     return sampling_logits(scores, temperature, top_k, top_p).softmax(-1)
 
@@ -77,8 +81,10 @@ def check_finite_distribution(probs: torch.Tensor, position: int) -> None:
     bad = ~(torch.isfinite(total) & (total > 0))  # [N]
     if bool(bad.any()):
         rows = bad.nonzero()[:, 0].tolist()
-        raise NonFiniteLogitsError(f"the model's logits are NaN or infinite at decoding position {position} "
-                                   f"(rows {rows[:8]}{' ...' if len(rows) > 8 else ''}); nothing can be sampled")
+        raise NonFiniteLogitsError(
+            f"the model's logits are NaN or infinite at decoding position {position} "
+            f"(rows {rows[:8]}{' ...' if len(rows) > 8 else ''}); nothing can be sampled"
+        )
 
 
 class RowSeededSampling:
@@ -102,8 +108,9 @@ class RowSeededSampling:
     def uniforms(self) -> torch.Tensor:
         """[N] float64: the next number of each row's stream (one per row and decoding step)."""
         if self._next == self._drawn.shape[1]:
-            self._drawn = torch.stack([torch.rand(self.block, generator=g, dtype=torch.float64)
-                                       for g in self.generators])
+            self._drawn = torch.stack(
+                [torch.rand(self.block, generator=g, dtype=torch.float64) for g in self.generators]
+            )
             self._next = 0
         self._next += 1
         return self._drawn[:, self._next - 1]

@@ -52,9 +52,18 @@ def observation_visuals(t: Trajectory) -> list[dict[str, torch.Tensor]]:
     return t.visual[1:] if _prompt_has_visual(t) else list(t.visual)
 
 
-def shared_prefix_logprobs(model, trajectories: list[Trajectory], length: int, pad_token_id: int,
-                           with_entropy: bool = False, *, temperature: float = 1.0, suppressed: Sequence[int] = (),
-                           chunked: bool = True, _position_offset: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+def shared_prefix_logprobs(
+    model,
+    trajectories: list[Trajectory],
+    length: int,
+    pad_token_id: int,
+    with_entropy: bool = False,
+    *,
+    temperature: float = 1.0,
+    suppressed: Sequence[int] = (),
+    chunked: bool = True,
+    _position_offset: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``[N, length]`` log-probs (and entropies) laid out as ``collate`` lays out the batch: row ``i`` holds
     trajectory ``i``'s completion tokens at their sequence positions, 0 elsewhere."""
     device = next(model.parameters()).device
@@ -64,8 +73,17 @@ def shared_prefix_logprobs(model, trajectories: list[Trajectory], length: int, p
     rows: list[torch.Tensor | None] = [None] * len(trajectories)
     ent_rows: list[torch.Tensor | None] = [None] * len(trajectories)
     for members in groups.values():
-        lp, ent = _group(model, [trajectories[i] for i in members], pad_token_id, with_entropy, temperature,
-                         suppressed, device, _position_offset, chunked=chunked)
+        lp, ent = _group(
+            model,
+            [trajectories[i] for i in members],
+            pad_token_id,
+            with_entropy,
+            temperature,
+            suppressed,
+            device,
+            _position_offset,
+            chunked=chunked,
+        )
         p = trajectories[members[0]].prompt_length
         pad = (p, length - p - lp.shape[1])  # zeros before the completion and after the group's longest one
         for j, i in enumerate(members):
@@ -75,9 +93,18 @@ def shared_prefix_logprobs(model, trajectories: list[Trajectory], length: int, p
     return torch.stack(rows), torch.stack(ent_rows) if with_entropy else None
 
 
-def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool, temperature: float,
-           suppressed: Sequence[int], device, offset: int = 0, *,
-           chunked: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _group(
+    model,
+    group: list[Trajectory],
+    pad_token_id: int,
+    with_entropy: bool,
+    temperature: float,
+    suppressed: Sequence[int],
+    device,
+    offset: int = 0,
+    *,
+    chunked: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One group: [g, L] completion log-probs (and entropies), L = its longest completion."""
     first = group[0]
     p = first.prompt_length
@@ -94,8 +121,15 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     prompt_cache = _prompt_cache(inner)
     head = chunkable_head(model) if chunked else None
     with lm_head_rows(model, None, hidden=head is not None), _cache_through_checkpoints(backbone):
-        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=types[None].to(device),
-                    **visual, **cache_kwargs(model, prompt_cache), use_cache=True, logits_to_keep=1)
+        out = model(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            mm_token_type_ids=types[None].to(device),
+            **visual,
+            **cache_kwargs(model, prompt_cache),
+            use_cache=True,
+            logits_to_keep=1,
+        )
     g = len(group)
     completions = [t.token_ids[p:] for t in group]
     longest = max(int(c.numel()) for c in completions)
@@ -128,16 +162,30 @@ def _group(model, group: list[Trajectory], pad_token_id: int, with_entropy: bool
     predicts = torch.zeros_like(trained)
     predicts[:, :-1] = trained[:, 1:]
     with lm_head_rows(model, predicts, hidden=head is not None), _cache_through_checkpoints(backbone):
-        rest = model(input_ids=suffix, attention_mask=mask, position_ids=positions, **cache_kwargs(model, cache),
-                     use_cache=True, mm_token_type_ids=suffix_types.to(device), **suffix_visual)
+        rest = model(
+            input_ids=suffix,
+            attention_mask=mask,
+            position_ids=positions,
+            **cache_kwargs(model, cache),
+            use_cache=True,
+            mm_token_type_ids=suffix_types.to(device),
+            **suffix_visual,
+        )
     reset_position_state(model)  # the next caller computes its own positions
     # token 0 is predicted by the prompt's last position (one row shared by the group), the rest by the suffix
     # (the head's hidden-state inputs instead of its logits on the chunked path)
     head_out = torch.cat([out.logits[0].expand(g, -1), rest.logits[0]])
     firsts = trained & (width_range == 0)
     targets = torch.cat([suffix[:, 0], suffix[trained & ~firsts]])  # in the order of the logits rows
-    lp_rows, ent_rows = head_logprobs(head_out, targets, head, with_entropy=with_entropy, temperature=temperature,
-                                      suppressed=suppressed, zero_suppressed=False)
+    lp_rows, ent_rows = head_logprobs(
+        head_out,
+        targets,
+        head,
+        with_entropy=with_entropy,
+        temperature=temperature,
+        suppressed=suppressed,
+        zero_suppressed=False,
+    )
     lp = _place(lp_rows, g, firsts, trained & ~firsts)[:, :longest]
     ent = None if ent_rows is None else _place(ent_rows, g, firsts, trained & ~firsts)[:, :longest]
     return lp, ent
@@ -272,9 +320,13 @@ def _row_positions(backbone, t: Trajectory, device, offset: int = 0) -> torch.Te
     grids = _concat(t.visual, device)
     types = t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
     positions, _ = backbone.get_rope_index(
-        t.token_ids[None].to(device), types[None].to(device), image_grid_thw=grids.get("image_grid_thw"),
-        video_grid_thw=grids.get("video_grid_thw"), second_per_grid_ts=grids.get("second_per_grid_ts"),
-        attention_mask=torch.ones_like(t.token_ids)[None].to(device))
+        t.token_ids[None].to(device),
+        types[None].to(device),
+        image_grid_thw=grids.get("image_grid_thw"),
+        video_grid_thw=grids.get("video_grid_thw"),
+        second_per_grid_ts=grids.get("second_per_grid_ts"),
+        attention_mask=torch.ones_like(t.token_ids)[None].to(device),
+    )
     return positions[:, 0] + offset
 
 

@@ -47,26 +47,53 @@ def _tokens(processor) -> tuple[str | None, str | None]:
     return getattr(processor, "image_token", None), getattr(processor, "video_token", None)
 
 
-def check_rendered(processor, text: str, n_images: int, n_videos: int, named: tuple[int, int] | None = None,
-                   *, sample_id: str = "", paths: list[str] | None = None) -> None:
+def check_rendered(
+    processor,
+    text: str,
+    n_images: int,
+    n_videos: int,
+    named: tuple[int, int] | None = None,
+    *,
+    sample_id: str = "",
+    paths: list[str] | None = None,
+) -> None:
     """Before encoding: the rendered ``text`` holds one placeholder per image / video fed, and the chat
     names as many as are fed (``named``). Raises ``UnseenMedia``."""
     image_token, video_token = _tokens(processor)
     problems = []
     if named is not None and named != (n_images, n_videos):
-        problems.append(f"the chat names {named[0]} image(s) and {named[1]} video(s) but the sample has "
-                        f"{n_images} image(s)/page(s) and {n_videos} video(s)")
+        problems.append(
+            f"the chat names {named[0]} image(s) and {named[1]} video(s) but the sample has "
+            f"{n_images} image(s)/page(s) and {n_videos} video(s)"
+        )
     for kind, token, fed in (("image", image_token, n_images), ("video", video_token, n_videos)):
         if token and text.count(token) != fed:
-            problems.append(f"the chat template rendered {text.count(token)} {kind} placeholder(s) for {fed} "
-                            f"{kind}(s) fed")
+            problems.append(
+                f"the chat template rendered {text.count(token)} {kind} placeholder(s) for {fed} {kind}(s) fed"
+            )
     if problems:
-        raise UnseenMedia({"sample_id": sample_id, "problems": problems, "images": n_images, "videos": n_videos,
-                           "named": list(named) if named else None, "paths": paths or []})
+        raise UnseenMedia(
+            {
+                "sample_id": sample_id,
+                "problems": problems,
+                "images": n_images,
+                "videos": n_videos,
+                "named": list(named) if named else None,
+                "paths": paths or [],
+            }
+        )
 
 
-def check_encoded(processor, input_ids: torch.Tensor, visual: dict[str, torch.Tensor], n_images: int,
-                  n_videos: int, *, sample_id: str = "", paths: list[str] | None = None) -> None:
+def check_encoded(
+    processor,
+    input_ids: torch.Tensor,
+    visual: dict[str, torch.Tensor],
+    n_images: int,
+    n_videos: int,
+    *,
+    sample_id: str = "",
+    paths: list[str] | None = None,
+) -> None:
     """After encoding: grid rows equal the media fed and placeholder tokens equal the features' merged
     patches. ``input_ids`` [P]; ``visual`` the processor's ``image_grid_thw`` [I, 3] / ``video_grid_thw`` [V, 3]."""
     if not family_of_processor(processor).grids:
@@ -75,8 +102,10 @@ def check_encoded(processor, input_ids: torch.Tensor, visual: dict[str, torch.Te
     merge = int(getattr(getattr(processor, "image_processor", None), "merge_size", 1) or 1)
     tokenizer = processor.tokenizer
     problems, counts = [], {}
-    for kind, token, grid_key, fed in (("image", image_token, "image_grid_thw", n_images),
-                                       ("video", video_token, "video_grid_thw", n_videos)):
+    for kind, token, grid_key, fed in (
+        ("image", image_token, "image_grid_thw", n_images),
+        ("video", video_token, "video_grid_thw", n_videos),
+    ):
         grid = visual.get(grid_key)
         rows = 0 if grid is None else int(grid.shape[0])
         features = 0 if grid is None else int(grid.prod(dim=-1).sum()) // (merge * merge)
@@ -90,8 +119,16 @@ def check_encoded(processor, input_ids: torch.Tensor, visual: dict[str, torch.Te
         raise UnseenMedia({"sample_id": sample_id, "problems": problems, "counts": counts, "paths": paths or []})
 
 
-def _check_tiles(processor, input_ids: torch.Tensor, visual: dict[str, torch.Tensor], n_images: int, n_videos: int,
-                 *, sample_id: str = "", paths: list[str] | None = None) -> None:
+def _check_tiles(
+    processor,
+    input_ids: torch.Tensor,
+    visual: dict[str, torch.Tensor],
+    n_images: int,
+    n_videos: int,
+    *,
+    sample_id: str = "",
+    paths: list[str] | None = None,
+) -> None:
     """A tile family (InternVL: no grids): every tile fed (``pixel_values`` [tiles, 3, H, W], a video's frames
     included) has ``image_seq_length`` placeholder tokens, and each image / video has at least one
     ``<img>`` block."""
@@ -104,17 +141,23 @@ def _check_tiles(processor, input_ids: torch.Tensor, visual: dict[str, torch.Ten
     if placed != features:
         problems.append(f"{placed} image placeholder token(s) for {features} feature token(s) ({tiles} tile(s))")
     if blocks < n_images + n_videos or (tiles == 0) != (n_images + n_videos == 0):
-        problems.append(f"{n_images} image(s) and {n_videos} video(s) fed but {blocks} image block(s) and "
-                        f"{tiles} tile(s) encoded")
+        problems.append(
+            f"{n_images} image(s) and {n_videos} video(s) fed but {blocks} image block(s) and {tiles} tile(s) encoded"
+        )
     if problems:
-        raise UnseenMedia({"sample_id": sample_id, "problems": problems, "paths": paths or [],
-                           "counts": {"tiles": tiles, "placeholder_tokens": placed, "blocks": blocks}})
+        raise UnseenMedia(
+            {
+                "sample_id": sample_id,
+                "problems": problems,
+                "paths": paths or [],
+                "counts": {"tiles": tiles, "placeholder_tokens": placed, "blocks": blocks},
+            }
+        )
 
 
 def media_paths(sample) -> list[str]:
     """The files a sample names (images given as paths, pages, videos), for dumps and reports."""
-    out = [str(i) if isinstance(i, str) or hasattr(i, "__fspath__") else f"<{type(i).__name__}>"
-           for i in sample.images]
+    out = [str(i) if isinstance(i, str) or hasattr(i, "__fspath__") else f"<{type(i).__name__}>" for i in sample.images]
     out += [f"{p.source}#page={p.index}" for p in sample.pages]
     out += [str(v.path) for v in sample.videos]
     return out

@@ -60,7 +60,7 @@ class AnchorBuffer:
     def add(self, index: int, success: StoredSuccess) -> None:
         kept = self.items.setdefault(int(index), [])
         kept.append(success)
-        del kept[:-self.size]
+        del kept[: -self.size]
 
     def latest(self, index: int) -> StoredSuccess | None:
         kept = self.items.get(int(index))

@@ -90,9 +90,19 @@ def hint_from_trace(trace: str, fraction: float, answers: Sequence[str]) -> str:
 class DifficultyAugmenter:
     """The FIFO of group mean rewards, each prompt's best trace, and the plan for one group (module doc)."""
 
-    def __init__(self, *, window: int = 100, min_buffer: int = 20, r_max: float = 1.0, threshold: float = 0.1,
-                 hint_min: float = 0.2, hint_span: float = 0.6, noise_max: float = 0.3, uniform_only: bool = True,
-                 seed: int = 0):
+    def __init__(
+        self,
+        *,
+        window: int = 100,
+        min_buffer: int = 20,
+        r_max: float = 1.0,
+        threshold: float = 0.1,
+        hint_min: float = 0.2,
+        hint_span: float = 0.6,
+        noise_max: float = 0.3,
+        uniform_only: bool = True,
+        seed: int = 0,
+    ):
         if window < 1 or min_buffer < 1 or min_buffer > window or r_max <= 0:
             raise ValueError("difficulty augmentation: need 1 <= min_buffer <= window and r_max > 0")
         self.window, self.min_buffer, self.r_max, self.threshold = window, min_buffer, r_max, threshold
@@ -139,8 +149,10 @@ class DifficultyAugmenter:
     def apply(sample: Sample, aug: Augmentation) -> Sample:
         """A copy of ``sample`` with the hint appended to its last user text, or noise set on its videos."""
         if aug.kind == "noise":
-            videos = [dataclasses.replace(v, noise_std=aug.noise_std, noise_seed=aug.seed + k)
-                      for k, v in enumerate(sample.videos)]
+            videos = [
+                dataclasses.replace(v, noise_std=aug.noise_std, noise_seed=aug.seed + k)
+                for k, v in enumerate(sample.videos)
+            ]
             return dataclasses.replace(sample, videos=videos)
         messages = [dict(m) for m in sample.messages]
         for message in reversed(messages):
@@ -159,9 +171,11 @@ class DifficultyAugmenter:
         """Logged per step: fraction of groups hinted / noised, mean strength of the augmented ones."""
         n = max(1, len(plans))
         done = [p for p in plans if p is not None]
-        return {"augment/frac_hint": sum(p.kind == "hint" for p in done) / n,
-                "augment/frac_noise": sum(p.kind == "noise" for p in done) / n,
-                "augment/strength_mean": math.fsum(p.strength for p in done) / len(done) if done else 0.0}
+        return {
+            "augment/frac_hint": sum(p.kind == "hint" for p in done) / n,
+            "augment/frac_noise": sum(p.kind == "noise" for p in done) / n,
+            "augment/strength_mean": math.fsum(p.strength for p in done) / len(done) if done else 0.0,
+        }
 
     def state_dict(self) -> dict[str, Any]:
         return {"buffer": list(self.buffer), "best": {k: list(v) for k, v in self.best.items()}}

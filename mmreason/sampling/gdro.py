@@ -36,15 +36,29 @@ import torch
 class GDROSampler:
     """GDRO (arXiv 2601.19280, reading): a bandit over online pass@k difficulty bins; Rollout-GDRO sizes the groups."""
 
-    def __init__(self, size: int, seed: int = 0, *, k: int = 4, edges: Sequence[float] = (0.2, 0.5, 0.8),
-                 ema: float = 0.9, step_size: float = 0.5, explore: float = 0.1, success_threshold: float = 1.0,
-                 pass_momentum: float = 0.5, rollout_allocation: bool = False, n_min: int = 2, n_max: int = 16,
-                 price_step: float = 0.5):
+    def __init__(
+        self,
+        size: int,
+        seed: int = 0,
+        *,
+        k: int = 4,
+        edges: Sequence[float] = (0.2, 0.5, 0.8),
+        ema: float = 0.9,
+        step_size: float = 0.5,
+        explore: float = 0.1,
+        success_threshold: float = 1.0,
+        pass_momentum: float = 0.5,
+        rollout_allocation: bool = False,
+        n_min: int = 2,
+        n_max: int = 16,
+        price_step: float = 0.5,
+    ):
         if size <= 0:
             raise ValueError("the training set is empty: no prompt to sample")
         if k < 1 or not 0 <= ema < 1 or step_size < 0 or not 0 <= explore <= 1 or not 0 <= pass_momentum < 1:
-            raise ValueError("gdro: need k >= 1, 0 <= ema < 1, step_size >= 0, 0 <= explore <= 1, "
-                             "0 <= pass_momentum < 1")
+            raise ValueError(
+                "gdro: need k >= 1, 0 <= ema < 1, step_size >= 0, 0 <= explore <= 1, 0 <= pass_momentum < 1"
+            )
         if list(edges) != sorted(edges) or any(not 0 < e < 1 for e in edges):
             raise ValueError(f"gdro: edges must be increasing and inside (0, 1), got {list(edges)}")
         self.size, self.seed, self.k, self.edges = size, seed, k, [float(e) for e in edges]
@@ -77,8 +91,9 @@ class GDROSampler:
         top = max(self.log_w[b] for b in live)
         z = {b: math.exp(self.log_w[b] - top) for b in live}
         total = sum(z.values())
-        return [(1 - self.explore) * z[b] / total + self.explore / len(live) if b in z else 0.0
-                for b in range(self.bins)]
+        return [
+            (1 - self.explore) * z[b] / total + self.explore / len(live) if b in z else 0.0 for b in range(self.bins)
+        ]
 
     def next_indices(self, n: int) -> list[int]:
         g = torch.Generator().manual_seed(self.seed * 7_919 + self.draws * 104_729 + 3)
@@ -126,8 +141,15 @@ class GDROSampler:
             self.log_w[b] += self.step_size * debiased
 
     def state_dict(self) -> dict[str, Any]:
-        return {"size": self.size, "draws": self.draws, "price": self.price, "log_w": list(self.log_w), "loss": list(self.loss),
-                "updates": list(self.updates), "pass_rate": [[i, v] for i, v in sorted(self.pass_rate.items())]}
+        return {
+            "size": self.size,
+            "draws": self.draws,
+            "price": self.price,
+            "log_w": list(self.log_w),
+            "loss": list(self.loss),
+            "updates": list(self.updates),
+            "pass_rate": [[i, v] for i, v in sorted(self.pass_rate.items())],
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if int(state["size"]) != self.size:

@@ -68,8 +68,11 @@ def solution_of(sample: Sample, solution_key: str = "solution") -> str | None:
 def hint_request(sample: Sample, solution: str, max_chars: int = 4_000) -> Sample:
     """The text-only chat that asks the policy for the three hint levels of ``sample`` (its media left out)."""
     user = HINT_REQUEST.format(question=sample.prompt_text[:max_chars], solution=solution[:max_chars])
-    return Sample(id=f"{sample.id}#hint", messages=[{"role": "system", "content": HINT_SYSTEM_PROMPT},
-                                                   {"role": "user", "content": user}], task=sample.task)
+    return Sample(
+        id=f"{sample.id}#hint",
+        messages=[{"role": "system", "content": HINT_SYSTEM_PROMPT}, {"role": "user", "content": user}],
+        task=sample.task,
+    )
 
 
 def _object(text: str) -> Any:
@@ -78,7 +81,7 @@ def _object(text: str) -> Any:
     candidates = [fenced.group(1)] if fenced else []
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
-        candidates.append(text[start:end + 1])
+        candidates.append(text[start : end + 1])
     for candidate in candidates:
         try:
             return json.loads(candidate)

@@ -38,12 +38,13 @@ def best_draft(rewards: Sequence[float], completions: Sequence[str]) -> int | No
     return max(scored, key=lambda i: (float(rewards[i]), -i))
 
 
-def refinement_sample(sample: Sample, draft: str, template: str = DEFAULT_TEMPLATE,
-                      max_draft_chars: int = 4_000) -> Sample:
+def refinement_sample(
+    sample: Sample, draft: str, template: str = DEFAULT_TEMPLATE, max_draft_chars: int = 4_000
+) -> Sample:
     """A copy of ``sample`` whose last user turn ends with ``template`` filled with the (capped) draft."""
     if "{draft}" not in template:
         raise ValueError("refine.template must contain {draft}")
-    text = template.replace("{draft}", str(draft)[:max(0, max_draft_chars)].strip())
+    text = template.replace("{draft}", str(draft)[: max(0, max_draft_chars)].strip())
     return with_user_text(sample, text, "draft")
 
 

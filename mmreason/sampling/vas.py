@@ -61,8 +61,9 @@ def _ngrams(tokens: Sequence[str], n: int) -> Counter:
     return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
-def sentence_bleu(hypothesis: Sequence[str], references: Sequence[Sequence[str]], max_order: int = 3,
-                  epsilon: float = 0.1) -> float:
+def sentence_bleu(
+    hypothesis: Sequence[str], references: Sequence[Sequence[str]], max_order: int = 3, epsilon: float = 0.1
+) -> float:
     """BLEU-1..max_order (uniform weights) of one tokenised hypothesis against references.
 
     As ``nltk.translate.bleu_score.sentence_bleu`` with ``SmoothingFunction().method1``: clipped n-gram
@@ -143,10 +144,22 @@ class VASSampler:
         refresh_fraction: share of the dataset re-scored per fresh-rollout refresh (1.0 = all).
     """
 
-    def __init__(self, size: int, seed: int = 0, *, alpha: float = 0.8, beta: float = 0.2, mix: float = 0.5,
-                 update_every: int = 35, mode: str = "online", momentum: float = 0.0,
-                 diversity: str = "self_bleu", diversity_n: int = 3, unseen: str = "max",
-                 refresh_fraction: float = 1.0):
+    def __init__(
+        self,
+        size: int,
+        seed: int = 0,
+        *,
+        alpha: float = 0.8,
+        beta: float = 0.2,
+        mix: float = 0.5,
+        update_every: int = 35,
+        mode: str = "online",
+        momentum: float = 0.0,
+        diversity: str = "self_bleu",
+        diversity_n: int = 3,
+        unseen: str = "max",
+        refresh_fraction: float = 1.0,
+    ):
         if size <= 0:
             raise ValueError("the training set is empty: no prompt to sample")
         if mode not in MODES:
@@ -213,8 +226,9 @@ class VASSampler:
         n_weighted = math.floor(self.mix * n)
         g = torch.Generator().manual_seed(self.seed * 7_919 + self.draws * 104_729 + 1)
         self.draws += 1
-        weighted = (torch.multinomial(self._weights, n_weighted, replacement=True, generator=g).tolist()
-                    if n_weighted else [])
+        weighted = (
+            torch.multinomial(self._weights, n_weighted, replacement=True, generator=g).tolist() if n_weighted else []
+        )
         uniform = self.uniform.next_indices(n - n_weighted)
         out: list[int] = []
         for k in range(max(len(weighted), len(uniform))):
@@ -223,8 +237,13 @@ class VASSampler:
 
     # -- feedback --
 
-    def observe(self, indices: list[int], rewards: torch.Tensor, group_ids: torch.Tensor,
-                completions: Sequence[str] | None = None) -> None:
+    def observe(
+        self,
+        indices: list[int],
+        rewards: torch.Tensor,
+        group_ids: torch.Tensor,
+        completions: Sequence[str] | None = None,
+    ) -> None:
         """One training step's rollouts: ``rewards [N]``, ``group_ids [N]`` (= dataset index of each row),
         optional ``completions`` (N texts, for TDS). Online mode updates the drawn prompts' VPS and rebuilds
         the weights every ``update_every`` steps; both modes count the step."""
@@ -234,8 +253,10 @@ class VASSampler:
         r = torch.as_tensor(rewards, dtype=torch.float64).reshape(-1)  # [N]
         g = torch.as_tensor(group_ids).reshape(-1).tolist()  # [N]
         if len(g) != r.numel() or (completions is not None and len(completions) != len(g)):
-            raise ValueError(f"observe: rewards ({r.numel()}), group_ids ({len(g)}) and completions "
-                             f"({None if completions is None else len(completions)}) must align")
+            raise ValueError(
+                f"observe: rewards ({r.numel()}), group_ids ({len(g)}) and completions "
+                f"({None if completions is None else len(completions)}) must align"
+            )
         for index in dict.fromkeys(int(i) for i in g):
             rows = [k for k, gid in enumerate(g) if gid == index]
             texts = [completions[k] for k in rows] if completions is not None else None
@@ -269,16 +290,20 @@ class VASSampler:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "size": self.size, "seed": self.seed, "epoch": self.uniform.epoch, "position": self.uniform.position,
-            "draws": self.draws, "observed": self.observed, "refreshes": self.refreshes,
+            "size": self.size,
+            "seed": self.seed,
+            "epoch": self.uniform.epoch,
+            "position": self.uniform.position,
+            "draws": self.draws,
+            "observed": self.observed,
+            "refreshes": self.refreshes,
             "scores": [[i, v] for i, v in sorted(self.scores.items())],
             "snapshot": [[i, v] for i, v in sorted(self.snapshot.items())],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if int(state["size"]) != self.size:
-            raise ValueError(f"VAS checkpoint is for a dataset of {state['size']} prompts, this one has "
-                             f"{self.size}")
+            raise ValueError(f"VAS checkpoint is for a dataset of {state['size']} prompts, this one has {self.size}")
         self.uniform.load_state_dict(state)
         self.draws, self.observed = int(state["draws"]), int(state["observed"])
         self.refreshes = int(state["refreshes"])

@@ -15,8 +15,17 @@ from mmreason.train.records import Drawn
 from mmreason.types import Sample, Trajectory
 
 
-def anchor_groups(run, step: int, prompts: list[Drawn], trajectories: list[Trajectory], samples: list[Sample],
-                  batch: RewardBatch, build_sample, roll_out, score):
+def anchor_groups(
+    run,
+    step: int,
+    prompts: list[Drawn],
+    trajectories: list[Trajectory],
+    samples: list[Sample],
+    batch: RewardBatch,
+    build_sample,
+    roll_out,
+    score,
+):
     """(prompts, trajectories, samples, batch, metrics) with an anchor in each all-fail group that has one."""
     cfg = run.cfg.anchor
     if run.anchor_buffer is None:
@@ -41,13 +50,16 @@ def anchor_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traje
         new_samples, new_batch = score(run, todo, [trajectories[i] for i in replaced])
         merged = RewardBatch.concat([batch, new_batch])  # aligns the columns by name
         values = merged.values[: len(trajectories)].clone()
-        values[replaced] = merged.values[len(trajectories):]
+        values[replaced] = merged.values[len(trajectories) :]
         for i, s in zip(replaced, new_samples):
             samples[i] = s
         batch = RewardBatch(values, merged.names, merged.weights, merged.errors)
     remember_successes(run, prompts, trajectories, batch.total(run.cfg.reward_missing).tolist())
-    metrics = {"anchor/all_fail_groups": float(len(failing)), "anchor/added": float(len(replaced)),
-               "anchor/buffer": float(len(run.anchor_buffer))}
+    metrics = {
+        "anchor/all_fail_groups": float(len(failing)),
+        "anchor/added": float(len(replaced)),
+        "anchor/buffer": float(len(run.anchor_buffer)),
+    }
     return prompts, trajectories, samples, batch, metrics
 
 
@@ -66,14 +78,22 @@ def anchor_trajectory(run, d: Drawn, replaced: Trajectory) -> Trajectory | None:
         completion, logprobs = completion[: run.cfg.rollout.max_completion_length], None
     ids = torch.cat([prompt.input_ids, completion])
     mask = torch.zeros_like(ids)
-    mask[prompt.length:] = 1
+    mask[prompt.length :] = 1
     rollout_lp = None
     if logprobs is not None:
         rollout_lp = torch.cat([torch.zeros(prompt.length), logprobs.float()])
-    return Trajectory(replaced.sample_id, replaced.group_id, ids, mask, prompt.length, text,
-                      mm_token_type_ids=torch.cat([prompt.mm_token_type_ids, torch.zeros_like(completion)]),
-                      visual=replaced.visual, reward_info={"anchor": run.cfg.anchor.source},
-                      rollout_logprobs=rollout_lp)
+    return Trajectory(
+        replaced.sample_id,
+        replaced.group_id,
+        ids,
+        mask,
+        prompt.length,
+        text,
+        mm_token_type_ids=torch.cat([prompt.mm_token_type_ids, torch.zeros_like(completion)]),
+        visual=replaced.visual,
+        reward_info={"anchor": run.cfg.anchor.source},
+        rollout_logprobs=rollout_lp,
+    )
 
 
 def remember_successes(run, prompts: list[Drawn], trajectories: list[Trajectory], total: list[float]) -> None:
@@ -83,11 +103,22 @@ def remember_successes(run, prompts: list[Drawn], trajectories: list[Trajectory]
         if r > run.cfg.anchor.threshold and "anchor" not in t.reward_info:
             start = t.prompt_length
             lp = None if t.rollout_logprobs is None else t.rollout_logprobs[start:].clone()
-            run.anchor_buffer.add(index_of[t.group_id], StoredSuccess(t.token_ids[start:].clone(), t.completion_text, lp))
+            run.anchor_buffer.add(
+                index_of[t.group_id], StoredSuccess(t.token_ids[start:].clone(), t.completion_text, lp)
+            )
 
 
-def reflect_groups(run, step: int, prompts: list[Drawn], trajectories: list[Trajectory], samples: list[Sample],
-                   batch: RewardBatch, build_sample, roll_out, score):
+def reflect_groups(
+    run,
+    step: int,
+    prompts: list[Drawn],
+    trajectories: list[Trajectory],
+    samples: list[Sample],
+    batch: RewardBatch,
+    build_sample,
+    roll_out,
+    score,
+):
     """R³'s in-context reflection: an all-fail group is rolled out again with a failed attempt of the prompt in
     its prompt (the most recent one kept from an earlier step, else this group's first), and the new group
     replaces it (on-policy: the step trains on the completions the reflective prompt produced)."""
@@ -106,10 +137,15 @@ def reflect_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traj
     for d in prompts:  # this step's failures are the next steps' reflections
         for i, t in enumerate(trajectories):
             if t.group_id == d.slot and total[i] <= cfg.threshold:
-                run.anchor_buffer.add(-1 - d.index, StoredSuccess(t.token_ids[t.prompt_length:].clone(),
-                                                                  t.completion_text))
-    metrics = {"anchor/all_fail_groups": float(len(replaced)), "anchor/added": 0.0,
-               "anchor/reflected": float(len(replaced)), "anchor/buffer": float(len(run.anchor_buffer))}
+                run.anchor_buffer.add(
+                    -1 - d.index, StoredSuccess(t.token_ids[t.prompt_length :].clone(), t.completion_text)
+                )
+    metrics = {
+        "anchor/all_fail_groups": float(len(replaced)),
+        "anchor/added": 0.0,
+        "anchor/reflected": float(len(replaced)),
+        "anchor/buffer": float(len(run.anchor_buffer)),
+    }
     new = list(replaced.values())
     new_trajs = roll_out(run, new, step) if new else []
     if not new_trajs:
@@ -118,5 +154,10 @@ def reflect_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traj
     new_samples, new_batch = score(run, new, new_trajs)
     keep = [i for i, t in enumerate(trajectories) if t.group_id not in replaced]
     merged = RewardBatch.concat([batch.take(keep), new_batch])
-    return ([replaced.get(d.slot, d) for d in prompts], [trajectories[i] for i in keep] + new_trajs,
-            [samples[i] for i in keep] + new_samples, merged, metrics)
+    return (
+        [replaced.get(d.slot, d) for d in prompts],
+        [trajectories[i] for i in keep] + new_trajs,
+        [samples[i] for i in keep] + new_samples,
+        merged,
+        metrics,
+    )

@@ -36,8 +36,17 @@ def own_state(state: dict, process_index: int) -> dict | None:
     return by_rank[process_index] if process_index < len(by_rank) else None
 
 
-def augment_groups(run, step: int, prompts: list[Drawn], trajectories: list[Trajectory], samples: list[Sample],
-                   batch: RewardBatch, build_sample, roll_out, score):
+def augment_groups(
+    run,
+    step: int,
+    prompts: list[Drawn],
+    trajectories: list[Trajectory],
+    samples: list[Sample],
+    batch: RewardBatch,
+    build_sample,
+    roll_out,
+    score,
+):
     """(prompts, trajectories, samples, batch, metrics) after regenerating the groups the augmenter picks.
 
     ``build_sample(run, sample) -> PromptInputs | None`` builds one augmented prompt (None: skipped, counted).
@@ -69,5 +78,10 @@ def augment_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traj
     keep = [i for i, t in enumerate(trajectories) if t.group_id not in replaced]
     out_prompts = [replaced.get(d.slot, d) for d in prompts]
     merged = RewardBatch.concat([batch.take(keep), new_batch])
-    return (out_prompts, [trajectories[i] for i in keep] + new_trajs, [samples[i] for i in keep] + new_samples,
-            merged, metrics)
+    return (
+        out_prompts,
+        [trajectories[i] for i in keep] + new_trajs,
+        [samples[i] for i in keep] + new_samples,
+        merged,
+        metrics,
+    )

@@ -44,9 +44,17 @@ from mmreason.train.checkpoint_verify import (
 def rng_state() -> dict[str, Any]:
     """RNG states as tensors and plain numbers (loadable with ``weights_only=True``)."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    state = {"python": random.getstate(), "torch": torch.get_rng_state(),
-             "numpy": {"kind": kind, "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
-                       "has_gauss": int(has_gauss), "gauss": float(gauss)}}
+    state = {
+        "python": random.getstate(),
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -99,8 +107,19 @@ def resolve_resume(resume: str | None, output_dir: str | Path) -> Path | None:
     return path
 
 
-def save_checkpoint(accelerator, output_dir: str | Path, step: int, model, optimizer, scheduler,
-                    state: dict[str, Any], processor=None, keep: int = 2, *, run_id: str | None = None) -> Path | None:
+def save_checkpoint(
+    accelerator,
+    output_dir: str | Path,
+    step: int,
+    model,
+    optimizer,
+    scheduler,
+    state: dict[str, Any],
+    processor=None,
+    keep: int = 2,
+    *,
+    run_id: str | None = None,
+) -> Path | None:
     """Write checkpoint-<step> atomically; returns its path on the main process (None elsewhere).
 
     ``run_id`` (the writing run's, ``mmreason.rundir``) goes into the trainer state, and rotation then keeps the
@@ -119,8 +138,9 @@ def save_checkpoint(accelerator, output_dir: str | Path, step: int, model, optim
     if accelerator.is_main_process:
         try:
             state = {**state, "run_id": run_id} if run_id is not None else state
-            final = _write(accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng,
-                           whole)
+            final = _write(
+                accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng, whole
+            )
         except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
             error = exc
     if any_rank(accelerator, error is not None):  # also the closing barrier
@@ -134,8 +154,9 @@ class CheckpointError(RuntimeError):
     """The main process failed to write a checkpoint (raised on the other processes)."""
 
 
-def _write(accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng,
-           whole=(None, None)) -> Path:
+def _write(
+    accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng, whole=(None, None)
+) -> Path:
     """The main process's part; ``whole`` = a sharded model's gathered (model, optimizer) state dicts."""
     final = Path(output_dir) / f"checkpoint-{step}"
     tmp = final.with_name(final.name + ".tmp")
@@ -143,8 +164,9 @@ def _write(accelerator, output_dir, step, model, optimizer, scheduler, state, pr
     tmp.mkdir(parents=True)
     unwrapped = accelerator.unwrap_model(model)
     model_state, optimizer_state = whole
-    unwrapped.save_pretrained(tmp / "model", safe_serialization=True,
-                              **({"state_dict": model_state} if model_state is not None else {}))
+    unwrapped.save_pretrained(
+        tmp / "model", safe_serialization=True, **({"state_dict": model_state} if model_state is not None else {})
+    )
     if processor is not None:
         processor.save_pretrained(tmp / "model")
     torch.save(optimizer_state if optimizer_state is not None else optimizer.state_dict(), tmp / "optimizer.pt")
@@ -206,8 +228,10 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, check_
         try:
             check_state(loaded[0])
         except Exception as exc:  # noqa: BLE001 - a missing key, a wrong type: the state is not one this run takes
-            raise DamagedCheckpoint(f"{path}: {STATE_FILE} holds a state this run cannot restore "
-                                    f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from None
+            raise DamagedCheckpoint(
+                f"{path}: {STATE_FILE} holds a state this run cannot restore "
+                f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+            ) from None
     state, rng, optimizer_state, scheduler_state, weights, adapter = loaded
     if adapter:
         from peft import set_peft_model_state_dict
@@ -257,8 +281,9 @@ def read_checkpoint(path: Path, unwrapped, optimizer, scheduler) -> tuple:
             dtype = next(unwrapped.parameters()).dtype
             weights = AutoModelForImageTextToText.from_pretrained(str(model_dir), dtype=dtype).state_dict()
     except Exception as exc:  # noqa: BLE001 - a truncated or garbled weights file, whatever the loader says
-        raise DamagedCheckpoint(f"{path}: the model weights cannot be read ({' '.join(str(exc).split())[:200]})") \
-            from None
+        raise DamagedCheckpoint(
+            f"{path}: the model weights cannot be read ({' '.join(str(exc).split())[:200]})"
+        ) from None
     check_finite(weights, path)
     sharded = is_sharded(unwrapped)
     if not adapter.exists() and not sharded:
@@ -276,8 +301,10 @@ def check_rng(rng: list[dict[str, Any]], path: Path) -> None:
         for entry in rng:
             set_rng_state(entry)
     except Exception as exc:  # noqa: BLE001 - a missing key, a wrong type or size: all one finding
-        raise DamagedCheckpoint(f"{path}: rng_state.pt holds an RNG state that cannot be set "
-                                f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from None
+        raise DamagedCheckpoint(
+            f"{path}: rng_state.pt holds an RNG state that cannot be set "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+        ) from None
     finally:
         set_rng_state(own)
 
@@ -287,16 +314,27 @@ def check_weights_fit(weights: dict[str, torch.Tensor], live: dict[str, torch.Te
     copy the matching ones before it raises on the rest)."""
     missing, extra = sorted(set(live) - set(weights)), sorted(set(weights) - set(live))
     if missing or extra:
-        raise DamagedCheckpoint(f"{path}: the weights do not fit the model ({len(missing)} missing, e.g. "
-                                f"{missing[:1]}; {len(extra)} unexpected, e.g. {extra[:1]})")
+        raise DamagedCheckpoint(
+            f"{path}: the weights do not fit the model ({len(missing)} missing, e.g. "
+            f"{missing[:1]}; {len(extra)} unexpected, e.g. {extra[:1]})"
+        )
     for name, value in weights.items():
         if value.shape != live[name].shape:
-            raise DamagedCheckpoint(f"{path}: weight {name} has shape {tuple(value.shape)}, the model "
-                                    f"{tuple(live[name].shape)}")
+            raise DamagedCheckpoint(
+                f"{path}: weight {name} has shape {tuple(value.shape)}, the model {tuple(live[name].shape)}"
+            )
 
 
-def resume(resume_from: str | None, output_dir: str | Path, accelerator, model, optimizer, scheduler,
-           log=print, check_state=None) -> tuple[Path, dict[str, Any]] | None:
+def resume(
+    resume_from: str | None,
+    output_dir: str | Path,
+    accelerator,
+    model,
+    optimizer,
+    scheduler,
+    log=print,
+    check_state=None,
+) -> tuple[Path, dict[str, Any]] | None:
     """Load the checkpoint ``resume_from`` names; (its path, the trainer state), or None to start afresh.
 
     ``auto``: the newest complete checkpoint of ``output_dir`` that reads whole. A damaged one is reported
@@ -322,9 +360,11 @@ def resume(resume_from: str | None, output_dir: str | Path, accelerator, model, 
         for folder in damaged:
             folder.rename(folder.with_name(folder.name + ".damaged"))
     if loaded is None:
-        raise DamagedCheckpoint(f"resume=auto: every checkpoint in {output_dir} is damaged "
-                                f"({', '.join(p.name for p in damaged)}, now *.damaged); resume from a path or "
-                                "start a new output_dir")
+        raise DamagedCheckpoint(
+            f"resume=auto: every checkpoint in {output_dir} is damaged "
+            f"({', '.join(p.name for p in damaged)}, now *.damaged); resume from a path or "
+            "start a new output_dir"
+        )
     if damaged and accelerator.is_main_process:
         log(f"resume=auto: fell back to {loaded[0].name}")
     return loaded

@@ -75,8 +75,9 @@ def check_tree(folder: Path) -> None:
         if stat.S_ISLNK(mode):
             target = path.resolve()
             if root not in target.parents or not (target.is_file() or target.is_dir()):
-                raise DamagedCheckpoint(f"{folder}: {path.relative_to(folder)} is a link that leads out of the "
-                                        "checkpoint")
+                raise DamagedCheckpoint(
+                    f"{folder}: {path.relative_to(folder)} is a link that leads out of the checkpoint"
+                )
             mode = target.stat().st_mode
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise DamagedCheckpoint(f"{folder}: {path.relative_to(folder)} is not a regular file")
@@ -137,8 +138,9 @@ def verify_files(folder: Path) -> None:
             raise DamagedCheckpoint(f"{folder}: {name} is missing")
         found = path.stat().st_size
         if found != size:
-            raise DamagedCheckpoint(f"{folder}: {name} is {found:,} bytes, {size:,} when written "
-                                    "(truncated or replaced)")
+            raise DamagedCheckpoint(
+                f"{folder}: {name} is {found:,} bytes, {size:,} when written (truncated or replaced)"
+            )
         if _sha256(path) != digest:
             raise DamagedCheckpoint(f"{folder}: {name} does not match its checksum")
 
@@ -191,14 +193,17 @@ def check_optimizer_shapes(saved: dict[str, Any], optimizer, folder: Path) -> No
         raise DamagedCheckpoint(f"{folder}: optimizer.pt is not an optimizer state") from None
     live = [g["params"] for g in optimizer.param_groups]
     if counts != [len(p) for p in live]:
-        raise DamagedCheckpoint(f"{folder}: optimizer.pt has {counts} parameters per group, the model "
-                                f"{[len(p) for p in live]}")
+        raise DamagedCheckpoint(
+            f"{folder}: optimizer.pt has {counts} parameters per group, the model {[len(p) for p in live]}"
+        )
     for group, params in zip(groups, live):
         for index, param in zip(group["params"], params):
             for key, value in (state.get(index) or {}).items():
                 if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != param.shape:
-                    raise DamagedCheckpoint(f"{folder}: optimizer.pt {key} of parameter {index} has shape "
-                                            f"{tuple(value.shape)}, the parameter {tuple(param.shape)}")
+                    raise DamagedCheckpoint(
+                        f"{folder}: optimizer.pt {key} of parameter {index} has shape "
+                        f"{tuple(value.shape)}, the parameter {tuple(param.shape)}"
+                    )
 
 
 def is_mmreason_checkpoint(folder: Path) -> bool:

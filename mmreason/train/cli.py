@@ -11,8 +11,9 @@ from mmreason.train.config import TrainConfig
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="a YAML recipe, e.g. configs/quickstart.yaml")
-    parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="dotted overrides, e.g. rollout.temperature=0.7 max_steps=20")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. rollout.temperature=0.7 max_steps=20"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -39,9 +39,15 @@ class DataConfig:
     system_prompt: str | None = None
 
     RANGES: ClassVar[dict[str, str]] = {
-        "min_pixels": "[1, inf)", "max_pixels": "[1, inf)", "video_fps": "(0, inf)", "video_max_frames": "[1, inf)",
-        "video_min_pixels": "[1, inf)", "video_max_pixels": "[1, inf)", "video_total_pixels": "[1, inf)",
-        "max_prompt_length": "[1, inf)", "shuffle_buffer": "[1, inf)",
+        "min_pixels": "[1, inf)",
+        "max_pixels": "[1, inf)",
+        "video_fps": "(0, inf)",
+        "video_max_frames": "[1, inf)",
+        "video_min_pixels": "[1, inf)",
+        "video_max_pixels": "[1, inf)",
+        "video_total_pixels": "[1, inf)",
+        "max_prompt_length": "[1, inf)",
+        "shuffle_buffer": "[1, inf)",
     }
 
     def validate(self) -> None:
@@ -70,7 +76,9 @@ class RolloutConfig:
     vllm_tensor_parallel_size: int = 1
     vllm_server_host: str = "127.0.0.1"
     vllm_server_port: int = 8000
-    vllm_server_api_key: str | None = None  # the server's key (else $MMREASON_VLLM_API_KEY, else its token file); never saved
+    vllm_server_api_key: str | None = (
+        None  # the server's key (else $MMREASON_VLLM_API_KEY, else its token file); never saved
+    )
     vllm_server_timeout: float = 240.0  # server mode: seconds to wait for `mmreason vllm-serve` to answer at the start
     vllm_weight_sync_timeout: float = 600.0  # seconds a weight push may take; past it the engine counts as dead
     vllm_generate_timeout: float = 600.0  # seconds one generate call may take (either mode); past it: dead engine
@@ -81,7 +89,9 @@ class RolloutConfig:
     vllm_sync_bucket_mb: float = 64.0
     # Truncated importance sampling of the sampler-trainer mismatch (mmreason/rl/rollout_correction.py)
     vllm_importance_sampling_correction: bool = True
-    vllm_importance_sampling_mode: str = "token_truncate"  # token_truncate | token_mask | sequence_truncate | sequence_mask
+    vllm_importance_sampling_mode: str = (
+        "token_truncate"  # token_truncate | token_mask | sequence_truncate | sequence_mask
+    )
     vllm_importance_sampling_cap: float = 2.0
     vllm_importance_sampling_min: float | None = None  # lower bound C_min (TRL's _clip_min); None = none
     # HF backend: record each sampled token's log-prob as the sampler drew it (no extra forward), so the trainer
@@ -91,15 +101,25 @@ class RolloutConfig:
     hf_importance_sampling_correction: bool = False
 
     RANGES: ClassVar[dict[str, str]] = {
-        "num_generations": "[1, inf)", "max_completion_length": "[1, inf)",
+        "num_generations": "[1, inf)",
+        "max_completion_length": "[1, inf)",
         "temperature": "(0, inf)",  # sampling; 0 would be greedy: all G rollouts of a group the same
-        "top_p": "(0, 1]", "top_k": "[1, inf)", "max_turns": "[1, inf)", "max_observation_tokens": "[1, inf)",
+        "top_p": "(0, 1]",
+        "top_k": "[1, inf)",
+        "max_turns": "[1, inf)",
+        "max_observation_tokens": "[1, inf)",
         "env_step_timeout_s": "(0, inf)",
-        "vllm_gpu_memory_utilization": "(0, 1]", "vllm_max_model_length": "[1, inf)",
-        "vllm_tensor_parallel_size": "[1, inf)", "vllm_server_port": "[1, 65535]",
-        "vllm_server_timeout": "(0, inf)", "vllm_weight_sync_timeout": "(0, inf)",
-        "vllm_generate_timeout": "(0, inf)", "vllm_kv_cache_gib": "(0, inf)",
-        "vllm_importance_sampling_cap": "[1, inf)", "vllm_importance_sampling_min": "[0, 1]", "vllm_sync_bucket_mb": "(0, inf)",
+        "vllm_gpu_memory_utilization": "(0, 1]",
+        "vllm_max_model_length": "[1, inf)",
+        "vllm_tensor_parallel_size": "[1, inf)",
+        "vllm_server_port": "[1, 65535]",
+        "vllm_server_timeout": "(0, inf)",
+        "vllm_weight_sync_timeout": "(0, inf)",
+        "vllm_generate_timeout": "(0, inf)",
+        "vllm_kv_cache_gib": "(0, inf)",
+        "vllm_importance_sampling_cap": "[1, inf)",
+        "vllm_importance_sampling_min": "[0, 1]",
+        "vllm_sync_bucket_mb": "(0, inf)",
     }
 
 
@@ -144,8 +164,12 @@ class AlgorithmConfig:
     # row with A < 0 whose mean behaviour-to-current log-prob gap exceeds it leaves the loss; None = off
 
     RANGES: ClassVar[dict[str, str]] = {
-        "epsilon": "(0, inf)", "epsilon_high": "(0, inf)", "num_iterations": "[1, inf)", "beta": "[0, inf)",
-        "dynamic_sampling_max_draws": "[0, inf)", "entropy_coef": "[0, inf)",
+        "epsilon": "(0, inf)",
+        "epsilon_high": "(0, inf)",
+        "num_iterations": "[1, inf)",
+        "beta": "[0, inf)",
+        "dynamic_sampling_max_draws": "[0, inf)",
+        "entropy_coef": "[0, inf)",
         "off_policy_mask_threshold": "[0, inf)",
     }
 
@@ -173,8 +197,13 @@ class AugmentConfig:
     uniform_only: bool = True  # only groups whose rewards are all equal
 
     RANGES: ClassVar[dict[str, str]] = {
-        "window": "[1, inf)", "min_buffer": "[0, inf)", "r_max": "(0, inf)", "threshold": "[0, inf)",
-        "hint_min": "[0, 1]", "hint_span": "[0, 1]", "noise_max": "[0, inf)",
+        "window": "[1, inf)",
+        "min_buffer": "[0, inf)",
+        "r_max": "(0, inf)",
+        "threshold": "[0, inf)",
+        "hint_min": "[0, 1]",
+        "hint_span": "[0, 1]",
+        "noise_max": "[0, inf)",
     }
 
 
@@ -199,8 +228,9 @@ class AnchorConfig:
     source: str = "replay"  # replay | reference | reflect (R³'s in-context reflection: roll out again with a failure)
     threshold: float = 0.0  # a group all fails when every total reward is <= this; a success is one above it
     buffer_size: int = 4  # replay: successes kept per prompt
-    reflect_template: str = ("\nA previous attempt at this question was wrong:\n{draft}\nAvoid its mistakes and "
-                             "give your final answer.")
+    reflect_template: str = (
+        "\nA previous attempt at this question was wrong:\n{draft}\nAvoid its mistakes and give your final answer."
+    )
 
     RANGES: ClassVar[dict[str, str]] = {"threshold": "(-inf, inf)", "buffer_size": "[1, inf)"}
 
@@ -220,7 +250,10 @@ class HintConfig:
     refuse_answer_leak: bool = True  # drop a hint that states a reference answer
 
     RANGES: ClassVar[dict[str, str]] = {
-        "threshold": "(-inf, inf)", "levels": "[1, inf)", "attempts": "[1, inf)", "max_hint_tokens": "[1, inf)",
+        "threshold": "(-inf, inf)",
+        "levels": "[1, inf)",
+        "attempts": "[1, inf)",
+        "max_hint_tokens": "[1, inf)",
         "max_hint_chars": "[1, inf)",
     }
 
@@ -280,13 +313,29 @@ class TrainConfig:
     num_threads: int | None = None  # torch CPU threads; unset: cores / processes on this machine when launched
 
     RANGES: ClassVar[dict[str, str]] = {
-        "seed": "[0, 4294967295]", "max_steps": "[0, inf)", "prompts_per_step": "[1, inf)",
-        "mini_batch_size": "[1, inf)", "steps_per_generation": "[1, inf)", "learning_rate": "[0, inf)",
-        "vision_learning_rate": "[0, inf)", "projector_learning_rate": "[0, inf)", "weight_decay": "[0, inf)",
-        "adam_beta1": "[0, 1)", "adam_beta2": "[0, 1)", "warmup_ratio": "[0, 1]", "max_grad_norm": "(0, inf)",
-        "sft_epochs": "[1, inf)", "logging_steps": "[1, inf)", "log_completions_steps": "[0, inf)",
-        "save_steps": "[0, inf)", "save_total_limit": "[1, inf)", "eval_steps": "[0, inf)", "eval_limit": "[1, inf)",
-        "max_bad_samples": "[0, inf)", "max_reward_errors": "[0, inf)", "reward_timeout_s": "(0, inf)",
+        "seed": "[0, 4294967295]",
+        "max_steps": "[0, inf)",
+        "prompts_per_step": "[1, inf)",
+        "mini_batch_size": "[1, inf)",
+        "steps_per_generation": "[1, inf)",
+        "learning_rate": "[0, inf)",
+        "vision_learning_rate": "[0, inf)",
+        "projector_learning_rate": "[0, inf)",
+        "weight_decay": "[0, inf)",
+        "adam_beta1": "[0, 1)",
+        "adam_beta2": "[0, 1)",
+        "warmup_ratio": "[0, 1]",
+        "max_grad_norm": "(0, inf)",
+        "sft_epochs": "[1, inf)",
+        "logging_steps": "[1, inf)",
+        "log_completions_steps": "[0, inf)",
+        "save_steps": "[0, inf)",
+        "save_total_limit": "[1, inf)",
+        "eval_steps": "[0, inf)",
+        "eval_limit": "[1, inf)",
+        "max_bad_samples": "[0, inf)",
+        "max_reward_errors": "[0, inf)",
+        "reward_timeout_s": "(0, inf)",
         "num_threads": "[1, inf)",
     }
 
@@ -305,16 +354,20 @@ class TrainConfig:
         from mmreason.rl.rollout_correction import IS_MODES
 
         if r.vllm_importance_sampling_mode not in IS_MODES:
-            raise ConfigError(f"rollout.vllm_importance_sampling_mode: {r.vllm_importance_sampling_mode!r} is not "
-                              f"one of {', '.join(IS_MODES)}")
+            raise ConfigError(
+                f"rollout.vllm_importance_sampling_mode: {r.vllm_importance_sampling_mode!r} is not "
+                f"one of {', '.join(IS_MODES)}"
+            )
         if self.steps_per_generation < 1:
             raise ConfigError("steps_per_generation must be >= 1")
         if self.reward_missing not in ("zero", "renormalize"):
             raise ConfigError(f"reward_missing: {self.reward_missing!r} is not zero or renormalize")
         regenerating = [k for k in ("augment", "refine", "hint", "anchor") if getattr(self, k).enabled]
         if len(regenerating) > 1:
-            raise ConfigError(f"{' and '.join(f'{k}.enabled' for k in regenerating)}: each regenerates groups "
-                              "within a step; enable one")
+            raise ConfigError(
+                f"{' and '.join(f'{k}.enabled' for k in regenerating)}: each regenerates groups "
+                "within a step; enable one"
+            )
         if self.hint.enabled and (self.hint.levels < 1 or self.hint.attempts < 1 or self.hint.max_hint_tokens < 1):
             raise ConfigError("hint.levels, hint.attempts and hint.max_hint_tokens must be >= 1")
         if self.anchor.source not in ("replay", "reference", "reflect"):
@@ -333,8 +386,10 @@ def check_output_dir(path: str) -> None:
     prunes old checkpoints, inside it."""
     resolved = os.path.realpath(os.path.expanduser(path)) if path.strip() else ""
     if resolved in ("", os.path.realpath(os.sep), os.path.realpath(os.path.expanduser("~"))):
-        raise ConfigError(f"output_dir: {path!r} is empty, the filesystem root or the home directory; "
-                          "give a run directory such as runs/NAME")
+        raise ConfigError(
+            f"output_dir: {path!r} is empty, the filesystem root or the home directory; "
+            "give a run directory such as runs/NAME"
+        )
 
 
 # ---- start-up checks of the algorithm options ------------------------------------------------------------
@@ -343,9 +398,23 @@ def check_output_dir(path: str) -> None:
 # that does not take it, one is an error at start-up, never silently dropped.
 NAMED_LOSS_OPTIONS = ("epsilon", "epsilon_high", "importance_sampling_level", "beta", "kl_estimator")
 # What the trainer itself hands a loss that takes it (not options a config sets).
-LOSS_INPUTS = ("aggregation", "max_len", "ref_logprobs", "group_ids", "num_tokens", "seq_mask", "train_step",
-               "prev_entropy", "step_rewards", "rewards", "tempered_logprobs", "entropy", "entropy_history",
-               "token_ids", "segment_progress")
+LOSS_INPUTS = (
+    "aggregation",
+    "max_len",
+    "ref_logprobs",
+    "group_ids",
+    "num_tokens",
+    "seq_mask",
+    "train_step",
+    "prev_entropy",
+    "step_rewards",
+    "rewards",
+    "tempered_logprobs",
+    "entropy",
+    "entropy_history",
+    "token_ids",
+    "segment_progress",
+)
 
 
 def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> None:
@@ -364,25 +433,47 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
     supplied = {"task_ids", "missing", *rl.needs_of(estimator)}  # the trainer passes these itself
     for key in a.estimator_options:
         if key in supplied or key == "scale_rewards":
-            raise ConfigError(f"algorithm.estimator_options.{key}: set by the trainer"
-                              + (" (use algorithm.scale_rewards)" if key == "scale_rewards" else ""))
-    _check("estimator", a.estimator, estimator, a.estimator_options, 3, "algorithm.estimator_options",
-           supplied | {"scale_rewards"})
+            raise ConfigError(
+                f"algorithm.estimator_options.{key}: set by the trainer"
+                + (" (use algorithm.scale_rewards)" if key == "scale_rewards" else "")
+            )
+    _check(
+        "estimator",
+        a.estimator,
+        estimator,
+        a.estimator_options,
+        3,
+        "algorithm.estimator_options",
+        supplied | {"scale_rewards"},
+    )
     if a.scale_rewards != default.scale_rewards and "scale_rewards" not in accepted_options(estimator):
-        raise ConfigError(f"algorithm.scale_rewards={a.scale_rewards!r}: estimator {a.estimator!r} takes no "
-                          f"scale_rewards; its options: {', '.join(_options(estimator, 3, supplied)) or '(none)'}")
+        raise ConfigError(
+            f"algorithm.scale_rewards={a.scale_rewards!r}: estimator {a.estimator!r} takes no "
+            f"scale_rewards; its options: {', '.join(_options(estimator, 3, supplied)) or '(none)'}"
+        )
     for key in a.loss_options:
         if key in NAMED_LOSS_OPTIONS or key in LOSS_INPUTS:
-            raise ConfigError(f"algorithm.loss_options.{key}: "
-                              + (f"set it as algorithm.{key}" if key in NAMED_LOSS_OPTIONS else "set by the trainer"))
-    _check("policy loss", a.policy_loss, loss, a.loss_options, 4, "algorithm.loss_options",
-           {*LOSS_INPUTS, *NAMED_LOSS_OPTIONS})
+            raise ConfigError(
+                f"algorithm.loss_options.{key}: "
+                + (f"set it as algorithm.{key}" if key in NAMED_LOSS_OPTIONS else "set by the trainer")
+            )
+    _check(
+        "policy loss",
+        a.policy_loss,
+        loss,
+        a.loss_options,
+        4,
+        "algorithm.loss_options",
+        {*LOSS_INPUTS, *NAMED_LOSS_OPTIONS},
+    )
     taken = accepted_options(loss)
     for key in NAMED_LOSS_OPTIONS:
         if key not in taken and getattr(a, key) != getattr(default, key):
             valid = _options(loss, 4, set(LOSS_INPUTS))
-            raise ConfigError(f"algorithm.{key}={getattr(a, key)!r}: policy loss {a.policy_loss!r} takes no {key}; "
-                              f"its options: {', '.join(valid) or '(none)'}")
+            raise ConfigError(
+                f"algorithm.{key}={getattr(a, key)!r}: policy loss {a.policy_loss!r} takes no {key}; "
+                f"its options: {', '.join(valid) or '(none)'}"
+            )
     check_reward_missing(cfg)
 
 
@@ -403,10 +494,11 @@ def check_reward_missing(cfg: TrainConfig) -> None:
 
     fn = rl.ESTIMATORS.get(cfg.algorithm.estimator)
     if cfg.reward_missing != "zero" and "missing" not in accepted_options(fn):
-        raise ValueError(f"reward_missing={cfg.reward_missing!r}: estimator {cfg.algorithm.estimator!r} normalises "
-                         "each reward component on its own and has no weighted total to renormalise; use "
-                         "reward_missing=zero with it (a component that does not apply is already left out)")
-
+        raise ValueError(
+            f"reward_missing={cfg.reward_missing!r}: estimator {cfg.algorithm.estimator!r} normalises "
+            "each reward component on its own and has no weighted total to renormalise; use "
+            "reward_missing=zero with it (a component that does not apply is already left out)"
+        )
 
 
 def _options(fn, skip: int, exclude: set[str]) -> list[str]:

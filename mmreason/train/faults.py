@@ -36,7 +36,9 @@ def bad_sample(run, sample_id: str, exc: BaseException) -> None:
     run.counters.bad_samples += 1
     run.event("bad_sample", sample_id=sample_id, reason=str(exc))
     if run.counters.bad_samples > run.cfg.max_bad_samples:
-        stop = RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
-                          f"{run.cfg.max_bad_samples}); last: {sample_id!r}: {exc}")
+        stop = RunStopped(
+            f"{run.counters.bad_samples} broken samples (max_bad_samples="
+            f"{run.cfg.max_bad_samples}); last: {sample_id!r}: {exc}"
+        )
         stop.__cause__ = exc
         hold(run, stop)

@@ -152,7 +152,8 @@ def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_roun
     out = got
     with fault_guard(run):
         prompts, trajectories, samples, batch, metrics = regen(
-            run, step, got.prompts, got.trajectories, got.samples, got.batch, build_one, generate, rewards)
+            run, step, got.prompts, got.trajectories, got.samples, got.batch, build_one, generate, rewards
+        )
         out = Rollouts(prompts, trajectories, samples, batch, metrics=metrics)
     return out
 
@@ -169,7 +170,8 @@ def dynamic_sampling(run: Run, step: int, timed: PhaseTimes, first: Rollouts) ->
         return first
     rounds, extra = [first], 0
     while extra < cfg.algorithm.dynamic_sampling_max_draws and any_rank(
-            run.accelerator, signal_groups(rounds, cfg.reward_missing) < cfg.prompts_per_step):
+        run.accelerator, signal_groups(rounds, cfg.reward_missing) < cfg.prompts_per_step
+    ):
         extra += 1
         offset = extra * cfg.prompts_per_step * run.accelerator.num_processes  # slots stay unique: new seeds
         more = draw_round(run, step, timed, [(slot + offset, index) for slot, index in sample_prompts(run)])
@@ -196,8 +198,15 @@ def rollout_costs(trajectories: list[Trajectory], decoded: float) -> dict[str, f
 def step_table(run: Run, got: Rollouts) -> StepTable:
     """The step's table: rewards, total under ``reward_missing``, groups, tasks (``algorithm.task_key``)."""
     tasks = task_names(got.samples, run.cfg.algorithm.task_key or run.pack.task_key, run.pack.name)
-    return build_table(got.trajectories, got.samples, got.batch, got.batch.total(run.cfg.reward_missing),
-                       {d.slot: d.index for d in got.prompts}, tasks, task_index(tasks))
+    return build_table(
+        got.trajectories,
+        got.samples,
+        got.batch,
+        got.batch.total(run.cfg.reward_missing),
+        {d.slot: d.index for d in got.prompts},
+        tasks,
+        task_index(tasks),
+    )
 
 
 # ---- the phases -------------------------------------------------------------------------------------
@@ -223,17 +232,31 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
         trajectories = _sampled(step, lambda: _play_episodes(run, model, drawn, settings, step))
     elif run.rollout_backend is not None:  # vLLM: the same prompts, seeds and settings
         trajectories = run.rollout_backend.generate_groups(
-            [d.prompt for d in drawn], [d.slot for d in drawn], r.num_generations, settings,
-            [group_seed(run.cfg.seed, step, d.key) for d in drawn])
+            [d.prompt for d in drawn],
+            [d.slot for d in drawn],
+            r.num_generations,
+            settings,
+            [group_seed(run.cfg.seed, step, d.key) for d in drawn],
+        )
     else:
         # Single-turn: all groups of the step in one generate call (one per group size when the sampler sizes
         # the groups: Rollout-GDRO); each row samples with its own seed, derived from its group's (run seed,
         # step, sample key), so the split over processes changes no sample.
         trajectories = []
         for size, part in group_sizes(run, drawn):
-            trajectories += _sampled(step, lambda part=part, size=size: generate_groups(
-                model, run.processor, [d.prompt for d in part], [d.slot for d in part], size, settings,
-                [group_seed(run.cfg.seed, step, d.key) for d in part], with_logprobs=r.hf_sampler_logprobs))
+            trajectories += _sampled(
+                step,
+                lambda part=part, size=size: generate_groups(
+                    model,
+                    run.processor,
+                    [d.prompt for d in part],
+                    [d.slot for d in part],
+                    size,
+                    settings,
+                    [group_seed(run.cfg.seed, step, d.key) for d in part],
+                    with_logprobs=r.hf_sampler_logprobs,
+                ),
+            )
         order = {d.slot: k for k, d in enumerate(drawn)}
         trajectories.sort(key=lambda t: order[t.group_id])  # stable: each group's rows keep their order
     model.train()
@@ -263,29 +286,45 @@ def _sampled(step: int, generate):
     try:
         return generate()
     except NonFiniteLogitsError as exc:
-        raise NonFiniteModelError(f"step {step}: {exc}; the policy's weights are not finite (check "
-                                  "model.name_or_path or the checkpoint resumed from)") from None
+        raise NonFiniteModelError(
+            f"step {step}: {exc}; the policy's weights are not finite (check "
+            "model.name_or_path or the checkpoint resumed from)"
+        ) from None
 
 
 def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSettings, step: int) -> list[Trajectory]:
     """G episodes per prompt, all played together (one generate call per turn). A sample whose environment
     cannot start is left out of the step, like one that won't load; an environment error ends one episode."""
     r = run.cfg.rollout
-    starts = [EpisodeStart(d.prompt, run.pack.make_environment(), d.slot, i, d.key)
-              for d in drawn for i in range(r.num_generations)]
+    starts = [
+        EpisodeStart(d.prompt, run.pack.make_environment(), d.slot, i, d.key)
+        for d in drawn
+        for i in range(r.num_generations)
+    ]
     if not starts:
         return []
     # Room for every turn and observation within the limits: only an over-long observation cuts an episode
-    max_context = episode_context(run.cfg.data.max_prompt_length, r.max_turns, r.max_completion_length,
-                                  r.max_observation_tokens)
+    max_context = episode_context(
+        run.cfg.data.max_prompt_length, r.max_turns, r.max_completion_length, r.max_observation_tokens
+    )
     # vLLM: the engine samples every turn of the same contexts (run_episodes feeds it the observations' media)
     sampler = run.rollout_backend if run.rollout_backend is not None else model
-    results = run_episodes(sampler, run.processor, starts, settings, r.max_turns, max_context, run.cfg.seed, step,
-                           r.max_observation_tokens, r.env_step_timeout_s,
-                           with_logprobs=run.rollout_backend is None and r.hf_sampler_logprobs)
+    results = run_episodes(
+        sampler,
+        run.processor,
+        starts,
+        settings,
+        r.max_turns,
+        max_context,
+        run.cfg.seed,
+        step,
+        r.max_observation_tokens,
+        r.env_step_timeout_s,
+        with_logprobs=run.rollout_backend is None and r.hf_sampler_logprobs,
+    )
     trajectories = []
     for k, d in enumerate(drawn):
-        group = results[k * r.num_generations:(k + 1) * r.num_generations]
+        group = results[k * r.num_generations : (k + 1) * r.num_generations]
         error = next((g for g in group if isinstance(g, EnvironmentStartError)), None)
         if error is not None:
             bad_sample(run, d.prompt.sample.id, error)
@@ -371,12 +410,20 @@ def check_group_sizing(run: Run) -> None:
     if not getattr(run.sampler, "rollout_allocation", False):
         return
     cfg = run.cfg
-    why = ("rollout.backend=vllm" if cfg.rollout.backend != "hf" else
-           "episodes (rollout.max_turns > 1)" if run.pack.make_environment is not None and cfg.rollout.max_turns > 1
-           else f"{run.accelerator.num_processes} processes" if run.accelerator.num_processes > 1 else None)
+    why = (
+        "rollout.backend=vllm"
+        if cfg.rollout.backend != "hf"
+        else "episodes (rollout.max_turns > 1)"
+        if run.pack.make_environment is not None and cfg.rollout.max_turns > 1
+        else f"{run.accelerator.num_processes} processes"
+        if run.accelerator.num_processes > 1
+        else None
+    )
     if why is not None:
-        raise ConfigError(f"sampler.options.rollout_allocation: groups of different sizes are generated with HF "
-                          f"single-turn generation on one process; this run has {why}")
+        raise ConfigError(
+            f"sampler.options.rollout_allocation: groups of different sizes are generated with HF "
+            f"single-turn generation on one process; this run has {why}"
+        )
 
 
 def observe_sampler(run: Run, drawn: list[Drawn], trajectories: list[Trajectory], total: torch.Tensor) -> None:
@@ -430,8 +477,12 @@ def nan_rewards(run: Run, n: int) -> RewardBatch:
 
 
 def _state(run: Run) -> dict[str, Any]:
-    state = {"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict(),
-             "prev_entropy": run.prev_entropy, "entropy_history": list(run.entropy_history)}
+    state = {
+        "sampler": run.sampler.state_dict(),
+        "counters": run.counters.as_dict(),
+        "prev_entropy": run.prev_entropy,
+        "entropy_history": list(run.entropy_history),
+    }
     if run.augmenter is not None:
         state["augment"] = run.augmenter.state_dict()
     return copy.deepcopy(state)
@@ -441,8 +492,18 @@ def _save(run: Run, step: int, state: dict[str, Any] | None = None):
     from mmreason.train.augment import with_every_rank
 
     state = with_every_rank(run.accelerator, state if state is not None else _state(run))
-    return save_checkpoint(run.accelerator, run.cfg.output_dir, step, run.model, run.optimizer, run.scheduler,
-                           state, processor=run.processor, keep=run.cfg.save_total_limit, run_id=run.run_id)
+    return save_checkpoint(
+        run.accelerator,
+        run.cfg.output_dir,
+        step,
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        state,
+        processor=run.processor,
+        keep=run.cfg.save_total_limit,
+        run_id=run.run_id,
+    )
 
 
 def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
@@ -463,8 +524,15 @@ def _train(run: Run, cfg: TrainConfig) -> Run:
     check_estimator_needs(run)
     check_group_sizing(run)
     start, ckpt, eval_pending = 0, None, False
-    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler,
-                     check_state=lambda state: check_loop_state(run, state))
+    resumed = resume(
+        cfg.resume,
+        cfg.output_dir,
+        run.accelerator,
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        check_state=lambda state: check_loop_state(run, state),
+    )
     if resumed is not None:
         ckpt, state = resumed
         run.adopt(state)  # its run id: rotation goes on over the checkpoints of the run it continues
@@ -482,8 +550,9 @@ def _train(run: Run, cfg: TrainConfig) -> Run:
         eval_pending = state.get("eval_pending") == start
         if run.accelerator.is_main_process:
             print(f"resumed from {ckpt} at step {start}")
-    run.logger = RunLogger(cfg.output_dir, run.accelerator, cfg.max_steps, start, cfg.report_to,
-                           config=_config_dict(cfg))
+    run.logger = RunLogger(
+        cfg.output_dir, run.accelerator, cfg.max_steps, start, cfg.report_to, config=_config_dict(cfg)
+    )
     run.rollout_backend = make_backend(run)
     evaluator = _evaluator(run)
     health = _health(run, start)
@@ -554,14 +623,20 @@ def _stopped(run: Run, exc: BaseException, start: int, before: dict[str, Any], r
         if run.cfg.eval_steps and step % run.cfg.eval_steps == 0:
             state["eval_pending"] = step  # the push failed before this step's eval: resume runs it first
         path = _save(run, step, state)
-        return RunStopped(f"run stopped after step {step}'s update: {exc}; last checkpoint: {path} (step {step}, "
-                          f"finished; resume=auto continues with step {step + 1})")
+        return RunStopped(
+            f"run stopped after step {step}'s update: {exc}; last checkpoint: {path} (step {step}, "
+            f"finished; resume=auto continues with step {step + 1})"
+        )
     if step > start:
         path = _save(run, step - 1, before)
-        return RunStopped(f"run stopped at step {step}: {exc}; last checkpoint: {path} (the last finished "
-                          "step; resume=auto replays this one)")
-    return RunStopped(f"run stopped before step {start + 1}: {exc}; last checkpoint: {resumed_from} "
-                      "(nothing ran since; resume=auto starts from it)")
+        return RunStopped(
+            f"run stopped at step {step}: {exc}; last checkpoint: {path} (the last finished "
+            "step; resume=auto replays this one)"
+        )
+    return RunStopped(
+        f"run stopped before step {start + 1}: {exc}; last checkpoint: {resumed_from} "
+        "(nothing ran since; resume=auto starts from it)"
+    )
 
 
 def _config_dict(cfg: TrainConfig) -> dict:
@@ -603,7 +678,10 @@ def auto_eval_steps(run: Run) -> int:
     if run.cfg.eval_limit is None:  # the split is loaded (and cached) at the size the evals will use
         run.cfg.eval_limit = h.reward_hacking.eval_limit
     if not has_eval_split(run.cfg, run.processor.tokenizer):
-        run.event("no_eval_split", reason=f"task {run.cfg.data.task!r}: no eval split; the reward-hacking alarm "
-                  "has no held-out metric to read")
+        run.event(
+            "no_eval_split",
+            reason=f"task {run.cfg.data.task!r}: no eval split; the reward-hacking alarm "
+            "has no held-out metric to read",
+        )
         return 0
     return h.reward_hacking.eval_steps

@@ -33,8 +33,15 @@ def write_hints(run, requests: list[Drawn], step: int) -> list[Trajectory]:
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
     try:
-        return generate_groups(model, run.processor, [d.prompt for d in requests], [d.slot for d in requests],
-                               h.attempts, settings, [group_seed(run.cfg.seed, step, f"hint/{d.key}") for d in requests])
+        return generate_groups(
+            model,
+            run.processor,
+            [d.prompt for d in requests],
+            [d.slot for d in requests],
+            h.attempts,
+            settings,
+            [group_seed(run.cfg.seed, step, f"hint/{d.key}") for d in requests],
+        )
     finally:
         model.train()
 
@@ -63,8 +70,18 @@ def _hints(run, step: int, need: list[Drawn], build_sample, write) -> dict[int, 
     return out
 
 
-def hint_groups(run, step: int, prompts: list[Drawn], trajectories: list[Trajectory], samples: list[Sample],
-                batch: RewardBatch, build_sample, roll_out, score, write=write_hints):
+def hint_groups(
+    run,
+    step: int,
+    prompts: list[Drawn],
+    trajectories: list[Trajectory],
+    samples: list[Sample],
+    batch: RewardBatch,
+    build_sample,
+    roll_out,
+    score,
+    write=write_hints,
+):
     """(prompts, trajectories, samples, batch, metrics) after hinting the groups whose rollouts all fail."""
     h, missing = run.cfg.hint, run.cfg.reward_missing
     groups = {d.slot: _group(d.slot, trajectories, samples, batch) for d in prompts}
@@ -104,8 +121,9 @@ def hint_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traject
     return out_prompts, out_trajs, out_samples, _merged([groups[d.slot][2] for d in prompts], errors), metrics
 
 
-def _group(slot: int, trajectories: list[Trajectory], samples: list[Sample],
-           batch: RewardBatch) -> tuple[list[Trajectory], list[Sample], RewardBatch]:
+def _group(
+    slot: int, trajectories: list[Trajectory], samples: list[Sample], batch: RewardBatch
+) -> tuple[list[Trajectory], list[Sample], RewardBatch]:
     """The rows of group ``slot``: its trajectories, samples and rewards."""
     rows = [i for i, t in enumerate(trajectories) if t.group_id == slot]
     return [trajectories[i] for i in rows], [samples[i] for i in rows], batch.take(rows)

@@ -25,8 +25,15 @@ def _clean(value: Any) -> Any:
 
 
 class RunLogger:
-    def __init__(self, output_dir: str | Path, accelerator, total_steps: int, start_step: int = 0,
-                 report_to: list[str] | None = None, config: dict | None = None):
+    def __init__(
+        self,
+        output_dir: str | Path,
+        accelerator,
+        total_steps: int,
+        start_step: int = 0,
+        report_to: list[str] | None = None,
+        config: dict | None = None,
+    ):
         self.dir = Path(output_dir)
         self.main = accelerator.is_main_process
         self.accelerator = accelerator
@@ -44,8 +51,12 @@ class RunLogger:
 
     def event(self, kind: str, /, **fields: Any) -> None:
         """A fault or notable event, one JSON line (every process appends its own)."""
-        line = {"time": time.time(), "rank": self.accelerator.process_index, "event": kind,
-                **{("detail_kind" if k == "kind" else k): v for k, v in fields.items()}}
+        line = {
+            "time": time.time(),
+            "rank": self.accelerator.process_index,
+            "event": kind,
+            **{("detail_kind" if k == "kind" else k): v for k, v in fields.items()},
+        }
         with (self.dir / "events.log").open("a") as f:
             f.write(json.dumps(line, default=str) + "\n")
 

@@ -61,11 +61,17 @@ def answer_spread(run: Run, s: StepTable) -> tuple[str, float, float, float]:
             return ""
 
     answers = Counter(answer(t.completion_text) for t in s.trajectories)
-    golds = Counter(str(sample.answer).strip().lower()
-                    for sample in {t.group_id: smp for t, smp in zip(s.trajectories, s.samples)}.values())
-    (top, count), = answers.most_common(1)
-    return top, count / max(len(s.trajectories), 1), golds.most_common(1)[0][1] / max(sum(golds.values()), 1), \
-        float(len(golds))
+    golds = Counter(
+        str(sample.answer).strip().lower()
+        for sample in {t.group_id: smp for t, smp in zip(s.trajectories, s.samples)}.values()
+    )
+    ((top, count),) = answers.most_common(1)
+    return (
+        top,
+        count / max(len(s.trajectories), 1),
+        golds.most_common(1)[0][1] / max(sum(golds.values()), 1),
+        float(len(golds)),
+    )
 
 
 def _reduce_across_processes(run: Run, m: dict[str, float]) -> dict[str, float]:
@@ -81,11 +87,22 @@ def _reduce_across_processes(run: Run, m: dict[str, float]) -> dict[str, float]:
 
 def completion_rows(s: StepTable, limit: int = 16) -> list[dict[str, Any]]:
     rows = []
-    for t, sample, r, total, a in zip(s.trajectories, s.samples, s.rewards.tolist(), s.total.tolist(),
-                                      s.advantages.tolist()):
-        rows.append({"sample_id": t.sample_id, "group": t.group_id, "prompt": sample.prompt_text, "answer": sample.answer,
-                     "completion": t.transcript, "reward": total, "advantage": a,
-                     "rewards": dict(zip(s.reward_names, [None if math.isnan(x) else x for x in r])),
-                     "media": media_paths(sample), "truncated": t.truncated,
-                     **({"turns": [{"role": u.role, "text": u.text} for u in t.turns]} if len(t.turns) > 1 else {})})
+    for t, sample, r, total, a in zip(
+        s.trajectories, s.samples, s.rewards.tolist(), s.total.tolist(), s.advantages.tolist()
+    ):
+        rows.append(
+            {
+                "sample_id": t.sample_id,
+                "group": t.group_id,
+                "prompt": sample.prompt_text,
+                "answer": sample.answer,
+                "completion": t.transcript,
+                "reward": total,
+                "advantage": a,
+                "rewards": dict(zip(s.reward_names, [None if math.isnan(x) else x for x in r])),
+                "media": media_paths(sample),
+                "truncated": t.truncated,
+                **({"turns": [{"role": u.role, "text": u.text} for u in t.turns]} if len(t.turns) > 1 else {}),
+            }
+        )
     return rows[:limit]

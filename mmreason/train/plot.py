@@ -21,8 +21,7 @@ def plot_run(run_dir: str | Path, keys: tuple[str, ...] | None = None, out: str 
     present = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and k != "step"})
     wanted = [k for k in (keys or DEFAULT_KEYS) if k in present]
     # Every reward component and per-task reward (rewards/<name>/mean, reward/<task>/mean).
-    wanted += [k for k in present if k.startswith(("rewards/", "reward/")) and k.endswith("/mean")
-               and k not in wanted]
+    wanted += [k for k in present if k.startswith(("rewards/", "reward/")) and k.endswith("/mean") and k not in wanted]
     wanted = wanted[:12] or present[:12]
     # Held-out scores of the in-training eval (eval/<task>/<metric>) go in the reward panel, beside the
     # training reward they should confirm (or in a panel of their own when there is no reward).
@@ -45,7 +44,7 @@ def plot_run(run_dir: str | Path, keys: tuple[str, ...] | None = None, out: str 
         ax.set_title(key, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(wanted):]:
+    for ax in list(axes.flat)[len(wanted) :]:
         ax.axis("off")
     fig.suptitle(Path(run_dir).name)
     fig.tight_layout()
@@ -66,14 +65,21 @@ def comparison_series(run_dirs: list[str | Path], keys: tuple[str, ...] | None =
     runs = {name: read_metrics(d) for name, d in zip(names, run_dirs)}
     present = {k for rows in runs.values() for r in rows for k, v in r.items() if isinstance(v, (int, float))}
     wanted = [k for k in (keys or DEFAULT_KEYS) if k in present]
-    wanted += sorted(k for k in present if k.startswith(("rewards/", "eval/")) and k not in wanted
-                     and not k.endswith(("/std", "/n_failed")))
-    return {key: {name: [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
-                  for name, rows in runs.items()} for key in wanted[:12]}
+    wanted += sorted(
+        k
+        for k in present
+        if k.startswith(("rewards/", "eval/")) and k not in wanted and not k.endswith(("/std", "/n_failed"))
+    )
+    return {
+        key: {
+            name: [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+            for name, rows in runs.items()
+        }
+        for key in wanted[:12]
+    }
 
 
-def plot_runs(run_dirs: list[str | Path], keys: tuple[str, ...] | None = None, out: str | Path | None = None
-              ) -> Path:
+def plot_runs(run_dirs: list[str | Path], keys: tuple[str, ...] | None = None, out: str | Path | None = None) -> Path:
     """One PNG with every run's curve in each panel; default path: the first run's compare.png."""
     import matplotlib
 
@@ -92,7 +98,7 @@ def plot_runs(run_dirs: list[str | Path], keys: tuple[str, ...] | None = None, o
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    for ax in list(axes.flat)[len(series):]:
+    for ax in list(axes.flat)[len(series) :]:
         ax.axis("off")
     fig.tight_layout()
     path = Path(out) if out else Path(run_dirs[0]) / "compare.png"
@@ -102,8 +108,12 @@ def plot_runs(run_dirs: list[str | Path], keys: tuple[str, ...] | None = None, o
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", nargs="+", help="one or more directories written by `mmreason train` or "
-                        "`mmreason sft`; with several, their curves share each panel")
+    parser.add_argument(
+        "run_dir",
+        nargs="+",
+        help="one or more directories written by `mmreason train` or "
+        "`mmreason sft`; with several, their curves share each panel",
+    )
     parser.add_argument("--keys", nargs="*", help="metrics to plot (default: reward, loss, KL, ...)")
     parser.add_argument("--out", help="PNG path (default: RUN_DIR/curves.png; several runs: the first's compare.png)")
 

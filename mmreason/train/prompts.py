@@ -29,8 +29,13 @@ def build_prompts(run: Run, drawn: list[tuple[int, int]]) -> list[Drawn]:
 def check_most_seen(run: Run, unseen: int, drawn: int) -> None:
     """Stop the run (``hold``) when most of a step's prompts would not show the model their media."""
     if drawn and unseen > drawn / 2:
-        hold(run, RunStopped(f"{unseen} of {drawn} prompts at step {run.step} would not show the model their "
-                             f"media (see {unseen_dump(run)}): check the chat template and the pixel budgets"))
+        hold(
+            run,
+            RunStopped(
+                f"{unseen} of {drawn} prompts at step {run.step} would not show the model their "
+                f"media (see {unseen_dump(run)}): check the chat template and the pixel budgets"
+            ),
+        )
 
 
 def unseen_dump(run: Run) -> Path:
@@ -66,10 +71,18 @@ def prompt_of(run: Run, sample) -> PromptInputs | None:
     """``sample`` as model inputs, or None (counted and logged) when it cannot be (``load_prompt``)."""
     d = run.cfg.data
     try:
-        return build_prompt(run.processor, sample, max_prompt_length=d.max_prompt_length, min_pixels=d.min_pixels,
-                            max_pixels=d.max_pixels, overflow=d.prompt_overflow, system_prompt=d.system_prompt,
-                            video_limits=VideoLimits(d.video_fps, d.video_max_frames, d.video_min_pixels,
-                                                     d.video_max_pixels, d.video_total_pixels))
+        return build_prompt(
+            run.processor,
+            sample,
+            max_prompt_length=d.max_prompt_length,
+            min_pixels=d.min_pixels,
+            max_pixels=d.max_pixels,
+            overflow=d.prompt_overflow,
+            system_prompt=d.system_prompt,
+            video_limits=VideoLimits(
+                d.video_fps, d.video_max_frames, d.video_min_pixels, d.video_max_pixels, d.video_total_pixels
+            ),
+        )
     except PromptTooLong as exc:
         run.counters.filtered_prompts += 1
         run.event("prompt_filtered", sample_id=sample.id, reason=str(exc))

@@ -16,8 +16,17 @@ from mmreason.train.records import Drawn
 from mmreason.types import Sample, Trajectory
 
 
-def refine_groups(run, step: int, prompts: list[Drawn], trajectories: list[Trajectory], samples: list[Sample],
-                  batch: RewardBatch, build_sample, roll_out, score):
+def refine_groups(
+    run,
+    step: int,
+    prompts: list[Drawn],
+    trajectories: list[Trajectory],
+    samples: list[Sample],
+    batch: RewardBatch,
+    build_sample,
+    roll_out,
+    score,
+):
     """(prompts, trajectories, samples, batch, metrics) with every refinable group's drafts replaced by its
     refinements. ``build_sample(run, sample) -> PromptInputs | None`` builds one refinement prompt."""
     cfg = run.cfg.refine
@@ -30,15 +39,18 @@ def refine_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traje
         if k is None:
             continue
         draft = trajectories[rows[k]]
-        prompt = build_sample(run, refinement_sample(d.prompt.sample, draft.completion_text, cfg.template,
-                                                     cfg.max_draft_chars))
+        prompt = build_sample(
+            run, refinement_sample(d.prompt.sample, draft.completion_text, cfg.template, cfg.max_draft_chars)
+        )
         if prompt is not None:
             replaced[d.slot] = Drawn(d.slot, d.index, prompt)
             best_rewards.append(total[rows[k]])
     drafts = [x for x in total if not math.isnan(x)]
-    metrics = {"refine/draft_reward_mean": math.fsum(drafts) / len(drafts) if drafts else 0.0,
-               "refine/best_draft_reward_mean": math.fsum(best_rewards) / len(best_rewards) if best_rewards else 0.0,
-               "refine/kept_drafts": float(len(prompts) - len(replaced))}
+    metrics = {
+        "refine/draft_reward_mean": math.fsum(drafts) / len(drafts) if drafts else 0.0,
+        "refine/best_draft_reward_mean": math.fsum(best_rewards) / len(best_rewards) if best_rewards else 0.0,
+        "refine/kept_drafts": float(len(prompts) - len(replaced)),
+    }
     if not replaced:
         return prompts, trajectories, samples, batch, metrics
     new = list(replaced.values())
@@ -50,5 +62,10 @@ def refine_groups(run, step: int, prompts: list[Drawn], trajectories: list[Traje
     keep = [i for i, t in enumerate(trajectories) if t.group_id not in replaced]
     out_prompts = [replaced.get(d.slot, d) for d in prompts]
     merged = RewardBatch.concat([batch.take(keep), new_batch])
-    return (out_prompts, [trajectories[i] for i in keep] + new_trajs, [samples[i] for i in keep] + new_samples,
-            merged, metrics)
+    return (
+        out_prompts,
+        [trajectories[i] for i in keep] + new_trajs,
+        [samples[i] for i in keep] + new_samples,
+        merged,
+        metrics,
+    )

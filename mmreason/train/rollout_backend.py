@@ -24,18 +24,27 @@ def check_backend_config(cfg: TrainConfig) -> None:
     if r.vllm_max_model_length is not None and r.vllm_max_model_length < need:
         # prompts over data.max_prompt_length are the counted skips of the prompt builder; every prompt it
         # accepts must fit the engine with its completion (an episode: with all its turns and observations)
-        what = ("data.max_prompt_length + rollout.max_completion_length" if r.max_turns <= 1 else
-                "the longest episode (prompt, max_turns x max_completion_length, observations of "
-                "max_observation_tokens)")
+        what = (
+            "data.max_prompt_length + rollout.max_completion_length"
+            if r.max_turns <= 1
+            else "the longest episode (prompt, max_turns x max_completion_length, observations of "
+            "max_observation_tokens)"
+        )
         raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < {what} = {need}")
     if r.vllm_mode == "server":  # the server's engine is checked where it runs; here only that it answers and fits
         from mmreason.rollout.backends.vllm_client import check_calls, check_server, server_info
 
         info = server_info(r.vllm_server_host, r.vllm_server_port, r.vllm_server_timeout, r.vllm_server_api_key)
         check_server(info, r.vllm_server_host, r.vllm_server_port, need, _processor_kwargs(cfg))
-        check_calls(info, r.vllm_server_host, r.vllm_server_port, prompts=cfg.prompts_per_step, n=r.num_generations,
-                    max_new_tokens=r.max_completion_length,
-                    names=("prompts_per_step", "rollout.num_generations", "rollout.max_completion_length"))
+        check_calls(
+            info,
+            r.vllm_server_host,
+            r.vllm_server_port,
+            prompts=cfg.prompts_per_step,
+            n=r.num_generations,
+            max_new_tokens=r.max_completion_length,
+            names=("prompts_per_step", "rollout.num_generations", "rollout.max_completion_length"),
+        )
         return
     import_vllm()  # one line naming the extra when it is missing
     check_head_size(cfg.model.name_or_path)
@@ -68,20 +77,34 @@ def make_backend(run):
         from mmreason.rollout.backends.vllm_client import VLLMClient
 
         check_server_sharding(run)
-        return VLLMClient(r.vllm_server_host, r.vllm_server_port, run.processor.tokenizer,
-                          api_key=r.vllm_server_api_key, server_timeout=r.vllm_server_timeout, weight_sync_timeout=r.vllm_weight_sync_timeout,
-                          generate_timeout=r.vllm_generate_timeout)
+        return VLLMClient(
+            r.vllm_server_host,
+            r.vllm_server_port,
+            run.processor.tokenizer,
+            api_key=r.vllm_server_api_key,
+            server_timeout=r.vllm_server_timeout,
+            weight_sync_timeout=r.vllm_weight_sync_timeout,
+            generate_timeout=r.vllm_generate_timeout,
+        )
     from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
 
     check_colocate_sharding(run)  # with more processes each builds an engine of its own (TRL's colocate)
     max_len = r.vllm_max_model_length or engine_context(cfg)
-    settings = VLLMSettings(mode=r.vllm_mode, gpu_memory_utilization=r.vllm_gpu_memory_utilization,
-                            enable_sleep_mode=r.vllm_enable_sleep_mode, max_model_length=max_len,
-                            tensor_parallel_size=r.vllm_tensor_parallel_size, kv_cache_gib=r.vllm_kv_cache_gib,
-                            seed=cfg.seed, processor_kwargs=_processor_kwargs(cfg),
-                            weight_sync_timeout=r.vllm_weight_sync_timeout, generate_timeout=r.vllm_generate_timeout,
-                            dtype=policy_dtype(run.model), weight_sync=r.vllm_weight_sync,
-                            sync_bucket_mb=r.vllm_sync_bucket_mb)
+    settings = VLLMSettings(
+        mode=r.vllm_mode,
+        gpu_memory_utilization=r.vllm_gpu_memory_utilization,
+        enable_sleep_mode=r.vllm_enable_sleep_mode,
+        max_model_length=max_len,
+        tensor_parallel_size=r.vllm_tensor_parallel_size,
+        kv_cache_gib=r.vllm_kv_cache_gib,
+        seed=cfg.seed,
+        processor_kwargs=_processor_kwargs(cfg),
+        weight_sync_timeout=r.vllm_weight_sync_timeout,
+        generate_timeout=r.vllm_generate_timeout,
+        dtype=policy_dtype(run.model),
+        weight_sync=r.vllm_weight_sync,
+        sync_bucket_mb=r.vllm_sync_bucket_mb,
+    )
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
 
 
@@ -92,10 +115,15 @@ def check_colocate_sharding(run) -> None:
     from mmreason.parallel.sharding import is_sharded
 
     acc = run.accelerator
-    if acc.num_processes > 1 and run.cfg.rollout.vllm_weight_sync == "directory" and (
-            is_sharded(acc.unwrap_model(run.model)) or acc.distributed_type.value in ("FSDP", "DEEPSPEED")):
-        raise ConfigError("rollout.vllm_mode=colocate with a sharded model and more than one process needs "
-                          "rollout.vllm_weight_sync=collective (each process's engine takes the whole model)")
+    if (
+        acc.num_processes > 1
+        and run.cfg.rollout.vllm_weight_sync == "directory"
+        and (is_sharded(acc.unwrap_model(run.model)) or acc.distributed_type.value in ("FSDP", "DEEPSPEED"))
+    ):
+        raise ConfigError(
+            "rollout.vllm_mode=colocate with a sharded model and more than one process needs "
+            "rollout.vllm_weight_sync=collective (each process's engine takes the whole model)"
+        )
 
 
 def check_server_sharding(run) -> None:
@@ -117,8 +145,10 @@ def check_server_sharding(run) -> None:
         why = "a LoRA adapter on a sharded model is not merged for the push"
     else:
         return
-    raise ConfigError(f"rollout.vllm_mode=server: {why}, so the weight push would write the main process's "
-                      "shard only; use DDP or ZeRO-1/2, FSDP2 with full fine-tuning, or rollout.backend=hf")
+    raise ConfigError(
+        f"rollout.vllm_mode=server: {why}, so the weight push would write the main process's "
+        "shard only; use DDP or ZeRO-1/2, FSDP2 with full fine-tuning, or rollout.backend=hf"
+    )
 
 
 def sync_weights(run, after_update: bool = True) -> dict[str, float]:

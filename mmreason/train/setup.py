@@ -163,11 +163,18 @@ def build_optimizer(cfg: TrainConfig, model, total_steps: int):
     master = cfg.model.master_weights and needs_master_weights(model.parameters()) and not sharded
     # optim=adamw_torch_fused: one kernel over all tensors (a sharded model keeps the foreach loop)
     optimizer = (MasterWeightAdamW if master else torch.optim.AdamW)(
-        groups, lr=cfg.learning_rate, weight_decay=cfg.weight_decay, betas=(cfg.adam_beta1, cfg.adam_beta2),
-        fused=cfg.optim == "adamw_torch_fused" and not sharded)
-    scheduler = get_scheduler(cfg.lr_scheduler_type, optimizer,
-                              num_warmup_steps=int(cfg.warmup_ratio * total_steps),
-                              num_training_steps=max(total_steps, 1))
+        groups,
+        lr=cfg.learning_rate,
+        weight_decay=cfg.weight_decay,
+        betas=(cfg.adam_beta1, cfg.adam_beta2),
+        fused=cfg.optim == "adamw_torch_fused" and not sharded,
+    )
+    scheduler = get_scheduler(
+        cfg.lr_scheduler_type,
+        optimizer,
+        num_warmup_steps=int(cfg.warmup_ratio * total_steps),
+        num_training_steps=max(total_steps, 1),
+    )
     return optimizer, scheduler
 
 
@@ -179,18 +186,31 @@ def parameter_groups(model, cfg: TrainConfig) -> list[dict]:
     projector = getattr(tower, "merger", None) if tower is not None else None
     ids_projector = {id(p) for p in projector.parameters()} if projector is not None else set()
     ids_tower = {id(p) for p in tower.parameters()} - ids_projector if tower is not None else set()
-    named = {"vision": (cfg.vision_learning_rate, []), "projector": (cfg.projector_learning_rate, []),
-             "language": (None, [])}
+    named = {
+        "vision": (cfg.vision_learning_rate, []),
+        "projector": (cfg.projector_learning_rate, []),
+        "language": (None, []),
+    }
     for p in model.parameters():
         if p.requires_grad:
             key = "projector" if id(p) in ids_projector else "vision" if id(p) in ids_tower else "language"
             named[key][1].append(p)
-    return [{"name": name, "params": params, "lr": cfg.learning_rate if lr is None else lr}
-            for name, (lr, params) in named.items() if params]
+    return [
+        {"name": name, "params": params, "lr": cfg.learning_rate if lr is None else lr}
+        for name, (lr, params) in named.items()
+        if params
+    ]
 
 
-def setup_run(cfg: TrainConfig, *, total_steps: int | None = None, with_rewards: bool = True,
-              config_dir: str | None = None, verbose: bool = True, own_output_dir: bool = False) -> Run:
+def setup_run(
+    cfg: TrainConfig,
+    *,
+    total_steps: int | None = None,
+    with_rewards: bool = True,
+    config_dir: str | None = None,
+    verbose: bool = True,
+    own_output_dir: bool = False,
+) -> Run:
     """The run's components. ``own_output_dir`` (``mmreason train`` / ``sft``): lock ``output_dir`` for this run
     and refuse one that holds anything unless ``resume`` or ``overwrite_output_dir`` (``claim``); the caller
     gives the lock back with ``Run.release``."""
@@ -224,8 +244,9 @@ def claim(cfg: TrainConfig, accelerator) -> RunDir | None:
     return output
 
 
-def _components(cfg: TrainConfig, accelerator, total_steps: int | None, with_rewards: bool, config_dir: str | None,
-                verbose: bool) -> Run:
+def _components(
+    cfg: TrainConfig, accelerator, total_steps: int | None, with_rewards: bool, config_dir: str | None, verbose: bool
+) -> Run:
     out = Path(cfg.output_dir)
     verbose = verbose and accelerator.is_main_process
     if accelerator.is_main_process:
@@ -237,16 +258,25 @@ def _components(cfg: TrainConfig, accelerator, total_steps: int | None, with_rew
     model = load_model(cfg.model)
     trainable, total = trainable_parameters(model)
     if verbose:
-        print(f"model: {cfg.model.name_or_path} ({total:,} parameters, {trainable:,} trainable); "
-              f"processes: {accelerator.num_processes} ({accelerator.distributed_type.value.lower()}, "
-              f"{accelerator.device}, {torch.get_num_threads()} CPU threads each)")
-        print(backend_note(getattr(model.config, "_attn_implementation", None) or cfg.model.attn_implementation,
-                           next(model.parameters()).dtype, getattr(getattr(cfg, "rollout", None), "backend", "hf")))
+        print(
+            f"model: {cfg.model.name_or_path} ({total:,} parameters, {trainable:,} trainable); "
+            f"processes: {accelerator.num_processes} ({accelerator.distributed_type.value.lower()}, "
+            f"{accelerator.device}, {torch.get_num_threads()} CPU threads each)"
+        )
+        print(
+            backend_note(
+                getattr(model.config, "_attn_implementation", None) or cfg.model.attn_implementation,
+                next(model.parameters()).dtype,
+                getattr(getattr(cfg, "rollout", None), "backend", "hf"),
+            )
+        )
     if needs_own_sharding(accelerator):  # FSDP2 asked for where accelerate does not apply it (the CPU)
         model = shard_model(model, wrap_classes())
         if verbose:
-            print(f"fsdp2: each {' / '.join(wrap_classes())} and the root sharded over {accelerator.num_processes} "
-                  "processes (torch fully_shard: accelerate applies FSDP on accelerators only)")
+            print(
+                f"fsdp2: each {' / '.join(wrap_classes())} and the root sharded over {accelerator.num_processes} "
+                "processes (torch fully_shard: accelerate applies FSDP on accelerators only)"
+            )
     ref_model = None
     if cfg.algorithm.beta > 0:
         ref_cfg = ModelConfig(**{**cfg.model.__dict__, "lora": False, "gradient_checkpointing": False})
@@ -260,8 +290,20 @@ def _components(cfg: TrainConfig, accelerator, total_steps: int | None, with_rew
         model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     sampler = make_sampler(cfg, dataset)
     rewards = build_rewards(cfg, pack, config_dir) if with_rewards else None
-    return Run(cfg, accelerator, model, processor, optimizer, scheduler, pack, dataset, sampler,
-               ref_model=ref_model, rewards=rewards, augmenter=build_augmenter(cfg))
+    return Run(
+        cfg,
+        accelerator,
+        model,
+        processor,
+        optimizer,
+        scheduler,
+        pack,
+        dataset,
+        sampler,
+        ref_model=ref_model,
+        rewards=rewards,
+        augmenter=build_augmenter(cfg),
+    )
 
 
 def make_sampler(cfg: TrainConfig, dataset):
@@ -269,8 +311,10 @@ def make_sampler(cfg: TrainConfig, dataset):
     if not cfg.data.streaming:
         return SAMPLERS.get(cfg.sampler.name)(len(dataset), seed=cfg.seed, **cfg.sampler.options)
     if cfg.sampler.name != "uniform" or cfg.sampler.options:
-        raise ConfigError(f"sampler.name={cfg.sampler.name!r}: a streamed dataset is read in stream order "
-                          "(data.streaming); leave the sampler at uniform")
+        raise ConfigError(
+            f"sampler.name={cfg.sampler.name!r}: a streamed dataset is read in stream order "
+            "(data.streaming); leave the sampler at uniform"
+        )
     return StreamSampler(dataset, seed=cfg.seed)
 
 
@@ -293,8 +337,13 @@ def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = Non
         ref = r.name
         column = r.column or (ref.rsplit(":", 1)[1] if ":" in ref else ref)
         specs.append(RewardSpec(name=column, ref=ref, weight=r.weight, kwargs=dict(r.kwargs), isolation=r.isolation))
-    return RewardRunner(specs, timeout_s=cfg.reward_timeout_s, on_error=cfg.reward_on_error,
-                        max_reward_errors=cfg.max_reward_errors, base_dir=config_dir or os.getcwd())
+    return RewardRunner(
+        specs,
+        timeout_s=cfg.reward_timeout_s,
+        on_error=cfg.reward_on_error,
+        max_reward_errors=cfg.max_reward_errors,
+        base_dir=config_dir or os.getcwd(),
+    )
 
 
 def run_rewards(cfg: TrainConfig, pack: TaskPack) -> list:
@@ -307,5 +356,6 @@ def _reward_config(mapping: dict[str, Any]):
     from mmreason.train.config import RewardConfig
 
     m = dict(mapping)
-    return RewardConfig(name=m.pop("name"), weight=m.pop("weight", 1.0), kwargs=m.pop("kwargs", {}),
-                        column=m.pop("column", None))
+    return RewardConfig(
+        name=m.pop("name"), weight=m.pop("weight", 1.0), kwargs=m.pop("kwargs", {}), column=m.pop("column", None)
+    )

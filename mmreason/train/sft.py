@@ -38,10 +38,17 @@ def sft_example(run: Run, index: int) -> Trajectory | None:
     target = target[: run.cfg.rollout.max_completion_length]
     ids = torch.cat([prompt.input_ids, target])
     mask = torch.zeros_like(ids)
-    mask[prompt.length:] = 1
-    return Trajectory(prompt.sample.id, index, ids, mask, prompt.length, text,
-                      mm_token_type_ids=torch.cat([prompt.mm_token_type_ids, torch.zeros_like(target)]),
-                      visual=[prompt.visual] if prompt.visual else [])
+    mask[prompt.length :] = 1
+    return Trajectory(
+        prompt.sample.id,
+        index,
+        ids,
+        mask,
+        prompt.length,
+        text,
+        mm_token_type_ids=torch.cat([prompt.mm_token_type_ids, torch.zeros_like(target)]),
+        visual=[prompt.visual] if prompt.visual else [],
+    )
 
 
 def replayed_example(run: Run, prompt, index: int) -> Trajectory | None:
@@ -50,21 +57,29 @@ def replayed_example(run: Run, prompt, index: int) -> Trajectory | None:
     from mmreason.rollout.replay import replay_episode
 
     try:
-        return replay_episode(run.processor, prompt, run.pack.make_environment(),
-                              run.pack.target_text(prompt.sample), turn_end(run.processor).strip(), index)
+        return replay_episode(
+            run.processor,
+            prompt,
+            run.pack.make_environment(),
+            run.pack.target_text(prompt.sample),
+            turn_end(run.processor).strip(),
+            index,
+        )
     except (ValueError, OSError) as exc:
         run.counters.bad_samples += 1
         run.event("bad_sample", sample_id=prompt.sample.id, reason=str(exc))
         if run.counters.bad_samples > run.cfg.max_bad_samples:
-            raise RunStopped(f"{run.counters.bad_samples} broken samples (max_bad_samples="
-                             f"{run.cfg.max_bad_samples}); last: {prompt.sample.id!r}: {exc}") from exc
+            raise RunStopped(
+                f"{run.counters.bad_samples} broken samples (max_bad_samples="
+                f"{run.cfg.max_bad_samples}); last: {prompt.sample.id!r}: {exc}"
+            ) from exc
         return None
 
 
 def sft_step(run: Run) -> dict[str, float]:
     t0 = time.perf_counter()
     n, acc = run.cfg.prompts_per_step, run.accelerator
-    indices = run.sampler.next_indices(n * acc.num_processes)[acc.process_index * n:(acc.process_index + 1) * n]
+    indices = run.sampler.next_indices(n * acc.num_processes)[acc.process_index * n : (acc.process_index + 1) * n]
     examples = [e for e in (sft_example(run, i) for i in indices) if e is not None]
     if not examples:
         return {"skipped_update": 1.0}
@@ -85,9 +100,14 @@ def sft_step(run: Run) -> dict[str, float]:
     run.optimizer.step()
     run.scheduler.step()
     run.optimizer.zero_grad(set_to_none=True)
-    return {"loss": sum(losses), "grad_norm": float(grad_norm), "tokens": float(total_tokens),
-            "lr": run.scheduler.get_last_lr()[0], "time/step": time.perf_counter() - t0,
-            **{f"count/{k}": v for k, v in run.counters.as_dict().items()}}
+    return {
+        "loss": sum(losses),
+        "grad_norm": float(grad_norm),
+        "tokens": float(total_tokens),
+        "lr": run.scheduler.get_last_lr()[0],
+        "time/step": time.perf_counter() - t0,
+        **{f"count/{k}": v for k, v in run.counters.as_dict().items()},
+    }
 
 
 def sft(cfg: TrainConfig) -> Run:
@@ -103,8 +123,15 @@ def _sft(run: Run, cfg: TrainConfig) -> Run:
     steps_per_epoch = -(-len(run.dataset) // (cfg.prompts_per_step * run.accelerator.num_processes))
     total = cfg.max_steps if cfg.max_steps > 0 else steps_per_epoch * cfg.sft_epochs
     start = 0
-    resumed = resume(cfg.resume, cfg.output_dir, run.accelerator, run.model, run.optimizer, run.scheduler,
-                     check_state=lambda state: copy.deepcopy(run.sampler).load_state_dict(state["sampler"]))
+    resumed = resume(
+        cfg.resume,
+        cfg.output_dir,
+        run.accelerator,
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        check_state=lambda state: copy.deepcopy(run.sampler).load_state_dict(state["sampler"]),
+    )
     if resumed is not None:
         _, state = resumed
         run.adopt(state)
@@ -119,14 +146,44 @@ def _sft(run: Run, cfg: TrainConfig) -> Run:
             before = copy.deepcopy(state())  # a fault in this step saves step - 1 with this
             run.logger.step(step, sft_step(run))
             if cfg.save_steps and step % cfg.save_steps == 0:
-                save_checkpoint(run.accelerator, cfg.output_dir, step, run.model, run.optimizer, run.scheduler,
-                                state(), run.processor, cfg.save_total_limit, run_id=run.run_id)
+                save_checkpoint(
+                    run.accelerator,
+                    cfg.output_dir,
+                    step,
+                    run.model,
+                    run.optimizer,
+                    run.scheduler,
+                    state(),
+                    run.processor,
+                    cfg.save_total_limit,
+                    run_id=run.run_id,
+                )
         if not cfg.save_steps or total % cfg.save_steps:
-            save_checkpoint(run.accelerator, cfg.output_dir, total, run.model, run.optimizer, run.scheduler,
-                            state(), run.processor, cfg.save_total_limit, run_id=run.run_id)
+            save_checkpoint(
+                run.accelerator,
+                cfg.output_dir,
+                total,
+                run.model,
+                run.optimizer,
+                run.scheduler,
+                state(),
+                run.processor,
+                cfg.save_total_limit,
+                run_id=run.run_id,
+            )
     except RunStopped:  # before the step's update: the weights are those after step - 1
-        save_checkpoint(run.accelerator, cfg.output_dir, run.step - 1, run.model, run.optimizer, run.scheduler,
-                        before, run.processor, cfg.save_total_limit, run_id=run.run_id)
+        save_checkpoint(
+            run.accelerator,
+            cfg.output_dir,
+            run.step - 1,
+            run.model,
+            run.optimizer,
+            run.scheduler,
+            before,
+            run.processor,
+            cfg.save_total_limit,
+            run_id=run.run_id,
+        )
         raise
     finally:
         run.logger.close()

@@ -52,11 +52,21 @@ class StepTable:
         """The table restricted to ``rows``."""
         pick = torch.tensor(rows, dtype=torch.long)
         return StepTable(
-            self.rewards[pick], self.reward_names, self.weights, self.total[pick], self.group_ids[pick],
-            self.dataset_index[pick], [self.tasks[i] for i in rows], self.task_ids[pick],
-            self.completion_length[pick], self.truncated[pick], [self.samples[i] for i in rows],
-            [self.trajectories[i] for i in rows], None if self.advantages is None else self.advantages[pick],
-            None if self.keep is None else self.keep[pick])
+            self.rewards[pick],
+            self.reward_names,
+            self.weights,
+            self.total[pick],
+            self.group_ids[pick],
+            self.dataset_index[pick],
+            [self.tasks[i] for i in rows],
+            self.task_ids[pick],
+            self.completion_length[pick],
+            self.truncated[pick],
+            [self.samples[i] for i in rows],
+            [self.trajectories[i] for i in rows],
+            None if self.advantages is None else self.advantages[pick],
+            None if self.keep is None else self.keep[pick],
+        )
 
     def column(self, name: str) -> torch.Tensor:
         """The per-trajectory column ``name`` [N] fp32 (NaN where a row has no value)."""
@@ -71,8 +81,10 @@ class StepTable:
         values = [s.meta.get(name) for s in self.samples]
         if any(v is not None for v in values):
             return torch.tensor([_number(v, name, s.id) for v, s in zip(values, self.samples)], dtype=torch.float32)
-        raise MissingColumn(f"column {name!r}: no reward column {name!r} or '<reward>/{name}' and no sample "
-                            f"column {name!r} in this step (rewards: {', '.join(self.reward_names)})")
+        raise MissingColumn(
+            f"column {name!r}: no reward column {name!r} or '<reward>/{name}' and no sample "
+            f"column {name!r} in this step (rewards: {', '.join(self.reward_names)})"
+        )
 
 
 def _assistant_turns(t: Trajectory) -> int:
@@ -100,22 +112,40 @@ def _number(value, name: str, sample_id: str) -> float:
         raise ValueError(f"sample {sample_id!r}: column {name!r} is {value!r}, not a number") from None
 
 
-def build_table(trajectories: list[Trajectory], samples: list[Sample], batch, total: torch.Tensor,
-                dataset_index: dict[int, int], tasks: list[str], task_ids: torch.Tensor) -> StepTable:
+def build_table(
+    trajectories: list[Trajectory],
+    samples: list[Sample],
+    batch,
+    total: torch.Tensor,
+    dataset_index: dict[int, int],
+    tasks: list[str],
+    task_ids: torch.Tensor,
+) -> StepTable:
     """The table of one step from its rollouts, their samples and the reward batch."""
     return StepTable(
-        rewards=batch.values, reward_names=list(batch.names), weights=batch.weights, total=total,
+        rewards=batch.values,
+        reward_names=list(batch.names),
+        weights=batch.weights,
+        total=total,
         group_ids=torch.tensor([t.group_id for t in trajectories], dtype=torch.long),
         dataset_index=torch.tensor([dataset_index[t.group_id] for t in trajectories], dtype=torch.long),
-        tasks=tasks, task_ids=task_ids,
+        tasks=tasks,
+        task_ids=task_ids,
         completion_length=torch.tensor([t.completion_length for t in trajectories], dtype=torch.long),
         truncated=torch.tensor([bool(t.truncated) for t in trajectories]),
-        samples=samples, trajectories=list(trajectories),
+        samples=samples,
+        trajectories=list(trajectories),
     )
 
 
-def check_needs(component: str, name: str, needs: tuple[str, ...], reward_columns: list[str],
-                sample: Sample | None, producers: dict[str, list[str]]) -> None:
+def check_needs(
+    component: str,
+    name: str,
+    needs: tuple[str, ...],
+    reward_columns: list[str],
+    sample: Sample | None,
+    producers: dict[str, list[str]],
+) -> None:
     """Start-up check: every declared column must come from a configured reward or the data.
 
     ``producers`` maps a sub-score key to the registered rewards that declare it, for the error message.
@@ -125,8 +155,13 @@ def check_needs(component: str, name: str, needs: tuple[str, ...], reward_column
             continue
         if sample is not None and need in sample.meta:
             continue
-        hint = (f"add a reward that gives it: {', '.join(producers[need])}" if producers.get(need)
-                else f"give the samples a {need!r} column, or add a reward returning a {need!r} sub-score")
-        raise MissingColumn(f"{component} {name!r} needs the per-trajectory column {need!r}, which neither the "
-                            f"configured rewards ({', '.join(reward_columns) or 'none'}) nor the data's samples "
-                            f"produce; {hint}")
+        hint = (
+            f"add a reward that gives it: {', '.join(producers[need])}"
+            if producers.get(need)
+            else f"give the samples a {need!r} column, or add a reward returning a {need!r} sub-score"
+        )
+        raise MissingColumn(
+            f"{component} {name!r} needs the per-trajectory column {need!r}, which neither the "
+            f"configured rewards ({', '.join(reward_columns) or 'none'}) nor the data's samples "
+            f"produce; {hint}"
+        )

@@ -85,15 +85,29 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
     for iteration in range(a.num_iterations):
         for share in shares:
             for mb in share.minibatches:
-                rows_in = {"prev_entropy": run.prev_entropy, "step_rewards": rewards, "rewards": rewards[mb.rows],
-                           "tempered_logprobs": mb.tempered_logprobs, "segment_progress": mb.segment_progress,
-                           "entropy_history": torch.tensor(run.entropy_history, dtype=torch.float32)}
+                rows_in = {
+                    "prev_entropy": run.prev_entropy,
+                    "step_rewards": rewards,
+                    "rewards": rewards[mb.rows],
+                    "tempered_logprobs": mb.tempered_logprobs,
+                    "segment_progress": mb.segment_progress,
+                    "entropy_history": torch.tensor(run.entropy_history, dtype=torch.float32),
+                }
                 options = _loss_options(a, cfg, mb.ref_logprobs, gids[mb.rows], run.step - 1, rows_in)
                 if token_mean:
                     options["num_tokens"] = share.tokens
                 rows = None if band is None else tuple(x[mb.rows].to(run.device) for x in band)
-                loss, metrics, ent = minibatch_loss(run, mb.inputs, mb.trajectories, mb.old_logprobs,
-                                                    adv[mb.rows].to(run.device), options, rows, stats, policy)
+                loss, metrics, ent = minibatch_loss(
+                    run,
+                    mb.inputs,
+                    mb.trajectories,
+                    mb.old_logprobs,
+                    adv[mb.rows].to(run.device),
+                    options,
+                    rows,
+                    stats,
+                    policy,
+                )
                 loss = (loss if token_mean else loss * (len(mb.rows) / len(share.rows))) * mb.weight
                 if any_rank(run.accelerator, not torch.isfinite(loss)):  # all processes skip together
                     return _skip_update(run, "nonfinite_loss")
@@ -216,8 +230,9 @@ def uses_shared_prefix(run: Run, model, trajectories) -> bool:
     return run.cfg.shared_prefix and not is_sharded(model) and shared_prefix.applies(model, trajectories)
 
 
-def sequence_logprobs(run: Run, model, batch, trajectories, with_entropy: bool = False,
-                      temperature: float | None = None):
+def sequence_logprobs(
+    run: Run, model, batch, trajectories, with_entropy: bool = False, temperature: float | None = None
+):
     """Per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each
     group encoded once (``shared_prefix``, the default where it applies), else the plain padded forward.
     ``temperature`` replaces the sampling temperature (logits / temperature) when given."""
@@ -225,8 +240,14 @@ def sequence_logprobs(run: Run, model, batch, trajectories, with_entropy: bool =
     if temperature is not None:
         sampling["temperature"] = temperature
     if uses_shared_prefix(run, model, trajectories):
-        return shared_prefix.shared_prefix_logprobs(model, trajectories, batch.input_ids.shape[1],
-                                                    run.processor.tokenizer.pad_token_id, with_entropy, **sampling)
+        return shared_prefix.shared_prefix_logprobs(
+            model,
+            trajectories,
+            batch.input_ids.shape[1],
+            run.processor.tokenizer.pad_token_id,
+            with_entropy,
+            **sampling,
+        )
     return token_logprobs(model, batch, with_entropy, **sampling)
 
 
@@ -268,17 +289,33 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
     r = run.cfg.rollout
     width = old.shape[1]
     rollout = _to_width(pad_stack([t.rollout_logprobs for t in trajectories], 0.0, torch.float32), width)
-    distance = _to_width(pad_stack([vision_distance(t.mm_token_type_ids if t.mm_token_type_ids is not None
-                                                    else torch.zeros_like(t.token_ids)) for t in trajectories],
-                                   -1, torch.long), width)
+    distance = _to_width(
+        pad_stack(
+            [
+                vision_distance(
+                    t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
+                )
+                for t in trajectories
+            ],
+            -1,
+            torch.long,
+        ),
+        width,
+    )
     turn = _to_width(pad_stack([_turn_index(t) for t in trajectories], 0, torch.long), width)
     rollout, distance, turn = rollout.to(old.device), distance.to(old.device), turn.to(old.device)
     for key, value in mismatch_metrics(old, rollout, mask, r.vllm_importance_sampling_cap, distance, turn).items():
         stats.setdefault(key, []).append(value)
     if not r.vllm_importance_sampling_correction or not corrects_with_sampler(run):
         return advantages
-    w = importance_weights(old, rollout, mask, r.vllm_importance_sampling_mode, r.vllm_importance_sampling_cap,
-                           r.vllm_importance_sampling_min)
+    w = importance_weights(
+        old,
+        rollout,
+        mask,
+        r.vllm_importance_sampling_mode,
+        r.vllm_importance_sampling_cap,
+        r.vllm_importance_sampling_min,
+    )
     stats.setdefault("mismatch/is_weight_mean", []).append(float(w[mask.bool()].mean()) if mask.any() else 1.0)
     return (advantages[:, None] if advantages.ndim == 1 else advantages) * w  # [n, T]
 
@@ -319,7 +356,7 @@ def _turn_index(t) -> torch.Tensor:
     """[T] the 0-based assistant turn each token belongs to (0 outside assistant turns)."""
     out = torch.zeros(t.token_ids.numel(), dtype=torch.long)
     for k, turn in enumerate([u for u in t.turns if u.role == "assistant"]):
-        out[turn.start:turn.end] = k
+        out[turn.start : turn.end] = k
     return out
 
 
@@ -327,8 +364,10 @@ def sampling_options(run: Run) -> dict[str, Any]:
     """What makes the trainer's log-probs those of the sampler: ``rollout.temperature`` (1 for greedy) and
     the vision specials that generation suppresses. Like TRL, top-p / top-k truncation is not applied."""
     temperature = run.cfg.rollout.temperature
-    return {"temperature": temperature if temperature > 0 else 1.0,
-            "suppressed": suppressed_token_ids(run.processor.tokenizer)}
+    return {
+        "temperature": temperature if temperature > 0 else 1.0,
+        "suppressed": suppressed_token_ids(run.processor.tokenizer),
+    }
 
 
 def _skip_update(run: Run, kind: str) -> dict[str, float]:
@@ -354,8 +393,9 @@ def entropy_band_rows(a, tasks: list[str]):
     return h[:, 0], h[:, 1], task_index(tasks)
 
 
-def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int = 0,
-                  rows_in: dict[str, Any] | None = None) -> dict[str, Any]:
+def _loss_options(
+    a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int = 0, rows_in: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """What a loss gets: the trainer's inputs it takes (``train_step`` = finished steps, for annealed
     options; ``rows_in``: ``prev_entropy`` = the last step's mean token entropy, ``step_rewards`` [N] /
     ``rewards`` [n] = total rewards of the step's / the mini-batch's rows, ``tempered_logprobs``), the named
@@ -363,8 +403,14 @@ def _loss_options(a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int 
     from mmreason import rl
 
     accepted = accepted_options(rl.POLICY_LOSSES.get(a.policy_loss))
-    inputs = dict(aggregation=rl.aggregation_for_loss_type(a.loss_type), max_len=cfg.rollout.max_completion_length,
-                  ref_logprobs=ref_logprobs, group_ids=group_ids, train_step=max(train_step, 0), **(rows_in or {}))
+    inputs = dict(
+        aggregation=rl.aggregation_for_loss_type(a.loss_type),
+        max_len=cfg.rollout.max_completion_length,
+        ref_logprobs=ref_logprobs,
+        group_ids=group_ids,
+        train_step=max(train_step, 0),
+        **(rows_in or {}),
+    )
     named = {k: getattr(a, k) for k in NAMED_LOSS_OPTIONS}
     return {k: v for k, v in {**inputs, **named}.items() if k in accepted} | dict(a.loss_options)
 

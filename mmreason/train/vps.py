@@ -14,22 +14,24 @@ from mmreason.types import Trajectory
 
 def answer_tokens(run, sample) -> torch.Tensor:
     """The reference answer as the pack writes SFT targets, tokenized (no turn end: the probe reads the answer)."""
-    return run.processor.tokenizer(run.pack.target_text(sample), add_special_tokens=False,
-                                   return_tensors="pt")["input_ids"][0]
+    return run.processor.tokenizer(run.pack.target_text(sample), add_special_tokens=False, return_tensors="pt")[
+        "input_ids"
+    ][0]
 
 
 def probes_of(t: Trajectory, answer: torch.Tensor, ends: list[int]) -> list[Trajectory]:
     """One probe per boundary (0, then each segment end): prompt + completion[:b] + answer, trained mask on the answer."""
-    prompt, completion = t.token_ids[: t.prompt_length], t.token_ids[t.prompt_length:]
+    prompt, completion = t.token_ids[: t.prompt_length], t.token_ids[t.prompt_length :]
     types = t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
     out = []
     for b in [0, *ends]:
         ids = torch.cat([prompt, completion[:b], answer])
         mask = torch.zeros_like(ids)
-        mask[ids.numel() - answer.numel():] = 1
+        mask[ids.numel() - answer.numel() :] = 1
         mm = torch.cat([types[: t.prompt_length], torch.zeros(b + answer.numel(), dtype=types.dtype)])
-        out.append(Trajectory(t.sample_id, t.group_id, ids, mask, t.prompt_length, "", mm_token_type_ids=mm,
-                              visual=t.visual))
+        out.append(
+            Trajectory(t.sample_id, t.group_id, ids, mask, t.prompt_length, "", mm_token_type_ids=mm, visual=t.visual)
+        )
     return out
 
 
@@ -52,7 +54,7 @@ def segment_progress(run, policy, minibatches, samples_of_rows, stats) -> None:
         for k, (row, t) in enumerate(zip(mb.rows, mb.trajectories)):
             if any(u.role == "observation" for u in t.turns):
                 continue  # an episode: observations are not the model's segments
-            completion = t.token_ids[t.prompt_length:].tolist()
+            completion = t.token_ids[t.prompt_length :].tolist()
             ends = segment_bounds(["\n" in tok.decode([c]) for c in completion], **cut)
             if not ends:
                 continue
@@ -61,6 +63,8 @@ def segment_progress(run, policy, minibatches, samples_of_rows, stats) -> None:
             lp = sequence_logprobs(run, policy, batch, probes)[0]  # [S + 1, T'] on the answer tokens
             forwards += len(probes)
             q = (lp * batch.action_mask).sum(-1).tolist()
-            progress[k, t.prompt_length:t.prompt_length + len(completion)] = progress_per_token(q, ends, len(completion))
+            progress[k, t.prompt_length : t.prompt_length + len(completion)] = progress_per_token(
+                q, ends, len(completion)
+            )
         mb.segment_progress = progress.to(run.device)
     stats.setdefault("vps/probe_forwards", []).append(float(forwards))

@@ -40,8 +40,9 @@ def chartqa_row(row: dict[str, Any], index: int, source: str, image_dir: str | P
     where = row_where(source, index, rid)
     query = text_field(row, "query" if "query" in row else "question", where)
     label = row.get("label", row.get("answer"))
-    labels = [str(v) for v in label] if isinstance(label, (list, tuple)) else [text_field(
-        {"label": label}, "label", where)]
+    labels = (
+        [str(v) for v in label] if isinstance(label, (list, tuple)) else [text_field({"label": label}, "label", where)]
+    )
     if not labels:
         raise ValueError(f"{where}: 'label' is an empty list")
     if "imgname" in row:
@@ -52,8 +53,14 @@ def chartqa_row(row: dict[str, Any], index: int, source: str, image_dir: str | P
     if image is None:
         raise ValueError(f"{where}: no image ('imgname' or 'image')")
     content = [{"type": "image"}, {"type": "text", "text": f"{query}\n{INSTRUCTION}"}]
-    return Sample(id=rid, messages=[{"role": "user", "content": content}], answer=labels if len(labels) > 1
-                  else labels[0], images=[image], meta={"split": split, "question": query}, task="chartqa")
+    return Sample(
+        id=rid,
+        messages=[{"role": "user", "content": content}],
+        answer=labels if len(labels) > 1 else labels[0],
+        images=[image],
+        meta={"split": split, "question": query},
+        task="chartqa",
+    )
 
 
 def _files(path: Path) -> list[Path]:
@@ -69,10 +76,14 @@ def _files(path: Path) -> list[Path]:
 def chartqa_load(path: str | None, split: str = "eval", *, image_dir: str | None = None, **_: Any) -> Loaded:
     """The rows of ``path`` (see the module doc) as samples, human split first."""
     if path is None:
-        raise ValueError("chartqa reads the benchmark's own files: --tasks chartqa:PATH (test/, "
-                         "test_human.json or a parquet file); it has no built-in data")
-    loaded = Loaded(extraction="the response's <answer> or \\boxed{} body when it has one, else the whole "
-                               "response (ChartQA compares the response as it is)")
+        raise ValueError(
+            "chartqa reads the benchmark's own files: --tasks chartqa:PATH (test/, "
+            "test_human.json or a parquet file); it has no built-in data"
+        )
+    loaded = Loaded(
+        extraction="the response's <answer> or \\boxed{} body when it has one, else the whole "
+        "response (ChartQA compares the response as it is)"
+    )
     for file in _files(Path(path)):
         rows = table_rows(file, "chartqa")
         per_file: dict[str, int] = {}

@@ -46,7 +46,7 @@ MMLONGBENCH = register_task(
     TaskPack(
         name="mmlongbench_doc",
         description="MMLongBench-Doc's samples.json as published, scored by its rules (accuracy, F1, breakdowns); "
-                    "DocSeeker's prompt and rewards",
+        "DocSeeker's prompt and rewards",
         load=docseeker_load,
         rewards=REWARDS,
         metrics=mmlongbench_metrics(),

@@ -54,8 +54,11 @@ def alr_text(analysis: str, localization: str, reasoning: str, evidence_pages: l
 def fallback_parts(sample: Sample) -> tuple[str, str, str]:
     """A plain ALR trace for a sample without an annotation (only question, pages and answer known)."""
     pages = [p for p in sample.meta.get("evidence_pages", []) if p > 0]
-    where = (f"The evidence is on page {', '.join(map(str, pages))}." if pages
-             else "No single page holds the evidence; the whole document is needed.")
+    where = (
+        f"The evidence is on page {', '.join(map(str, pages))}."
+        if pages
+        else "No single page holds the evidence; the whole document is needed."
+    )
     question = sample.meta.get("question", "")
     return (f"The question asks: {question}", where, f"Reading the evidence gives the answer: {sample.answer}.")
 

@@ -19,21 +19,38 @@ ACTIONS = ("generate", "egra-report", "outline", "check")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", nargs="?", default="generate", choices=ACTIONS,
-                        help="generate synthetic documents (default), report EGRA visual tokens, write "
-                             "questions from a real PDF's outline, or name the rows a run would skip (check)")
+    parser.add_argument(
+        "action",
+        nargs="?",
+        default="generate",
+        choices=ACTIONS,
+        help="generate synthetic documents (default), report EGRA visual tokens, write "
+        "questions from a real PDF's outline, or name the rows a run would skip (check)",
+    )
     parser.add_argument("--out", help="output folder (generate, outline)")
     parser.add_argument("--docs", type=int, default=16, help="documents to generate")
     parser.add_argument("--pages", default="3..8", help="pages per document, MIN..MAX")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--page-width", type=int, default=None,
-                        help="page width in pixels at 100 dpi (default 850; 112 for --style marks)")
-    parser.add_argument("--style", default="report", choices=("report", "marks"),
-                        help="report: multi-section reports; marks: small pages with coloured banners, the "
-                        "question names the evidence page's banner colour (learning checks on small models)")
-    parser.add_argument("--trace", default="list", choices=("list", "local"),
-                        help="--style marks: the ALR trace; list: every banner, then the page found; local: one "
-                        "line per page with its banner, box and whether the banner is the asked colour")
+    parser.add_argument(
+        "--page-width",
+        type=int,
+        default=None,
+        help="page width in pixels at 100 dpi (default 850; 112 for --style marks)",
+    )
+    parser.add_argument(
+        "--style",
+        default="report",
+        choices=("report", "marks"),
+        help="report: multi-section reports; marks: small pages with coloured banners, the "
+        "question names the evidence page's banner colour (learning checks on small models)",
+    )
+    parser.add_argument(
+        "--trace",
+        default="list",
+        choices=("list", "local"),
+        help="--style marks: the ALR trace; list: every banner, then the page found; local: one "
+        "line per page with its banner, box and whether the banner is the asked colour",
+    )
     parser.add_argument("--data", help="egra-report, check: a JSONL/parquet file in the loader's shape")
     parser.add_argument("--high", type=int, default=1024, help="EGRA high budget, merged tokens per page")
     parser.add_argument("--low", type=int, default=256, help="EGRA low budget, merged tokens per page")
@@ -113,11 +130,15 @@ def egra_report(args: argparse.Namespace) -> int:
     print(f"EGRA: high {args.high} / low {args.low} tokens per page, k = {args.k}")
     print(f"{'document':<28}{'pages':>6}{'without':>10}{'gold val':>10}{'train':>10}{'x val':>8}{'x train':>8}")
     for r in rows:
-        print(f"{r['id']:<28}{r['pages']:>6}{r['tokens_without_egra']:>10}{r['tokens_egra_eval']:>10}"
-              f"{r['tokens_egra_train']:>10.0f}{r['reduction_eval']:>8.2f}{r['reduction_train']:>8.2f}")
+        print(
+            f"{r['id']:<28}{r['pages']:>6}{r['tokens_without_egra']:>10}{r['tokens_egra_eval']:>10}"
+            f"{r['tokens_egra_train']:>10.0f}{r['reduction_eval']:>8.2f}{r['reduction_train']:>8.2f}"
+        )
     total = {k: sum(r[k] for r in rows) for k in ("tokens_without_egra", "tokens_egra_eval", "tokens_egra_train")}
-    print(f"{'all':<28}{sum(r['pages'] for r in rows):>6}{total['tokens_without_egra']:>10}"
-          f"{total['tokens_egra_eval']:>10}{total['tokens_egra_train']:>10.0f}"
-          f"{total['tokens_without_egra'] / total['tokens_egra_eval']:>8.2f}"
-          f"{total['tokens_without_egra'] / total['tokens_egra_train']:>8.2f}")
+    print(
+        f"{'all':<28}{sum(r['pages'] for r in rows):>6}{total['tokens_without_egra']:>10}"
+        f"{total['tokens_egra_eval']:>10}{total['tokens_egra_train']:>10.0f}"
+        f"{total['tokens_without_egra'] / total['tokens_egra_eval']:>8.2f}"
+        f"{total['tokens_without_egra'] / total['tokens_egra_train']:>8.2f}"
+    )
     return 0

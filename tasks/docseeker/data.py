@@ -124,8 +124,9 @@ def _document(row: dict, where: str) -> Any:
                 return value
         elif isinstance(value, str):
             return value
-        raise ValueError(f"{where}: {key!r} must be a PDF path or a list of page image paths, "
-                         f"got a JSON {type(value).__name__}")
+        raise ValueError(
+            f"{where}: {key!r} must be a PDF path or a list of page image paths, got a JSON {type(value).__name__}"
+        )
     raise ValueError(f"{where}: no 'document' column (a PDF path or a list of page image paths)")
 
 
@@ -143,9 +144,17 @@ def _question_and_target(row: dict, where: str) -> tuple[str, str | None]:
     raise ValueError(f"{where}: no 'question' column")
 
 
-def row_to_sample(row: dict, source: str, *, index: int = 0, evidence_base: int, egra: EgraSettings,
-                  max_pages: int | None = DEFAULT_MAX_PAGES, tokenizer: Any = None,
-                  retrieval: Retrieval = Retrieval()) -> Sample:
+def row_to_sample(
+    row: dict,
+    source: str,
+    *,
+    index: int = 0,
+    evidence_base: int,
+    egra: EgraSettings,
+    max_pages: int | None = DEFAULT_MAX_PAGES,
+    tokenizer: Any = None,
+    retrieval: Retrieval = Retrieval(),
+) -> Sample:
     """One sample: pages as PageRefs (PDF pages, or one page image each), the prompt
     with "Page k:" before each page, and the evidence pages in ``meta`` (1-based). A document of more than
     ``max_pages`` pages keeps its first ``max_pages`` (logged; ``meta["document_pages"]`` then has the full count)."""
@@ -172,8 +181,13 @@ def row_to_sample(row: dict, source: str, *, index: int = 0, evidence_base: int,
     document_pages = count
     if max_pages and count > max_pages and retrieval.method == "none":
         count = max_pages
-        log.warning("%s: the document has %d pages; only the first %d are used (max_pages=%d, task_args.max_pages)",
-                    where, document_pages, max_pages, max_pages)
+        log.warning(
+            "%s: the document has %d pages; only the first %d are used (max_pages=%d, task_args.max_pages)",
+            where,
+            document_pages,
+            max_pages,
+            max_pages,
+        )
     question, target = _question_and_target(row, where)
     if row.get("answer") is None and row.get("final_answer") is None:
         raise ValueError(f"{where}: no 'answer' column")
@@ -185,12 +199,16 @@ def row_to_sample(row: dict, source: str, *, index: int = 0, evidence_base: int,
         evidence = evidence_one_based(row.get("gt_page"), 0, where)  # DocSeeker's raw files are 0-based
     if row.get("published_evidence_pages") is not None and evidence[-1] > document_pages:
         # MMLongBench-Doc publishes a few such rows: scored on the answer, left out of the evidence metrics
-        row = {**row, "evidence_left_out": f"evidence page {evidence[-1]} is past the document's {document_pages} "
-                                           "pages"}
+        row = {
+            **row,
+            "evidence_left_out": f"evidence page {evidence[-1]} is past the document's {document_pages} pages",
+        }
         evidence = list(NO_PAGE)
     if evidence[-1] > count:
-        raise ValueError(f"{where}: evidence page {evidence[-1]} (1-based) is beyond the document's {count} pages"
-                         + (f" (max_pages={max_pages})" if max_pages and count < document_pages else ""))
+        raise ValueError(
+            f"{where}: evidence page {evidence[-1]} (1-based) is beyond the document's {count} pages"
+            + (f" (max_pages={max_pages})" if max_pages and count < document_pages else "")
+        )
     numbers = list(range(1, count + 1))
     if retrieval.method == "bm25" and isinstance(pdf, str):
         numbers = [i + 1 for i in bm25_pages(pdf, question, retrieval.top_k)]
@@ -199,12 +217,31 @@ def row_to_sample(row: dict, source: str, *, index: int = 0, evidence_base: int,
         content += [{"type": "text", "text": f"Page {k}:"}, {"type": "image"}]
     text = instruction(count) if len(numbers) == count else retrieved_instruction(len(numbers), count)
     content.append({"type": "text", "text": f"Question: {question}\n\n" + text})
-    skip = {"id", "document", "pdf", "images", "image", "question", "answer", "evidence_pages", "evidence_base",
-            "gt_page", "conversations", "target", "final_answer"}
+    skip = {
+        "id",
+        "document",
+        "pdf",
+        "images",
+        "image",
+        "question",
+        "answer",
+        "evidence_pages",
+        "evidence_base",
+        "gt_page",
+        "conversations",
+        "target",
+        "final_answer",
+    }
     meta = {k: v for k, v in row.items() if k not in skip}
-    meta.update(question=question, evidence_pages=evidence, num_pages=len(numbers), document=pdf,
-                answer_format=row.get("answer_format") or "str", egra=egra.__dict__.copy(),
-                page_allocation=describe_allocation(egra))
+    meta.update(
+        question=question,
+        evidence_pages=evidence,
+        num_pages=len(numbers),
+        document=pdf,
+        answer_format=row.get("answer_format") or "str",
+        egra=egra.__dict__.copy(),
+        page_allocation=describe_allocation(egra),
+    )
     if target:
         meta["target"] = target
     if count < document_pages or len(numbers) < count:
@@ -212,18 +249,25 @@ def row_to_sample(row: dict, source: str, *, index: int = 0, evidence_base: int,
     if retrieval.method != "none":
         meta.update(retrieved_pages=numbers, page_numbers=numbers, retrieval=retrieval.__dict__.copy())
     if tokenizer is not None:  # the text's exact size, for fitting the page budgets to max_prompt_length
-        meta["text_tokens"] = sum(len(tokenizer(i["text"], add_special_tokens=False)["input_ids"])
-                                  for i in content if i["type"] == "text")
-    return Sample(id=str(rid), messages=[{"role": "user", "content": content}], answer=answer,
-                  pages=[pages[k - 1] for k in numbers], meta=meta, task=TASK)
+        meta["text_tokens"] = sum(
+            len(tokenizer(i["text"], add_special_tokens=False)["input_ids"]) for i in content if i["type"] == "text"
+        )
+    return Sample(
+        id=str(rid),
+        messages=[{"role": "user", "content": content}],
+        answer=answer,
+        pages=[pages[k - 1] for k in numbers],
+        meta=meta,
+        task=TASK,
+    )
 
 
 def retrieved_instruction(shown: int, total: int) -> str:
     """The instruction when page retrieval shows ``shown`` of the document's ``total`` pages."""
     return instruction(total).replace(
         "its pages are labelled Page 1 to Page {n}".replace("{n}", str(total)),
-        f"it has {total} pages, of which the {shown} most relevant are shown, each labelled with its page number")
-
+        f"it has {total} pages, of which the {shown} most relevant are shown, each labelled with its page number",
+    )
 
 
 def _pages_range(pages: Any) -> tuple[int, int]:
@@ -235,14 +279,31 @@ def _pages_range(pages: Any) -> tuple[int, int]:
     return int(pages), int(pages)
 
 
-def docseeker_load(path: str | None = None, split: str = "train", *, n: int | None = None, seed: int = 0,
-                   pages: Any = "3..8", evidence_base: int = 1, use_egra: bool = True, egra_k: int = 5,
-                   egra_high_tokens: int = 1024, egra_low_tokens: int = 256, egra_eval: str = "uniform",
-                   max_prompt_length: int | None = None, max_pages: int | None = DEFAULT_MAX_PAGES,
-                   page_width: int | None = None, style: str = "report", trace: str = "list",
-                   tokenizer: Any = None,
-                   doc_dir: str | None = None, page_retrieval: str = "none", retrieval_top_k: int = 8,
-                   bad_rows: str = "skip", max_bad_fraction: float = 0.5) -> list[Sample]:
+def docseeker_load(
+    path: str | None = None,
+    split: str = "train",
+    *,
+    n: int | None = None,
+    seed: int = 0,
+    pages: Any = "3..8",
+    evidence_base: int = 1,
+    use_egra: bool = True,
+    egra_k: int = 5,
+    egra_high_tokens: int = 1024,
+    egra_low_tokens: int = 256,
+    egra_eval: str = "uniform",
+    max_prompt_length: int | None = None,
+    max_pages: int | None = DEFAULT_MAX_PAGES,
+    page_width: int | None = None,
+    style: str = "report",
+    trace: str = "list",
+    tokenizer: Any = None,
+    doc_dir: str | None = None,
+    page_retrieval: str = "none",
+    retrieval_top_k: int = 8,
+    bad_rows: str = "skip",
+    max_bad_fraction: float = 0.5,
+) -> list[Sample]:
     """The pack's data: ``path`` (JSONL / parquet in the row shape above) or generated documents.
 
     Without ``path``, ``n`` documents (default 64 train / 16 otherwise) of ``pages`` ("MIN..MAX") pages
@@ -285,15 +346,27 @@ def docseeker_load(path: str | None = None, split: str = "train", *, n: int | No
         try:
             if is_published_row(row):
                 row = adapt_row(row, index, str(path), doc_dir)
-            sample = row_to_sample(row, str(path), index=index, evidence_base=evidence_base, egra=egra,
-                                   max_pages=max_pages, tokenizer=counter, retrieval=retrieval)
+            sample = row_to_sample(
+                row,
+                str(path),
+                index=index,
+                evidence_base=evidence_base,
+                egra=egra,
+                max_pages=max_pages,
+                tokenizer=counter,
+                retrieval=retrieval,
+            )
             if split != "train":  # eval allocations are deterministic: fixed now, while the PDF is open
                 sample = docseeker_transform(sample, split=split, rng=random.Random(0))
             samples.append(sample)
             if sample.meta.get("evidence_left_out"):
                 samples.partial[PARTIAL] = samples.partial.get(PARTIAL, 0) + 1
-                log.warning("%s: row %d: %s: scored on its answer, left out of the evidence-page metrics", path,
-                            index, sample.meta["evidence_left_out"])
+                log.warning(
+                    "%s: row %d: %s: scored on its answer, left out of the evidence-page metrics",
+                    path,
+                    index,
+                    sample.meta["evidence_left_out"],
+                )
         except (BadRow, MediaError, ValueError) as err:
             message = str(err) if str(path) in str(err) else f"{path}: row {index}: {err}"
             if bad_rows == "error":
@@ -325,8 +398,13 @@ def _report_skips(samples: LoadedSamples, total: int, path: str, max_bad_fractio
     for message in samples.errors[:SKIPS_NAMED]:
         log.warning("skipped: %s", message)
     if bad > SKIPS_NAMED:
-        log.warning("skipped: ... and %d more (`mmreason data docseeker check --data %s` lists them all)",
-                    bad - SKIPS_NAMED, path)
+        log.warning(
+            "skipped: ... and %d more (`mmreason data docseeker check --data %s` lists them all)",
+            bad - SKIPS_NAMED,
+            path,
+        )
     if bad > max_bad_fraction * total:
-        raise ValueError(f"{path}: {bad} of {total} rows cannot be used ({counts}), more than max_bad_fraction="
-                         f"{max_bad_fraction}; first: {samples.errors[0]}")
+        raise ValueError(
+            f"{path}: {bad} of {total} rows cannot be used ({counts}), more than max_bad_fraction="
+            f"{max_bad_fraction}; first: {samples.errors[0]}"
+        )

@@ -57,8 +57,9 @@ class EgraSettings:
         if self.eval_allocation not in EVAL_ALLOCATIONS:
             raise ValueError(f"egra_eval must be one of {', '.join(EVAL_ALLOCATIONS)}, got {self.eval_allocation!r}")
         if not 0 < self.low_tokens <= self.high_tokens:
-            raise ValueError(f"EGRA needs 0 < egra_low_tokens <= egra_high_tokens, got {self.low_tokens} and "
-                             f"{self.high_tokens}")
+            raise ValueError(
+                f"EGRA needs 0 < egra_low_tokens <= egra_high_tokens, got {self.low_tokens} and {self.high_tokens}"
+            )
         if self.k < 0:
             raise ValueError(f"egra_k must be >= 0, got {self.k}")
 
@@ -84,8 +85,7 @@ def high_resolution_pages(num_pages: int, gold: list[int], split: str, k: int, r
     return gold0 if gold0 else set(range(num_pages))
 
 
-def allocate(num_pages: int, gold: list[int], split: str, settings: EgraSettings,
-             rng: random.Random) -> list[int]:
+def allocate(num_pages: int, gold: list[int], split: str, settings: EgraSettings, rng: random.Random) -> list[int]:
     """``max_pixels`` of each page, in page order, under the paper's rule (gold pages sharp outside
     training). The default evaluation allocation is ``docseeker_transform``'s uniform fit instead."""
     if not settings.use:
@@ -153,11 +153,19 @@ def describe_allocation(settings: EgraSettings) -> dict:
     if not settings.use:
         return {"mode": "off", "gold": False, "tokens_per_page": settings.high_tokens}
     if settings.eval_allocation == "gold":
-        return {"mode": "gold_pages", "gold": True, "high_tokens": settings.high_tokens,
-                "low_tokens": settings.low_tokens,
-                "note": "gold evidence pages at the high budget: the resolution shows where the evidence is"}
-    return {"mode": "uniform", "gold": False, "max_tokens_per_page": settings.high_tokens,
-            "fitted_to_max_prompt_length": settings.max_prompt_length}
+        return {
+            "mode": "gold_pages",
+            "gold": True,
+            "high_tokens": settings.high_tokens,
+            "low_tokens": settings.low_tokens,
+            "note": "gold evidence pages at the high budget: the resolution shows where the evidence is",
+        }
+    return {
+        "mode": "uniform",
+        "gold": False,
+        "max_tokens_per_page": settings.high_tokens,
+        "fitted_to_max_prompt_length": settings.max_prompt_length,
+    }
 
 
 def settings_of(sample: Sample) -> EgraSettings | None:
@@ -208,5 +216,12 @@ def token_report(sample: Sample, settings: EgraSettings, seed: int = 0, draws: i
     val = sum(page_tokens(sample, allocate(n, gold, "eval", settings, rng)))
     train = [sum(page_tokens(sample, allocate(n, gold, TRAIN_SPLIT, settings, rng))) for _ in range(draws)]
     train_mean = sum(train) / len(train)
-    return {"id": sample.id, "pages": n, "tokens_without_egra": without, "tokens_egra_eval": val,
-            "tokens_egra_train": train_mean, "reduction_eval": without / val, "reduction_train": without / train_mean}
+    return {
+        "id": sample.id,
+        "pages": n,
+        "tokens_without_egra": without,
+        "tokens_egra_eval": val,
+        "tokens_egra_train": train_mean,
+        "reduction_eval": without / val,
+        "reduction_train": without / train_mean,
+    }

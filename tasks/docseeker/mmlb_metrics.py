@@ -33,12 +33,19 @@ from mmreason.types import Sample
 
 Metric = Callable[[Sample, str], float]
 # The benchmark's evidence-source labels -> the names of the breakdown.
-SOURCES = {"Pure-text (Plain-text)": "text", "Table": "table", "Chart": "chart", "Figure": "image",
-           "Generalized-text (Layout)": "layout"}
+SOURCES = {
+    "Pure-text (Plain-text)": "text",
+    "Table": "table",
+    "Chart": "chart",
+    "Figure": "image",
+    "Generalized-text (Layout)": "layout",
+}
 LENGTH_BUCKETS = {"le20": (1, 20), "21_50": (21, 50), "51_100": (51, 100), "gt100": (101, math.inf)}
-RESULTS_NOTE = ("MMLongBench-Doc scoring by the benchmark's rules; the answer is taken from the model's "
-                "<answer> by rule (parsing.final_answer), not extracted from free text by an LLM as in the "
-                "paper's pipeline")
+RESULTS_NOTE = (
+    "MMLongBench-Doc scoring by the benchmark's rules; the answer is taken from the model's "
+    "<answer> by rule (parsing.final_answer), not extracted from free text by an LLM as in the "
+    "paper's pipeline"
+)
 
 
 def question_score(sample: Sample, completion: str) -> float:
@@ -89,6 +96,7 @@ def mmlb_retrieval_recall(sample: Sample, completion: str) -> float:
 
 def where(name: str, doc: str, keep: Callable[[Sample], bool]) -> Metric:
     """Generalized accuracy on the questions ``keep`` selects, NaN elsewhere."""
+
     def metric(sample: Sample, completion: str) -> float:
         return question_score(sample, completion) if keep(sample) else math.nan
 
@@ -102,26 +110,42 @@ def _length(sample: Sample) -> int:
 
 
 def mmlongbench_metrics() -> dict[str, Metric]:
-    metrics: dict[str, Metric] = {"accuracy": mmlb_accuracy, "answerable_recall": mmlb_answerable_recall,
-                                  "answered_precision": mmlb_answered_precision}
+    metrics: dict[str, Metric] = {
+        "accuracy": mmlb_accuracy,
+        "answerable_recall": mmlb_answerable_recall,
+        "answered_precision": mmlb_answered_precision,
+    }
     for fmt in FORMATS:
         metrics[f"accuracy_format_{fmt.lower()}"] = where(
-            f"format_{fmt.lower()}", f"answer_format {fmt}", lambda s, f=fmt: benchmark_format(s.meta["answer_format"]) == f)
+            f"format_{fmt.lower()}",
+            f"answer_format {fmt}",
+            lambda s, f=fmt: benchmark_format(s.meta["answer_format"]) == f,
+        )
     for label, short in SOURCES.items():
         metrics[f"accuracy_source_{short}"] = where(
-            f"source_{short}", f"questions with evidence source {label!r}",
-            lambda s, lab=label: lab in (s.meta.get("evidence_sources") or []))
-    metrics["accuracy_single_page"] = where("single_page", "questions with one evidence page",
-                                            lambda s: len(_published_pages(s)) == 1)
-    metrics["accuracy_cross_page"] = where("cross_page", "answerable questions with several evidence pages",
-                                           lambda s: len(_published_pages(s)) != 1 and answerable(s))
-    metrics["accuracy_unanswerable"] = where("unanswerable", "unanswerable questions",
-                                             lambda s: not answerable(s))
+            f"source_{short}",
+            f"questions with evidence source {label!r}",
+            lambda s, lab=label: lab in (s.meta.get("evidence_sources") or []),
+        )
+    metrics["accuracy_single_page"] = where(
+        "single_page", "questions with one evidence page", lambda s: len(_published_pages(s)) == 1
+    )
+    metrics["accuracy_cross_page"] = where(
+        "cross_page",
+        "answerable questions with several evidence pages",
+        lambda s: len(_published_pages(s)) != 1 and answerable(s),
+    )
+    metrics["accuracy_unanswerable"] = where("unanswerable", "unanswerable questions", lambda s: not answerable(s))
     for bucket, (lo, hi) in LENGTH_BUCKETS.items():
-        metrics[f"accuracy_len_{bucket}"] = where(f"len_{bucket}", f"documents of {bucket} pages",
-                                                  lambda s, lo=lo, hi=hi: lo <= _length(s) <= hi)
-    metrics.update(evidence_precision=docseeker_evidence_precision, evidence_recall=docseeker_evidence_recall,
-                   evidence_f1=docseeker_evidence_f1, retrieval_recall=mmlb_retrieval_recall)
+        metrics[f"accuracy_len_{bucket}"] = where(
+            f"len_{bucket}", f"documents of {bucket} pages", lambda s, lo=lo, hi=hi: lo <= _length(s) <= hi
+        )
+    metrics.update(
+        evidence_precision=docseeker_evidence_precision,
+        evidence_recall=docseeker_evidence_recall,
+        evidence_f1=docseeker_evidence_f1,
+        retrieval_recall=mmlb_retrieval_recall,
+    )
     return metrics
 
 

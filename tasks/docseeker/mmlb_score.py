@@ -68,11 +68,17 @@ def drop_parenthesised(s: str) -> str:
 def is_exact_pattern(s: str) -> bool:
     """Strings the benchmark compares exactly instead of by ANLS (``is_exact_match``)."""
     return bool(
-        "https://" in s or s.endswith(".py") or s.endswith("ipynb") or s.startswith("page")
+        "https://" in s
+        or s.endswith(".py")
+        or s.endswith("ipynb")
+        or s.startswith("page")
         or re.fullmatch(r"\b\d+(-\d+|\s\d+)?\b", s)  # a number or telephone number
-        or "a.m." in s or "p.m." in s
-        or re.fullmatch(r"\b\d{4}[-\s]\d{2}[-\s]\d{2}\b", s) or re.fullmatch(r"\b\d{4}[-\s]\d{2}\b", s)
-        or re.fullmatch(r"[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}", s))
+        or "a.m." in s
+        or "p.m." in s
+        or re.fullmatch(r"\b\d{4}[-\s]\d{2}[-\s]\d{2}\b", s)
+        or re.fullmatch(r"\b\d{4}[-\s]\d{2}\b", s)
+        or re.fullmatch(r"[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}", s)
+    )
 
 
 def anls(reference: str, prediction: str, threshold: float = 0.5) -> float:

@@ -69,8 +69,10 @@ def evidence_pages(value: Any, where: str) -> list[int]:
     """The evidence pages of a row as published (``[]`` for none), 1-based; 0 or less kept (see above)."""
     pages = _literal_list(value, "evidence_pages", where)
     if not all(isinstance(p, int) and not isinstance(p, bool) for p in pages):
-        raise BadRow(f"{where}: evidence_pages {str(value)[:80]!r} holds something other than page numbers",
-                     "evidence_pages not a list")
+        raise BadRow(
+            f"{where}: evidence_pages {str(value)[:80]!r} holds something other than page numbers",
+            "evidence_pages not a list",
+        )
     return sorted(set(pages))
 
 
@@ -83,23 +85,33 @@ def adapt_row(row: dict, index: int, source: str, doc_dir: str | Path | None) ->
     where = f"{where} (doc_id {str(row['doc_id'])[:200]!r})"
     fmt = row["answer_format"]
     if fmt not in FORMATS:  # null, "Integer", a number ...: the metrics know these five names only
-        raise BadRow(f"{where}: unknown answer_format {str(fmt)[:80]!r} (one of {', '.join(FORMATS)})",
-                     "unknown answer_format")
+        raise BadRow(
+            f"{where}: unknown answer_format {str(fmt)[:80]!r} (one of {', '.join(FORMATS)})", "unknown answer_format"
+        )
     answer = row["answer"]
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
         raise BadRow(f"{where}: answer is a JSON {type(answer).__name__}, not text", "answer not text")
     if len(str(answer)) > MAX_ANSWER_CHARS:
-        raise BadRow(f"{where}: answer has {len(str(answer)):,} characters, over the cap of {MAX_ANSWER_CHARS:,} "
-                     "(MAX_ANSWER_CHARS in tasks/docseeker/mmlongbench.py)", "answer too long")
+        raise BadRow(
+            f"{where}: answer has {len(str(answer)):,} characters, over the cap of {MAX_ANSWER_CHARS:,} "
+            "(MAX_ANSWER_CHARS in tasks/docseeker/mmlongbench.py)",
+            "answer too long",
+        )
     folder = Path(doc_dir) if doc_dir else Path(source).parent / "documents"
     sources = row.get("evidence_sources")
     pages = evidence_pages(row["evidence_pages"], where)
     out = {k: v for k, v in row.items() if k not in ("evidence_pages", "evidence_sources")}
-    out.update(id=f"{index}:{row['doc_id']}", document=str((folder / str(row["doc_id"])).resolve()),
-               evidence_pages=pages or [-1], evidence_base=1, published_evidence_pages=pages,
-               evidence_sources=[str(s) for s in _literal_list(sources, "evidence_sources", where)]
-               if sources not in (None, "") else [],
-               row_index=index)
+    out.update(
+        id=f"{index}:{row['doc_id']}",
+        document=str((folder / str(row["doc_id"])).resolve()),
+        evidence_pages=pages or [-1],
+        evidence_base=1,
+        published_evidence_pages=pages,
+        evidence_sources=[str(s) for s in _literal_list(sources, "evidence_sources", where)]
+        if sources not in (None, "")
+        else [],
+        row_index=index,
+    )
     if pages and pages[0] < 1:
         out.update(evidence_pages=[-1], evidence_left_out=f"evidence page {pages[0]} (pages are 1-based)")
     return out

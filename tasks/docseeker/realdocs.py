@@ -49,10 +49,19 @@ def outline_rows(pdf: str, n: int = 4, seed: int = 0) -> list[dict]:
     unique = [(t, i) for t, i in entries if titles.count(t) == 1]
     picked = random.Random(seed).sample(unique, min(n, len(unique)))
     stem = Path(pdf).stem
-    return [{"id": f"{stem}-p{index + 1}-{k}", "document": str(Path(pdf).resolve()),
-             "question": f"On which page does the section titled '{title}' begin? Answer with the page number.",
-             "answer": str(index + 1), "evidence_pages": [index + 1], "evidence_base": 1, "answer_format": "int",
-             "qtype": "outline"} for k, (title, index) in enumerate(sorted(picked, key=lambda e: e[1]))]
+    return [
+        {
+            "id": f"{stem}-p{index + 1}-{k}",
+            "document": str(Path(pdf).resolve()),
+            "question": f"On which page does the section titled '{title}' begin? Answer with the page number.",
+            "answer": str(index + 1),
+            "evidence_pages": [index + 1],
+            "evidence_base": 1,
+            "answer_format": "int",
+            "qtype": "outline",
+        }
+        for k, (title, index) in enumerate(sorted(picked, key=lambda e: e[1]))
+    ]
 
 
 def write_outline_jsonl(pdfs: list[str], out: str | Path, n: int = 4, seed: int = 0) -> Path:

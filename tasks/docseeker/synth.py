@@ -36,16 +36,51 @@ DPI = 100  # pages are drawn at 100 px per inch and rendered back at the media l
 PAGE_SIZE = (850, 1100)  # US Letter at 100 dpi (width, height)
 MARGIN = 70
 
-ORGS = ("Northwind Institute", "Harbor Logistics", "Granite Energy", "Meridian Health", "Alder Robotics",
-        "Cobalt Water Board", "Summit Rail", "Juniper Analytics")
-TOPICS = ("Operations", "Market Overview", "Regional Results", "Research Programme", "Staffing", "Outlook",
-          "Risk Review", "Infrastructure", "Customer Survey", "Sustainability", "Procurement", "Finance")
+ORGS = (
+    "Northwind Institute",
+    "Harbor Logistics",
+    "Granite Energy",
+    "Meridian Health",
+    "Alder Robotics",
+    "Cobalt Water Board",
+    "Summit Rail",
+    "Juniper Analytics",
+)
+TOPICS = (
+    "Operations",
+    "Market Overview",
+    "Regional Results",
+    "Research Programme",
+    "Staffing",
+    "Outlook",
+    "Risk Review",
+    "Infrastructure",
+    "Customer Survey",
+    "Sustainability",
+    "Procurement",
+    "Finance",
+)
 REGIONS = ("North", "South", "East", "West", "Central", "Coastal")
 METRICS = ("revenue (k$)", "shipments", "incidents", "new customers", "energy use (MWh)", "hires")
 CATEGORIES = ("Alpha", "Bravo", "Cedar", "Delta", "Ember", "Falcon", "Garnet")
 PROJECTS = ("Lighthouse", "Kestrel", "Bluebird", "Orchard", "Quarry", "Tamarind", "Vantage", "Willow")
-NOUNS = ("network", "programme", "budget", "schedule", "fleet", "supplier", "survey", "facility", "team",
-         "forecast", "contract", "inventory", "workshop", "pipeline", "audit")
+NOUNS = (
+    "network",
+    "programme",
+    "budget",
+    "schedule",
+    "fleet",
+    "supplier",
+    "survey",
+    "facility",
+    "team",
+    "forecast",
+    "contract",
+    "inventory",
+    "workshop",
+    "pipeline",
+    "audit",
+)
 VERBS = ("improved", "reduced", "extended", "reviewed", "supported", "delayed", "expanded", "stabilised")
 ADJS = ("regional", "quarterly", "external", "internal", "planned", "revised", "shared", "annual")
 
@@ -74,8 +109,12 @@ class Fonts:
         def face(name: str, size: int):
             return ImageFont.truetype(str(d / name), max(6, round(size * scale)))
 
-        return cls(face("DejaVuSans-Bold.ttf", 34), face("DejaVuSans-Bold.ttf", 22),
-                   face("DejaVuSerif.ttf", 15), face("DejaVuSans.ttf", 12))
+        return cls(
+            face("DejaVuSans-Bold.ttf", 34),
+            face("DejaVuSans-Bold.ttf", 22),
+            face("DejaVuSerif.ttf", 15),
+            face("DejaVuSans.ttf", 12),
+        )
 
 
 @dataclass
@@ -89,8 +128,10 @@ class Page:
 
 
 def sentence(rng: random.Random) -> str:
-    return (f"The {rng.choice(ADJS)} {rng.choice(NOUNS)} {rng.choice(VERBS)} the {rng.choice(NOUNS)} "
-            f"across {rng.randint(2, 40)} {rng.choice(('sites', 'weeks', 'teams', 'routes', 'units'))}.")
+    return (
+        f"The {rng.choice(ADJS)} {rng.choice(NOUNS)} {rng.choice(VERBS)} the {rng.choice(NOUNS)} "
+        f"across {rng.randint(2, 40)} {rng.choice(('sites', 'weeks', 'teams', 'routes', 'units'))}."
+    )
 
 
 def paragraph(rng: random.Random, n: int | None = None) -> str:
@@ -176,8 +217,12 @@ def draw_page(page: Page, number: int, fonts: Fonts, size: tuple[int, int]):
         elif kind == "chart":
             y = draw_chart(draw, fonts, MARGIN, y, width, payload)
     footer = f"- {number} -"
-    draw.text(((size[0] - draw.textlength(footer, font=fonts.small)) / 2, size[1] - 45), footer,
-              font=fonts.small, fill=(80, 80, 80))
+    draw.text(
+        ((size[0] - draw.textlength(footer, font=fonts.small)) / 2, size[1] - 45),
+        footer,
+        font=fonts.small,
+        fill=(80, 80, 80),
+    )
     return image
 
 
@@ -195,15 +240,21 @@ def _code(rng: random.Random) -> str:
 def _table(rng: random.Random) -> dict:
     start = rng.randint(2015, 2022)
     regions = rng.sample(REGIONS, 4)
-    return {"metric": rng.choice(METRICS), "columns": [str(start + k) for k in range(3)],
-            "rows": [[r, *(rng.randint(10, 990) for _ in range(3))] for r in regions]}
+    return {
+        "metric": rng.choice(METRICS),
+        "columns": [str(start + k) for k in range(3)],
+        "rows": [[r, *(rng.randint(10, 990) for _ in range(3))] for r in regions],
+    }
 
 
 def _chart(rng: random.Random) -> dict:
     labels = rng.sample(CATEGORIES, rng.randint(4, 6))
     values = rng.sample(range(5, 95), len(labels))  # distinct, so the tallest bar is unique
-    return {"quantity": rng.choice(("Units sold", "Open tickets", "Trips", "Sensors installed")),
-            "labels": labels, "values": values}
+    return {
+        "quantity": rng.choice(("Units sold", "Open tickets", "Trips", "Sensors installed")),
+        "labels": labels,
+        "values": values,
+    }
 
 
 def _question_kind(rng: random.Random, n_pages: int) -> str:
@@ -213,8 +264,10 @@ def _question_kind(rng: random.Random, n_pages: int) -> str:
 
 def compose(rng: random.Random, n_pages: int) -> tuple[list[Page], dict]:
     """The pages of one document and its question row (without id/document), evidence 1-based."""
-    title = (f"{rng.choice(ORGS)} {rng.choice(('Annual Report', 'Operations Review', 'Field Study', 'Board Briefing'))}"
-             f" {rng.randint(2015, 2025)}")
+    title = (
+        f"{rng.choice(ORGS)} {rng.choice(('Annual Report', 'Operations Review', 'Field Study', 'Board Briefing'))}"
+        f" {rng.randint(2015, 2025)}"
+    )
     kind = _question_kind(rng, n_pages)
     content = list(range(2, n_pages + 1))  # 1-based numbers of the pages after the title page
     blocks = {p: rng.choice(("table", "chart", "text", "text")) for p in content}
@@ -239,9 +292,17 @@ def compose(rng: random.Random, n_pages: int) -> tuple[list[Page], dict]:
         if kind != "fact" or p not in evidence or rng.random() < 0.5:
             facts[p].append(f"The reference code of the {rng.choice(projects[2:])} project is {_code(rng)}.")
 
-    pages = [Page([("title", title), ("text", f"Prepared by the {rng.choice(TOPICS).lower()} office. "
-                                                + paragraph(rng, 3)),
-                  ("heading", "Summary"), ("text", paragraph(rng, 8)), ("text", paragraph(rng, 6))])]
+    pages = [
+        Page(
+            [
+                ("title", title),
+                ("text", f"Prepared by the {rng.choice(TOPICS).lower()} office. " + paragraph(rng, 3)),
+                ("heading", "Summary"),
+                ("text", paragraph(rng, 8)),
+                ("text", paragraph(rng, 6)),
+            ]
+        )
+    ]
     tables, charts, target = 0, 0, None
     for section, p in enumerate(content, start=1):
         page = Page([("heading", f"{section}. {rng.choice(TOPICS)}")])
@@ -281,53 +342,82 @@ def _question(rng, kind, title, n_pages, evidence, target, facts, projects) -> d
         name = target["title"].split(":")[0]
         q = f"In {name}, what is the {target['metric']} of the {row[0]} region in {year}?"
         a, fmt = str(value), "int"
-        alr = (f"The question asks for one cell of {name}: the {row[0]} row in the {year} column.",
-               f"Page {pages} holds {name}, titled '{target['title']}'.",
-               f"In that table the {row[0]} row reads {value} under {year}, so the answer is {value}.")
+        alr = (
+            f"The question asks for one cell of {name}: the {row[0]} row in the {year} column.",
+            f"Page {pages} holds {name}, titled '{target['title']}'.",
+            f"In that table the {row[0]} row reads {value} under {year}, so the answer is {value}.",
+        )
     elif kind == "chart":
         best = max(range(len(target["values"])), key=lambda i: target["values"][i])
         name = target["title"].split(":")[0]
         q = f"According to {name}, which unit has the highest value?"
         a, fmt = target["labels"][best], "str"
-        alr = (f"The question asks which bar of {name} is the tallest.",
-               f"Page {pages} shows {name}, a bar chart titled '{target['title']}'.",
-               f"The tallest bar is {a} with {target['values'][best]}; every other bar is lower.")
+        alr = (
+            f"The question asks which bar of {name} is the tallest.",
+            f"Page {pages} shows {name}, a bar chart titled '{target['title']}'.",
+            f"The tallest bar is {a} with {target['values'][best]}; every other bar is lower.",
+        )
     elif kind == "fact":
         fact = next(f for f in facts[evidence[0]] if projects[0] in f)
         a, fmt = fact.rsplit(" ", 1)[1].rstrip("."), "str"
         q = f"What is the reference code of the {projects[0]} project?"
-        alr = (f"The question asks for the reference code of the {projects[0]} project.",
-               f"Page {pages} states: '{fact}' Other pages give codes of other projects only.",
-               f"The sentence on page {pages} gives the code directly: {a}.")
+        alr = (
+            f"The question asks for the reference code of the {projects[0]} project.",
+            f"Page {pages} states: '{fact}' Other pages give codes of other projects only.",
+            f"The sentence on page {pages} gives the code directly: {a}.",
+        )
     elif kind == "sum":
-        values = [int(next(f for f in facts[p] if proj in f).split("budget of ")[1].split()[0])
-                  for p, proj in zip(evidence, projects[:2])]
-        q = (f"What is the combined budget of the {projects[0]} and {projects[1]} projects, "
-             "in thousand dollars?")
+        values = [
+            int(next(f for f in facts[p] if proj in f).split("budget of ")[1].split()[0])
+            for p, proj in zip(evidence, projects[:2])
+        ]
+        q = f"What is the combined budget of the {projects[0]} and {projects[1]} projects, in thousand dollars?"
         a, fmt = str(sum(values)), "int"
-        alr = (f"The question needs two budgets, of {projects[0]} and of {projects[1]}, added together.",
-               f"Page {evidence[0]} gives the {projects[0]} budget ({values[0]}); page {evidence[1]} gives the "
-               f"{projects[1]} budget ({values[1]}).",
-               f"{values[0]} + {values[1]} = {a} thousand dollars.")
+        alr = (
+            f"The question needs two budgets, of {projects[0]} and of {projects[1]}, added together.",
+            f"Page {evidence[0]} gives the {projects[0]} budget ({values[0]}); page {evidence[1]} gives the "
+            f"{projects[1]} budget ({values[1]}).",
+            f"{values[0]} + {values[1]} = {a} thousand dollars.",
+        )
     elif kind == "title":
         q, a, fmt = "What is the title of this document?", title, "str"
-        alr = ("The question asks for the document's title.",
-               "Page 1 is the title page; the title is printed at its top in large type.",
-               f"The title reads '{title}'.")
+        alr = (
+            "The question asks for the document's title.",
+            "Page 1 is the title page; the title is printed at its top in large type.",
+            f"The title reads '{title}'.",
+        )
     else:  # count: answered by the page labels, not by any one page
         q, a, fmt = "How many pages does this document have?", str(n_pages), "int"
         evidence = [-1]
-        alr = ("The question asks for the number of pages, a property of the whole document.",
-               f"No single page holds the answer; the pages are labelled Page 1 to Page {n_pages}.",
-               f"The last label is Page {n_pages}, so the document has {n_pages} pages.")
-    return {"question": q, "answer": a, "evidence_pages": evidence, "evidence_base": 1, "answer_format": fmt,
-            "qtype": kind, "num_pages": n_pages, "analysis": alr[0], "localization": alr[1], "reasoning": alr[2]}
+        alr = (
+            "The question asks for the number of pages, a property of the whole document.",
+            f"No single page holds the answer; the pages are labelled Page 1 to Page {n_pages}.",
+            f"The last label is Page {n_pages}, so the document has {n_pages} pages.",
+        )
+    return {
+        "question": q,
+        "answer": a,
+        "evidence_pages": evidence,
+        "evidence_base": 1,
+        "answer_format": fmt,
+        "qtype": kind,
+        "num_pages": n_pages,
+        "analysis": alr[0],
+        "localization": alr[1],
+        "reasoning": alr[2],
+    }
 
 
 # ---- the "marks" style: a coloured banner names the evidence page ------------------------------
 
-MARK_COLOURS = {"red": (220, 30, 30), "green": (30, 170, 50), "blue": (30, 70, 220), "yellow": (240, 210, 20),
-                "orange": (245, 130, 20), "purple": (140, 40, 170)}
+MARK_COLOURS = {
+    "red": (220, 30, 30),
+    "green": (30, 170, 50),
+    "blue": (30, 70, 220),
+    "yellow": (240, 210, 20),
+    "orange": (245, 130, 20),
+    "purple": (140, 40, 170),
+}
 MARK_PAGE_SIZE = (112, 140)  # 4 x 5 merged 28-px patches: 20 visual tokens at a 20-token page budget
 
 
@@ -349,10 +439,19 @@ def compose_marks(rng: random.Random, n_pages: int, trace: str = "list") -> tupl
     page = rng.randrange(n_pages)
     banner, box = banners[page], boxes[page]
     pages = [{"banner": b, "box": x, "lines": rng.randint(1, 3)} for b, x in zip(banners, boxes)]
-    row = {"question": f"What colour is the box on the page with the {banner} banner?", "answer": box,
-           "evidence_pages": [page + 1], "evidence_base": 1, "answer_format": "str", "qtype": "mark",
-           "num_pages": n_pages, "analysis": f"Find the {banner} banner.",
-           **mark_trace(trace, banner, banners, boxes), "banners": banners, "boxes": boxes}
+    row = {
+        "question": f"What colour is the box on the page with the {banner} banner?",
+        "answer": box,
+        "evidence_pages": [page + 1],
+        "evidence_base": 1,
+        "answer_format": "str",
+        "qtype": "mark",
+        "num_pages": n_pages,
+        "analysis": f"Find the {banner} banner.",
+        **mark_trace(trace, banner, banners, boxes),
+        "banners": banners,
+        "boxes": boxes,
+    }
     return pages, row
 
 
@@ -368,11 +467,15 @@ def mark_trace(trace: str, asked: str, banners: list[str], boxes: list[str]) -> 
     """
     page = banners.index(asked) + 1
     if trace == "list":
-        return {"localization": " ".join(f"Page {k}: {b}." for k, b in enumerate(banners, start=1))
-                + f" The {asked} banner is on page {page}.",
-                "reasoning": f"The box on page {page} is {boxes[page - 1]}."}
-    lines = [f"Page {k}: {b}, {x}. {asked}? {'yes' if b == asked else 'no'}."
-             for k, (b, x) in enumerate(zip(banners, boxes), start=1)]
+        return {
+            "localization": " ".join(f"Page {k}: {b}." for k, b in enumerate(banners, start=1))
+            + f" The {asked} banner is on page {page}.",
+            "reasoning": f"The box on page {page} is {boxes[page - 1]}.",
+        }
+    lines = [
+        f"Page {k}: {b}, {x}. {asked}? {'yes' if b == asked else 'no'}."
+        for k, (b, x) in enumerate(zip(banners, boxes), start=1)
+    ]
     return {"localization": "\n".join(lines), "reasoning": f"Evidence: page {page}. Answer: {boxes[page - 1]}."}
 
 
@@ -392,8 +495,16 @@ def draw_marks_page(page: dict, size: tuple[int, int]):
     return image
 
 
-def generate(out_dir: str | Path, docs: int, pages_min: int = 3, pages_max: int = 8, seed: int = 0,
-             page_size: tuple[int, int] = PAGE_SIZE, style: str = "report", trace: str = "list") -> Path:
+def generate(
+    out_dir: str | Path,
+    docs: int,
+    pages_min: int = 3,
+    pages_max: int = 8,
+    seed: int = 0,
+    page_size: tuple[int, int] = PAGE_SIZE,
+    style: str = "report",
+    trace: str = "list",
+) -> Path:
     """Write ``docs`` PDFs and ``data.jsonl`` under ``out_dir``; returns the JSONL path.
 
     ``style``: ``report`` (multi-section reports) or ``marks`` (coloured banners; see the module doc).
@@ -404,8 +515,10 @@ def generate(out_dir: str | Path, docs: int, pages_min: int = 3, pages_max: int 
     if style not in ("report", "marks"):
         raise ValueError(f"style must be report or marks, got {style!r}")
     if trace not in MARK_TRACES or (trace != "list" and style != "marks"):
-        raise ValueError(f"trace must be one of {', '.join(MARK_TRACES)} (a non-default trace only with style "
-                         f"marks), got trace={trace!r} with style={style!r}")
+        raise ValueError(
+            f"trace must be one of {', '.join(MARK_TRACES)} (a non-default trace only with style "
+            f"marks), got trace={trace!r} with style={style!r}"
+        )
     if not 1 <= pages_min <= pages_max:
         raise ValueError(f"pages must satisfy 1 <= MIN <= MAX, got {pages_min}..{pages_max}")
     out = Path(out_dir)

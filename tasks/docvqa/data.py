@@ -61,23 +61,35 @@ def docvqa_row(row: dict[str, Any], index: int, source: str, image_dir: str | No
         if value:
             meta[key] = [str(v) for v in value] if isinstance(value, (list, tuple)) else str(value)
     content = [{"type": "image"}, {"type": "text", "text": f"{question}\n{INSTRUCTION}"}]
-    return Sample(id=qid, messages=[{"role": "user", "content": content}], answer=[str(a) for a in answers],
-                  images=[image], meta=meta, task="docvqa")
+    return Sample(
+        id=qid,
+        messages=[{"role": "user", "content": content}],
+        answer=[str(a) for a in answers],
+        images=[image],
+        meta=meta,
+        task="docvqa",
+    )
 
 
 def docvqa_load(path: str | None, split: str = "eval", *, image_dir: str | None = None, **_: Any) -> Loaded:
     """The rows of ``path`` (a JSON, parquet file or folder) as samples; test-split rows counted and skipped."""
     if path is None:
-        raise ValueError("docvqa reads the benchmark's own files: --tasks docvqa:PATH (val_v1.0.json or a "
-                         "parquet file); it has no built-in data")
-    loaded = Loaded(extraction="the response's <answer> or \\boxed{} body when it has one, else the whole "
-                               "response (DocVQA compares the response as it is)")
+        raise ValueError(
+            "docvqa reads the benchmark's own files: --tasks docvqa:PATH (val_v1.0.json or a "
+            "parquet file); it has no built-in data"
+        )
+    loaded = Loaded(
+        extraction="the response's <answer> or \\boxed{} body when it has one, else the whole "
+        "response (DocVQA compares the response as it is)"
+    )
     for index, (row, source) in enumerate(table_rows(path, "docvqa")):
         try:
             loaded.append(docvqa_row(row, index, source, image_dir))
         except NoAnswers:
             loaded.skip("no answers (test split: scored by the RRC server)")
     if not loaded:
-        raise ValueError(f"docvqa data file {path!r}: no row has answers ({sum(loaded.skipped.values())} rows "
-                         "of the test split; score on the validation split)")
+        raise ValueError(
+            f"docvqa data file {path!r}: no row has answers ({sum(loaded.skipped.values())} rows "
+            "of the test split; score on the validation split)"
+        )
     return loaded

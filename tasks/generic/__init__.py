@@ -17,13 +17,15 @@ PACK = register_task(
     TaskPack(
         name="generic",
         description="your image / video QA data as it is: EasyR1, TRL, verl, Video-R1 or ShareGPT rows "
-                    "(jsonl / json / parquet / save_to_disk / imagefolder)",
+        "(jsonl / json / parquet / save_to_disk / imagefolder)",
         load=generic_load,
-        rewards=[{"name": f"{REWARDS}:generic_accuracy", "weight": 1.0},
-                 {"name": f"{REWARDS}:generic_format", "weight": 0.1}],
+        rewards=[
+            {"name": f"{REWARDS}:generic_accuracy", "weight": 1.0},
+            {"name": f"{REWARDS}:generic_format", "weight": 0.1},
+        ],
         metrics={"accuracy": metric_accuracy, "format": metric_format},
         prompt_template="{row's user text} through data.task_args.prompt_template (plain | think_boxed | "
-                        "think_answer | FILE.jinja)",
+        "think_answer | FILE.jinja)",
         results_note="answers scored by each row's answer kind: mcq letter / number / math-verify / exact / ANLS",
     )
 )

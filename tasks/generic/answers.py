@@ -23,9 +23,22 @@ REWARD_OF_KIND = {"mcq": "mcq", "numeric": "numeric", "math": "math", "exact": "
 SHORT_WORDS = 5
 # what a row's own answer-type signal says (lower-cased); a signal not listed falls back to the answer's shape
 SIGNALS = {
-    "mcq": "mcq", "multiple choice": "mcq", "multiple-choice": "mcq", "multi_choice": "mcq", "choice": "mcq",
-    "numeric": "numeric", "numerical": "numeric", "number": "numeric", "integer": "numeric", "float": "numeric",
-    "regression": "numeric", "math": "math", "ocr": "anls", "yes/no": "exact", "exact": "exact", "anls": "anls",
+    "mcq": "mcq",
+    "multiple choice": "mcq",
+    "multiple-choice": "mcq",
+    "multi_choice": "mcq",
+    "choice": "mcq",
+    "numeric": "numeric",
+    "numerical": "numeric",
+    "number": "numeric",
+    "integer": "numeric",
+    "float": "numeric",
+    "regression": "numeric",
+    "math": "math",
+    "ocr": "anls",
+    "yes/no": "exact",
+    "exact": "exact",
+    "anls": "anls",
 }
 _CODE = re.compile(r"^0\d")  # "007": a code written with its zeros, matched as text, not the number 7
 _LETTER = re.compile(r"^\s*[\(\[]?[A-J][\)\]\.]?\s*$")

@@ -10,13 +10,18 @@ DATA_COMMAND = "inspect"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", help="a .jsonl / .json / .parquet file, a folder of shards, a glob, a save_to_disk "
-                                     "folder or an imagefolder")
+    parser.add_argument(
+        "path",
+        help="a .jsonl / .json / .parquet file, a folder of shards, a glob, a save_to_disk folder or an imagefolder",
+    )
     parser.add_argument("--format", default=None, help="force a row format (easyr1, trl, verl, videor1, sharegpt)")
     parser.add_argument("--columns", default=None, help="rename columns by role, YAML: '{prompt: question}'")
     parser.add_argument("--prompt-template", default="plain", help="plain | think_boxed | think_answer | FILE.jinja")
-    parser.add_argument("--model", default=None, help="render the prompt with this model's chat template "
-                                                      "(default: the built-in Qwen2.5-VL template)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="render the prompt with this model's chat template (default: the built-in Qwen2.5-VL template)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="inspect the first N rows only")
     parser.add_argument("--no-decode", action="store_true", help="check that image files exist, do not open them")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -34,8 +39,15 @@ def run(args: argparse.Namespace) -> int:
 
         processor = load_processor(args.model)
     try:
-        report = inspect_dataset(args.path, format=args.format, columns=columns, prompt_template=args.prompt_template,
-                                 limit=args.limit, decode=not args.no_decode, processor=processor)
+        report = inspect_dataset(
+            args.path,
+            format=args.format,
+            columns=columns,
+            prompt_template=args.prompt_template,
+            limit=args.limit,
+            decode=not args.no_decode,
+            processor=processor,
+        )
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}")
         return 1

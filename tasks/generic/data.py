@@ -84,8 +84,16 @@ class Reader:
         sid = str(rid) if isinstance(rid, (str, int)) and not isinstance(rid, bool) else str(index)
         if turn is not None and parts.turns:
             history, text, reply = parts.turns[turn]
-            parts = Parts(text=text, answer=reply, images=parts.images, videos=parts.videos, history=history,
-                          system=parts.system, target=reply, choices=parts.choices)
+            parts = Parts(
+                text=text,
+                answer=reply,
+                images=parts.images,
+                videos=parts.videos,
+                history=history,
+                system=parts.system,
+                target=reply,
+                choices=parts.choices,
+            )
             parts.images, parts.videos = _media_shown(parts, row)
             sid, answer = f"{sid}#turn{turn}", reply
         else:
@@ -94,21 +102,35 @@ class Reader:
                 raise ValueError(f"{self.where(index, row)}: placeholders do not match the media: {mismatch}")
         kind = kind_of(answer, signal=parts.kind, choices=parts.choices)
         meta = self.meta(row)
-        meta.update(answer_kind=kind, reward=REWARD_OF_KIND[kind], answer_format=templates.answer_style(self.template),
-                    format=self.fmt.name, target=parts.target or templates.target_text(
-                        self.template, first_reference(answer), str(row.get("process") or "")))
+        meta.update(
+            answer_kind=kind,
+            reward=REWARD_OF_KIND[kind],
+            answer_format=templates.answer_style(self.template),
+            format=self.fmt.name,
+            target=parts.target
+            or templates.target_text(self.template, first_reference(answer), str(row.get("process") or "")),
+        )
         if parts.choices:
             meta["choices"] = list(parts.choices)
         base = self.source.base
-        return Sample(id=sid, messages=media.chat(parts, templates.render(self.template, parts.text)), answer=answer,
-                      images=[media.image_source(v, base) for v in parts.images],
-                      videos=[media.video_source(v, base) for v in parts.videos], meta=meta, task="generic")
+        return Sample(
+            id=sid,
+            messages=media.chat(parts, templates.render(self.template, parts.text)),
+            answer=answer,
+            images=[media.image_source(v, base) for v in parts.images],
+            videos=[media.video_source(v, base) for v in parts.videos],
+            meta=meta,
+            task="generic",
+        )
 
     def meta(self, row: dict[str, Any]) -> dict[str, Any]:
         """The row's other columns (not a role's), small values only: what rewards and ``group_by`` read."""
         used = set(self.cols.values())
-        return {k: v for k, v in row.items() if k not in used and v is not None and not isinstance(v, bytes)
-                and len(str(v)) <= MAX_META_CHARS}
+        return {
+            k: v
+            for k, v in row.items()
+            if k not in used and v is not None and not isinstance(v, bytes) and len(str(v)) <= MAX_META_CHARS
+        }
 
 
 def _scalar(value: Any) -> bool:
@@ -192,13 +214,23 @@ class StreamSamples:
         return self.reader.sample(self.rows[k], k)
 
 
-def generic_load(path: str | None = None, split: str = "train", *, format: str | None = None,
-                 columns: dict[str, str] | None = None, prompt_template: str = "plain", turns: str = "last",
-                 n: int | None = None, streaming: bool = False, buffer_size: int = 1000) -> Sequence[Sample]:
+def generic_load(
+    path: str | None = None,
+    split: str = "train",
+    *,
+    format: str | None = None,
+    columns: dict[str, str] | None = None,
+    prompt_template: str = "plain",
+    turns: str = "last",
+    n: int | None = None,
+    streaming: bool = False,
+    buffer_size: int = 1000,
+) -> Sequence[Sample]:
     """The samples of the dataset at ``path`` (see the module doc)."""
     if path is None:
-        raise ValueError("the generic pack has no data of its own: set data.train_path (and data.eval_path), or "
-                         "--tasks generic:PATH")
+        raise ValueError(
+            "the generic pack has no data of its own: set data.train_path (and data.eval_path), or --tasks generic:PATH"
+        )
     if turns not in TURNS:
         raise ValueError(f"turns={turns!r}: not one of {', '.join(TURNS)}")
     if columns is not None and not isinstance(columns, dict):
@@ -207,9 +239,12 @@ def generic_load(path: str | None = None, split: str = "train", *, format: str |
     source = open_source(str(path), split, streaming=streaming)
     fmt, cols = detect(source.columns, label=source.label, forced=format, renames=columns)
     reader = Reader(source, fmt, cols, prompt_template)
-    print(f"generic: {source.label}: format {fmt.name}{' (forced)' if format else ' (detected)'}, "
-          f"{source.storage}, {source.num_rows:,} rows; columns "
-          + ", ".join(f"{role}={col}" for role, col in cols.items()), flush=True)
+    print(
+        f"generic: {source.label}: format {fmt.name}{' (forced)' if format else ' (detected)'}, "
+        f"{source.storage}, {source.num_rows:,} rows; columns "
+        + ", ".join(f"{role}={col}" for role, col in cols.items()),
+        flush=True,
+    )
     if streaming:
         return StreamSamples(reader, source.stream, source.num_rows, buffer_size, n)
     index = check_rows(reader, source.rows, limit=n, turns=turns)
@@ -232,8 +267,9 @@ def iter_rows(rows: Any, limit: int | None = None, batch_size: int = 4096) -> It
             index += 1
 
 
-def check_rows(reader: Reader, rows: Any, *, limit: int | None = None, turns: str = "last"
-               ) -> list[tuple[int, int]] | None:
+def check_rows(
+    reader: Reader, rows: Any, *, limit: int | None = None, turns: str = "last"
+) -> list[tuple[int, int]] | None:
     """Check every row before training; ValueError with the first problem (and how many rows have one).
     With ``turns=all`` also the (row, turn) index of every assistant turn."""
     first, bad, index = None, 0, [] if turns == "all" else None
@@ -248,4 +284,3 @@ def check_rows(reader: Reader, rows: Any, *, limit: int | None = None, turns: st
         more = f" ({bad:,} rows have problems; `mmreason data inspect` lists them all)" if bad > 1 else ""
         raise ValueError(f"{first}{more}")
     return index
-

@@ -25,9 +25,16 @@ from mmreason.types import Sample
 MAX_SHOWN = 50  # problem lines printed (all are counted)
 
 
-def inspect_dataset(path: str, *, format: str | None = None, columns: dict[str, str] | None = None,
-                    prompt_template: str = "plain", limit: int | None = None, decode: bool = True,
-                    processor: Any = None) -> dict[str, Any]:
+def inspect_dataset(
+    path: str,
+    *,
+    format: str | None = None,
+    columns: dict[str, str] | None = None,
+    prompt_template: str = "plain",
+    limit: int | None = None,
+    decode: bool = True,
+    processor: Any = None,
+) -> dict[str, Any]:
     """The report of ``path`` as a dict (``render`` prints it)."""
     source = open_source(path)
     fmt, cols = detect(source.columns, label=source.label, forced=format, renames=columns)
@@ -43,10 +50,18 @@ def inspect_dataset(path: str, *, format: str | None = None, columns: dict[str, 
             kinds[sample.meta["answer_kind"]] += 1
             found = media_problems(reader, sample, index, row, decode)
         problems.extend(found)
-    return {"path": path, "format": fmt.name, "storage": source.storage, "rows": source.num_rows,
-            "columns": cols, "images": spread(images), "videos": spread(videos),
-            "answer_kinds": {k: {"rows": n, "reward": REWARD_OF_KIND[k]} for k, n in kinds.most_common()},
-            "prompt": rendered(first, processor) if first else None, "problems": problems}
+    return {
+        "path": path,
+        "format": fmt.name,
+        "storage": source.storage,
+        "rows": source.num_rows,
+        "columns": cols,
+        "images": spread(images),
+        "videos": spread(videos),
+        "answer_kinds": {k: {"rows": n, "reward": REWARD_OF_KIND[k]} for k, n in kinds.most_common()},
+        "prompt": rendered(first, processor) if first else None,
+        "problems": problems,
+    }
 
 
 def media_problems(reader: Reader, sample: Sample, index: int, row: dict, decode: bool) -> list[str]:
@@ -86,12 +101,16 @@ def rendered(sample: Sample, processor: Any = None) -> str:
 
 def render(report: dict[str, Any]) -> str:
     cols = ", ".join(f"{role}={col}" for role, col in report["columns"].items())
-    lines = [f"{report['path']}: format {report['format']} ({report['storage']}), {report['rows']:,} rows",
-             f"columns: {cols}",
-             "images per row: min {min} / median {median} / max {max}".format(**report["images"]),
-             "videos per row: min {min} / median {median} / max {max}".format(**report["videos"]),
-             "answer kinds: " + (", ".join(f"{k} {v['rows']} -> reward {v['reward']}"
-                                           for k, v in report["answer_kinds"].items()) or "(none)")]
+    lines = [
+        f"{report['path']}: format {report['format']} ({report['storage']}), {report['rows']:,} rows",
+        f"columns: {cols}",
+        "images per row: min {min} / median {median} / max {max}".format(**report["images"]),
+        "videos per row: min {min} / median {median} / max {max}".format(**report["videos"]),
+        "answer kinds: "
+        + (
+            ", ".join(f"{k} {v['rows']} -> reward {v['reward']}" for k, v in report["answer_kinds"].items()) or "(none)"
+        ),
+    ]
     if report["prompt"] is not None:
         lines += ["prompt of the first good row, as the model sees it:", report["prompt"].rstrip("\n")]
     problems = report["problems"]

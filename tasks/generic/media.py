@@ -69,7 +69,9 @@ def form_problem(value: Any, kind: str) -> str | None:
     take), checked without building paths (every row is checked before training)."""
     if kind == "video":
         path = value.get("path") if isinstance(value, dict) else value
-        return None if isinstance(path, str) and path else f"a video given as a {type(value).__name__} (expected a path)"
+        return (
+            None if isinstance(path, str) and path else f"a video given as a {type(value).__name__} (expected a path)"
+        )
     if isinstance(value, str):
         if _DATA_URL.match(value):
             try:
@@ -96,7 +98,7 @@ def video_source(value: Any, base: Path | None) -> VideoRef:
 def local_path(path: str, base: Path | None) -> str:
     """``path`` as written when absolute (or ``file://``), else relative to the data file's folder."""
     if path.startswith("file://"):
-        path = path[len("file://"):]
+        path = path[len("file://") :]
     if os.path.isabs(path) or base is None:
         return path
     return str(base / path)

@@ -23,8 +23,9 @@ _THINK_BOXED = re.compile(r"\s*<think>(?:(?!</?think>).)*</think>(?:(?!<think>).
 MAX_FORMAT_CHARS = 20_000
 
 
-def accuracy_of(sample: Sample, trajectory: Trajectory, *, rel_tol: float = 1e-4, anls_threshold: float = 0.5
-                ) -> float | None:
+def accuracy_of(
+    sample: Sample, trajectory: Trajectory, *, rel_tol: float = 1e-4, anls_threshold: float = 0.5
+) -> float | None:
     """The score of the shared reward the sample's answer kind names (None when it does not apply)."""
     kind = sample.meta.get("answer_kind") or kind_of(sample.answer, choices=sample.meta.get("choices"))
     one, traj = [sample], [trajectory]
@@ -40,8 +41,9 @@ def accuracy_of(sample: Sample, trajectory: Trajectory, *, rel_tol: float = 1e-4
 
 
 @per_sample
-def generic_accuracy(sample: Sample, trajectory: Trajectory, *, rel_tol: float = 1e-4,
-                     anls_threshold: float = 0.5) -> float | None:
+def generic_accuracy(
+    sample: Sample, trajectory: Trajectory, *, rel_tol: float = 1e-4, anls_threshold: float = 0.5
+) -> float | None:
     """Answer accuracy by the row's answer kind: option letter (mcq), number (rel_tol), math-verify, VQA exact
     match, or ANLS (0 below anls_threshold) for long text."""
     return accuracy_of(sample, trajectory, rel_tol=rel_tol, anls_threshold=anls_threshold)

@@ -16,8 +16,14 @@ from mmreason.types import Sample, Trajectory
 def _trajectory(text: str) -> Trajectory:
     import torch
 
-    return Trajectory(sample_id="", group_id=0, token_ids=torch.zeros(0, dtype=torch.long),
-                      action_mask=torch.zeros(0, dtype=torch.long), prompt_length=0, completion_text=text)
+    return Trajectory(
+        sample_id="",
+        group_id=0,
+        token_ids=torch.zeros(0, dtype=torch.long),
+        action_mask=torch.zeros(0, dtype=torch.long),
+        prompt_length=0,
+        completion_text=text,
+    )
 
 
 def metric_accuracy(sample: Sample, completion: str) -> float:

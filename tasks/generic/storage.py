@@ -61,8 +61,10 @@ def open_source(path: str, split: str = "train", *, streaming: bool = False) -> 
         return _imagefolder(p, label, streaming)
     files = sorted(str(f) for f in p.iterdir() if f.suffix in (*JSON_SUFFIXES, *ARROW_SUFFIXES) and f.is_file())
     if not files:
-        raise ValueError(f"{label} is a folder with no .jsonl / .json / .parquet / .arrow file, no metadata.jsonl "
-                         "(imagefolder) and no state.json (save_to_disk)")
+        raise ValueError(
+            f"{label} is a folder with no .jsonl / .json / .parquet / .arrow file, no metadata.jsonl "
+            "(imagefolder) and no state.json (save_to_disk)"
+        )
     return _files(files, label, p, streaming)
 
 
@@ -78,8 +80,16 @@ def _files(files: list[str], label: str, base: Path, streaming: bool) -> Source:
             raise ValueError(f"{label} holds no rows")
         columns = list(dict.fromkeys(k for row in rows[:1000] for k in row))
         stream = _generator_stream(rows) if streaming else None
-        return Source(label, "jsonl", base, columns, rows=None if streaming else rows, stream=stream,
-                      num_rows=len(rows), files=files)
+        return Source(
+            label,
+            "jsonl",
+            base,
+            columns,
+            rows=None if streaming else rows,
+            stream=stream,
+            num_rows=len(rows),
+            files=files,
+        )
     kinds = {ARROW_SUFFIXES.get(s) for s in suffixes}
     if len(kinds) != 1 or None in kinds:
         raise ValueError(f"{label}: mixes file kinds {sorted(suffixes)}; give one of .jsonl/.json, .parquet, .arrow")
@@ -87,8 +97,15 @@ def _files(files: list[str], label: str, base: Path, streaming: bool) -> Source:
     import datasets  # heavy: only for the Arrow storages
 
     if streaming and kind == "parquet":
-        return Source(label, kind, base, _parquet_columns(files[0]), stream=_parquet_stream(files),
-                      num_rows=_stream_rows(None, files, kind), files=files)
+        return Source(
+            label,
+            kind,
+            base,
+            _parquet_columns(files[0]),
+            stream=_parquet_stream(files),
+            num_rows=_stream_rows(None, files, kind),
+            files=files,
+        )
     try:
         ds = datasets.load_dataset(kind, data_files=files, split="train", streaming=streaming)
     except Exception as err:  # pyarrow / datasets: not parquet, truncated, unreadable
@@ -174,8 +191,16 @@ def _imagefolder(p: Path, label: str, streaming: bool) -> Source:
     if not rows:
         raise ValueError(f"{label}: metadata.jsonl holds no rows")
     columns = list(dict.fromkeys(k for row in rows[:1000] for k in row))
-    return Source(label, "imagefolder", p, columns, rows=None if streaming else rows,
-                  stream=_generator_stream(rows) if streaming else None, num_rows=len(rows), files=[str(metadata)])
+    return Source(
+        label,
+        "imagefolder",
+        p,
+        columns,
+        rows=None if streaming else rows,
+        stream=_generator_stream(rows) if streaming else None,
+        num_rows=len(rows),
+        files=[str(metadata)],
+    )
 
 
 def undecoded(ds: Any) -> Any:
@@ -209,4 +234,3 @@ def _generator_stream(rows: list[dict[str, Any]]) -> Any:
         yield from rows
 
     return datasets.IterableDataset.from_generator(gen)
-

@@ -16,11 +16,15 @@ import jinja2
 
 BUILTIN = {
     "plain": "{{ content }}",
-    "think_boxed": ("{{ content | trim }} You FIRST think about the reasoning process as an internal monologue "
-                    "and then provide the final answer. The reasoning process MUST BE enclosed within <think> "
-                    "</think> tags. The final answer MUST BE put in \\boxed{}."),
-    "think_answer": ("{{ content | trim }} Think about the question step by step inside <think> </think> tags, "
-                     "then give the final answer inside <answer> </answer> tags."),
+    "think_boxed": (
+        "{{ content | trim }} You FIRST think about the reasoning process as an internal monologue "
+        "and then provide the final answer. The reasoning process MUST BE enclosed within <think> "
+        "</think> tags. The final answer MUST BE put in \\boxed{}."
+    ),
+    "think_answer": (
+        "{{ content | trim }} Think about the question step by step inside <think> </think> tags, "
+        "then give the final answer inside <answer> </answer> tags."
+    ),
 }
 
 

@@ -15,7 +15,7 @@ PACK = register_task(
     TaskPack(
         name="mathvista",
         description="MathVista's testmini.json / test.json or HF parquet as published, scored by its "
-                    "calculate_score.py rules (accuracy and its breakdowns)",
+        "calculate_score.py rules (accuracy and its breakdowns)",
         load=mathvista_load,
         rewards=[{"name": "mmreason.tasks.mathvista.score:mathvista_reward", "weight": 1.0}],
         metrics={"accuracy": mathvista_accuracy},

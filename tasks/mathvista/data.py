@@ -27,20 +27,27 @@ ANSWER_TYPES = ("text", "integer", "float", "list")
 METADATA = ("category", "task", "context", "grade", "skills", "source", "language", "split")
 HINTS = {
     "multi_choice": "Hint: Please answer the question and provide the correct option letter, e.g., A, B, C, D, "
-                    "at the end.",
+    "at the end.",
     "integer": "Hint: Please answer the question requiring an integer answer and provide the final value, e.g., "
-               "1, 2, 3, at the end.",
+    "1, 2, 3, at the end.",
     ("float", 1): "Hint: Please answer the question requiring a floating-point number with one decimal place and "
-                  "provide the final value, e.g., 1.2, 1.3, 1.4, at the end.",
+    "provide the final value, e.g., 1.2, 1.3, 1.4, at the end.",
     ("float", 2): "Hint: Please answer the question requiring a floating-point number with two decimal places and "
-                  "provide the final value, e.g., 1.23, 1.34, 1.45, at the end.",
+    "provide the final value, e.g., 1.23, 1.34, 1.45, at the end.",
     "list": "Hint: Please answer the question requiring a Python list as an answer and provide the final list, "
-            "e.g., [1, 2, 3], [1.2, 1.3, 1.4], at the end.",
+    "e.g., [1, 2, 3], [1.2, 1.3, 1.4], at the end.",
 }
 
 
-def build_query(question: str, *, choices: list[str] | None, unit: str | None, question_type: str,
-                answer_type: str, precision: int | None) -> str:
+def build_query(
+    question: str,
+    *,
+    choices: list[str] | None,
+    unit: str | None,
+    question_type: str,
+    answer_type: str,
+    precision: int | None,
+) -> str:
     """The zero-shot query of ``build_query.py`` (no caption, no OCR, shot type "solution")."""
     text = f"Question: {question}" + (f" (Unit: {unit})" if unit else "")
     parts = [text]
@@ -84,8 +91,10 @@ def mathvista_row(row: dict[str, Any], index: int, source: str, image_dir: str |
             raise ValueError(f"{where}: a multi_choice question needs a non-empty 'choices' list, got {choices!r}")
         choices = [str(c) for c in choices]
     elif atype == "text":
-        raise ValueError(f"{where}: answer_type 'text' with question_type 'free_form' has no normalization "
-                         "rule in the benchmark's calculate_score.py")
+        raise ValueError(
+            f"{where}: answer_type 'text' with question_type 'free_form' has no normalization "
+            "rule in the benchmark's calculate_score.py"
+        )
     else:
         choices = None
     precision = _precision(row.get("precision"), where, atype)
@@ -94,35 +103,61 @@ def mathvista_row(row: dict[str, Any], index: int, source: str, image_dir: str |
         raise ValueError(f"{where}: metadata is a {type(metadata).__name__}, not an object")
     folder = Path(image_dir) if image_dir else Path(source).parent
     image = image_field(row.get("decoded_image"), folder, where, "decoded_image") or image_field(
-        row.get("image"), folder, where, "image")
-    query = row.get("query") or build_query(question, choices=choices, unit=row.get("unit"), question_type=qtype,
-                                            answer_type=atype, precision=precision)
+        row.get("image"), folder, where, "image"
+    )
+    query = row.get("query") or build_query(
+        question, choices=choices, unit=row.get("unit"), question_type=qtype, answer_type=atype, precision=precision
+    )
     content = ([{"type": "image"}] if image is not None else []) + [{"type": "text", "text": str(query)}]
-    meta = {"pid": str(pid), "question_type": qtype, "answer_type": atype, "choices": choices,
-            "precision": precision, "unit": row.get("unit"), "question": question,
-            **{k: metadata.get(k) for k in METADATA if metadata.get(k) is not None}}
+    meta = {
+        "pid": str(pid),
+        "question_type": qtype,
+        "answer_type": atype,
+        "choices": choices,
+        "precision": precision,
+        "unit": row.get("unit"),
+        "question": question,
+        **{k: metadata.get(k) for k in METADATA if metadata.get(k) is not None},
+    }
     if isinstance(meta.get("skills"), tuple):
         meta["skills"] = list(meta["skills"])
-    return Sample(id=str(pid), messages=[{"role": "user", "content": content}], answer=answer,
-                  images=[image] if image is not None else [], meta=meta, task="mathvista")
+    return Sample(
+        id=str(pid),
+        messages=[{"role": "user", "content": content}],
+        answer=answer,
+        images=[image] if image is not None else [],
+        meta=meta,
+        task="mathvista",
+    )
 
 
 EXTRACTORS = ("rule", "judge")
 
 
-def mathvista_load(path: str | None, split: str = "eval", *, image_dir: str | None = None, extractor: str = "rule",
-                   judge: str | None = None, judge_device: str = "cpu", judge_dtype: str = "float32",
-                   **_: Any) -> Loaded:
+def mathvista_load(
+    path: str | None,
+    split: str = "eval",
+    *,
+    image_dir: str | None = None,
+    extractor: str = "rule",
+    judge: str | None = None,
+    judge_device: str = "cpu",
+    judge_dtype: str = "float32",
+    **_: Any,
+) -> Loaded:
     """The rows of ``path`` (a testmini.json / test.json, a parquet file or a folder of them) as samples.
     ``extractor``: ``rule`` (default) or ``judge`` (the model directory ``judge``, on ``judge_device``)."""
     if path is None:
-        raise ValueError("mathvista reads the benchmark's own files: --tasks mathvista:PATH/testmini.json "
-                         "(or data.train_path); it has no built-in data")
+        raise ValueError(
+            "mathvista reads the benchmark's own files: --tasks mathvista:PATH/testmini.json "
+            "(or data.train_path); it has no built-in data"
+        )
     if extractor not in EXTRACTORS:
         raise ValueError(f"mathvista: task_args extractor={extractor!r} is not one of {', '.join(EXTRACTORS)}")
     if extractor == "judge" and not judge:
-        raise ValueError("mathvista: task_args extractor=judge needs judge=PATH (a model directory, as the "
-                         "vlm_judge reward's model)")
+        raise ValueError(
+            "mathvista: task_args extractor=judge needs judge=PATH (a model directory, as the vlm_judge reward's model)"
+        )
     if extractor == "judge" and not Path(judge).exists():
         raise FileNotFoundError(f"mathvista: task_args judge={judge!r} does not exist")
     loaded = Loaded(extraction=extraction_note(extractor))
@@ -137,7 +172,10 @@ def mathvista_load(path: str | None, split: str = "eval", *, image_dir: str | No
 
 def extraction_note(extractor: str) -> str:
     if extractor == "judge":
-        return ("answers extracted by the judge model (task_args extractor=judge), in place of the paper's "
-                "GPT-4 extraction")
-    return ("answers extracted by rule (<answer>, \\boxed{}, 'the answer is', option letter, last number), not "
-            "by the paper's GPT-4 extraction; task_args extractor=judge uses a judge model")
+        return (
+            "answers extracted by the judge model (task_args extractor=judge), in place of the paper's GPT-4 extraction"
+        )
+    return (
+        "answers extracted by rule (<answer>, \\boxed{}, 'the answer is', option letter, last number), not "
+        "by the paper's GPT-4 extraction; task_args extractor=judge uses a judge model"
+    )

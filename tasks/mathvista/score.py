@@ -32,8 +32,7 @@ from mmreason.rewards.benchmark_rules import rule_answer
 from mmreason.rewards.textmatch import levenshtein
 from mmreason.types import Sample
 
-BREAKDOWN = ("question_type", "answer_type", "language", "source", "category", "task", "context", "grade",
-             "skills")
+BREAKDOWN = ("question_type", "answer_type", "language", "source", "category", "task", "context", "grade", "skills")
 _PAREN_LETTER = re.compile(r"\(([a-zA-Z])\)")
 
 
@@ -43,8 +42,9 @@ def most_similar(prediction: str, choices: list[str]) -> str:
     return choices[distances.index(min(distances))]
 
 
-def normalize_extracted_answer(extraction: Any, *, choices: list[str] | None, question_type: str,
-                               answer_type: str, precision: int | None) -> str | None:
+def normalize_extracted_answer(
+    extraction: Any, *, choices: list[str] | None, question_type: str, answer_type: str, precision: int | None
+) -> str | None:
     """The extraction as the benchmark compares it (the rules of the module doc)."""
     if question_type == "multi_choice":
         text = extraction.strip() if isinstance(extraction, str) else str(extraction)
@@ -78,9 +78,13 @@ def extract(sample: Sample, completion: str) -> str:
 def prediction(sample: Sample, completion: str) -> str | None:
     """The normalized prediction of a completion."""
     m = sample.meta
-    return normalize_extracted_answer(extract(sample, completion), choices=m.get("choices"),
-                                      question_type=m["question_type"], answer_type=m["answer_type"],
-                                      precision=m.get("precision"))
+    return normalize_extracted_answer(
+        extract(sample, completion),
+        choices=m.get("choices"),
+        question_type=m["question_type"],
+        answer_type=m["answer_type"],
+        precision=m.get("precision"),
+    )
 
 
 def _accuracy(sample: Sample, completion: str) -> float:

@@ -16,8 +16,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--minutes", default="2..5", help="video length in minutes, MIN..MAX (decimals allowed)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--size", type=int, default=64, help="frame side in pixels (a multiple of 16)")
-    parser.add_argument("--event-scale", type=int, default=1,
-                        help="the corner marker's side and the instrument's width times this (1..4)")
+    parser.add_argument(
+        "--event-scale",
+        type=int,
+        default=1,
+        help="the corner marker's side and the instrument's width times this (1..4)",
+    )
     parser.add_argument("--echo", action="store_true", help="write the pydicom-data echocardiography rows instead")
 
 
@@ -45,8 +49,9 @@ def run(args: argparse.Namespace) -> int:
     if args.videos < 1:
         raise SystemExit("mmreason data medscope: --videos must be at least 1")
     try:
-        path = generate(args.out, args.videos, args.seed, minutes_range(args.minutes), args.size,
-                        scale=args.event_scale)
+        path = generate(
+            args.out, args.videos, args.seed, minutes_range(args.minutes), args.size, scale=args.event_scale
+        )
     except ValueError as err:
         raise SystemExit(f"mmreason data medscope: {err}") from None
     print(f"wrote {args.videos} videos, {QUESTIONS_PER_VIDEO * args.videos} questions: {path}")

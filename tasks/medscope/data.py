@@ -88,16 +88,20 @@ def global_frame_files(path: str, frames: int) -> list[str]:
     return files
 
 
-def prompt_text(question: str, kind: str, options: list[str] | None, stamps: list[float], duration: float,
-                view: str = "video") -> str:
+def prompt_text(
+    question: str, kind: str, options: list[str] | None, stamps: list[float], duration: float, view: str = "video"
+) -> str:
     lines = [question]
     if options:
         lines.append("Options: " + " ".join(f"({LETTERS[k]}) {o}" for k, o in enumerate(options)))
     if view == "frames":
         lines.append(f"The video is {duration:.1f} s long; you see {len(stamps)} frames of it, each after its time.")
     else:
-        lines.append(f"The video is {duration:.1f} s long; you see {len(stamps)} frames of it at t = "
-                     + ", ".join(f"{t:.1f}" for t in stamps) + " s.")
+        lines.append(
+            f"The video is {duration:.1f} s long; you see {len(stamps)} frames of it at t = "
+            + ", ".join(f"{t:.1f}" for t in stamps)
+            + " s."
+        )
     lines.append(TOOL_HINT)
     lines.append(INSTRUCTION[kind])
     return "\n".join(lines)
@@ -108,11 +112,15 @@ def _windows(value: Any, where: str) -> list[list[float]]:
         try:
             value = json.loads(value)
         except ValueError:
-            raise ValueError(f"{where}: evidence_windows {shape_of(value)} is not a JSON list of [start, end]") from None
+            raise ValueError(
+                f"{where}: evidence_windows {shape_of(value)} is not a JSON list of [start, end]"
+            ) from None
     if not isinstance(value, (list, tuple)) or not value:
         raise ValueError(f"{where}: evidence_windows must be a non-empty list of [start, end] seconds")
     pairs = [value] if not isinstance(value[0], (list, tuple, str)) else list(value)
-    check_count(where, "evidence_windows", pairs, MAX_EVIDENCE_WINDOWS, "MAX_EVIDENCE_WINDOWS in tasks/medscope/data.py")
+    check_count(
+        where, "evidence_windows", pairs, MAX_EVIDENCE_WINDOWS, "MAX_EVIDENCE_WINDOWS in tasks/medscope/data.py"
+    )
     try:
         return [list(parse_pair(p, "evidence window")) for p in pairs]
     except ValueError as err:
@@ -156,9 +164,16 @@ def _answer(row: dict[str, Any], kind_hint: str, meta: dict[str, Any]) -> tuple[
     return text, ("numeric" if parse_number(text) is not None else "free")
 
 
-def row_to_sample(row: dict[str, Any], source: str, index: int, *, global_frames: int = GLOBAL_FRAMES,
-                  global_view: str = "video", tool_limits: dict | None = None,
-                  probe_cache: dict | None = None) -> Sample:
+def row_to_sample(
+    row: dict[str, Any],
+    source: str,
+    index: int,
+    *,
+    global_frames: int = GLOBAL_FRAMES,
+    global_view: str = "video",
+    tool_limits: dict | None = None,
+    probe_cache: dict | None = None,
+) -> Sample:
     """One row -> Sample; anything wrong raises ValueError naming the file and row."""
     where = row_where(source, index, row)
     if global_view not in GLOBAL_VIEWS:
@@ -192,8 +207,14 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, *, global_frames
             raise ValueError(f"{where}: {err}") from err
         cache[path, global_view] = stamps, duration, files
     stamps, duration, files = cache[path, global_view]
-    meta.update(task_type=task_type, answer_kind=kind, duration=duration if stated is None else stated,
-                tool_limits=dict(tool_limits or {}), global_times=list(stamps), video_path=path)
+    meta.update(
+        task_type=task_type,
+        answer_kind=kind,
+        duration=duration if stated is None else stated,
+        tool_limits=dict(tool_limits or {}),
+        global_times=list(stamps),
+        video_path=path,
+    )
     ToolLimits.of(meta["tool_limits"])  # unknown keys fail at load, not in the first episode
     text = prompt_text(str(row["question"]), kind, meta.get("choices"), stamps, duration, global_view)
     if global_view == "frames":  # each frame after its timestamp: which frame shows what is local in the text
@@ -207,25 +228,36 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, *, global_frames
     return sample
 
 
-def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int], size: int, scale: int = 1
-                    ) -> Path:
+def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int], size: int, scale: int = 1) -> Path:
     """The default data: train from ``seed``; any other split from ``seed + 10_000``, never a video of a
     train split of the same seed and length range (up to ``AVOID_TRAIN`` videos)."""
     tag = f"{seconds[0]}-{seconds[1]}-{size}" + (f"-x{scale}" if scale != 1 else "")
     if split == "train":
-        return synth.generate(default_cache() / f"v{DATA_VERSION}-train-{videos}-{seed}-{tag}", videos, seed,
-                              seconds, size, scale=scale)
+        return synth.generate(
+            default_cache() / f"v{DATA_VERSION}-train-{videos}-{seed}-{tag}", videos, seed, seconds, size, scale=scale
+        )
     avoid = frozenset(synth.procedures(AVOID_TRAIN, seed, seconds))
     folder = default_cache() / f"v{DATA_VERSION}-{split}-{videos}-{seed + 10_000}-{tag}"
     return synth.generate(folder, videos, seed + 10_000, seconds, size, avoid=avoid, scale=scale)
 
 
-def medscope_load(path: str | None = None, split: str = "train", *, n: int | None = None,
-                  videos: int | None = None, eval_videos: int | None = None, seed: int = 0,
-                  seconds: tuple[int, int] | list[int] = (120, 300), size: int = 64, event_scale: int = 1,
-                  task_types: list[str] | None = None, global_frames: int = GLOBAL_FRAMES,
-                  global_view: str = "video", tool_limits: dict | None = None,
-                  source: str = "generated") -> list[Sample]:
+def medscope_load(
+    path: str | None = None,
+    split: str = "train",
+    *,
+    n: int | None = None,
+    videos: int | None = None,
+    eval_videos: int | None = None,
+    seed: int = 0,
+    seconds: tuple[int, int] | list[int] = (120, 300),
+    size: int = 64,
+    event_scale: int = 1,
+    task_types: list[str] | None = None,
+    global_frames: int = GLOBAL_FRAMES,
+    global_view: str = "video",
+    tool_limits: dict | None = None,
+    source: str = "generated",
+) -> list[Sample]:
     """The pack's data (``data.task_args`` are these keyword options; training and its eval share them).
 
     path: a JSONL/parquet file in the row shape above; None = the built-in data: ``source: generated``
@@ -251,8 +283,18 @@ def medscope_load(path: str | None = None, split: str = "train", *, n: int | Non
         else:
             raise ValueError(f"medscope: source {source!r} is not 'generated' or 'echo'")
     probe: dict = {}
-    samples = [row_to_sample(row, str(path), i, global_frames=global_frames, global_view=global_view,
-                             tool_limits=tool_limits, probe_cache=probe) for i, row in enumerate(read_rows(path, "medscope"))]
+    samples = [
+        row_to_sample(
+            row,
+            str(path),
+            i,
+            global_frames=global_frames,
+            global_view=global_view,
+            tool_limits=tool_limits,
+            probe_cache=probe,
+        )
+        for i, row in enumerate(read_rows(path, "medscope"))
+    ]
     if task_types is not None:
         samples = [s for s in samples if s.meta["task_type"] in task_types]
     return samples[:n] if n else samples

@@ -72,16 +72,34 @@ def measured_rows(frames: np.ndarray, video: str) -> list[dict]:
     which = min(int(bright / FPS), len(seconds) - 1)
     common = {"video": video, "duration": total / FPS, "source": f"pydicom-data {FILE}"}
     return [
-        {"id": "echo-brightest", "task_type": "temporal_grounding", "question": "When is the image at its brightest?",
-         "answer": str(_window(bright, total)), "evidence_windows": [_window(bright, total)],
-         "measured": {"frame": bright, "mean_brightness": float(brightness[bright])}, **common},
-        {"id": "echo-darkest", "task_type": "temporal_grounding", "question": "When is the image at its darkest?",
-         "answer": str(_window(dark, total)), "evidence_windows": [_window(dark, total)],
-         "measured": {"frame": dark, "mean_brightness": float(brightness[dark])}, **common},
-        {"id": "echo-brightest-second", "task_type": "grounded_qa",
-         "question": "In which second of the clip is the image brightest?", "options": seconds,
-         "answer": "ABCD"[which], "evidence_windows": [_window(bright, total)],
-         "measured": {"frame": bright, "mean_brightness": float(brightness[bright])}, **common},
+        {
+            "id": "echo-brightest",
+            "task_type": "temporal_grounding",
+            "question": "When is the image at its brightest?",
+            "answer": str(_window(bright, total)),
+            "evidence_windows": [_window(bright, total)],
+            "measured": {"frame": bright, "mean_brightness": float(brightness[bright])},
+            **common,
+        },
+        {
+            "id": "echo-darkest",
+            "task_type": "temporal_grounding",
+            "question": "When is the image at its darkest?",
+            "answer": str(_window(dark, total)),
+            "evidence_windows": [_window(dark, total)],
+            "measured": {"frame": dark, "mean_brightness": float(brightness[dark])},
+            **common,
+        },
+        {
+            "id": "echo-brightest-second",
+            "task_type": "grounded_qa",
+            "question": "In which second of the clip is the image brightest?",
+            "options": seconds,
+            "answer": "ABCD"[which],
+            "evidence_windows": [_window(bright, total)],
+            "measured": {"frame": bright, "mean_brightness": float(brightness[bright])},
+            **common,
+        },
     ]
 
 

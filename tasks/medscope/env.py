@@ -38,9 +38,11 @@ from mmreason.rollout.environment import Observation
 from mmreason.types import Sample
 
 TOOLS = MEDSCOPE_TOOLS
-TOOL_HINT = ('Call one tool as <tool_call>{"name": "crop_video", "arguments": {"start": s, "end": e}}</tool_call> '
-             'or <tool_call>{"name": "get_frame", "arguments": {"t": t}}</tool_call> (seconds), '
-             "or give the final <answer>..</answer>.")
+TOOL_HINT = (
+    'Call one tool as <tool_call>{"name": "crop_video", "arguments": {"start": s, "end": e}}</tool_call> '
+    'or <tool_call>{"name": "get_frame", "arguments": {"t": t}}</tool_call> (seconds), '
+    "or give the final <answer>..</answer>."
+)
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,9 @@ class ToolLimits:
         value = dict(value or {})
         unknown = sorted(set(value) - set(cls.__dataclass_fields__))
         if unknown:
-            raise ValueError(f"medscope tool_limits: unknown keys {unknown} (known: {sorted(cls.__dataclass_fields__)})")
+            raise ValueError(
+                f"medscope tool_limits: unknown keys {unknown} (known: {sorted(cls.__dataclass_fields__)})"
+            )
         return cls(**value)
 
 
@@ -146,8 +150,10 @@ class MedScopeEnv:
             return f"a window of {args['end'] - args['start']:g} s is shorter than {self.limits.min_window:g} s"
         cost = self._cost(call)
         if self.tokens + cost > self.limits.max_observation_tokens:
-            return (f"the observation budget of {self.limits.max_observation_tokens} visual tokens is spent "
-                    f"({self.tokens} used, this call needs {cost}); answer now")
+            return (
+                f"the observation budget of {self.limits.max_observation_tokens} visual tokens is spent "
+                f"({self.tokens} used, this call needs {cost}); answer now"
+            )
         return None
 
     # ---- the tools ---------------------------------------------------------------------------------
@@ -172,10 +178,16 @@ class MedScopeEnv:
         if call["name"] == "crop_video":
             plan = self._crop_plan(call["arguments"]["start"], call["arguments"]["end"])
             n = plan.get("num_frames") or self.limits.crop_max_frames
-            return video_tokens(n, h, w, max_pixels=self.limits.crop_max_pixels,
-                                min_pixels=min(self.limits.crop_max_pixels, 28 * 28 * 4))
-        return self.limits.frame_count * image_tokens(h, w, min_pixels=min(self.limits.frame_max_pixels, 56 * 56),
-                                                      max_pixels=self.limits.frame_max_pixels)
+            return video_tokens(
+                n,
+                h,
+                w,
+                max_pixels=self.limits.crop_max_pixels,
+                min_pixels=min(self.limits.crop_max_pixels, 28 * 28 * 4),
+            )
+        return self.limits.frame_count * image_tokens(
+            h, w, min_pixels=min(self.limits.frame_max_pixels, 56 * 56), max_pixels=self.limits.frame_max_pixels
+        )
 
     def _run(self, call: dict) -> Observation:
         self.calls += 1
@@ -183,16 +195,25 @@ class MedScopeEnv:
         args = call["arguments"]
         if call["name"] == "crop_video":
             start, end = float(args["start"]), float(args["end"])
-            clip = self._load(start=start, end=end, max_frames=self.limits.crop_max_frames,
-                              max_pixels=self.limits.crop_max_pixels, **self._crop_plan(start, end))
+            clip = self._load(
+                start=start,
+                end=end,
+                max_frames=self.limits.crop_max_frames,
+                max_pixels=self.limits.crop_max_pixels,
+                **self._crop_plan(start, end),
+            )
             info = {"name": "crop_video", "arguments": {"start": start, "end": end}, "timestamps": clip.timestamps}
-            text = f"crop_video [{start:g}, {end:g}] s: {len(clip.timestamps)} frames at t = {_times(clip.timestamps)} s"
-            return Observation(text=text, videos=[clip.frames], video_metadata=[video_metadata(clip)], info=info,
-                               done=False)
+            text = (
+                f"crop_video [{start:g}, {end:g}] s: {len(clip.timestamps)} frames at t = {_times(clip.timestamps)} s"
+            )
+            return Observation(
+                text=text, videos=[clip.frames], video_metadata=[video_metadata(clip)], info=info, done=False
+            )
         t = float(args["t"])
         start, end = self._frame_window(t)
-        clip = self._load(start=start, end=end, num_frames=self.limits.frame_count,
-                          max_pixels=self.limits.frame_max_pixels)
+        clip = self._load(
+            start=start, end=end, num_frames=self.limits.frame_count, max_pixels=self.limits.frame_max_pixels
+        )
         frames = clip.to_pil()[: self.limits.frame_count]
         stamps = clip.timestamps[: self.limits.frame_count]
         info = {"name": "get_frame", "arguments": {"t": t}, "timestamps": stamps}

@@ -27,9 +27,13 @@ def blind_rule(train: list[Sample]) -> dict[tuple[str, str], tuple[str, tuple[fl
     for s in train:
         answers[_key(s)][str(s.answer)] += 1
         windows[_key(s)].append(s.meta["span"][0])
-    return {k: (answers[k].most_common(1)[0][0],
-                (sum(w[0] for w in windows[k]) / len(windows[k]), sum(w[1] for w in windows[k]) / len(windows[k])))
-            for k in answers}
+    return {
+        k: (
+            answers[k].most_common(1)[0][0],
+            (sum(w[0] for w in windows[k]) / len(windows[k]), sum(w[1] for w in windows[k]) / len(windows[k])),
+        )
+        for k in answers
+    }
 
 
 def blind_completion(sample, rule) -> str:

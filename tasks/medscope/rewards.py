@@ -23,11 +23,7 @@ def tool_calls_of(trajectory: Trajectory, limit: int = 64) -> list[dict]:
     ]
     out = []
     for call in list(calls)[:limit]:
-        if (
-            isinstance(call, dict)
-            and isinstance(call.get("name"), str)
-            and isinstance(call.get("arguments"), dict)
-        ):
+        if isinstance(call, dict) and isinstance(call.get("name"), str) and isinstance(call.get("arguments"), dict):
             out.append(call)
     return out
 
@@ -46,11 +42,7 @@ def _number(value: Any) -> float | None:
 
 def crop_window(arguments: dict) -> Span | None:
     """(start, end) of a crop call: ``start``/``end`` or ``window: [s, e]``."""
-    if (
-        "window" in arguments
-        and isinstance(arguments["window"], (list, tuple))
-        and len(arguments["window"]) == 2
-    ):
+    if "window" in arguments and isinstance(arguments["window"], (list, tuple)) and len(arguments["window"]) == 2:
         s, e = (_number(v) for v in arguments["window"])
     else:
         s, e = _number(arguments.get("start")), _number(arguments.get("end"))
@@ -65,9 +57,7 @@ def frame_time(arguments: dict) -> float | None:
     return None
 
 
-@reward(
-    "tool_grounding", keys=("ground", "crop", "frame", "fidelity"), diagnostics=("crop", "frame", "fidelity")
-)
+@reward("tool_grounding", keys=("ground", "crop", "frame", "fidelity"), diagnostics=("crop", "frame", "fidelity"))
 @per_sample
 def tool_grounding(
     sample,

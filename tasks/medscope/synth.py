@@ -72,8 +72,17 @@ def _windows(rng: random.Random, seconds: int, k: int) -> list[tuple[int, int]]:
 def draw_procedure(rng: random.Random, seconds: int) -> Procedure:
     instrument, marker, count = _windows(rng, seconds, 3)
     before = rng.randint(1, 3)
-    return Procedure(seconds, rng.randint(0, 2**31 - 1), instrument, rng.choice(("left", "right")), marker,
-                     rng.choice(sorted(COLOURS)), count, before, before + rng.randint(1, 3))
+    return Procedure(
+        seconds,
+        rng.randint(0, 2**31 - 1),
+        instrument,
+        rng.choice(("left", "right")),
+        marker,
+        rng.choice(sorted(COLOURS)),
+        count,
+        before,
+        before + rng.randint(1, 3),
+    )
 
 
 def _texture(seed: int, size: int) -> np.ndarray:
@@ -114,22 +123,37 @@ def write_video(path: Path, p: Procedure, size: int, scale: int = 1) -> Path:
     frames = (render_frame(p, texture, i, size, scale) for i in range(p.seconds * FPS))
     return write_mp4(path, frames, FPS, crf=20)
 
+
 def questions(p: Procedure, rng: random.Random) -> list[dict[str, Any]]:
     """One question per task type (without id / video), answers and evidence windows from the procedure."""
     options = sorted(COLOURS)
     rng.shuffle(options)
     return [
-        {"task_type": "temporal_grounding", "question": "When is the instrument in the field of view?",
-         "answer": f"[{p.instrument[0]}, {p.instrument[1]}]", "evidence_windows": [list(p.instrument)]},
-        {"task_type": "grounded_qa", "question": "What colour does the corner marker turn?", "options": options,
-         "answer": LETTERS[options.index(p.marker_colour)], "evidence_windows": [list(p.marker)]},
-        {"task_type": "qa", "question": "How many white dots are there while their number is changed?",
-         "answer": str(p.dots_during), "evidence_windows": [list(p.count)]},
+        {
+            "task_type": "temporal_grounding",
+            "question": "When is the instrument in the field of view?",
+            "answer": f"[{p.instrument[0]}, {p.instrument[1]}]",
+            "evidence_windows": [list(p.instrument)],
+        },
+        {
+            "task_type": "grounded_qa",
+            "question": "What colour does the corner marker turn?",
+            "options": options,
+            "answer": LETTERS[options.index(p.marker_colour)],
+            "evidence_windows": [list(p.marker)],
+        },
+        {
+            "task_type": "qa",
+            "question": "How many white dots are there while their number is changed?",
+            "answer": str(p.dots_during),
+            "evidence_windows": [list(p.count)],
+        },
     ]
 
 
-def procedures(n: int, seed: int, seconds: tuple[int, int], avoid: frozenset[Procedure] = frozenset()
-               ) -> list[Procedure]:
+def procedures(
+    n: int, seed: int, seconds: tuple[int, int], avoid: frozenset[Procedure] = frozenset()
+) -> list[Procedure]:
     """``n`` distinct procedures, none in ``avoid``; the same arguments give the same list."""
     lo, hi = seconds
     if not 40 <= lo <= hi:
@@ -144,8 +168,15 @@ def procedures(n: int, seed: int, seconds: tuple[int, int], avoid: frozenset[Pro
     return out
 
 
-def generate(out_dir: str | Path, n: int, seed: int = 0, seconds: tuple[int, int] = (120, 300), size: int = 64,
-             avoid: frozenset[Procedure] = frozenset(), scale: int = 1) -> Path:
+def generate(
+    out_dir: str | Path,
+    n: int,
+    seed: int = 0,
+    seconds: tuple[int, int] = (120, 300),
+    size: int = 64,
+    avoid: frozenset[Procedure] = frozenset(),
+    scale: int = 1,
+) -> Path:
     """Write ``n`` videos and ``data.jsonl`` (3 questions per video, video paths relative to the file).
 
     Each row also carries ``duration`` and ``procedure`` (the event times the answers come from)."""
@@ -163,6 +194,13 @@ def generate(out_dir: str | Path, n: int, seed: int = 0, seconds: tuple[int, int
         name = f"{i:05d}.mp4"
         write_video(out / name, p, size, scale)
         for q in questions(p, random.Random(f"{seed}/{i}/questions")):
-            rows.append({"id": f"medscope-{seed}-{i}-{q['task_type']}", "video": name, **q,
-                         "duration": float(p.seconds), "procedure": asdict(p)})
+            rows.append(
+                {
+                    "id": f"medscope-{seed}-{i}-{q['task_type']}",
+                    "video": name,
+                    **q,
+                    "duration": float(p.seconds),
+                    "procedure": asdict(p),
+                }
+            )
     return write_jsonl(out / "data.jsonl", rows)

@@ -15,13 +15,13 @@ PACK = register_task(
     TaskPack(
         name="mmmu",
         description="MMMU / MMMU-Pro parquet as published, scored by MMMU's eval_utils.py rules (subject, "
-                    "subfield, difficulty breakdowns; seeded random fallback counted)",
+        "subfield, difficulty breakdowns; seeded random fallback counted)",
         load=mmmu_load,
         rewards=[{"name": "mmreason.tasks.mmmu.score:mmmu_reward", "weight": 1.0}],
         metrics={"accuracy": mmmu_accuracy, "random_fallback": mmmu_random_fallback},
         higher_is_better={"random_fallback": False},
         breakdowns=mmmu_breakdowns,
         prompt_template="{question}\\nA. {option}...\\nAnswer with the option's letter from the given choices "
-                        "directly. (open: Answer the question using a single word or phrase.)",
+        "directly. (open: Answer the question using a single word or phrase.)",
     )
 )

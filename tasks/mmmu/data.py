@@ -34,18 +34,32 @@ MAX_IMAGES = 7
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # letters as the benchmark gives them: A + k (MMMU-Pro has 12-option rows)
 MC_INSTRUCTION = "Answer with the option's letter from the given choices directly."
 OPEN_INSTRUCTION = "Answer the question using a single word or phrase."
-VISION_INSTRUCTION = ("Answer with the option letter from the given choices directly. The last line of your "
-                      "response should be of the following format: 'Answer: $LETTER' (without quotes) where "
-                      "LETTER is one of options.")
+VISION_INSTRUCTION = (
+    "Answer with the option letter from the given choices directly. The last line of your "
+    "response should be of the following format: 'Answer: $LETTER' (without quotes) where "
+    "LETTER is one of options."
+)
 DISCIPLINES = {  # MMMU's six disciplines and their subjects (its data_utils.py groups results so)
     "Art and Design": ("Art", "Art_Theory", "Design", "Music"),
     "Business": ("Accounting", "Economics", "Finance", "Manage", "Marketing"),
     "Science": ("Biology", "Chemistry", "Geography", "Math", "Physics"),
-    "Health and Medicine": ("Basic_Medical_Science", "Clinical_Medicine", "Diagnostics_and_Laboratory_Medicine",
-                            "Pharmacy", "Public_Health"),
+    "Health and Medicine": (
+        "Basic_Medical_Science",
+        "Clinical_Medicine",
+        "Diagnostics_and_Laboratory_Medicine",
+        "Pharmacy",
+        "Public_Health",
+    ),
     "Humanities and Social Science": ("History", "Literature", "Sociology", "Psychology"),
-    "Tech and Engineering": ("Agriculture", "Architecture_and_Engineering", "Computer_Science", "Electronics",
-                             "Energy_and_Power", "Materials", "Mechanical_Engineering"),
+    "Tech and Engineering": (
+        "Agriculture",
+        "Architecture_and_Engineering",
+        "Computer_Science",
+        "Electronics",
+        "Energy_and_Power",
+        "Materials",
+        "Mechanical_Engineering",
+    ),
 }
 DISCIPLINE_OF = {s: d for d, subjects in DISCIPLINES.items() for s in subjects}
 _TAG = re.compile(r"<image (\d+)>")
@@ -73,8 +87,8 @@ def interleave(text: str, images: dict[int, Any], where: str) -> tuple[list[dict
         n = int(m.group(1))
         if n not in images:  # the text names an image the row does not hold (MMMU has such rows): left as text
             continue
-        if text[pos:m.start()]:
-            content.append({"type": "text", "text": text[pos:m.start()]})
+        if text[pos : m.start()]:
+            content.append({"type": "text", "text": text[pos : m.start()]})
         content.append({"type": "image"})
         ordered.append(images[n])
         pos = m.end()
@@ -88,7 +102,9 @@ def gold_answer(value: Any, question_type: str, n_options: int, where: str) -> A
     answer is written as one ("['24/7', '3.429']")."""
     if question_type == "multiple-choice":
         letter = str(value).strip()
-        if len(letter) != 1 or letter not in LETTERS:  # a letter past the options is kept (and counted by the loader): never right
+        if (
+            len(letter) != 1 or letter not in LETTERS
+        ):  # a letter past the options is kept (and counted by the loader): never right
             raise ValueError(f"{where}: answer {value!r} is not an option letter A to {LETTERS[-1]}")
         return letter
     if isinstance(value, list):
@@ -122,34 +138,51 @@ def mmmu_row(row: dict[str, Any], index: int, source: str, setting: str = "auto"
         text += "\n" + (MC_INSTRUCTION if qtype == "multiple-choice" else OPEN_INSTRUCTION)
         content, images = interleave(text, {n: v for n, v in found.items() if v is not None}, where)
     subject = subject_of(row, rid)
-    meta = {"question_type": qtype, "options": options, "subject": subject,
-            "benchmark": "MMMU" if "question_type" in row else "MMMU-Pro",
-            "discipline": DISCIPLINE_OF.get(subject or ""), "setting": "vision" if vision else "standard",
-            **{k: row[k] for k in ("subfield", "topic_difficulty", "img_type") if row.get(k) not in (None, "")}}
+    meta = {
+        "question_type": qtype,
+        "options": options,
+        "subject": subject,
+        "benchmark": "MMMU" if "question_type" in row else "MMMU-Pro",
+        "discipline": DISCIPLINE_OF.get(subject or ""),
+        "setting": "vision" if vision else "standard",
+        **{k: row[k] for k in ("subfield", "topic_difficulty", "img_type") if row.get(k) not in (None, "")},
+    }
     answer = gold_answer(text_field(row, "answer", where), qtype, len(options), where)
-    return Sample(id=rid, messages=[{"role": "user", "content": content}], answer=answer, images=images, meta=meta,
-                  task="mmmu")
+    return Sample(
+        id=rid, messages=[{"role": "user", "content": content}], answer=answer, images=images, meta=meta, task="mmmu"
+    )
 
 
 SETTINGS = ("auto", "standard", "vision")
 
 
-def mmmu_load(path: str | None, split: str = "eval", *, setting: str = "auto", seed: int = 42,
-              benchmark: str | None = None, **_: Any) -> Loaded:
+def mmmu_load(
+    path: str | None,
+    split: str = "eval",
+    *,
+    setting: str = "auto",
+    seed: int = 42,
+    benchmark: str | None = None,
+    **_: Any,
+) -> Loaded:
     """The rows of ``path`` (a parquet / JSON file or a folder of them) as samples. ``setting``: MMMU-Pro's
     ``standard`` or ``vision`` (``auto``: vision for rows with an ``image`` and no ``question``); ``seed``: the
     seed of the multiple-choice parser's random fallback (MMMU's is 42); ``benchmark``: whose parser scores the
     rows (default: MMMU-Pro's for rows without ``question_type``, MMMU's for the others)."""
     if path is None:
-        raise ValueError("mmmu reads the benchmark's own files: --tasks mmmu:PATH (a parquet file or a folder of "
-                         "them); it has no built-in data")
+        raise ValueError(
+            "mmmu reads the benchmark's own files: --tasks mmmu:PATH (a parquet file or a folder of "
+            "them); it has no built-in data"
+        )
     if setting not in SETTINGS:
         raise ValueError(f"mmmu: task_args setting={setting!r} is not one of {', '.join(SETTINGS)}")
     if benchmark not in (None, "MMMU", "MMMU-Pro"):
         raise ValueError(f"mmmu: task_args benchmark={benchmark!r} is not MMMU or MMMU-Pro (whose parser to use)")
-    loaded = Loaded(extraction="MMMU's parse_multi_choice_response / parse_open_response rules on the response "
-                               "(its <answer> or \\boxed{} body when it has one); random fallback seeded "
-                               f"({seed}) per question, counted in random_fallback")
+    loaded = Loaded(
+        extraction="MMMU's parse_multi_choice_response / parse_open_response rules on the response "
+        "(its <answer> or \\boxed{} body when it has one); random fallback seeded "
+        f"({seed}) per question, counted in random_fallback"
+    )
     outside = []
     for index, (row, source) in enumerate(table_rows(path, "mmmu")):
         sample = mmmu_row(row, index, source, setting)
@@ -157,10 +190,14 @@ def mmmu_load(path: str | None, split: str = "eval", *, setting: str = "auto", s
         if benchmark is not None:
             sample.meta["benchmark"] = benchmark
         loaded.append(sample)
-        if sample.meta["question_type"] == "multiple-choice" and sample.answer not in LETTERS[: len(
-                sample.meta["options"])]:
+        if (
+            sample.meta["question_type"] == "multiple-choice"
+            and sample.answer not in LETTERS[: len(sample.meta["options"])]
+        ):
             outside.append(sample.id)
     if outside:
-        loaded.notes.append(f"{len(outside)} questions whose answer letter is past their options, never right as "
-                            f"the benchmark scores them ({', '.join(outside[:5])}{', ...' if len(outside) > 5 else ''})")
+        loaded.notes.append(
+            f"{len(outside)} questions whose answer letter is past their options, never right as "
+            f"the benchmark scores them ({', '.join(outside[:5])}{', ...' if len(outside) > 5 else ''})"
+        )
     return loaded

@@ -57,12 +57,13 @@ def _after_answer_colon(response: str, letters: list[str]) -> str | None:
     position = response.rfind("Answer:")
     if position < 0:
         return None
-    found = [c for c in letters if c in response[position + len("Answer:"):].strip()]
+    found = [c for c in letters if c in response[position + len("Answer:") :].strip()]
     return found[0] if len(found) == 1 else None
 
 
-def parse_multi_choice_response(response: str, options: list[str], rng: random.Random, pro: bool = False
-                                ) -> tuple[str, bool]:
+def parse_multi_choice_response(
+    response: str, options: list[str], rng: random.Random, pro: bool = False
+) -> tuple[str, bool]:
     """(the letter picked, whether it was drawn at random): the rules of the module doc; ``pro``: MMMU-Pro's."""
     letters = [chr(ord("A") + k) for k in range(len(options))]
     if pro:
@@ -156,8 +157,9 @@ def judge(sample: Sample, completion: str) -> tuple[bool, bool]:
     response = clip(final_answer(completion), 20_000)
     if sample.meta["question_type"] == "multiple-choice":
         rng = random.Random(f"{sample.meta.get('fallback_seed', 42)}:{sample.id}")
-        letter, fell_back = parse_multi_choice_response(response, sample.meta["options"], rng,
-                                                        pro=sample.meta.get("benchmark") == "MMMU-Pro")
+        letter, fell_back = parse_multi_choice_response(
+            response, sample.meta["options"], rng, pro=sample.meta.get("benchmark") == "MMMU-Pro"
+        )
         gold = sample.answer
         return (letter in gold if isinstance(gold, list) else letter == gold), fell_back
     return eval_open(sample.answer, parse_open_response(response)), False

@@ -26,7 +26,7 @@ PACK = register_task(
     TaskPack(
         name="mrag",
         description="multimodal RAG routing (R1-Router): step-wise sub-questions routed to text / image / table "
-                    "knowledge bases, Step-GRPO on unrolled gold steps",
+        "knowledge bases, Step-GRPO on unrolled gold steps",
         load=mrag_load,
         rewards=REWARDS,
         metrics=mrag_metrics(),

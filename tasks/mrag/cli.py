@@ -24,10 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retriever", default="Text Retriever", help="search: the knowledge base to ask")
     parser.add_argument("--query", default="", help="search: the query")
     parser.add_argument("--k", type=int, default=3, help="search: at most this many items")
-    parser.add_argument("--budget", type=int, default=None,
-                        help="search: token budget of the returned items (default: room for k whole items)")
-    parser.add_argument("--search-fn", default=None, help="search, hitrate: a search function of your own "
-                        "(registered name, pkg.module:function or file.py:function) instead of BM25")
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="search: token budget of the returned items (default: room for k whole items)",
+    )
+    parser.add_argument(
+        "--search-fn",
+        default=None,
+        help="search, hitrate: a search function of your own "
+        "(registered name, pkg.module:function or file.py:function) instead of BM25",
+    )
     parser.add_argument("--out", help="generate: output folder (train.jsonl, eval.jsonl, images)")
     parser.add_argument("--train", type=int, default=None, help="generate: train questions")
     parser.add_argument("--eval", type=int, default=None, help="generate: held-out questions")
@@ -50,8 +58,10 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "build":
             folder = build_index(args.index, force=args.force)
             manifest = json.loads((folder / "manifest.json").read_text())
-            print(f"mrag index in {folder}: {manifest['counts']}, {manifest['bytes'] / 1e6:.1f} MB, "
-                  f"built in {manifest['build_seconds']} s")
+            print(
+                f"mrag index in {folder}: {manifest['counts']}, {manifest['bytes'] / 1e6:.1f} MB, "
+                f"built in {manifest['build_seconds']} s"
+            )
             return 0
         if args.action == "hitrate":
             from mmreason.tasks.mrag.hitrate import hit_rates, read_questions
@@ -62,8 +72,16 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.action == "search":
             for hit in _kb(args).search(args.retriever, args.query, args.k, args.budget):
-                print(json.dumps({"id": hit.item_id, "score": round(hit.score, 3), "text": hit.text,
-                                  **({"image": hit.image} if hit.image else {})}))
+                print(
+                    json.dumps(
+                        {
+                            "id": hit.item_id,
+                            "score": round(hit.score, 3),
+                            "text": hit.text,
+                            **({"image": hit.image} if hit.image else {}),
+                        }
+                    )
+                )
             return 0
         from mmreason.tasks.mrag.synth import write_splits
 

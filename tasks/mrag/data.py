@@ -65,14 +65,36 @@ def row_to_samples(row: dict[str, Any], source: str, index: int, unrolled: bool 
     base = {**extra, "question": question, "gold_steps": gold, "num_steps": len(steps)}
     if not unrolled:
         meta = {**base, "step_index": 0, "step_type": "episode", "target": _full_target(steps, answer)}
-        return [Sample(id=str(row["id"]), messages=_messages(step_prompt(question, []), bool(images)),
-                       answer=answer, images=list(images), meta=meta, task="mrag")]
+        return [
+            Sample(
+                id=str(row["id"]),
+                messages=_messages(step_prompt(question, []), bool(images)),
+                answer=answer,
+                images=list(images),
+                meta=meta,
+                task="mrag",
+            )
+        ]
     out = []
     for step in unroll(question, steps, answer, row.get("thinks")):
-        meta = {**base, "step_index": step.step_index, "step_type": step.step_type,
-                "sub_question": step.sub_question, "knowledge_base": step.knowledge_base, "target": step.target}
-        out.append(Sample(id=f"{row['id']}#s{step.step_index}", messages=_messages(step.prompt, bool(images)),
-                          answer=answer, images=list(images), meta=meta, task="mrag"))
+        meta = {
+            **base,
+            "step_index": step.step_index,
+            "step_type": step.step_type,
+            "sub_question": step.sub_question,
+            "knowledge_base": step.knowledge_base,
+            "target": step.target,
+        }
+        out.append(
+            Sample(
+                id=f"{row['id']}#s{step.step_index}",
+                messages=_messages(step.prompt, bool(images)),
+                answer=answer,
+                images=list(images),
+                meta=meta,
+                task="mrag",
+            )
+        )
     return out
 
 
@@ -81,9 +103,17 @@ def _full_target(steps: list[GoldStep], answer: str) -> str:
     return "".join(render_step("", s.sub_question, s.kb) for s in steps) + render_step("", answer=answer)
 
 
-def mrag_load(path: str | None = None, split: str = "train", *, unrolled: bool = True, n: int | None = None,
-              seed: int = 0, train_questions: int | None = None, eval_questions: int | None = None,
-              search_fn: str | None = None) -> list[Sample]:
+def mrag_load(
+    path: str | None = None,
+    split: str = "train",
+    *,
+    unrolled: bool = True,
+    n: int | None = None,
+    seed: int = 0,
+    train_questions: int | None = None,
+    eval_questions: int | None = None,
+    search_fn: str | None = None,
+) -> list[Sample]:
     """The pack's data (``data.task_args`` are these options).
 
     path: a JSONL/parquet file in the row shape above; None = questions generated from the knowledge bases

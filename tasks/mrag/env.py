@@ -21,8 +21,10 @@ from mmreason.tasks.mrag.steps import NONE
 from mmreason.types import Sample
 
 MAX_STEP_CHARS = 20_000  # a longer turn is not a step (route_step's limit)
-FORMAT_HINT = ("Reply with <think>..</think><sub-question>..</sub-question><ret>Text Retriever | Text Image "
-               "Retriever | Table Retriever | None</ret>, or <think>..</think><answer>..</answer>.")
+FORMAT_HINT = (
+    "Reply with <think>..</think><sub-question>..</sub-question><ret>Text Retriever | Text Image "
+    "Retriever | Table Retriever | None</ret>, or <think>..</think><answer>..</answer>."
+)
 
 
 def malformed_step(text: str) -> str:
@@ -41,8 +43,10 @@ def malformed_step(text: str) -> str:
     if open_tag is not None:
         return f"<{open_tag}> is never closed"
     if counts["ret"] > 1 or counts["sub-question"] > 1 or counts["answer"] > 1:
-        return (f"one step per turn: this turn holds {counts['sub-question']} <sub-question> and {counts['ret']} <ret> "
-                f"(and {counts['answer']} <answer>)")
+        return (
+            f"one step per turn: this turn holds {counts['sub-question']} <sub-question> and {counts['ret']} <ret> "
+            f"(and {counts['answer']} <answer>)"
+        )
     if counts["answer"] and (counts["ret"] or counts["sub-question"]):
         return "a step either retrieves (<sub-question> + <ret>) or answers (<answer>), not both"
     order = [name for _, _, name, closing in tokens if not closing]
@@ -55,7 +59,8 @@ def malformed_step(text: str) -> str:
         return "the step has no " + " and no ".join(missing)
     if order != wanted:
         return f"tags out of order ({', '.join(f'<{n}>' for n in order)}); a step is " + "".join(
-            f"<{n}>..</{n}>" for n in wanted)
+            f"<{n}>..</{n}>" for n in wanted
+        )
     if not counts["answer"]:
         bodies = parse_schema(text.strip(), wanted, known=ROUTE_TAGS)
         if bodies is not None:
@@ -66,8 +71,16 @@ def malformed_step(text: str) -> str:
 class MragEnv:
     stop_strings = ("</ret>", "</answer>")
 
-    def __init__(self, kb: KnowledgeBases, *, k: int = 2, token_budget: int = 120, max_steps: int = 4,
-                 max_calls: int = 3, image_max_pixels: int = 56 * 56):
+    def __init__(
+        self,
+        kb: KnowledgeBases,
+        *,
+        k: int = 2,
+        token_budget: int = 120,
+        max_steps: int = 4,
+        max_calls: int = 3,
+        image_max_pixels: int = 56 * 56,
+    ):
         self.kb, self.k, self.token_budget = kb, k, token_budget
         self.max_steps, self.max_calls, self.image_max_pixels = max_steps, max_calls, image_max_pixels
         self.steps = self.calls = 0

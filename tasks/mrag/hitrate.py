@@ -59,8 +59,11 @@ def states(text: str, evidence: str) -> bool:
 def is_hit(question: Question, item_id: str, title: str, text: str) -> bool:
     if question.item and not item_id.startswith(question.item):
         return False
-    if question.title and _normal(title) != _normal(question.title) and not _normal(title).startswith(
-            _normal(question.title)):
+    if (
+        question.title
+        and _normal(title) != _normal(question.title)
+        and not _normal(title).startswith(_normal(question.title))
+    ):
         return False
     return states(text, question.evidence)
 

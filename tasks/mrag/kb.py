@@ -34,8 +34,10 @@ TOKENS_PER_HIT = 150  # a passage is ~100 words, a table chunk (header and 4 row
 _WORD = re.compile(r"\d+(?:\.\d+)+|[a-z0-9]+")  # decimals ("7.9") are one term
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")  # "sepalLength" -> "sepal Length"
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")  # "1,300" -> "1300"
-STOPWORDS = frozenset("a an the of in on at to for by with and or is are was were be been what which who whom "
-                      "whose when where how why does did do this that these those it its as from".split())
+STOPWORDS = frozenset(
+    "a an the of in on at to for by with and or is are was were be been what which who whom "
+    "whose when where how why does did do this that these those it its as from".split()
+)
 
 
 class KnowledgeBaseError(RuntimeError):
@@ -67,8 +69,10 @@ def build_index(folder: str | Path | None = None, *, force: bool = False, max_ar
     try:
         items = sources.text_items(max_articles) + sources.table_items() + sources.image_items()
     except ImportError as err:
-        raise KnowledgeBaseError(f"building the mrag knowledge bases needs gensim, scikit-image and vega_datasets "
-                                 f"({err}): pip install \"mmreason[mrag]\"") from err
+        raise KnowledgeBaseError(
+            f"building the mrag knowledge bases needs gensim, scikit-image and vega_datasets "
+            f'({err}): pip install "mmreason[mrag]"'
+        ) from err
     extra = {"sources": sources.source_files(), "licences": sources.LICENCES}
     return write_index(folder, items, extra, time.perf_counter() - start)
 
@@ -81,14 +85,19 @@ def write_index(folder: str | Path, items: list[Item], extra: dict | None = None
     payload = "".join(json.dumps(asdict(item)) + "\n" for item in items).encode()
     (folder / "items.jsonl").write_bytes(payload)
     counts = {kb: sum(i.kb == kb for i in items) for kb in ("text", "table", "image", "row")}
-    manifest = {"version": INDEX_VERSION, "counts": counts, "items_sha256": hashlib.sha256(payload).hexdigest(),
-                **(extra or {}), "build_seconds": round(seconds, 2), "bytes": len(payload)}
+    manifest = {
+        "version": INDEX_VERSION,
+        "counts": counts,
+        "items_sha256": hashlib.sha256(payload).hexdigest(),
+        **(extra or {}),
+        "build_seconds": round(seconds, 2),
+        "bytes": len(payload),
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return folder
 
 
-def load_index(folder: str | Path | None = None, search_fn: str | Callable[..., Any] | None = None
-               ) -> KnowledgeBases:
+def load_index(folder: str | Path | None = None, search_fn: str | Callable[..., Any] | None = None) -> KnowledgeBases:
     folder = Path(folder or default_index_dir())
     rebuild = f"run `mmreason data mrag build --index {folder} --force`"
     manifest_path, items_path = folder / "manifest.json", folder / "items.jsonl"
@@ -100,11 +109,14 @@ def load_index(folder: str | Path | None = None, search_fn: str | Callable[..., 
     except (OSError, ValueError) as err:
         raise KnowledgeBaseError(f"mrag index in {folder} is unreadable ({err}); {rebuild}") from None
     if not isinstance(manifest, dict) or manifest.get("version") != INDEX_VERSION:
-        raise KnowledgeBaseError(f"mrag index in {folder} has format {manifest.get('version') if isinstance(manifest, dict) else '?'}, "
-                                 f"this version reads {INDEX_VERSION}; {rebuild}")
+        raise KnowledgeBaseError(
+            f"mrag index in {folder} has format {manifest.get('version') if isinstance(manifest, dict) else '?'}, "
+            f"this version reads {INDEX_VERSION}; {rebuild}"
+        )
     if hashlib.sha256(payload).hexdigest() != manifest.get("items_sha256"):
-        raise KnowledgeBaseError(f"mrag index in {folder} is corrupt (items.jsonl does not match its checksum); "
-                                 f"{rebuild}")
+        raise KnowledgeBaseError(
+            f"mrag index in {folder} is corrupt (items.jsonl does not match its checksum); {rebuild}"
+        )
     items = [Item(**json.loads(line)) for line in payload.decode().splitlines()]
     return KnowledgeBases(items, folder, search_fn=search_fn)
 
@@ -196,8 +208,9 @@ class DenseRetriever:
 
         self.items, self.model_path, self.pooling = items, model_path, pooling
         texts = [f"{i.title}: {i.text}" for i in items]
-        self.vectors = torch.cat([embed(texts[s : s + batch_size], model_path, pooling)
-                                  for s in range(0, len(texts), batch_size)])  # [items, D]
+        self.vectors = torch.cat(
+            [embed(texts[s : s + batch_size], model_path, pooling) for s in range(0, len(texts), batch_size)]
+        )  # [items, D]
 
     def search(self, query: str, k: int, token_budget: int) -> list[Hit]:
         from mmreason.tasks.mrag.rewards import embed
@@ -213,8 +226,13 @@ class KnowledgeBases:
     BM25, or ``DenseRetriever`` with ``dense_model``, or the user's ``search_fn`` (``plugins.py``; then the
     items may be empty: the function brings its own index)."""
 
-    def __init__(self, items: list[Item], folder: Path | None = None, dense_model: str | None = None,
-                 search_fn: str | Callable[..., Any] | None = None):
+    def __init__(
+        self,
+        items: list[Item],
+        folder: Path | None = None,
+        dense_model: str | None = None,
+        search_fn: str | Callable[..., Any] | None = None,
+    ):
         self.folder, self.dense_model = folder, dense_model
         self.search_fn = None
         if search_fn is not None:
@@ -240,8 +258,7 @@ class KnowledgeBases:
             items = self.by_kb.get(kb, [])
             if not items:
                 raise KnowledgeBaseError(f"the {name} has no items in this index")
-            self._retrievers[kb] = (DenseRetriever(items, self.dense_model) if self.dense_model
-                                    else BM25Retriever(items))
+            self._retrievers[kb] = DenseRetriever(items, self.dense_model) if self.dense_model else BM25Retriever(items)
         return self._retrievers[kb]
 
     def search(self, retriever: str, query: str, k: int = 3, token_budget: int | None = None) -> list[Hit]:

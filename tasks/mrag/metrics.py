@@ -32,7 +32,7 @@ def _text(completion: str) -> str:
 
 
 def decision(completion: str) -> str | None:
-    """"answer", a KB name, or None (the step does not parse)."""
+    """ "answer", a KB name, or None (the step does not parse)."""
     step = parse_route_step(_text(completion).strip())
     if step is None:
         return None
@@ -120,8 +120,13 @@ def answered_without_retrieval(sample: Sample, completion: str) -> float:
 def mrag_metrics() -> dict[str, Callable[[Sample, str], float]]:
     metrics = {"answer_em": answer_em, "answer_f1": answer_f1, "routing_accuracy": routing_accuracy}
     metrics.update({f"routing_accuracy_step{k}": routing_at(k) for k in range(1, MAX_REPORTED_STEPS + 1)})
-    metrics.update({"retrieval_call_rate": retrieval_call_rate, "retrieval_calls": retrieval_calls,
-                    "answered_without_retrieval": answered_without_retrieval})
+    metrics.update(
+        {
+            "retrieval_call_rate": retrieval_call_rate,
+            "retrieval_calls": retrieval_calls,
+            "answered_without_retrieval": answered_without_retrieval,
+        }
+    )
     return metrics
 
 

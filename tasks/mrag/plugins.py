@@ -32,8 +32,9 @@ def resolve_search_fn(ref: str | Callable[..., Any], base_dir: str | Path | None
     if callable(ref):
         return ref
     if not isinstance(ref, str) or not ref.strip():
-        raise KnowledgeBaseError(f"a search function is a registered name, 'pkg.module:function' or "
-                                 f"'file.py:function', got {ref!r}")
+        raise KnowledgeBaseError(
+            f"a search function is a registered name, 'pkg.module:function' or 'file.py:function', got {ref!r}"
+        )
     try:
         return SEARCH_FUNCTIONS.get(ref, None if base_dir is None else str(base_dir))
     except (KeyError, ImportError, FileNotFoundError, TypeError, ValueError, AttributeError) as err:
@@ -70,8 +71,9 @@ class FunctionRetriever:
         try:
             raw = self.fn(query, self.retriever, k)
         except Exception as err:  # the user's index: any failure is this step's error, not the run's
-            raise KnowledgeBaseError(f"search function {self.name} failed on the {self.retriever}: "
-                                     f"{type(err).__name__}: {str(err)[:200]}") from err
+            raise KnowledgeBaseError(
+                f"search function {self.name} failed on the {self.retriever}: {type(err).__name__}: {str(err)[:200]}"
+            ) from err
         if not isinstance(raw, (list, tuple)):
             raise KnowledgeBaseError(f"search function {self.name} returned a {type(raw).__name__}, not a list")
         ranked = [_as_hit(h, self.name, n, self.retriever) for n, h in enumerate(raw[:k], start=1)]

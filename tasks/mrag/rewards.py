@@ -102,9 +102,7 @@ def similarities(
     elif method == "token_f1":
         sims = [token_f1(vqa_normalize(p), vqa_normalize(g)) for p, g in zip(predicted, gold)]
     else:
-        raise ValueError(
-            f"similarity must be 'token_f1' or 'tfidf' (or give embedding_model), got {method!r}"
-        )
+        raise ValueError(f"similarity must be 'token_f1' or 'tfidf' (or give embedding_model), got {method!r}")
     return [min(1.0, max(0.0, s)) for s in sims]
 
 

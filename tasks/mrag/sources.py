@@ -36,7 +36,7 @@ TABLES = {
 # Captions written from each image's documentation in skimage.data (the function's docstring).
 IMAGES = {
     "astronaut.png": "Astronaut Eileen Collins, an American astronaut who first piloted the space shuttle STS-63 in 1995, "
-                     "photographed in front of a flag; a NASA photograph.",
+    "photographed in front of a flag; a NASA photograph.",
     "coffee.png": "A cup of coffee on a saucer, photographed at Pikolo Espresso Bar; smooth porcelain on a wood grain table.",
     "chelsea.png": "Chelsea the cat, a tabby cat photographed close up.",
     "coins.png": "Greek coins from Pompeii against a grey background, from the Brooklyn Museum collection.",
@@ -154,8 +154,7 @@ def table_items() -> list[Item]:
         frame = getattr(local_data, name)()
         columns = [str(c) for c in frame.columns]
         yearly = _yearly_columns(frame)
-        rows = [{c: _cell(v, c in yearly) for c, v in zip(columns, record)}
-                for record in frame.itertuples(index=False)]
+        rows = [{c: _cell(v, c in yearly) for c, v in zip(columns, record)} for record in frame.itertuples(index=False)]
         for start in range(0, len(rows), TABLE_ROWS_PER_CHUNK):
             chunk = rows[start : start + TABLE_ROWS_PER_CHUNK]
             body = "\n".join(" | ".join(r[c] for c in columns) for r in chunk)

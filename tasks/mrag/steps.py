@@ -78,8 +78,7 @@ def gold_think(step: GoldStep | None) -> str:
     return f"Still missing: {step.sub_question[0].lower() + step.sub_question[1:]}"
 
 
-def render_step(think: str, sub_question: str | None = None, kb: str | None = None,
-                answer: str | None = None) -> str:
+def render_step(think: str, sub_question: str | None = None, kb: str | None = None, answer: str | None = None) -> str:
     """The step as the model writes it (the SFT target and the exact gold output)."""
     if answer is not None:
         return f"<think>{think}</think><answer>{answer}</answer>"
@@ -96,8 +95,7 @@ class UnrolledStep:
     target: str
 
 
-def unroll(question: str, steps: list[GoldStep], answer: str, thinks: list[str] | None = None
-           ) -> list[UnrolledStep]:
+def unroll(question: str, steps: list[GoldStep], answer: str, thinks: list[str] | None = None) -> list[UnrolledStep]:
     """The ``len(steps) + 1`` step prompts of one gold trajectory, histories growing by one step each."""
     out = []
     for k in range(len(steps) + 1):

@@ -37,8 +37,10 @@ IMAGE_FACTS = {
     "hubble_deep_field": ("Which telescope took the eXtreme Deep Field photograph?", "Hubble"),
     "retina": ("Which eye does the retina photograph show?", "left"),
 }
-_DEFINITION = re.compile(r"\b(is|was) (?:a|an|the) ((?:[A-Za-z-]+ ){1,3}[A-Za-z-]+?)"
-                         r"(?= (?:in|of|from|who|that|which|and|for|by|on|with)\b|[,.;(])")
+_DEFINITION = re.compile(
+    r"\b(is|was) (?:a|an|the) ((?:[A-Za-z-]+ ){1,3}[A-Za-z-]+?)"
+    r"(?= (?:in|of|from|who|that|which|and|for|by|on|with)\b|[,.;(])"
+)
 _WEAK_ENDINGS = ("located", "made", "written", "concerned", "characterized", "trained", "situated")
 
 
@@ -91,8 +93,9 @@ def table_facts(kb: KnowledgeBases) -> list[dict[str, str]]:
 
 def image_facts(kb: KnowledgeBases) -> list[dict[str, str]]:
     present = {item.title for item in kb.by_kb.get("image", [])}
-    return [{"sub_question": q, "kb": TEXT_IMAGE, "answer": a} for name, (q, a) in IMAGE_FACTS.items()
-            if name in present]
+    return [
+        {"sub_question": q, "kb": TEXT_IMAGE, "answer": a} for name, (q, a) in IMAGE_FACTS.items() if name in present
+    ]
 
 
 def _join(first: dict[str, str], second: dict[str, str]) -> str:
@@ -118,8 +121,11 @@ def question_pool(kb: KnowledgeBases, seed: int, size: int) -> list[dict[str, An
                 if not first_pool or not articles:
                     break
                 first, second = rng.choice(first_pool), rng.choice(articles)
-                row = {"question": _join(first, second), "steps": [first, second],
-                       "answer": f"{first['answer']}; {second['answer']}"}
+                row = {
+                    "question": _join(first, second),
+                    "steps": [first, second],
+                    "answer": f"{first['answer']}; {second['answer']}",
+                }
             if row["question"] not in rows:
                 rows[row["question"]] = {"kind": kind, **row}
                 made += 1
@@ -128,8 +134,9 @@ def question_pool(kb: KnowledgeBases, seed: int, size: int) -> list[dict[str, An
     return pool
 
 
-def splits(kb: KnowledgeBases, seed: int, train: int | None = None, held_out: int | None = None
-           ) -> dict[str, list[dict[str, Any]]]:
+def splits(
+    kb: KnowledgeBases, seed: int, train: int | None = None, held_out: int | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """Disjoint train / eval rows (ids ``mrag-{split}-{k}``)."""
     train, held_out = train or TRAIN_QUESTIONS, held_out or EVAL_QUESTIONS
     pool = question_pool(kb, seed, train + held_out)
@@ -137,15 +144,21 @@ def splits(kb: KnowledgeBases, seed: int, train: int | None = None, held_out: in
     return {name: [{"id": f"mrag-{name}-{k}", **row} for k, row in enumerate(rows)] for name, rows in parts.items()}
 
 
-def write_splits(out: str | Path, seed: int = 0, train: int | None = None, held_out: int | None = None,
-                 index: str | Path | None = None) -> list[Path]:
+def write_splits(
+    out: str | Path,
+    seed: int = 0,
+    train: int | None = None,
+    held_out: int | None = None,
+    index: str | Path | None = None,
+) -> list[Path]:
     kb = load_index(build_index(index))
     out = Path(out)
     return [write_jsonl(out / f"{name}.jsonl", rows) for name, rows in splits(kb, seed, train, held_out).items()]
 
 
-def generated_split(split: str, seed: int = 0, train: int | None = None, held_out: int | None = None,
-                    index: str | Path | None = None) -> Path:
+def generated_split(
+    split: str, seed: int = 0, train: int | None = None, held_out: int | None = None, index: str | Path | None = None
+) -> Path:
     """The default data: both splits generated once per (seed, sizes) into the cache; any split but train reads
     the held-out questions."""
     train, held_out = train or TRAIN_QUESTIONS, held_out or EVAL_QUESTIONS
@@ -156,5 +169,13 @@ def generated_split(split: str, seed: int = 0, train: int | None = None, held_ou
     return folder / f"{name}.jsonl"
 
 
-__all__ = ["NONE", "article_facts", "generated_split", "image_facts", "question_pool", "splits", "table_facts",
-           "write_splits"]
+__all__ = [
+    "NONE",
+    "article_facts",
+    "generated_split",
+    "image_facts",
+    "question_pool",
+    "splits",
+    "table_facts",
+    "write_splits",
+]

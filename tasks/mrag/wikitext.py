@@ -15,12 +15,50 @@ import re
 
 MONTHS = ("January February March April May June July August September October November December").split()
 _INNERMOST = re.compile(r"\{\{([^{}]*)\}\}")
-DASHES = {"ndash": "–", "snd": " – ", "snds": " – ", "spnd": " – ", "spaced ndash": " – ", "en dash": "–",
-          "mdash": "—", "spaced mdash": " — ", "dash": "–", "–": "–", "=": "="}
-DATES = {"birth date", "death date", "birth date and age", "death date and age", "start date", "end date",
-         "start date and age", "end date and age", "dts", "film date", "birth-date", "death-date"}
-WRAPPERS = {"nowrap", "small", "smaller", "big", "nobr", "nts", "nihongo", "abbr", "sic", "em", "strong",
-            "vanchor", "lang", "transl", "angbr"}
+DASHES = {
+    "ndash": "–",
+    "snd": " – ",
+    "snds": " – ",
+    "spnd": " – ",
+    "spaced ndash": " – ",
+    "en dash": "–",
+    "mdash": "—",
+    "spaced mdash": " — ",
+    "dash": "–",
+    "–": "–",
+    "=": "=",
+}
+DATES = {
+    "birth date",
+    "death date",
+    "birth date and age",
+    "death date and age",
+    "start date",
+    "end date",
+    "start date and age",
+    "end date and age",
+    "dts",
+    "film date",
+    "birth-date",
+    "death-date",
+}
+WRAPPERS = {
+    "nowrap",
+    "small",
+    "smaller",
+    "big",
+    "nobr",
+    "nts",
+    "nihongo",
+    "abbr",
+    "sic",
+    "em",
+    "strong",
+    "vanchor",
+    "lang",
+    "transl",
+    "angbr",
+}
 RANGE_WORDS = {"to", "-", "–", "and", "or", "by", "x", "+/-", "±"}
 UNITS = {"sqmi": "sq mi", "km2": "km2", "C": "°C", "F": "°F", "nmi": "nautical miles"}
 

@@ -42,8 +42,7 @@ def draws(n: int, seed: int, size: int = 56, avoid: frozenset[Draw] = frozenset(
     return out
 
 
-def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 56, avoid: frozenset[Draw] = frozenset()
-             ) -> Path:
+def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 56, avoid: frozenset[Draw] = frozenset()) -> Path:
     """Write ``n`` distinct images (none drawn as in ``avoid``) and ``data.jsonl``; the same arguments give
     the same files."""
     from PIL import Image, ImageDraw
@@ -66,8 +65,7 @@ def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 56, avoid: 
             draw.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=COLOURS[colour])
         path = out / f"{i:05d}.png"
         img.save(path)
-        rows.append({"id": f"shapes-{i}", "image": str(path), "question": QUESTION, "answer": colour,
-                     "shape": shape})
+        rows.append({"id": f"shapes-{i}", "image": str(path), "question": QUESTION, "answer": colour, "shape": shape})
     return write_jsonl(out / "data.jsonl", rows)
 
 
@@ -80,8 +78,7 @@ def row_to_sample(row: dict, source: str) -> Sample:
         image = str(Path(source).parent / image)
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": row["question"]}]}]
     meta = {k: v for k, v in row.items() if k not in ("id", "image", "question", "answer")}
-    return Sample(id=str(row["id"]), messages=messages, answer=row["answer"], images=[image], meta=meta,
-                  task="shapes")
+    return Sample(id=str(row["id"]), messages=messages, answer=row["answer"], images=[image], meta=meta, task="shapes")
 
 
 def shapes_load(path: str | None = None, split: str = "train", n: int | None = None, seed: int = 0) -> list[Sample]:

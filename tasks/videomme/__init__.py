@@ -16,7 +16,7 @@ PACK = register_task(
     TaskPack(
         name="videomme",
         description="Video-MME annotation as published (videos, .srt subtitles), option-letter accuracy by "
-                    "duration, domain, task type",
+        "duration, domain, task type",
         load=videomme_load,
         rewards=[{"name": "mmreason.tasks.videomme.score:videomme_reward", "weight": 1.0}],
         metrics={"accuracy": videomme_accuracy},

@@ -31,8 +31,10 @@ from mmreason.types import Sample, VideoRef
 
 DURATIONS = ("short", "medium", "long")
 LETTERS = "ABCD"
-PROMPT = ("Select the best answer to the following multiple-choice question based on the video{subs}. Respond with "
-          "only the letter (A, B, C, or D) of the correct option.")
+PROMPT = (
+    "Select the best answer to the following multiple-choice question based on the video{subs}. Respond with "
+    "only the letter (A, B, C, or D) of the correct option."
+)
 NO_SUBTITLES = "No subtitles available"
 _TIME = re.compile(r"\d+:\d+:\d+[,.]\d+\s*-->\s*\d+:\d+:\d+[,.]\d+")
 _FONT = re.compile(r"<font[^>]*>(.*?)</font>", re.S)
@@ -48,7 +50,7 @@ def srt_text(path: Path, max_chars: int = 200_000) -> str:
         timed = [k for k, r in enumerate(rows) if _TIME.search(r)]
         if not timed:
             continue
-        text = " ".join(rows[timed[0] + 1:])
+        text = " ".join(rows[timed[0] + 1 :])
         fonts = _FONT.findall(text)
         text = " ".join(fonts) if fonts else _TAG.sub("", text)
         if text.strip():
@@ -63,8 +65,15 @@ def video_path(folder: Path, video_id: str) -> Path:
     return folder / f"{video_id}.mp4"
 
 
-def videomme_row(row: dict[str, Any], index: int, source: str, *, video_dir: str | Path | None = None,
-                 subtitles: bool = False, subtitle_dir: str | Path | None = None) -> Sample:
+def videomme_row(
+    row: dict[str, Any],
+    index: int,
+    source: str,
+    *,
+    video_dir: str | Path | None = None,
+    subtitles: bool = False,
+    subtitle_dir: str | Path | None = None,
+) -> Sample:
     """One published row -> Sample; ValueError naming the file, row and field otherwise."""
     qid = text_field(row, "question_id", row_where(source, index, row.get("question_id")))
     where = row_where(source, index, qid)
@@ -80,24 +89,47 @@ def videomme_row(row: dict[str, Any], index: int, source: str, *, video_dir: str
     if answer not in LETTERS[: len(options)]:
         raise ValueError(f"{where}: answer {row['answer']!r} is not one of the option letters")
     base = Path(source).parent
-    folder = Path(video_dir) if video_dir else next(
-        (f for f in (base, base / "data", base / "videos", base.parent / "data") if video_path(f, vid).exists()),
-        base)
+    folder = (
+        Path(video_dir)
+        if video_dir
+        else next(
+            (f for f in (base, base / "data", base / "videos", base.parent / "data") if video_path(f, vid).exists()),
+            base,
+        )
+    )
     video = video_path(folder, vid)
     prompt = PROMPT.format(subs=" and the subtitles" if subtitles else "") + f"\n{question}\n" + "\n".join(options)
     prompt += "\nThe best answer is:"
-    meta = {"question": question, "options": options, "videoID": vid, "video_id": row.get("video_id"),
-            **{k: row[k] for k in ("duration", "domain", "sub_category", "task_type") if row.get(k) is not None}}
+    meta = {
+        "question": question,
+        "options": options,
+        "videoID": vid,
+        "video_id": row.get("video_id"),
+        **{k: row[k] for k in ("duration", "domain", "sub_category", "task_type") if row.get(k) is not None},
+    }
     if subtitles:
-        found = next((p for p in ([Path(subtitle_dir)] if subtitle_dir else
-                                  [folder, base / "subtitle", base.parent / "subtitle"])
-                      if (p / f"{vid}.srt").is_file()), None)
+        found = next(
+            (
+                p
+                for p in (
+                    [Path(subtitle_dir)] if subtitle_dir else [folder, base / "subtitle", base.parent / "subtitle"]
+                )
+                if (p / f"{vid}.srt").is_file()
+            ),
+            None,
+        )
         text = srt_text(found / f"{vid}.srt") if found else ""
         meta["has_subtitles"] = bool(text)
         prompt = "This video's subtitles are listed below:\n" + (text or NO_SUBTITLES) + "\n" + prompt
     content = [{"type": "video"}, {"type": "text", "text": prompt}]
-    return Sample(id=qid, messages=[{"role": "user", "content": content}], answer=answer,
-                  videos=[VideoRef(path=os.path.abspath(video))], meta=meta, task="videomme")
+    return Sample(
+        id=qid,
+        messages=[{"role": "user", "content": content}],
+        answer=answer,
+        videos=[VideoRef(path=os.path.abspath(video))],
+        meta=meta,
+        task="videomme",
+    )
 
 
 def _flag(value: Any) -> bool:
@@ -108,18 +140,30 @@ def _flag(value: Any) -> bool:
     return bool(value)
 
 
-def videomme_load(path: str | None, split: str = "eval", *, video_dir: str | None = None, subtitles: Any = False,
-                  subtitle_dir: str | None = None, **_: Any) -> Loaded:
+def videomme_load(
+    path: str | None,
+    split: str = "eval",
+    *,
+    video_dir: str | None = None,
+    subtitles: Any = False,
+    subtitle_dir: str | None = None,
+    **_: Any,
+) -> Loaded:
     """The rows of ``path`` as samples (see the module doc)."""
     if path is None:
-        raise ValueError("videomme reads the benchmark's own files: --tasks videomme:PATH (the annotation "
-                         "parquet); it has no built-in data")
+        raise ValueError(
+            "videomme reads the benchmark's own files: --tasks videomme:PATH (the annotation "
+            "parquet); it has no built-in data"
+        )
     with_subs = _flag(subtitles)
-    loaded = Loaded(extraction="Video-MME's option-letter rule (answer phrases removed, the first capital A-D) on "
-                               "the response's <answer> or \\boxed{} body when it has one, else the whole response")
+    loaded = Loaded(
+        extraction="Video-MME's option-letter rule (answer phrases removed, the first capital A-D) on "
+        "the response's <answer> or \\boxed{} body when it has one, else the whole response"
+    )
     for index, (row, source) in enumerate(table_rows(path, "videomme")):
-        loaded.append(videomme_row(row, index, source, video_dir=video_dir, subtitles=with_subs,
-                                   subtitle_dir=subtitle_dir))
+        loaded.append(
+            videomme_row(row, index, source, video_dir=video_dir, subtitles=with_subs, subtitle_dir=subtitle_dir)
+        )
     if with_subs:
         videos = {s.meta["videoID"]: s.meta["has_subtitles"] for s in loaded}
         loaded.notes.append(f"with subtitles: {sum(videos.values())} of {len(videos)} videos have a .srt")

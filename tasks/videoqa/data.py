@@ -63,8 +63,7 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, probe: bool = Fa
     kind = str(row["answer_type"])
     if kind not in ANSWER_TYPES:
         raise ValueError(f"{where}: answer_type {kind!r} is not one of {', '.join(ANSWER_TYPES)}")
-    meta = {k: v for k, v in row.items()
-            if k not in ("id", "video", "question", "answer", "window") and v is not None}
+    meta = {k: v for k, v in row.items() if k not in ("id", "video", "question", "answer", "window") and v is not None}
     options = row.get("options")
     answer: Any = row["answer"]
     try:
@@ -119,24 +118,28 @@ def read_rows(path: str | Path, pack: str = "videoqa") -> list[dict[str, Any]]:
     return rows_of(path, pack)
 
 
-def generated_split(split: str, videos: int, seed: int, seconds: tuple[int, int], size: int,
-                    style: str = "events") -> Path:
+def generated_split(
+    split: str, videos: int, seed: int, seconds: tuple[int, int], size: int, style: str = "events"
+) -> Path:
     """The default data: train from ``seed``; any other split from ``seed + 10_000``, never a video of a train
     split of the same seed, seconds, style and up to ``AVOID_TRAIN`` (``basic``: ``AVOID_TRAIN_BASIC``) videos."""
     tag = f"{seconds[0]}-{seconds[1]}-{size}" + STYLE_TAGS[style]
     if split == "train":
-        return synth.generate(default_cache() / f"v{DATA_VERSION}-train-{videos}-{seed}-{tag}", videos, seed,
-                              seconds, size, style=style)
+        return synth.generate(
+            default_cache() / f"v{DATA_VERSION}-train-{videos}-{seed}-{tag}", videos, seed, seconds, size, style=style
+        )
     folder = default_cache() / f"v{DATA_VERSION}-{split}-{videos}-{seed + 10_000}-{tag}"
     return held_out_split(folder, videos, seed, seconds, size, style)
 
 
-def held_out_split(folder: str | Path, videos: int, seed: int, seconds: tuple[int, int], size: int,
-                   style: str = "events") -> Path:
+def held_out_split(
+    folder: str | Path, videos: int, seed: int, seconds: tuple[int, int], size: int, style: str = "events"
+) -> Path:
     """The held-out videos of ``seed`` written to ``folder``: drawn from ``seed + 10_000``, never a video of the
     train split of ``seed`` (``mmreason data videoqa --held-out`` and the default eval split both call this)."""
-    avoid = frozenset(synth.scenarios(AVOID_TRAIN if style == "events" else AVOID_TRAIN_BASIC, seed, seconds,
-                                      style=style))
+    avoid = frozenset(
+        synth.scenarios(AVOID_TRAIN if style == "events" else AVOID_TRAIN_BASIC, seed, seconds, style=style)
+    )
     return synth.generate(folder, videos, seed + 10_000, seconds, size, avoid=avoid, style=style)
 
 
@@ -152,10 +155,21 @@ def real_split() -> Path:
     return jsonl if jsonl.exists() else real.write_real(jsonl.parent)
 
 
-def videoqa_load(path: str | None = None, split: str = "train", *, n: int | None = None, videos: int | None = None,
-                 eval_videos: int | None = None, seed: int = 0, seconds: tuple[int, int] | list[int] = (3, 8),
-                 size: int = 64, answer_types: list[str] | None = None, probe: bool = False,
-                 style: str = "events", real: bool = False) -> list[Sample]:
+def videoqa_load(
+    path: str | None = None,
+    split: str = "train",
+    *,
+    n: int | None = None,
+    videos: int | None = None,
+    eval_videos: int | None = None,
+    seed: int = 0,
+    seconds: tuple[int, int] | list[int] = (3, 8),
+    size: int = 64,
+    answer_types: list[str] | None = None,
+    probe: bool = False,
+    style: str = "events",
+    real: bool = False,
+) -> list[Sample]:
     """The pack's data (``data.task_args`` are these keyword options; training and its eval share them).
 
     path: a JSONL/parquet file in the row shape above; None = generated videos of ``style`` (``events``: 4

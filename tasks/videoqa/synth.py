@@ -90,8 +90,18 @@ def draw_scenario(rng: random.Random, seconds: int) -> Scenario:
     for j, cut in enumerate(cuts):
         t = (cut / 2) + j * (FLASH_SECONDS + FLASH_GAP)
         starts.append(t)
-    return Scenario(seconds, rng.choice(FRAME_RATES), t_in, t_out, t_change, before, after,
-                    rng.choice(("left", "right")), tuple(starts), rng.randint(250, 750))
+    return Scenario(
+        seconds,
+        rng.choice(FRAME_RATES),
+        t_in,
+        t_out,
+        t_change,
+        before,
+        after,
+        rng.choice(("left", "right")),
+        tuple(starts),
+        rng.randint(250, 750),
+    )
 
 
 def square_state(s: Scenario, t: float, size: int) -> tuple[str, int] | None:
@@ -163,8 +173,19 @@ def draw_basic(rng: random.Random, seconds: int) -> Scenario:
     duration = float(seconds)
     t_change = _halves(rng, 0.4 * duration, 0.6 * duration)
     before, after = rng.sample(sorted(COLOURS), 2)
-    return Scenario(seconds, rng.choice(FRAME_RATES), 0.0, duration, t_change, before, after,
-                    rng.choice(("left", "right")), (), 500, rng.choice(BASIC_SIDES))
+    return Scenario(
+        seconds,
+        rng.choice(FRAME_RATES),
+        0.0,
+        duration,
+        t_change,
+        before,
+        after,
+        rng.choice(("left", "right")),
+        (),
+        500,
+        rng.choice(BASIC_SIDES),
+    )
 
 
 def basic_questions(s: Scenario, rng: random.Random) -> list[dict[str, Any]]:
@@ -172,21 +193,33 @@ def basic_questions(s: Scenario, rng: random.Random) -> list[dict[str, Any]]:
     last frames, and the direction (answers uniform: 4 colours, 2 directions)."""
     del rng  # the same three questions for every video
     return [
-        {"question": "What colour is the square at the start of the video?", "answer": s.colour_before,
-         "answer_type": "free"},
-        {"question": "What colour is the square at the end of the video?", "answer": s.colour_after,
-         "answer_type": "free"},
-        {"question": "Which way does the square move, left or right?", "answer": s.direction,
-         "answer_type": "free"},
+        {
+            "question": "What colour is the square at the start of the video?",
+            "answer": s.colour_before,
+            "answer_type": "free",
+        },
+        {
+            "question": "What colour is the square at the end of the video?",
+            "answer": s.colour_after,
+            "answer_type": "free",
+        },
+        {"question": "Which way does the square move, left or right?", "answer": s.direction, "answer_type": "free"},
     ]
 
 
-STYLES = {"events": (draw_scenario, questions, ANSWER_TYPES), "basic": (draw_basic, basic_questions,
-                                                                         ("start", "end", "direction"))}
+STYLES = {
+    "events": (draw_scenario, questions, ANSWER_TYPES),
+    "basic": (draw_basic, basic_questions, ("start", "end", "direction")),
+}
 
 
-def scenarios(n: int, seed: int, seconds: tuple[int, int] = (3, 8),
-              avoid: frozenset[Scenario] = frozenset(), style: str = "events") -> list[Scenario]:
+def scenarios(
+    n: int,
+    seed: int,
+    seconds: tuple[int, int] = (3, 8),
+    avoid: frozenset[Scenario] = frozenset(),
+    style: str = "events",
+) -> list[Scenario]:
     """``n`` distinct scenarios, none in ``avoid``; the same arguments give the same list."""
     lo, hi = seconds
     if not 3 <= lo <= hi:
@@ -206,8 +239,15 @@ def scenarios(n: int, seed: int, seconds: tuple[int, int] = (3, 8),
     raise ValueError(f"videoqa: could not draw {n} distinct videos of {lo}..{hi} s (try a longer range)")
 
 
-def generate(out_dir: str | Path, n: int, seed: int = 0, seconds: tuple[int, int] = (3, 8), size: int = 64,
-             avoid: frozenset[Scenario] = frozenset(), style: str = "events") -> Path:
+def generate(
+    out_dir: str | Path,
+    n: int,
+    seed: int = 0,
+    seconds: tuple[int, int] = (3, 8),
+    size: int = 64,
+    avoid: frozenset[Scenario] = frozenset(),
+    style: str = "events",
+) -> Path:
     """Write ``n`` videos and ``data.jsonl`` (video paths relative to the file): ``style`` ``events``, 4
     questions per video (one per answer type); ``basic``, 3 (``basic_questions``).
 
@@ -228,6 +268,13 @@ def generate(out_dir: str | Path, n: int, seed: int = 0, seconds: tuple[int, int
         write_video(out / name, s, size)
         rng = random.Random(f"{seed}/{i}/questions")
         for kind, q in zip(kinds, ask(s, rng)):
-            rows.append({"id": f"videoqa-{seed}-{i}-{kind}", "video": name, **q, "duration": float(s.seconds),
-                         "scenario": {**asdict(s), "flash_starts": list(s.flash_starts)}})
+            rows.append(
+                {
+                    "id": f"videoqa-{seed}-{i}-{kind}",
+                    "video": name,
+                    **q,
+                    "duration": float(s.seconds),
+                    "scenario": {**asdict(s), "flash_starts": list(s.flash_starts)},
+                }
+            )
     return write_jsonl(out / "data.jsonl", rows)

@@ -34,8 +34,10 @@ LETTERS = "ABCDEFGHIJ"
 INSTRUCTION = {
     "plain": "Answer with a single word or number.",
     "plain_mcq": "Answer with the option's letter.",
-    "think": ("Think inside <think> </think> (leave it empty if the answer is obvious), then give the final "
-              "answer inside <answer> </answer>."),
+    "think": (
+        "Think inside <think> </think> (leave it empty if the answer is obvious), then give the final "
+        "answer inside <answer> </answer>."
+    ),
 }
 
 
@@ -73,8 +75,7 @@ def row_to_sample(row: dict[str, Any], source: str, answer_format: str = "plain"
     images = [str(base / p) if isinstance(p, str) and not os.path.isabs(p) else p for p in images]
     content = [{"type": "image"} for _ in images] + [{"type": "text", "text": prompt_text(row, answer_format)}]
     # a column absent from this row reads as None when ``datasets`` unifies the file's schema: leave it out
-    meta = {k: v for k, v in row.items()
-            if k not in ("id", "image", "images", "question", "answer") and v is not None}
+    meta = {k: v for k, v in row.items() if k not in ("id", "image", "images", "question", "answer") and v is not None}
     meta["answer_type"] = kind
     meta.setdefault("domain", "perception")
     profile = LENGTH_PROFILE_OF_DOMAIN.get(str(meta["domain"]))
@@ -84,8 +85,14 @@ def row_to_sample(row: dict[str, Any], source: str, answer_format: str = "plain"
     meta["answer_format"] = answer_format
     if answer_format == "think":
         meta["target"] = think_answer(str(meta.get("trace") or ""), answer)
-    return Sample(id=str(row["id"]), messages=[{"role": "user", "content": content}], answer=answer,
-                  images=images, meta=meta, task="vision")
+    return Sample(
+        id=str(row["id"]),
+        messages=[{"role": "user", "content": content}],
+        answer=answer,
+        images=images,
+        meta=meta,
+        task="vision",
+    )
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -93,8 +100,9 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     return rows_of(path, "vision")
 
 
-def synthetic_rows(split: str, n: int, seed: int, size: int = 112, kinds: list[str] | None = None
-                   ) -> tuple[list[dict[str, Any]], str]:
+def synthetic_rows(
+    split: str, n: int, seed: int, size: int = 112, kinds: list[str] | None = None
+) -> tuple[list[dict[str, Any]], str]:
     """Generated rows (cached per split/n/seed/size/kinds) and the JSONL they came from."""
     kinds = list(kinds or synthetic.KINDS)
     split_seed = seed if split == "train" else seed + 10_000
@@ -111,10 +119,21 @@ def _subset(rows: list[dict[str, Any]], n: int | None, seed: int) -> list[dict[s
     return [rows[i] for i in picked]
 
 
-def vision_load(path: str | None = None, split: str = "train", *, source: str = "mixed", n: int | None = None,
-                synthetic_n: int | None = None, seed: int = 0, kinds: list[str] | None = None,
-                domains: list[str] | None = None, answer_format: str = "plain", thought_dropout: float = 0.0,
-                image_size: int = 112, templates: list[str] | None = None) -> list[Sample]:
+def vision_load(
+    path: str | None = None,
+    split: str = "train",
+    *,
+    source: str = "mixed",
+    n: int | None = None,
+    synthetic_n: int | None = None,
+    seed: int = 0,
+    kinds: list[str] | None = None,
+    domains: list[str] | None = None,
+    answer_format: str = "plain",
+    thought_dropout: float = 0.0,
+    image_size: int = 112,
+    templates: list[str] | None = None,
+) -> list[Sample]:
     """The pack's data (``data.task_args`` are these keyword options).
 
     path: a JSONL/parquet file in the row shape above; None = built-in data from ``source``:

@@ -37,7 +37,8 @@ def package_dir() -> Path:
     if spec is None or spec.origin is None:
         raise ModuleNotFoundError(
             "the vision pack's easy-VQA data comes from the `easy-vqa` package: pip install easy-vqa "
-            "(or use task_args source: synthetic)")
+            "(or use task_args source: synthetic)"
+        )
     return Path(spec.origin).parent / "data"
 
 
@@ -83,17 +84,28 @@ def easyvqa_rows(split: str = "train", *, verify: bool = True) -> list[dict[str,
     name = package_split(split)
     raw = (data / name / "questions.json").read_bytes()
     if verify and hashlib.sha256(raw).hexdigest() != SHA256[name]:
-        raise ValueError(f"{data / name / 'questions.json'}: unexpected content (not easy-vqa 1.0); "
-                         "pass verify=False to use it anyway")
+        raise ValueError(
+            f"{data / name / 'questions.json'}: unexpected content (not easy-vqa 1.0); "
+            "pass verify=False to use it anyway"
+        )
     questions = json.loads(raw)
     facts = _image_facts(questions)
     images = data / name / "images"
     rows = []
     for k, (text, answer, image) in enumerate(questions):
-        rows.append({
-            "id": f"easyvqa-{name}-{k}", "image": str(images / f"{int(image)}.png"),
-            "question": text, "answer": answer, "answer_type": answer_type_of(answer),
-            "domain": "perception", "template": template_of(text), "trace": _trace(facts[int(image)]),
-            "kind": "easyvqa", "source": "easyvqa", "image_id": int(image),
-        })
+        rows.append(
+            {
+                "id": f"easyvqa-{name}-{k}",
+                "image": str(images / f"{int(image)}.png"),
+                "question": text,
+                "answer": answer,
+                "answer_type": answer_type_of(answer),
+                "domain": "perception",
+                "template": template_of(text),
+                "trace": _trace(facts[int(image)]),
+                "kind": "easyvqa",
+                "source": "easyvqa",
+                "image_id": int(image),
+            }
+        )
     return rows

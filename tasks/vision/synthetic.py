@@ -56,8 +56,11 @@ def _draw_shapes(draw, rng: random.Random, size: int, colours: list[str]) -> int
 def counting_item(draw, rng: random.Random, size: int) -> dict[str, Any]:
     colours = [rng.choice(sorted(PALETTE)) for _ in range(rng.randint(1, 6))]
     n = _draw_shapes(draw, rng, size, colours)
-    return {"question": "How many shapes are in the image?", "answer": str(n),
-            "trace": f"I count the shapes one by one: there are {n}."}
+    return {
+        "question": "How many shapes are in the image?",
+        "answer": str(n),
+        "trace": f"I count the shapes one by one: there are {n}.",
+    }
 
 
 def colour_item(draw, rng: random.Random, size: int) -> dict[str, Any]:
@@ -68,8 +71,11 @@ def colour_item(draw, rng: random.Random, size: int) -> dict[str, Any]:
     rng.shuffle(colours)
     placed = _draw_shapes(draw, rng, size, colours)
     n = colours[:placed].count(target)
-    return {"question": f"How many {target} shapes are in the image?", "answer": str(n),
-            "trace": f"Of the {placed} shapes, {n} are {target}."}
+    return {
+        "question": f"How many {target} shapes are in the image?",
+        "answer": str(n),
+        "trace": f"Of the {placed} shapes, {n} are {target}.",
+    }
 
 
 def chart_item(draw, rng: random.Random, size: int) -> dict[str, Any]:
@@ -88,8 +94,11 @@ def chart_item(draw, rng: random.Random, size: int) -> dict[str, Any]:
         draw.rectangle((x0, round(bottom - v * unit), x1, bottom), fill=PALETTE[sorted(PALETTE)[k % 4]])
         draw.text((x0, bottom + 1), label, fill=(0, 0, 0))
     k = rng.randrange(len(labels))
-    return {"question": f"What is the value of bar {labels[k]} in the chart?", "answer": str(values[k]),
-            "trace": f"Bar {labels[k]} reaches the grid line {values[k]}."}
+    return {
+        "question": f"What is the value of bar {labels[k]} in the chart?",
+        "answer": str(values[k]),
+        "trace": f"Bar {labels[k]} reaches the grid line {values[k]}.",
+    }
 
 
 def geometry_item(draw, rng: random.Random, size: int) -> dict[str, Any]:
@@ -101,17 +110,24 @@ def geometry_item(draw, rng: random.Random, size: int) -> dict[str, Any]:
         draw.line((p, 4, p, size - 4), fill=(200, 200, 200))
     w, h = rng.randint(1, 6), rng.randint(1, 6)
     x, y = rng.randint(0, cells - w), rng.randint(0, cells - h)
-    draw.rectangle((round(4 + x * step), round(4 + y * step), round(4 + (x + w) * step), round(4 + (y + h) * step)),
-                   outline=(40, 80, 220), width=2)
-    return {"question": "Each grid cell is 1 by 1. What is the area of the blue rectangle?", "answer": str(w * h),
-            "trace": f"The rectangle spans {w} cells by {h} cells, so its area is {w} x {h} = {w * h}."}
+    draw.rectangle(
+        (round(4 + x * step), round(4 + y * step), round(4 + (x + w) * step), round(4 + (y + h) * step)),
+        outline=(40, 80, 220),
+        width=2,
+    )
+    return {
+        "question": "Each grid cell is 1 by 1. What is the area of the blue rectangle?",
+        "answer": str(w * h),
+        "trace": f"The rectangle spans {w} cells by {h} cells, so its area is {w} x {h} = {w * h}.",
+    }
 
 
 ITEMS = {"counting": counting_item, "colour": colour_item, "chart": chart_item, "geometry": geometry_item}
 
 
-def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 112,
-             kinds: tuple[str, ...] | list[str] = KINDS) -> Path:
+def generate(
+    out_dir: str | Path, n: int, seed: int = 0, size: int = 112, kinds: tuple[str, ...] | list[str] = KINDS
+) -> Path:
     """Write ``n`` images (kinds in turn) and ``data.jsonl`` under ``out_dir``; returns the JSONL path."""
     from PIL import Image, ImageDraw
 
@@ -131,6 +147,15 @@ def generate(out_dir: str | Path, n: int, seed: int = 0, size: int = 112,
         item = ITEMS[kind](ImageDraw.Draw(img), rng, size)
         name = f"{i:05d}.png"
         img.save(out / name)
-        rows.append({"id": f"synth-{seed}-{i}", "image": name, **item, "answer_type": "numeric",
-                     "domain": DOMAIN_OF_KIND[kind], "kind": kind, "source": "synthetic"})
+        rows.append(
+            {
+                "id": f"synth-{seed}-{i}",
+                "image": name,
+                **item,
+                "answer_type": "numeric",
+                "domain": DOMAIN_OF_KIND[kind],
+                "kind": kind,
+                "source": "synthetic",
+            }
+        )
     return write_jsonl(out / "data.jsonl", rows)

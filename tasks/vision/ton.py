@@ -25,8 +25,9 @@ def think_answer(trace: str, answer: str, answer_tag: str = "answer") -> str:
     return f"{think}<{answer_tag}>{answer}</{answer_tag}>"
 
 
-def thought_dropout(trace: str, answer: str, rng: random.Random, p: float = 0.5,
-                    answer_tag: str = "answer") -> tuple[str, bool]:
+def thought_dropout(
+    trace: str, answer: str, rng: random.Random, p: float = 0.5, answer_tag: str = "answer"
+) -> tuple[str, bool]:
     """(target text, dropped): the trace kept with probability 1 - p, else the empty thought.
 
     A trace that is already empty counts as dropped (no draw can restore it).

@@ -10,9 +10,31 @@ from mmreason.cli import main
 
 
 def test_bench_plays_the_same_episodes_both_ways(tiny_model_dir, shapes_cache, capsys):
-    assert main(["bench", "episodes", "--model", str(tiny_model_dir), "--n", "2", "--group", "2",
-                 "--max-new-tokens", "8", "--repeats", "1", "--task-arg", "eval_videos=1",
-                 "--task-arg", "seconds=[40,40]", "--task-arg", "size=32"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "episodes",
+                "--model",
+                str(tiny_model_dir),
+                "--n",
+                "2",
+                "--group",
+                "2",
+                "--max-new-tokens",
+                "8",
+                "--repeats",
+                "1",
+                "--task-arg",
+                "eval_videos=1",
+                "--task-arg",
+                "seconds=[40,40]",
+                "--task-arg",
+                "size=32",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result["same_tokens"] is True
     assert (result["prompts"], result["episodes"]) == (2, 4)

@@ -11,8 +11,22 @@ from mmreason.bench import eval_overhead
 def test_bench_compares_like_with_like(tiny_model_dir, shapes_cache, capsys):
     parser = argparse.ArgumentParser()
     eval_overhead.add_arguments(parser)
-    args = parser.parse_args(["--model", str(tiny_model_dir), "--n", "6", "--batch_size", "3",
-                              "--max_new_tokens", "5", "--repeats", "1", "--dtype", "float32"])
+    args = parser.parse_args(
+        [
+            "--model",
+            str(tiny_model_dir),
+            "--n",
+            "6",
+            "--batch_size",
+            "3",
+            "--max_new_tokens",
+            "5",
+            "--repeats",
+            "1",
+            "--dtype",
+            "float32",
+        ]
+    )
     assert eval_overhead.run(args) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["same_outputs"] is True  # the harness and the bare loop decoded the same completions

@@ -12,9 +12,31 @@ def test_bench_runs_both_trainers_on_the_same_prompts(tiny_model_dir, tmp_path, 
     from mmreason.cli import main
 
     out = tmp_path / "bench.json"
-    assert main(["bench", "grpo-vs-trl", "--model", str(tiny_model_dir), "--pages", "2", "--page-px", "56",
-                 "--num-generations", "2", "--completion-len", "3", "--steps", "1", "--warmup", "1",
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "grpo-vs-trl",
+                "--model",
+                str(tiny_model_dir),
+                "--pages",
+                "2",
+                "--page-px",
+                "56",
+                "--num-generations",
+                "2",
+                "--completion-len",
+                "3",
+                "--steps",
+                "1",
+                "--warmup",
+                "1",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "mmreason" in printed and "trl" in printed and "ratio" in printed
     r = json.loads(out.read_text())

@@ -13,8 +13,11 @@ def _doc(i, **meta):
 
 
 def test_one_metric_per_value_list_fields_in_each_group_and_slug_collisions():
-    docs = [_doc(0, skills=["a b", "c"], grade="High School"), _doc(1, skills=["c"], grade="high-school"),
-            _doc(2, grade=None)]
+    docs = [
+        _doc(0, skills=["a b", "c"], grade="High School"),
+        _doc(1, skills=["c"], grade="high-school"),
+        _doc(2, grade=None),
+    ]
     calls = []
 
     def score(sample, completion):
@@ -23,8 +26,12 @@ def test_one_metric_per_value_list_fields_in_each_group_and_slug_collisions():
 
     cached = once_per_doc(score)
     metrics = group_metrics(docs, ("skills", "grade"), cached)
-    assert list(metrics) == ["accuracy_skills_a_b", "accuracy_skills_c", "accuracy_grade_high_school",
-                             "accuracy_grade_high_school_2"]  # "High School" < "high-school": sorted, then _2
+    assert list(metrics) == [
+        "accuracy_skills_a_b",
+        "accuracy_skills_c",
+        "accuracy_grade_high_school",
+        "accuracy_grade_high_school_2",
+    ]  # "High School" < "high-school": sorted, then _2
     values = {name: fn(docs[0], "right") for name, fn in metrics.items()}
     assert values["accuracy_skills_a_b"] == 1.0 and values["accuracy_skills_c"] == 1.0
     assert values["accuracy_grade_high_school"] == 1.0 and math.isnan(values["accuracy_grade_high_school_2"])

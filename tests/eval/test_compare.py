@@ -13,14 +13,31 @@ from mmreason.eval.compare import compare_rows, load_results
 
 
 def _results(name: str, date: str, acc: float, acc_se: float, f1: float | None) -> dict:
-    return {"model_name": name, "date": date,
-            "results": {"docvqa": {"alias": "docvqa", "anls,none": acc, "anls_stderr,none": acc_se, "anls_n,none": 50,
-                                   "f1,none": f1, "f1_stderr,none": None, "f1_n,none": 1, "n": 50, "n_failed": 0}},
-            "higher_is_better": {"docvqa": {"anls": True, "f1": True}}}
+    return {
+        "model_name": name,
+        "date": date,
+        "results": {
+            "docvqa": {
+                "alias": "docvqa",
+                "anls,none": acc,
+                "anls_stderr,none": acc_se,
+                "anls_n,none": 50,
+                "f1,none": f1,
+                "f1_stderr,none": None,
+                "f1_n,none": 1,
+                "n": 50,
+                "n_failed": 0,
+            }
+        },
+        "higher_is_better": {"docvqa": {"anls": True, "f1": True}},
+    }
 
 
 def test_deltas_against_the_baseline():
-    runs = [_results("base", "20260101_000000", 0.50, 0.03, 0.2), _results("tuned", "20260102_000000", 0.62, 0.04, None)]
+    runs = [
+        _results("base", "20260101_000000", 0.50, 0.03, 0.2),
+        _results("tuned", "20260102_000000", 0.62, 0.04, None),
+    ]
     rows = compare_rows(runs)
     assert [(r.task, r.metric) for r in rows] == [("docvqa", "anls"), ("docvqa", "f1")]
     delta, se = rows[0].delta(1)

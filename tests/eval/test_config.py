@@ -11,9 +11,17 @@ from mmreason.eval.tasks import load_task, parse_task_specs
 
 def test_key_value_strings_are_typed():
     assert parse_kv("temperature=0,max_new_tokens=256, top_p=0.9", "--gen_kwargs") == {
-        "temperature": 0, "max_new_tokens": 256, "top_p": 0.9}
+        "temperature": 0,
+        "max_new_tokens": 256,
+        "top_p": 0.9,
+    }
     args = parse_model_args("min_pixels=3136,max_pixels=802816,attn_implementation=sdpa,dtype=bfloat16")
-    assert (args.min_pixels, args.max_pixels, args.attn_implementation, args.dtype) == (3136, 802816, "sdpa", "bfloat16")
+    assert (args.min_pixels, args.max_pixels, args.attn_implementation, args.dtype) == (
+        3136,
+        802816,
+        "sdpa",
+        "bfloat16",
+    )
     gen = parse_gen_kwargs("temperature=0.7,top_k=20")
     assert (gen.temperature, gen.top_k, gen.max_new_tokens) == (0.7, 20, 256)
 
@@ -70,8 +78,9 @@ def test_unknown_task_lists_the_valid_ones(shapes_cache):
 
 
 def test_vllm_server_model_args_are_typed_and_checked():
-    args = parse_model_args("backend=vllm,vllm_mode=server,vllm_server_host=localhost,vllm_server_port=8123,"
-                            "vllm_generate_timeout=30")
+    args = parse_model_args(
+        "backend=vllm,vllm_mode=server,vllm_server_host=localhost,vllm_server_port=8123,vllm_generate_timeout=30"
+    )
     assert (args.vllm_mode, args.vllm_server_host, args.vllm_server_port) == ("server", "localhost", 8123)
     assert args.vllm_generate_timeout == 30.0 and args.vllm_server_timeout == 240.0
     with pytest.raises(ConfigError, match="vllm_mode=server needs backend=vllm"):

@@ -33,15 +33,22 @@ def make_pack(folder: Path) -> TaskPack:
     def docpages_load(path, split, **_options) -> list[Sample]:
         samples = []
         for d in range(4):
-            pdf = write_pdf(folder / f"doc{d}.pdf", [f"Doc {d} page {p}: the total is {d * 10 + p}"
-                                                     for p in range(d % 2 + 2)])
+            pdf = write_pdf(
+                folder / f"doc{d}.pdf", [f"Doc {d} page {p}: the total is {d * 10 + p}" for p in range(d % 2 + 2)]
+            )
             if d == 2:
                 pdf = folder / "vanished.pdf"  # a document that is gone: the doc fails, the run goes on
             n_pages = d % 2 + 2
             content = [{"type": "image"}] * n_pages + [{"type": "text", "text": "What is the total on the last page?"}]
-            samples.append(Sample(id=f"doc-{d}", messages=[{"role": "user", "content": content}],
-                                  answer=str(d * 10 + n_pages - 1), pages=[PageRef(str(pdf), p) for p in range(n_pages)],
-                                  task=NAME))
+            samples.append(
+                Sample(
+                    id=f"doc-{d}",
+                    messages=[{"role": "user", "content": content}],
+                    answer=str(d * 10 + n_pages - 1),
+                    pages=[PageRef(str(pdf), p) for p in range(n_pages)],
+                    task=NAME,
+                )
+            )
         return samples
 
     def docpages_metric_contains(sample: Sample, completion: str) -> float:
@@ -52,9 +59,13 @@ def make_pack(folder: Path) -> TaskPack:
         """Completion length in characters (a graded score, so the aggregate is not trivially 0)."""
         return float(len(completion))
 
-    return TaskPack(name=NAME, description="test-only: questions over rendered PDF pages", load=docpages_load,
-                    metrics={"contains": docpages_metric_contains, "length": docpages_metric_length},
-                    prompt_template="What is the total on the last page?")
+    return TaskPack(
+        name=NAME,
+        description="test-only: questions over rendered PDF pages",
+        load=docpages_load,
+        metrics={"contains": docpages_metric_contains, "length": docpages_metric_length},
+        prompt_template="What is the total on the last page?",
+    )
 
 
 @pytest.fixture
@@ -66,9 +77,21 @@ def docpages(tmp_path):
 
 
 def test_document_task_end_to_end(run_eval, docpages, tiny_model_dir, tmp_path):
-    out = run_eval("--model", str(tiny_model_dir), "--tasks", NAME, "--batch_size", "2", "--output_path",
-                   str(tmp_path / "out"), "--log_samples", "--gen_kwargs", "max_new_tokens=10",
-                   "--model_args", "max_pixels=50176")
+    out = run_eval(
+        "--model",
+        str(tiny_model_dir),
+        "--tasks",
+        NAME,
+        "--batch_size",
+        "2",
+        "--output_path",
+        str(tmp_path / "out"),
+        "--log_samples",
+        "--gen_kwargs",
+        "max_new_tokens=10",
+        "--model_args",
+        "max_pixels=50176",
+    )
     res = out.results["results"][NAME]
     assert (res["n"], res["n_failed"], res["failed_ids"]) == (3, 1, ["doc-2"])
     rows = [json.loads(line) for line in out.samples_paths[NAME].read_text().splitlines()]
@@ -83,5 +106,5 @@ def test_document_task_end_to_end(run_eval, docpages, tiny_model_dir, tmp_path):
     lengths = [r["scores"]["length"] for r in scored]
     assert lengths == [float(len(r["response"])) for r in scored]
     assert res["length,none"] == statistics.fmean(lengths)
-    assert res["length_stderr,none"] == pytest.approx(statistics.stdev(lengths) / 3 ** 0.5, abs=1e-12)
+    assert res["length_stderr,none"] == pytest.approx(statistics.stdev(lengths) / 3**0.5, abs=1e-12)
     assert out.results["config"]["image_pixels"]["max"] == 50176

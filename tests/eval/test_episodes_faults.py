@@ -30,22 +30,47 @@ class Env:
 
 def _load(path, split="eval", **options):
     content = [{"type": "image"}, {"type": "text", "text": "Colour?"}]
-    return [Sample(f"d{i}", [{"role": "user", "content": content}], answer="red",
-                   images=[Image.new("RGB", (56, 56), "red")], task=NAME) for i in range(3)]
+    return [
+        Sample(
+            f"d{i}",
+            [{"role": "user", "content": content}],
+            answer="red",
+            images=[Image.new("RGB", (56, 56), "red")],
+            task=NAME,
+        )
+        for i in range(3)
+    ]
 
 
 @pytest.fixture
 def env_pack():
-    TASKS.add(NAME, TaskPack(name=NAME, description="test-only: one doc's environment cannot start", load=_load,
-                             metrics={"contains": lambda s, c: float(s.answer in c)}, make_environment=Env,
-                             max_turns=2))
+    TASKS.add(
+        NAME,
+        TaskPack(
+            name=NAME,
+            description="test-only: one doc's environment cannot start",
+            load=_load,
+            metrics={"contains": lambda s, c: float(s.answer in c)},
+            make_environment=Env,
+            max_turns=2,
+        ),
+    )
     yield
     del TASKS._items[NAME]
 
 
 def test_a_doc_whose_environment_cannot_start_is_a_failed_doc(run_eval, env_pack, tiny_model_dir, tmp_path):
-    out = run_eval("--model", str(tiny_model_dir), "--tasks", NAME, "--output_path", str(tmp_path / "out"),
-                   "--log_samples", "--gen_kwargs", "max_new_tokens=4")
+    out = run_eval(
+        "--model",
+        str(tiny_model_dir),
+        "--tasks",
+        NAME,
+        "--output_path",
+        str(tmp_path / "out"),
+        "--log_samples",
+        "--gen_kwargs",
+        "max_new_tokens=4",
+    )
     res = out.results["results"][NAME]
     assert (res["n"], res["n_failed"], res["failed_ids"]) == (2, 1, ["d1"])
     rows = {r["doc_id"]: r for r in map(json.loads, out.samples_paths[NAME].read_text().splitlines())}

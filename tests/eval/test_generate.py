@@ -20,8 +20,7 @@ from mmreason.types import Sample
 
 def _prompts(processor):
     """Prompts of very different lengths: 0, 1 and 2 images of different sizes, short and long text."""
-    specs = [((60, 90), 1, 1), ((200, 120), 2, 3), ((28, 300), 1, 1), (None, 0, 6), ((64, 64), 1, 2),
-             ((150, 40), 1, 4)]
+    specs = [((60, 90), 1, 1), ((200, 120), 2, 3), ((28, 300), 1, 1), (None, 0, 6), ((64, 64), 1, 2), ((150, 40), 1, 4)]
     prompts = []
     for i, (size, n_images, repeat) in enumerate(specs):
         images = [Image.new("RGB", size, (40 * i % 255, 120, 30 + 20 * k)) for k in range(n_images)]
@@ -40,7 +39,7 @@ def test_left_padding_layout(tiny):
     batch = collate_left(prompts, pad)
     width = max(p.length for p in prompts)
     for i, p in enumerate(prompts):
-        assert torch.equal(batch["input_ids"][i, width - p.length:], p.input_ids)
+        assert torch.equal(batch["input_ids"][i, width - p.length :], p.input_ids)
         assert batch["attention_mask"][i].sum() == p.length and batch["attention_mask"][i, -1] == 1
         assert (batch["mm_token_type_ids"][i, : width - p.length] == 0).all()
     grids = torch.cat([p.visual["image_grid_thw"] for p in prompts])

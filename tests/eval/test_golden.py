@@ -23,12 +23,18 @@ DATA = {"generic": GOLDEN / "generic.jsonl"}
 
 
 def snapshot(task: EvalTask, processor) -> str:
-    lines = [f"task: {task.name}", f"prompt_template: {task.pack.prompt_template!r}",
-             f"metrics: {', '.join(task.pack.metrics)}"]
+    lines = [
+        f"task: {task.name}",
+        f"prompt_template: {task.pack.prompt_template!r}",
+        f"metrics: {', '.join(task.pack.metrics)}",
+    ]
     for sample in task.samples:
         prompt = build_prompt(processor, sample, max_prompt_length=32768)
-        lines += [f"--- doc {sample.id} | answer {sample.answer!r} | prompt_tokens {prompt.length}"
-                  f" | visual_tokens {prompt.visual_tokens}", prompt.text]
+        lines += [
+            f"--- doc {sample.id} | answer {sample.answer!r} | prompt_tokens {prompt.length}"
+            f" | visual_tokens {prompt.visual_tokens}",
+            prompt.text,
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -37,8 +43,10 @@ def _check(name: str, text: str, update: bool = os.environ.get("MMREASON_UPDATE_
     if update:
         path.write_text(text)
     if not path.exists():
-        pytest.fail(f"no golden prompt for task {name!r}: run MMREASON_UPDATE_GOLDEN=1 pytest {__file__} "
-                    "and commit tests/eval/golden/")
+        pytest.fail(
+            f"no golden prompt for task {name!r}: run MMREASON_UPDATE_GOLDEN=1 pytest {__file__} "
+            "and commit tests/eval/golden/"
+        )
     assert text == path.read_text(), f"the rendered prompt of task {name!r} changed (see {path})"
 
 
@@ -55,8 +63,13 @@ def _published_files():
 
 # Packs with no built-in data (they read a benchmark's files): their prompts are rendered on small files in the
 # benchmark's layout, written by tests/tasks/published/published_files.py.
-BENCHMARK_FILES = {"mathvista": "mathvista_repo", "mmmu": "mmmu_folder", "chartqa": "chartqa_repo",
-                   "docvqa": "docvqa_json", "videomme": "videomme_set"}
+BENCHMARK_FILES = {
+    "mathvista": "mathvista_repo",
+    "mmmu": "mmmu_folder",
+    "chartqa": "chartqa_repo",
+    "docvqa": "docvqa_json",
+    "videomme": "videomme_set",
+}
 
 
 @pytest.mark.parametrize("name", TASKS.names())

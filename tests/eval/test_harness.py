@@ -21,8 +21,20 @@ def _samples(path: Path) -> list[dict]:
 
 
 def test_shapes_end_to_end(run_eval, tiny_model_dir, shapes_cache, tmp_path):
-    out = run_eval("--model", str(tiny_model_dir), "--tasks", "shapes", "--batch_size", "4", "--limit", "10",
-                   "--output_path", str(tmp_path), "--log_samples", *FAST)
+    out = run_eval(
+        "--model",
+        str(tiny_model_dir),
+        "--tasks",
+        "shapes",
+        "--batch_size",
+        "4",
+        "--limit",
+        "10",
+        "--output_path",
+        str(tmp_path),
+        "--log_samples",
+        *FAST,
+    )
     model_dir = tmp_path / re.sub(r"[/:]+", "__", str(tiny_model_dir))
     assert out.results_path.parent == model_dir
     assert re.fullmatch(r"\d{8}_\d{6}_results\.json", out.results_path.name)
@@ -61,10 +73,24 @@ def test_shapes_end_to_end(run_eval, tiny_model_dir, shapes_cache, tmp_path):
     assert f"| shapes | accuracy | ↑ | {res['accuracy,none']:.4f} | ± |" in table
 
 
-def test_resume_gives_the_results_of_an_uninterrupted_run(run_eval, tiny_model_dir, shapes_cache, tmp_path,
-                                                         monkeypatch):
-    args = ["--model", str(tiny_model_dir), "--tasks", "shapes", "--batch_size", "3", "--limit", "11",
-            "--log_samples", "--gen_kwargs", "max_new_tokens=6,temperature=0.9", "--seed", "5"]
+def test_resume_gives_the_results_of_an_uninterrupted_run(
+    run_eval, tiny_model_dir, shapes_cache, tmp_path, monkeypatch
+):
+    args = [
+        "--model",
+        str(tiny_model_dir),
+        "--tasks",
+        "shapes",
+        "--batch_size",
+        "3",
+        "--limit",
+        "11",
+        "--log_samples",
+        "--gen_kwargs",
+        "max_new_tokens=6,temperature=0.9",
+        "--seed",
+        "5",
+    ]
     whole = run_eval(*args, "--output_path", str(tmp_path / "whole"))
 
     # Interrupted after two batches, the second cut off in the middle of its last line.
@@ -119,8 +145,18 @@ def test_broken_media_is_reported_and_the_run_goes_on(run_eval, tiny_model_dir, 
     data = tmp_path / "mydata.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
-    out = run_eval("--model", str(tiny_model_dir), "--tasks", f"shapes:{data}", "--batch_size", "2",
-                   "--output_path", str(tmp_path / "out"), "--log_samples", *FAST)
+    out = run_eval(
+        "--model",
+        str(tiny_model_dir),
+        "--tasks",
+        f"shapes:{data}",
+        "--batch_size",
+        "2",
+        "--output_path",
+        str(tmp_path / "out"),
+        "--log_samples",
+        *FAST,
+    )
     res = out.results["results"]["shapes:mydata"]
     assert (res["n"], res["n_failed"], res["failed_ids"]) == (3, 2, [source[1].id, source[3].id])
     assert out.results["configs"]["shapes:mydata"]["data"] == str(data)
@@ -131,8 +167,19 @@ def test_broken_media_is_reported_and_the_run_goes_on(run_eval, tiny_model_dir, 
     assert source[1].id in out.results_path.with_name(out.results_path.name.replace(".json", ".md")).read_text()
 
     # A prompt over max_prompt_length fails its doc the same way (it is never cut).
-    short = run_eval("--model", str(tiny_model_dir), "--tasks", "shapes", "--limit", "2", "--output_path",
-                     str(tmp_path / "short"), "--model_args", "max_prompt_length=20", *FAST)
+    short = run_eval(
+        "--model",
+        str(tiny_model_dir),
+        "--tasks",
+        "shapes",
+        "--limit",
+        "2",
+        "--output_path",
+        str(tmp_path / "short"),
+        "--model_args",
+        "max_prompt_length=20",
+        *FAST,
+    )
     res = short.results["results"]["shapes"]
     assert (res["n"], res["n_failed"], res["accuracy,none"]) == (0, 2, None)
     assert res["failed_ids"] == [d.id for d in source[:2]]

@@ -21,8 +21,9 @@ def test_eval_during_training_matches_the_harness(tiny, tiny_model_dir, shapes_c
     cfg.model.name_or_path = str(tiny_model_dir)
     cfg.rollout.max_completion_length = 6
     cfg.rollout.num_generations = 2
-    run = SimpleNamespace(cfg=cfg, accelerator=Accelerator(cpu=True), model=model, processor=processor,
-                          pack=TASKS.get("shapes"))
+    run = SimpleNamespace(
+        cfg=cfg, accelerator=Accelerator(cpu=True), model=model, processor=processor, pack=TASKS.get("shapes")
+    )
     model.train()  # as inside the training loop
     try:
         metrics = evaluate_during_training(run, step=5)
@@ -40,25 +41,53 @@ def test_eval_during_training_matches_the_harness(tiny, tiny_model_dir, shapes_c
     assert training_options(cfg).settings.temperature == 0.0
 
 
-def test_trainer_logs_eval_metrics_that_match_the_saved_lora_checkpoint(run_eval, tiny_model_dir, shapes_cache,
-                                                                       tmp_path):
+def test_trainer_logs_eval_metrics_that_match_the_saved_lora_checkpoint(
+    run_eval, tiny_model_dir, shapes_cache, tmp_path
+):
     from mmreason.config import load_config
     from mmreason.train.grpo import train
 
     run_dir = tmp_path / "run"
-    cfg = load_config(TrainConfig, None, [
-        f"model.name_or_path={tiny_model_dir}", "model.lora=true", f"output_dir={run_dir}", "max_steps=2",
-        "eval_steps=2", "eval_limit=3", "prompts_per_step=2", "rollout.num_generations=2",
-        "rollout.max_completion_length=5", "learning_rate=0.05", "save_steps=2", "num_threads=1",
-        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]"])  # a reward that varies on the random model's output
+    cfg = load_config(
+        TrainConfig,
+        None,
+        [
+            f"model.name_or_path={tiny_model_dir}",
+            "model.lora=true",
+            f"output_dir={run_dir}",
+            "max_steps=2",
+            "eval_steps=2",
+            "eval_limit=3",
+            "prompts_per_step=2",
+            "rollout.num_generations=2",
+            "rollout.max_completion_length=5",
+            "learning_rate=0.05",
+            "save_steps=2",
+            "num_threads=1",
+            "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+        ],
+    )  # a reward that varies on the random model's output
     train(cfg)
     logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     # Before step 1 (where the curve starts), then every eval_steps steps.
     assert [(row["step"], "eval/shapes/accuracy" in row) for row in logged] == [(0, True), (1, False), (2, True)]
     during = [json.loads(line) for line in (run_dir / "eval" / "step-2_samples_shapes.jsonl").read_text().splitlines()]
     # The run directory (a LoRA adapter at checkpoint-2) evaluated afterwards gives the same completions.
-    after = run_eval("--model", str(run_dir), "--tasks", "shapes", "--limit", "3", "--batch_size", "2",
-                     "--gen_kwargs", "max_new_tokens=5", "--output_path", str(tmp_path / "eval"), "--log_samples")
+    after = run_eval(
+        "--model",
+        str(run_dir),
+        "--tasks",
+        "shapes",
+        "--limit",
+        "3",
+        "--batch_size",
+        "2",
+        "--gen_kwargs",
+        "max_new_tokens=5",
+        "--output_path",
+        str(tmp_path / "eval"),
+        "--log_samples",
+    )
     assert "checkpoint-2" in after.results_path.parent.name
     assert after.results["config"]["model"]["adapter"].endswith("checkpoint-2/model")
     rows = [json.loads(line) for line in after.samples_paths["shapes"].read_text().splitlines()]

@@ -36,16 +36,21 @@ def test_undefined_stderr_and_missing_scores():
 
 
 def test_aggregate_leaves_out_failed_docs():
-    records = [{"doc_id": "a", "scores": {"acc": 1.0, "f1": 0.5}}, {"doc_id": "b", "error": "MediaError: ..."},
-               {"doc_id": "c", "scores": {"acc": 0.0, "f1": float("nan")}}]
+    records = [
+        {"doc_id": "a", "scores": {"acc": 1.0, "f1": 0.5}},
+        {"doc_id": "b", "error": "MediaError: ..."},
+        {"doc_id": "c", "scores": {"acc": 0.0, "f1": float("nan")}},
+    ]
     out = aggregate(records, ["acc", "f1"])
     assert (out["acc"].value, out["acc"].n) == (0.5, 2)
     assert (out["f1"].value, out["f1"].n, out["f1"].stderr) == (0.5, 1, None)
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(min_value=-1e3, max_value=1e3, allow_nan=False), min_size=2, max_size=40),
-       st.randoms(use_true_random=False))
+@given(
+    st.lists(st.floats(min_value=-1e3, max_value=1e3, allow_nan=False), min_size=2, max_size=40),
+    st.randoms(use_true_random=False),
+)
 def test_matches_statistics_and_ignores_order(values, rng: random.Random):
     s = summarize(values)
     assert s.value == pytest.approx(statistics.fmean(values), abs=1e-9)

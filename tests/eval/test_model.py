@@ -37,8 +37,18 @@ def test_a_run_directory_with_full_weights(run_eval, tiny_model_dir, shapes_cach
     r = resolve_model(str(run))
     assert r.checkpoint == run / "checkpoint-2" and r.weights == run / "checkpoint-2" / "model"
     assert r.adapter is None and r.name.endswith("run__checkpoint-2")
-    out = run_eval("--model", str(run), "--tasks", "shapes", "--limit", "2", "--output_path", str(tmp_path / "o"),
-                   "--gen_kwargs", "max_new_tokens=4")
+    out = run_eval(
+        "--model",
+        str(run),
+        "--tasks",
+        "shapes",
+        "--limit",
+        "2",
+        "--output_path",
+        str(tmp_path / "o"),
+        "--gen_kwargs",
+        "max_new_tokens=4",
+    )
     assert out.results_path.parent.name == r.name
     assert out.results["config"]["model"]["checkpoint"] == str((run / "checkpoint-2").resolve())
     # A checkpoint directory itself is accepted too.
@@ -59,8 +69,10 @@ def test_a_lora_run_directory_loads_the_adapter_on_its_base(tiny_model_dir, tmp_
     from mmreason.models.loading import ModelConfig, apply_lora, load_model
 
     run = _run_dir(tmp_path / "run", tiny_model_dir, steps=(3,))
-    trained = apply_lora(load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False),
-                         ModelConfig(lora=True, lora_r=4))
+    trained = apply_lora(
+        load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False),
+        ModelConfig(lora=True, lora_r=4),
+    )
     with torch.no_grad():  # a LoRA starts as the identity (B = 0); make it change the model
         for name, p in trained.named_parameters():
             if "lora_B" in name:

@@ -13,8 +13,11 @@ from mmreason.eval.paired import bootstrap_interval, mcnemar, paired, samples_fi
 
 def _samples(path, scores: dict[str, dict]) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps({"doc_id": k, "scores": v}) + "\n" for k, v in scores.items())
-                    + json.dumps({"doc_id": "failed", "error": "media unreadable"}) + "\n")
+    path.write_text(
+        "".join(json.dumps({"doc_id": k, "scores": v}) + "\n" for k, v in scores.items())
+        + json.dumps({"doc_id": "failed", "error": "media unreadable"})
+        + "\n"
+    )
     return str(path)
 
 
@@ -35,10 +38,25 @@ def test_the_bootstrap_interval_of_a_constant_difference_is_that_difference():
 
 
 def test_paired_leaves_out_docs_without_a_number_in_both(tmp_path):
-    a = _samples(tmp_path / "a.jsonl", {"d1": {"acc": 0.0, "miou": math.nan}, "d2": {"acc": 1.0, "miou": 0.2},
-                                        "d3": {"acc": 0.0, "miou": None}, "d4": {"acc": 0.0}, "only_a": {"acc": 1}})
-    b = _samples(tmp_path / "b.jsonl", {"d1": {"acc": 1.0, "miou": 0.5}, "d2": {"acc": 0.0, "miou": 0.4},
-                                        "d3": {"acc": 1.0, "miou": 0.9}, "d4": {"acc": 0.0}})
+    a = _samples(
+        tmp_path / "a.jsonl",
+        {
+            "d1": {"acc": 0.0, "miou": math.nan},
+            "d2": {"acc": 1.0, "miou": 0.2},
+            "d3": {"acc": 0.0, "miou": None},
+            "d4": {"acc": 0.0},
+            "only_a": {"acc": 1},
+        },
+    )
+    b = _samples(
+        tmp_path / "b.jsonl",
+        {
+            "d1": {"acc": 1.0, "miou": 0.5},
+            "d2": {"acc": 0.0, "miou": 0.4},
+            "d3": {"acc": 1.0, "miou": 0.9},
+            "d4": {"acc": 0.0},
+        },
+    )
     got = paired(a, b, "acc")
     assert (got["n"], got["up"], got["down"]) == (4, 2, 1)
     assert (got["a"], got["b"], got["diff"]) == (0.25, 0.5, 0.25)
@@ -56,8 +74,17 @@ def test_the_cli_compares_folders_by_their_newest_samples_file(tmp_path, capsys)
     assert str(samples_file(tmp_path / "runA")) == new_a != old
     assert main(["eval", "paired", str(tmp_path / "runA"), str(tmp_path / "runB"), "--json"]) == 0
     (line,) = capsys.readouterr().out.splitlines()
-    assert json.loads(line) | {"ci95": None} == {"metric": "acc", "n": 2, "a": 0.0, "b": 0.5, "diff": 0.5,
-                                                 "ci95": None, "up": 1, "down": 0, "mcnemar_z": 1.0}
+    assert json.loads(line) | {"ci95": None} == {
+        "metric": "acc",
+        "n": 2,
+        "a": 0.0,
+        "b": 0.5,
+        "diff": 0.5,
+        "ci95": None,
+        "up": 1,
+        "down": 0,
+        "mcnemar_z": 1.0,
+    }
     assert main(["eval", "paired", str(tmp_path / "runA"), str(tmp_path / "runB")]) == 0
     table = capsys.readouterr().out
     assert "20260202_000000_samples_t.jsonl" in table and "acc" in table

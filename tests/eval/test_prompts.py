@@ -29,16 +29,22 @@ def write_mp4(path, frames: int = 12, size=(64, 48)):
 def _doc(i: int, n_images=0, size=(64, 64), videos=(), pages=(), text="What is shown?") -> Sample:
     content = [{"type": "image"}] * (n_images + len(pages)) + [{"type": "video"}] * len(videos)
     images = [Image.new("RGB", size, (30 * i % 255, 90, 200)) for _ in range(n_images)]
-    return Sample(id=f"d{i}", messages=[{"role": "user", "content": [*content, {"type": "text", "text": text}]}],
-                  images=images, videos=list(videos), pages=list(pages))
+    return Sample(
+        id=f"d{i}",
+        messages=[{"role": "user", "content": [*content, {"type": "text", "text": text}]}],
+        images=images,
+        videos=list(videos),
+        pages=list(pages),
+    )
 
 
 @pytest.fixture
 def docs(tmp_path):
     video = write_mp4(tmp_path / "clip.mp4")
     pdf = tmp_path / "doc.pdf"
-    Image.new("RGB", (200, 260), "white").save(pdf, "PDF", save_all=True,
-                                               append_images=[Image.new("RGB", (260, 200), "gray")])
+    Image.new("RGB", (200, 260), "white").save(
+        pdf, "PDF", save_all=True, append_images=[Image.new("RGB", (260, 200), "gray")]
+    )
     return [
         _doc(0, 1, (60, 90)),
         _doc(1, 2, (200, 120), text="Compare the two pictures in detail."),

@@ -72,10 +72,21 @@ def written_keys() -> set[str]:
 def _rows(n: int, loud: bool) -> list[dict]:
     """``n`` step rows holding every declared input, an eval row every 10 and a reward component: values no
     alarm fires on (every condition is read), or values several fire on (their reasons are read too)."""
-    quiet = {"reward/mean": 0.5, "loss": 0.1, "answers/top_share": 0.2, "answers/gold_top_share": 0.2,
-             "answers/golds": 3, "answers/top": "red", "entropy": 1.0, "kl": 0.01, "frac_reward_zero_std": 0.1,
-             "completion/clipped_ratio": 0.1, "episodes/cut_share": 0.1, "mismatch/logprob_abs_diff_mean": 0.0,
-             "rewards/anls/mean": 0.5}
+    quiet = {
+        "reward/mean": 0.5,
+        "loss": 0.1,
+        "answers/top_share": 0.2,
+        "answers/gold_top_share": 0.2,
+        "answers/golds": 3,
+        "answers/top": "red",
+        "entropy": 1.0,
+        "kl": 0.01,
+        "frac_reward_zero_std": 0.1,
+        "completion/clipped_ratio": 0.1,
+        "episodes/cut_share": 0.1,
+        "mismatch/logprob_abs_diff_mean": 0.0,
+        "rewards/anls/mean": 0.5,
+    }
     if loud:
         quiet.update({"answers/top_share": 0.95, "kl": 5.0, "mismatch/logprob_abs_diff_mean": 1.0})
     rows = [_Recording({"step": s, **quiet, "reward/mean": 0.5 + 0.01 * s}) for s in range(1, n + 1)]
@@ -99,6 +110,7 @@ def test_every_alarm_input_is_a_key_the_trainer_writes():
     keys = written_keys()
     assert {"loss", "kl", "reward/mean"} <= keys  # the scan finds the trainer's own metrics
     assert set(alarms.INPUTS) == set(alarms.ALARMS)
-    missing = {name: [k for k in (*inputs, *alarms.STEP_KEYS) if k not in keys]
-               for name, inputs in alarms.INPUTS.items()}
+    missing = {
+        name: [k for k in (*inputs, *alarms.STEP_KEYS) if k not in keys] for name, inputs in alarms.INPUTS.items()
+    }
     assert not {n: m for n, m in missing.items() if m}, missing

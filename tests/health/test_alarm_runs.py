@@ -33,11 +33,30 @@ def main_job(tiny_model_dir, shapes_cache, tmp_path_factory):
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     tmp = tmp_path_factory.mktemp("main_job")
-    assert main(["sft", str(ROOT / "configs" / "quickstart_sft.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={tmp / 'sft'}"]) == 0
+    assert (
+        main(
+            [
+                "sft",
+                str(ROOT / "configs" / "quickstart_sft.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={tmp / 'sft'}",
+            ]
+        )
+        == 0
+    )
     out = tmp / "grpo"
-    assert main(["train", QUICKSTART, f"model.name_or_path={tmp / 'sft'}/checkpoint-30/model", f"output_dir={out}",
-                 "save_steps=0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                QUICKSTART,
+                f"model.name_or_path={tmp / 'sft'}/checkpoint-30/model",
+                f"output_dir={out}",
+                "save_steps=0",
+            ]
+        )
+        == 0
+    )
     torch.set_num_threads(before)
     return out
 
@@ -49,8 +68,13 @@ def test_main_job_raises_no_alarm(main_job):
     rows = [r for r in _rows(main_job) if r["step"] > 0]
     assert len(rows) == 60
     alarms = {k for r in rows for k in r if k.startswith("alarm/")}
-    assert {"alarm/reward_hacking", "alarm/answer_collapse", "alarm/entropy_collapse", "alarm/no_signal",
-            "alarm/truncated"} <= alarms
+    assert {
+        "alarm/reward_hacking",
+        "alarm/answer_collapse",
+        "alarm/entropy_collapse",
+        "alarm/no_signal",
+        "alarm/truncated",
+    } <= alarms
     assert all(r[k] == 0.0 for r in rows for k in alarms)
     assert not _alarm_events(main_job)
     assert rows[-1]["reward/mean"] > rows[0]["reward/mean"] + 0.3  # the reward did rise: a real test
@@ -64,9 +88,23 @@ def test_gameable_reward_raises_reward_hacking(tiny_model_dir, shapes_cache, tmp
     at learning rate 3e-3 (the alarm's window) with 16 held-out docs every 10 steps."""
     out = tmp_path / "run"
     rewards = json.dumps([{"name": "anls", "kwargs": {"threshold": 0.0}}])
-    assert main(["train", QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}",
-                 f"rewards={rewards}", "learning_rate=3e-3", "max_steps=30", "eval_limit=16", "save_steps=0",
-                 "log_completions_steps=0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                QUICKSTART,
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                f"rewards={rewards}",
+                "learning_rate=3e-3",
+                "max_steps=30",
+                "eval_limit=16",
+                "save_steps=0",
+                "log_completions_steps=0",
+            ]
+        )
+        == 0
+    )
     rows = _rows(out)
     assert {r["eval/shapes/accuracy"] for r in rows if "eval/shapes/accuracy" in r} == {0.0}
     assert rows[-1]["alarm/reward_hacking"] == 1.0
@@ -80,10 +118,24 @@ def _chromium() -> str | None:
 
 def _headless(html: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={tmp / 'profile'}",
-         "--hide-scrollbars", *args, html.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120)
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            "--disable-sync",
+            f"--user-data-dir={tmp / 'profile'}",
+            "--hide-scrollbars",
+            *args,
+            html.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.slow
@@ -112,17 +164,34 @@ def test_report_of_the_main_job_renders_in_chromium(main_job, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("hacking_alarm", [True, False])
-def test_in_training_eval_is_on_by_default_for_the_reward_hacking_alarm(tiny_model_dir, shapes_cache, tmp_path,
-                                                                         one_torch_thread, hacking_alarm):
+def test_in_training_eval_is_on_by_default_for_the_reward_hacking_alarm(
+    tiny_model_dir, shapes_cache, tmp_path, one_torch_thread, hacking_alarm
+):
     """With ``eval_steps`` unset, a run at least the alarm's window long evaluates every
     ``health.reward_hacking.eval_steps`` steps on ``eval_limit`` docs (here a window of 2: steps 0 and 2, 4 docs);
     with the alarm off it does not evaluate."""
     out = tmp_path / "run"
-    assert main(["train", QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", "eval_steps=null",
-                 "max_steps=2", "prompts_per_step=2", "rollout.num_generations=2", "save_steps=0",
-                 "health.reward_hacking.window=2", "health.reward_hacking.eval_steps=2",
-                 "health.reward_hacking.eval_limit=4", f"health.reward_hacking.enabled={str(hacking_alarm).lower()}",
-                 "log_completions_steps=0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                QUICKSTART,
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                "eval_steps=null",
+                "max_steps=2",
+                "prompts_per_step=2",
+                "rollout.num_generations=2",
+                "save_steps=0",
+                "health.reward_hacking.window=2",
+                "health.reward_hacking.eval_steps=2",
+                "health.reward_hacking.eval_limit=4",
+                f"health.reward_hacking.enabled={str(hacking_alarm).lower()}",
+                "log_completions_steps=0",
+            ]
+        )
+        == 0
+    )
     evals = [r["step"] for r in _rows(out) if "eval/shapes/accuracy" in r]
     assert evals == ([0, 2] if hacking_alarm else [])
     if hacking_alarm:

@@ -13,8 +13,9 @@ from mmreason.health.monitor import HealthMonitor
 
 def steps(n: int, **series) -> list[dict]:
     """n training rows; each keyword is a function of the step (1..n) giving that metric."""
-    return [{"step": s, "loss": 0.0, **{k.replace("__", "/"): f(s) for k, f in series.items()}}
-            for s in range(1, n + 1)]
+    return [
+        {"step": s, "loss": 0.0, **{k.replace("__", "/"): f(s) for k, f in series.items()}} for s in range(1, n + 1)
+    ]
 
 
 def test_fitted_rise_known_answers():
@@ -42,10 +43,13 @@ def test_reward_hacking_holds_when_reward_rises_and_held_out_stays():
     assert reason and "reward/mean rose" in reason and "eval/t/accuracy 0.00 -> 0.00" in reason
 
 
-@pytest.mark.parametrize("evals, why", [
-    ([0.7, 0.9, 1.0, 1.0], "held-out at its ceiling cannot rise"),
-    ([0.1, 0.2, 0.3, 0.35], "held-out rises"),
-])
+@pytest.mark.parametrize(
+    "evals, why",
+    [
+        ([0.7, 0.9, 1.0, 1.0], "held-out at its ceiling cannot rise"),
+        ([0.1, 0.2, 0.3, 0.35], "held-out rises"),
+    ],
+)
 def test_reward_hacking_quiet_when_held_out_rises_or_sits_at_ceiling(evals, why):
     assert alarms.reward_hacking(_hacking_rows(evals), hc.RewardHacking()) is None, why
 
@@ -68,12 +72,14 @@ def test_reward_hacking_reads_one_component():
 
 def test_answer_collapse():
     c = hc.AnswerCollapse()
-    collapsed = steps(3, answers__top_share=lambda s: 0.9, answers__gold_top_share=lambda s: 0.3,
-                      answers__golds=lambda s: 4)
+    collapsed = steps(
+        3, answers__top_share=lambda s: 0.9, answers__gold_top_share=lambda s: 0.3, answers__golds=lambda s: 4
+    )
     collapsed[-1]["answers/top"] = "rue"
     assert "'rue'" in alarms.answer_collapse(collapsed, c)
-    one_gold = steps(3, answers__top_share=lambda s: 0.9, answers__gold_top_share=lambda s: 1.0,
-                     answers__golds=lambda s: 1)  # every prompt has the same gold: agreeing is right
+    one_gold = steps(
+        3, answers__top_share=lambda s: 0.9, answers__gold_top_share=lambda s: 1.0, answers__golds=lambda s: 1
+    )  # every prompt has the same gold: agreeing is right
     assert alarms.answer_collapse(one_gold, c) is None
     two_steps = collapsed[:2]
     assert alarms.answer_collapse(two_steps, c) is None
@@ -101,7 +107,9 @@ def test_no_signal_truncated_mismatch():
     assert "episodes" in alarms.truncated(steps(5, episodes__cut_share=lambda s: 0.6), hc.Truncated())
     assert alarms.truncated(steps(5, completion__clipped_ratio=lambda s: 0.14), hc.Truncated()) is None
     assert alarms.logprob_mismatch(steps(3, mismatch__logprob_abs_diff_mean=lambda s: 0.5), hc.LogprobMismatch())
-    assert alarms.logprob_mismatch(steps(3, mismatch__logprob_abs_diff_mean=lambda s: 0.01), hc.LogprobMismatch()) is None
+    assert (
+        alarms.logprob_mismatch(steps(3, mismatch__logprob_abs_diff_mean=lambda s: 0.01), hc.LogprobMismatch()) is None
+    )
 
 
 def test_monitor_says_once_per_onset_and_obeys_switches():

@@ -22,9 +22,18 @@ def test_eval_samples_file_shows_question_media_answer_gold_score(tmp_path):
     image.parent.mkdir()
     Image.new("RGB", (400, 300), "green").save(image)
     prompt = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What colour?<|im_end|>\n"
-    records = [{"doc_id": f"d{i}", "prompt": prompt, "response": "green" if i % 2 else "red",
-                "parsed_answer": "green" if i % 2 else "red", "target": "green",
-                "scores": {"accuracy": float(i % 2)}, "media": [str(image)]} for i in range(7)]
+    records = [
+        {
+            "doc_id": f"d{i}",
+            "prompt": prompt,
+            "response": "green" if i % 2 else "red",
+            "parsed_answer": "green" if i % 2 else "red",
+            "target": "green",
+            "scores": {"accuracy": float(i % 2)},
+            "media": [str(image)],
+        }
+        for i in range(7)
+    ]
     out = tmp_path / "eval" / "model"
     _jsonl(out / "20260101_samples_shapes.jsonl", records)
     assert main(["report", str(tmp_path / "eval"), "--max-rows", "3", "-o", str(tmp_path / "r.html")]) == 0
@@ -41,8 +50,14 @@ def test_eval_samples_file_shows_question_media_answer_gold_score(tmp_path):
 def _run(path: Path, reward: float, alarms: bool) -> None:
     rows = [{"step": 0, "eval/t/accuracy": 0.0}]
     for s in range(1, 41):
-        row = {"step": s, "loss": 0.0, "reward/mean": reward + 0.003 * s + 0.001 * (s % 3), "entropy": 1.0,
-               "time/step": 0.5, "completion/clipped_ratio": 0.0}
+        row = {
+            "step": s,
+            "loss": 0.0,
+            "reward/mean": reward + 0.003 * s + 0.001 * (s % 3),
+            "entropy": 1.0,
+            "time/step": 0.5,
+            "completion/clipped_ratio": 0.0,
+        }
         if s % 10 == 0:
             row["eval/t/accuracy"] = 0.0
         if alarms:
@@ -73,13 +88,40 @@ def test_rollout_browser_shows_groups_turns_and_caps_rows(tmp_path):
     """Two logged steps; step 10 holds an episode's turns; with max_rows 3 step 20 shows 3 of its 4 rows."""
     run = tmp_path / "run"
     _jsonl(run / "metrics.jsonl", [{"step": s, "loss": 0.0, "reward/mean": 0.5} for s in range(1, 21)])
-    turns = [{"role": "assistant", "text": '<tool_call>{"name": "get_frame", "arguments": {"t": 3}}</tool_call>'},
-             {"role": "observation", "text": "frame at 3.0 s"}, {"role": "assistant", "text": "<answer>B</answer>"}]
-    rows = [{"step": 10, "sample_id": "ep-0", "group": 0, "prompt": "Which phase?", "answer": "B", "reward": 1.0,
-             "advantage": 0.7, "rewards": {"answer": 1.0, "tool": 0.5}, "media": ["missing.mp4"], "turns": turns}]
-    rows += [{"step": 20, "sample_id": f"s-{i // 2}", "group": i // 2, "prompt": "q", "answer": "a",
-              "completion": f"c{i}", "reward": 0.0, "advantage": -0.1, "rewards": {"answer": 0.0}, "media": []}
-             for i in range(4)]
+    turns = [
+        {"role": "assistant", "text": '<tool_call>{"name": "get_frame", "arguments": {"t": 3}}</tool_call>'},
+        {"role": "observation", "text": "frame at 3.0 s"},
+        {"role": "assistant", "text": "<answer>B</answer>"},
+    ]
+    rows = [
+        {
+            "step": 10,
+            "sample_id": "ep-0",
+            "group": 0,
+            "prompt": "Which phase?",
+            "answer": "B",
+            "reward": 1.0,
+            "advantage": 0.7,
+            "rewards": {"answer": 1.0, "tool": 0.5},
+            "media": ["missing.mp4"],
+            "turns": turns,
+        }
+    ]
+    rows += [
+        {
+            "step": 20,
+            "sample_id": f"s-{i // 2}",
+            "group": i // 2,
+            "prompt": "q",
+            "answer": "a",
+            "completion": f"c{i}",
+            "reward": 0.0,
+            "advantage": -0.1,
+            "rewards": {"answer": 0.0},
+            "media": [],
+        }
+        for i in range(4)
+    ]
     _jsonl(run / "completions.jsonl", rows)
     assert main(["report", str(run), "--max-rows", "3"]) == 0
     page = (run / "report.html").read_text()

@@ -29,11 +29,20 @@ def _rows(n: int, seed: int) -> list[dict]:
     rng = random.Random(seed)
     rows = [{"step": 0, "eval/t/acc": 0.1}]
     for s in range(1, n + 1):
-        row = {"step": s, "loss": 0.0, "reward/mean": 0.01 * s + rng.gauss(0, 0.05 if s % 100 < 50 else 0.001),
-               "rewards/a/mean": rng.random(), "entropy": rng.choice([1.0, 0.05]) if s > 40 else 1.0,
-               "kl": rng.choice([0.01, 0.02, 0.5, 2.0]), "frac_reward_zero_std": rng.choice([0.95, 0.5]),
-               "completion/clipped_ratio": rng.choice([0.6, 0.1]), "answers/top_share": rng.choice([0.9, 0.2]),
-               "answers/gold_top_share": 0.3, "answers/golds": 3.0, "answers/top": "x"}
+        row = {
+            "step": s,
+            "loss": 0.0,
+            "reward/mean": 0.01 * s + rng.gauss(0, 0.05 if s % 100 < 50 else 0.001),
+            "rewards/a/mean": rng.random(),
+            "entropy": rng.choice([1.0, 0.05]) if s > 40 else 1.0,
+            "kl": rng.choice([0.01, 0.02, 0.5, 2.0]),
+            "frac_reward_zero_std": rng.choice([0.95, 0.5]),
+            "completion/clipped_ratio": rng.choice([0.6, 0.1]),
+            "answers/top_share": rng.choice([0.9, 0.2]),
+            "answers/gold_top_share": 0.3,
+            "answers/golds": 3.0,
+            "answers/top": "x",
+        }
         if s % 7:  # keys that are missing on some rows
             row["episodes/cut_share"] = rng.choice([0.7, 0.0])
             row["mismatch/logprob_abs_diff_mean"] = rng.choice([0.2, 0.0])
@@ -61,8 +70,13 @@ def test_bounded_alarm_history_gives_the_full_history_answers_and_stays_small():
 
     def held() -> int:
         h = monitor.history
-        return (sum(map(len, h.tails.values())) + sum(map(len, h.heads.values())) + len(h.windows) + len(h.evals)
-                + len(monitor.first_reasons))
+        return (
+            sum(map(len, h.tails.values()))
+            + sum(map(len, h.heads.values()))
+            + len(h.windows)
+            + len(h.evals)
+            + len(monitor.first_reasons)
+        )
 
     for row in _rows(1000, seed=2):
         monitor.check(row["step"], {k: v for k, v in row.items() if k != "step"})
@@ -105,17 +119,35 @@ def test_report_of_a_long_run_is_bounded(tmp_path):
 
 def test_malformed_records_are_counted_and_shown_not_fatal(tmp_path):
     run = tmp_path / "run"
-    metrics = [{"step": 1, "loss": 0.0, "reward/mean": 0.1}, {"step": 1e308, "loss": 0.0}, {"step": "2"},
-               {"step": -3}, {"step": True}, [1, 2], "not json {", '{"step": 4, "x": "\\ud800"}',
-               {"step": 5, "loss": 0.0, "reward/mean": "high", "entropy": [1], "kl": {"a": 1}, "eval/t/a": None},
-               {"step": 6, "loss": 0.0, "reward/mean": 0.2, "answers/top": ["a"], "alarm/x": "on"}]
+    metrics = [
+        {"step": 1, "loss": 0.0, "reward/mean": 0.1},
+        {"step": 1e308, "loss": 0.0},
+        {"step": "2"},
+        {"step": -3},
+        {"step": True},
+        [1, 2],
+        "not json {",
+        '{"step": 4, "x": "\\ud800"}',
+        {"step": 5, "loss": 0.0, "reward/mean": "high", "entropy": [1], "kl": {"a": 1}, "eval/t/a": None},
+        {"step": 6, "loss": 0.0, "reward/mean": 0.2, "answers/top": ["a"], "alarm/x": "on"},
+    ]
     _jsonl(run / "metrics.jsonl", metrics)
     good = {"step": 1, "sample_id": "s", "group": 0, "completion": "ok", "reward": 1.0, "rewards": {"a": 1.0}}
-    completions = [good, {**good, "turns": "a string"}, {**good, "turns": [{"role": 3, "text": "t"}]},
-                   {**good, "turns": ["x"]}, {**good, "step": 1e308}, {**good, "rewards": [1]},
-                   {**good, "media": "a.png"}, {**good, "media": [5]}, {**good, "group": [1]},
-                   '{"step": 1, "completion": "\\udc00"}', {**good, "reward": "x", "advantage": [1]},
-                   {**good, "turns": [{"role": "assistant", "text": 5}]}, 7]
+    completions = [
+        good,
+        {**good, "turns": "a string"},
+        {**good, "turns": [{"role": 3, "text": "t"}]},
+        {**good, "turns": ["x"]},
+        {**good, "step": 1e308},
+        {**good, "rewards": [1]},
+        {**good, "media": "a.png"},
+        {**good, "media": [5]},
+        {**good, "group": [1]},
+        '{"step": 1, "completion": "\\udc00"}',
+        {**good, "reward": "x", "advantage": [1]},
+        {**good, "turns": [{"role": "assistant", "text": 5}]},
+        7,
+    ]
     _jsonl(run / "completions.jsonl", completions)
     samples = [{"doc_id": 1, "prompt": 5, "scores": "high"}, {"doc_id": [1]}, {"doc_id": "d", "scores": {"a": 1}}]
     _jsonl(run / "eval" / "step-10_samples_t.jsonl", samples)
@@ -123,20 +155,26 @@ def test_malformed_records_are_counted_and_shown_not_fatal(tmp_path):
     assert main(["report", str(run)]) == 0
     page = (run / "report.html").read_text()
     table = page.split('class="malformed">')[1].split("</table>")[0]
-    expected = {("metrics.jsonl", "step is not an integer in [0, 2**53]", 4),
-                ("metrics.jsonl", "a JSON list, not an object", 1), ("metrics.jsonl", "not JSON", 1),
-                ("metrics.jsonl", "a lone surrogate (text that is not Unicode)", 1),
-                ("completions.jsonl", "turns is not a list of {role: text, text: ...} objects", 3),
-                ("completions.jsonl", "step is not an integer in [0, 2**53]", 1),
-                ("completions.jsonl", "rewards is a list, not an object", 1),
-                ("completions.jsonl", "media is not a list of paths", 2),
-                ("completions.jsonl", "group is a list", 1),
-                ("completions.jsonl", "a lone surrogate (text that is not Unicode)", 1),
-                ("completions.jsonl", "a JSON int, not an object", 1),
-                ("step-10_samples_t.jsonl", "scores is a str, not an object", 1),
-                ("step-10_samples_t.jsonl", "doc_id is a list", 1), ("events.log", "a JSON list, not an object", 1)}
-    found = {(f, html_unescape(w), int(c)) for f, w, c in re.findall(
-        r"<tr><td>([^<]+)</td><td>([^<]+)</td><td>(\d+)</td><td>\d+</td></tr>", table)}
+    expected = {
+        ("metrics.jsonl", "step is not an integer in [0, 2**53]", 4),
+        ("metrics.jsonl", "a JSON list, not an object", 1),
+        ("metrics.jsonl", "not JSON", 1),
+        ("metrics.jsonl", "a lone surrogate (text that is not Unicode)", 1),
+        ("completions.jsonl", "turns is not a list of {role: text, text: ...} objects", 3),
+        ("completions.jsonl", "step is not an integer in [0, 2**53]", 1),
+        ("completions.jsonl", "rewards is a list, not an object", 1),
+        ("completions.jsonl", "media is not a list of paths", 2),
+        ("completions.jsonl", "group is a list", 1),
+        ("completions.jsonl", "a lone surrogate (text that is not Unicode)", 1),
+        ("completions.jsonl", "a JSON int, not an object", 1),
+        ("step-10_samples_t.jsonl", "scores is a str, not an object", 1),
+        ("step-10_samples_t.jsonl", "doc_id is a list", 1),
+        ("events.log", "a JSON list, not an object", 1),
+    }
+    found = {
+        (f, html_unescape(w), int(c))
+        for f, w, c in re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td>(\d+)</td><td>\d+</td></tr>", table)
+    }
     assert found == expected
     assert "Malformed records left out (20)" in page
     assert page.count('class="completion"') == 3  # the good row and the two whose odd values are shown as text
@@ -156,10 +194,18 @@ def test_media_only_from_inside_the_run_directory(tmp_path):
     Image.new("RGB", (40, 40), "blue").save(run / "media" / "ok.png")
     (run / "media" / "link.png").symlink_to(outside)
     _jsonl(run / "metrics.jsonl", [{"step": 1, "loss": 0.0, "reward/mean": 0.1}])
-    media = [str(outside), "../secret.png", "media/../../secret.png", "media/link.png", "media/ok.png",
-             str(run / "media" / "ok.png")]
-    _jsonl(run / "completions.jsonl", [{"step": 1, "sample_id": f"s{i}", "group": i, "completion": "c",
-                                        "media": [m]} for i, m in enumerate(media)])
+    media = [
+        str(outside),
+        "../secret.png",
+        "media/../../secret.png",
+        "media/link.png",
+        "media/ok.png",
+        str(run / "media" / "ok.png"),
+    ]
+    _jsonl(
+        run / "completions.jsonl",
+        [{"step": 1, "sample_id": f"s{i}", "group": i, "completion": "c", "media": [m]} for i, m in enumerate(media)],
+    )
 
     def thumbs(*flags: str) -> tuple[str, dict]:
         assert main(["report", str(run), *flags]) == 0
@@ -184,8 +230,10 @@ def test_media_from_the_data_cache_are_inlined(tmp_path, monkeypatch):
     run = tmp_path / "run"
     _jsonl(run / "metrics.jsonl", [{"step": 1, "loss": 0.0, "reward/mean": 0.1}])
     media = [str(cache / "shapes" / "0.png"), str(cache / ".." / "secret.png")]
-    _jsonl(run / "completions.jsonl", [{"step": 1, "sample_id": f"s{i}", "group": i, "completion": "c",
-                                        "media": [m]} for i, m in enumerate(media)])
+    _jsonl(
+        run / "completions.jsonl",
+        [{"step": 1, "sample_id": f"s{i}", "group": i, "completion": "c", "media": [m]} for i, m in enumerate(media)],
+    )
     assert main(["report", str(run)]) == 0
     page = (run / "report.html").read_text()
     uris = json.loads(re.search(r'id="thumbs">(.*?)</script>', page).group(1))

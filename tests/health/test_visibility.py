@@ -26,15 +26,23 @@ IMAGE_SLOT = "<|vision_start|><|image_pad|><|vision_end|>"
 
 def _sample(n_named: int = 1) -> Sample:
     content = [{"type": "image"}] * n_named + [{"type": "text", "text": "What colour?"}]
-    return Sample(id="s-0", messages=[{"role": "user", "content": content}], answer="blue",
-                  images=[Image.new("RGB", (56, 56), "blue")])
+    return Sample(
+        id="s-0",
+        messages=[{"role": "user", "content": content}],
+        answer="blue",
+        images=[Image.new("RGB", (56, 56), "blue")],
+    )
 
 
 def _later_turns_drop_images(template: str) -> str:
     """The template, changed to render no image placeholder in a message after an assistant turn."""
     flag = "{%- set after = namespace(value=false) -%}\n"
-    template = template.replace("{%- for message in messages -%}", flag + "{%- for message in messages -%}\n"
-                                "{%- if message['role'] == 'assistant' %}{% set after.value = true %}{% endif -%}", 1)
+    template = template.replace(
+        "{%- for message in messages -%}",
+        flag + "{%- for message in messages -%}\n"
+        "{%- if message['role'] == 'assistant' %}{% set after.value = true %}{% endif -%}",
+        1,
+    )
     return template.replace(IMAGE_SLOT, "{% if not after.value %}" + IMAGE_SLOT + "{% endif %}")
 
 
@@ -79,9 +87,19 @@ def test_observation_image_that_never_reaches_the_prompt(tiny, broken):
         processor = copy.copy(processor)
         processor.chat_template = _later_turns_drop_images(processor.chat_template)
     prompt = build_prompt(processor, _sample(), max_prompt_length=1024)  # the first turn's image is kept
-    trajs = generate_multiturn_group(model, processor, prompt, ImageEnv, group_id=0, num_generations=2,
-                                     settings=GenerationSettings(max_new_tokens=3), max_turns=3, max_context=2048,
-                                     seed=0, step=1)
+    trajs = generate_multiturn_group(
+        model,
+        processor,
+        prompt,
+        ImageEnv,
+        group_id=0,
+        num_generations=2,
+        settings=GenerationSettings(max_new_tokens=3),
+        max_turns=3,
+        max_context=2048,
+        seed=0,
+        step=1,
+    )
     for t in trajs:
         unseen = t.reward_info["unseen_media"]
         if broken:
@@ -101,13 +119,27 @@ def test_broken_template_stops_the_run_with_a_dump(tiny_model_dir, shapes_cache,
     assert IMAGE_SLOT in template
     (model / "chat_template.jinja").write_text(template.replace(IMAGE_SLOT, ""))
     out = tmp_path / "run"
-    code = main(["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={model}",
-                 f"output_dir={out}", "max_steps=2", "prompts_per_step=4", "rollout.num_generations=2",
-                 "eval_steps=0", "save_steps=0", "log_completions_steps=0"])
+    code = main(
+        [
+            "train",
+            str(ROOT / "configs" / "quickstart.yaml"),
+            f"model.name_or_path={model}",
+            f"output_dir={out}",
+            "max_steps=2",
+            "prompts_per_step=4",
+            "rollout.num_generations=2",
+            "eval_steps=0",
+            "save_steps=0",
+            "log_completions_steps=0",
+        ]
+    )
     assert code == 2
     dump = [json.loads(line) for line in (out / "unseen_media.jsonl").read_text().splitlines()]
     assert len(dump) == 4 and all(d["step"] == 1 and d["sample_id"].startswith("shapes-") for d in dump)
-    assert all(d["problems"] == ["the chat template rendered 0 image placeholder(s) for 1 image(s) fed"]
-               and d["paths"][0].endswith(".png") for d in dump)
+    assert all(
+        d["problems"] == ["the chat template rendered 0 image placeholder(s) for 1 image(s) fed"]
+        and d["paths"][0].endswith(".png")
+        for d in dump
+    )
     events = [json.loads(line) for line in (out / "events.log").read_text().splitlines()]
     assert sum(e["event"] == "unseen_media" for e in events) == 4

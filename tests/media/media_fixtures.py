@@ -86,9 +86,9 @@ def encrypted_pdf_bytes(user_password: bytes = b"secret", owner_password: bytes 
     padded_user = (user_password + _PASSWORD_PAD)[:32]
     owner_key = hashlib.md5((owner_password + _PASSWORD_PAD)[:32]).digest()[:5]
     o_entry = _rc4(owner_key, padded_user)
-    file_key = hashlib.md5(
-        padded_user + o_entry + permissions.to_bytes(4, "little", signed=True) + file_id
-    ).digest()[:5]
+    file_key = hashlib.md5(padded_user + o_entry + permissions.to_bytes(4, "little", signed=True) + file_id).digest()[
+        :5
+    ]
     u_entry = _rc4(file_key, _PASSWORD_PAD)
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",

@@ -154,10 +154,7 @@ def test_image_tokens_match_processor(image_processors, size):
         grid = processor(images=[image], return_tensors="pt")["image_grid_thw"][0].tolist()
         assert grid[0] == 1
         assert budget.resize(height, width) == (grid[1] * 14, grid[2] * 14)
-        assert (
-            image_tokens(height, width, budget.min_pixels, budget.max_pixels)
-            == grid[0] * grid[1] * grid[2] // 4
-        )
+        assert image_tokens(height, width, budget.min_pixels, budget.max_pixels) == grid[0] * grid[1] * grid[2] // 4
 
 
 @settings(max_examples=20, deadline=None)
@@ -192,10 +189,7 @@ def test_video_tokens_match_processor(case, cap):
     out = processor(videos=[video], return_tensors="pt", cap_pixels_per_frame=cap)
     grid = out["video_grid_thw"][0]
     expected = int(grid.prod()) // 4
-    assert (
-        video_tokens(num_frames, height, width, *SMALL, cap_pixels_per_frame=cap, max_video_tokens=40)
-        == expected
-    )
+    assert video_tokens(num_frames, height, width, *SMALL, cap_pixels_per_frame=cap, max_video_tokens=40) == expected
 
 
 def test_frame_pixel_cap_hand_worked():
@@ -215,10 +209,7 @@ def test_pixel_budget_validation_and_processor_defaults():
 
 def test_media_error_names_file_and_survives_pickling():
     err = MediaError("clips/x.mp4", "window [12.0, 20.0] s is outside the video (length 10.0 s)", "video")
-    assert (
-        str(err)
-        == "cannot read video 'clips/x.mp4': window [12.0, 20.0] s is outside the video (length 10.0 s)"
-    )
+    assert str(err) == "cannot read video 'clips/x.mp4': window [12.0, 20.0] s is outside the video (length 10.0 s)"
     assert isinstance(err, ValueError)
     back = pickle.loads(pickle.dumps(err))
     assert (back.path, back.reason, back.kind, str(back)) == (err.path, err.reason, err.kind, str(err))

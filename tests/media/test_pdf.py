@@ -61,9 +61,7 @@ def test_page_selection_forms_keep_order(pdf):
 def test_page_tokens_match_processor(pdf, dpi, limits):
     """Counted from the page size alone, equal to what the processor makes of the rendered pages."""
     processor = (
-        Qwen2VLImageProcessor()
-        if limits is None
-        else Qwen2VLImageProcessor(min_pixels=limits[0], max_pixels=limits[1])
+        Qwen2VLImageProcessor() if limits is None else Qwen2VLImageProcessor(min_pixels=limits[0], max_pixels=limits[1])
     )
     low, high = int(processor.size["shortest_edge"]), int(processor.size["longest_edge"])
     predicted = pdf_page_tokens(pdf, dpi=dpi, min_pixels=low, max_pixels=high)

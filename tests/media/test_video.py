@@ -89,9 +89,7 @@ def test_per_frame_budget_resizes_every_frame(mp4):
 )
 def test_clip_tokens_before_decoding_match_processor(mp4, kwargs, limits):
     processor = (
-        Qwen2VLVideoProcessor()
-        if limits is None
-        else Qwen2VLVideoProcessor(min_pixels=limits[0], max_pixels=limits[1])
+        Qwen2VLVideoProcessor() if limits is None else Qwen2VLVideoProcessor(min_pixels=limits[0], max_pixels=limits[1])
     )
     low, high = int(processor.size["shortest_edge"]), int(processor.size["longest_edge"])
     predicted = video_clip_tokens(mp4, min_pixels=low, max_pixels=high, **kwargs)
@@ -109,9 +107,7 @@ def test_clip_tokens_before_decoding_match_processor(mp4, kwargs, limits):
     if limits is not None:  # the loader's frames already had the processor's size
         assert (int(grid[1]) * 14, int(grid[2]) * 14) == tuple(clip.frames.shape[-2:])
     # the processor reads the true sampling rate of the window from the metadata
-    assert out["video_metadata"][0].sampled_fps == pytest.approx(
-        len(clip.frame_indices) / clip.window_frames * 10
-    )
+    assert out["video_metadata"][0].sampled_fps == pytest.approx(len(clip.frame_indices) / clip.window_frames * 10)
 
 
 def test_metadata_for_the_processor(mp4):
@@ -177,9 +173,7 @@ def test_truncated_mp4(tmp_path, mp4, keep):
     data = mp4.read_bytes()  # index (moov) at the end: a cut file loses it
     cut = tmp_path / "truncated.mp4"
     cut.write_bytes(data[: int(len(data) * keep)])
-    with pytest.raises(
-        MediaError, match=r"cannot read video '.*truncated\.mp4': not a decodable video"
-    ) as info:
+    with pytest.raises(MediaError, match=r"cannot read video '.*truncated\.mp4': not a decodable video") as info:
         load_video(cut)
     assert "decord:" in str(info.value) and "pyav:" in str(info.value)  # both were tried
     with pytest.raises(MediaError, match="truncated.mp4"):
@@ -364,8 +358,11 @@ def test_prompts_built_twice_from_the_cache_are_identical(tmp_path, tiny):
     from mmreason.types import Sample, VideoRef
 
     path = write_mp4(tmp_path / "clip.mp4")
-    sample = Sample("v", [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What?"}]}],
-                    videos=[VideoRef(str(path), num_frames=6)])
+    sample = Sample(
+        "v",
+        [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What?"}]}],
+        videos=[VideoRef(str(path), num_frames=6)],
+    )
     hits = CLIP_CACHE.hits
     first = build_prompt(tiny[1], sample, max_prompt_length=512, min_pixels=3136, max_pixels=3136)
     second = build_prompt(tiny[1], sample, max_prompt_length=512, min_pixels=3136, max_pixels=3136)

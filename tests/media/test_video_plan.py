@@ -27,8 +27,11 @@ def _mp4(path, frames=16, size=(224, 112), rate=4):
 
 
 def _sample(path) -> Sample:
-    return Sample(id="v", messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "?"}]}],
-                  videos=[VideoRef(str(path))])
+    return Sample(
+        id="v",
+        messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "?"}]}],
+        videos=[VideoRef(str(path))],
+    )
 
 
 def test_total_pixels_lowers_the_per_frame_ceiling():
@@ -43,8 +46,17 @@ def test_plan_tokens_equal_the_processor_grid(tiny, tmp_path):
     processor = tiny[1]
     path = _mp4(tmp_path / "a.mp4")
     limits = VideoLimits(fps=2.0, max_frames=6, min_pixels=3136, max_pixels=12544, total_pixels=3 * 12544)
-    plan = plan_clip(probe_video(path), fps=2.0, num_frames=None, start=None, end=None, max_frames=6,
-                     min_pixels=3136, max_pixels=12544, total_pixels=3 * 12544)
+    plan = plan_clip(
+        probe_video(path),
+        fps=2.0,
+        num_frames=None,
+        start=None,
+        end=None,
+        max_frames=6,
+        min_pixels=3136,
+        max_pixels=12544,
+        total_pixels=3 * 12544,
+    )
     assert len(plan.indices) == 6 and plan.max_pixels == 12544  # 3 * 12544 * 2 / 6 = 12544
     built = build_prompt(processor, _sample(path), max_prompt_length=4096, video_limits=limits)
     t, h, w = built.visual["video_grid_thw"][0].tolist()
@@ -64,14 +76,12 @@ def test_over_long_video_prompt_is_refused_before_decoding(tiny, tmp_path):
         build_prompt(processor, _sample(path), max_prompt_length=40, video_limits=limits)
     assert prompts.CLIP_CACHE.misses == misses  # no clip was decoded
     # downscale: the video is planned smaller until it fits, then decoded once
-    built = build_prompt(processor, _sample(path), max_prompt_length=60, video_limits=limits,
-                         overflow="downscale")
+    built = build_prompt(processor, _sample(path), max_prompt_length=60, video_limits=limits, overflow="downscale")
     assert built.length <= 60 and prompts.CLIP_CACHE.misses == misses + 1
 
 
 def test_decode_time_is_counted(tiny, tmp_path):
     path = _mp4(tmp_path / "c.mp4")
     before = prompts.MEDIA_SECONDS["video_decode"]
-    build_prompt(tiny[1], _sample(path), max_prompt_length=4096,
-                 video_limits=VideoLimits(2.0, 4, 3136, 3136))
+    build_prompt(tiny[1], _sample(path), max_prompt_length=4096, video_limits=VideoLimits(2.0, 4, 3136, 3136))
     assert prompts.MEDIA_SECONDS["video_decode"] > before

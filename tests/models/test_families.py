@@ -63,10 +63,20 @@ def _video_prompt(processor, sample_id: str, frames: int, fps: float, text: str)
     pixels = (torch.rand(frames, 3, 64, 64, generator=torch.Generator().manual_seed(frames)) * 255).to(torch.uint8)
     messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]}]
     chat = render_chat(processor, messages)
-    out = encode(processor, chat, [], [pixels], [{"total_num_frames": frames * 2, "fps": fps,
-                                                  "frames_indices": list(range(0, frames * 2, 2))}])
-    return PromptInputs(Sample(id=sample_id, messages=messages), out["input_ids"][0],
-                        out["mm_token_type_ids"][0].long(), {k: out[k] for k in VISUAL_KEYS if k in out}, chat)
+    out = encode(
+        processor,
+        chat,
+        [],
+        [pixels],
+        [{"total_num_frames": frames * 2, "fps": fps, "frames_indices": list(range(0, frames * 2, 2))}],
+    )
+    return PromptInputs(
+        Sample(id=sample_id, messages=messages),
+        out["input_ids"][0],
+        out["mm_token_type_ids"][0].long(),
+        {k: out[k] for k in VISUAL_KEYS if k in out},
+        chat,
+    )
 
 
 def test_tiny_checkpoint_is_the_family_with_its_own_processor(family_dir, loaded):
@@ -100,8 +110,10 @@ def test_same_seed_same_bytes(family_dir, tmp_path):
     arch = json.loads((family_dir / "mmreason_tiny.json").read_text())["arch"]
     again = build_tiny_model(tmp_path / "again", seed=0, arch=arch)
     for name in ("model.safetensors", "config.json", "tokenizer.json", "processor_config.json"):
-        assert hashlib.sha256((again / name).read_bytes()).digest() == \
-            hashlib.sha256((family_dir / name).read_bytes()).digest(), name
+        assert (
+            hashlib.sha256((again / name).read_bytes()).digest()
+            == hashlib.sha256((family_dir / name).read_bytes()).digest()
+        ), name
 
 
 def test_visual_tokens_are_the_family_grid_and_long_prompts_are_never_truncated(loaded):
@@ -146,10 +158,12 @@ def test_batched_generation_samples_what_per_group_calls_sample(loaded, one_torc
     """Images of different sizes, a text-only prompt and videos (Qwen3-VL writes their times as text)."""
     model, processor = loaded
     settings = GenerationSettings(max_new_tokens=8, temperature=1.0, top_p=0.95)
-    prompts = [build_prompt(processor, _sample(0, [(120, 84), (64, 64)]), max_prompt_length=2048),
-               build_prompt(processor, _sample(1, []), max_prompt_length=2048),
-               _video_prompt(processor, "v0", 4, 4.0, "What moves?"),
-               _video_prompt(processor, "v1", 6, 1.0, "Which way does it move?")]
+    prompts = [
+        build_prompt(processor, _sample(0, [(120, 84), (64, 64)]), max_prompt_length=2048),
+        build_prompt(processor, _sample(1, []), max_prompt_length=2048),
+        _video_prompt(processor, "v0", 4, 4.0, "What moves?"),
+        _video_prompt(processor, "v1", 6, 1.0, "Which way does it move?"),
+    ]
     shown = processor.tokenizer.decode(prompts[2].input_ids)
     if family_of_model(model).frame_times == "text":
         assert "seconds>" in shown  # Qwen3-VL / Qwen3.5 write frame times as text
@@ -160,19 +174,26 @@ def test_batched_generation_samples_what_per_group_calls_sample(loaded, one_torc
     alone = [t for i, p in enumerate(prompts) for t in generate_group(model, processor, p, i, 3, settings, seeds[i])]
     assert [t.token_ids.tolist() for t in batched] == [t.token_ids.tolist() for t in alone]
     # each prompt repeated per row (no prefill, no cache expansion) samples the same rows
-    copies = sample_rows(model, processor.tokenizer, [p for p in prompts for _ in range(3)], 1, settings,
-                         [r for s in seeds for r in row_seeds(s, 3)])
+    copies = sample_rows(
+        model,
+        processor.tokenizer,
+        [p for p in prompts for _ in range(3)],
+        1,
+        settings,
+        [r for s in seeds for r in row_seeds(s, 3)],
+    )
     for row, t in zip(copies, batched):
-        assert row[: t.completion_length].tolist() == t.token_ids[t.prompt_length:].tolist()
+        assert row[: t.completion_length].tolist() == t.token_ids[t.prompt_length :].tolist()
     assert len({t.completion_text for t in batched[:3]}) > 1  # it really sampled
     banned = set(suppressed_token_ids(processor.tokenizer))
-    assert banned and not banned & {int(x) for t in batched for x in t.token_ids[t.prompt_length:]}
+    assert banned and not banned & {int(x) for t in batched for x in t.token_ids[t.prompt_length :]}
 
 
 def _cut(t, keep: int):
     end = t.prompt_length + keep
-    return dataclasses.replace(t, token_ids=t.token_ids[:end], action_mask=t.action_mask[:end],
-                               mm_token_type_ids=t.mm_token_type_ids[:end])
+    return dataclasses.replace(
+        t, token_ids=t.token_ids[:end], action_mask=t.action_mask[:end], mm_token_type_ids=t.mm_token_type_ids[:end]
+    )
 
 
 def _grads(model, logprobs, mask):
@@ -196,9 +217,19 @@ def test_shared_prefix_equals_the_plain_path_in_logprobs_and_gradients(family_di
         group = generate_group(model, processor, prompt, gid, 3, GenerationSettings(10, TEMPERATURE), seed=gid)
         trajs += [_cut(t, keep) for t, keep in zip(group, (10, 4, 7))]
     mt_prompt = build_prompt(processor, _sample(5, [(84, 84)]), max_prompt_length=2048)
-    trajs += generate_multiturn_group(model, processor, mt_prompt, ZoomEnv, group_id=2, num_generations=2,
-                                      settings=GenerationSettings(5, TEMPERATURE), max_turns=3, max_context=2048,
-                                      seed=0, step=1)
+    trajs += generate_multiturn_group(
+        model,
+        processor,
+        mt_prompt,
+        ZoomEnv,
+        group_id=2,
+        num_generations=2,
+        settings=GenerationSettings(5, TEMPERATURE),
+        max_turns=3,
+        max_context=2048,
+        seed=0,
+        step=1,
+    )
     assert any(len(t.visual) > 1 for t in trajs)  # observation images in the suffix
     model.train()
     declared = family_of_model(model).shared_prefix
@@ -206,8 +237,9 @@ def test_shared_prefix_equals_the_plain_path_in_logprobs_and_gradients(family_di
     batch = collate(trajs, processor.tokenizer.pad_token_id)
     plain, plain_ent = token_logprobs(model, batch, True, temperature=TEMPERATURE)
     want = _grads(model, plain, batch.action_mask)
-    got, got_ent = shared_prefix.shared_prefix_logprobs(model, trajs, batch.input_ids.shape[1],
-                                                       processor.tokenizer.pad_token_id, True, temperature=TEMPERATURE)
+    got, got_ent = shared_prefix.shared_prefix_logprobs(
+        model, trajs, batch.input_ids.shape[1], processor.tokenizer.pad_token_id, True, temperature=TEMPERATURE
+    )
     grads = _grads(model, got, batch.action_mask)
     mask = batch.action_mask.bool()
     torch.testing.assert_close(got[mask].detach(), plain[mask].detach(), atol=1e-5, rtol=0)
@@ -223,9 +255,14 @@ def test_shared_prefix_equals_the_plain_path_in_logprobs_and_gradients(family_di
             assert gap <= 1e-5, name
     # negative control: completions placed one position late no longer match (1-D RoPE sees only the
     # prompt-to-suffix distance change, a small effect on random weights, still far above 1e-5)
-    late, _ = shared_prefix.shared_prefix_logprobs(model, trajs, batch.input_ids.shape[1],
-                                                   processor.tokenizer.pad_token_id, temperature=TEMPERATURE,
-                                                   _position_offset=1)
+    late, _ = shared_prefix.shared_prefix_logprobs(
+        model,
+        trajs,
+        batch.input_ids.shape[1],
+        processor.tokenizer.pad_token_id,
+        temperature=TEMPERATURE,
+        _position_offset=1,
+    )
     assert (late[mask] - plain[mask]).abs().max() > 1e-4  # ten times the tolerance: the comparison sees it
 
 
@@ -294,7 +331,7 @@ def test_a_multi_turn_sft_replay_is_token_for_token_the_episode(loaded, one_torc
     assert torch.equal(replayed.token_ids, episode.token_ids)
     assert torch.equal(replayed.action_mask, episode.action_mask)
     assert torch.equal(replayed.mm_token_type_ids, episode.mm_token_type_ids)
-    assert int(episode.mm_token_type_ids[prompt.length:].ne(0).sum()) > 0  # the observation image is in the row
+    assert int(episode.mm_token_type_ids[prompt.length :].ne(0).sum()) > 0  # the observation image is in the row
     assert len(replayed.visual) == len(episode.visual) == 2
     for mine, theirs in zip(replayed.visual, episode.visual):
         assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)

@@ -16,11 +16,25 @@ from mmreason.models.families import family_for
 from mmreason.models.tiny import build_tiny_model
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-RECIPES = ["quickstart.yaml", "vision/vision_grpo_tiny.yaml", "videoqa/videoqa_grpo_tiny.yaml",
-           "mrag/mrag_step_grpo_tiny.yaml", "mrag/mrag_online_grpo_tiny.yaml", "docseeker/docseeker_grpo_tiny.yaml",
-           "medscope/medscope_ga_grpo_tiny.yaml"]
-ONE_STEP = ["max_steps=1", "prompts_per_step=2", "rollout.num_generations=2", "rollout.max_completion_length=8",
-            "mini_batch_size=4", "eval_steps=0", "save_steps=1", "num_threads=1"]
+RECIPES = [
+    "quickstart.yaml",
+    "vision/vision_grpo_tiny.yaml",
+    "videoqa/videoqa_grpo_tiny.yaml",
+    "mrag/mrag_step_grpo_tiny.yaml",
+    "mrag/mrag_online_grpo_tiny.yaml",
+    "docseeker/docseeker_grpo_tiny.yaml",
+    "medscope/medscope_ga_grpo_tiny.yaml",
+]
+ONE_STEP = [
+    "max_steps=1",
+    "prompts_per_step=2",
+    "rollout.num_generations=2",
+    "rollout.max_completion_length=8",
+    "mini_batch_size=4",
+    "eval_steps=0",
+    "save_steps=1",
+    "num_threads=1",
+]
 
 
 CASES = [(arch, r) for arch in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "internvl") for r in RECIPES]
@@ -33,6 +47,7 @@ def family_models(tmp_path_factory):
         if arch not in _MODELS:
             _MODELS[arch] = build_tiny_model(tmp_path_factory.mktemp(arch) / "model", seed=0, arch=arch)
         return _MODELS[arch]
+
     return get
 
 
@@ -41,8 +56,10 @@ def family_models(tmp_path_factory):
 def test_recipe_trains_a_step_and_evaluates(family_models, arch, recipe, shapes_cache, tmp_path, one_torch_thread):
     family_model = family_models(arch)
     out = tmp_path / "run"
-    assert main(["train", str(CONFIGS / recipe), f"model.name_or_path={family_model}", f"output_dir={out}",
-                 *ONE_STEP]) == 0
+    assert (
+        main(["train", str(CONFIGS / recipe), f"model.name_or_path={family_model}", f"output_dir={out}", *ONE_STEP])
+        == 0
+    )
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     assert [r["step"] for r in rows if "loss" in r] == [1]
     shared = family_for(json.loads((family_model / "config.json").read_text())["model_type"]).shared_prefix == "kv"

@@ -14,19 +14,26 @@ def _pretend(monkeypatch, cuda: bool, flash_attn: bool):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: (object() if flash_attn else None) if name == "flash_attn" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: (object() if flash_attn else None) if name == "flash_attn" else real(name, *a),
+    )
 
 
-@pytest.mark.parametrize("cuda,flash_attn,dtype,expected", [
-    (True, True, "bfloat16", "flash_attention_2"),
-    (True, True, "float16", "flash_attention_2"),
-    (True, True, "float32", "sdpa"),  # flash-attn has no fp32 kernels
-    (True, False, "bfloat16", "sdpa"),
-    (False, True, "bfloat16", "sdpa"),
-])
-def test_auto_attention_is_flash_attention_2_only_on_cuda_with_half_precision(monkeypatch, cuda, flash_attn,
-                                                                               dtype, expected):
+@pytest.mark.parametrize(
+    "cuda,flash_attn,dtype,expected",
+    [
+        (True, True, "bfloat16", "flash_attention_2"),
+        (True, True, "float16", "flash_attention_2"),
+        (True, True, "float32", "sdpa"),  # flash-attn has no fp32 kernels
+        (True, False, "bfloat16", "sdpa"),
+        (False, True, "bfloat16", "sdpa"),
+    ],
+)
+def test_auto_attention_is_flash_attention_2_only_on_cuda_with_half_precision(
+    monkeypatch, cuda, flash_attn, dtype, expected
+):
     import torch
 
     _pretend(monkeypatch, cuda, flash_attn)
@@ -45,8 +52,9 @@ def test_lora_leaves_the_vision_tower_out_by_default(tiny_model_dir):
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
     assert not any("visual" in n for n in trainable)
-    with_vision = load_model(ModelConfig(name_or_path=str(tiny_model_dir), lora=True, lora_r=4,
-                                         lora_include_vision=True))
+    with_vision = load_model(
+        ModelConfig(name_or_path=str(tiny_model_dir), lora=True, lora_r=4, lora_include_vision=True)
+    )
     assert any("visual" in n for n, p in with_vision.named_parameters() if p.requires_grad)
 
 

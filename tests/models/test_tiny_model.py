@@ -70,8 +70,12 @@ def test_base_size_is_a_larger_qwen2_5_vl_with_vllm_head_sizes(tmp_path):
     model = AutoModelForImageTextToText.from_pretrained(path)
     n = sum(p.numel() for p in model.parameters())
     assert 5_000_000 <= n <= 30_000_000 and json.loads((path / "mmreason_tiny.json").read_text())["size"] == "base"
-    _generate(model, AutoProcessor.from_pretrained(path), [{"type": "image"}, {"type": "text", "text": "Colour?"}],
-              images=[Image.new("RGB", (56, 56), "red")])
+    _generate(
+        model,
+        AutoProcessor.from_pretrained(path),
+        [{"type": "image"}, {"type": "text", "text": "Colour?"}],
+        images=[Image.new("RGB", (56, 56), "red")],
+    )
 
 
 def _generate(model, processor, content, images=None, videos=None, video_metadata=None):
@@ -91,8 +95,12 @@ def _generate(model, processor, content, images=None, videos=None, video_metadat
 
 def test_generates_from_one_and_three_images(tiny):
     model, processor = tiny
-    one = _generate(model, processor, [{"type": "image"}, {"type": "text", "text": "Colour?"}],
-                    images=[Image.new("RGB", (80, 60), "red")])
+    one = _generate(
+        model,
+        processor,
+        [{"type": "image"}, {"type": "text", "text": "Colour?"}],
+        images=[Image.new("RGB", (80, 60), "red")],
+    )
     assert one["image_grid_thw"].shape[0] == 1
     imgs = [Image.new("RGB", s, c) for s, c in (((80, 60), "red"), ((30, 200), "blue"), ((120, 120), "green"))]
     three = _generate(model, processor, [{"type": "image"}] * 3 + [{"type": "text", "text": "Which?"}], images=imgs)
@@ -118,8 +126,13 @@ def test_generates_from_an_8_frame_video(tiny, tmp_path):
     model, processor = tiny
     clip = load_video(path, num_frames=8)
     assert clip.frames.shape[0] == 8
-    inputs = _generate(model, processor, [{"type": "video"}, {"type": "text", "text": "What happens?"}],
-                       videos=[clip.frames], video_metadata=[video_metadata(clip)])
+    inputs = _generate(
+        model,
+        processor,
+        [{"type": "video"}, {"type": "text", "text": "What happens?"}],
+        videos=[clip.frames],
+        video_metadata=[video_metadata(clip)],
+    )
     assert inputs["video_grid_thw"][0, 0] == 4  # 8 frames / temporal patch 2
 
 
@@ -136,8 +149,13 @@ def test_generates_from_two_pdf_pages(tiny, tmp_path):
     rendered = render_pages(pdf, pages=[0, 1], dpi=50)
     assert len(rendered) == 2
     model, processor = tiny
-    content = [{"type": "text", "text": "Page 1:"}, {"type": "image"}, {"type": "text", "text": "Page 2:"},
-               {"type": "image"}, {"type": "text", "text": "What is the total?"}]
+    content = [
+        {"type": "text", "text": "Page 1:"},
+        {"type": "image"},
+        {"type": "text", "text": "Page 2:"},
+        {"type": "image"},
+        {"type": "text", "text": "What is the total?"},
+    ]
     inputs = _generate(model, processor, content, images=rendered)
     assert inputs["image_grid_thw"].shape[0] == 2
 

@@ -19,26 +19,56 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _args(model_dir, out, prompts):
-    return [str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={model_dir}", f"output_dir={out}",
-            "max_steps=1", f"prompts_per_step={prompts}", "rollout.num_generations=4",
-            "rollout.max_completion_length=4", "num_threads=1", "log_completions_steps=0", "learning_rate=3e-3", "eval_steps=0",
-            "rewards=[{name: anls, kwargs: {threshold: 0.0}}]"]  # varies on the random model's output
+    return [
+        str(ROOT / "configs" / "quickstart.yaml"),
+        f"model.name_or_path={model_dir}",
+        f"output_dir={out}",
+        "max_steps=1",
+        f"prompts_per_step={prompts}",
+        "rollout.num_generations=4",
+        "rollout.max_completion_length=4",
+        "num_threads=1",
+        "log_completions_steps=0",
+        "learning_rate=3e-3",
+        "eval_steps=0",
+        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+    ]  # varies on the random model's output
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("accelerate") is None and not (Path(sys.executable).parent / "accelerate").exists(),
-                    reason="accelerate CLI not installed")
+@pytest.mark.skipif(
+    shutil.which("accelerate") is None and not (Path(sys.executable).parent / "accelerate").exists(),
+    reason="accelerate CLI not installed",
+)
 def test_two_process_first_update_equals_single_process(tiny_model_dir, shapes_cache, tmp_path):
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1"}
     accelerate = str(Path(sys.executable).parent / "accelerate")
     two = subprocess.run(
-        [accelerate, "launch", "--config_file", str(ROOT / "configs/accelerate/ddp_cpu.yaml"), "-m", "mmreason",
-         "train", *_args(tiny_model_dir, tmp_path / "ddp", 2)],
-        env=env, capture_output=True, text=True, timeout=600)
+        [
+            accelerate,
+            "launch",
+            "--config_file",
+            str(ROOT / "configs/accelerate/ddp_cpu.yaml"),
+            "-m",
+            "mmreason",
+            "train",
+            *_args(tiny_model_dir, tmp_path / "ddp", 2),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     assert "processes: 2" in two.stdout
-    one = subprocess.run([sys.executable, "-m", "mmreason", "train", *_args(tiny_model_dir, tmp_path / "one", 4)],
-                         env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    one = subprocess.run(
+        [sys.executable, "-m", "mmreason", "train", *_args(tiny_model_dir, tmp_path / "one", 4)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert one.returncode == 0, one.stderr[-3000:]
     base = load_file(Path(tiny_model_dir) / "model.safetensors")
     a = load_file(tmp_path / "ddp" / "checkpoint-1" / "model" / "model.safetensors")

@@ -23,30 +23,57 @@ ACCELERATE = Path(sys.executable).parent / "accelerate"
 
 
 def _args(model_dir, out, prompts, *extra):
-    return [str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={model_dir}", f"output_dir={out}",
-            "max_steps=1", f"prompts_per_step={prompts}", "rollout.num_generations=4",
-            "rollout.max_completion_length=4", "num_threads=1", "log_completions_steps=0", "learning_rate=3e-3",
-            "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", *extra]  # varies on the random model's output
+    return [
+        str(ROOT / "configs" / "quickstart.yaml"),
+        f"model.name_or_path={model_dir}",
+        f"output_dir={out}",
+        "max_steps=1",
+        f"prompts_per_step={prompts}",
+        "rollout.num_generations=4",
+        "rollout.max_completion_length=4",
+        "num_threads=1",
+        "log_completions_steps=0",
+        "learning_rate=3e-3",
+        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+        *extra,
+    ]  # varies on the random model's output
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not ACCELERATE.exists() and shutil.which("accelerate") is None,
-                    reason="accelerate CLI not installed")
-def test_fsdp2_generates_evaluates_and_its_first_update_equals_single_process(tiny_model_dir, shapes_cache,
-                                                                              tmp_path):
+@pytest.mark.skipif(
+    not ACCELERATE.exists() and shutil.which("accelerate") is None, reason="accelerate CLI not installed"
+)
+def test_fsdp2_generates_evaluates_and_its_first_update_equals_single_process(tiny_model_dir, shapes_cache, tmp_path):
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1"}
     try:
         two = subprocess.run(
-            [str(ACCELERATE), "launch", "--config_file", str(ROOT / "configs/accelerate/fsdp_cpu.yaml"), "-m",
-             "mmreason", "train", *_args(tiny_model_dir, tmp_path / "fsdp", 2, "eval_steps=1", "eval_limit=4")],
-            env=env, capture_output=True, text=True, timeout=300)
+            [
+                str(ACCELERATE),
+                "launch",
+                "--config_file",
+                str(ROOT / "configs/accelerate/fsdp_cpu.yaml"),
+                "-m",
+                "mmreason",
+                "train",
+                *_args(tiny_model_dir, tmp_path / "fsdp", 2, "eval_steps=1", "eval_limit=4"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"the FSDP run did not end (a process waits at a collective): {(exc.stderr or b'')[-3000:]!r}")
     assert two.returncode == 0, two.stderr[-3000:]
     assert "processes: 2" in two.stdout and "fsdp2:" in two.stdout  # sharded, not silently DDP
-    one = subprocess.run([sys.executable, "-m", "mmreason", "train",
-                          *_args(tiny_model_dir, tmp_path / "one", 4, "eval_steps=0")],
-                         env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    one = subprocess.run(
+        [sys.executable, "-m", "mmreason", "train", *_args(tiny_model_dir, tmp_path / "one", 4, "eval_steps=0")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert one.returncode == 0, one.stderr[-3000:]
     rows = [json.loads(x) for x in (tmp_path / "fsdp" / "metrics.jsonl").read_text().splitlines()]
     # In-training eval ran under FSDP: before step 1 and at step 1, on the 4 held-out docs.

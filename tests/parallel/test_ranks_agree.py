@@ -23,8 +23,12 @@ ROOT = Path(__file__).resolve().parents[2]
 ACCELERATE = Path(sys.executable).parent / "accelerate"
 HANG = 150  # seconds: a run that has not ended by then is waiting at a collective
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not ACCELERATE.exists() and shutil.which("accelerate") is None,
-                                                   reason="accelerate CLI not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not ACCELERATE.exists() and shutil.which("accelerate") is None, reason="accelerate CLI not installed"
+    ),
+]
 
 FAULTS = '''
 import functools
@@ -54,32 +58,64 @@ def fails_on_rank0(prompts, completions, **kwargs):
 
 def _launch(tiny_model_dir, cache, out, *extra):
     env = {**os.environ, "MMREASON_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
-    args = [str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}", f"output_dir={out}",
-            "prompts_per_step=2", "rollout.num_generations=2", "rollout.max_completion_length=3", "num_threads=1",
-            "log_completions_steps=0", "eval_steps=0", "save_steps=0", *extra]
+    args = [
+        str(ROOT / "configs" / "quickstart.yaml"),
+        f"model.name_or_path={tiny_model_dir}",
+        f"output_dir={out}",
+        "prompts_per_step=2",
+        "rollout.num_generations=2",
+        "rollout.max_completion_length=3",
+        "num_threads=1",
+        "log_completions_steps=0",
+        "eval_steps=0",
+        "save_steps=0",
+        *extra,
+    ]
     try:
-        return subprocess.run([str(ACCELERATE), "launch", "--config_file", str(ROOT / "configs/accelerate/ddp_cpu.yaml"),
-                               "-m", "mmreason", "train", *args], env=env, capture_output=True, text=True,
-                              timeout=HANG)
+        return subprocess.run(
+            [
+                str(ACCELERATE),
+                "launch",
+                "--config_file",
+                str(ROOT / "configs/accelerate/ddp_cpu.yaml"),
+                "-m",
+                "mmreason",
+                "train",
+                *args,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=HANG,
+        )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"the two processes did not end within {HANG} s (one waits at a collective):\n"
-                    f"{(exc.stderr or b'')[-3000:]!r}")
+        pytest.fail(
+            f"the two processes did not end within {HANG} s (one waits at a collective):\n"
+            f"{(exc.stderr or b'')[-3000:]!r}"
+        )
 
 
 def _events(out: Path) -> list[dict]:
     return [json.loads(x) for x in (out / "events.log").read_text().splitlines()]
 
 
-def test_nan_loss_on_one_process_skips_both_then_a_reward_limit_on_one_stops_both(tiny_model_dir, shapes_cache,
-                                                                                  tmp_path):
+def test_nan_loss_on_one_process_skips_both_then_a_reward_limit_on_one_stops_both(
+    tiny_model_dir, shapes_cache, tmp_path
+):
     faults = tmp_path / "faults.py"
     faults.write_text(FAULTS)
     out = tmp_path / "run"
     # Process 0's reward fails on all of its 2 prompts x 2 rollouts = 4 calls per step: step 1 stays under
     # max_reward_errors=5, step 2 passes it. Its loss is NaN on step 1 only.
-    run = _launch(tiny_model_dir, shapes_cache, out, "max_steps=3", "max_reward_errors=5",
-                  f"algorithm.policy_loss={faults}:nan_first_on_rank0",
-                  f"rewards=[{{name: {faults}:fails_on_rank0}}, {{name: anls, kwargs: {{threshold: 0.0}}}}]")
+    run = _launch(
+        tiny_model_dir,
+        shapes_cache,
+        out,
+        "max_steps=3",
+        "max_reward_errors=5",
+        f"algorithm.policy_loss={faults}:nan_first_on_rank0",
+        f"rewards=[{{name: {faults}:fails_on_rank0}}, {{name: anls, kwargs: {{threshold: 0.0}}}}]",
+    )
     assert run.returncode != 0, "the run should stop at step 2"
     assert "max_reward_errors=5" in run.stderr and "reward broken on process 0" in run.stderr
     assert "process 0 stopped" in run.stderr  # process 1 stopped too, naming why
@@ -96,8 +132,7 @@ def test_nan_loss_on_one_process_skips_both_then_a_reward_limit_on_one_stops_bot
         torch.testing.assert_close(saved[k], base[k], rtol=0, atol=0, msg=k)
 
 
-def test_broken_samples_on_one_process_uneven_work_then_both_stop_at_the_limit(tiny_model_dir, shapes_cache,
-                                                                               tmp_path):
+def test_broken_samples_on_one_process_uneven_work_then_both_stop_at_the_limit(tiny_model_dir, shapes_cache, tmp_path):
     jsonl = generate(tmp_path / "data", 8, seed=1)
     rows = [json.loads(x) for x in jsonl.read_text().splitlines()]
     # Every process draws the same global batch of 2 x 2 prompts per step; process 1 takes the last two.
@@ -110,8 +145,16 @@ def test_broken_samples_on_one_process_uneven_work_then_both_stop_at_the_limit(t
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "run"
     # mini_batch_size=2: process 0 has 2 groups x 2 rollouts = 2 mini-batches at step 1, process 1 only one.
-    run = _launch(tiny_model_dir, shapes_cache, out, "max_steps=3", f"data.train_path={data}", "max_bad_samples=1",
-                  "mini_batch_size=2", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]")
+    run = _launch(
+        tiny_model_dir,
+        shapes_cache,
+        out,
+        "max_steps=3",
+        f"data.train_path={data}",
+        "max_bad_samples=1",
+        "mini_batch_size=2",
+        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+    )
     assert run.returncode != 0, "the run should stop at step 2"
     assert "max_bad_samples=1" in run.stderr and "process 1 stopped" in run.stderr
     metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
@@ -122,7 +165,7 @@ def test_broken_samples_on_one_process_uneven_work_then_both_stop_at_the_limit(t
     assert (out / "checkpoint-1" / "trainer_state.json").exists()
 
 
-SAVE = '''
+SAVE = """
 import sys
 from pathlib import Path
 
@@ -143,7 +186,7 @@ except Exception as exc:
     print(f"rank {acc.process_index} raised {type(exc).__name__}: {exc}", flush=True)
     raise SystemExit(3)
 print(f"rank {acc.process_index} saved", flush=True)
-'''
+"""
 
 
 def test_a_failed_checkpoint_write_on_the_main_process_raises_on_both(tmp_path):
@@ -153,8 +196,20 @@ def test_a_failed_checkpoint_write_on_the_main_process_raises_on_both(tmp_path):
     blocked.write_text("a file where the output folder should be")  # the main process cannot write there
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
-        run = subprocess.run([str(ACCELERATE), "launch", "--config_file", str(ROOT / "configs/accelerate/ddp_cpu.yaml"),
-                              str(script), str(blocked)], env=env, capture_output=True, text=True, timeout=HANG)
+        run = subprocess.run(
+            [
+                str(ACCELERATE),
+                "launch",
+                "--config_file",
+                str(ROOT / "configs/accelerate/ddp_cpu.yaml"),
+                str(script),
+                str(blocked),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=HANG,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("a process still waits after the main process failed to write the checkpoint")
     assert "rank 0 raised" in run.stdout and "rank 1 raised CheckpointError" in run.stdout, run.stdout + run.stderr

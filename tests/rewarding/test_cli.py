@@ -25,9 +25,7 @@ def test_prints_scores_as_json(capsys):
 
 
 def test_kwargs_tokens_and_does_not_apply(capsys):
-    assert (
-        run("length_trapezoid", "--completion", "x", "--tokens", "300", "--kwarg", "profile=perception") == 0
-    )
+    assert run("length_trapezoid", "--completion", "x", "--tokens", "300", "--kwarg", "profile=perception") == 0
     assert json.loads(capsys.readouterr().out) == {"length_trapezoid": pytest.approx(724 / 768, abs=1e-6)}
     assert run("anls", "--completion", "<answer>x</answer>") == 0  # no reference: does not apply
     assert json.loads(capsys.readouterr().out) == {"anls": None}
@@ -37,9 +35,7 @@ def test_completion_file_and_file_reward(tmp_path, capsys):
     (tmp_path / "out.txt").write_text("<think>\n\n</think><answer>1</answer>")
     assert run("think_answer_format", "--completion-file", str(tmp_path / "out.txt")) == 0
     assert json.loads(capsys.readouterr().out) == {"think_answer_format": 1.0}
-    (tmp_path / "r.py").write_text(
-        "def wordy(completions, **kw):\n    return [len(c.split()) for c in completions]\n"
-    )
+    (tmp_path / "r.py").write_text("def wordy(completions, **kw):\n    return [len(c.split()) for c in completions]\n")
     assert run(f"{tmp_path / 'r.py'}:wordy", "--completion", "one two three") == 0
     assert json.loads(capsys.readouterr().out) == {"wordy": 3.0}
 
@@ -47,9 +43,7 @@ def test_completion_file_and_file_reward(tmp_path, capsys):
 def test_errors_are_reported(tmp_path, capsys):
     assert run("anl", "--completion", "x") == 2
     assert "did you mean 'anls'" in capsys.readouterr().err
-    (tmp_path / "bad.py").write_text(
-        "def broken(samples, trajectories):\n    raise RuntimeError('bad reward')\n"
-    )
+    (tmp_path / "bad.py").write_text("def broken(samples, trajectories):\n    raise RuntimeError('bad reward')\n")
     assert run(f"{tmp_path / 'bad.py'}:broken", "--completion", "x") == 1
     captured = capsys.readouterr()
     assert json.loads(captured.out) == {"broken": None} and "RuntimeError: bad reward" in captured.err

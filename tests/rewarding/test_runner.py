@@ -167,10 +167,7 @@ def test_trl_style_functions_work_unchanged():
 
 def test_trl_conversational_format_passes_messages():
     def conversational(prompts, completions, **kwargs):
-        return [
-            float(c[0]["role"] == "assistant" and p[0]["role"] == "user")
-            for p, c in zip(prompts, completions)
-        ]
+        return [float(c[0]["role"] == "assistant" and p[0]["role"] == "user") for p, c in zip(prompts, completions)]
 
     runner = RewardRunner([RewardSpec("conv", ref=conversational, trl_format="conversational")])
     assert runner(*batch_of("x")).values.tolist() == [[1.0]]
@@ -315,9 +312,7 @@ def test_error_limit_stops_the_run_with_a_clear_message():
     runner = RewardRunner([RewardSpec("flaky", ref=flaky)], max_reward_errors=2)
     runner(*batch_of("boom", "ok"))
     runner(*batch_of("boom", "ok"))
-    with pytest.raises(
-        RewardErrorLimitExceeded, match=r"3 reward calls failed.*max_reward_errors=2.*flaky: 3"
-    ):
+    with pytest.raises(RewardErrorLimitExceeded, match=r"3 reward calls failed.*max_reward_errors=2.*flaky: 3"):
         runner(*batch_of("boom", "ok"))
 
 
@@ -327,9 +322,7 @@ def test_empty_batch_and_bad_float():
             raise ArithmeticError("no float for you")
 
     runner = RewardRunner([RewardSpec("numeric"), RewardSpec("weird", ref=lambda s, t: [Weird() for _ in t])])
-    empty = runner(
-        [], []
-    )  # a registered reward's column is known up front; a bare function's once it returns
+    empty = runner([], [])  # a registered reward's column is known up front; a bare function's once it returns
     assert empty.values.shape == (0, 1) and empty.names == ["numeric"]
     batch = runner(*batch_of("x", "y"))
     assert [e.kind for e in batch.errors] == ["exception", "exception"]

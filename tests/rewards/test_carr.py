@@ -16,14 +16,17 @@ PASSAGES = ["Frank Herbert was born in Tacoma, Washington.", "Dune is a novel by
 
 
 def _sample(rubrics=RUBRICS, **meta) -> Sample:
-    return Sample(id="q1", messages=[{"role": "user", "content": "Which novel?"}], answer="Dune",
-                  meta={"rubrics": rubrics, "rubric_entities": ENTITIES, **meta})
+    return Sample(
+        id="q1",
+        messages=[{"role": "user", "content": "Which novel?"}],
+        answer="Dune",
+        meta={"rubrics": rubrics, "rubric_entities": ENTITIES, **meta},
+    )
 
 
 def _traj(text: str, observations=PASSAGES) -> Trajectory:
     turns = [Turn("observation", o, 0, 1) for o in observations] + [Turn("assistant", text, 1, 2)]
-    return Trajectory("q1", 0, torch.zeros(2, dtype=torch.long), torch.ones(2, dtype=torch.long), 0, text,
-                      turns=turns)
+    return Trajectory("q1", 0, torch.zeros(2, dtype=torch.long), torch.ones(2, dtype=torch.long), 0, text, turns=turns)
 
 
 def _score(samples, trajectories, **kwargs):
@@ -55,8 +58,10 @@ def test_a_supported_rubric_not_linked_to_the_answer_does_not_count():
     passages = [*PASSAGES, "Nobody won the prize in 1966."]
     text = "Frank Herbert, born in Tacoma, wrote it; Nobody won the prize. <answer>Dune</answer>"
     assert _score([_sample()], [_traj(text, passages)]) == {"rubric": [0.5], "supported": [0.75]}
-    assert _score([_sample()], [_traj("Frank Herbert, born in Tacoma.", passages)]) == {"rubric": [0.0],
-                                                                                          "supported": [0.25]}
+    assert _score([_sample()], [_traj("Frank Herbert, born in Tacoma.", passages)]) == {
+        "rubric": [0.0],
+        "supported": [0.25],
+    }
 
 
 def test_edge_cases():
@@ -74,8 +79,10 @@ def test_edge_cases():
 
 def test_docseeker_pages_cite_the_evidence():
     """evidence="pages": the units are the texts of the pages in the answer's evidence_pages (1-based)."""
-    sample = _sample(rubrics=["<E0> was written by <E1>", "<E1> was born in <E2>"],
-                     page_texts=["Frank Herbert was born in Tacoma.", "Dune is a novel by Frank Herbert.", "Index"])
+    sample = _sample(
+        rubrics=["<E0> was written by <E1>", "<E1> was born in <E2>"],
+        page_texts=["Frank Herbert was born in Tacoma.", "Dune is a novel by Frank Herbert.", "Index"],
+    )
     answer = 'Frank Herbert of Tacoma. <answer>{"evidence_pages": [2], "answer": "Dune"}</answer>'
     assert _score([sample], [_traj(answer, [])], evidence="pages") == {"rubric": [0.5], "supported": [0.5]}
     both = answer.replace("[2]", "[1, 2, 9]")  # a page past the document is ignored

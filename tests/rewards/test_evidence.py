@@ -34,22 +34,14 @@ def test_page_fbeta_reward():
         score("page_fbeta", docseeker_answer([[3], 4, 5], "x"), evidence_pages=[3, 4, 5]) == 1.0
     )  # nested lists flatten
     assert (
-        score(
-            "page_fbeta", docseeker_answer([2, 3, 4], "x"), evidence_pages=[2, 3, 4], kwargs={"index_base": 1}
-        )
-        == 1.0
+        score("page_fbeta", docseeker_answer([2, 3, 4], "x"), evidence_pages=[2, 3, 4], kwargs={"index_base": 1}) == 1.0
     )
     # 0-based gold (DocSeeker's raw gt_page) is shifted to the 1-based numbers the model cites
     assert (
-        score(
-            "page_fbeta", docseeker_answer([3, 4, 5], "x"), evidence_pages=[2, 3, 4], kwargs={"index_base": 0}
-        )
-        == 1.0
+        score("page_fbeta", docseeker_answer([3, 4, 5], "x"), evidence_pages=[2, 3, 4], kwargs={"index_base": 0}) == 1.0
     )
     assert score("page_fbeta", "<answer>Page 6</answer>", evidence_pages=[6]) == 0.0  # not a dict
-    assert (
-        score("page_fbeta", docseeker_answer(["6"], "x"), evidence_pages=[6]) == 0.0
-    )  # strings are not pages
+    assert score("page_fbeta", docseeker_answer(["6"], "x"), evidence_pages=[6]) == 0.0  # strings are not pages
     assert score("page_fbeta", docseeker_answer([6], "x"), evidence_pages=[-1]) is None  # no specific page
 
 
@@ -95,9 +87,7 @@ def test_temporal_iou_worked_examples():
         "temporal_iou", "<answer>The lesion appears.</answer><span>[0, 10]</span>", span=[5, 15]
     ) == pytest.approx(1 / 3)
     assert score("temporal_iou", "<answer>from 5 to 15 seconds</answer>", span=[5, 15]) == 1.0
-    assert (
-        score("temporal_iou", "<answer>[0:05, 0:15]</answer>", span=[[40, 50], [5, 15]]) == 1.0
-    )  # best window
+    assert score("temporal_iou", "<answer>[0:05, 0:15]</answer>", span=[[40, 50], [5, 15]]) == 1.0  # best window
     assert score("temporal_iou", "<answer>no idea</answer>", span=[5, 15]) == 0.0
     assert score("temporal_iou", "<answer>[1, 2]</answer>") is None
 
@@ -114,13 +104,9 @@ def test_time_parsing():
 def test_timestamp_hit_decays_with_distance():
     # inside -> 1; 5 s outside with tau = 0.05 * 100 s = 5 s -> exp(-1)
     assert score("timestamp_hit", "<time>12</time>", span=[10, 20], duration=100) == 1.0
-    assert score("timestamp_hit", "<time>25</time>", span=[10, 20], duration=100) == pytest.approx(
-        math.exp(-1)
-    )
+    assert score("timestamp_hit", "<time>25</time>", span=[10, 20], duration=100) == pytest.approx(math.exp(-1))
     mean = (1 + math.exp(-1)) / 2
-    assert score(
-        "timestamp_hit", "<time>12</time><time>5</time>", span=[10, 20], duration=100
-    ) == pytest.approx(mean)
+    assert score("timestamp_hit", "<time>12</time><time>5</time>", span=[10, 20], duration=100) == pytest.approx(mean)
     assert score("timestamp_hit", "<time>25</time>", span=[10, 20], kwargs={"tau": 10.0}) == pytest.approx(
         math.exp(-0.5)
     )

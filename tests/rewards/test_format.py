@@ -13,9 +13,7 @@ def test_think_answer_format_accepts_ton_empty_thought():
     # docs/algorithms.md §6: the format reward of the empty-think string is 1.
     assert score("think_answer_format", "<think>\n\n</think><answer>1</answer>") == 1.0
     assert score("think_answer_format", "<think>reasoning</think>\n<answer>B</answer>") == 1.0
-    assert (
-        score("think_answer_format", "<think>\n\n</think><answer>1</answer>", kwargs={"strip": False}) == 1.0
-    )
+    assert score("think_answer_format", "<think>\n\n</think><answer>1</answer>", kwargs={"strip": False}) == 1.0
 
 
 def test_think_answer_format_rejects_broken_schemas():
@@ -30,10 +28,7 @@ def test_think_answer_format_rejects_broken_schemas():
         None,
     ]:
         assert score("think_answer_format", text) == 0.0, text
-    assert (
-        score("think_answer_format", "<think>a</think><action>tap</action>", kwargs={"answer_tag": "action"})
-        == 1.0
-    )
+    assert score("think_answer_format", "<think>a</think><action>tap</action>", kwargs={"answer_tag": "action"}) == 1.0
 
 
 def _call(name, **arguments):
@@ -59,6 +54,4 @@ def test_tool_call_format_over_turns():
     assert score("tool_call_format", call, kwargs={"require_answer": False}) == 1.0
     broken = "<think>x</think><tool_call>{not json}</tool_call><observation>e</observation>" + answer
     assert score("tool_call_format", broken) == 0.0
-    assert (
-        score("tool_call_format", answer + "<observation>o</observation>" + call) == 0.0
-    )  # answer before a call
+    assert score("tool_call_format", answer + "<observation>o</observation>" + call) == 0.0  # answer before a call

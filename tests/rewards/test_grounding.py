@@ -49,9 +49,7 @@ def test_pixel_limits_and_explicit_resized_size():
     assert score(
         "bbox_iou", qwen25_answer(box), gt_boxes=GOLD, image_size=[height, width], kwargs=kwargs
     ) == pytest.approx(1.0, abs=1e-4)
-    given = score(
-        "bbox_iou", qwen25_answer(box), gt_boxes=GOLD, image_size=[height, width], resized_size=list(fed)
-    )
+    given = score("bbox_iou", qwen25_answer(box), gt_boxes=GOLD, image_size=[height, width], resized_size=list(fed))
     assert given == pytest.approx(1.0, abs=1e-4)
 
 
@@ -59,19 +57,14 @@ def test_image_size_read_from_the_sample_image():
     image = Image.new("RGB", (1000, 500))  # PIL size is (width, height)
     fed = hf_smart_resize(500, 1000, factor=28, min_pixels=56 * 56, max_pixels=28 * 28 * 1280)
     s = sample(None, images=[image], gt_boxes=GOLD)
-    assert bbox_iou([s], [traj(qwen25_answer(resized(GOLD, 500, 1000, fed)))])[0] == pytest.approx(
-        1.0, abs=1e-4
-    )
+    assert bbox_iou([s], [traj(qwen25_answer(resized(GOLD, 500, 1000, fed)))])[0] == pytest.approx(1.0, abs=1e-4)
 
 
 def test_qwen2_norm1000_boxes():
     height, width = 800, 1000
     box = [GOLD[0] / width * 1000, GOLD[1] / height * 1000, GOLD[2] / width * 1000, GOLD[3] / height * 1000]
     text = "<|box_start|>({:.0f},{:.0f}),({:.0f},{:.0f})<|box_end|>".format(*box)
-    assert (
-        score("bbox_iou", text, gt_boxes=GOLD, image_size=[height, width], kwargs={"coords": "norm1000"})
-        == 1.0
-    )
+    assert score("bbox_iou", text, gt_boxes=GOLD, image_size=[height, width], kwargs={"coords": "norm1000"}) == 1.0
 
 
 def test_several_boxes_and_threshold():

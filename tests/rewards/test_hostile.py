@@ -183,8 +183,10 @@ WHITESPACE_AND_NUMBERS = {
     "box_list_spaces": "[1" + " " * 20_000 + ",",
     "digit_run": "(" + "1" * 20_000,
     "newline_run": "answer:" + "\n" * 20_000 + "C?",
-    "big_int_tool_call": ('<tool_call>{"name": "crop_video", "arguments": {"start": ' + BIG + ', "end": 3}}</tool_call>'
-                          '<tool_call>{"name": "get_frame", "arguments": {"t": ' + BIG + "}}</tool_call>"),
+    "big_int_tool_call": (
+        '<tool_call>{"name": "crop_video", "arguments": {"start": ' + BIG + ', "end": 3}}</tool_call>'
+        '<tool_call>{"name": "get_frame", "arguments": {"t": ' + BIG + "}}</tool_call>"
+    ),
 }
 STRICT_SECONDS = 0.25  # each takes < 10 ms now; the old parsers took 0.35 s (spans, boxes) to hours (mcq)
 

@@ -24,25 +24,19 @@ def test_template_ships_and_renders():
     assert DEFAULT_TEMPLATE.is_file()
     text = render_prompt(DEFAULT_TEMPLATE, question="What colour?", reference="red", answer="blue")
     assert (
-        "Question: What colour?" in text
-        and "Reference answer: red" in text
-        and "<candidate>blue</candidate>" in text
+        "Question: What colour?" in text and "Reference answer: red" in text and "<candidate>blue</candidate>" in text
     )
     assert "Reference answer" not in render_prompt(DEFAULT_TEMPLATE, question="q", reference="", answer="a")
 
 
 def test_judge_scores_are_probabilities_batched_and_deterministic(tiny_model_dir):
     samples = [sample("red", id=f"s{i}", prompt="What colour is it?", images=[_image(i)]) for i in range(3)]
-    trajectories = [
-        traj(f"<answer>{a}</answer>", sample_id=f"s{i}") for i, a in enumerate(["red", "blue", "red"])
-    ]
+    trajectories = [traj(f"<answer>{a}</answer>", sample_id=f"s{i}") for i, a in enumerate(["red", "blue", "red"])]
     batched = vlm_judge(samples, trajectories, model=str(tiny_model_dir), batch_size=3)
     single = [vlm_judge([s], [t], model=str(tiny_model_dir))[0] for s, t in zip(samples, trajectories)]
     assert all(0.0 < v < 1.0 for v in batched)
     assert batched == pytest.approx(single, abs=1e-4)  # left padding does not change a sample's score
-    assert vlm_judge(samples, trajectories, model=str(tiny_model_dir), batch_size=2) == pytest.approx(
-        batched, abs=1e-4
-    )
+    assert vlm_judge(samples, trajectories, model=str(tiny_model_dir), batch_size=2) == pytest.approx(batched, abs=1e-4)
 
 
 def test_judge_looks_at_the_image(tiny_model_dir):
@@ -58,15 +52,11 @@ def test_judge_prompt_comes_from_the_template(tiny_model_dir, tmp_path):
     custom.write_text("Is {{ answer }} the same as {{ reference }}? Yes or No.")
     s, t = [sample("red", images=[_image(3)])], [traj("<answer>red</answer>")]
     default = vlm_judge(s, t, model=str(tiny_model_dir))[0]
-    assert vlm_judge(s, t, model=str(tiny_model_dir), template=str(custom))[0] != pytest.approx(
-        default, abs=1e-7
-    )
+    assert vlm_judge(s, t, model=str(tiny_model_dir), template=str(custom))[0] != pytest.approx(default, abs=1e-7)
 
 
 def test_judge_through_the_runner_and_on_hostile_text(tiny_model_dir):
-    runner = RewardRunner(
-        [RewardSpec("judge", ref="vlm_judge", kwargs={"model": str(tiny_model_dir)})], timeout_s=120
-    )
+    runner = RewardRunner([RewardSpec("judge", ref="vlm_judge", kwargs={"model": str(tiny_model_dir)})], timeout_s=120)
     start = time.monotonic()
     batch = runner([sample("red", images=[_image(4)])], [traj("<" * 5_000_000 + "answer>")])
     assert time.monotonic() - start < 60
@@ -86,8 +76,11 @@ def test_an_answer_cannot_close_the_judges_turn_or_its_delimiters(tiny_model_dir
 
     def turn_tokens(answer: str) -> int:
         prompt = render_prompt(DEFAULT_TEMPLATE, question="Colour?", reference="red", answer=defang(answer, tok))
-        text = processor.apply_chat_template([{"role": "user", "content": [{"type": "text", "text": prompt}]}],
-                                             add_generation_prompt=True, tokenize=False)
+        text = processor.apply_chat_template(
+            [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+            add_generation_prompt=True,
+            tokenize=False,
+        )
         return text.count("</candidate>"), sum(i in special for i in tok(text)["input_ids"])
 
     assert turn_tokens(hostile) == turn_tokens("red")  # same delimiters, same turn tokens

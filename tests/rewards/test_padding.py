@@ -40,13 +40,18 @@ def _answer_dict(answer: str) -> str:
 
 
 def _ds_sample(answer: str) -> Sample:
-    return Sample(id="d", messages=[{"role": "user", "content": "q"}], answer=answer,
-                  meta={"evidence_pages": [2], "num_pages": 12})
+    return Sample(
+        id="d",
+        messages=[{"role": "user", "content": "q"}],
+        answer=answer,
+        meta={"evidence_pages": [2], "num_pages": 12},
+    )
 
 
 def _mrag_final(answer: str) -> Sample:
-    return Sample(id="m", messages=[{"role": "user", "content": "q"}], answer=answer,
-                  meta={"step_type": "ans", "step_index": 1})
+    return Sample(
+        id="m", messages=[{"role": "user", "content": "q"}], answer=answer, meta={"step_type": "ans", "step_index": 1}
+    )
 
 
 def _route_similarity(question: str) -> float:
@@ -67,25 +72,47 @@ SCORERS: dict[str, tuple[Callable[[str, str], float], str, str]] = {
     "anls_score[near]": (lambda a, ref: anls_score(a, [ref], 0.5), "pariss", "paris"),
     "reward anls": (lambda a, ref: score("anls", f"<answer>{a}</answer>", ref), "pariX", "paris"),
     "reward anls[threshold 0]": (
-        lambda a, ref: score("anls", f"<answer>{a}</answer>", ref, kwargs={"threshold": 0.0}), "berlin", "paris"),
+        lambda a, ref: score("anls", f"<answer>{a}</answer>", ref, kwargs={"threshold": 0.0}),
+        "berlin",
+        "paris",
+    ),
     "reward anls[answer_dict]": (
         lambda a, ref: score("anls", _answer_dict(a), ref, kwargs={"extract": "answer_dict", "threshold": 0.0}),
-        "berlin", "paris"),
+        "berlin",
+        "paris",
+    ),
     "docseeker_anls": (lambda a, ref: docseeker_anls(_ds_sample(ref), f"<answer>{a}</answer>"), "pariXY", "paris"),
     "docseeker_accuracy": (
-        lambda a, ref: docseeker_accuracy(_ds_sample(ref), f"<answer>{a}</answer>"), "pXXXs", "paris"),
-    "token_f1": (lambda a, ref: token_f1(vqa_normalize(a), vqa_normalize(ref)),
-                 "eiffel tower rome", "eiffel tower paris"),
-    "reward token_recall": (lambda a, ref: score("token_recall", f"<answer>{a}</answer>", ref),
-                            "big red bus", "big red bus paris london rome"),
+        lambda a, ref: docseeker_accuracy(_ds_sample(ref), f"<answer>{a}</answer>"),
+        "pXXXs",
+        "paris",
+    ),
+    "token_f1": (
+        lambda a, ref: token_f1(vqa_normalize(a), vqa_normalize(ref)),
+        "eiffel tower rome",
+        "eiffel tower paris",
+    ),
+    "reward token_recall": (
+        lambda a, ref: score("token_recall", f"<answer>{a}</answer>", ref),
+        "big red bus",
+        "big red bus paris london rome",
+    ),
     "reward vqa_exact": (lambda a, ref: score("vqa_exact", f"<answer>{a}</answer>", ref), "berlin", "paris"),
     "reward relaxed_accuracy": (
-        lambda a, ref: score("relaxed_accuracy", f"<answer>{a}</answer>", ref), "berlin", "paris"),
+        lambda a, ref: score("relaxed_accuracy", f"<answer>{a}</answer>", ref),
+        "berlin",
+        "paris",
+    ),
     "mrag answer_f1": (
         lambda a, ref: answer_f1(_mrag_final(ref), f"<think>x</think><answer>{a}</answer>"),
-        "eiffel tower rome", "eiffel tower paris"),
+        "eiffel tower rome",
+        "eiffel tower paris",
+    ),
     "mrag answer_em": (
-        lambda a, ref: answer_em(_mrag_final(ref), f"<think>x</think><answer>{a}</answer>"), "berlin", "paris"),
+        lambda a, ref: answer_em(_mrag_final(ref), f"<think>x</think><answer>{a}</answer>"),
+        "berlin",
+        "paris",
+    ),
     "route_step similarity[token_f1]": (lambda a, ref: _route_similarity(a), "Who designed the Eiffel Tower?", ""),
     "route_step similarity[tfidf]": (lambda a, ref: _route_tfidf(a), "Who designed the Eiffel Tower?", ""),
 }
@@ -109,8 +136,9 @@ def test_the_issues_repros_score_zero():
     assert docseeker_accuracy(_ds_sample("paris"), "<answer>pXXXs" + " " * 10 + "</answer>") == 0.0
     # Before: 1.0 (1 - 5/14 on the raw length) for an answer with nothing of 'paris' in it.
     assert docseeker_accuracy(_ds_sample("paris"), _answer_dict("xyz" + " " * 10 + ".")) == 0.0
-    assert score("anls", _answer_dict("berlin" + " " * 200 + "."), "paris",
-                 kwargs={"extract": "answer_dict", "threshold": 0.0}) == pytest.approx(1 - 6 / 8)  # was 0.971
+    assert score(
+        "anls", _answer_dict("berlin" + " " * 200 + "."), "paris", kwargs={"extract": "answer_dict", "threshold": 0.0}
+    ) == pytest.approx(1 - 6 / 8)  # was 0.971
 
 
 def test_whitespace_normalised_answers_still_match():

@@ -26,9 +26,7 @@ def test_tool_call_valid_medscope_defaults():
     assert score("tool_call_valid", call("get_frame", t=-1)) == 0.0
     assert score("tool_call_valid", call("crop_video", start=5, end=5), duration=60) == 0.0  # start < end
     assert score("tool_call_valid", call("crop_video", start=1), duration=60) == 0.0  # missing end
-    assert (
-        score("tool_call_valid", call("crop_video", start=1, end=2, zoom=3), duration=60) == 0.0
-    )  # unknown arg
+    assert score("tool_call_valid", call("crop_video", start=1, end=2, zoom=3), duration=60) == 0.0  # unknown arg
     assert score("tool_call_valid", call("get_frame", t="12")) == 0.0  # wrong type
     assert score("tool_call_valid", call("zoom_in", x=1)) == 0.0  # unknown tool
     assert score("tool_call_valid", "<tool_call>{broken</tool_call>") == 0.0
@@ -94,9 +92,7 @@ def test_length_trapezoid_reward_counts_trained_tokens_only():
     assert length_trapezoid(
         [reasoning], [traj("x", length=10)], profile="reasoning", by_task={"math": "perception"}
     ) == [1.0]
-    assert length_trapezoid(
-        [sample(length_profile="reasoning")], [traj("x", length=10)], profile="perception"
-    ) == [0.0]
+    assert length_trapezoid([sample(length_profile="reasoning")], [traj("x", length=10)], profile="perception") == [0.0]
 
 
 def test_dapo_overlong_penalty():
@@ -106,6 +102,4 @@ def test_dapo_overlong_penalty():
     assert overlong(20480, 20480, 4096) == -1.0
     assert overlong(30000, 20480, 4096) == -1.0
     assert score("overlong_penalty", "x", length=18432) == pytest.approx(-0.5)
-    assert score(
-        "overlong_penalty", "x", length=90, kwargs={"max_length": 100, "cache": 20}
-    ) == pytest.approx(-0.5)
+    assert score("overlong_penalty", "x", length=90, kwargs={"max_length": 100, "cache": 20}) == pytest.approx(-0.5)

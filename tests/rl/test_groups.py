@@ -41,9 +41,7 @@ def test_constant_group_has_its_exact_value_as_mean():
 
 
 def test_single_member_group_is_constant():
-    stats = group_stats(
-        torch.tensor([[2.0], [5.0]]), torch.ones(2, 1, dtype=torch.bool), torch.tensor([0, 1]), 2
-    )
+    stats = group_stats(torch.tensor([[2.0], [5.0]]), torch.ones(2, 1, dtype=torch.bool), torch.tensor([0, 1]), 2)
     assert stats.constant.all()
 
 

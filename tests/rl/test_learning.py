@@ -76,12 +76,11 @@ def train(estimator, aggregation, steps=200, loss="clipped", seed=0, loss_option
     for _ in range(steps):
         lp_all = token_logprobs(theta)  # [P, S, T]
         with torch.no_grad():
-            picks = torch.multinomial(lp_all.sum(-1).exp(), G, replacement=True, generator=gen).reshape(
-                -1
-            )  # [N]
+            picks = torch.multinomial(lp_all.sum(-1).exp(), G, replacement=True, generator=gen).reshape(-1)  # [N]
         rewards = REWARD[prompt, picks]  # [N, K]
-        result = advantages(estimator, rewards, prompt, weights=WEIGHTS, **options_for(estimator, picks),
-                            **(estimator_options or {}))
+        result = advantages(
+            estimator, rewards, prompt, weights=WEIGHTS, **options_for(estimator, picks), **(estimator_options or {})
+        )
         lp = lp_all[prompt, picks]  # [N, T]
         mask = MASK[picks]
         if loss == "clipped":
@@ -89,12 +88,18 @@ def train(estimator, aggregation, steps=200, loss="clipped", seed=0, loss_option
                 lp, lp.detach(), result.advantages, mask, aggregation=aggregation, seq_mask=result.loss_mask
             )
         elif loss == "reg_grpo":
-            out = reg_grpo_loss(
-                lp, lp.detach(), result.advantages, mask, group_ids=prompt, seq_mask=result.loss_mask
-            )
+            out = reg_grpo_loss(lp, lp.detach(), result.advantages, mask, group_ids=prompt, seq_mask=result.loss_mask)
         else:
-            out = policy_loss(loss, lp, lp.detach(), result.advantages, mask, group_ids=prompt,
-                              seq_mask=result.loss_mask, **(loss_options or {}))
+            out = policy_loss(
+                loss,
+                lp,
+                lp.detach(),
+                result.advantages,
+                mask,
+                group_ids=prompt,
+                seq_mask=result.loss_mask,
+                **(loss_options or {}),
+            )
         opt.zero_grad()
         out.loss.backward()
         opt.step()
@@ -130,11 +135,13 @@ FAMILY = [
 ]
 
 
-@pytest.mark.parametrize("estimator, estimator_options, loss, loss_options", FAMILY,
-                         ids=[f"{f[0]}+{f[2]}-{i}" for i, f in enumerate(FAMILY)])
+@pytest.mark.parametrize(
+    "estimator, estimator_options, loss, loss_options", FAMILY, ids=[f"{f[0]}+{f[2]}-{i}" for i, f in enumerate(FAMILY)]
+)
 def test_family_methods_raise_expected_reward(estimator, estimator_options, loss, loss_options):
-    start, end = train(estimator, "seq_mean_token_mean", loss=loss, loss_options=loss_options,
-                       estimator_options=estimator_options)
+    start, end = train(
+        estimator, "seq_mean_token_mean", loss=loss, loss_options=loss_options, estimator_options=estimator_options
+    )
     assert end > start + 0.8, (start, end)
 
 

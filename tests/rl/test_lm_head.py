@@ -25,8 +25,10 @@ def _full(hidden, weight, bias, targets, temperature):
     """The current path: the whole [M, V] logits, suppressed at -inf, then rl.logits."""
     logits = torch.nn.functional.linear(hidden, weight, bias)
     logits = logits.index_fill(-1, torch.tensor(SUPPRESSED), float("-inf"))[None]
-    return (logprobs_from_logits(logits, targets[None], temperature=temperature)[0],
-            entropy_from_logits(logits, temperature=temperature)[0])
+    return (
+        logprobs_from_logits(logits, targets[None], temperature=temperature)[0],
+        entropy_from_logits(logits, temperature=temperature)[0],
+    )
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 3, 100])
@@ -35,8 +37,16 @@ def test_chunked_values_and_gradients_equal_the_full_logits_path(chunk_rows):
     coef = torch.linspace(-1, 2, M)  # a loss that weighs the tokens differently: gradients of every row count
     lp_want, ent_want = _full(hidden, weight, bias, targets, 0.7)
     want = torch.autograd.grad((coef * lp_want).sum() + (coef.flip(0) * ent_want).sum(), (hidden, weight, bias))
-    lp, ent = logprobs_from_hidden(hidden, weight, targets, bias=bias, temperature=0.7, suppressed=SUPPRESSED,
-                                   with_entropy=True, chunk_rows=chunk_rows)
+    lp, ent = logprobs_from_hidden(
+        hidden,
+        weight,
+        targets,
+        bias=bias,
+        temperature=0.7,
+        suppressed=SUPPRESSED,
+        with_entropy=True,
+        chunk_rows=chunk_rows,
+    )
     assert lp.dtype == ent.dtype == torch.float32
     torch.testing.assert_close(lp, lp_want, atol=1e-5, rtol=1e-6)
     torch.testing.assert_close(ent, ent_want, atol=1e-5, rtol=1e-6)

@@ -41,9 +41,7 @@ def test_logprob_gradient_matches_autograd_of_log_softmax():
 def test_entropy_known_values(chunk_size):
     v = 6
     uniform = torch.zeros(1, 2, v)
-    assert torch.allclose(
-        entropy_from_logits(uniform, chunk_size=chunk_size), torch.full((1, 2), math.log(v))
-    )
+    assert torch.allclose(entropy_from_logits(uniform, chunk_size=chunk_size), torch.full((1, 2), math.log(v)))
     peaked = torch.tensor([[[100.0, 0, 0, 0, 0, 0]]])
     assert entropy_from_logits(peaked).item() == pytest.approx(0.0, abs=1e-6)
 

@@ -7,8 +7,21 @@ from hypothesis import strategies as st
 from mmreason.rl import ESTIMATORS, advantages, evidence_weighted
 
 SETTINGS = settings(max_examples=40, deadline=None)
-BUILTIN = ["grpo", "dr_grpo", "rloo", "mc_grpo", "g2rpo", "gdpo", "dvao", "corr_grpo", "ga_grpo", "step_grpo",
-           "dgpo", "opmd", "disco"]
+BUILTIN = [
+    "grpo",
+    "dr_grpo",
+    "rloo",
+    "mc_grpo",
+    "g2rpo",
+    "gdpo",
+    "dvao",
+    "corr_grpo",
+    "ga_grpo",
+    "step_grpo",
+    "dgpo",
+    "opmd",
+    "disco",
+]
 # asymre is left out of the zero checks: an all-equal group gets -shift by design (docs/algorithms.md §11.3)
 # reward values with many ties and awkward binary fractions
 VALUES = st.sampled_from([0.0, 0.1, 0.2, 1.0 / 3.0, 0.5, 0.7, 1.0, -1.0, 2.5, 100.0])
@@ -41,9 +54,7 @@ def options_for(name, group_ids, fidelity):
     if name == "step_grpo":
         return {"step_index": torch.zeros_like(group_ids)}
     if name == "g2rpo":
-        return {
-            "scope": "group"
-        }  # with the task_batch scope equal-within-group rewards still rank across groups
+        return {"scope": "group"}  # with the task_batch scope equal-within-group rewards still rank across groups
     return {}
 
 
@@ -157,5 +168,6 @@ def test_dgpo_keeps_grpo_signs_and_balances_every_group(batch):
 @given(batch=batches())
 def test_opmd_mean_baseline_is_dr_grpo(batch):
     rewards, group_ids, _ = batch
-    torch.testing.assert_close(advantages("opmd", rewards, group_ids).advantages,
-                               advantages("dr_grpo", rewards, group_ids).advantages)
+    torch.testing.assert_close(
+        advantages("opmd", rewards, group_ids).advantages, advantages("dr_grpo", rewards, group_ids).advantages
+    )

@@ -18,8 +18,9 @@ from mmreason.train.table import StepTable
 NAN = math.nan
 WEIGHTS = torch.tensor([0.1, 0.3, 0.6])  # DocSeeker: format, page F-beta, answer
 # Two groups of three; rows 1 and 4 have "no specific evidence page" (page reward does not apply).
-REWARDS = torch.tensor([[1.0, 0.5, 1.0], [1.0, NAN, 1.0], [0.0, 0.0, 0.0],
-                        [1.0, 1.0, 0.0], [0.0, NAN, 1.0], [1.0, 0.2, 0.5]])
+REWARDS = torch.tensor(
+    [[1.0, 0.5, 1.0], [1.0, NAN, 1.0], [0.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, NAN, 1.0], [1.0, 0.2, 0.5]]
+)
 GROUPS = torch.tensor([0, 0, 0, 1, 1, 1])
 # By hand: a full row is 0.1 f + 0.3 p + 0.6 a; a row without p is (0.1 f + 0.6 a) / 0.7.
 RENORMALIZED = torch.tensor([0.85, 0.7 / 0.7, 0.0, 0.4, 0.6 / 0.7, 0.46])
@@ -32,8 +33,9 @@ def test_grpo_advantages_score_the_renormalized_total(scale):
     want = rl.advantages("grpo", RENORMALIZED, GROUPS, scale_rewards=scale)  # one column: the total itself
     torch.testing.assert_close(got.advantages, want.advantages, atol=1e-6, rtol=0)
     zero = rl.advantages("grpo", REWARDS, GROUPS, weights=WEIGHTS, scale_rewards=scale)
-    torch.testing.assert_close(zero.advantages, rl.advantages("grpo", ZERO_FILLED, GROUPS, scale_rewards=scale)
-                               .advantages, atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        zero.advantages, rl.advantages("grpo", ZERO_FILLED, GROUPS, scale_rewards=scale).advantages, atol=1e-6, rtol=0
+    )
     assert (got.advantages - zero.advantages).abs().max() > 0.05  # the option changes what is trained
 
 
@@ -62,9 +64,20 @@ def test_trainer_passes_the_config_rule_to_the_estimator():
     cfg = TrainConfig(reward_missing="renormalize")
     cfg.algorithm.scale_rewards = "batch"
     run = SimpleNamespace(cfg=cfg, counters=SimpleNamespace(dropped_groups=0))
-    table = StepTable(REWARDS, ["fmt", "page", "ans"], WEIGHTS, RENORMALIZED, GROUPS, GROUPS, ["t"] * 6,
-                      torch.zeros(6, dtype=torch.long), torch.ones(6, dtype=torch.long), torch.zeros(6, dtype=torch.bool),
-                      [], [])
+    table = StepTable(
+        REWARDS,
+        ["fmt", "page", "ans"],
+        WEIGHTS,
+        RENORMALIZED,
+        GROUPS,
+        GROUPS,
+        ["t"] * 6,
+        torch.zeros(6, dtype=torch.long),
+        torch.ones(6, dtype=torch.long),
+        torch.zeros(6, dtype=torch.bool),
+        [],
+        [],
+    )
     adv, keep = compute_advantages(run, table)
     want = rl.advantages("grpo", RENORMALIZED, GROUPS, scale_rewards="batch").advantages
     torch.testing.assert_close(adv, want, atol=1e-6, rtol=0)

@@ -118,6 +118,7 @@ def test_off_policy_mask_drops_only_far_negative_rows():
     keep = off_policy_mask(torch.tensor([-1.0, -1.0, 1.0, -1.0]), current, behaviour, mask, 0.1)
     assert keep.tolist() == [0.0, 1.0, 1.0, 1.0]
     # token-level advantages: the row's sign is that of its mean
-    keep = off_policy_mask(torch.tensor([[-1.0, 0.5], [1.0, 1.0], [1.0, 1.0], [0.0, 0.0]]), current, behaviour,
-                           mask, 0.1)
+    keep = off_policy_mask(
+        torch.tensor([[-1.0, 0.5], [1.0, 1.0], [1.0, 1.0], [0.0, 0.0]]), current, behaviour, mask, 0.1
+    )
     assert keep.tolist() == [0.0, 1.0, 1.0, 1.0]

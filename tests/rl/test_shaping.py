@@ -43,9 +43,7 @@ def test_entropy_band_zero_inside_with_zero_gradient():
 def test_entropy_band_penalises_both_sides_per_task():
     h = torch.tensor([[1.0, 1.0, 9.0], [0.1, 0.1, 0.1]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])  # the 9 is padding
-    out = entropy_band_penalty(
-        h, mask, torch.tensor([0.3, 0.3]), torch.tensor([0.8, 0.8]), torch.tensor([4, 7])
-    )
+    out = entropy_band_penalty(h, mask, torch.tensor([0.3, 0.3]), torch.tensor([0.8, 0.8]), torch.tensor([4, 7]))
     # task 4: H = 1.0 -> 1.0 - 0.8; task 7: H = 0.1 -> 0.3 - 0.1
     assert out.item() == pytest.approx(0.2 + 0.2)
     pooled = entropy_band_penalty(h, mask, 0.3, 0.8)  # one task: H = (2 + 0.3) / 5 = 0.46 is inside

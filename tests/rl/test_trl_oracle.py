@@ -18,9 +18,7 @@ trl_grpo = pytest.importorskip("trl.trainer.grpo_trainer")
 MAX_COMPLETION_LENGTH = 9
 
 
-def trl_loss(
-    logps, old, adv, mask, loss_type, *, level, beta, ref, eps_lo, eps_hi, delta=None, num_items=None
-):
+def trl_loss(logps, old, adv, mask, loss_type, *, level, beta, ref, eps_lo, eps_hi, delta=None, num_items=None):
     accelerator = types.SimpleNamespace(
         num_processes=1,
         gather=lambda x: x,
@@ -115,9 +113,7 @@ def compare(loss_type, level, beta, seed, *, token_advantages=False, delta=None,
     if delta is None:  # TRL counts clipped tokens on the delta-capped ratio; we count on the raw ratio
         assert out.metrics.clip_low.item() == pytest.approx(metrics["clip_ratio/low_mean"][-1], abs=1e-6)
         assert out.metrics.clip_high.item() == pytest.approx(metrics["clip_ratio/high_mean"][-1], abs=1e-6)
-        assert out.metrics.clip_region.item() == pytest.approx(
-            metrics["clip_ratio/region_mean"][-1], abs=1e-6
-        )
+        assert out.metrics.clip_region.item() == pytest.approx(metrics["clip_ratio/region_mean"][-1], abs=1e-6)
     if beta:
         assert out.metrics.kl.item() == pytest.approx(metrics["kl"][-1], abs=1e-6)
     return out

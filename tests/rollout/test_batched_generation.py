@@ -44,8 +44,11 @@ def _rows(trajectories):
 
 
 def _per_group(model, processor, prompts, seeds, settings=SETTINGS):
-    return [t for i, (p, s) in enumerate(zip(prompts, seeds))
-            for t in generate_group(model, processor, p, 10 + i, G, settings, s)]
+    return [
+        t
+        for i, (p, s) in enumerate(zip(prompts, seeds))
+        for t in generate_group(model, processor, p, 10 + i, G, settings, s)
+    ]
 
 
 def test_one_batched_call_samples_what_per_group_calls_sample(tiny, one_torch_thread, monkeypatch):
@@ -58,18 +61,20 @@ def test_one_batched_call_samples_what_per_group_calls_sample(tiny, one_torch_th
     assert _rows(batched) == _rows(alone)
     # Another order of the prompts in the call: each group still samples the same.
     order = [2, 0, 3, 1]
-    shuffled = generate_groups(model, processor, [prompts[i] for i in order], [10 + i for i in order], G, SETTINGS,
-                               [seeds[i] for i in order])
+    shuffled = generate_groups(
+        model, processor, [prompts[i] for i in order], [10 + i for i in order], G, SETTINGS, [seeds[i] for i in order]
+    )
     assert sorted(_rows(shuffled)) == sorted(_rows(alone))
     # The prompt repeated G times (no prefill, no cache expansion) samples the same rows too.
     tok = processor.tokenizer
-    copies = sample_rows(model, tok, [p for p in prompts for _ in range(G)], 1, SETTINGS,
-                         [r for s in seeds for r in row_seeds(s, G)])
+    copies = sample_rows(
+        model, tok, [p for p in prompts for _ in range(G)], 1, SETTINGS, [r for s in seeds for r in row_seeds(s, G)]
+    )
     for row, t in zip(copies, batched):
-        assert row[: t.completion_length].tolist() == t.token_ids[t.prompt_length:].tolist()
+        assert row[: t.completion_length].tolist() == t.token_ids[t.prompt_length :].tolist()
     # It really sampled: rows of a group differ, and other seeds give other rollouts.
     texts = [t.completion_text for t in batched]
-    assert all(len(set(texts[g * G:(g + 1) * G])) > 1 for g in range(len(prompts)))
+    assert all(len(set(texts[g * G : (g + 1) * G])) > 1 for g in range(len(prompts)))
     other = generate_groups(model, processor, prompts, list(range(len(prompts))), G, SETTINGS, [s + 1 for s in seeds])
     assert [t.completion_text for t in other] != texts
 
@@ -77,8 +82,10 @@ def test_one_batched_call_samples_what_per_group_calls_sample(tiny, one_torch_th
 def test_batched_greedy_and_top_k_equal_per_group(tiny, one_torch_thread):
     model, processor = tiny
     prompts = _prompts(processor)[:3]
-    for settings in (GenerationSettings(max_new_tokens=8, temperature=0.0),
-                     GenerationSettings(max_new_tokens=8, temperature=0.7, top_k=5)):
+    for settings in (
+        GenerationSettings(max_new_tokens=8, temperature=0.0),
+        GenerationSettings(max_new_tokens=8, temperature=0.7, top_k=5),
+    ):
         batched = generate_groups(model, processor, prompts, [10, 11, 12], G, settings, [1, 2, 3])
         assert _rows(batched) == _rows(_per_group(model, processor, prompts, [1, 2, 3], settings))
 
@@ -90,18 +97,31 @@ def _video_prompt(processor, sample_id: str, frames: int, fps: float, text: str)
     pixels = (torch.rand(frames, 3, 56, 56, generator=torch.Generator().manual_seed(frames)) * 255).to(torch.uint8)
     messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]}]
     chat = render_chat(processor, messages)
-    out = encode(processor, chat, [], [pixels], [{"total_num_frames": frames * 2, "fps": fps,
-                                                  "frames_indices": list(range(0, frames * 2, 2))}])
-    return PromptInputs(Sample(id=sample_id, messages=messages), out["input_ids"][0],
-                        out["mm_token_type_ids"][0].long(), {k: out[k] for k in VISUAL_KEYS if k in out}, chat)
+    out = encode(
+        processor,
+        chat,
+        [],
+        [pixels],
+        [{"total_num_frames": frames * 2, "fps": fps, "frames_indices": list(range(0, frames * 2, 2))}],
+    )
+    return PromptInputs(
+        Sample(id=sample_id, messages=messages),
+        out["input_ids"][0],
+        out["mm_token_type_ids"][0].long(),
+        {k: out[k] for k in VISUAL_KEYS if k in out},
+        chat,
+    )
 
 
 def test_videos_and_text_only_batches_equal_per_group(tiny, one_torch_thread):
     """Videos of different lengths and frame rates (second_per_grid_ts) beside an image; and a batch of
     text-only prompts of different lengths, whose left pads the positions must skip."""
     model, processor = tiny
-    videos = [_video_prompt(processor, "v0", 4, 4.0, "What moves?"), _prompts(processor)[2],
-              _video_prompt(processor, "v1", 6, 1.0, "Which way does it move, and how fast?")]
+    videos = [
+        _video_prompt(processor, "v0", 4, 4.0, "What moves?"),
+        _prompts(processor)[2],
+        _video_prompt(processor, "v1", 6, 1.0, "Which way does it move, and how fast?"),
+    ]
     assert videos[0].visual["second_per_grid_ts"].tolist() != videos[2].visual["second_per_grid_ts"].tolist()
     texts = []
     for i, words in enumerate(("Two plus two?", "Name a colour that is often used for warning signs, please.")):

@@ -13,8 +13,10 @@ PARTS = [{"type": "image"}, {"type": "video"}, {"type": "text", "text": "t=3.0 s
 
 def test_qwen_template_gives_the_qwen_turn_text(tiny):
     _, processor = tiny
-    body = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|><|vision_start|><|video_pad|><|vision_end|>" \
-           "t=3.0 s<|im_end|>\n<|im_start|>assistant\n"
+    body = (
+        "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|><|vision_start|><|video_pad|><|vision_end|>"
+        "t=3.0 s<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert turn_end(processor) == "<|im_end|>\n"
     assert next_turn(processor, PARTS, closed=False, eos_text="<|im_end|>") == "<|im_end|>\n" + body
     assert next_turn(processor, PARTS, closed=True, eos_text="<|im_end|>") == "\n" + body  # eos already sampled
@@ -30,9 +32,11 @@ class _Template:
         return self.template.render(messages=messages, add_generation_prompt=add_generation_prompt)
 
 
-PLAIN = ("{% for m in messages %}### {{ m.role }}: {% if m.content is string %}{{ m.content }}"
-         "{% else %}{% for c in m.content %}{% if c.type == 'image' %}[IMG]{% else %}{{ c.text }}{% endif %}"
-         "{% endfor %}{% endif %}</s>\n{% endfor %}{% if add_generation_prompt %}### assistant: {% endif %}")
+PLAIN = (
+    "{% for m in messages %}### {{ m.role }}: {% if m.content is string %}{{ m.content }}"
+    "{% else %}{% for c in m.content %}{% if c.type == 'image' %}[IMG]{% else %}{{ c.text }}{% endif %}"
+    "{% endfor %}{% endif %}</s>\n{% endfor %}{% if add_generation_prompt %}### assistant: {% endif %}"
+)
 
 
 def test_another_template_gives_its_own_turn_text():

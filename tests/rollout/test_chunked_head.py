@@ -33,11 +33,19 @@ def test_chunked_head_equals_the_logits_path(trainable, tiny, one_torch_thread, 
 
     def logprobs(chunked):
         if path == "plain":
-            return lambda: token_logprobs(model, batch, True, temperature=TEMPERATURE, suppressed=suppressed,
-                                          chunked=chunked)
+            return lambda: token_logprobs(
+                model, batch, True, temperature=TEMPERATURE, suppressed=suppressed, chunked=chunked
+            )
         return lambda: shared_prefix.shared_prefix_logprobs(
-            model, trajs, batch.input_ids.shape[1], processor.tokenizer.pad_token_id, True,
-            temperature=TEMPERATURE, suppressed=suppressed, chunked=chunked)
+            model,
+            trajs,
+            batch.input_ids.shape[1],
+            processor.tokenizer.pad_token_id,
+            True,
+            temperature=TEMPERATURE,
+            suppressed=suppressed,
+            chunked=chunked,
+        )
 
     mask = batch.action_mask
     want_lp, want_ent, want_grads = _run(logprobs(False), model, mask)

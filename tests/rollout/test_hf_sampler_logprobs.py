@@ -29,9 +29,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def _prompts(processor):
     out = []
     for k, colour in enumerate(("teal", "red")):
-        sample = Sample(id=f"s{k}", messages=[{"role": "user", "content": [
-            {"type": "image"}, {"type": "text", "text": "Colour?"}]}], answer=colour,
-            images=[Image.new("RGB", (84, 56), colour)])
+        sample = Sample(
+            id=f"s{k}",
+            messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Colour?"}]}],
+            answer=colour,
+            images=[Image.new("RGB", (84, 56), colour)],
+        )
         out.append(build_prompt(processor, sample, max_prompt_length=512))
     return out
 
@@ -50,7 +53,7 @@ def _gap(model, processor, temperature: float):
         assert t.rollout_logprobs is not None and t.rollout_logprobs.shape == t.token_ids.shape
         assert not t.rollout_logprobs[:p].any()  # nothing on the prompt
         assert (t.rollout_logprobs[p:] <= 0).all()
-        diffs.append((t.rollout_logprobs[p:] - trainer[row, p:p + n]).abs())
+        diffs.append((t.rollout_logprobs[p:] - trainer[row, p : p + n]).abs())
     return trajs, torch.cat(diffs)
 
 
@@ -64,8 +67,15 @@ def test_fp32_sampler_logprobs_equal_the_trainers(tiny, one_torch_thread, temper
         assert len({tuple(t.token_ids.tolist()) for t in trajs}) > 1
         assert torch.cat([t.rollout_logprobs for t in trajs]).min() < -0.5
     # Without the flag nothing is recorded (today's behaviour).
-    plain = generate_groups(model, processor, _prompts(processor)[:1], [0], 2,
-                            GenerationSettings(max_new_tokens=4, temperature=temperature), [3])
+    plain = generate_groups(
+        model,
+        processor,
+        _prompts(processor)[:1],
+        [0],
+        2,
+        GenerationSettings(max_new_tokens=4, temperature=temperature),
+        [3],
+    )
     assert all(t.rollout_logprobs is None for t in plain)
 
 
@@ -80,16 +90,24 @@ def test_bf16_gap_is_small(tiny_model_dir, tiny, one_torch_thread):
 
 
 def _run(correct: bool):
-    rollout = SimpleNamespace(vllm_importance_sampling_correction=True, vllm_importance_sampling_mode="token_truncate",
-                              vllm_importance_sampling_cap=2.0, vllm_importance_sampling_min=None,
-                              hf_importance_sampling_correction=correct)
+    rollout = SimpleNamespace(
+        vllm_importance_sampling_correction=True,
+        vllm_importance_sampling_mode="token_truncate",
+        vllm_importance_sampling_cap=2.0,
+        vllm_importance_sampling_min=None,
+        hf_importance_sampling_correction=correct,
+    )
     return SimpleNamespace(cfg=SimpleNamespace(rollout=rollout), rollout_backend=None)
 
 
 def test_trainer_logs_the_hf_gap_and_corrects_only_when_asked():
     ids = torch.tensor([5, 6, 7, 8, 9])
-    t = SimpleNamespace(token_ids=ids, mm_token_type_ids=torch.tensor([0, 1, 0, 0, 0]), turns=[],
-                        rollout_logprobs=torch.tensor([0.0, 0.0, -1.0, -2.0, -0.5]))
+    t = SimpleNamespace(
+        token_ids=ids,
+        mm_token_type_ids=torch.tensor([0, 1, 0, 0, 0]),
+        turns=[],
+        rollout_logprobs=torch.tensor([0.0, 0.0, -1.0, -2.0, -0.5]),
+    )
     old = torch.tensor([[0.0, 0.0, -1.0, -1.5, -0.5]])  # the trainer's: token 3 is exp(0.5) more likely
     mask = torch.tensor([[0, 0, 1, 1, 1]])
     advantages = torch.tensor([1.0])
@@ -107,11 +125,27 @@ def test_train_logs_the_hf_gap_end_to_end(tiny_model_dir, shapes_cache, tmp_path
     """`mmreason train` with rollout.hf_sampler_logprobs (and the correction asked for): the step logs the
     mismatch metrics, in fp32 at rounding level, and the weights' mean, 1."""
     out = tmp_path / "run"
-    assert main(["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={out}", "max_steps=1", "save_steps=0", "eval_steps=0", "prompts_per_step=2",
-                 "rollout.num_generations=4", "rollout.max_completion_length=4", "log_completions_steps=0",
-                 "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.hf_sampler_logprobs=true",
-                 "rollout.hf_importance_sampling_correction=true"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(ROOT / "configs" / "quickstart.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                "max_steps=1",
+                "save_steps=0",
+                "eval_steps=0",
+                "prompts_per_step=2",
+                "rollout.num_generations=4",
+                "rollout.max_completion_length=4",
+                "log_completions_steps=0",
+                "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+                "rollout.hf_sampler_logprobs=true",
+                "rollout.hf_importance_sampling_correction=true",
+            ]
+        )
+        == 0
+    )
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
     assert 0 <= row["mismatch/logprob_abs_diff_mean"] <= row["mismatch/logprob_abs_diff_max"] < 1e-5
     assert "mismatch/near_vision_8_32" in row or "mismatch/near_vision_32_128" in row
@@ -122,8 +156,7 @@ def test_recorded_logprob_is_of_the_truncated_renormalised_distribution():
     """top-p 0.6 over p = (0.5, 0.3, 0.2): the third token is cut (0.8 of the mass lies before it), the draw is
     from (0.625, 0.375, 0), and the recorded log-prob is of that distribution (vLLM's processed_logprobs)."""
     scores = torch.tensor([[0.5, 0.3, 0.2]]).log().repeat(16, 1)  # [16, 3]
-    sampler = RowSeededSampling(list(range(16)), GenerationSettings(max_new_tokens=1, top_p=0.6),
-                                record_logprobs=True)
+    sampler = RowSeededSampling(list(range(16)), GenerationSettings(max_new_tokens=1, top_p=0.6), record_logprobs=True)
     picks = sampler(torch.zeros(16, 1, dtype=torch.long), scores).argmax(-1)  # [16]
     assert set(picks.tolist()) == {0, 1}
     want = torch.tensor([0.625, 0.375]).log()[picks]
@@ -139,8 +172,17 @@ def test_multi_turn_hf_episodes_carry_the_samplers_logprobs(tiny, one_torch_thre
     model, processor = tiny
     prompt = build_prompt(processor, _coloured("blue", 84), max_prompt_length=1024)
     settings = GenerationSettings(max_new_tokens=6, temperature=0.7, stop_strings=ZoomEnv.stop_strings)
-    trajs = run_episodes(model, processor, [EpisodeStart(prompt, ZoomEnv(), 0, i) for i in range(2)], settings,
-                         max_turns=3, max_context=2048, seed=3, step=5, with_logprobs=True)
+    trajs = run_episodes(
+        model,
+        processor,
+        [EpisodeStart(prompt, ZoomEnv(), 0, i) for i in range(2)],
+        settings,
+        max_turns=3,
+        max_context=2048,
+        seed=3,
+        step=5,
+        with_logprobs=True,
+    )
     run = SimpleNamespace(cfg=SimpleNamespace(rollout=SimpleNamespace(temperature=0.7)), processor=processor)
     batch = collate(trajs, processor.tokenizer.pad_token_id)
     with torch.no_grad():
@@ -151,4 +193,4 @@ def test_multi_turn_hf_episodes_carry_the_samplers_logprobs(tiny, one_torch_thre
         assert t.rollout_logprobs.shape == t.token_ids.shape and not t.rollout_logprobs[~mask].any()
         assert (t.rollout_logprobs[mask] < 0).all()
         got = t.rollout_logprobs[mask]
-        torch.testing.assert_close(got, trainer[row, :mask.numel()][mask], atol=1e-5, rtol=0)
+        torch.testing.assert_close(got, trainer[row, : mask.numel()][mask], atol=1e-5, rtol=0)

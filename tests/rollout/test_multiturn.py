@@ -55,9 +55,19 @@ def _sample() -> Sample:
 def test_observation_turns_carry_images_and_are_masked(tiny):
     model, processor = tiny
     prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
-    trajs = generate_multiturn_group(model, processor, prompt, ZoomEnv, group_id=0, num_generations=3,
-                                     settings=GenerationSettings(max_new_tokens=5), max_turns=3,
-                                     max_context=2048, seed=0, step=1)
+    trajs = generate_multiturn_group(
+        model,
+        processor,
+        prompt,
+        ZoomEnv,
+        group_id=0,
+        num_generations=3,
+        settings=GenerationSettings(max_new_tokens=5),
+        max_turns=3,
+        max_context=2048,
+        seed=0,
+        step=1,
+    )
     assert len(trajs) == 3
     for t in trajs:
         roles = [turn.role for turn in t.turns]
@@ -93,8 +103,15 @@ def test_observation_turns_carry_images_and_are_masked(tiny):
 def test_multiturn_sampling_is_seeded(tiny):
     model, processor = tiny
     prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
-    kwargs = dict(group_id=0, num_generations=2, settings=GenerationSettings(max_new_tokens=5), max_turns=3,
-                  max_context=2048, seed=4, step=2)
+    kwargs = dict(
+        group_id=0,
+        num_generations=2,
+        settings=GenerationSettings(max_new_tokens=5),
+        max_turns=3,
+        max_context=2048,
+        seed=4,
+        step=2,
+    )
     a = generate_multiturn_group(model, processor, prompt, ZoomEnv, **kwargs)
     b = generate_multiturn_group(model, processor, prompt, ZoomEnv, **kwargs)
     assert [t.token_ids.tolist() for t in a] == [t.token_ids.tolist() for t in b]
@@ -103,8 +120,12 @@ def test_multiturn_sampling_is_seeded(tiny):
 
 def _coloured(colour: str, size: int) -> Sample:
     content = [{"type": "image"}, {"type": "text", "text": f"Zoom in on the {size} px picture: what colour?"}]
-    return Sample(id=f"mt-{colour}", messages=[{"role": "user", "content": content}], answer=colour,
-                  images=[Image.new("RGB", (size, size), colour)])
+    return Sample(
+        id=f"mt-{colour}",
+        messages=[{"role": "user", "content": content}],
+        answer=colour,
+        images=[Image.new("RGB", (size, size), colour)],
+    )
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.0])
@@ -113,14 +134,17 @@ def test_episodes_played_together_are_the_episodes_played_alone(tiny, temperatur
 
     model, processor = tiny
     # prompts of different lengths (left padding), two episodes each (first turn shares the prompt's prefill)
-    prompts = [build_prompt(processor, _coloured(c, size), max_prompt_length=1024)
-               for c, size in (("blue", 84), ("red", 56))]
+    prompts = [
+        build_prompt(processor, _coloured(c, size), max_prompt_length=1024) for c, size in (("blue", 84), ("red", 56))
+    ]
     settings = GenerationSettings(max_new_tokens=6, temperature=temperature, stop_strings=ZoomEnv.stop_strings)
     kwargs = dict(max_turns=3, max_context=2048, seed=3, step=5)
     starts = [EpisodeStart(p, ZoomEnv(), g, i) for g, p in enumerate(prompts) for i in range(2)]
     together = run_episodes(model, processor, starts, settings, **kwargs)
-    alone = [run_episode(model, processor, s.prompt, ZoomEnv(), s.group_id, settings, index=s.index, **kwargs)
-             for s in starts]
+    alone = [
+        run_episode(model, processor, s.prompt, ZoomEnv(), s.group_id, settings, index=s.index, **kwargs)
+        for s in starts
+    ]
     assert [t.group_id for t in together] == [0, 0, 1, 1]
     for a, b in zip(together, alone):
         assert a.token_ids.tolist() == b.token_ids.tolist()
@@ -143,10 +167,25 @@ def test_a_row_stopped_by_a_stop_string_keeps_no_pad_from_the_batch(tiny):
     row = torch.cat([call["input_ids"][0], torch.full((3,), tok.pad_token_id)])
     env = ZoomEnv()
     env.reset(prompt.sample)
-    e = _Episode(EpisodeStart(prompt, env, 0), prompt.input_ids.clone(), prompt.mm_token_type_ids.clone(),
-                 torch.zeros_like(prompt.input_ids), [prompt.visual], 0.0)
-    _play_turn(processor, e, row, GenerationSettings(max_new_tokens=20, stop_strings=ZoomEnv.stop_strings), 0, 3,
-               4096, None, None)
+    e = _Episode(
+        EpisodeStart(prompt, env, 0),
+        prompt.input_ids.clone(),
+        prompt.mm_token_type_ids.clone(),
+        torch.zeros_like(prompt.input_ids),
+        [prompt.visual],
+        0.0,
+    )
+    _play_turn(
+        processor,
+        e,
+        row,
+        GenerationSettings(max_new_tokens=20, stop_strings=ZoomEnv.stop_strings),
+        0,
+        3,
+        4096,
+        None,
+        None,
+    )
     action = e.ids[e.turns[0].start : e.turns[0].end]
     assert action.tolist() == call["input_ids"][0].tolist() and not e.truncated
     assert e.turns[1].role == "observation" and e.infos[0]["call"] == {"name": "zoom"}
@@ -155,8 +194,15 @@ def test_a_row_stopped_by_a_stop_string_keeps_no_pad_from_the_batch(tiny):
 def test_an_observation_over_max_observation_tokens_ends_the_episode(tiny):
     model, processor = tiny
     prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
-    kwargs = dict(group_id=0, num_generations=1, settings=GenerationSettings(max_new_tokens=5), max_turns=3,
-                  max_context=2048, seed=0, step=1)
+    kwargs = dict(
+        group_id=0,
+        num_generations=1,
+        settings=GenerationSettings(max_new_tokens=5),
+        max_turns=3,
+        max_context=2048,
+        seed=0,
+        step=1,
+    )
     (short,) = generate_multiturn_group(model, processor, prompt, ZoomEnv, max_observation_tokens=5, **kwargs)
     assert [turn.role for turn in short.turns] == ["assistant"]  # the ~20-token observation never entered
     assert "max_observation_tokens=5" in short.reward_info["ended"]
@@ -177,9 +223,19 @@ class BrokenEnv(ZoomEnv):
 def test_an_exception_in_the_environment_ends_the_episode_not_the_run(tiny):
     model, processor = tiny
     prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
-    trajs = generate_multiturn_group(model, processor, prompt, BrokenEnv, group_id=0, num_generations=2,
-                                     settings=GenerationSettings(max_new_tokens=5), max_turns=3,
-                                     max_context=2048, seed=0, step=1)
+    trajs = generate_multiturn_group(
+        model,
+        processor,
+        prompt,
+        BrokenEnv,
+        group_id=0,
+        num_generations=2,
+        settings=GenerationSettings(max_new_tokens=5),
+        max_turns=3,
+        max_context=2048,
+        seed=0,
+        step=1,
+    )
     for t in trajs:
         assert [turn.role for turn in t.turns] == ["assistant", "observation", "assistant"]
         assert t.reward_info["ended"] == "environment error: RuntimeError: tool crashed"
@@ -210,9 +266,20 @@ def test_a_hanging_environment_step_ends_the_episode_within_its_time_limit(tiny,
     prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
     before = set(threading.enumerate())
     start = time.monotonic()
-    (t,) = generate_multiturn_group(model, processor, prompt, env, group_id=0, num_generations=1,
-                                    settings=GenerationSettings(max_new_tokens=5), max_turns=3,
-                                    max_context=2048, seed=0, step=1, step_timeout_s=0.5)
+    (t,) = generate_multiturn_group(
+        model,
+        processor,
+        prompt,
+        env,
+        group_id=0,
+        num_generations=1,
+        settings=GenerationSettings(max_new_tokens=5),
+        max_turns=3,
+        max_context=2048,
+        seed=0,
+        step=1,
+        step_timeout_s=0.5,
+    )
     assert time.monotonic() - start < 20  # not the 30 s sleep, not forever
     assert [turn.role for turn in t.turns] == ["assistant", "observation", "assistant"]
     assert t.reward_info["ended"].startswith("environment error: StepTimeout: ")  # what the trainer counts
@@ -262,7 +329,18 @@ def test_an_environment_that_cannot_start_is_a_clear_error_naming_the_sample(tin
     prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
     start = time.monotonic()
     with pytest.raises(EnvironmentStartError, match=f"'mt-0'.*cannot start: {reason}"):
-        generate_multiturn_group(model, processor, prompt, env, group_id=0, num_generations=1,
-                                 settings=GenerationSettings(max_new_tokens=5), max_turns=3,
-                                 max_context=2048, seed=0, step=1, step_timeout_s=0.5)
+        generate_multiturn_group(
+            model,
+            processor,
+            prompt,
+            env,
+            group_id=0,
+            num_generations=1,
+            settings=GenerationSettings(max_new_tokens=5),
+            max_turns=3,
+            max_context=2048,
+            seed=0,
+            step=1,
+            step_timeout_s=0.5,
+        )
     assert time.monotonic() - start < 20

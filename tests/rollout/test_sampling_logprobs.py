@@ -35,8 +35,16 @@ def _generate_with_scores(model, processor, prompt, n: int, seed: int, monkeypat
     suppression of vision specials and the sampler's temperature)."""
     _Recording.steps = []
     monkeypatch.setattr(generate, "RowSeededSampling", _Recording)
-    new = generate.sample_tokens(model, processor.tokenizer, prompt.input_ids, prompt.mm_token_type_ids,
-                                 prompt.visual, n, GenerationSettings(max_new_tokens=8, temperature=TEMPERATURE), seed)
+    new = generate.sample_tokens(
+        model,
+        processor.tokenizer,
+        prompt.input_ids,
+        prompt.mm_token_type_ids,
+        prompt.visual,
+        n,
+        GenerationSettings(max_new_tokens=8, temperature=TEMPERATURE),
+        seed,
+    )
     scores = torch.stack(_Recording.steps, dim=1)  # [n, L, V]
     return new, scores.gather(-1, new[..., None]).squeeze(-1)  # sampled tokens' log-probs under the sampler
 
@@ -44,9 +52,12 @@ def _generate_with_scores(model, processor, prompt, n: int, seed: int, monkeypat
 def test_trainer_logprobs_equal_generate_processed_scores(tiny, monkeypatch):
     model, processor = tiny
     image = Image.new("RGB", (84, 56), "teal")
-    sample = Sample(id="t", messages=[{"role": "user", "content": [{"type": "image"},
-                                                                   {"type": "text", "text": "Colour?"}]}],
-                    answer="teal", images=[image])
+    sample = Sample(
+        id="t",
+        messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Colour?"}]}],
+        answer="teal",
+        images=[image],
+    )
     prompt = build_prompt(processor, sample, max_prompt_length=512)
     settings = GenerationSettings(max_new_tokens=8, temperature=TEMPERATURE)
     trajs = generate_group(model, processor, prompt, 0, 4, settings, seed=5)
@@ -60,11 +71,11 @@ def test_trainer_logprobs_equal_generate_processed_scores(tiny, monkeypatch):
         raw, _ = token_logprobs(model, batch)  # the old behaviour: raw logits, nothing suppressed
     for row, t in enumerate(trajs):
         n = t.completion_length
-        assert torch.equal(t.token_ids[prompt.length:], new[row, :n])  # the same draws as generate's
-        got = trainer[row, prompt.length: prompt.length + n]
+        assert torch.equal(t.token_ids[prompt.length :], new[row, :n])  # the same draws as generate's
+        got = trainer[row, prompt.length : prompt.length + n]
         torch.testing.assert_close(got, expected[row, :n].float(), atol=1e-5, rtol=0)
         # Negative control: raw logits differ from the sampler's distribution by far more than the tolerance.
-        assert (raw[row, prompt.length: prompt.length + n] - expected[row, :n]).abs().max() > 1e-3
+        assert (raw[row, prompt.length : prompt.length + n] - expected[row, :n]).abs().max() > 1e-3
     assert torch.isfinite(trainer).all()  # the prompt's <|image_pad|> tokens are suppressed, not -inf
 
 
@@ -80,9 +91,12 @@ def test_lm_head_runs_only_on_completion_positions_with_the_same_logprobs(tiny):
     prompt = build_prompt(processor, sample, max_prompt_length=1024)
     trajs = generate_group(model, processor, prompt, 0, 3, GenerationSettings(max_new_tokens=6), seed=1)
     cut = trajs[1].token_ids.numel() - 3  # a shorter row: the batch has padding the head must not see
-    trajs[1] = dataclasses.replace(trajs[1], token_ids=trajs[1].token_ids[:cut],
-                                   action_mask=trajs[1].action_mask[:cut],
-                                   mm_token_type_ids=trajs[1].mm_token_type_ids[:cut])
+    trajs[1] = dataclasses.replace(
+        trajs[1],
+        token_ids=trajs[1].token_ids[:cut],
+        action_mask=trajs[1].action_mask[:cut],
+        mm_token_type_ids=trajs[1].mm_token_type_ids[:cut],
+    )
     batch = collate(trajs, processor.tokenizer.pad_token_id)
     seen = []
     hook = model.lm_head.register_forward_hook(lambda mod, inputs, out: seen.append(tuple(inputs[0].shape[:2])))

@@ -29,8 +29,9 @@ def _groups(model, processor, pages=(("red", 112), ("blue", 84), ("green", 56)))
         content = [{"type": "image"}] * n_images + [{"type": "text", "text": f"Question {gid}?"}]
         sample = Sample(id=f"s{gid}", messages=[{"role": "user", "content": content}], answer="a", images=images)
         prompt = build_prompt(processor, sample, max_prompt_length=2048)
-        group = generate_group(model, processor, prompt, gid, 3, GenerationSettings(max_new_tokens=10,
-                                                                                    temperature=TEMPERATURE), seed=gid)
+        group = generate_group(
+            model, processor, prompt, gid, 3, GenerationSettings(max_new_tokens=10, temperature=TEMPERATURE), seed=gid
+        )
         out += [_cut(t, keep) for t, keep in zip(group, (10, 4, 7))]  # uneven completions: padding in play
     model.train()
     return out
@@ -39,8 +40,9 @@ def _groups(model, processor, pages=(("red", 112), ("blue", 84), ("green", 56)))
 def _cut(t, keep: int):
     """The trajectory with only its first ``keep`` completion tokens."""
     end = t.prompt_length + keep
-    return dataclasses.replace(t, token_ids=t.token_ids[:end], action_mask=t.action_mask[:end],
-                               mm_token_type_ids=t.mm_token_type_ids[:end])
+    return dataclasses.replace(
+        t, token_ids=t.token_ids[:end], action_mask=t.action_mask[:end], mm_token_type_ids=t.mm_token_type_ids[:end]
+    )
 
 
 def _grads(model, logprobs, mask):
@@ -53,9 +55,15 @@ def _check(model, processor, trajs, offset: int = 0):
     batch = collate(trajs, processor.tokenizer.pad_token_id)
     plain, plain_ent = token_logprobs(model, batch, True, temperature=TEMPERATURE)
     want = _grads(model, plain, batch.action_mask)
-    got_lp, got_ent = shared_prefix.shared_prefix_logprobs(model, trajs, batch.input_ids.shape[1],
-                                                          processor.tokenizer.pad_token_id, True,
-                                                          temperature=TEMPERATURE, _position_offset=offset)
+    got_lp, got_ent = shared_prefix.shared_prefix_logprobs(
+        model,
+        trajs,
+        batch.input_ids.shape[1],
+        processor.tokenizer.pad_token_id,
+        True,
+        temperature=TEMPERATURE,
+        _position_offset=offset,
+    )
     mask = batch.action_mask.bool()
     got = _grads(model, got_lp, batch.action_mask)
     return plain[mask].detach(), got_lp[mask].detach(), plain_ent[mask].detach(), got_ent[mask].detach(), want, got
@@ -103,8 +111,9 @@ def test_lora_and_checkpointing(tiny_model_dir, tiny, one_torch_thread):
     assert shared_prefix.applies(lora, trajs)
     _assert_equal(_check(lora, processor, trajs), entropies=False)
     # Checkpointed layers replay their forward in backward: the passes' caches must survive the replay.
-    checkpointed = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32",
-                                          gradient_checkpointing=True))
+    checkpointed = load_model(
+        ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32", gradient_checkpointing=True)
+    )
     checkpointed.train()
     assert checkpointed.model.language_model.layers[0].gradient_checkpointing
     assert shared_prefix.applies(checkpointed, trajs)
@@ -117,12 +126,15 @@ def test_each_prompt_once_and_logits_only_for_completion_tokens(trainable, tiny,
     _, processor = tiny
     trajs = _groups(trainable, processor)
     heads, towers = [], []
-    hooks = [trainable.lm_head.register_forward_hook(lambda m, i, o: heads.append(tuple(i[0].shape[:2]))),
-             trainable.model.visual.register_forward_hook(lambda m, i, o: towers.append(1))]
+    hooks = [
+        trainable.lm_head.register_forward_hook(lambda m, i, o: heads.append(tuple(i[0].shape[:2]))),
+        trainable.model.visual.register_forward_hook(lambda m, i, o: towers.append(1)),
+    ]
     try:
         with torch.no_grad():
-            shared_prefix.shared_prefix_logprobs(trainable, trajs, max(t.token_ids.numel() for t in trajs),
-                                                 processor.tokenizer.pad_token_id)
+            shared_prefix.shared_prefix_logprobs(
+                trainable, trajs, max(t.token_ids.numel() for t in trajs), processor.tokenizer.pad_token_id
+            )
     finally:
         for h in hooks:
             h.remove()
@@ -141,8 +153,15 @@ def test_video_prompts_equal_the_plain_path(trainable, tiny, one_torch_thread):
     trajs = []
     for gid, (frames, fps) in enumerate(((4, 4.0), (6, 1.0))):
         prompt = _video_prompt(processor, f"v{gid}", frames, fps, "What moves, and which way?")
-        group = generate_group(trainable, processor, prompt, gid, 3,
-                               GenerationSettings(max_new_tokens=8, temperature=TEMPERATURE), seed=gid)
+        group = generate_group(
+            trainable,
+            processor,
+            prompt,
+            gid,
+            3,
+            GenerationSettings(max_new_tokens=8, temperature=TEMPERATURE),
+            seed=gid,
+        )
         trajs += [_cut(t, keep) for t, keep in zip(group, (8, 3, 5))]
     trainable.train()
     assert all(t.mm_token_type_ids.eq(2).any() for t in trajs) and shared_prefix.applies(trainable, trajs)
@@ -185,12 +204,25 @@ def test_multiturn_episodes_equal_the_plain_path(trainable, tiny, one_torch_thre
     for gid, n_images in enumerate((1, 0)):
         sample = _sample()
         if not n_images:  # a text-only prompt: every image of the episode comes from the environment
-            sample = dataclasses.replace(sample, images=[], messages=[
-                {"role": "user", "content": [{"type": "text", "text": "Look, then answer: what colour?"}]}])
+            sample = dataclasses.replace(
+                sample,
+                images=[],
+                messages=[{"role": "user", "content": [{"type": "text", "text": "Look, then answer: what colour?"}]}],
+            )
         prompt = build_prompt(processor, sample, max_prompt_length=1024)
-        trajs += generate_multiturn_group(trainable, processor, prompt, env, gid, 3,
-                                          GenerationSettings(max_new_tokens=6, temperature=TEMPERATURE),
-                                          max_turns=3, max_context=4096, seed=gid, step=1)
+        trajs += generate_multiturn_group(
+            trainable,
+            processor,
+            prompt,
+            env,
+            gid,
+            3,
+            GenerationSettings(max_new_tokens=6, temperature=TEMPERATURE),
+            max_turns=3,
+            max_context=4096,
+            seed=gid,
+            step=1,
+        )
     trainable.train()
     assert any(turn.role == "observation" for t in trajs for turn in t.turns)
     assert shared_prefix.applies(trainable, trajs)

@@ -44,11 +44,15 @@ def test_a_generate_call_the_server_never_answers_is_an_engine_death_after_the_t
     _, processor = tiny
     port, seen = hanging_server
     client = VLLMClient("127.0.0.1", port, processor.tokenizer, server_timeout=5, generate_timeout=1.0)
-    prompt = build_prompt(processor, Sample(id="q", messages=[{"role": "user", "content": "Hi?"}]),
-                          max_prompt_length=256)
+    prompt = build_prompt(
+        processor, Sample(id="q", messages=[{"role": "user", "content": "Hi?"}]), max_prompt_length=256
+    )
     try:
-        with pytest.raises(EngineDied, match=rf"127.0.0.1:{port} did not answer /generate within 1 s "
-                                             r"\(rollout.vllm_generate_timeout\).*resume=auto"):
+        with pytest.raises(
+            EngineDied,
+            match=rf"127.0.0.1:{port} did not answer /generate within 1 s "
+            r"\(rollout.vllm_generate_timeout\).*resume=auto",
+        ):
             client.generate_groups([prompt], [0], 2, GenerationSettings(max_new_tokens=4), [7])
     finally:
         client.close()

@@ -25,8 +25,7 @@ from mmreason.rollout.backends.vllm_server import EngineServer, ServerLimits
 from mmreason.rollout.backends.vllm_wire import WireLimits
 
 KEY = "test-key-0123456789"
-GOOD = {"requests": [{"prompt_token_ids": [5, 6, 7]}], "n": 2, "settings": {"max_new_tokens": 3},
-        "seeds": [11, 12]}
+GOOD = {"requests": [{"prompt_token_ids": [5, 6, 7]}], "n": 2, "settings": {"max_new_tokens": 3}, "seeds": [11, 12]}
 
 
 class StandIn:
@@ -42,8 +41,16 @@ class StandIn:
         self.calls += 1
         if self.fail is not None:
             raise self.fail
-        return [(r["prompt_token_ids"], [seeds[i * n + k] % 97] * settings.max_new_tokens,
-                 [-0.5] * settings.max_new_tokens, False) for i, r in enumerate(requests) for k in range(n)]
+        return [
+            (
+                r["prompt_token_ids"],
+                [seeds[i * n + k] % 97] * settings.max_new_tokens,
+                [-0.5] * settings.max_new_tokens,
+                False,
+            )
+            for i, r in enumerate(requests)
+            for k in range(n)
+        ]
 
     def reload(self, path):
         self.reloads.append(path)
@@ -55,12 +62,23 @@ def serve(tmp_path):
     servers = []
 
     def start(engine=None, key=KEY, token_file=None, **limits):
-        wire = WireLimits(**{"max_prompt_tokens": 512,  # the context, as vllm-serve sets it
-                             **{k: limits.pop(k) for k in list(limits) if k in WireLimits.__dataclass_fields__}})
+        wire = WireLimits(
+            **{
+                "max_prompt_tokens": 512,  # the context, as vllm-serve sets it
+                **{k: limits.pop(k) for k in list(limits) if k in WireLimits.__dataclass_fields__},
+            }
+        )
         folder = tmp_path / f"weights{len(servers)}"
         folder.mkdir()
-        server = EngineServer(("127.0.0.1", 0), engine or StandIn(), api_key=key, max_model_len=512,
-                              weights_dir=folder, limits=ServerLimits(wire=wire, **limits), token_file=token_file)
+        server = EngineServer(
+            ("127.0.0.1", 0),
+            engine or StandIn(),
+            api_key=key,
+            max_model_len=512,
+            weights_dir=folder,
+            limits=ServerLimits(wire=wire, **limits),
+            token_file=token_file,
+        )
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(server)
         return server, server.server_port
@@ -96,7 +114,9 @@ def read_reply(s) -> bytes:
     while b"\r\n\r\n" not in got:
         got += s.recv(65536)
     head, body = got.split(b"\r\n\r\n", 1)
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    length = int(
+        next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    )
     while len(body) < length:
         body += s.recv(65536)
     return head + b"\r\n\r\n" + body
@@ -133,13 +153,23 @@ def test_stalled_connections_do_not_delay_another_clients_request(serve):
     _, port = serve(read_timeout=60)
     kept = raw_socket(port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
     read_reply(kept)  # its answer; the connection stays open (HTTP/1.1 keep-alive)
-    stalled = [raw_socket(port), raw_socket(port, b"POST /gener"),
-               raw_socket(port, b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Le"),
-               raw_socket(port, b"POST /generate HTTP/1.1\r\nAuthorization: Bearer " + KEY.encode()
-                          + b"\r\nContent-Length: 1000\r\n\r\n{\"requests\""), kept]
+    stalled = [
+        raw_socket(port),
+        raw_socket(port, b"POST /gener"),
+        raw_socket(port, b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Le"),
+        raw_socket(
+            port,
+            b"POST /generate HTTP/1.1\r\nAuthorization: Bearer "
+            + KEY.encode()
+            + b'\r\nContent-Length: 1000\r\n\r\n{"requests"',
+        ),
+        kept,
+    ]
     status, reply, _ = call(port, "POST", "/generate", GOOD)
-    assert status == 200 and reply["rows"] == [[[5, 6, 7], [11] * 3, [-0.5] * 3, False],
-                                               [[5, 6, 7], [12] * 3, [-0.5] * 3, False]]
+    assert status == 200 and reply["rows"] == [
+        [[5, 6, 7], [11] * 3, [-0.5] * 3, False],
+        [[5, 6, 7], [12] * 3, [-0.5] * 3, False],
+    ]
     assert all(still_open(s) for s in stalled)  # answered while every stalled peer still held its connection
     for s in stalled:
         s.close()
@@ -149,8 +179,13 @@ def test_stalled_connections_are_dropped_after_the_read_timeout_and_connections_
     _, port = serve(read_timeout=1.5, max_connections=4)
     kept = raw_socket(port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
     read_reply(kept)
-    idle, cut_body = raw_socket(port), raw_socket(
-        port, b"POST /generate HTTP/1.1\r\nAuthorization: Bearer " + KEY.encode() + b"\r\nContent-Length: 99\r\n\r\n{")
+    idle, cut_body = (
+        raw_socket(port),
+        raw_socket(
+            port,
+            b"POST /generate HTTP/1.1\r\nAuthorization: Bearer " + KEY.encode() + b"\r\nContent-Length: 99\r\n\r\n{",
+        ),
+    )
     trickle = raw_socket(port, b"G")
     # a fifth connection while four are held: answered 503 at once
     assert b"503" in closed_within(raw_socket(port), 20).split(b"\r\n")[0]
@@ -171,16 +206,20 @@ def test_bodies_and_calls_are_bounded_before_the_engine(serve):
     engine = StandIn()
     _, port = serve(engine, max_body_mb=1, max_requests=4, max_rows=6, max_n=3, max_new_tokens=8)
     # a declared size over the cap is refused before a byte of it is read
-    s = raw_socket(port, b"POST /generate HTTP/1.1\r\nAuthorization: Bearer " + KEY.encode()
-                   + b"\r\nContent-Length: 5000000000\r\n\r\n")
+    s = raw_socket(
+        port,
+        b"POST /generate HTTP/1.1\r\nAuthorization: Bearer " + KEY.encode() + b"\r\nContent-Length: 5000000000\r\n\r\n",
+    )
     assert b" 413 " in closed_within(s, 20).split(b"\r\n")[0]
     req = GOOD["requests"][0]
-    for body, why in [({**GOOD, "requests": [req] * 5, "seeds": [1] * 10}, "requests must be a list of at most 4"),
-                      ({**GOOD, "n": 4, "seeds": [1] * 4}, "n must be an integer in [1, 3]"),
-                      ({**GOOD, "requests": [req] * 4, "n": 2, "seeds": [1] * 8}, "1 to 6 rows"),
-                      ({**GOOD, "settings": {"max_new_tokens": 9}}, "max_new_tokens must be an integer in [1, 8]"),
-                      ({**GOOD, "requests": [{"prompt_token_ids": [1] * 513}]}, "at most 512"),
-                      (b'{"requests": [' + b"[], " * 50000 + b"[]]}", "JSON arrays/objects")]:
+    for body, why in [
+        ({**GOOD, "requests": [req] * 5, "seeds": [1] * 10}, "requests must be a list of at most 4"),
+        ({**GOOD, "n": 4, "seeds": [1] * 4}, "n must be an integer in [1, 3]"),
+        ({**GOOD, "requests": [req] * 4, "n": 2, "seeds": [1] * 8}, "1 to 6 rows"),
+        ({**GOOD, "settings": {"max_new_tokens": 9}}, "max_new_tokens must be an integer in [1, 8]"),
+        ({**GOOD, "requests": [{"prompt_token_ids": [1] * 513}]}, "at most 512"),
+        (b'{"requests": [' + b"[], " * 50000 + b"[]]}", "JSON arrays/objects"),
+    ]:
         status, reply, _ = call(port, "POST", "/generate", body)
         assert status == 400 and why in reply["error"], (why, reply)
     assert call(port, "POST", "/generate", b"x", headers={"Content-Length": "-1"})[0] in (400, 411)
@@ -229,8 +268,16 @@ def test_reloads_read_only_inside_the_weights_dir(serve, tmp_path):
     (root / "link").symlink_to(outside)
     (root / "filelink").mkdir()
     (root / "filelink" / "model.safetensors").symlink_to(outside / "model.safetensors")
-    for path in (str(outside), "/etc", f"{root}/../outside", "../outside", "push/../../outside", str(root / "link"),
-                 "link", str(root / "filelink")):
+    for path in (
+        str(outside),
+        "/etc",
+        f"{root}/../outside",
+        "../outside",
+        "push/../../outside",
+        str(root / "link"),
+        "link",
+        str(root / "filelink"),
+    ):
         status, reply, _ = call(port, "POST", "/reload_weights", {"path": path})
         assert status == 403, (path, reply)
     assert call(port, "POST", "/reload_weights", {"path": str(root / "nothing")})[0] == 400
@@ -294,7 +341,11 @@ def test_the_client_caps_the_reply_size(tmp_path):
 REQ = {"prompt_token_ids": [1, 2]}
 IMG = {"mode": "RGB", "size": [1, 1], "data": "AAAA"}
 MALFORMED = [
-    b"{not json", b"\xff\xfe", b"[1, 2]", b"[" * 5000 + b"]" * 5000, b'"text"',
+    b"{not json",
+    b"\xff\xfe",
+    b"[1, 2]",
+    b"[" * 5000 + b"]" * 5000,
+    b'"text"',
     {**GOOD, "extra": 1},
     {**GOOD, "requests": [5]},
     {**GOOD, "requests": [{**REQ, "eval": "x"}]},
@@ -306,10 +357,23 @@ MALFORMED = [
     {**GOOD, "requests": [{**REQ, "images": [{**IMG, "data": "!!!"}]}]},
     {**GOOD, "requests": [{**REQ, "images": [{**IMG, "size": [1, True]}]}]},
     {**GOOD, "requests": [{**REQ, "videos": [{"frames": 5}]}]},
-    {**GOOD, "requests": [{**REQ, "videos": [{"frames": {"dtype": "uint8", "shape": [1], "data": "AA=="},
-                                               "metadata": "x"}]}]},
-    {**GOOD, "requests": [{**REQ, "videos": [{"frames": {"dtype": "uint8", "shape": [1], "data": "AA=="},
-                                               "metadata": {"fps": {"nested": 1}}}]}]},
+    {
+        **GOOD,
+        "requests": [
+            {**REQ, "videos": [{"frames": {"dtype": "uint8", "shape": [1], "data": "AA=="}, "metadata": "x"}]}
+        ],
+    },
+    {
+        **GOOD,
+        "requests": [
+            {
+                **REQ,
+                "videos": [
+                    {"frames": {"dtype": "uint8", "shape": [1], "data": "AA=="}, "metadata": {"fps": {"nested": 1}}}
+                ],
+            }
+        ],
+    },
     {**GOOD, "requests": [{**REQ, "videos": [{"frames": {"dtype": "uint8", "shape": [1], "data": "AA==", "x": 1}}]}]},
     {**GOOD, "requests": [{**REQ, "mm_processor_kwargs": {"do_sample_frames": "yes"}}]},
     {**GOOD, "settings": {"max_new_tokens": 3, "temperature": "hot"}},
@@ -415,9 +479,16 @@ def test_a_run_whose_calls_the_server_would_refuse_stops_before_any_step(serve, 
 
     _, port = serve(max_n=4)
     root = Path(__file__).resolve().parents[2]
-    args = ["train", str(root / "configs" / "quickstart.yaml"), f"output_dir={tmp_path / 'run'}",
-            "rollout.backend=vllm", "rollout.vllm_mode=server", f"rollout.vllm_server_port={port}",
-            "rollout.vllm_server_timeout=5", "data.max_prompt_length=400"]
+    args = [
+        "train",
+        str(root / "configs" / "quickstart.yaml"),
+        f"output_dir={tmp_path / 'run'}",
+        "rollout.backend=vllm",
+        "rollout.vllm_mode=server",
+        f"rollout.vllm_server_port={port}",
+        "rollout.vllm_server_timeout=5",
+        "data.max_prompt_length=400",
+    ]
 
     def said():  # the run's lines (the in-process server logs its requests to stderr too)
         return [x for x in capsys.readouterr().err.splitlines() if not x.startswith("vllm-serve:")]

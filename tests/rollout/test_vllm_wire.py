@@ -26,8 +26,11 @@ def test_a_request_with_images_and_video_frames_round_trips_exactly():
     image = Image.fromarray(rng.integers(0, 256, (21, 34, 3), dtype=np.uint8))
     frames = rng.integers(0, 256, (2, 28, 56, 3), dtype=np.uint8)
     meta = {"total_num_frames": 12, "fps": 6.0, "frames_indices": [3, 9], "video_backend": "pyav"}
-    req = {"prompt_token_ids": [1, 5, 7, 5, 2], "multi_modal_data": {"image": [image], "video": [(frames, meta)]},
-           "mm_processor_kwargs": {"do_sample_frames": False}}
+    req = {
+        "prompt_token_ids": [1, 5, 7, 5, 2],
+        "multi_modal_data": {"image": [image], "video": [(frames, meta)]},
+        "mm_processor_kwargs": {"do_sample_frames": False},
+    }
     back = decode_request(json.loads(json.dumps(encode_request(req))))  # through JSON text, as on the wire
     assert back["prompt_token_ids"] == req["prompt_token_ids"]
     (im,) = back["multi_modal_data"]["image"]
@@ -44,15 +47,20 @@ def test_float_arrays_and_settings_round_trip():
     assert decode_settings(json.loads(json.dumps(encode_settings(s)))) == s
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"prompt_token_ids": []}, "non-empty"),
-    ({"prompt_token_ids": [1, -2]}, "non-empty"),
-    ({"prompt_token_ids": [1], "videos": [{"frames": {"dtype": "object", "shape": [1], "data": ""}}]}, "header"),
-    ({"prompt_token_ids": [1], "videos": [{"frames": {"dtype": "uint8", "shape": [2, 2], "data": "AAA="}}]},
-     "does not fit"),
-    ({"prompt_token_ids": [1], "images": [{"mode": "RGB", "size": [0, 4], "data": ""}]}, "header"),
-    ({"prompt_token_ids": [1], "mm_processor_kwargs": {"trust_remote_code": True}}, "do_sample_frames"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"prompt_token_ids": []}, "non-empty"),
+        ({"prompt_token_ids": [1, -2]}, "non-empty"),
+        ({"prompt_token_ids": [1], "videos": [{"frames": {"dtype": "object", "shape": [1], "data": ""}}]}, "header"),
+        (
+            {"prompt_token_ids": [1], "videos": [{"frames": {"dtype": "uint8", "shape": [2, 2], "data": "AAA="}}]},
+            "does not fit",
+        ),
+        ({"prompt_token_ids": [1], "images": [{"mode": "RGB", "size": [0, 4], "data": ""}]}, "header"),
+        ({"prompt_token_ids": [1], "mm_processor_kwargs": {"trust_remote_code": True}}, "do_sample_frames"),
+    ],
+)
 def test_malformed_payloads_are_refused(bad, match):
     with pytest.raises(WireError, match=match):
         decode_request(bad)

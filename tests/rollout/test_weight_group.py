@@ -26,8 +26,13 @@ from mmreason.rollout.backends.weight_group import (
 
 
 def test_buckets_are_bounded_aligned_and_a_large_tensor_travels_alone():
-    specs = [("a", torch.float32, (10,)), ("b", torch.float32, (3, 5)), ("big", torch.float32, (100,)),
-             ("c", torch.bfloat16, (7,)), ("d", torch.int64, (2,))]
+    specs = [
+        ("a", torch.float32, (10,)),
+        ("b", torch.float32, (3, 5)),
+        ("big", torch.float32, (100,)),
+        ("c", torch.bfloat16, (7,)),
+        ("d", torch.int64, (2,)),
+    ]
     buckets = plan_buckets(specs, bucket_bytes=128)
     assert [[e.name for e in b] for b in buckets] == [["a", "b"], ["big"], ["c", "d"]]
     a, b = buckets[0]

@@ -22,16 +22,34 @@ ROOT = Path(__file__).resolve().parents[2]
 def _run(model_dir, out, steps, *extra: str) -> list[dict]:
     from mmreason.cli import main
 
-    assert main(["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={model_dir}",
-                 f"output_dir={out}", "rollout.backend=vllm", "rollout.num_generations=4",
-                 "rollout.max_completion_length=4", "prompts_per_step=2", f"max_steps={steps}", "eval_steps=0",
-                 "save_steps=0", "log_completions_steps=0", "num_threads=1", *extra]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(ROOT / "configs" / "quickstart.yaml"),
+                f"model.name_or_path={model_dir}",
+                f"output_dir={out}",
+                "rollout.backend=vllm",
+                "rollout.num_generations=4",
+                "rollout.max_completion_length=4",
+                "prompts_per_step=2",
+                f"max_steps={steps}",
+                "eval_steps=0",
+                "save_steps=0",
+                "log_completions_steps=0",
+                "num_threads=1",
+                *extra,
+            ]
+        )
+        == 0
+    )
     return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.parametrize("perturbed", [False, True], ids=["trainer_weights", "perturbed_engine"])
 def test_logprob_mismatch_alarm_fires_only_when_the_engine_holds_other_weights(
-        perturbed, tiny_model_dir, shapes_cache, tmp_path, monkeypatch):
+    perturbed, tiny_model_dir, shapes_cache, tmp_path, monkeypatch
+):
     from mmreason.rollout.backends import vllm_engine
 
     if perturbed:
@@ -48,9 +66,12 @@ def test_logprob_mismatch_alarm_fires_only_when_the_engine_holds_other_weights(
         monkeypatch.setattr(vllm_engine, "write_weights", write_perturbed)
     out = tmp_path / "run"
     # the perturbation sits in the directory push (the collective push sends the trainer's tensors as they are)
-    rows = _run(tiny_model_dir, out, 4, "rollout.vllm_weight_sync=directory") if perturbed else \
-        _run(tiny_model_dir, out, 3)
-    assert [r["step"] for r in rows] == [1, 2, 3, 4][:len(rows)] and len(rows) == (4 if perturbed else 3)
+    rows = (
+        _run(tiny_model_dir, out, 4, "rollout.vllm_weight_sync=directory")
+        if perturbed
+        else _run(tiny_model_dir, out, 3)
+    )
+    assert [r["step"] for r in rows] == [1, 2, 3, 4][: len(rows)] and len(rows) == (4 if perturbed else 3)
     gaps = [r["mismatch/logprob_abs_diff_mean"] for r in rows]
     alarm = [r["alarm/logprob_mismatch"] for r in rows]
     events = (out / "events.log").read_text() if (out / "events.log").exists() else ""

@@ -27,8 +27,9 @@ def engine(tiny_model_dir):
     from mmreason.models import load_processor
     from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
 
-    backend = VLLMBackend(tiny_model_dir, load_processor(tiny_model_dir).tokenizer,
-                          VLLMSettings(max_model_length=1024, seed=0))
+    backend = VLLMBackend(
+        tiny_model_dir, load_processor(tiny_model_dir).tokenizer, VLLMSettings(max_model_length=1024, seed=0)
+    )
     yield backend
     backend.close()
 
@@ -54,10 +55,27 @@ def _prompts(processor, tmp_path_factory):
         Image.new("RGB", (140 + 28 * k, 196), (255, 255 - 60 * k, 200)).save(path)
         pages.append(PageRef(str(path)))
     samples = [
-        Sample(id="image", messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text",
-               "text": "What colour is the shape?"}]}], images=[Image.new("RGB", (112, 84), (200, 30, 30))]),
-        Sample(id="doc", messages=[{"role": "user", "content": [{"type": "image"}, {"type": "image"},
-               {"type": "text", "text": "Which page shows the table?"}]}], pages=pages),
+        Sample(
+            id="image",
+            messages=[
+                {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What colour is the shape?"}]}
+            ],
+            images=[Image.new("RGB", (112, 84), (200, 30, 30))],
+        ),
+        Sample(
+            id="doc",
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image"},
+                        {"type": "image"},
+                        {"type": "text", "text": "Which page shows the table?"},
+                    ],
+                }
+            ],
+            pages=pages,
+        ),
         Sample(id="text", messages=[{"role": "user", "content": "What is the answer?"}]),
     ]
     return [build_prompt(processor, s, max_prompt_length=1024) for s in samples]
@@ -68,8 +86,9 @@ def test_engine_receives_the_prompt_ids_and_visual_tokens_the_trainer_built(engi
     prompts = _prompts(processor, tmp_path_factory)
     assert [p.visual_tokens > 0 for p in prompts] == [True, True, False]
     settings = GenerationSettings(max_new_tokens=1, temperature=0.0)
-    outputs = engine.llm.generate([engine.request(p) for p in prompts], engine.sampling_params(settings, None),
-                                  use_tqdm=False)
+    outputs = engine.llm.generate(
+        [engine.request(p) for p in prompts], engine.sampling_params(settings, None), use_tqdm=False
+    )
     image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     for p, out in zip(prompts, outputs):
         assert list(out.prompt_token_ids) == p.input_ids.tolist(), p.sample.id
@@ -94,13 +113,30 @@ def _video_prompts(processor, tmp_path_factory):
 
     samples = [
         Sample(id="window", messages=ask(video), videos=[VideoRef(clip, start=0.5, end=1.5, fps=2.0)]),
-        Sample(id="frames+image", messages=ask({"type": "image"}, video), videos=[VideoRef(clip, num_frames=4)],
-               images=[Image.new("RGB", (84, 56), (10, 200, 30))]),
-        Sample(id="two clips", messages=ask(video, video),
-               videos=[VideoRef(clip, num_frames=2), VideoRef(clip, start=1.0, fps=3.0)]),
+        Sample(
+            id="frames+image",
+            messages=ask({"type": "image"}, video),
+            videos=[VideoRef(clip, num_frames=4)],
+            images=[Image.new("RGB", (84, 56), (10, 200, 30))],
+        ),
+        Sample(
+            id="two clips",
+            messages=ask(video, video),
+            videos=[VideoRef(clip, num_frames=2), VideoRef(clip, start=1.0, fps=3.0)],
+        ),
     ]
-    return [build_prompt(processor, s, max_prompt_length=1024, min_pixels=28 * 28, max_pixels=56 * 56,
-                         video_fps=2.0, video_max_frames=8) for s in samples]
+    return [
+        build_prompt(
+            processor,
+            s,
+            max_prompt_length=1024,
+            min_pixels=28 * 28,
+            max_pixels=56 * 56,
+            video_fps=2.0,
+            video_max_frames=8,
+        )
+        for s in samples
+    ]
 
 
 def test_video_prompts_reach_the_engine_with_the_planned_frames(engine, policy, tmp_path_factory):
@@ -113,9 +149,11 @@ def test_video_prompts_reach_the_engine_with_the_planned_frames(engine, policy, 
     assert [len(t) for t in prompts[0].video_frames] == [2] and prompts[0].video_frames[0][0] >= 0.5
     video_pad = processor.tokenizer.convert_tokens_to_ids("<|video_pad|>")
     image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
-    outputs = engine.llm.generate([engine.request(p) for p in prompts],
-                                  engine.sampling_params(GenerationSettings(max_new_tokens=1, temperature=0.0), None),
-                                  use_tqdm=False)
+    outputs = engine.llm.generate(
+        [engine.request(p) for p in prompts],
+        engine.sampling_params(GenerationSettings(max_new_tokens=1, temperature=0.0), None),
+        use_tqdm=False,
+    )
     for p, out in zip(prompts, outputs):
         ids = list(out.prompt_token_ids)
         assert ids == p.input_ids.tolist(), p.sample.id
@@ -180,8 +218,9 @@ def test_a_collective_push_in_small_buckets_gives_hfs_rows_and_logprobs(engine, 
         ours = [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, greedy, [0, 0, 0])]
         hf = [t.token_ids.tolist() for t in generate_groups(model, processor, prompts, [0, 1, 2], 1, greedy, [0, 0, 0])]
         assert ours == hf and ours != before
-        sampled = engine.generate_groups(prompts, [0, 1, 2], G, GenerationSettings(max_new_tokens=6, temperature=1.0),
-                                         [4, 5, 6])
+        sampled = engine.generate_groups(
+            prompts, [0, 1, 2], G, GenerationSettings(max_new_tokens=6, temperature=1.0), [4, 5, 6]
+        )
         batch = collate(sampled, processor.tokenizer.pad_token_id)
         with torch.no_grad():
             logp, _ = token_logprobs(model, batch, suppressed=suppressed_token_ids(processor.tokenizer))
@@ -232,7 +271,7 @@ def test_vision_specials_are_never_sampled_and_logprobs_match_the_trainer(engine
         with torch.no_grad():
             model.lm_head.weight.copy_(saved)
         engine.sync_weights(model)
-    sampled = [tok for t in trajs for tok in t.token_ids[t.prompt_length:].tolist()]
+    sampled = [tok for t in trajs for tok in t.token_ids[t.prompt_length :].tolist()]
     assert sampled and not set(sampled) & set(banned)
     # the sampler's log-probs are the trainer's (same weights, same suppressed tokens, temperature 1)
     trajs = engine.generate_groups(prompts, [0, 1, 2], G, settings, [4, 5, 6])
@@ -250,8 +289,9 @@ def test_stop_strings_and_max_length_as_hf(engine, policy, tmp_path_factory):
     model, processor = policy
     prompts = _prompts(processor, tmp_path_factory)
     engine.sync_weights(model)
-    long = engine.generate_groups(prompts, [0, 1, 2], 1, GenerationSettings(max_new_tokens=12, temperature=0.0),
-                                  [0, 0, 0])
+    long = engine.generate_groups(
+        prompts, [0, 1, 2], 1, GenerationSettings(max_new_tokens=12, temperature=0.0), [0, 0, 0]
+    )
     text = long[0].completion_text
     assert text and all(t.completion_length <= 12 for t in long)
     stop = text.strip()[:2] if len(text.strip()) >= 2 else text
@@ -293,13 +333,27 @@ def test_eval_through_the_engine_scores_as_hf(policy, shapes_cache, tmp_path, mo
     model, processor = policy
     model.save_pretrained(tmp_path / "model")
     processor.save_pretrained(tmp_path / "model")
-    common = ["eval", "--model", str(tmp_path / "model"), "--tasks", "shapes", "--limit", "12", "--log_samples",
-              "--gen_kwargs", "max_new_tokens=6", "--batch_size", "4"]
+    common = [
+        "eval",
+        "--model",
+        str(tmp_path / "model"),
+        "--tasks",
+        "shapes",
+        "--limit",
+        "12",
+        "--log_samples",
+        "--gen_kwargs",
+        "max_new_tokens=6",
+        "--batch_size",
+        "4",
+    ]
     assert main([*common, "--output_path", str(tmp_path / "hf")]) == 0 and built == [1]
     assert main([*common, "--output_path", str(tmp_path / "vllm"), "--model_args", "backend=vllm"]) == 0
     assert built == [1]  # the HF run's model only
     hf, ours = _samples(tmp_path / "hf"), _samples(tmp_path / "vllm")
-    assert len(hf) == 12 and [(s["response"], s["completion_tokens"]) for s in ours] == [(s["response"], s["completion_tokens"]) for s in hf]
+    assert len(hf) == 12 and [(s["response"], s["completion_tokens"]) for s in ours] == [
+        (s["response"], s["completion_tokens"]) for s in hf
+    ]
     assert _results(tmp_path / "vllm")["accuracy,none"] == _results(tmp_path / "hf")["accuracy,none"]
 
 
@@ -311,10 +365,26 @@ def test_train_with_the_vllm_backend_syncs_weights_and_logs_the_mismatch(tiny_mo
 
     root = Path(__file__).resolve().parents[2]
     out = tmp_path / "run"
-    assert main(["train", str(root / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
-                 "rollout.num_generations=4", "rollout.max_completion_length=4", "prompts_per_step=2",
-                 "max_steps=2", "eval_steps=2", "eval_limit=8", "num_threads=1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(root / "configs" / "quickstart.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+                "rollout.backend=vllm",
+                "rollout.num_generations=4",
+                "rollout.max_completion_length=4",
+                "prompts_per_step=2",
+                "max_steps=2",
+                "eval_steps=2",
+                "eval_limit=8",
+                "num_threads=1",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     last = rows[-1]
     assert last["step"] == 2 and last["time/weight_sync"] > 0 and "eval/shapes/accuracy" in last
@@ -372,9 +442,14 @@ class LookEnv:
         from mmreason.rollout.environment import Observation
 
         self.calls += 1
-        return Observation(text=f"look {self.calls}:", images=[Image.new("RGB", (56, 84), (0, 90, 200))],
-                           videos=[self.frames], video_metadata=[self.metadata], done=self.calls >= 2,
-                           info={"turn": self.calls})
+        return Observation(
+            text=f"look {self.calls}:",
+            images=[Image.new("RGB", (56, 84), (0, 90, 200))],
+            videos=[self.frames],
+            video_metadata=[self.metadata],
+            done=self.calls >= 2,
+            info={"turn": self.calls},
+        )
 
 
 def test_multiturn_episodes_sample_through_the_engine_with_the_observations_media(engine, policy, tmp_path_factory):
@@ -403,7 +478,7 @@ def test_multiturn_episodes_sample_through_the_engine_with_the_observations_medi
         assert [t.role for t in a.turns] == ["assistant", "observation", "assistant"], a.reward_info["ended"]
         assert a.token_ids.tolist() == b.token_ids.tolist() and a.action_mask.tolist() == b.action_mask.tolist()
         obs = a.turns[1]
-        assert int((a.mm_token_type_ids[obs.start:obs.end] == 2).sum()) > 0  # the clip's tokens are in the context
+        assert int((a.mm_token_type_ids[obs.start : obs.end] == 2).sum()) > 0  # the clip's tokens are in the context
         assert b.rollout_logprobs is None and a.rollout_logprobs.shape == a.token_ids.shape
     sampled = play(engine, GenerationSettings(max_new_tokens=6, temperature=1.0))
     batch = collate(sampled, processor.tokenizer.pad_token_id)
@@ -417,16 +492,15 @@ def test_multiturn_episodes_sample_through_the_engine_with_the_observations_medi
     assert mask.sum() > 0 and (logp[mask] - rollout[mask]).abs().max() < 1e-3
 
 
-
 def _kill_engine(backend) -> None:
     for proc in backend.llm.llm_engine.engine_core.resources.engine_manager.processes:
         os.kill(proc.pid, signal.SIGKILL)
         proc.join(timeout=30)
 
 
-
 def test_an_engine_that_dies_mid_run_stops_with_a_checkpoint_and_resume_finishes(
-        tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
+    tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys
+):
     """A 3-step run whose engine-core process is killed (SIGKILL) right after step 1's weight push: step 2's
     generation finds the engine dead before its update, the run saves step 1 (the only checkpoint: save_steps=0)
     and stops with a message naming the engine and the checkpoint; a run with ``resume=auto`` builds a new
@@ -463,7 +537,8 @@ def test_an_engine_that_dies_mid_run_stops_with_a_checkpoint_and_resume_finishes
 
 
 def test_a_weight_push_that_hangs_saves_the_finished_step_as_itself_and_resume_is_exact(
-        tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
+    tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys
+):
     """A 3-step run with ``rollout.vllm_weight_sync_timeout=10`` (room for step 1's real push on a loaded
     machine) whose engine is killed during step 2's weight
     push and whose reload then never returns (the hang seen on CPU; here the reload call blocks for good).
@@ -501,8 +576,9 @@ def test_a_weight_push_that_hangs_saves_the_finished_step_as_itself_and_resume_i
     from mmreason.models import ModelConfig, load_model
     from mmreason.rollout.backends.vllm_engine import merged_state_dict
 
-    saved = merged_state_dict(load_model(ModelConfig(name_or_path=str(out / "checkpoint-2" / "model"),
-                                                     dtype="float32"), trainable=False))
+    saved = merged_state_dict(
+        load_model(ModelConfig(name_or_path=str(out / "checkpoint-2" / "model"), dtype="float32"), trainable=False)
+    )
     assert set(pushed[1]) <= set(saved)
     assert all(torch.equal(saved[k], pushed[1][k]) for k in pushed[1])  # the weights of step 2's update ...
     assert not all(torch.equal(saved[k], pushed[0][k]) for k in pushed[0])  # ... which moved step 1's
@@ -515,7 +591,8 @@ def test_a_weight_push_that_hangs_saves_the_finished_step_as_itself_and_resume_i
 
 
 def test_a_generate_call_that_hangs_stops_the_run_with_the_last_finished_step(
-        tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
+    tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys
+):
     """A 3-step run whose engine stops answering in step 2's generation (the call blocks for good, the engine
     process stays alive), with ``rollout.vllm_generate_timeout`` lowered to 2 s once step 1 has pushed its
     weights (a fresh engine's first calls may take longer than that on a loaded machine): the call gives up
@@ -551,7 +628,8 @@ def test_a_generate_call_that_hangs_stops_the_run_with_the_last_finished_step(
 
 
 def test_an_engine_killed_before_a_collective_push_saves_the_finished_step(
-        tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
+    tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys
+):
     """The collective push (the default) to an engine whose process was killed (SIGKILL) just before step 2's
     push: the broadcast fails at once instead of waiting out the group's timeout, and since step 2's update
     had finished the run saves it as ``checkpoint-2`` and stops, naming the weight sync and ``resume=auto``.
@@ -592,7 +670,19 @@ def _three_step_vllm_run(model_dir, out):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    return ["train", str(root / "configs" / "quickstart.yaml"), f"model.name_or_path={model_dir}",
-            f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
-            "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
-            "max_steps=3", "save_steps=0", "eval_steps=0", "logging_steps=1", "num_threads=1"]
+    return [
+        "train",
+        str(root / "configs" / "quickstart.yaml"),
+        f"model.name_or_path={model_dir}",
+        f"output_dir={out}",
+        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+        "rollout.backend=vllm",
+        "rollout.num_generations=2",
+        "rollout.max_completion_length=4",
+        "prompts_per_step=2",
+        "max_steps=3",
+        "save_steps=0",
+        "eval_steps=0",
+        "logging_steps=1",
+        "num_threads=1",
+    ]

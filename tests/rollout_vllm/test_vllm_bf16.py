@@ -21,10 +21,23 @@ def test_a_bf16_policy_samples_from_a_bf16_engine(tiny_model_dir, shapes_cache, 
     from mmreason.train.rollout_backend import close_backend, make_backend
     from mmreason.train.setup import setup_run
 
-    cfg = load_config(TrainConfig, str(ROOT / "configs" / "quickstart.yaml"), [
-        f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path}", "model.dtype=bfloat16",
-        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm", "rollout.num_generations=4",
-        "rollout.max_completion_length=4", "prompts_per_step=2", "max_steps=2", "eval_steps=0", "num_threads=1"])
+    cfg = load_config(
+        TrainConfig,
+        str(ROOT / "configs" / "quickstart.yaml"),
+        [
+            f"model.name_or_path={tiny_model_dir}",
+            f"output_dir={tmp_path}",
+            "model.dtype=bfloat16",
+            "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+            "rollout.backend=vllm",
+            "rollout.num_generations=4",
+            "rollout.max_completion_length=4",
+            "prompts_per_step=2",
+            "max_steps=2",
+            "eval_steps=0",
+            "num_threads=1",
+        ],
+    )
     run = setup_run(cfg, verbose=False)
     run.rollout_backend = make_backend(run)
     try:

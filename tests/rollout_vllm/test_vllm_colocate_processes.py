@@ -28,17 +28,40 @@ def test_two_processes_with_an_engine_each_sample_what_one_process_samples(tiny_
     script = ROOT / "tests" / "parallel" / "step_rollouts_main.py"
 
     def overrides(out, prompts):
-        return [f"model.name_or_path={tiny_model_dir}", "data.task=shapes", "data.max_prompt_length=512",
-                f"output_dir={out}", f"prompts_per_step={prompts}", "rollout.num_generations=4",
-                "rollout.max_completion_length=12", "rollout.temperature=1.0", "num_threads=1", "eval_steps=0",
-                "rewards=[{name: anls}]", "rollout.backend=vllm", "rollout.vllm_mode=colocate",
-                "rollout.vllm_kv_cache_gib=1"]
+        return [
+            f"model.name_or_path={tiny_model_dir}",
+            "data.task=shapes",
+            "data.max_prompt_length=512",
+            f"output_dir={out}",
+            f"prompts_per_step={prompts}",
+            "rollout.num_generations=4",
+            "rollout.max_completion_length=12",
+            "rollout.temperature=1.0",
+            "num_threads=1",
+            "eval_steps=0",
+            "rewards=[{name: anls}]",
+            "rollout.backend=vllm",
+            "rollout.vllm_mode=colocate",
+            "rollout.vllm_kv_cache_gib=1",
+        ]
 
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     two = subprocess.run(
-        [str(ACCELERATE), "launch", "--config_file", str(ROOT / "configs/accelerate/ddp_cpu.yaml"), str(script),
-         str(tmp_path / "two.json"), *overrides(tmp_path / "two", 3)],
-        env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        [
+            str(ACCELERATE),
+            "launch",
+            "--config_file",
+            str(ROOT / "configs/accelerate/ddp_cpu.yaml"),
+            str(script),
+            str(tmp_path / "two.json"),
+            *overrides(tmp_path / "two", 3),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
     assert two.returncode == 0, (two.stdout[-2000:], two.stderr[-4000:])
     spec = importlib.util.spec_from_file_location("step_rollouts_main", script)
     module = importlib.util.module_from_spec(spec)

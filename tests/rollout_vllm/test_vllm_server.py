@@ -38,8 +38,22 @@ def server(tiny_model_dir, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "mmreason", "vllm-serve", str(tiny_model_dir), "--port",
-                                 str(port), "--max_model_len", "1024"], stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mmreason",
+                "vllm-serve",
+                str(tiny_model_dir),
+                "--port",
+                str(port),
+                "--max_model_len",
+                "1024",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     deadline = time.monotonic() + 300
     while "ready at" not in log.read_text():
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
@@ -74,10 +88,18 @@ def _prompts(processor, folder):
     frames = [np.full((48, 64, 3), (20 * i, 255 - 20 * i, 90), dtype=np.uint8) for i in range(8)]
     clip = str(write_mp4(folder / "clip.mp4", frames, fps=4))
     samples = [
-        Sample(id="image", messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text",
-               "text": "What colour is the shape?"}]}], images=[Image.new("RGB", (112, 84), (200, 30, 30))]),
-        Sample(id="video", messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text",
-               "text": "What changes?"}]}], videos=[VideoRef(clip, num_frames=2)]),
+        Sample(
+            id="image",
+            messages=[
+                {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What colour is the shape?"}]}
+            ],
+            images=[Image.new("RGB", (112, 84), (200, 30, 30))],
+        ),
+        Sample(
+            id="video",
+            messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What changes?"}]}],
+            videos=[VideoRef(clip, num_frames=2)],
+        ),
         Sample(id="text", messages=[{"role": "user", "content": "What is the answer?"}]),
     ]
     return [build_prompt(processor, s, max_prompt_length=1024, video_max_frames=8) for s in samples]
@@ -128,15 +150,29 @@ def test_server_greedy_equals_hf_and_follows_pushed_weights(server, policy, tmp_
 
 
 def _train_args(model_dir, port, out, *extra):
-    return ["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={model_dir}",
-            f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.backend=vllm",
-            "rollout.vllm_mode=server", f"rollout.vllm_server_port={port}", "rollout.vllm_server_timeout=5",
-            "rollout.num_generations=2", "rollout.max_completion_length=4", "prompts_per_step=2",
-            "eval_steps=0", "logging_steps=1", "num_threads=1", *extra]
+    return [
+        "train",
+        str(ROOT / "configs" / "quickstart.yaml"),
+        f"model.name_or_path={model_dir}",
+        f"output_dir={out}",
+        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+        "rollout.backend=vllm",
+        "rollout.vllm_mode=server",
+        f"rollout.vllm_server_port={port}",
+        "rollout.vllm_server_timeout=5",
+        "rollout.num_generations=2",
+        "rollout.max_completion_length=4",
+        "prompts_per_step=2",
+        "eval_steps=0",
+        "logging_steps=1",
+        "num_threads=1",
+        *extra,
+    ]
 
 
 def test_train_in_server_mode_pushes_every_step_and_samples_the_trainers_weights(
-        server, tiny_model_dir, shapes_cache, tmp_path, monkeypatch):
+    server, tiny_model_dir, shapes_cache, tmp_path, monkeypatch
+):
     """A 2-step run through the server: a push before step 1 and after each step (``time/weight_sync``), and
     the server's log-probs are the trainer's on the sampled tokens (the same weights: only float rounding).
     The in-training eval at step 2 generates through the server too."""
@@ -175,7 +211,8 @@ def _eval_samples(out):
 
 
 def test_eval_through_the_server_scores_as_hf_on_the_evaluated_models_weights(
-        server, policy, tiny_model_dir, shapes_cache, tmp_path, capsys):
+    server, policy, tiny_model_dir, shapes_cache, tmp_path, capsys
+):
     """``mmreason eval --model_args backend=vllm,vllm_mode=server,...``: the server first holds other weights
     (the unsharpened tiny model); the eval pushes ``--model``'s, and its greedy completions and score equal the
     HF backend's. A server whose context is shorter than max_prompt_length + max_new_tokens is refused before
@@ -193,12 +230,26 @@ def test_eval_through_the_server_scores_as_hf_on_the_evaluated_models_weights(
         other.sync_weights(load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), trainable=False))
     finally:
         other.close()
-    common = ["eval", "--model", str(tmp_path / "model"), "--tasks", "shapes", "--limit", "12", "--log_samples",
-              "--gen_kwargs", "max_new_tokens=6", "--batch_size", "4"]
+    common = [
+        "eval",
+        "--model",
+        str(tmp_path / "model"),
+        "--tasks",
+        "shapes",
+        "--limit",
+        "12",
+        "--log_samples",
+        "--gen_kwargs",
+        "max_new_tokens=6",
+        "--batch_size",
+        "4",
+    ]
     server_args = f"backend=vllm,vllm_mode=server,vllm_server_port={port},vllm_server_timeout=5"
     assert main([*common, "--output_path", str(tmp_path / "hf"), "--model_args", "max_prompt_length=1000"]) == 0
-    assert main([*common, "--output_path", str(tmp_path / "srv"), "--model_args",
-                 f"{server_args},max_prompt_length=1000"]) == 0
+    assert (
+        main([*common, "--output_path", str(tmp_path / "srv"), "--model_args", f"{server_args},max_prompt_length=1000"])
+        == 0
+    )
     (hf, hf_results), (ours, our_results) = _eval_samples(tmp_path / "hf"), _eval_samples(tmp_path / "srv")
     assert len(hf) == 12 and ours == hf
     assert our_results["results"]["shapes"]["accuracy,none"] == hf_results["results"]["shapes"]["accuracy,none"]
@@ -211,7 +262,8 @@ def test_eval_through_the_server_scores_as_hf_on_the_evaluated_models_weights(
 
 @pytest.mark.slow
 def test_two_processes_sample_what_one_process_samples_through_one_server(
-        server, tiny_model_dir, shapes_cache, tmp_path):
+    server, tiny_model_dir, shapes_cache, tmp_path
+):
     """Server mode with 2 training processes (gloo), both clients of the one server (the main process pushes
     the weights, the others wait for it): every group, and every row of it, is token for token what one
     process sampling all 6 prompts gets, since each row's seed comes from (run seed, step, sample id)."""
@@ -225,17 +277,41 @@ def test_two_processes_sample_what_one_process_samples_through_one_server(
     script = ROOT / "tests" / "parallel" / "step_rollouts_main.py"
 
     def overrides(out, prompts):
-        return [f"model.name_or_path={tiny_model_dir}", "data.task=shapes", "data.max_prompt_length=512",
-                f"output_dir={out}", f"prompts_per_step={prompts}", "rollout.num_generations=4",
-                "rollout.max_completion_length=12", "rollout.temperature=1.0", "num_threads=1", "eval_steps=0",
-                "rewards=[{name: anls}]", "rollout.backend=vllm", "rollout.vllm_mode=server",
-                f"rollout.vllm_server_port={port}", "rollout.vllm_server_timeout=5"]
+        return [
+            f"model.name_or_path={tiny_model_dir}",
+            "data.task=shapes",
+            "data.max_prompt_length=512",
+            f"output_dir={out}",
+            f"prompts_per_step={prompts}",
+            "rollout.num_generations=4",
+            "rollout.max_completion_length=12",
+            "rollout.temperature=1.0",
+            "num_threads=1",
+            "eval_steps=0",
+            "rewards=[{name: anls}]",
+            "rollout.backend=vllm",
+            "rollout.vllm_mode=server",
+            f"rollout.vllm_server_port={port}",
+            "rollout.vllm_server_timeout=5",
+        ]
 
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     two = subprocess.run(
-        [str(Path(sys.executable).parent / "accelerate"), "launch", "--config_file",
-         str(ROOT / "configs/accelerate/ddp_cpu.yaml"), str(script), str(tmp_path / "two.json"),
-         *overrides(tmp_path / "two", 3)], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        [
+            str(Path(sys.executable).parent / "accelerate"),
+            "launch",
+            "--config_file",
+            str(ROOT / "configs/accelerate/ddp_cpu.yaml"),
+            str(script),
+            str(tmp_path / "two.json"),
+            *overrides(tmp_path / "two", 3),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     spec = importlib.util.spec_from_file_location("step_rollouts_main", script)
     module = importlib.util.module_from_spec(spec)
@@ -251,7 +327,8 @@ def test_two_processes_sample_what_one_process_samples_through_one_server(
 
 @pytest.mark.slow
 def test_fsdp2_with_two_processes_pushes_the_whole_gathered_model(
-        server, policy, tiny_model_dir, shapes_cache, tmp_path):
+    server, policy, tiny_model_dir, shapes_cache, tmp_path
+):
     """Server mode under FSDP2 (2 gloo processes, configs/accelerate/fsdp_cpu.yaml): each push gathers the
     sharded model whole (every process) and the main process writes it. The server first holds other weights
     (the tiny model plus noise); after the push before step 1
@@ -279,10 +356,22 @@ def test_fsdp2_with_two_processes_pushes_the_whole_gathered_model(
         other.close()
     out = tmp_path / "fsdp"
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    two = subprocess.run([str(accelerate), "launch", "--config_file", str(ROOT / "configs/accelerate/fsdp_cpu.yaml"),
-                          "-m", "mmreason", *_train_args(tiny_model_dir, port, out, "max_steps=2", "save_steps=0",
-                                                         "learning_rate=3e-3")],
-                         env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    two = subprocess.run(
+        [
+            str(accelerate),
+            "launch",
+            "--config_file",
+            str(ROOT / "configs/accelerate/fsdp_cpu.yaml"),
+            "-m",
+            "mmreason",
+            *_train_args(tiny_model_dir, port, out, "max_steps=2", "save_steps=0", "learning_rate=3e-3"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     assert "processes: 2" in two.stdout and "fsdp2:" in two.stdout  # sharded, not silently DDP
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
@@ -293,7 +382,8 @@ def test_fsdp2_with_two_processes_pushes_the_whole_gathered_model(
 
 
 def test_a_dead_server_stops_the_run_with_the_last_finished_step(
-        server, tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys):
+    server, tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys
+):
     """The server is killed (SIGKILL) right after step 1's push: step 2's generation finds nobody at
     host:port, the run saves step 1 and stops with a message naming the server and ``resume=auto``."""
     from mmreason.cli import main

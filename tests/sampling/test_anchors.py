@@ -54,7 +54,7 @@ def test_replay_puts_a_past_success_with_its_log_probs_into_an_all_fail_group():
     run = SimpleNamespace(cfg=cfg, anchor_buffer=None, pack=SimpleNamespace(make_environment=None))
 
     def score(run, drawn, trajectories):
-        values = torch.tensor([[float(9 in t.token_ids[t.prompt_length:].tolist())] for t in trajectories])
+        values = torch.tensor([[float(9 in t.token_ids[t.prompt_length :].tolist())] for t in trajectories])
         return [d.prompt.sample for d in drawn], RewardBatch(values, ["has9"], torch.ones(1))
 
     d, trajs, samples = _group(0, 5, [[4, 9], [4, 4]], logprobs=[[-0.5, -1.5], [-0.1, -0.2]])
@@ -76,10 +76,27 @@ def test_replay_puts_a_past_success_with_its_log_probs_into_an_all_fail_group():
 def test_reference_anchors_train_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_path):
     """The tiny model never says the colour: every group fails and gets the reference answer, which scores 1."""
     out = tmp_path / "anchor"
-    assert main(["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={out}", "max_steps=2", "prompts_per_step=2", "rollout.num_generations=4",
-                 "rollout.max_completion_length=4", "anchor.enabled=true", "anchor.source=reference",
-                 "log_completions_steps=1", "save_steps=0", "eval_steps=0", "num_threads=1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(ROOT / "configs" / "quickstart.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                "max_steps=2",
+                "prompts_per_step=2",
+                "rollout.num_generations=4",
+                "rollout.max_completion_length=4",
+                "anchor.enabled=true",
+                "anchor.source=reference",
+                "log_completions_steps=1",
+                "save_steps=0",
+                "eval_steps=0",
+                "num_threads=1",
+            ]
+        )
+        == 0
+    )
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rows = [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
     assert all(m["anchor/added"] == m["anchor/all_fail_groups"] for m in metrics)
@@ -90,13 +107,31 @@ def test_reference_anchors_train_two_quickstart_steps(tiny_model_dir, shapes_cac
 
 
 @pytest.mark.slow
-def test_reflection_rolls_an_all_fail_group_out_again_with_a_failure_in_its_prompt(tiny_model_dir, shapes_cache,
-                                                                                   tmp_path):
+def test_reflection_rolls_an_all_fail_group_out_again_with_a_failure_in_its_prompt(
+    tiny_model_dir, shapes_cache, tmp_path
+):
     out = tmp_path / "reflect"
-    assert main(["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={out}", "max_steps=2", "prompts_per_step=2", "rollout.num_generations=4",
-                 "rollout.max_completion_length=4", "anchor.enabled=true", "anchor.source=reflect",
-                 "log_completions_steps=1", "save_steps=0", "eval_steps=0", "num_threads=1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(ROOT / "configs" / "quickstart.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                "max_steps=2",
+                "prompts_per_step=2",
+                "rollout.num_generations=4",
+                "rollout.max_completion_length=4",
+                "anchor.enabled=true",
+                "anchor.source=reflect",
+                "log_completions_steps=1",
+                "save_steps=0",
+                "eval_steps=0",
+                "num_threads=1",
+            ]
+        )
+        == 0
+    )
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rows = [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
     assert all(m["anchor/reflected"] == m["anchor/all_fail_groups"] == 2 for m in metrics)  # the model never answers

@@ -16,8 +16,13 @@ TRACE = "The square enters at one second. It moves right. It turns blue near the
 
 def _sample(answer="blue", videos=(), choices=None) -> Sample:
     meta = {"choices": choices} if choices else {}
-    return Sample(id="s1", messages=[{"role": "user", "content": [{"type": "text", "text": "Which colour?"}]}],
-                  answer=answer, videos=list(videos), meta=meta)
+    return Sample(
+        id="s1",
+        messages=[{"role": "user", "content": [{"type": "text", "text": "Which colour?"}]}],
+        answer=answer,
+        videos=list(videos),
+        meta=meta,
+    )
 
 
 def _filled(mean: float, n: int = 20, **kwargs) -> DifficultyAugmenter:
@@ -92,8 +97,11 @@ def test_state_round_trip_plans_the_same():
 
 def test_summary_logs_fractions_and_mean_strength():
     plans = [Augmentation("hint", 0.4, 0.4, hint="h"), None, Augmentation("noise", 0.2, -0.2, noise_std=0.06), None]
-    assert DifficultyAugmenter.summary(plans) == {"augment/frac_hint": 0.25, "augment/frac_noise": 0.25,
-                                                  "augment/strength_mean": pytest.approx(0.3)}
+    assert DifficultyAugmenter.summary(plans) == {
+        "augment/frac_hint": 0.25,
+        "augment/frac_noise": 0.25,
+        "augment/strength_mean": pytest.approx(0.3),
+    }
 
 
 def test_frame_noise_reaches_the_decoded_frames(tmp_path):

@@ -70,8 +70,12 @@ def test_group_sizing_is_refused_where_groups_cannot_differ_in_size():
     from mmreason.train.grpo import check_group_sizing
 
     cfg = TrainConfig()
-    run = SimpleNamespace(cfg=cfg, sampler=GDROSampler(4, rollout_allocation=True),
-                          pack=SimpleNamespace(make_environment=None), accelerator=SimpleNamespace(num_processes=2))
+    run = SimpleNamespace(
+        cfg=cfg,
+        sampler=GDROSampler(4, rollout_allocation=True),
+        pack=SimpleNamespace(make_environment=None),
+        accelerator=SimpleNamespace(num_processes=2),
+    )
     with pytest.raises(ConfigError, match="rollout_allocation.*2 processes"):
         check_group_sizing(run)
     cfg.rollout.backend = "vllm"

@@ -27,8 +27,12 @@ from mmreason.types import Sample
 
 
 def _sample(sid="s1", answer="blue", meta=None) -> Sample:
-    return Sample(id=sid, messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Colour?"}]}],
-                  answer=answer, meta=meta or {})
+    return Sample(
+        id=sid,
+        messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Colour?"}]}],
+        answer=answer,
+        meta=meta or {},
+    )
 
 
 def test_a_group_needs_a_hint_when_no_rollout_succeeds():
@@ -72,6 +76,7 @@ def test_the_hint_is_appended_to_the_last_user_turn_and_answer_leaks_are_seen():
 
 # ---- the loop of one step, with the model's phases replaced by a deterministic world ----------------------
 
+
 def _world(replies):
     """A rollout succeeds (reward 1) exactly when its prompt holds the words "top left"; two rollouts a group."""
 
@@ -85,8 +90,11 @@ def _world(replies):
         return [SimpleNamespace(group_id=d.slot, completion_text=r) for d in requests for r in replies]
 
     def roll_out(run, drawn, step):
-        return [SimpleNamespace(group_id=d.slot, completion_text=f"{d.slot}/{i}", sample=d.prompt.sample)
-                for d in drawn for i in range(2)]
+        return [
+            SimpleNamespace(group_id=d.slot, completion_text=f"{d.slot}/{i}", sample=d.prompt.sample)
+            for d in drawn
+            for i in range(2)
+        ]
 
     def score(run, drawn, trajs):
         ok = [float("top left" in text(t.sample)) if i % 2 == 0 else 0.0 for i, t in enumerate(trajs)]
@@ -100,22 +108,39 @@ def test_hints_are_tried_level_by_level_until_a_rollout_succeeds():
     Under L1 both rollouts still fail; under L2 the first succeeds -> resolved, L3 never rolled out. Group 1
     ([1, 0]) is resolved and untouched. Final rewards [1, 0, 1, 0], group 0's prompt holds the L2 hint."""
     build, write, roll_out, score = _world(
-        ['{"level_1": "think of colours", "level_2": "the top left corner", "level_3": "the top left is blue"}'])
-    run = SimpleNamespace(cfg=SimpleNamespace(hint=HintConfig(enabled=True, refuse_answer_leak=True),
-                                              reward_missing="zero"))
+        ['{"level_1": "think of colours", "level_2": "the top left corner", "level_3": "the top left is blue"}']
+    )
+    run = SimpleNamespace(
+        cfg=SimpleNamespace(hint=HintConfig(enabled=True, refuse_answer_leak=True), reward_missing="zero")
+    )
     prompts = [Drawn(0, 10, SimpleNamespace(sample=_sample("a"))), Drawn(1, 11, SimpleNamespace(sample=_sample("b")))]
     trajs = [SimpleNamespace(group_id=g, completion_text="t") for g in (0, 0, 1, 1)]
     batch = RewardBatch(torch.tensor([[0.0], [0.0], [1.0], [0.0]]), ["acc"], torch.ones(1))
     out_prompts, out_trajs, out_samples, out_batch, metrics = hint_groups(
-        run, 1, prompts, trajs, [p.prompt.sample for p in prompts for _ in range(2)], batch, build, roll_out, score,
-        write=write)
+        run,
+        1,
+        prompts,
+        trajs,
+        [p.prompt.sample for p in prompts for _ in range(2)],
+        batch,
+        build,
+        roll_out,
+        score,
+        write=write,
+    )
     assert out_batch.values[:, 0].tolist() == [1.0, 0.0, 1.0, 0.0]
     assert [t.group_id for t in out_trajs] == [0, 0, 1, 1]
     assert "the top left corner" in str(out_prompts[0].prompt.sample.messages[-1]["content"])
     assert out_prompts[1] is prompts[1] and out_trajs[2] is trajs[2]
     assert "the top left corner" in str(out_samples[0].messages[-1]["content"])  # rewards see the hinted prompt
-    assert metrics == {"hint/prompts_needing_hint": 1.0, "hint/prompts_with_hints": 1.0, "hint/used_level_1": 1.0,
-                       "hint/used_level_2": 1.0, "hint/used_level_3": 0.0, "hint/resolved_after_hint": 1.0}
+    assert metrics == {
+        "hint/prompts_needing_hint": 1.0,
+        "hint/prompts_with_hints": 1.0,
+        "hint/used_level_1": 1.0,
+        "hint/used_level_2": 1.0,
+        "hint/used_level_3": 0.0,
+        "hint/resolved_after_hint": 1.0,
+    }
 
 
 def test_unusable_replies_leave_the_group_as_it_was():
@@ -125,6 +150,7 @@ def test_unusable_replies_leave_the_group_as_it_was():
     trajs = [SimpleNamespace(group_id=0, completion_text="t") for _ in range(2)]
     batch = RewardBatch(torch.zeros(2, 1), ["acc"], torch.ones(1))
     out_prompts, out_trajs, _, out_batch, metrics = hint_groups(
-        run, 1, prompts, trajs, [prompts[0].prompt.sample] * 2, batch, build, roll_out, score, write=write)
+        run, 1, prompts, trajs, [prompts[0].prompt.sample] * 2, batch, build, roll_out, score, write=write
+    )
     assert out_prompts == prompts and out_trajs == trajs and out_batch.values.tolist() == [[0.0], [0.0]]
     assert metrics["hint/prompts_needing_hint"] == 1.0 and metrics["hint/prompts_with_hints"] == 0.0  # leak refused

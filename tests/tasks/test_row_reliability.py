@@ -40,19 +40,35 @@ def _base(pack: str, folder: Path) -> dict:
     return {
         "mrag": {"id": "r", "question": "q?", "answer": "a", "steps": [{"sub_question": "s?", "kb": "Text Retriever"}]},
         "videoqa": {"id": "r", "video": "v.mp4", "question": "q?", "answer": "a", "answer_type": "free"},
-        "medscope": {"id": "r", "video": "v.mp4", "question": "q?", "answer": "a", "task_type": "qa",
-                     "evidence_windows": [[0.0, 1.0]]},
-        "docseeker": {"id": "r", "document": ["p1.png", "p2.png"], "question": "q?", "answer": "a",
-                      "evidence_pages": [1]},
+        "medscope": {
+            "id": "r",
+            "video": "v.mp4",
+            "question": "q?",
+            "answer": "a",
+            "task_type": "qa",
+            "evidence_windows": [[0.0, 1.0]],
+        },
+        "docseeker": {
+            "id": "r",
+            "document": ["p1.png", "p2.png"],
+            "question": "q?",
+            "answer": "a",
+            "evidence_pages": [1],
+        },
         "vision": {"id": "r", "image": "i.png", "question": "q?", "answer": "a", "answer_type": "free-form"},
         "shapes": {"id": "r", "image": "i.png", "question": "q?", "answer": "a"},
     }[pack]
 
 
 # DocSeeker skips a bad row by default (counted, named in the log); bad_rows=error raises its message instead.
-LOADERS = {"mrag": mrag_load, "videoqa": videoqa_load, "medscope": medscope_load,
-           "docseeker": functools.partial(docseeker_load, bad_rows="error"), "vision": vision_load,
-           "shapes": shapes_load}
+LOADERS = {
+    "mrag": mrag_load,
+    "videoqa": videoqa_load,
+    "medscope": medscope_load,
+    "docseeker": functools.partial(docseeker_load, bad_rows="error"),
+    "vision": vision_load,
+    "shapes": shapes_load,
+}
 
 
 def _write(folder: Path, rows: list, name: str = "rows.jsonl") -> Path:
@@ -103,8 +119,9 @@ MALFORMED = [  # (pack, change to the valid row, field the message must name, wh
 ]
 
 
-@pytest.mark.parametrize("pack, change, field, says", MALFORMED,
-                         ids=[f"{p}-{f}-{k}" for k, (p, _, f, _) in enumerate(MALFORMED)])
+@pytest.mark.parametrize(
+    "pack, change, field, says", MALFORMED, ids=[f"{p}-{f}-{k}" for k, (p, _, f, _) in enumerate(MALFORMED)]
+)
 def test_a_malformed_field_is_one_line_naming_the_file_row_and_field(tmp_path, pack, change, field, says):
     good = _base(pack, tmp_path)
     bad = {k: v for k, v in {**good, **change}.items() if v is not None}
@@ -122,7 +139,10 @@ def test_a_malformed_field_is_one_line_naming_the_file_row_and_field(tmp_path, p
 def test_file_level_errors_name_the_pack_file_and_line(tmp_path, pack):
     good = json.dumps(_base(pack, tmp_path))
     cases = {
-        "surrogate": (good + "\n" + good[:-1] + ', "note": "\\ud800"}\n', r"line 2: field 'note' holds a lone surrogate"),
+        "surrogate": (
+            good + "\n" + good[:-1] + ', "note": "\\ud800"}\n',
+            r"line 2: field 'note' holds a lone surrogate",
+        ),
         "not_json": (good + "\n{oops\n", "line 2 is not JSON"),
         "not_utf8": None,
         "not_object": (good + "\n[1, 2]\n", "line 2 is a JSON list, not an object"),
@@ -142,16 +162,32 @@ def test_file_level_errors_name_the_pack_file_and_line(tmp_path, pack):
 
 
 CAPS = [  # (pack, oversized change, field, the cap's name in the message)
-    ("mrag", {"steps": [{"sub_question": f"s{k}?", "kb": "Text Retriever"} for k in range(10_000)]}, "steps",
-     "over the cap of 16 (MAX_STEPS"),
+    (
+        "mrag",
+        {"steps": [{"sub_question": f"s{k}?", "kb": "Text Retriever"} for k in range(10_000)]},
+        "steps",
+        "over the cap of 16 (MAX_STEPS",
+    ),
     ("mrag", {"thinks": ["t"] * 18}, "thinks", "over the cap of 17"),
-    ("medscope", {"evidence_windows": [[k, k + 0.5] for k in range(33)]}, "evidence_windows",
-     "over the cap of 32 (MAX_EVIDENCE_WINDOWS"),
+    (
+        "medscope",
+        {"evidence_windows": [[k, k + 0.5] for k in range(33)]},
+        "evidence_windows",
+        "over the cap of 32 (MAX_EVIDENCE_WINDOWS",
+    ),
     ("medscope", {"options": [str(k) for k in range(11)], "answer": "A"}, "options", "over the cap of 10"),
-    ("videoqa", {"options": [str(k) for k in range(5_000)], "answer": "A", "answer_type": "mcq"}, "options",
-     "over the cap of 10"),
-    ("docseeker", {"conversations": [{"from": "human", "value": "q"}] * 17, "question": None}, "conversations",
-     "over the cap of 16 (MAX_TURNS"),
+    (
+        "videoqa",
+        {"options": [str(k) for k in range(5_000)], "answer": "A", "answer_type": "mcq"},
+        "options",
+        "over the cap of 10",
+    ),
+    (
+        "docseeker",
+        {"conversations": [{"from": "human", "value": "q"}] * 17, "question": None},
+        "conversations",
+        "over the cap of 16 (MAX_TURNS",
+    ),
     ("docseeker", {"document": ["p.png"] * 10_001}, "document", "over the cap of 10000 (MAX_PAGE_ENTRIES"),
     ("docseeker", {"evidence_pages": [1] * 10_001}, "evidence_pages", "over the cap of 10000 (MAX_PAGE_ENTRIES"),
 ]
@@ -173,8 +209,10 @@ def test_a_broken_pdf_fails_its_document_not_the_load(tmp_path):
 
     generate(tmp_path, 1, 2, 2, seed=0, page_size=(170, 220))
     (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.7\nnot really a pdf")
-    rows = [{"id": "good", "document": "doc-00000.pdf", "question": "q?", "answer": "a", "evidence_pages": [1]},
-            {"id": "broken", "document": "broken.pdf", "question": "q?", "answer": "a", "evidence_pages": [2]}]
+    rows = [
+        {"id": "good", "document": "doc-00000.pdf", "question": "q?", "answer": "a", "evidence_pages": [1]},
+        {"id": "broken", "document": "broken.pdf", "question": "q?", "answer": "a", "evidence_pages": [2]},
+    ]
     path = _write(tmp_path, rows, "docs.jsonl")
     (good,) = samples = docseeker_load(str(path), "test")  # the broken document is skipped and counted
     assert good.id == "good" and good.meta["num_pages"] == 2

@@ -16,12 +16,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _first_step(tiny_model_dir, tmp_path, mini_batch_size: int, loss_type: str, beta: float) -> dict:
-    cfg = load_config(TrainConfig, ROOT / "configs/quickstart.yaml", [
-        f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path}/mb{mini_batch_size}",
-        "rollout.num_generations=4", "rollout.max_completion_length=5", "prompts_per_step=3",
-        f"mini_batch_size={mini_batch_size}", f"algorithm.loss_type={loss_type}", f"algorithm.beta={beta}",
-        "num_threads=1", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",  # varies on random output
-    ])
+    cfg = load_config(
+        TrainConfig,
+        ROOT / "configs/quickstart.yaml",
+        [
+            f"model.name_or_path={tiny_model_dir}",
+            f"output_dir={tmp_path}/mb{mini_batch_size}",
+            "rollout.num_generations=4",
+            "rollout.max_completion_length=5",
+            "prompts_per_step=3",
+            f"mini_batch_size={mini_batch_size}",
+            f"algorithm.loss_type={loss_type}",
+            f"algorithm.beta={beta}",
+            "num_threads=1",
+            "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",  # varies on random output
+        ],
+    )
     run = setup_run(cfg)
     run.step = 1
     return train_step(run, 1)

@@ -60,7 +60,8 @@ def test_an_estimator_and_a_loss_from_files_load_like_rewards(tmp_path):
     (tmp_path / "mine.py").write_text(
         "def half_grpo(rewards, group_ids, weights, *, scale: float = 0.5):\n"
         "    from mmreason.rl.estimators.grpo import grpo\n"
-        "    return scale * grpo(rewards, group_ids, weights)\n")
+        "    return scale * grpo(rewards, group_ids, weights)\n"
+    )
     ref = f"{tmp_path}/mine.py:half_grpo"
     check_algorithm_options(_cfg(f"algorithm.estimator={ref}", "algorithm.estimator_options={scale: 0.25}"))
     rewards, groups = torch.tensor([1.0, 0.0, 0.0, 1.0]), torch.tensor([0, 0, 1, 1])

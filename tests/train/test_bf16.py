@@ -84,12 +84,39 @@ def test_bf16_sft_train_and_eval_end_to_end(tiny_model_dir, shapes_cache, tmp_pa
     """model.dtype=bfloat16 through the real entry points: a 2-step SFT, 2 GRPO steps from its checkpoint, and
     `mmreason eval` of the result in bf16; weights stay bf16, change, and the losses are finite."""
     sft, out, results = tmp_path / "sft", tmp_path / "grpo", tmp_path / "results"
-    assert main(["sft", str(ROOT / "configs" / "quickstart_sft.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={sft}", "model.dtype=bfloat16", "max_steps=2", "save_steps=2"]) == 0
-    assert main(["train", str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={sft}/checkpoint-2/model",
-                 f"output_dir={out}", "model.dtype=bfloat16", "max_steps=2", "save_steps=2", "eval_steps=0",
-                 "prompts_per_step=2", "rollout.num_generations=4", "log_completions_steps=0",
-                 "rewards=[{name: anls, kwargs: {threshold: 0.0}}]"]) == 0
+    assert (
+        main(
+            [
+                "sft",
+                str(ROOT / "configs" / "quickstart_sft.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={sft}",
+                "model.dtype=bfloat16",
+                "max_steps=2",
+                "save_steps=2",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "train",
+                str(ROOT / "configs" / "quickstart.yaml"),
+                f"model.name_or_path={sft}/checkpoint-2/model",
+                f"output_dir={out}",
+                "model.dtype=bfloat16",
+                "max_steps=2",
+                "save_steps=2",
+                "eval_steps=0",
+                "prompts_per_step=2",
+                "rollout.num_generations=4",
+                "log_completions_steps=0",
+                "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+            ]
+        )
+        == 0
+    )
     before = load_file(Path(tiny_model_dir) / "model.safetensors")
     after = load_file(out / "checkpoint-2" / "model" / "model.safetensors")
     assert {t.dtype for t in after.values()} == {torch.bfloat16}
@@ -98,8 +125,26 @@ def test_bf16_sft_train_and_eval_end_to_end(tiny_model_dir, shapes_cache, tmp_pa
         rows = _metrics(run)
         assert len(rows) == 2 and all(torch.isfinite(torch.tensor(r["loss"])) for r in rows)
         assert "dtype: bfloat16" in (run / "config.yaml").read_text()
-    assert main(["eval", "--model", str(out), "--tasks", "shapes", "--limit", "4", "--model_args", "dtype=bfloat16",
-                 "--gen_kwargs", "max_new_tokens=4", "--output_path", str(results)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(out),
+                "--tasks",
+                "shapes",
+                "--limit",
+                "4",
+                "--model_args",
+                "dtype=bfloat16",
+                "--gen_kwargs",
+                "max_new_tokens=4",
+                "--output_path",
+                str(results),
+            ]
+        )
+        == 0
+    )
     report = json.loads(next(results.rglob("*_results.json")).read_text())
     assert report["config"]["dtype"] == "bfloat16" and report["config"]["attn_implementation"] == "sdpa_fp32"
     assert report["results"]["shapes"]["n"] == 4 and report["results"]["shapes"]["n_failed"] == 0

@@ -23,10 +23,25 @@ QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 
 
 def _train(model_dir, out, *extra) -> int:
-    return main(["train", QUICKSTART, f"model.name_or_path={model_dir}", f"output_dir={out}",
-                 "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.num_generations=4",
-                 "rollout.max_completion_length=4", "prompts_per_step=2", "num_threads=1", "eval_steps=0",
-                 "log_completions_steps=0", "max_steps=2", "save_steps=1", "save_total_limit=3", *extra])
+    return main(
+        [
+            "train",
+            QUICKSTART,
+            f"model.name_or_path={model_dir}",
+            f"output_dir={out}",
+            "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+            "rollout.num_generations=4",
+            "rollout.max_completion_length=4",
+            "prompts_per_step=2",
+            "num_threads=1",
+            "eval_steps=0",
+            "log_completions_steps=0",
+            "max_steps=2",
+            "save_steps=1",
+            "save_total_limit=3",
+            *extra,
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -74,13 +89,23 @@ def _nan_weight(ckpt: Path) -> None:
 DAMAGES = {
     "truncated model.safetensors": (lambda c: _truncate(c / "model" / "model.safetensors"), False, "model.safetensors"),
     "truncated model.safetensors, checksums matching": (
-        lambda c: _truncate(c / "model" / "model.safetensors"), True, "weights cannot be read"),
+        lambda c: _truncate(c / "model" / "model.safetensors"),
+        True,
+        "weights cannot be read",
+    ),
     "truncated optimizer.pt": (lambda c: _truncate(c / "optimizer.pt"), False, "optimizer.pt"),
-    "truncated optimizer.pt, checksums matching": (lambda c: _truncate(c / "optimizer.pt"), True, "optimizer.pt cannot"),
+    "truncated optimizer.pt, checksums matching": (
+        lambda c: _truncate(c / "optimizer.pt"),
+        True,
+        "optimizer.pt cannot",
+    ),
     "zero-byte optimizer.pt": (lambda c: (c / "optimizer.pt").write_bytes(b""), True, "optimizer.pt cannot"),
     "empty RNG list": (lambda c: torch.save([], c / "rng_state.pt"), True, "rng_state.pt holds no RNG"),
-    "bad trainer-state JSON": (lambda c: (c / "trainer_state.json").write_text('{"step": 2, "sampler": '), True,
-                               "not valid JSON"),
+    "bad trainer-state JSON": (
+        lambda c: (c / "trainer_state.json").write_text('{"step": 2, "sampler": '),
+        True,
+        "not valid JSON",
+    ),
     "optimizer state of the wrong shape": (_wrong_optimizer_shape, True, "has shape (3, 5)"),
     "step: 1e9": (lambda c: _edit_state(c, step=1e9), True, "says step 1000000000.0"),
     "NaN weight": (_nan_weight, True, "holds NaN or inf"),

@@ -26,10 +26,25 @@ OUTSIDE_BYTES = 12_345  # the size of a file outside the checkpoint: never read,
 
 
 def _train(model_dir, out, *extra) -> int:
-    return main(["train", QUICKSTART, f"model.name_or_path={model_dir}", f"output_dir={out}",
-                 "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", "rollout.num_generations=2",
-                 "rollout.max_completion_length=3", "prompts_per_step=2", "num_threads=1", "eval_steps=0",
-                 "log_completions_steps=0", "max_steps=2", "save_steps=1", "save_total_limit=3", *extra])
+    return main(
+        [
+            "train",
+            QUICKSTART,
+            f"model.name_or_path={model_dir}",
+            f"output_dir={out}",
+            "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+            "rollout.num_generations=2",
+            "rollout.max_completion_length=3",
+            "prompts_per_step=2",
+            "num_threads=1",
+            "eval_steps=0",
+            "log_completions_steps=0",
+            "max_steps=2",
+            "save_steps=1",
+            "save_total_limit=3",
+            *extra,
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,13 +83,18 @@ def _bad_sampler_state(ckpt: Path) -> None:
 
 DAMAGES = {
     "entry ../../x": (lambda c: _edit_manifest(c, _outside), "not a path inside the checkpoint"),
-    "entry /etc/passwd": (lambda c: _edit_manifest(c, lambda f: f.update({"/etc/passwd": {"bytes": 1,
-                                                                                        "sha256": "0" * 64}})),
-                          "not a path inside the checkpoint"),
-    "bytes: null": (lambda c: _edit_manifest(c, lambda f: f["optimizer.pt"].update(bytes=None)),
-                    "the size of 'optimizer.pt' is None"),
-    "an entry 5": (lambda c: _edit_manifest(c, lambda f: f.update({"optimizer.pt": 5})),
-                   "the entry of 'optimizer.pt' is not an object"),
+    "entry /etc/passwd": (
+        lambda c: _edit_manifest(c, lambda f: f.update({"/etc/passwd": {"bytes": 1, "sha256": "0" * 64}})),
+        "not a path inside the checkpoint",
+    ),
+    "bytes: null": (
+        lambda c: _edit_manifest(c, lambda f: f["optimizer.pt"].update(bytes=None)),
+        "the size of 'optimizer.pt' is None",
+    ),
+    "an entry 5": (
+        lambda c: _edit_manifest(c, lambda f: f.update({"optimizer.pt": 5})),
+        "the entry of 'optimizer.pt' is not an object",
+    ),
     "FIFO trainer_state.json": (lambda c: _fifo(c, "trainer_state.json"), "trainer_state.json is not a regular file"),
     "FIFO checksums.json": (lambda c: _fifo(c, MANIFEST), "checksums.json is not a regular file"),
     "no checksums, RNG state that cannot be set": (_unsettable_rng, "RNG state that cannot be set"),
@@ -121,8 +141,11 @@ def test_a_damaged_checkpoint_leaves_the_live_run_untouched(straight, tiny_model
     ckpt = tmp_path / "checkpoint-2"
     shutil.copytree(straight / "checkpoint-2", ckpt)
     _unsettable_rng(ckpt)
-    cfg = load_config(TrainConfig, QUICKSTART, [f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path / 'o'}",
-                                                "num_threads=1"])
+    cfg = load_config(
+        TrainConfig,
+        QUICKSTART,
+        [f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path / 'o'}", "num_threads=1"],
+    )
     run = setup_run(cfg, with_rewards=False, verbose=False)
     weights = {k: v.clone() for k, v in run.model.state_dict().items()}
     rng = torch.get_rng_state()

@@ -21,7 +21,7 @@ ACCELERATE = Path(sys.executable).parent / "accelerate"
 ABORT = "terminate called without an active exception"
 
 # Its first call outlives the reward timeout (0.5 s) in matrix products, for at most 120 s (the process ends first); later calls answer.
-SLOW_REWARD = textwrap.dedent('''
+SLOW_REWARD = textwrap.dedent("""
     import time
     import torch
 
@@ -35,14 +35,24 @@ SLOW_REWARD = textwrap.dedent('''
             while time.monotonic() < end:
                 a = (a @ a).tanh()
         return [0.0] * len(completions)
-''')
+""")
 
 
 def _args(model_dir: Path, out: Path, reward: Path, prompts: int) -> list[str]:
-    return [str(ROOT / "configs" / "quickstart.yaml"), f"model.name_or_path={model_dir}", f"output_dir={out}",
-            "max_steps=1", f"prompts_per_step={prompts}", "rollout.num_generations=2",
-            "rollout.max_completion_length=2", "num_threads=1", "log_completions_steps=0", "eval_steps=0",
-            "reward_timeout_s=0.5", f"rewards=[{{name: {reward}:slow_then_zero, isolation: thread}}]"]
+    return [
+        str(ROOT / "configs" / "quickstart.yaml"),
+        f"model.name_or_path={model_dir}",
+        f"output_dir={out}",
+        "max_steps=1",
+        f"prompts_per_step={prompts}",
+        "rollout.num_generations=2",
+        "rollout.max_completion_length=2",
+        "num_threads=1",
+        "log_completions_steps=0",
+        "eval_steps=0",
+        "reward_timeout_s=0.5",
+        f"rewards=[{{name: {reward}:slow_then_zero, isolation: thread}}]",
+    ]
 
 
 def _check(done: subprocess.CompletedProcess, out: Path) -> None:
@@ -56,14 +66,21 @@ def test_a_run_with_a_reward_thread_still_running_exits_0(tiny_model_dir, shapes
     reward.write_text(SLOW_REWARD)
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "one"
-    done = subprocess.run([sys.executable, "-m", "mmreason", "train", *_args(tiny_model_dir, out, reward, 2)],
-                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "mmreason", "train", *_args(tiny_model_dir, out, reward, 2)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     _check(done, out)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not ACCELERATE.exists() and shutil.which("accelerate") is None,
-                    reason="accelerate CLI not installed")
+@pytest.mark.skipif(
+    not ACCELERATE.exists() and shutil.which("accelerate") is None, reason="accelerate CLI not installed"
+)
 @pytest.mark.parametrize("config", ["ddp_cpu.yaml", "fsdp_cpu.yaml"])
 def test_two_process_runs_exit_0_on_every_rank_again_and_again(tiny_model_dir, shapes_cache, tmp_path, config):
     """Two-process runs, twice per launcher config, each with a worker thread still running at the end."""
@@ -73,22 +90,39 @@ def test_two_process_runs_exit_0_on_every_rank_again_and_again(tiny_model_dir, s
     for attempt in range(2):
         out = tmp_path / f"run{attempt}"
         done = subprocess.run(
-            [str(ACCELERATE), "launch", "--config_file", str(ROOT / "configs" / "accelerate" / config), "-m",
-             "mmreason", "train", *_args(tiny_model_dir, out, reward, 2)],
-            env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+            [
+                str(ACCELERATE),
+                "launch",
+                "--config_file",
+                str(ROOT / "configs" / "accelerate" / config),
+                "-m",
+                "mmreason",
+                "train",
+                *_args(tiny_model_dir, out, reward, 2),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
         _check(done, out)
 
 
 def test_a_run_called_in_process_returns_to_its_caller_with_a_worker_thread_still_running(
-        tiny_model_dir, shapes_cache, tmp_path):
+    tiny_model_dir, shapes_cache, tmp_path
+):
     """Ending the process past a running worker thread is the entry point's business (``end_process``), never the
     run's: ``mmreason.cli.main`` called inside another program (a test runner, a notebook) returns its code. The
     caller is a child process here, so a run that ended it would show as a missing line, not end this runner."""
     reward = tmp_path / "slow_reward.py"
     reward.write_text(SLOW_REWARD.replace("120.0", "8.0"))  # outlives the run's 5 s join
     out = tmp_path / "in_process"
-    caller = f"from mmreason.cli import main; print('returned', main({['train', *_args(tiny_model_dir, out, reward, 2)]!r}))"
+    caller = (
+        f"from mmreason.cli import main; print('returned', main({['train', *_args(tiny_model_dir, out, reward, 2)]!r}))"
+    )
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", caller], env=env, capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", caller], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert "returned 0" in done.stdout, done.stderr[-2000:]

@@ -59,9 +59,19 @@ def test_paired_scores_read_a_journal_cut_short(tmp_path):
 
 def test_resume_auto_past_a_cut_metrics_line(tiny_model_dir, shapes_cache, tmp_path, caplog, capsys):
     out = tmp_path / "run"
-    args = ["train", QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", "save_steps=1",
-            "prompts_per_step=2", "rollout.num_generations=2", "rollout.max_completion_length=3", "num_threads=1",
-            "eval_steps=0", "log_completions_steps=1"]
+    args = [
+        "train",
+        QUICKSTART,
+        f"model.name_or_path={tiny_model_dir}",
+        f"output_dir={out}",
+        "save_steps=1",
+        "prompts_per_step=2",
+        "rollout.num_generations=2",
+        "rollout.max_completion_length=3",
+        "num_threads=1",
+        "eval_steps=0",
+        "log_completions_steps=1",
+    ]
     assert main([*args, "max_steps=2"]) == 0
     for name in ("metrics.jsonl", "completions.jsonl"):  # killed while writing step 3's rows
         with (out / name).open("a") as f:

@@ -25,12 +25,17 @@ def _phases(draws: list[list[int]]):
         return list(enumerate(queue.pop(0)))
 
     def build(run, drawn):
-        return [Drawn(slot, index, SimpleNamespace(sample=Sample(id=f"s{index}", messages=[], answer="")))
-                for slot, index in drawn]
+        return [
+            Drawn(slot, index, SimpleNamespace(sample=Sample(id=f"s{index}", messages=[], answer="")))
+            for slot, index in drawn
+        ]
 
     def roll_out(run, prompts, step):
-        return [Trajectory(f"s{d.index}", d.slot, torch.tensor([1, 2]), torch.tensor([0, 1]), 1, "x")
-                for d in prompts for _ in range(G)]
+        return [
+            Trajectory(f"s{d.index}", d.slot, torch.tensor([1, 2]), torch.tensor([0, 1]), 1, "x")
+            for d in prompts
+            for _ in range(G)
+        ]
 
     def score(run, prompts, trajectories):
         index_of = {d.slot: d.index for d in prompts}
@@ -39,8 +44,9 @@ def _phases(draws: list[list[int]]):
         for t in trajectories:
             k = seen[t.group_id] = seen.get(t.group_id, -1) + 1
             values.append([REWARDS[index_of[t.group_id]][k]])
-        return [d.prompt.sample for d in prompts for _ in range(G)], RewardBatch(torch.tensor(values), ["r"],
-                                                                                 torch.ones(1))
+        return [d.prompt.sample for d in prompts for _ in range(G)], RewardBatch(
+            torch.tensor(values), ["r"], torch.ones(1)
+        )
 
     return draw, build, roll_out, score
 
@@ -49,8 +55,12 @@ def _run(dynamic: bool, max_draws: int = 3) -> SimpleNamespace:
     cfg = TrainConfig(prompts_per_step=2)
     cfg.algorithm.dynamic_sampling = dynamic
     cfg.algorithm.dynamic_sampling_max_draws = max_draws
-    return SimpleNamespace(cfg=cfg, accelerator=SimpleNamespace(num_processes=1), augmenter=None,
-                           counters=SimpleNamespace(dropped_groups=0))
+    return SimpleNamespace(
+        cfg=cfg,
+        accelerator=SimpleNamespace(num_processes=1),
+        augmenter=None,
+        counters=SimpleNamespace(dropped_groups=0),
+    )
 
 
 def collect_rollouts(run, step, draw, build, roll_out, score, monkeypatch):

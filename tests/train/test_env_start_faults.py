@@ -11,7 +11,7 @@ import pytest
 
 from mmreason.cli import main
 
-PACK = '''
+PACK = """
 import time
 
 from PIL import Image
@@ -42,7 +42,7 @@ def load(path, split="train", **options):
 
 PACK = TaskPack(name="env_start", description="one sample whose environment cannot start", load=load,
                 make_environment=Env)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -50,11 +50,29 @@ def test_an_environment_that_cannot_start_skips_its_group_and_the_run_goes_on(ti
     (tmp_path / "env_pack.py").write_text(textwrap.dedent(PACK))
     out = tmp_path / "run"
     root = Path(__file__).resolve().parents[2]
-    assert main(["train", str(root / "configs/quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={out}", f"data.task={tmp_path}/env_pack.py:PACK", "data.train_path=unused",
-                 "rollout.num_generations=2", "rollout.max_completion_length=4", "rollout.max_turns=2",
-                 "prompts_per_step=4", "max_steps=1", "save_steps=0", "eval_steps=0", "num_threads=1",
-                 "log_completions_steps=1", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(root / "configs/quickstart.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                f"data.task={tmp_path}/env_pack.py:PACK",
+                "data.train_path=unused",
+                "rollout.num_generations=2",
+                "rollout.max_completion_length=4",
+                "rollout.max_turns=2",
+                "prompts_per_step=4",
+                "max_steps=1",
+                "save_steps=0",
+                "eval_steps=0",
+                "num_threads=1",
+                "log_completions_steps=1",
+                "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+            ]
+        )
+        == 0
+    )
     events = [json.loads(x) for x in (out / "events.log").read_text().splitlines()]
     bad = [e for e in events if e["event"] == "bad_sample"]
     assert [e["sample_id"] for e in bad] == ["s1"] and "cannot start: FileNotFoundError" in bad[0]["reason"]

@@ -13,7 +13,7 @@ import pytest
 from mmreason.cli import main
 from mmreason.rollout.multiturn import episode_context
 
-PACK = '''
+PACK = """
 from PIL import Image
 from mmreason.rollout.environment import Observation
 from mmreason.taskpack import TaskPack
@@ -36,7 +36,7 @@ def load(path, split="train", **options):
 
 
 PACK = TaskPack(name="long_obs", description="long text observations", load=load, make_environment=Env)
-'''
+"""
 
 
 def test_the_episode_context_holds_the_prompt_every_turn_and_every_observation():
@@ -48,13 +48,33 @@ def _train(tiny_model_dir, tmp_path, words: int):
     (tmp_path / "long_obs.py").write_text(textwrap.dedent(PACK).replace("WORDS", str(words)))
     out = tmp_path / f"run{words}"
     root = Path(__file__).resolve().parents[2]
-    assert main(["train", str(root / "configs/quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={out}", f"data.task={tmp_path}/long_obs.py:PACK", "data.train_path=unused",
-                 "data.max_prompt_length=64", "data.min_pixels=3136", "data.max_pixels=3136",
-                 "rollout.num_generations=2", "rollout.max_completion_length=4", "rollout.max_turns=3",
-                 "rollout.max_observation_tokens=200", "prompts_per_step=2", "max_steps=1", "save_steps=0",
-                 "eval_steps=0", "num_threads=1", "log_completions_steps=1",
-                 "rewards=[{name: anls, kwargs: {threshold: 0.0}}]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(root / "configs/quickstart.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                f"data.task={tmp_path}/long_obs.py:PACK",
+                "data.train_path=unused",
+                "data.max_prompt_length=64",
+                "data.min_pixels=3136",
+                "data.max_pixels=3136",
+                "rollout.num_generations=2",
+                "rollout.max_completion_length=4",
+                "rollout.max_turns=3",
+                "rollout.max_observation_tokens=200",
+                "prompts_per_step=2",
+                "max_steps=1",
+                "save_steps=0",
+                "eval_steps=0",
+                "num_threads=1",
+                "log_completions_steps=1",
+                "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+            ]
+        )
+        == 0
+    )
     (row,) = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     completions = [json.loads(x) for x in (out / "completions.jsonl").read_text().splitlines()]
     return row, completions

@@ -31,8 +31,7 @@ METHODS = [
     # SAGE: every group counts as failed (threshold 1), so the policy is asked for hints each step
     ("grpo", {}, "clipped", None, ("hint.enabled=true", "hint.threshold=1.0", "hint.max_hint_tokens=4")),
 ]
-IDS = [f"{m[0]}+{m[2]}" + "".join(f"+{o.split('.')[0]}" for o in m[4] if o.endswith("enabled=true"))
-       for m in METHODS]
+IDS = [f"{m[0]}+{m[2]}" + "".join(f"+{o.split('.')[0]}" for o in m[4] if o.endswith("enabled=true")) for m in METHODS]
 
 
 def _yaml(options: dict) -> str:
@@ -41,18 +40,37 @@ def _yaml(options: dict) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("estimator, options, loss, loss_options, overrides", METHODS, ids=IDS)
-def test_method_trains_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_path, estimator, options, loss,
-                                            loss_options, overrides):
+def test_method_trains_two_quickstart_steps(
+    tiny_model_dir, shapes_cache, tmp_path, estimator, options, loss, loss_options, overrides
+):
     out = tmp_path / estimator
     extra = [f"algorithm.loss_options={_yaml(loss_options)}"] if loss_options else []
     extra += list(overrides)
     extra += [f"algorithm.estimator_options={_yaml(options)}"] if options else []
-    assert main(["train", QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", "max_steps=2",
-                 "prompts_per_step=2", "rollout.num_generations=4", "rollout.max_completion_length=4",
-                 "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", f"algorithm.estimator={estimator}",
-                 f"algorithm.policy_loss={loss}", *extra,
-                 "log_completions_steps=1", "save_steps=0", "eval_steps=0", "num_threads=1",
-                 "max_grad_norm=1e9"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                QUICKSTART,
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                "max_steps=2",
+                "prompts_per_step=2",
+                "rollout.num_generations=4",
+                "rollout.max_completion_length=4",
+                "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+                f"algorithm.estimator={estimator}",
+                f"algorithm.policy_loss={loss}",
+                *extra,
+                "log_completions_steps=1",
+                "save_steps=0",
+                "eval_steps=0",
+                "num_threads=1",
+                "max_grad_norm=1e9",
+            ]
+        )
+        == 0
+    )
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
     assert all(math.isfinite(m["loss"]) for m in metrics)

@@ -29,7 +29,7 @@ RAISES = {7, 33, 61}  # the `raises` reward raises on these samples' trajectorie
 NAN = {12, 44, 70}  # the `nan_for_some` reward returns NaN ("does not apply") on these
 TIMEOUT_S = 1.5
 
-PACK = '''
+PACK = """
 import json
 from mmreason.taskpack import TaskPack
 from mmreason.types import PageRef, Sample, VideoRef
@@ -48,9 +48,9 @@ def load(path, split="train", **options):
 
 
 PACK = TaskPack(name="fault_sweep", description="images, videos and PDF pages, some broken", load=load)
-'''
+"""
 
-REWARDS = '''
+REWARDS = """
 import math
 from mmreason.rewarding import per_sample
 
@@ -72,7 +72,7 @@ def hangs(sample, trajectory, *, ids=()):
 @per_sample
 def nan_for_some(sample, trajectory, *, ids=()):
     return math.nan if sample.id in ids else 0.25
-'''
+"""
 
 
 def _sid(index: int) -> str:
@@ -97,7 +97,7 @@ def _dataset(folder: Path) -> Path:
     rows = []
     for i in range(N_SAMPLES):
         kind = KINDS[i % 3]
-        path = folder / f"{_sid(i)}.{ {'image': 'png', 'video': 'mp4', 'pdf': 'pdf'}[kind]}"
+        path = folder / f"{_sid(i)}.{ {'image': 'png', 'video': 'mp4', 'pdf': 'pdf'}[kind] }"
         if kind == "image":
             Image.new("RGB", (56, 56), (200, 40, 40)).save(path)
         elif kind == "video":
@@ -133,8 +133,13 @@ def test_fault_sweep_completes_and_counts_exactly_what_was_injected(tiny_model_d
     assert sorted(i for step in draws for i in step) == list(range(N_SAMPLES))  # each sample once
     # The hanging sample is the last good one of its step, so the retry after the batch timeout scores every
     # other trajectory first and exactly its G trajectories time out.
-    step_of_hang, hang = next((k, good[-1]) for k, step in enumerate(draws) if k > 0
-                              for good in [[i for i in step if i not in BROKEN]] if good[-1] not in RAISES | NAN)
+    step_of_hang, hang = next(
+        (k, good[-1])
+        for k, step in enumerate(draws)
+        if k > 0
+        for good in [[i for i in step if i not in BROKEN]]
+        if good[-1] not in RAISES | NAN
+    )
 
     data = _dataset(tmp_path / "data")
     (tmp_path / "sweep_pack.py").write_text(textwrap.dedent(PACK))
@@ -143,18 +148,39 @@ def test_fault_sweep_completes_and_counts_exactly_what_was_injected(tiny_model_d
     def ids(indices) -> str:
         return "[" + ", ".join(_sid(i) for i in sorted(indices)) + "]"
 
-    rewards = (f"rewards=[{{name: {tmp_path}/sweep_rewards.py:raises, kwargs: {{ids: {ids(RAISES)}}}}}, "
-               f"{{name: {tmp_path}/sweep_rewards.py:hangs, kwargs: {{ids: {ids([hang])}}}}}, "
-               f"{{name: {tmp_path}/sweep_rewards.py:nan_for_some, kwargs: {{ids: {ids(NAN)}}}}}, "
-               "{name: vqa_exact}]")
+    rewards = (
+        f"rewards=[{{name: {tmp_path}/sweep_rewards.py:raises, kwargs: {{ids: {ids(RAISES)}}}}}, "
+        f"{{name: {tmp_path}/sweep_rewards.py:hangs, kwargs: {{ids: {ids([hang])}}}}}, "
+        f"{{name: {tmp_path}/sweep_rewards.py:nan_for_some, kwargs: {{ids: {ids(NAN)}}}}}, "
+        "{name: vqa_exact}]"
+    )
     out = tmp_path / "run"
     root = Path(__file__).resolve().parents[2]
-    code = main(["train", str(root / "configs/quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={out}", f"data.task={tmp_path}/sweep_pack.py:PACK", f"data.train_path={data}",
-                 "data.min_pixels=3136", "data.max_pixels=3136", f"rollout.num_generations={G}",
-                 "rollout.max_completion_length=2", f"prompts_per_step={PER_STEP}", f"max_steps={STEPS}",
-                 f"seed={SEED}", "save_steps=0", "eval_steps=0", "log_completions_steps=0", "num_threads=1",
-                 "max_bad_samples=10", "max_reward_errors=100", f"reward_timeout_s={TIMEOUT_S}", rewards])
+    code = main(
+        [
+            "train",
+            str(root / "configs/quickstart.yaml"),
+            f"model.name_or_path={tiny_model_dir}",
+            f"output_dir={out}",
+            f"data.task={tmp_path}/sweep_pack.py:PACK",
+            f"data.train_path={data}",
+            "data.min_pixels=3136",
+            "data.max_pixels=3136",
+            f"rollout.num_generations={G}",
+            "rollout.max_completion_length=2",
+            f"prompts_per_step={PER_STEP}",
+            f"max_steps={STEPS}",
+            f"seed={SEED}",
+            "save_steps=0",
+            "eval_steps=0",
+            "log_completions_steps=0",
+            "num_threads=1",
+            "max_bad_samples=10",
+            "max_reward_errors=100",
+            f"reward_timeout_s={TIMEOUT_S}",
+            rewards,
+        ]
+    )
     assert code == 0
 
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]

@@ -25,9 +25,21 @@ def _data_with_broken_images(tmp_path, n_broken: int) -> Path:
 
 
 def _train(tiny_model_dir, out, *extra):
-    return main(["train", str(ROOT / "configs/quickstart.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={out}", "rollout.num_generations=2", "rollout.max_completion_length=3",
-                 "prompts_per_step=4", "num_threads=1", "save_steps=0", "eval_steps=0", *extra])
+    return main(
+        [
+            "train",
+            str(ROOT / "configs/quickstart.yaml"),
+            f"model.name_or_path={tiny_model_dir}",
+            f"output_dir={out}",
+            "rollout.num_generations=2",
+            "rollout.max_completion_length=3",
+            "prompts_per_step=4",
+            "num_threads=1",
+            "save_steps=0",
+            "eval_steps=0",
+            *extra,
+        ]
+    )
 
 
 @pytest.mark.slow
@@ -72,8 +84,13 @@ def test_failing_reward_calls_are_counted_and_limited(tiny_model_dir, shapes_cac
     assert "rewards/flaky/mean" in rows[0]
     out = tmp_path / "stop"
     # 4 prompts x 2 rollouts = 8 failed calls per step: step 1 stays under the limit, step 2 passes it.
-    code = _train(tiny_model_dir, out, "max_steps=3", "max_reward_errors=12",
-                  f"rewards=[{{name: {rewards_file}:broken}}, {{name: anls}}]")
+    code = _train(
+        tiny_model_dir,
+        out,
+        "max_steps=3",
+        "max_reward_errors=12",
+        f"rewards=[{{name: {rewards_file}:broken}}, {{name: anls}}]",
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "max_reward_errors=12" in err and "always fails" in err

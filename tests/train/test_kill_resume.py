@@ -22,11 +22,26 @@ STEPS = 6
 
 
 def _command(model_dir, out, *extra) -> list[str]:
-    return [sys.executable, "-m", "mmreason", "train", str(ROOT / "configs" / "quickstart.yaml"),
-            f"model.name_or_path={model_dir}", f"output_dir={out}", f"max_steps={STEPS}", "save_steps=1",
-            "save_total_limit=2", "prompts_per_step=2", "rollout.num_generations=4", "eval_steps=0",
-            "rollout.max_completion_length=5", "num_threads=1", "log_completions_steps=0",
-            "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "mmreason",
+        "train",
+        str(ROOT / "configs" / "quickstart.yaml"),
+        f"model.name_or_path={model_dir}",
+        f"output_dir={out}",
+        f"max_steps={STEPS}",
+        "save_steps=1",
+        "save_total_limit=2",
+        "prompts_per_step=2",
+        "rollout.num_generations=4",
+        "eval_steps=0",
+        "rollout.max_completion_length=5",
+        "num_threads=1",
+        "log_completions_steps=0",
+        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+        *extra,
+    ]
 
 
 def _final(out: Path) -> dict[str, torch.Tensor]:
@@ -34,8 +49,9 @@ def _final(out: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-def test_kill_9_at_random_moments_then_resume_gives_the_uninterrupted_parameters(tiny_model_dir, shapes_cache,
-                                                                                  tmp_path):
+def test_kill_9_at_random_moments_then_resume_gives_the_uninterrupted_parameters(
+    tiny_model_dir, shapes_cache, tmp_path
+):
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1"}
     straight = tmp_path / "straight"
     start = time.monotonic()
@@ -45,14 +61,16 @@ def test_kill_9_at_random_moments_then_resume_gives_the_uninterrupted_parameters
     killed_with_checkpoints = 0
     for seed in (0, 1):
         out = tmp_path / f"killed-{seed}"
-        proc = subprocess.Popen(_command(tiny_model_dir, out), env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            _command(tiny_model_dir, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         time.sleep(random.Random(seed).uniform(0.6, 0.95) * duration)  # late enough to be inside the steps
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         killed_with_checkpoints += any(out.glob("checkpoint-*"))
-        subprocess.run(_command(tiny_model_dir, out, "resume=auto"), env=env, check=True, capture_output=True,
-                       timeout=600)
+        subprocess.run(
+            _command(tiny_model_dir, out, "resume=auto"), env=env, check=True, capture_output=True, timeout=600
+        )
         got = _final(out)
         for k in want:
             assert torch.equal(got[k], want[k]), (seed, k)

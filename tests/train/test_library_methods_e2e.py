@@ -20,8 +20,12 @@ QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 
 # (estimator, policy loss, loss options, further overrides); independent options share a run
 METHODS = [
-    ("reinforce_pp_baseline", "cispo", "{epsilon_max: 2.0}",
-     ("algorithm.off_policy_mask_threshold=0.0", "algorithm.num_iterations=2")),
+    (
+        "reinforce_pp_baseline",
+        "cispo",
+        "{epsilon_max: 2.0}",
+        ("algorithm.off_policy_mask_threshold=0.0", "algorithm.num_iterations=2"),
+    ),
     ("reinforce_pp", "sapo", "{tau_neg: 2.0}", ()),
     ("grpo", "gmpo", None, ()),
     ("grpo", "kl_cov", "{kl_cov_ratio: 0.1}", ()),
@@ -35,23 +39,55 @@ METHODS = [
     ("grpo", "gepo", None, ("sampler.name=gdro",)),
     ("planpo", "conspo", "{margin_warmup_steps: 1}", ()),
     # Rollout-GDRO: groups of different sizes in one step (prompts seen before get n_min = 2 .. n_max = 8)
-    ("rloo", "clipped", None, ("sampler.name=gdro", "data.task_args={n: 3}",
-                               "sampler.options={rollout_allocation: true, n_min: 2, n_max: 8, success_threshold: 0.1}")),
+    (
+        "rloo",
+        "clipped",
+        None,
+        (
+            "sampler.name=gdro",
+            "data.task_args={n: 3}",
+            "sampler.options={rollout_allocation: true, n_min: 2, n_max: 8, success_threshold: 0.1}",
+        ),
+    ),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator, loss, loss_options, overrides", METHODS,
-                         ids=[f"{m[0]}+{m[1]}" + ("+gdro" if "sampler.name=gdro" in m[3] else "") for m in METHODS])
-def test_method_trains_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_path, estimator, loss, loss_options,
-                                            overrides):
+@pytest.mark.parametrize(
+    "estimator, loss, loss_options, overrides",
+    METHODS,
+    ids=[f"{m[0]}+{m[1]}" + ("+gdro" if "sampler.name=gdro" in m[3] else "") for m in METHODS],
+)
+def test_method_trains_two_quickstart_steps(
+    tiny_model_dir, shapes_cache, tmp_path, estimator, loss, loss_options, overrides
+):
     out = tmp_path / loss
     extra = [f"algorithm.loss_options={loss_options}"] if loss_options else []
-    assert main(["train", QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", "max_steps=2",
-                 "prompts_per_step=2", "rollout.num_generations=4", "rollout.max_completion_length=4",
-                 "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", f"algorithm.estimator={estimator}",
-                 f"algorithm.policy_loss={loss}", *extra, *overrides, "log_completions_steps=1", "save_steps=0",
-                 "eval_steps=0", "num_threads=1", "max_grad_norm=1e9"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                QUICKSTART,
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                "max_steps=2",
+                "prompts_per_step=2",
+                "rollout.num_generations=4",
+                "rollout.max_completion_length=4",
+                "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+                f"algorithm.estimator={estimator}",
+                f"algorithm.policy_loss={loss}",
+                *extra,
+                *overrides,
+                "log_completions_steps=1",
+                "save_steps=0",
+                "eval_steps=0",
+                "num_threads=1",
+                "max_grad_norm=1e9",
+            ]
+        )
+        == 0
+    )
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
     assert all(math.isfinite(m["loss"]) for m in metrics)
@@ -80,7 +116,11 @@ def test_method_trains_two_quickstart_steps(tiny_model_dir, shapes_cache, tmp_pa
         assert all(0 <= m["off_policy/masked_share"] <= 1 for m in metrics)
     if loss == "vps":  # every rollout is probed at its boundaries: the extra forwards are counted
         for m in metrics:  # 3 probes for a 4-token completion, fewer for one that stopped early
-            assert m["vps/probe_forwards"] == 8 * 3 if m["completion/length_mean"] == 4 else 8 <= m["vps/probe_forwards"] < 24
+            assert (
+                m["vps/probe_forwards"] == 8 * 3
+                if m["completion/length_mean"] == 4
+                else 8 <= m["vps/probe_forwards"] < 24
+            )
     if loss == "gepo":
         assert len(state["entropy_history"]) == 4  # two groups a step, two steps
         assert state["sampler"]["draws"] == 2 and len(state["sampler"]["pass_rate"]) > 0

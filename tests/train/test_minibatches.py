@@ -14,9 +14,17 @@ from mmreason.types import Trajectory
 
 def _trajs(spec: list[tuple[int, int]]) -> list[Trajectory]:
     """(group id, total tokens) per row."""
-    return [Trajectory(sample_id=f"s{g}", group_id=g, token_ids=torch.zeros(n, dtype=torch.long),
-                       action_mask=torch.ones(n, dtype=torch.long), prompt_length=1, completion_text="")
-            for g, n in spec]
+    return [
+        Trajectory(
+            sample_id=f"s{g}",
+            group_id=g,
+            token_ids=torch.zeros(n, dtype=torch.long),
+            action_mask=torch.ones(n, dtype=torch.long),
+            prompt_length=1,
+            completion_text="",
+        )
+        for g, n in spec
+    ]
 
 
 def test_whole_groups_longest_first():

@@ -22,9 +22,18 @@ QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 
 
 def _overrides(model_dir, out, *extra) -> list[str]:
-    return [f"model.name_or_path={model_dir}", f"output_dir={out}", "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
-            "rollout.num_generations=4", "rollout.max_completion_length=4", "prompts_per_step=2", "num_threads=1",
-            "eval_steps=0", "log_completions_steps=0", *extra]
+    return [
+        f"model.name_or_path={model_dir}",
+        f"output_dir={out}",
+        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+        "rollout.num_generations=4",
+        "rollout.max_completion_length=4",
+        "prompts_per_step=2",
+        "num_threads=1",
+        "eval_steps=0",
+        "log_completions_steps=0",
+        *extra,
+    ]
 
 
 def test_sampling_refuses_non_finite_logits():
@@ -37,7 +46,9 @@ def test_sampling_refuses_non_finite_logits():
         with pytest.raises(NonFiniteLogitsError, match=r"position 1 \(rows \[1\]\)"):
             sampler(None, scores)
     with pytest.raises(NonFiniteLogitsError):  # a row with no token left to draw
-        RowSeededSampling([1], GenerationSettings(max_new_tokens=4, temperature=1.0))(None, torch.full((1, 3), -math.inf))
+        RowSeededSampling([1], GenerationSettings(max_new_tokens=4, temperature=1.0))(
+            None, torch.full((1, 3), -math.inf)
+        )
 
 
 def test_a_nan_gradient_left_by_clipping_skips_the_update(tiny_model_dir, shapes_cache, tmp_path, one_torch_thread):
@@ -46,8 +57,9 @@ def test_a_nan_gradient_left_by_clipping_skips_the_update(tiny_model_dir, shapes
     # ("index 701 is out of bounds for dimension 1 with size 701").
     from mmreason.train.grpo import train
 
-    cfg = load_config(TrainConfig, QUICKSTART, _overrides(tiny_model_dir, tmp_path / "run", "max_steps=2",
-                                                          "save_steps=0"))
+    cfg = load_config(
+        TrainConfig, QUICKSTART, _overrides(tiny_model_dir, tmp_path / "run", "max_steps=2", "save_steps=0")
+    )
     cfg.max_grad_norm = math.nan  # past the config check, as a library caller could
     run = train(cfg)
     assert run.counters.nan_steps == 2

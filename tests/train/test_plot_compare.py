@@ -12,8 +12,16 @@ from mmreason.train.plot import comparison_series
 
 def _run(folder, rewards):
     folder.mkdir(parents=True)
-    rows = [{"step": s + 1, "reward/mean": r, "loss": 0.1 * s, "rewards/videoqa_accuracy/mean": r,
-             "rewards/videoqa_accuracy/std": 0.0} for s, r in enumerate(rewards)]
+    rows = [
+        {
+            "step": s + 1,
+            "reward/mean": r,
+            "loss": 0.1 * s,
+            "rewards/videoqa_accuracy/mean": r,
+            "rewards/videoqa_accuracy/std": 0.0,
+        }
+        for s, r in enumerate(rewards)
+    ]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
 

@@ -25,9 +25,22 @@ QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 
 
 def _args(model_dir, out, *extra, command="train") -> list[str]:
-    return [command, QUICKSTART, f"model.name_or_path={model_dir}", f"output_dir={out}", "max_steps=2",
-            "save_steps=1", "save_total_limit=1", "prompts_per_step=2", "rollout.num_generations=2",
-            "rollout.max_completion_length=3", "num_threads=1", "eval_steps=0", "log_completions_steps=0", *extra]
+    return [
+        command,
+        QUICKSTART,
+        f"model.name_or_path={model_dir}",
+        f"output_dir={out}",
+        "max_steps=2",
+        "save_steps=1",
+        "save_total_limit=1",
+        "prompts_per_step=2",
+        "rollout.num_generations=2",
+        "rollout.max_completion_length=3",
+        "num_threads=1",
+        "eval_steps=0",
+        "log_completions_steps=0",
+        *extra,
+    ]
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -63,8 +76,9 @@ def test_a_second_run_into_a_used_output_dir_is_refused_and_changes_nothing(used
     assert _snapshot(used) == before and not (used / LOCK_FILE).exists()  # nothing written, the lock given back
 
 
-def test_a_folder_that_was_never_a_run_keeps_its_files_and_rotation_spares_them(tiny_model_dir, shapes_cache,
-                                                                               tmp_path, capsys):
+def test_a_folder_that_was_never_a_run_keeps_its_files_and_rotation_spares_them(
+    tiny_model_dir, shapes_cache, tmp_path, capsys
+):
     out = tmp_path / "mine"
     hf = out / "checkpoint-9"  # another trainer's checkpoint (HF Trainer writes a trainer_state.json too)
     hf.mkdir(parents=True)

@@ -22,9 +22,20 @@ VARYING_REWARDS = "rewards=[{name: anls, kwargs: {threshold: 0.0}}]"
 
 
 def _train(tiny_model_dir, out, *extra, command="train"):
-    args = [command, QUICKSTART, f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", VARYING_REWARDS,
-            "rollout.num_generations=4", "rollout.max_completion_length=4", "prompts_per_step=2",
-            "log_completions_steps=1", "num_threads=1", "eval_steps=0", *extra]
+    args = [
+        command,
+        QUICKSTART,
+        f"model.name_or_path={tiny_model_dir}",
+        f"output_dir={out}",
+        VARYING_REWARDS,
+        "rollout.num_generations=4",
+        "rollout.max_completion_length=4",
+        "prompts_per_step=2",
+        "log_completions_steps=1",
+        "num_threads=1",
+        "eval_steps=0",
+        *extra,
+    ]
     assert main(args) == 0
 
 
@@ -42,9 +53,23 @@ def test_train_logs_checkpoints_and_changes_parameters(tiny_model_dir, shapes_ca
     _train(tiny_model_dir, out, "max_steps=3", "save_steps=2")
     rows = _metrics(out)
     assert [r["step"] for r in rows] == [1, 2, 3]
-    for key in ("reward/mean", "reward/std", "rewards/anls/mean", "frac_reward_zero_std", "completion/length_mean",
-                "completion/length_max", "completion/clipped_ratio", "entropy", "time/prompts", "time/generate",
-                "time/reward", "time/update", "time/other", "loss", "grad_norm"):
+    for key in (
+        "reward/mean",
+        "reward/std",
+        "rewards/anls/mean",
+        "frac_reward_zero_std",
+        "completion/length_mean",
+        "completion/length_max",
+        "completion/clipped_ratio",
+        "entropy",
+        "time/prompts",
+        "time/generate",
+        "time/reward",
+        "time/update",
+        "time/other",
+        "loss",
+        "grad_norm",
+    ):
         assert key in rows[-1], key
     assert (out / "config.yaml").exists() and (out / "curves.png").stat().st_size > 1000
     completions = [json.loads(x) for x in (out / "completions.jsonl").read_text().splitlines()]
@@ -94,19 +119,41 @@ def test_plot_reads_a_run_dir(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_quickstart_learns_to_read_the_colour_on_held_out_images(tiny_model_dir, shapes_cache, tmp_path,
-                                                                one_torch_thread):
+def test_quickstart_learns_to_read_the_colour_on_held_out_images(
+    tiny_model_dir, shapes_cache, tmp_path, one_torch_thread
+):
     """The README's main job (SFT warm-up, then GRPO), with GRPO shortened to 20 steps: the held-out accuracy
     of the in-training eval (images never trained on) ends >= 0.8, above where the warm-up left it and above
     the best image-blind answer; `mmreason eval` on the run directory agrees; the answers are colour words."""
     from mmreason.tasks.shapes.data import COLOURS, shapes_load
 
     sft = tmp_path / "sft"
-    assert main(["sft", str(ROOT / "configs" / "quickstart_sft.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={sft}"]) == 0
+    assert (
+        main(
+            [
+                "sft",
+                str(ROOT / "configs" / "quickstart_sft.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={sft}",
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "grpo"
-    assert main(["train", QUICKSTART, f"model.name_or_path={sft}/checkpoint-30/model", f"output_dir={out}",
-                 "max_steps=20", "save_steps=0", "eval_steps=10"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                QUICKSTART,
+                f"model.name_or_path={sft}/checkpoint-30/model",
+                f"output_dir={out}",
+                "max_steps=20",
+                "save_steps=0",
+                "eval_steps=10",
+            ]
+        )
+        == 0
+    )
     held_out = {r["step"]: r["eval/shapes/accuracy"] for r in _metrics(out) if "eval/shapes/accuracy" in r}
     assert sorted(held_out) == [0, 10, 20]
     answers = [s.answer for s in shapes_load(split="eval")]
@@ -125,8 +172,11 @@ def test_gradient_checkpointing_trains_with_and_without_the_shared_prefix(tiny_m
     """A step with model.gradient_checkpointing takes the shared prefix too and equals the same step without
     checkpointing, and both equal the plain path's step; all change the parameters."""
     weights = {}
-    for name, extra in (("shared", ()), ("checkpointed", ("model.gradient_checkpointing=true",)),
-                        ("plain", ("shared_prefix=false",))):
+    for name, extra in (
+        ("shared", ()),
+        ("checkpointed", ("model.gradient_checkpointing=true",)),
+        ("plain", ("shared_prefix=false",)),
+    ):
         out = tmp_path / name
         _train(tiny_model_dir, out, "max_steps=1", "save_steps=0", "max_grad_norm=1e9", *extra)
         weights[name] = _weights(out / "checkpoint-1")

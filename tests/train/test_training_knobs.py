@@ -21,21 +21,38 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cfg(tiny_model_dir, out, *extra) -> TrainConfig:
-    return load_config(TrainConfig, ROOT / "configs" / "quickstart.yaml", [
-        f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", "rollout.num_generations=4",
-        "rollout.max_completion_length=5", "prompts_per_step=2", "num_threads=1", "learning_rate=3e-3",
-        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]", *extra])
+    return load_config(
+        TrainConfig,
+        ROOT / "configs" / "quickstart.yaml",
+        [
+            f"model.name_or_path={tiny_model_dir}",
+            f"output_dir={out}",
+            "rollout.num_generations=4",
+            "rollout.max_completion_length=5",
+            "prompts_per_step=2",
+            "num_threads=1",
+            "learning_rate=3e-3",
+            "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+            *extra,
+        ],
+    )
 
 
 def test_each_module_gets_its_learning_rate(tiny_model_dir, shapes_cache, tmp_path):
-    run = setup_run(_cfg(tiny_model_dir, tmp_path, "learning_rate=1e-4", "vision_learning_rate=1e-6",
-                         "projector_learning_rate=1e-5"), verbose=False)
+    run = setup_run(
+        _cfg(
+            tiny_model_dir, tmp_path, "learning_rate=1e-4", "vision_learning_rate=1e-6", "projector_learning_rate=1e-5"
+        ),
+        verbose=False,
+    )
     groups = {g["name"]: g for g in run.optimizer.param_groups}
     assert {n: g["lr"] for n, g in groups.items()} == {"vision": 1e-6, "projector": 1e-5, "language": 1e-4}
     names = {id(p): n for n, p in run.model.named_parameters()}
-    for group, where in (("projector", lambda n: ".visual.merger." in f".{n}"),
-                         ("vision", lambda n: ".visual." in f".{n}" and ".merger." not in n),
-                         ("language", lambda n: ".visual." not in f".{n}")):
+    for group, where in (
+        ("projector", lambda n: ".visual.merger." in f".{n}"),
+        ("vision", lambda n: ".visual." in f".{n}" and ".merger." not in n),
+        ("language", lambda n: ".visual." not in f".{n}"),
+    ):
         assert groups[group]["params"] and all(where(names[id(p)]) for p in groups[group]["params"]), group
     assert sum(len(g["params"]) for g in groups.values()) == sum(1 for p in run.model.parameters() if p.requires_grad)
     default = setup_run(_cfg(tiny_model_dir, tmp_path / "d"), verbose=False)
@@ -54,8 +71,9 @@ def _scored(run) -> StepTable:
     samples, batch = score(run, prompts, trajectories)
     tasks = task_names(samples, "domain", "shapes")
     total = batch.total()
-    table = build_table(trajectories, samples, batch, total, {d.slot: d.index for d in prompts}, tasks,
-                        task_index(tasks))
+    table = build_table(
+        trajectories, samples, batch, total, {d.slot: d.index for d in prompts}, tasks, task_index(tasks)
+    )
     table.advantages, table.keep = compute_advantages(run, table)
     return table
 
@@ -63,8 +81,7 @@ def _scored(run) -> StepTable:
 @pytest.mark.slow
 def test_two_steps_per_generation_first_step_is_the_first_share_alone(tiny_model_dir, shapes_cache, tmp_path):
     # No clipping: Adam's first step is ~ lr * sign(g) and hides a wrong gradient scale; compare the norms.
-    two = setup_run(_cfg(tiny_model_dir, tmp_path / "a", "steps_per_generation=2", "max_grad_norm=1e9"),
-                    verbose=False)
+    two = setup_run(_cfg(tiny_model_dir, tmp_path / "a", "steps_per_generation=2", "max_grad_norm=1e9"), verbose=False)
     one = setup_run(_cfg(tiny_model_dir, tmp_path / "b", "max_grad_norm=1e9"), verbose=False)
     scored = _scored(two)
     assert scored.advantages.abs().sum() > 0
@@ -72,10 +89,18 @@ def test_two_steps_per_generation_first_step_is_the_first_share_alone(tiny_model
     after_first: list[dict[str, torch.Tensor]] = []
     inner = getattr(two.optimizer, "optimizer", two.optimizer)  # accelerate wraps the torch optimizer
     hook = inner.register_step_post_hook(
-        lambda opt, args, kwargs: after_first.append({n: p.detach().clone() for n, p in two.model.named_parameters()}))
+        lambda opt, args, kwargs: after_first.append({n: p.detach().clone() for n, p in two.model.named_parameters()})
+    )
     norms: list[float] = []
-    pre = inner.register_step_pre_hook(lambda opt, args, kwargs: norms.append(float(torch.linalg.vector_norm(
-        torch.stack([p.grad.norm() for p in two.model.parameters() if p.grad is not None])))))
+    pre = inner.register_step_pre_hook(
+        lambda opt, args, kwargs: norms.append(
+            float(
+                torch.linalg.vector_norm(
+                    torch.stack([p.grad.norm() for p in two.model.parameters() if p.grad is not None])
+                )
+            )
+        )
+    )
     metrics = policy_update(two, scored)
     hook.remove()
     pre.remove()

@@ -16,14 +16,26 @@ ROOT = Path(__file__).resolve().parents[2]
 PROMPTS, G, ITERATIONS = 2, 3, 2
 
 
-def test_policy_old_and_reference_passes_share_each_prompt(tiny_model_dir, shapes_cache, tmp_path, monkeypatch,
-                                                            one_torch_thread):
-    cfg = load_config(TrainConfig, ROOT / "configs/quickstart.yaml", [
-        f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path}/run", f"rollout.num_generations={G}",
-        "rollout.max_completion_length=6", f"prompts_per_step={PROMPTS}", f"mini_batch_size={PROMPTS * G}",
-        "algorithm.beta=0.04", f"algorithm.num_iterations={ITERATIONS}", "eval_steps=0", "num_threads=1",
-        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
-    ])
+def test_policy_old_and_reference_passes_share_each_prompt(
+    tiny_model_dir, shapes_cache, tmp_path, monkeypatch, one_torch_thread
+):
+    cfg = load_config(
+        TrainConfig,
+        ROOT / "configs/quickstart.yaml",
+        [
+            f"model.name_or_path={tiny_model_dir}",
+            f"output_dir={tmp_path}/run",
+            f"rollout.num_generations={G}",
+            "rollout.max_completion_length=6",
+            f"prompts_per_step={PROMPTS}",
+            f"mini_batch_size={PROMPTS * G}",
+            "algorithm.beta=0.04",
+            f"algorithm.num_iterations={ITERATIONS}",
+            "eval_steps=0",
+            "num_threads=1",
+            "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+        ],
+    )
     run = setup_run(cfg, verbose=False)
     seen = {"policy": [0, 0], "reference": [0, 0]}  # [vision tower calls, LM head rows]
     real_update = grpo.policy_update
@@ -33,10 +45,16 @@ def test_policy_old_and_reference_passes_share_each_prompt(tiny_model_dir, shape
         completion_tokens.append(sum(t.completion_length for t in scored.trajectories))
         hooks = []
         for name, model in (("policy", run.model), ("reference", run.ref_model)):
-            hooks.append(model.model.visual.register_forward_hook(
-                lambda m, i, o, name=name: seen[name].__setitem__(0, seen[name][0] + 1)))
-            hooks.append(model.lm_head.register_forward_hook(
-                lambda m, i, o, name=name: seen[name].__setitem__(1, seen[name][1] + i[0].shape[:-1].numel())))
+            hooks.append(
+                model.model.visual.register_forward_hook(
+                    lambda m, i, o, name=name: seen[name].__setitem__(0, seen[name][0] + 1)
+                )
+            )
+            hooks.append(
+                model.lm_head.register_forward_hook(
+                    lambda m, i, o, name=name: seen[name].__setitem__(1, seen[name][1] + i[0].shape[:-1].numel())
+                )
+            )
         try:
             return real_update(run, scored)
         finally:

@@ -14,10 +14,19 @@ HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 
 
 def test_backend_knobs_use_trl_names_and_bad_values_fail():
-    cfg = load_config(TrainConfig, None, ["rollout.backend=vllm", "rollout.vllm_mode=colocate",
-                                          "rollout.vllm_gpu_memory_utilization=0.5", "rollout.vllm_enable_sleep_mode=true",
-                                          "rollout.vllm_max_model_length=4096", "rollout.vllm_tensor_parallel_size=2",
-                                          "rollout.vllm_importance_sampling_mode=sequence_mask"])
+    cfg = load_config(
+        TrainConfig,
+        None,
+        [
+            "rollout.backend=vllm",
+            "rollout.vllm_mode=colocate",
+            "rollout.vllm_gpu_memory_utilization=0.5",
+            "rollout.vllm_enable_sleep_mode=true",
+            "rollout.vllm_max_model_length=4096",
+            "rollout.vllm_tensor_parallel_size=2",
+            "rollout.vllm_importance_sampling_mode=sequence_mask",
+        ],
+    )
     assert cfg.rollout.backend == "vllm" and cfg.rollout.vllm_tensor_parallel_size == 2
     with pytest.raises(ConfigError, match="rollout.backend"):
         load_config(TrainConfig, None, ["rollout.backend=sglang"])
@@ -34,7 +43,7 @@ def test_missing_vllm_is_one_line_naming_the_extra(tiny_model_dir):
     cfg = load_config(TrainConfig, None, ["rollout.backend=vllm", f"model.name_or_path={tiny_model_dir}"])
     with pytest.raises(VLLMUnavailable) as info:
         check_backend_config(cfg)
-    assert 'mmreason[vllm]' in str(info.value) and "\n" not in str(info.value)
+    assert "mmreason[vllm]" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_unsupported_head_size_fails_before_any_step(tmp_path):
@@ -45,8 +54,9 @@ def test_unsupported_head_size_fails_before_any_step(tmp_path):
 
     ok = tmp_path / "ok"
     ok.mkdir()
-    config = AutoConfig.for_model("qwen2_5_vl", text_config={"hidden_size": 64, "num_attention_heads": 4,
-                                                              "num_key_value_heads": 2})
+    config = AutoConfig.for_model(
+        "qwen2_5_vl", text_config={"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}
+    )
     config.save_pretrained(ok)
     assert text_head_dim(ok) == 16
     with pytest.raises(ValueError, match="head_dim=16"):
@@ -63,8 +73,16 @@ def test_the_tiny_model_has_a_head_size_vllm_cpu_accepts(tiny_model_dir):
 def test_engine_context_must_hold_every_accepted_prompt_and_its_completion():
     """Prompts over data.max_prompt_length are skipped and counted by the prompt builder; the engine's context
     must hold the rest: 512 + 256 = 768 > 700."""
-    cfg = load_config(TrainConfig, None, ["rollout.backend=vllm", "data.max_prompt_length=512",
-                                          "rollout.max_completion_length=256", "rollout.vllm_max_model_length=700"])
+    cfg = load_config(
+        TrainConfig,
+        None,
+        [
+            "rollout.backend=vllm",
+            "data.max_prompt_length=512",
+            "rollout.max_completion_length=256",
+            "rollout.vllm_max_model_length=700",
+        ],
+    )
     with pytest.raises(ConfigError, match="vllm_max_model_length=700 < .* = 768"):
         check_backend_config(cfg)
 
@@ -74,8 +92,13 @@ def test_multiturn_runs_are_accepted_and_the_engine_holds_the_longest_episode():
     512 + 3 x 40 + 2 x 256 = 1144 tokens, the engine's default context; a smaller one fails before any step."""
     from mmreason.train.rollout_backend import engine_context
 
-    overrides = ["rollout.backend=vllm", "data.max_prompt_length=512", "rollout.max_completion_length=40",
-                 "rollout.max_turns=3", "rollout.max_observation_tokens=256"]
+    overrides = [
+        "rollout.backend=vllm",
+        "data.max_prompt_length=512",
+        "rollout.max_completion_length=40",
+        "rollout.max_turns=3",
+        "rollout.max_observation_tokens=256",
+    ]
     assert engine_context(load_config(TrainConfig, None, overrides)) == 1144
     assert engine_context(load_config(TrainConfig, None, overrides[:3])) == 552  # one turn: prompt + completion
     with pytest.raises(ConfigError, match="vllm_max_model_length=1000 < the longest episode .* = 1144"):
@@ -95,18 +118,33 @@ def test_a_vllm_server_that_is_not_there_is_one_line_naming_host_and_port_before
         port = s.getsockname()[1]  # free once closed: nobody listens there
     root = Path(__file__).resolve().parents[2]
     out = tmp_path / "run"
-    code = main(["train", str(root / "configs" / "quickstart.yaml"), f"output_dir={out}", "rollout.backend=vllm",
-                 "rollout.vllm_mode=server", f"rollout.vllm_server_port={port}", "rollout.vllm_server_timeout=1"])
+    code = main(
+        [
+            "train",
+            str(root / "configs" / "quickstart.yaml"),
+            f"output_dir={out}",
+            "rollout.backend=vllm",
+            "rollout.vllm_mode=server",
+            f"rollout.vllm_server_port={port}",
+            "rollout.vllm_server_timeout=1",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert f"no vLLM server answered at 127.0.0.1:{port}" in err and "mmreason vllm-serve" in err
     assert not (out / "metrics.jsonl").exists() and not list(out.glob("checkpoint-*"))
 
 
-@pytest.mark.parametrize("kind, zero_stage, refused", [
-    ("MULTI_CPU", None, None), ("MULTI_GPU", None, None), ("DEEPSPEED", 2, None),
-    ("DEEPSPEED", 3, "DeepSpeed ZeRO-3"), ("FSDP", None, "FSDP1 wraps the model"),
-])
+@pytest.mark.parametrize(
+    "kind, zero_stage, refused",
+    [
+        ("MULTI_CPU", None, None),
+        ("MULTI_GPU", None, None),
+        ("DEEPSPEED", 2, None),
+        ("DEEPSPEED", 3, "DeepSpeed ZeRO-3"),
+        ("FSDP", None, "FSDP1 wraps the model"),
+    ],
+)
 def test_server_mode_refuses_shardings_whose_push_would_be_one_shard(tiny, kind, zero_stage, refused):
     """Server mode pushes from the main process: ZeRO-3 and an FSDP1 wrapper (the model is not an FSDP2
     module that ``full_state_dict`` gathers) are refused before any step; DDP and ZeRO-1/2 hold whole weights.
@@ -119,8 +157,9 @@ def test_server_mode_refuses_shardings_whose_push_would_be_one_shard(tiny, kind,
 
     model, _ = tiny
     plugin = SimpleNamespace(zero_stage=zero_stage) if zero_stage else None
-    acc = SimpleNamespace(distributed_type=DistributedType(kind), state=SimpleNamespace(deepspeed_plugin=plugin),
-                          unwrap_model=lambda m: m)
+    acc = SimpleNamespace(
+        distributed_type=DistributedType(kind), state=SimpleNamespace(deepspeed_plugin=plugin), unwrap_model=lambda m: m
+    )
     run = SimpleNamespace(accelerator=acc, model=model)
     if refused is None:
         check_server_sharding(run)

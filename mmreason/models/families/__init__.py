@@ -39,9 +39,11 @@ def family_for(model_type: str, where: str = "") -> ModelFamily:
         return _BY_TYPE[model_type]
     except KeyError:
         at = f"{where}: " if where else ""
-        raise ValueError(f"{at}model family {model_type!r} has no adapter; supported: "
-                         f"{', '.join(supported_model_types())} (add mmreason/models/families/<family>.py and "
-                         "register it in mmreason/models/families/__init__.py)") from None
+        raise ValueError(
+            f"{at}model family {model_type!r} has no adapter; supported: "
+            f"{', '.join(supported_model_types())} (add mmreason/models/families/<family>.py and "
+            "register it in mmreason/models/families/__init__.py)"
+        ) from None
 
 
 def family_of_model(model) -> ModelFamily:
@@ -59,9 +61,11 @@ def family_of_processor(processor) -> ModelFamily:
     for family in FAMILIES:
         if name in family.processor_classes:
             return family
-    raise ValueError(f"processor {name} belongs to no model family with an adapter; supported processors: "
-                     f"{', '.join(c for f in FAMILIES for c in f.processor_classes)} (add "
-                     "mmreason/models/families/<family>.py and register it in mmreason/models/families/__init__.py)")
+    raise ValueError(
+        f"processor {name} belongs to no model family with an adapter; supported processors: "
+        f"{', '.join(c for f in FAMILIES for c in f.processor_classes)} (add "
+        "mmreason/models/families/<family>.py and register it in mmreason/models/families/__init__.py)"
+    )
 
 
 def never_sampled_tokens() -> tuple[str, ...]:
@@ -96,18 +100,31 @@ def check_checkpoint(path: str | Path, processor=None) -> ModelFamily | None:
         size = getattr(images, "size", None) or {}
         got_tiles = ([size.get("height"), size.get("width")], getattr(processor, "image_seq_length", None))
         if want != got_tiles:
-            raise ValueError(f"{config_file}: the vision config has image_size={want[0]}, image_seq_length={want[1]} "
-                             f"but the processor has tile size={got_tiles[0]}, image_seq_length={got_tiles[1]}: "
-                             "visual tokens would not match the model's features")
+            raise ValueError(
+                f"{config_file}: the vision config has image_size={want[0]}, image_seq_length={want[1]} "
+                f"but the processor has tile size={got_tiles[0]}, image_seq_length={got_tiles[1]}: "
+                "visual tokens would not match the model's features"
+            )
         return family
     patch, merge = _vision_sizes(config)
     got = (getattr(images, "patch_size", None), getattr(images, "merge_size", None))
     if (patch, merge) != got:
-        raise ValueError(f"{config_file}: the vision config has patch_size={patch}, spatial_merge_size={merge} "
-                         f"but the processor (preprocessor_config.json) has patch_size={got[0]}, "
-                         f"merge_size={got[1]}: visual tokens would not match the model's features")
+        raise ValueError(
+            f"{config_file}: the vision config has patch_size={patch}, spatial_merge_size={merge} "
+            f"but the processor (preprocessor_config.json) has patch_size={got[0]}, "
+            f"merge_size={got[1]}: visual tokens would not match the model's features"
+        )
     return family
 
 
-__all__ = ["FAMILIES", "ModelFamily", "check_checkpoint", "family_for", "family_of_model", "family_of_processor",
-           "never_sampled_tokens", "supported_model_types", "turn_end_tokens"]
+__all__ = [
+    "FAMILIES",
+    "ModelFamily",
+    "check_checkpoint",
+    "family_for",
+    "family_of_model",
+    "family_of_processor",
+    "never_sampled_tokens",
+    "supported_model_types",
+    "turn_end_tokens",
+]

@@ -22,10 +22,20 @@ Source: transformers 5.x ``models/internvl`` (``InternVLProcessor.replace_image_
 from mmreason.models.families.base import ModelFamily
 
 INTERNVL = ModelFamily(
-    name="internvl", model_types=("internvl",), processor_classes=("InternVLProcessor",),
-    adapter_file="mmreason/models/families/internvl.py", patch_size=14, merge_size=2, positions="rope1d",
-    shared_prefix="kv", never_sampled=("<img>", "</img>", "<IMG_CONTEXT>", "<video>"),
-    turn_end_token="<|im_end|>", frame_times="none", video_plan=False, budget="tiles", grids=False,
+    name="internvl",
+    model_types=("internvl",),
+    processor_classes=("InternVLProcessor",),
+    adapter_file="mmreason/models/families/internvl.py",
+    patch_size=14,
+    merge_size=2,
+    positions="rope1d",
+    shared_prefix="kv",
+    never_sampled=("<img>", "</img>", "<IMG_CONTEXT>", "<video>"),
+    turn_end_token="<|im_end|>",
+    frame_times="none",
+    video_plan=False,
+    budget="tiles",
+    grids=False,
 )
 
 FAMILIES = (INTERNVL,)

@@ -7,20 +7,46 @@ Source: transformers 5.x ``models/qwen2_vl`` and ``models/qwen2_5_vl`` (``get_ro
 
 from mmreason.models.families.base import ModelFamily
 
-QWEN_VISION_SPECIALS = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
-                        "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>",
-                        "<|object_ref_start|>", "<|object_ref_end|>")
+QWEN_VISION_SPECIALS = (
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+)
 
 QWEN2_VL = ModelFamily(
-    name="qwen2_vl", model_types=("qwen2_vl",), processor_classes=("Qwen2VLProcessor",), adapter_file="mmreason/models/families/qwen2_vl.py",
-    patch_size=14, merge_size=2, positions="mrope", shared_prefix="kv", never_sampled=QWEN_VISION_SPECIALS,
-    turn_end_token="<|im_end|>", frame_times="none",
+    name="qwen2_vl",
+    model_types=("qwen2_vl",),
+    processor_classes=("Qwen2VLProcessor",),
+    adapter_file="mmreason/models/families/qwen2_vl.py",
+    patch_size=14,
+    merge_size=2,
+    positions="mrope",
+    shared_prefix="kv",
+    never_sampled=QWEN_VISION_SPECIALS,
+    turn_end_token="<|im_end|>",
+    frame_times="none",
 )
 
 QWEN2_5_VL = ModelFamily(
-    name="qwen2_5_vl", model_types=("qwen2_5_vl",), processor_classes=("Qwen2_5_VLProcessor",), adapter_file="mmreason/models/families/qwen2_vl.py",
-    patch_size=14, merge_size=2, positions="mrope", shared_prefix="kv", never_sampled=QWEN_VISION_SPECIALS,
-    turn_end_token="<|im_end|>", frame_times="mrope",
+    name="qwen2_5_vl",
+    model_types=("qwen2_5_vl",),
+    processor_classes=("Qwen2_5_VLProcessor",),
+    adapter_file="mmreason/models/families/qwen2_vl.py",
+    patch_size=14,
+    merge_size=2,
+    positions="mrope",
+    shared_prefix="kv",
+    never_sampled=QWEN_VISION_SPECIALS,
+    turn_end_token="<|im_end|>",
+    frame_times="mrope",
 )
 
 FAMILIES = (QWEN2_VL, QWEN2_5_VL)

@@ -14,9 +14,18 @@ from mmreason.models.families.base import ModelFamily
 from mmreason.models.families.qwen2_vl import QWEN_VISION_SPECIALS
 
 QWEN3_VL = ModelFamily(
-    name="qwen3_vl", model_types=("qwen3_vl", "qwen3_vl_moe"), processor_classes=("Qwen3VLProcessor",), adapter_file="mmreason/models/families/qwen3_vl.py",
-    patch_size=16, merge_size=2, positions="mrope", shared_prefix="kv", never_sampled=QWEN_VISION_SPECIALS,
-    turn_end_token="<|im_end|>", frame_times="text", video_plan=False,
+    name="qwen3_vl",
+    model_types=("qwen3_vl", "qwen3_vl_moe"),
+    processor_classes=("Qwen3VLProcessor",),
+    adapter_file="mmreason/models/families/qwen3_vl.py",
+    patch_size=16,
+    merge_size=2,
+    positions="mrope",
+    shared_prefix="kv",
+    never_sampled=QWEN_VISION_SPECIALS,
+    turn_end_token="<|im_end|>",
+    frame_times="text",
+    video_plan=False,
 )
 
 # Qwen3.5: the same vision tower (no DeepStack) and positions, and a hybrid decoder whose linear-attention
@@ -27,9 +36,17 @@ QWEN3_VL = ModelFamily(
 # dt_bias, in_proj_a) differ by 4e-5 to 2e-4 relative (4e-5 in float64 too), between transformers' chunked delta rule
 # over the whole row and the same rule continuing from the prompt's final state.
 QWEN3_5 = ModelFamily(
-    name="qwen3_5", model_types=("qwen3_5",), processor_classes=("Qwen3VLProcessor",),
-    adapter_file="mmreason/models/families/qwen3_vl.py", patch_size=16, merge_size=2, positions="mrope",
-    shared_prefix="generation", never_sampled=QWEN_VISION_SPECIALS, turn_end_token="<|im_end|>", frame_times="text",
+    name="qwen3_5",
+    model_types=("qwen3_5",),
+    processor_classes=("Qwen3VLProcessor",),
+    adapter_file="mmreason/models/families/qwen3_vl.py",
+    patch_size=16,
+    merge_size=2,
+    positions="mrope",
+    shared_prefix="generation",
+    never_sampled=QWEN_VISION_SPECIALS,
+    turn_end_token="<|im_end|>",
+    frame_times="text",
     video_plan=False,
 )
 

@@ -24,8 +24,9 @@ from mmreason.rl.registries import register_estimator
 
 
 @register_estimator("asymre")
-def asymre(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, shift: float = -0.1,
-           missing: str = "zero") -> Tensor:
+def asymre(
+    rewards: Tensor, group_ids: Tensor, weights: Tensor, *, shift: float = -0.1, missing: str = "zero"
+) -> Tensor:
     """AsymRE (arXiv 2506.20520): r minus (group mean + shift); shift < 0 favours positive rewards."""
     total, valid = weighted_total(rewards, weights, missing)  # [N], [N]
     base, has = group_baseline(total, valid, group_ids, "mean", 1.0)

@@ -43,8 +43,9 @@ def group_correlation_sum(rewards: Tensor, valid: Tensor, index: Tensor, num_gro
 
 
 @register_estimator("corr_grpo")
-def corr_grpo(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6,
-              missing: str = "zero") -> Tensor:
+def corr_grpo(
+    rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6, missing: str = "zero"
+) -> Tensor:
     """CorrGRPO: centred total reward over sqrt(sum of the components' Pearson correlations + eps)."""
     valid = ~torch.isnan(rewards)  # [N, K]
     total, row_valid = weighted_total(rewards, weights, missing)  # [N], [N]

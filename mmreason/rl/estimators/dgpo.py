@@ -80,8 +80,9 @@ def dgpo(
         difficulty = mean
     else:
         if not -rewards.shape[1] <= difficulty_component < rewards.shape[1]:
-            raise ValueError(f"difficulty_component {difficulty_component} is not a reward column "
-                             f"(there are {rewards.shape[1]})")
+            raise ValueError(
+                f"difficulty_component {difficulty_component} is not a reward column (there are {rewards.shape[1]})"
+            )
         column = rewards[:, difficulty_component]
         present = ~torch.isnan(column)
         difficulty = group_stats(column[:, None], present[:, None], index, num_groups).mean[:, 0]

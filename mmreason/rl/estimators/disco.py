@@ -24,8 +24,9 @@ from mmreason.rl.registries import register_estimator
 
 
 @register_estimator("disco")
-def disco(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, threshold: float = 1.0,
-          missing: str = "zero") -> Tensor:
+def disco(
+    rewards: Tensor, group_ids: Tensor, weights: Tensor, *, threshold: float = 1.0, missing: str = "zero"
+) -> Tensor:
     """DisCO (arXiv 2505.12366) labels: +1 correct, -1 wrong, 0 in groups without both; train with loss disco."""
     total, valid = weighted_total(rewards, weights, missing)  # [N], [N]
     index, num_groups = group_index(group_ids)

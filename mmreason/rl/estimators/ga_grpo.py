@@ -42,9 +42,7 @@ def evidence_weighted(
     adv = torch.as_tensor(advantages).to(torch.float32)
     f = torch.as_tensor(fidelity, device=adv.device).to(torch.float32)
     if f.shape != adv.shape or adv.dim() != 1:
-        raise ValueError(
-            f"advantages and fidelity must both be [N], got {tuple(adv.shape)}, {tuple(f.shape)}"
-        )
+        raise ValueError(f"advantages and fidelity must both be [N], got {tuple(adv.shape)}, {tuple(f.shape)}")
     valid = ~torch.isnan(f)
     index, num_groups = group_index(torch.as_tensor(group_ids, device=adv.device))
     mean_f = group_stats(f[:, None], valid[:, None], index, num_groups).mean[index, 0]  # [N]

@@ -40,8 +40,13 @@ def grpo_core(total: Tensor, valid: Tensor, group_ids: Tensor, scale_rewards: st
 
 @register_estimator("grpo")
 def grpo(
-    rewards: Tensor, group_ids: Tensor, weights: Tensor, *, scale_rewards: str = "group", eps: float = 1e-6,
-    missing: str = "zero"
+    rewards: Tensor,
+    group_ids: Tensor,
+    weights: Tensor,
+    *,
+    scale_rewards: str = "group",
+    eps: float = 1e-6,
+    missing: str = "zero",
 ) -> Tensor:
     """GRPO: (r - group mean) / (std + eps) of the weighted reward; std per group, per batch or none."""
     total, valid = weighted_total(rewards, weights, missing)  # [N], [N]

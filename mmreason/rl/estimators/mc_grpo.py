@@ -30,8 +30,13 @@ SCALES = ("none", "std", "mad")
 
 @register_estimator("mc_grpo")
 def mc_grpo(
-    rewards: Tensor, group_ids: Tensor, weights: Tensor, *, scale: str = "none", eps: float = 1e-6,
-    missing: str = "zero"
+    rewards: Tensor,
+    group_ids: Tensor,
+    weights: Tensor,
+    *,
+    scale: str = "none",
+    eps: float = 1e-6,
+    missing: str = "zero",
 ) -> AdvantageResult:
     """MC-GRPO: r - group median over G+1 rollouts; the median pivot is masked out of the loss."""
     if scale not in SCALES:

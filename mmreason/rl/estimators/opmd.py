@@ -39,8 +39,15 @@ def group_baseline(total: Tensor, valid: Tensor, group_ids: Tensor, baseline: st
 
 
 @register_estimator("opmd")
-def opmd(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, baseline: str = "mean", tau: float = 1.0,
-         missing: str = "zero") -> Tensor:
+def opmd(
+    rewards: Tensor,
+    group_ids: Tensor,
+    weights: Tensor,
+    *,
+    baseline: str = "mean",
+    tau: float = 1.0,
+    missing: str = "zero",
+) -> Tensor:
     """OPMD (arXiv 2509.24203): r minus the group mean, or minus tau * log-mean-exp(r / tau)."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")

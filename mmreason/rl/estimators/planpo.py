@@ -64,6 +64,7 @@ def planpo(
     base = grpo_core(total, valid, group_ids, scale_rewards, eps)
     index, m = group_index(group_ids)
     success = valid & (total >= success_threshold)
-    bonus = (turn_weight * success_z(num_turns.float(), success, index, m, eps)
-             + length_weight * success_z(mean_turn_length.float(), success, index, m, eps))
+    bonus = turn_weight * success_z(num_turns.float(), success, index, m, eps) + length_weight * success_z(
+        mean_turn_length.float(), success, index, m, eps
+    )
     return base + bonus

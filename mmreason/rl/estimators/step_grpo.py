@@ -19,8 +19,7 @@ from mmreason.rl.registries import register_estimator
 
 @register_estimator("step_grpo", needs=("step_index",))
 def step_grpo(
-    rewards: Tensor, group_ids: Tensor, weights: Tensor, *, step_index: Tensor, eps: float = 1e-6,
-    missing: str = "zero"
+    rewards: Tensor, group_ids: Tensor, weights: Tensor, *, step_index: Tensor, eps: float = 1e-6, missing: str = "zero"
 ) -> Tensor:
     """Step-GRPO: GRPO z-score within each (sample id, step index) group; no cross-step credit."""
     steps = torch.as_tensor(step_index, device=group_ids.device)

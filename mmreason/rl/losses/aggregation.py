@@ -116,9 +116,7 @@ def aggregation_for_loss_type(name: str) -> str:
     except KeyError:
         hint = closest(name, list(LOSS_TYPES))
         extra = f" (did you mean {hint!r}?)" if hint else ""
-        raise KeyError(
-            f"unknown TRL loss_type {name!r}{extra}; valid: {', '.join(sorted(LOSS_TYPES))}"
-        ) from None
+        raise KeyError(f"unknown TRL loss_type {name!r}{extra}; valid: {', '.join(sorted(LOSS_TYPES))}") from None
 
 
 def aggregate(

@@ -61,9 +61,7 @@ def clipped_surrogate(
         group_ids: unused; accepted so every policy loss shares one call signature.
     """
     if importance_sampling_level not in IS_LEVELS:
-        raise ValueError(
-            f"importance_sampling_level must be one of {IS_LEVELS}, got {importance_sampling_level!r}"
-        )
+        raise ValueError(f"importance_sampling_level must be one of {IS_LEVELS}, got {importance_sampling_level!r}")
     eps_high = epsilon if epsilon_high is None else epsilon_high
     x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
     if importance_sampling_level == "token":

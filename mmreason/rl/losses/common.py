@@ -46,8 +46,7 @@ def prepare(
     n, t = logprobs.shape
     if old_logprobs.shape != (n, t) or mask.shape != (n, t):
         raise ValueError(
-            f"old_logprobs {tuple(old_logprobs.shape)} and mask {tuple(mask.shape)} "
-            f"must match logprobs [{n}, {t}]"
+            f"old_logprobs {tuple(old_logprobs.shape)} and mask {tuple(mask.shape)} must match logprobs [{n}, {t}]"
         )
     adv = advantages.float()
     if adv.dim() == 1:
@@ -85,9 +84,7 @@ def aggregate_loss(
 ) -> Tensor:
     """Aggregate with the kept-row count as ``num_seqs`` (a masked-out row leaves the normaliser)."""
     per_token = per_token.expand_as(inputs.mask)
-    return aggregate(
-        name, per_token, inputs.mask, num_seqs=inputs.num_seqs, num_tokens=num_tokens, max_len=max_len
-    )
+    return aggregate(name, per_token, inputs.mask, num_seqs=inputs.num_seqs, num_tokens=num_tokens, max_len=max_len)
 
 
 def row_group_mean(values: Tensor, group_ids: Tensor | None, valid: Tensor | None = None) -> Tensor:
@@ -106,18 +103,30 @@ def row_entropy(entropy: Tensor, mask: Tensor) -> Tensor:
     return (entropy.float() * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
 
 
-def clip_metrics(policy: Tensor, ratio: Tensor, x: PolicyInputs, kl: Tensor | None, low_bound: Tensor | float,
-                 high_bound: Tensor | float) -> LossMetrics:
+def clip_metrics(
+    policy: Tensor,
+    ratio: Tensor,
+    x: PolicyInputs,
+    kl: Tensor | None,
+    low_bound: Tensor | float,
+    high_bound: Tensor | float,
+) -> LossMetrics:
     """The usual metrics of a clipped surrogate (TRL's clip fractions) for per-row or per-token bounds."""
     low = ((ratio < low_bound) & (x.advantages < 0)).float()
     high = ((ratio > high_bound) & (x.advantages > 0)).float()
-    return LossMetrics(policy_loss=policy.detach(), ratio_mean=masked_mean(ratio, x.mask),
-                       kl=None if kl is None else masked_mean(kl, x.mask), clip_low=masked_mean(low, x.mask),
-                       clip_high=masked_mean(high, x.mask), clip_region=masked_mean(torch.maximum(low, high), x.mask))
+    return LossMetrics(
+        policy_loss=policy.detach(),
+        ratio_mean=masked_mean(ratio, x.mask),
+        kl=None if kl is None else masked_mean(kl, x.mask),
+        clip_low=masked_mean(low, x.mask),
+        clip_high=masked_mean(high, x.mask),
+        clip_region=masked_mean(torch.maximum(low, high), x.mask),
+    )
 
 
-def with_kl(policy: Tensor, x: PolicyInputs, ref_logprobs, beta: float, kl_estimator: str, aggregation: str,
-            num_tokens, max_len) -> tuple[Tensor, Tensor | None]:
+def with_kl(
+    policy: Tensor, x: PolicyInputs, ref_logprobs, beta: float, kl_estimator: str, aggregation: str, num_tokens, max_len
+) -> tuple[Tensor, Tensor | None]:
     """The policy term plus ``beta`` times the aggregated KL to the reference (when there is one)."""
     kl = kl_term(x, ref_logprobs, beta, kl_estimator)
     loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)

@@ -44,8 +44,9 @@ def margin_at(step: int, margin: float, schedule: str, warmup_steps: int) -> flo
     return float(margin) * min(1.0, max(0, step) / max(1, warmup_steps))
 
 
-def conspo_objective(scores: Tensor, advantages: Tensor, group_ids: Tensor | None, *, tau: float, margin: float,
-                     variant: str) -> Tensor:
+def conspo_objective(
+    scores: Tensor, advantages: Tensor, group_ids: Tensor | None, *, tau: float, margin: float, variant: str
+) -> Tensor:
     """The ConSPO loss (0-dim) from scores ``[N]`` and sequence advantages ``[N]``; 0 when no group has both."""
     ids = torch.zeros_like(advantages, dtype=torch.long) if group_ids is None else group_ids.to(scores.device)
     index, m = group_index(ids)
@@ -53,8 +54,11 @@ def conspo_objective(scores: Tensor, advantages: Tensor, group_ids: Tensor | Non
     z_pos = (scores - margin) / tau
     z_neg = scores / tau
     top = torch.full((m,), -torch.inf, device=scores.device).scatter_reduce(
-        0, index, torch.where(pos | neg, torch.where(pos, z_pos, z_neg), torch.full_like(z_neg, -torch.inf)).detach(),
-        "amax")
+        0,
+        index,
+        torch.where(pos | neg, torch.where(pos, z_pos, z_neg), torch.full_like(z_neg, -torch.inf)).detach(),
+        "amax",
+    )
     top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
     e_pos = torch.where(pos, torch.exp(z_pos - top[index]), torch.zeros_like(z_pos))
     e_neg = torch.where(neg, torch.exp(z_neg - top[index]), torch.zeros_like(z_neg))
@@ -120,9 +124,16 @@ def conspo_loss(
     adv = torch.where(rows, x.advantages[:, 0], torch.zeros_like(scores))
     policy = conspo_objective(scores, adv, group_ids, tau=tau, margin=m, variant=variant)
     kl = kl_term(x, ref_logprobs, beta, kl_estimator)
-    loss = policy if kl is None else policy + beta * aggregate(
-        aggregation, kl, x.mask, num_seqs=x.num_seqs, num_tokens=num_tokens, max_len=max_len)
+    loss = (
+        policy
+        if kl is None
+        else policy
+        + beta * aggregate(aggregation, kl, x.mask, num_seqs=x.num_seqs, num_tokens=num_tokens, max_len=max_len)
+    )
     with torch.no_grad():
-        metrics = LossMetrics(policy_loss=policy.detach(), ratio_mean=masked_mean(ratio_from_log(x.log_ratio), x.mask),
-                              kl=None if kl is None else masked_mean(kl, x.mask))
+        metrics = LossMetrics(
+            policy_loss=policy.detach(),
+            ratio_mean=masked_mean(ratio_from_log(x.log_ratio), x.mask),
+            kl=None if kl is None else masked_mean(kl, x.mask),
+        )
     return LossOutput(loss, metrics)

@@ -40,8 +40,12 @@ def token_covariance(logprobs: Tensor, advantages: Tensor, mask: Tensor) -> Tens
 
 def _metrics(policy, ratio, selected, x, kl) -> LossMetrics:
     share = masked_mean(selected.float(), x.mask)
-    return LossMetrics(policy_loss=policy.detach(), ratio_mean=masked_mean(ratio, x.mask),
-                       kl=None if kl is None else masked_mean(kl, x.mask), clip_region=share)
+    return LossMetrics(
+        policy_loss=policy.detach(),
+        ratio_mean=masked_mean(ratio, x.mask),
+        kl=None if kl is None else masked_mean(kl, x.mask),
+        clip_region=share,
+    )
 
 
 @register_policy_loss("kl_cov")

@@ -34,12 +34,20 @@ def ngram_sets(token_ids: Tensor, mask: Tensor, n: int) -> list[set[tuple[int, .
     out = []
     for ids, m in zip(token_ids.tolist(), (mask > 0).tolist()):
         seq = [t for t, keep in zip(ids, m) if keep]
-        out.append({tuple(seq[k:k + n]) for k in range(max(0, len(seq) - n + 1))} if len(seq) >= n else {tuple(seq)})
+        out.append({tuple(seq[k : k + n]) for k in range(max(0, len(seq) - n + 1))} if len(seq) >= n else {tuple(seq)})
     return out
 
 
-def conflict_mask(token_ids: Tensor, mask: Tensor, advantages: Tensor, group_ids: Tensor | None, *,
-                  similarity_threshold: float, ngram: int, mask_rows: str) -> Tensor:
+def conflict_mask(
+    token_ids: Tensor,
+    mask: Tensor,
+    advantages: Tensor,
+    group_ids: Tensor | None,
+    *,
+    similarity_threshold: float,
+    ngram: int,
+    mask_rows: str,
+) -> Tensor:
     """``[N]`` bool: rows of a near-duplicate pair (n-gram Jaccard >= threshold) of opposite advantage sign."""
     n = advantages.shape[0]
     groups = [0] * n if group_ids is None else group_ids.tolist()
@@ -99,8 +107,15 @@ def dagrpo_loss(
     adv = x.advantages
     masked = torch.zeros(adv.shape[0], dtype=torch.bool, device=adv.device)
     if token_ids is not None:
-        masked = conflict_mask(token_ids, x.mask, adv[:, 0], group_ids, similarity_threshold=similarity_threshold,
-                               ngram=ngram, mask_rows=mask_rows)
+        masked = conflict_mask(
+            token_ids,
+            x.mask,
+            adv[:, 0],
+            group_ids,
+            similarity_threshold=similarity_threshold,
+            ngram=ngram,
+            mask_rows=mask_rows,
+        )
         adv = torch.where(masked[:, None], torch.zeros_like(adv), adv)
     ratio = ratio_from_log(x.log_ratio)
     per_token = -torch.min(ratio * adv, ratio.clamp(1 - epsilon, 1 + eps_high) * adv)

@@ -31,14 +31,20 @@ from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
-def dcpo_temperature(prev_entropy: float, entropy_base: float = 0.5, temperature_high: float = 1.2,
-                     temperature_low: float = 0.8) -> float:
+def dcpo_temperature(
+    prev_entropy: float, entropy_base: float = 0.5, temperature_high: float = 1.2, temperature_low: float = 0.8
+) -> float:
     """T': ``temperature_high`` when the last step's entropy is at or below ``entropy_base``, else ``temperature_low``."""
     return float(temperature_high if prev_entropy <= entropy_base else temperature_low)
 
 
-def dcpo_alpha(prev_entropy: float, step_rewards: Tensor, entropy_base: float = 0.5, reward_threshold: float = 0.05,
-               alpha_cap: float = 0.1) -> float:
+def dcpo_alpha(
+    prev_entropy: float,
+    step_rewards: Tensor,
+    entropy_base: float = 0.5,
+    reward_threshold: float = 0.05,
+    alpha_cap: float = 0.1,
+) -> float:
     """alpha = a / (a + 1), a = min(|entropy_base - H|, alpha_cap) / acc; 0 when no row of the step succeeds
     (the authors' code divides by zero there; the mixed-in term is 0 anyway, so A is left as it is)."""
     rewards = torch.as_tensor(step_rewards, dtype=torch.float32)
@@ -50,8 +56,15 @@ def dcpo_alpha(prev_entropy: float, step_rewards: Tensor, entropy_base: float = 
     return a / (a + 1.0)
 
 
-def dcpo_advantages(advantages: Tensor, rewards: Tensor, old_logprobs: Tensor, tempered_logprobs: Tensor,
-                    mask: Tensor, alpha: float, reward_threshold: float = 0.05) -> Tensor:
+def dcpo_advantages(
+    advantages: Tensor,
+    rewards: Tensor,
+    old_logprobs: Tensor,
+    tempered_logprobs: Tensor,
+    mask: Tensor,
+    alpha: float,
+    reward_threshold: float = 0.05,
+) -> Tensor:
     """A'_it = (1 - alpha) A_i + alpha [r_i > threshold] exp(logp^{T'}_it - logp_it), ``[N, T]``, zero on masked tokens."""
     adv = advantages.float()
     adv = adv[:, None].expand_as(old_logprobs) if adv.dim() == 1 else adv
@@ -101,11 +114,24 @@ def dcpo_loss(
             as in ``clipped`` (token-level ratios); group_ids: unused (the shared loss signature).
     """
     alpha = dcpo_alpha(prev_entropy, step_rewards, entropy_base, reward_threshold, alpha_cap)
-    shaped = dcpo_advantages(advantages, rewards.to(logprobs.device), old_logprobs, tempered_logprobs, mask, alpha,
-                             reward_threshold)
-    return clipped_surrogate(logprobs, old_logprobs, shaped, mask, epsilon=epsilon, epsilon_high=epsilon_high,
-                             aggregation=aggregation, max_len=max_len, num_tokens=num_tokens, seq_mask=seq_mask,
-                             ref_logprobs=ref_logprobs, beta=beta, kl_estimator=kl_estimator)
+    shaped = dcpo_advantages(
+        advantages, rewards.to(logprobs.device), old_logprobs, tempered_logprobs, mask, alpha, reward_threshold
+    )
+    return clipped_surrogate(
+        logprobs,
+        old_logprobs,
+        shaped,
+        mask,
+        epsilon=epsilon,
+        epsilon_high=epsilon_high,
+        aggregation=aggregation,
+        max_len=max_len,
+        num_tokens=num_tokens,
+        seq_mask=seq_mask,
+        ref_logprobs=ref_logprobs,
+        beta=beta,
+        kl_estimator=kl_estimator,
+    )
 
 
 dcpo_loss.tempered_temperature = dcpo_temperature  # what the trainer calls to pick T' before its no-grad forward

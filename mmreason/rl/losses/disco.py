@@ -35,8 +35,9 @@ SCORES = ("logL", "Lratio")
 NEGATIVES = ("lse", "mean")
 
 
-def group_objective(scores: Tensor, labels: Tensor, index: Tensor, num_groups: int, tau: float,
-                    negatives: str) -> Tensor:
+def group_objective(
+    scores: Tensor, labels: Tensor, index: Tensor, num_groups: int, tau: float, negatives: str
+) -> Tensor:
     """``J_q [M]`` from sequence scores ``[N]`` and labels ``[N]``; 0 for a group without both labels."""
     pos, neg = labels > 0, labels < 0
     n_pos = scores.new_zeros(num_groups).index_add(0, index, pos.to(scores.dtype))
@@ -102,8 +103,12 @@ def disco_loss(
     ids = torch.as_tensor(group_ids, device=scores.device)
     index, num_groups = group_index(ids)
     objective = group_objective(scores, labels, index, num_groups, tau, negatives)  # [M]
-    kept_groups = torch.zeros(num_groups, dtype=torch.bool, device=scores.device).index_fill(
-        0, index[x.keep], True).sum().clamp(min=1)
+    kept_groups = (
+        torch.zeros(num_groups, dtype=torch.bool, device=scores.device)
+        .index_fill(0, index[x.keep], True)
+        .sum()
+        .clamp(min=1)
+    )
     policy = -objective.sum() / kept_groups
     behaviour_kl = masked_mean(ratio - 1.0 - x.log_ratio, x.mask)  # k3 to the behaviour policy, scalar
     weight = torch.clamp(constraint_beta * (behaviour_kl - delta), min=0.0).detach()

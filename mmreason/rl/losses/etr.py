@@ -51,9 +51,18 @@ def group_variance_share(rewards: Tensor, group_ids: Tensor | None) -> Tensor:
     return (var / (span**2 / 4)).clamp(0.0, 1.0)
 
 
-def elastic_epsilons(advantages: Tensor, rewards: Tensor | None, group_ids: Tensor | None, *, epsilon: float,
-                     epsilon_high: float, micro_scale: float, macro_scale: float, macro_target: str,
-                     max_epsilon: float) -> tuple[Tensor, Tensor, Tensor]:
+def elastic_epsilons(
+    advantages: Tensor,
+    rewards: Tensor | None,
+    group_ids: Tensor | None,
+    *,
+    epsilon: float,
+    epsilon_high: float,
+    micro_scale: float,
+    macro_scale: float,
+    macro_target: str,
+    max_epsilon: float,
+) -> tuple[Tensor, Tensor, Tensor]:
     """``(eps_low [N], eps_high [N], loss weight [N])`` of ETR for sequence advantages ``[N]``."""
     micro = 1 + micro_scale * torch.tanh(advantages.abs())
     v = torch.zeros_like(advantages) if rewards is None else group_variance_share(rewards, group_ids)
@@ -105,9 +114,16 @@ def etr_loss(
     if x.advantages.shape[1] != 1:
         raise ValueError("etr needs sequence-level advantages [N]")
     eps_low, eps_high, weight = elastic_epsilons(
-        x.advantages[:, 0], rewards, group_ids, epsilon=epsilon,
-        epsilon_high=epsilon if epsilon_high is None else epsilon_high, micro_scale=micro_scale,
-        macro_scale=macro_scale, macro_target=macro_target, max_epsilon=max_epsilon)
+        x.advantages[:, 0],
+        rewards,
+        group_ids,
+        epsilon=epsilon,
+        epsilon_high=epsilon if epsilon_high is None else epsilon_high,
+        micro_scale=micro_scale,
+        macro_scale=macro_scale,
+        macro_target=macro_target,
+        max_epsilon=max_epsilon,
+    )
     ratio = ratio_from_log(x.log_ratio)  # [N, T]
     lo, hi = (1 - eps_low)[:, None], (1 + eps_high)[:, None]
     clipped = torch.minimum(torch.maximum(ratio, lo), hi)

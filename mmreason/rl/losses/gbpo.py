@@ -29,8 +29,9 @@ from mmreason.rl.records import LossMetrics, LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
-def target_ratio(advantages: Tensor, group_ids: Tensor, keep: Tensor, eps_low: float, eps_high: float,
-                 temperature: float) -> Tensor:
+def target_ratio(
+    advantages: Tensor, group_ids: Tensor, keep: Tensor, eps_low: float, eps_high: float, temperature: float
+) -> Tensor:
     """Bounded target ratio ``[N]`` from sequence advantages ``[N]`` and their groups (kept rows only)."""
     index, num_groups = group_index(group_ids)
     rows = keep.nonzero().squeeze(1)

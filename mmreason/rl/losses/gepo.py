@@ -49,8 +49,16 @@ def group_entropies(entropy: Tensor, mask: Tensor, group_ids: Tensor | None) -> 
     return per_group_row, values[seen]
 
 
-def gepo_advantages(advantages: Tensor, row_entropy_of_group: Tensor, pool: Tensor, *, low_quantile: float,
-                    high_quantile: float, shrink_positive: float, shrink_negative: float) -> Tensor:
+def gepo_advantages(
+    advantages: Tensor,
+    row_entropy_of_group: Tensor,
+    pool: Tensor,
+    *,
+    low_quantile: float,
+    high_quantile: float,
+    shrink_positive: float,
+    shrink_negative: float,
+) -> Tensor:
     """``[N]`` GEPO-shaped advantages from each row's group entropy and the pooled group entropies."""
     if pool.numel() == 0:
         return advantages
@@ -109,9 +117,15 @@ def gepo_loss(
     if entropy is not None:
         of_group, current = group_entropies(entropy, x.mask, group_ids)
         past = current.new_zeros(0) if entropy_history is None else entropy_history.to(current).flatten()
-        adv = gepo_advantages(adv, of_group, torch.cat([past, current]), low_quantile=low_quantile,
-                              high_quantile=high_quantile, shrink_positive=shrink_positive,
-                              shrink_negative=shrink_negative)
+        adv = gepo_advantages(
+            adv,
+            of_group,
+            torch.cat([past, current]),
+            low_quantile=low_quantile,
+            high_quantile=high_quantile,
+            shrink_positive=shrink_positive,
+            shrink_negative=shrink_negative,
+        )
     adv = adv[:, None]
     ratio = ratio_from_log(x.log_ratio)
     per_token = -torch.min(ratio * adv, ratio.clamp(1 - epsilon, 1 + eps_high) * adv)

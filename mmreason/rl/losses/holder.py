@@ -109,15 +109,41 @@ def holder_loss(
     if not 0 < epsilon < 1:
         raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
     exponent = p_at_step(train_step, p_schedule, p, p_min, p_max, schedule_steps, p_power)
-    return pooled_surrogate(logprobs, old_logprobs, advantages, mask, level=level, exponent=exponent,
-                            log_bounds=(math.log(1 - epsilon), math.log(1 + epsilon)), aggregation=aggregation,
-                            max_len=max_len, num_tokens=num_tokens, seq_mask=seq_mask, ref_logprobs=ref_logprobs,
-                            beta=beta, kl_estimator=kl_estimator)
+    return pooled_surrogate(
+        logprobs,
+        old_logprobs,
+        advantages,
+        mask,
+        level=level,
+        exponent=exponent,
+        log_bounds=(math.log(1 - epsilon), math.log(1 + epsilon)),
+        aggregation=aggregation,
+        max_len=max_len,
+        num_tokens=num_tokens,
+        seq_mask=seq_mask,
+        ref_logprobs=ref_logprobs,
+        beta=beta,
+        kl_estimator=kl_estimator,
+    )
 
 
-def pooled_surrogate(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor, *, level: str,
-                     exponent: float, log_bounds: tuple[float, float], aggregation: str, max_len: int | None,
-                     num_tokens, seq_mask, ref_logprobs, beta: float, kl_estimator: str) -> LossOutput:
+def pooled_surrogate(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    level: str,
+    exponent: float,
+    log_bounds: tuple[float, float],
+    aggregation: str,
+    max_len: int | None,
+    num_tokens,
+    seq_mask,
+    ref_logprobs,
+    beta: float,
+    kl_estimator: str,
+) -> LossOutput:
     """The HölderPO / GMPO surrogate at one exponent, with the clip range given as log-ratio bounds (lo, hi)."""
     lo, hi = log_bounds
     x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
@@ -182,7 +208,19 @@ def gmpo_loss(
     """
     if not epsilon_log > 0:
         raise ValueError(f"epsilon_log must be > 0, got {epsilon_log}")
-    return pooled_surrogate(logprobs, old_logprobs, advantages, mask, level="token", exponent=0.0,
-                            log_bounds=(-epsilon_log, epsilon_log), aggregation=aggregation, max_len=max_len,
-                            num_tokens=num_tokens, seq_mask=seq_mask, ref_logprobs=ref_logprobs, beta=beta,
-                            kl_estimator=kl_estimator)
+    return pooled_surrogate(
+        logprobs,
+        old_logprobs,
+        advantages,
+        mask,
+        level="token",
+        exponent=0.0,
+        log_bounds=(-epsilon_log, epsilon_log),
+        aggregation=aggregation,
+        max_len=max_len,
+        num_tokens=num_tokens,
+        seq_mask=seq_mask,
+        ref_logprobs=ref_logprobs,
+        beta=beta,
+        kl_estimator=kl_estimator,
+    )

@@ -40,8 +40,14 @@ def action_segments(mask: Tensor) -> Tensor:
     return starts.cumsum(dim=1) * on
 
 
-def llds_term(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor, gate: str = "response",
-              seq_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def llds_term(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    gate: str = "response",
+    seq_mask: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """(L_LLDS scalar, fraction of Y_pre responses with an open gate) for ``[N, T]`` inputs."""
     if gate not in GATES:
         raise ValueError(f"gate must be one of {GATES}, got {gate!r}")
@@ -50,7 +56,7 @@ def llds_term(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: 
     with torch.no_grad():
         first = (x.mask > 0).float().argmax(dim=1, keepdim=True)  # first trained token of each row
         adv_row = x.advantages.gather(1, first.clamp(max=x.advantages.shape[1] - 1))[:, 0]  # [N]
-        rows = (x.mask.sum(1) > 0)
+        rows = x.mask.sum(1) > 0
         preserve = (adv_row >= 0) & rows  # Y_pre
         d = disp.detach()
         if gate == "response":
@@ -97,9 +103,21 @@ def llds_loss(
     """
     if llds_coef < 0:
         raise ValueError(f"llds_coef must be >= 0, got {llds_coef}")
-    base = clipped_surrogate(logprobs, old_logprobs, advantages, mask, epsilon=epsilon, epsilon_high=epsilon_high,
-                             importance_sampling_level=importance_sampling_level, aggregation=aggregation,
-                             max_len=max_len, num_tokens=num_tokens, seq_mask=seq_mask, ref_logprobs=ref_logprobs,
-                             beta=beta, kl_estimator=kl_estimator)
+    base = clipped_surrogate(
+        logprobs,
+        old_logprobs,
+        advantages,
+        mask,
+        epsilon=epsilon,
+        epsilon_high=epsilon_high,
+        importance_sampling_level=importance_sampling_level,
+        aggregation=aggregation,
+        max_len=max_len,
+        num_tokens=num_tokens,
+        seq_mask=seq_mask,
+        ref_logprobs=ref_logprobs,
+        beta=beta,
+        kl_estimator=kl_estimator,
+    )
     term, _ = llds_term(logprobs, old_logprobs, advantages, mask, gate, seq_mask)
     return LossOutput(base.loss + llds_coef * term, base.metrics)

@@ -29,8 +29,9 @@ from mmreason.rl.registries import register_policy_loss
 PREFER = ("low", "high")
 
 
-def ranking_bonus(scores: Tensor, failed: Tensor, group_ids: Tensor | None, *, rank_weight: float,
-                  prefer: str) -> Tensor:
+def ranking_bonus(
+    scores: Tensor, failed: Tensor, group_ids: Tensor | None, *, rank_weight: float, prefer: str
+) -> Tensor:
     """``[N]`` the rank bonus of each failed row within its group's failed rows (0 elsewhere, and for m < 2)."""
     ids = torch.zeros_like(scores, dtype=torch.long) if group_ids is None else group_ids.to(scores.device)
     index, m = group_index(ids)
@@ -92,8 +93,7 @@ def r3_rank_loss(
         mean = h.sum(-1) / count
         std = (((entropy.float() - mean[:, None]) ** 2 * x.mask).sum(-1) / count).sqrt()
         failed = (rewards.to(adv.device).float() <= fail_threshold) & (x.mask.sum(-1) > 0)
-        adv = adv + ranking_bonus(mean + spread_weight * std, failed, group_ids, rank_weight=rank_weight,
-                                  prefer=prefer)
+        adv = adv + ranking_bonus(mean + spread_weight * std, failed, group_ids, rank_weight=rank_weight, prefer=prefer)
     adv = adv[:, None]
     ratio = ratio_from_log(x.log_ratio)
     per_token = -torch.min(ratio * adv, ratio.clamp(1 - epsilon, 1 + eps_high) * adv)

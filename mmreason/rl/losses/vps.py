@@ -90,8 +90,9 @@ def vps_loss(
         aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator, group_ids: as in ``clipped``.
     """
     if segmenter not in SEGMENTERS or segment_tokens < 1 or max_segments < 1 or progress_weight < 0:
-        raise ValueError(f"need segmenter in {SEGMENTERS}, segment_tokens >= 1, max_segments >= 1, "
-                         "progress_weight >= 0")
+        raise ValueError(
+            f"need segmenter in {SEGMENTERS}, segment_tokens >= 1, max_segments >= 1, progress_weight >= 0"
+        )
     eps_high = epsilon if epsilon_high is None else epsilon_high
     x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
     adv = x.advantages

@@ -60,9 +60,11 @@ def read_token_file(path: Path) -> str | None:
         return None
     parent = os.stat(path.parent)
     if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077 or parent.st_mode & 0o022:
-        raise KeyFileError(f"{path}: a server token file must be a regular file of yours with mode 0600 in a "
-                           "folder only you can write (found mode "
-                           f"{stat.filemode(st.st_mode)}); delete it and restart `mmreason vllm-serve`")
+        raise KeyFileError(
+            f"{path}: a server token file must be a regular file of yours with mode 0600 in a "
+            "folder only you can write (found mode "
+            f"{stat.filemode(st.st_mode)}); delete it and restart `mmreason vllm-serve`"
+        )
     return path.read_text().strip() or None
 
 

@@ -65,7 +65,8 @@ def run_key(explicit: str | None, host: str, port: int) -> str:
         raise ServerIdentityError(
             f"vLLM server at {host}:{port}: no key; set rollout.vllm_server_api_key (eval: --model_args "
             f"vllm_server_api_key=...) or ${auth.ENV} to the server's --api_key, or run where its token file "
-            f"{auth.token_file(port)} is")
+            f"{auth.token_file(port)} is"
+        )
     return key
 
 
@@ -85,48 +86,72 @@ def server_info(host: str, port: int, timeout: float, api_key: str | None = None
             if time.monotonic() >= deadline:
                 raise ServerUnreachable(
                     f"rollout.vllm_mode=server: no vLLM server answered at {host}:{port} within {timeout:g} s "
-                    f"({exc}); start one with `mmreason vllm-serve MODEL --port {port}`") from None
+                    f"({exc}); start one with `mmreason vllm-serve MODEL --port {port}`"
+                ) from None
         time.sleep(0.5)
     if missing is not None:
         raise missing
     return info
 
 
-def check_server(info: dict, host: str, port: int, need_context: int, processor_kwargs: dict | None,
-                 what: str = "data.max_prompt_length + rollout.max_completion_length, or the longest episode"
-                 ) -> None:
+def check_server(
+    info: dict,
+    host: str,
+    port: int,
+    need_context: int,
+    processor_kwargs: dict | None,
+    what: str = "data.max_prompt_length + rollout.max_completion_length, or the longest episode",
+) -> None:
     """Errors before any step: a dead engine, a context shorter than the run needs (``what`` says where
     ``need_context`` comes from), other pixel limits."""
     where = f"vLLM server at {host}:{port}"
     if info.get("dead"):
         raise ServerMismatch(f"{where}: its engine died ({info['dead']}); restart it")
     if int(info.get("max_model_len", 0)) < need_context:
-        raise ServerMismatch(f"{where}: --max_model_len {info.get('max_model_len')} < the {need_context} tokens "
-                             f"this run needs ({what})")
+        raise ServerMismatch(
+            f"{where}: --max_model_len {info.get('max_model_len')} < the {need_context} tokens this run needs ({what})"
+        )
     if (info.get("processor_kwargs") or {}) != (processor_kwargs or {}):
-        raise ServerMismatch(f"{where}: processor limits {info.get('processor_kwargs') or {}} differ from the "
-                             f"run's {processor_kwargs or {}} (start it with the run's --min_pixels/--max_pixels)")
+        raise ServerMismatch(
+            f"{where}: processor limits {info.get('processor_kwargs') or {}} differ from the "
+            f"run's {processor_kwargs or {}} (start it with the run's --min_pixels/--max_pixels)"
+        )
 
 
-def check_calls(info: dict, host: str, port: int, *, prompts: int, n: int, max_new_tokens: int,
-                names: tuple[str, str, str]) -> None:
+def check_calls(
+    info: dict, host: str, port: int, *, prompts: int, n: int, max_new_tokens: int, names: tuple[str, str, str]
+) -> None:
     """Errors before any step: calls of ``prompts`` prompts x ``n`` rows of up to ``max_new_tokens`` that the
     server's limits (``--max_requests``, ``--max_n``, ``--max_rows``, ``--max_new_tokens``) would refuse;
     ``names``: the run's settings for the three numbers."""
     limits = info.get("limits") or {}
-    for flag, value, name in (("max_requests", prompts, names[0]), ("max_n", n, names[1]),
-                              ("max_rows", prompts * n, f"{names[0]} x {names[1]}"),
-                              ("max_new_tokens", max_new_tokens, names[2])):
+    for flag, value, name in (
+        ("max_requests", prompts, names[0]),
+        ("max_n", n, names[1]),
+        ("max_rows", prompts * n, f"{names[0]} x {names[1]}"),
+        ("max_new_tokens", max_new_tokens, names[2]),
+    ):
         if isinstance(limits.get(flag), int) and value > limits[flag]:
-            raise ServerMismatch(f"vLLM server at {host}:{port}: {name} = {value} is over its --{flag} "
-                                 f"{limits[flag]}; restart it with a larger --{flag}")
+            raise ServerMismatch(
+                f"vLLM server at {host}:{port}: {name} = {value} is over its --{flag} "
+                f"{limits[flag]}; restart it with a larger --{flag}"
+            )
 
 
 class VLLMClient(EngineSampler):
     """Samples through a ``mmreason vllm-serve`` server; the same interface as the colocated ``VLLMBackend``."""
 
-    def __init__(self, host: str, port: int, tokenizer, *, api_key: str | None = None, server_timeout: float = 240.0,
-                 weight_sync_timeout: float | None = 600.0, generate_timeout: float | None = 600.0):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        tokenizer,
+        *,
+        api_key: str | None = None,
+        server_timeout: float = 240.0,
+        weight_sync_timeout: float | None = 600.0,
+        generate_timeout: float | None = 600.0,
+    ):
         self.host, self.port, self.tokenizer = host, int(port), tokenizer
         self.weight_sync_timeout, self.generate_timeout = weight_sync_timeout, generate_timeout
         self._key = run_key(api_key, host, self.port)
@@ -136,11 +161,16 @@ class VLLMClient(EngineSampler):
         self.sync_dir = _push_dir(self.info, host, self.port)
         self.sync_seconds = 0.0
 
-    def sample(self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings,
-               seeds: Sequence[int]) -> list[tuple[list[int], list[float], bool]]:
+    def sample(
+        self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, seeds: Sequence[int]
+    ) -> list[tuple[list[int], list[float], bool]]:
         """As ``VLLMBackend.sample``, through the server."""
-        body = {"requests": [encode_request(engine_request(p, self.placeholders)) for p in prompts], "n": int(n),
-                "settings": encode_settings(settings), "seeds": [int(s) % (2**31) for s in seeds]}
+        body = {
+            "requests": [encode_request(engine_request(p, self.placeholders)) for p in prompts],
+            "n": int(n),
+            "settings": encode_settings(settings),
+            "seeds": [int(s) % (2**31) for s in seeds],
+        }
         # the most the rows can take as JSON: <= 12 characters a prompt id, <= 48 a sampled id and its log-prob
         most = (1 << 16) + int(n) * sum(12 * p.length + 48 * settings.max_new_tokens + 64 for p in prompts)
         reply = self._post("/generate", body, self.generate_timeout, "rollout.vllm_generate_timeout", most)
@@ -151,8 +181,13 @@ class VLLMClient(EngineSampler):
         the server reads them and have it reload them."""
         t = time.perf_counter()
         write_weights(model, self.sync_dir, state)
-        self._post("/reload_weights", {"path": str(self.sync_dir)}, self.weight_sync_timeout,
-                   "rollout.vllm_weight_sync_timeout", SMALL_REPLY)
+        self._post(
+            "/reload_weights",
+            {"path": str(self.sync_dir)},
+            self.weight_sync_timeout,
+            "rollout.vllm_weight_sync_timeout",
+            SMALL_REPLY,
+        )
         self.sync_seconds = time.perf_counter() - t
         return self.sync_seconds
 
@@ -168,8 +203,9 @@ class VLLMClient(EngineSampler):
         except ServerIdentityError as exc:
             raise EngineDied(f"{exc} ({RESTART})") from None
         except TimeoutError:
-            raise EngineDied(f"{where} did not answer {path} within {timeout:g} s ({knob}); "
-                             f"taken as dead ({RESTART})") from None
+            raise EngineDied(
+                f"{where} did not answer {path} within {timeout:g} s ({knob}); taken as dead ({RESTART})"
+            ) from None
         except _EngineDeadReply as exc:
             raise EngineDied(f"{where}: vLLM engine died: {exc} ({RESTART})") from None
         except (OSError, http.client.HTTPException) as exc:
@@ -185,19 +221,31 @@ def _push_dir(info: dict, host: str, port: int) -> Path:
     place its ``/reload_weights`` reads)."""
     root = info.get("weights_dir")
     if not isinstance(root, str) or not Path(root).is_dir():
-        raise ServerMismatch(f"vLLM server at {host}:{port} announces weights_dir {root!r}, which is not a folder "
-                             "here (the trainer and the server must share it: one machine, or --weights_dir on a "
-                             "shared disk)")
+        raise ServerMismatch(
+            f"vLLM server at {host}:{port} announces weights_dir {root!r}, which is not a folder "
+            "here (the trainer and the server must share it: one machine, or --weights_dir on a "
+            "shared disk)"
+        )
     try:
         return Path(tempfile.mkdtemp(prefix="push-", dir=root))
     except OSError as exc:
-        raise ServerMismatch(f"vLLM server at {host}:{port}: cannot write into its weights_dir {root} ({exc}); run "
-                             "the trainer as the server's user or give the server a --weights_dir both can write"
-                             ) from None
+        raise ServerMismatch(
+            f"vLLM server at {host}:{port}: cannot write into its weights_dir {root} ({exc}); run "
+            "the trainer as the server's user or give the server a --weights_dir both can write"
+        ) from None
 
 
-def _call(host: str, port: int, method: str, path: str, body: dict | None, timeout: float | None, *,
-          key: str | None, max_reply: int = SMALL_REPLY) -> dict:
+def _call(
+    host: str,
+    port: int,
+    method: str,
+    path: str,
+    body: dict | None,
+    timeout: float | None,
+    *,
+    key: str | None,
+    max_reply: int = SMALL_REPLY,
+) -> dict:
     """One JSON request on a fresh connection, carrying ``key`` (but to ``/health``) and a challenge the reply
     must answer (``ServerIdentityError`` otherwise; no check only for a keyless ``/health`` probe); a reply
     over ``max_reply`` bytes is refused unread; a 4xx/5xx answer raises with the server's error message."""
@@ -226,11 +274,15 @@ def _call(host: str, port: int, method: str, path: str, body: dict | None, timeo
         raise http.client.HTTPException(f"{where} answered {path} with JSON that is not an object")
     shown = payload.get("proof") if path == "/health" else resp.getheader(auth.PROOF)
     if resp.status == 401:
-        raise ServerIdentityError(f"{where} refused this run's key ({payload.get('error')}); set "
-                                  f"rollout.vllm_server_api_key or ${auth.ENV} to the server's key")
+        raise ServerIdentityError(
+            f"{where} refused this run's key ({payload.get('error')}); set "
+            f"rollout.vllm_server_api_key or ${auth.ENV} to the server's key"
+        )
     if key is not None and not hmac.compare_digest(str(shown or ""), auth.proof(key, challenge)):
-        raise ServerIdentityError(f"{where} could not prove it holds this run's key: another process holds the "
-                                  "port, or the server was started with another key")
+        raise ServerIdentityError(
+            f"{where} could not prove it holds this run's key: another process holds the "
+            "port, or the server was started with another key"
+        )
     if resp.status == 503 and payload.get("dead"):
         raise _EngineDeadReply(payload.get("error", "dead"))
     if resp.status == 400:

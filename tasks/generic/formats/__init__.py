@@ -98,8 +98,9 @@ def register_format(fmt: Format, *, before: str | None = None) -> Format:
     return fmt
 
 
-def detect(columns: Iterable[str], *, label: str, forced: str | None = None,
-           renames: dict[str, str] | None = None) -> tuple[Format, dict[str, str]]:
+def detect(
+    columns: Iterable[str], *, label: str, forced: str | None = None, renames: dict[str, str] | None = None
+) -> tuple[Format, dict[str, str]]:
     """The format of a file with ``columns`` and its role -> column map; ValueError naming the file, the
     expected columns and the closest present one when none fits."""
     columns = list(columns)
@@ -112,8 +113,14 @@ def detect(columns: Iterable[str], *, label: str, forced: str | None = None,
     for fmt in candidates:
         if not fmt.missing(columns, renames) and (forced or fits(fmt, columns, renames)):
             return fmt, fmt.resolve(columns, renames)
-    best = min(candidates, key=lambda f: (len(f.missing(columns, renames)), -len(f.resolve(columns, renames)),
-                                          list(FORMATS).index(f.name)))
+    best = min(
+        candidates,
+        key=lambda f: (
+            len(f.missing(columns, renames)),
+            -len(f.resolve(columns, renames)),
+            list(FORMATS).index(f.name),
+        ),
+    )
     raise ValueError(_missing_line(label, best, columns, renames, forced is not None))
 
 
@@ -122,17 +129,18 @@ def fits(fmt: Format, columns: list[str], renames: dict[str, str] | None) -> boo
     return all(c in columns for c in fmt.marks) and set(renames or {}) <= set(fmt.roles)
 
 
-def _missing_line(label: str, fmt: Format, columns: list[str], renames: dict[str, str] | None,
-                  forced: bool) -> str:
+def _missing_line(label: str, fmt: Format, columns: list[str], renames: dict[str, str] | None, forced: bool) -> str:
     lacking = fmt.missing(columns, renames)
     wanted = [(renames or {}).get(role) or fmt.roles[role][0] for role in lacking]
     close = [c for w in wanted for c in difflib.get_close_matches(w, columns, n=1, cutoff=0.5)]
     hint = f"; closest present: {close[0]!r}" if close else ""
     others = "" if forced else f" (no known format fits; formats: {', '.join(FORMATS)})"
-    return (f"{label}: no {', '.join(repr(w) for w in wanted)} column for format {fmt.name!r}, which expects "
-            f"{', '.join(repr(c) for c in fmt.expected(renames))}{others}; columns present: "
-            f"{', '.join(repr(c) for c in columns) or '(none)'}{hint}; rename with "
-            f"data.task_args.columns={{{lacking[0]}: COLUMN}} or force one with data.task_args.format=NAME")
+    return (
+        f"{label}: no {', '.join(repr(w) for w in wanted)} column for format {fmt.name!r}, which expects "
+        f"{', '.join(repr(c) for c in fmt.expected(renames))}{others}; columns present: "
+        f"{', '.join(repr(c) for c in columns) or '(none)'}{hint}; rename with "
+        f"data.task_args.columns={{{lacking[0]}: COLUMN}} or force one with data.task_args.format=NAME"
+    )
 
 
 # the built-in formats, in detection order (most specific first)

@@ -8,15 +8,27 @@ from typing import Any
 from mmreason.tasks.generic.formats import Format, Parts, register_format
 from mmreason.tasks.generic.formats.common import as_list, column
 
-ROLES = {"prompt": ("problem",), "answer": ("answer",), "images": ("images", "image"), "videos": ("videos", "video"),
-         "choices": ("choices", "options"), "kind": ("answer_type", "problem_type")}
+ROLES = {
+    "prompt": ("problem",),
+    "answer": ("answer",),
+    "images": ("images", "image"),
+    "videos": ("videos", "video"),
+    "choices": ("choices", "options"),
+    "kind": ("answer_type", "problem_type"),
+}
 
 
 def to_parts(row: dict[str, Any], cols: dict[str, str]) -> Parts:
-    return Parts(text=str(column(row, cols, "prompt") or ""), answer=column(row, cols, "answer"),
-                 images=as_list(column(row, cols, "images")), videos=as_list(column(row, cols, "videos")),
-                 kind=column(row, cols, "kind"), choices=column(row, cols, "choices"))
+    return Parts(
+        text=str(column(row, cols, "prompt") or ""),
+        answer=column(row, cols, "answer"),
+        images=as_list(column(row, cols, "images")),
+        videos=as_list(column(row, cols, "videos")),
+        kind=column(row, cols, "kind"),
+        choices=column(row, cols, "choices"),
+    )
 
 
-FORMAT = register_format(Format("easyr1", ROLES, ("prompt", "answer"), to_parts,
-                                "EasyR1: problem / answer / images / videos"))
+FORMAT = register_format(
+    Format("easyr1", ROLES, ("prompt", "answer"), to_parts, "EasyR1: problem / answer / images / videos")
+)

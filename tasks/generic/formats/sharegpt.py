@@ -9,8 +9,13 @@ from typing import Any
 from mmreason.tasks.generic.formats import Format, Parts, register_format
 from mmreason.tasks.generic.formats.common import as_list, column
 
-ROLES = {"prompt": ("conversations", "messages"), "images": ("image", "images"), "videos": ("video", "videos"),
-         "system": ("system",), "choices": ("choices", "options")}
+ROLES = {
+    "prompt": ("conversations", "messages"),
+    "images": ("image", "images"),
+    "videos": ("video", "videos"),
+    "system": ("system",),
+    "choices": ("choices", "options"),
+}
 SPEAKERS = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
 
 
@@ -37,11 +42,19 @@ def to_parts(row: dict[str, Any], cols: dict[str, str]) -> Parts:
         raise ValueError(f"column {cols['prompt']!r} has no gpt turn after a human turn (nothing to answer)")
     last = replies[-1]
     pairs = [(turns[: k - 1], turns[k - 1]["content"], turns[k]["content"]) for k in replies]
-    return Parts(text=turns[last - 1]["content"], answer=turns[last]["content"],
-                 images=as_list(column(row, cols, "images")), videos=as_list(column(row, cols, "videos")),
-                 choices=column(row, cols, "choices"), history=turns[: last - 1], system=system,
-                 target=turns[last]["content"], turns=pairs)
+    return Parts(
+        text=turns[last - 1]["content"],
+        answer=turns[last]["content"],
+        images=as_list(column(row, cols, "images")),
+        videos=as_list(column(row, cols, "videos")),
+        choices=column(row, cols, "choices"),
+        history=turns[: last - 1],
+        system=system,
+        target=turns[last]["content"],
+        turns=pairs,
+    )
 
 
-FORMAT = register_format(Format("sharegpt", ROLES, ("prompt",), to_parts,
-                                "LLaVA / ShareGPT: conversations (from / value) / image"))
+FORMAT = register_format(
+    Format("sharegpt", ROLES, ("prompt",), to_parts, "LLaVA / ShareGPT: conversations (from / value) / image")
+)

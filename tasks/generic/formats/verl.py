@@ -10,8 +10,13 @@ from typing import Any
 from mmreason.tasks.generic.formats import Format, Parts, register_format
 from mmreason.tasks.generic.formats.common import as_list, column, split_chat
 
-ROLES = {"prompt": ("prompt",), "answer": ("reward_model",), "images": ("images",), "videos": ("videos",),
-         "choices": ("choices", "options")}
+ROLES = {
+    "prompt": ("prompt",),
+    "answer": ("reward_model",),
+    "images": ("images",),
+    "videos": ("videos",),
+    "choices": ("choices", "options"),
+}
 
 
 def _image(value: Any) -> Any:
@@ -32,18 +37,32 @@ def ground_truth(value: Any, name: str) -> Any:
         except ValueError:
             raise ValueError(f"column {name!r} is text that is not a JSON object") from None
     if not isinstance(value, dict) or "ground_truth" not in value:
-        raise ValueError(f"column {name!r} has no 'ground_truth' (expected {{\"style\": \"rule\", "
-                         "\"ground_truth\": ...}})")
+        raise ValueError(
+            f'column {name!r} has no \'ground_truth\' (expected {{"style": "rule", "ground_truth": ...}}}})'
+        )
     return value["ground_truth"]
 
 
 def to_parts(row: dict[str, Any], cols: dict[str, str]) -> Parts:
     system, history, text = split_chat(column(row, cols, "prompt"), f"column {cols['prompt']!r}")
-    return Parts(text=text, answer=ground_truth(column(row, cols, "answer"), cols["answer"]),
-                 images=[_image(v) for v in as_list(column(row, cols, "images"))],
-                 videos=[_video(v) for v in as_list(column(row, cols, "videos"))],
-                 choices=column(row, cols, "choices"), history=history, system=system)
+    return Parts(
+        text=text,
+        answer=ground_truth(column(row, cols, "answer"), cols["answer"]),
+        images=[_image(v) for v in as_list(column(row, cols, "images"))],
+        videos=[_video(v) for v in as_list(column(row, cols, "videos"))],
+        choices=column(row, cols, "choices"),
+        history=history,
+        system=system,
+    )
 
 
-FORMAT = register_format(Format("verl", ROLES, ("prompt", "answer"), to_parts,
-                                "verl: prompt messages / images / reward_model.ground_truth", marks=("reward_model",)))
+FORMAT = register_format(
+    Format(
+        "verl",
+        ROLES,
+        ("prompt", "answer"),
+        to_parts,
+        "verl: prompt messages / images / reward_model.ground_truth",
+        marks=("reward_model",),
+    )
+)

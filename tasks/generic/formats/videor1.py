@@ -10,10 +10,23 @@ from typing import Any
 from mmreason.tasks.generic.formats import Format, Parts, register_format
 from mmreason.tasks.generic.formats.common import as_list, column, strip_answer_tag
 
-ROLES = {"prompt": ("problem",), "answer": ("solution",), "kind": ("problem_type",), "media": ("path",),
-         "media_type": ("data_type",), "choices": ("options",), "reasoning": ("process",)}
-KINDS = {"multiple choice": "mcq", "numerical": "numeric", "regression": "numeric", "ocr": "ocr",
-         "free-form": "free-form", "math": "math"}
+ROLES = {
+    "prompt": ("problem",),
+    "answer": ("solution",),
+    "kind": ("problem_type",),
+    "media": ("path",),
+    "media_type": ("data_type",),
+    "choices": ("options",),
+    "reasoning": ("process",),
+}
+KINDS = {
+    "multiple choice": "mcq",
+    "numerical": "numeric",
+    "regression": "numeric",
+    "ocr": "ocr",
+    "free-form": "free-form",
+    "math": "math",
+}
 
 
 def to_parts(row: dict[str, Any], cols: dict[str, str]) -> Parts:
@@ -24,10 +37,15 @@ def to_parts(row: dict[str, Any], cols: dict[str, str]) -> Parts:
         text += "\nOptions:\n" + "\n".join(options)
     media = as_list(column(row, cols, "media"))
     video = str(column(row, cols, "media_type") or "image").strip().lower() == "video"
-    return Parts(text=text, answer=strip_answer_tag(column(row, cols, "answer")),
-                 images=[] if video else media, videos=media if video else [],
-                 kind=KINDS.get(kind, kind or None), choices=options or None,
-                 target=_target(row, cols))
+    return Parts(
+        text=text,
+        answer=strip_answer_tag(column(row, cols, "answer")),
+        images=[] if video else media,
+        videos=media if video else [],
+        kind=KINDS.get(kind, kind or None),
+        choices=options or None,
+        target=_target(row, cols),
+    )
 
 
 def _target(row: dict[str, Any], cols: dict[str, str]) -> str | None:
@@ -40,6 +58,13 @@ def _target(row: dict[str, Any], cols: dict[str, str]) -> str | None:
     return f"{body}\n{solution}" if isinstance(solution, str) else None
 
 
-FORMAT = register_format(Format("videor1", ROLES, ("kind", "prompt", "answer"), to_parts,
-                                "Video-R1: problem_type / problem / options / solution / path / data_type",
-                                marks=("problem_type",)))
+FORMAT = register_format(
+    Format(
+        "videor1",
+        ROLES,
+        ("kind", "prompt", "answer"),
+        to_parts,
+        "Video-R1: problem_type / problem / options / solution / path / data_type",
+        marks=("problem_type",),
+    )
+)

@@ -31,14 +31,19 @@ def test_worked_example_by_hand():
     a, b = 2 / (1 + math.exp(-0.25)), 2 * math.exp(-0.25) / (1 + math.exp(-0.25))
     want = torch.tensor([2 * a, -2 / 3 * a, -2 / 3 * a, -2 / 3 * a, 2 / 3 * b, 2 / 3 * b, 2 / 3 * b, -2 * b, 0, 0])
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
-    torch.testing.assert_close(got[:8], torch.tensor([2.248706, -0.749569, -0.749569, -0.749569,
-                                                      0.583765, 0.583765, 0.583765, -1.751294]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        got[:8],
+        torch.tensor([2.248706, -0.749569, -0.749569, -0.749569, 0.583765, 0.583765, 0.583765, -1.751294]),
+        atol=1e-5,
+        rtol=0,
+    )
 
 
 def test_dgae_alone_balances_every_group_to_g():
     got = advantages("dgpo", REWARDS, GROUPS, dqw=False).advantages
-    torch.testing.assert_close(got, torch.tensor([2, -2 / 3, -2 / 3, -2 / 3, 2 / 3, 2 / 3, 2 / 3, -2, 0, 0]),
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        got, torch.tensor([2, -2 / 3, -2 / 3, -2 / 3, 2 / 3, 2 / 3, 2 / 3, -2, 0, 0]), atol=1e-5, rtol=0
+    )
     for g in (0, 1):
         assert got[GROUPS == g].abs().sum().item() == pytest.approx(4.0, abs=1e-4)
 

@@ -32,16 +32,12 @@ def test_dvao_worked_example():
 
 
 def test_dvao_constant_objective_drops_out_and_all_constant_is_zero():
-    assert torch.allclose(
-        adv("dvao", [1.0, 0.0], [5.0, 5.0], groups=[0, 0]), torch.tensor([1.0, -1.0]), atol=1e-5
-    )
+    assert torch.allclose(adv("dvao", [1.0, 0.0], [5.0, 5.0], groups=[0, 0]), torch.tensor([1.0, -1.0]), atol=1e-5)
     assert torch.equal(adv("dvao", [0.3] * 4, [0.7] * 4), torch.zeros(4))
 
 
 def test_corr_grpo_worked_example():
-    assert torch.allclose(
-        adv("corr_grpo", R1, R2), torch.tensor([0.7038, 0.1408, -0.4223, -0.4223]), atol=1e-4
-    )
+    assert torch.allclose(adv("corr_grpo", R1, R2), torch.tensor([0.7038, 0.1408, -0.4223, -0.4223]), atol=1e-4)
 
 
 def test_corr_grpo_deduplicates_a_repeated_reward():

@@ -17,15 +17,21 @@ from mmreason.rl import advantages
 
 
 def test_planpo_prefers_fewer_turns_among_successes_only():
-    got = advantages("planpo", [1.0, 1.0, 1.0, 0.0], [0, 0, 0, 0], num_turns=torch.tensor([2.0, 3.0, 4.0, 1.0]),
-                     mean_turn_length=torch.tensor([10.0, 10.0, 10.0, 5.0])).advantages
+    got = advantages(
+        "planpo",
+        [1.0, 1.0, 1.0, 0.0],
+        [0, 0, 0, 0],
+        num_turns=torch.tensor([2.0, 3.0, 4.0, 1.0]),
+        mean_turn_length=torch.tensor([10.0, 10.0, 10.0, 5.0]),
+    ).advantages
     torch.testing.assert_close(got, torch.tensor([0.822299, 0.577350, 0.332401, -1.732051]), atol=1e-5, rtol=0)
 
 
 def test_planpo_length_term_and_an_all_success_group():
     # all succeed: GRPO gives 0, PlanPO still ranks the concise one first (lengths [4, 8]: z = [1, -1] x 0.1)
-    got = advantages("planpo", [1.0, 1.0], [0, 0], num_turns=torch.tensor([2.0, 2.0]),
-                     mean_turn_length=torch.tensor([4.0, 8.0])).advantages
+    got = advantages(
+        "planpo", [1.0, 1.0], [0, 0], num_turns=torch.tensor([2.0, 2.0]), mean_turn_length=torch.tensor([4.0, 8.0])
+    ).advantages
     torch.testing.assert_close(got, torch.tensor([0.1, -0.1]), atol=1e-5, rtol=0)
 
 
@@ -37,8 +43,11 @@ REWARDS = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0])
 def test_every_estimator_accepts_groups_of_unequal_size(name):
     fn = rl.ESTIMATORS.get(name)
     columns = {need: torch.ones(6) for need in rl.needs_of(fn)}
-    required = [p for p, v in list(inspect.signature(fn).parameters.items())[3:]
-                if v.default is inspect.Parameter.empty and p not in columns]
+    required = [
+        p
+        for p, v in list(inspect.signature(fn).parameters.items())[3:]
+        if v.default is inspect.Parameter.empty and p not in columns
+    ]
     assert not required, f"{name} needs options {required}"
     out = advantages(name, REWARDS, UNEQUAL, **columns).advantages
     assert out.shape == (6,) and torch.isfinite(out).all()

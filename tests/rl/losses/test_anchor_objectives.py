@@ -36,13 +36,16 @@ def one_token(name, ratio, adv, **options):
     return out.loss.item(), grad.item(), out.metrics
 
 
-@pytest.mark.parametrize("ratio, adv, options, loss, grad, clip", [
-    (1.5, 1.0, {}, -0.608198, -1.5, 0.0),
-    (6.0, 1.0, {}, -8.958797, -5.0, 1.0),
-    (5.0, 1.0, {}, -5 * math.log(5.0), -5.0, 0.0),  # at the bound: not counted as clipped
-    (0.5, -1.0, {"epsilon_min": 0.8}, -0.554518, 0.8, 1.0),
-    (1.5, 0.0, {}, 0.0, 0.0, 0.0),  # zero advantage: no loss, no gradient
-])
+@pytest.mark.parametrize(
+    "ratio, adv, options, loss, grad, clip",
+    [
+        (1.5, 1.0, {}, -0.608198, -1.5, 0.0),
+        (6.0, 1.0, {}, -8.958797, -5.0, 1.0),
+        (5.0, 1.0, {}, -5 * math.log(5.0), -5.0, 0.0),  # at the bound: not counted as clipped
+        (0.5, -1.0, {"epsilon_min": 0.8}, -0.554518, 0.8, 1.0),
+        (1.5, 0.0, {}, 0.0, 0.0, 0.0),  # zero advantage: no loss, no gradient
+    ],
+)
 def test_cispo_worked_examples(ratio, adv, options, loss, grad, clip):
     got_loss, got_grad, m = one_token("cispo", ratio, adv, **options)
     assert got_loss == pytest.approx(loss, abs=1e-5) and got_grad == pytest.approx(grad, abs=1e-5)
@@ -60,12 +63,15 @@ def test_cispo_refuses_a_bad_bound():
         one_token("cispo", 1.0, 1.0, epsilon_max=0.0)
 
 
-@pytest.mark.parametrize("ratio, adv, loss, grad", [
-    (1.0, 1.0, -2.0, -1.0),
-    (1.5, 1.0, -2.489837, -1.410022),
-    (1.5, -1.0, 2.393585, 1.401210),
-    (1.5, 0.0, 0.0, 0.0),
-])
+@pytest.mark.parametrize(
+    "ratio, adv, loss, grad",
+    [
+        (1.0, 1.0, -2.0, -1.0),
+        (1.5, 1.0, -2.489837, -1.410022),
+        (1.5, -1.0, 2.393585, 1.401210),
+        (1.5, 0.0, 0.0, 0.0),
+    ],
+)
 def test_sapo_worked_examples(ratio, adv, loss, grad):
     got_loss, got_grad, _ = one_token("sapo", ratio, adv)
     assert got_loss == pytest.approx(loss, abs=1e-5) and got_grad == pytest.approx(grad, abs=1e-5)
@@ -144,8 +150,10 @@ def test_empty_mask_gives_zero_loss(name):
     assert out.loss.item() == 0.0 and torch.count_nonzero(g) == 0
 
 
-@pytest.mark.parametrize("name, options", [("cispo", {}), ("sapo", {}), ("gmpo", {}), ("kl_cov", {"kl_cov_ratio": 0.5}),
-                                           ("etr", {}), ("dhpo", {})])
+@pytest.mark.parametrize(
+    "name, options",
+    [("cispo", {}), ("sapo", {}), ("gmpo", {}), ("kl_cov", {"kl_cov_ratio": 0.5}), ("etr", {}), ("dhpo", {})],
+)
 def test_on_policy_the_gradient_is_grpos(name, options):
     """docs/algorithms.md §14: at ratio 1 (one optimizer step per batch) these losses give the clipped surrogate's
     gradient; they differ only off-policy."""

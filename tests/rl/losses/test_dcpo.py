@@ -18,8 +18,13 @@ MASK = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
 
 
 def _loss(logp, **kw):
-    options = dict(tempered_logprobs=TEMPERED, rewards=torch.tensor([1.0, 0.0]),
-                   step_rewards=torch.tensor([1.0, 0.0, 0.0, 0.0]), prev_entropy=0.3, aggregation="token_mean")
+    options = dict(
+        tempered_logprobs=TEMPERED,
+        rewards=torch.tensor([1.0, 0.0]),
+        step_rewards=torch.tensor([1.0, 0.0, 0.0, 0.0]),
+        prev_entropy=0.3,
+        aggregation="token_mean",
+    )
     return rl.policy_loss("dcpo", logp, OLD, torch.tensor([1.0, -1.0]), MASK, **{**options, **kw})
 
 
@@ -59,8 +64,17 @@ def test_edge_cases_reduce_to_the_clipped_surrogate():
     poisoned[1, 1] = 50.0
     assert float(_loss(logp, tempered_logprobs=poisoned).loss) == pytest.approx(float(_loss(logp).loss))
     # one sample
-    one = rl.policy_loss("dcpo", OLD[:1], OLD[:1], torch.tensor([0.0]), MASK[:1], tempered_logprobs=TEMPERED[:1],
-                         rewards=torch.tensor([1.0]), step_rewards=torch.tensor([1.0]), prev_entropy=0.0,
-                         aggregation="token_mean")
+    one = rl.policy_loss(
+        "dcpo",
+        OLD[:1],
+        OLD[:1],
+        torch.tensor([0.0]),
+        MASK[:1],
+        tempered_logprobs=TEMPERED[:1],
+        rewards=torch.tensor([1.0]),
+        step_rewards=torch.tensor([1.0]),
+        prev_entropy=0.0,
+        aggregation="token_mean",
+    )
     assert float(one.loss) == pytest.approx(-(0.1 / 1.1) * 1.2)  # A = 0, alpha = 1/11, f = 1.2
     assert math.isfinite(float(one.loss))

@@ -80,8 +80,12 @@ def inputs(loss_name, lp, old):
     if loss_name != "dcpo":
         return {}
     n = lp.shape[0]
-    return {"tempered_logprobs": old.detach() * 1.1, "rewards": torch.linspace(0.0, 1.0, n),
-            "step_rewards": torch.linspace(0.0, 1.0, n), "prev_entropy": 0.0}
+    return {
+        "tempered_logprobs": old.detach() * 1.1,
+        "rewards": torch.linspace(0.0, 1.0, n),
+        "step_rewards": torch.linspace(0.0, 1.0, n),
+        "prev_entropy": 0.0,
+    }
 
 
 def test_all_policy_losses_are_covered():

@@ -22,16 +22,26 @@ def _run(rewards, groups, temperature=1e-4, logp=None, mask=None, **options):
     n = adv.numel()
     lp = (torch.zeros(n, 1) if logp is None else logp).clone().requires_grad_(True)
     mask = torch.ones(n, 1) if mask is None else mask
-    out = policy_loss("gbpo", lp, lp.detach(), adv, mask, group_ids=torch.tensor(groups), epsilon=0.3,
-                      temperature=temperature, aggregation="token_mean", **options)
+    out = policy_loss(
+        "gbpo",
+        lp,
+        lp.detach(),
+        adv,
+        mask,
+        group_ids=torch.tensor(groups),
+        epsilon=0.3,
+        temperature=temperature,
+        aggregation="token_mean",
+        **options,
+    )
     (grad,) = torch.autograd.grad(out.loss, lp)
     return out.loss.item(), grad
 
 
 def test_worked_example_lone_success():
     loss, grad = _run([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 0])
-    assert loss == pytest.approx(0.3 * 3 ** 0.5 / 4, abs=1e-5)
-    torch.testing.assert_close(grad[:, 0], torch.tensor([-(3 ** 0.5) / 4, 0.0, 0.0, 0.0]), atol=1e-5, rtol=0)
+    assert loss == pytest.approx(0.3 * 3**0.5 / 4, abs=1e-5)
+    torch.testing.assert_close(grad[:, 0], torch.tensor([-(3**0.5) / 4, 0.0, 0.0, 0.0]), atol=1e-5, rtol=0)
 
 
 def test_worked_example_soft_target():
@@ -66,7 +76,7 @@ def test_edge_cases():
     loss, grad = _run([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 0], logp=logp, mask=mask)
     assert loss == pytest.approx(0.129904, abs=1e-5) and torch.isfinite(grad).all()
     loss, _ = _run([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 0], seq_mask=torch.tensor([True, True, True, False]))
-    assert loss == pytest.approx(0.3 * 3 ** 0.5 / 3, abs=1e-5)  # same targets, three tokens left
+    assert loss == pytest.approx(0.3 * 3**0.5 / 3, abs=1e-5)  # same targets, three tokens left
     with pytest.raises(ValueError, match="temperature"):
         _run([1.0, 0.0], [0, 0], temperature=0.0)
     with pytest.raises(TypeError, match="group_ids"):

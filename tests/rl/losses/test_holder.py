@@ -28,18 +28,30 @@ MASK = torch.ones(1, 2)
 
 def _run(adv, p, level="sequence", log_r=LOG_R, mask=MASK, **options):
     lp = log_r.clone().requires_grad_(True)
-    out = policy_loss("holder", lp, torch.zeros_like(lp), torch.tensor([adv]), mask, level=level,
-                      p_schedule="constant", p=p, **options)
+    out = policy_loss(
+        "holder",
+        lp,
+        torch.zeros_like(lp),
+        torch.tensor([adv]),
+        mask,
+        level=level,
+        p_schedule="constant",
+        p=p,
+        **options,
+    )
     (grad,) = torch.autograd.grad(out.loss, lp)
     return out.loss.item(), grad[0]
 
 
-@pytest.mark.parametrize("adv, p, loss, grad", [
-    (1.0, 1.0, -1.2, [0.0, 0.0]),
-    (1.0, 0.0, -1.0, [-0.5, -0.5]),
-    (1.0, -1.0, -0.8, [-0.16, -0.64]),
-    (-1.0, 2.0, 1.457738, [1.371989, 0.085749]),
-])
+@pytest.mark.parametrize(
+    "adv, p, loss, grad",
+    [
+        (1.0, 1.0, -1.2, [0.0, 0.0]),
+        (1.0, 0.0, -1.0, [-0.5, -0.5]),
+        (1.0, -1.0, -0.8, [-0.16, -0.64]),
+        (-1.0, 2.0, 1.457738, [1.371989, 0.085749]),
+    ],
+)
 def test_sequence_level_worked_examples(adv, p, loss, grad):
     got_loss, got_grad = _run(adv, p)
     assert got_loss == pytest.approx(loss, abs=1e-5)
@@ -88,8 +100,16 @@ def test_edge_cases_zero_advantage_masked_tokens_and_rows():
     assert loss == pytest.approx(1.457738, abs=1e-5) and torch.isfinite(grad).all() and grad[2] == 0
     # a row with no response tokens, and a row masked by seq_mask, contribute nothing and stay finite
     lp = torch.zeros(2, 2, requires_grad=True)
-    out = policy_loss("holder", lp, torch.zeros(2, 2), torch.tensor([1.0, 1.0]), torch.tensor([[1.0, 1.0], [0, 0]]),
-                      p_schedule="constant", p=-2.0, seq_mask=torch.tensor([True, True]))
+    out = policy_loss(
+        "holder",
+        lp,
+        torch.zeros(2, 2),
+        torch.tensor([1.0, 1.0]),
+        torch.tensor([[1.0, 1.0], [0, 0]]),
+        p_schedule="constant",
+        p=-2.0,
+        seq_mask=torch.tensor([True, True]),
+    )
     (grad,) = torch.autograd.grad(out.loss, lp)
     assert torch.isfinite(out.loss) and torch.isfinite(grad).all()
     with pytest.raises(ValueError, match="level"):

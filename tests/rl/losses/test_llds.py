@@ -40,8 +40,8 @@ def test_loss_is_clipped_plus_coef_times_term():
     out = policy_loss("llds", lp, OLD, ADV, MASK, llds_coef=0.5, aggregation="token_mean")
     base = policy_loss("clipped", lp, OLD, ADV, MASK, aggregation="token_mean")
     assert (out.loss - base.loss).item() == pytest.approx(0.5 * 0.0625, abs=1e-6)
-    g_out, = torch.autograd.grad(out.loss, lp, retain_graph=True)
-    g_base, = torch.autograd.grad(base.loss, lp)
+    (g_out,) = torch.autograd.grad(out.loss, lp, retain_graph=True)
+    (g_base,) = torch.autograd.grad(base.loss, lp)
     want = torch.zeros(3, 3)
     want[0, 0] = -0.5 / 8
     torch.testing.assert_close(g_out - g_base, want)

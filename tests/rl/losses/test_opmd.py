@@ -50,8 +50,9 @@ def test_zero_advantages_masked_rows_and_kl():
     assert out.loss.item() == 0.0  # all rewards equal -> A = 0 -> no loss, no gradient
     out = policy_loss("opmd", LOGP, LOGP, ADV, MASK, seq_mask=torch.tensor([True, False]), aggregation="token_mean")
     assert out.loss.item() == pytest.approx((0.5 * math.log(2) + math.log(2)) / 2, abs=1e-6)
-    kl = policy_loss("opmd", LOGP, LOGP, ADV, MASK, ref_logprobs=LOGP - 0.1, beta=0.5, kl_estimator="k1",
-                     aggregation="token_mean")
+    kl = policy_loss(
+        "opmd", LOGP, LOGP, ADV, MASK, ref_logprobs=LOGP - 0.1, beta=0.5, kl_estimator="k1", aggregation="token_mean"
+    )
     assert kl.loss.item() == pytest.approx(_loss()[0].loss.item() + 0.5 * 0.1, abs=1e-6)
     with pytest.raises(TypeError, match="epsilon"):
         policy_loss("opmd", LOGP, LOGP, ADV, MASK, epsilon=0.2)

@@ -53,7 +53,11 @@ def test_etr_widens_the_clip_for_a_larger_advantage():
 
 
 def test_etr_macro_level_favours_groups_near_pass_rate_one_half():
-    adv, rewards, groups = torch.tensor([1.0, -1.0, 0.0, 0.0]), torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0, 0, 1, 1])
+    adv, rewards, groups = (
+        torch.tensor([1.0, -1.0, 0.0, 0.0]),
+        torch.tensor([1.0, 0.0, 1.0, 1.0]),
+        torch.tensor([0, 0, 1, 1]),
+    )
     common = dict(epsilon=0.2, epsilon_high=0.2, micro_scale=0.0, macro_scale=0.5, max_epsilon=0.5)
     low, high, weight = elastic_epsilons(adv, rewards, groups, macro_target="epsilon", **common)
     torch.testing.assert_close(low, torch.tensor([0.3, 0.3, 0.2, 0.2]))
@@ -104,8 +108,7 @@ def test_gepo_shrinks_positives_of_a_calm_group_and_negatives_of_an_uncertain_on
     torch.testing.assert_close(grad[:, 0], torch.tensor([-0.125, 0.25, -0.25, 0.125]))
     # a history of higher group entropies moves both thresholds up: both groups now count as calm
     history = torch.full((8,), 5.0)
-    _, grad = rows([[0.0]] * 4, [1.0, -1.0, 1.0, -1.0], "gepo", entropy=ent, group_ids=groups,
-                   entropy_history=history)
+    _, grad = rows([[0.0]] * 4, [1.0, -1.0, 1.0, -1.0], "gepo", entropy=ent, group_ids=groups, entropy_history=history)
     torch.testing.assert_close(grad[:, 0], torch.tensor([-0.125, 0.25, -0.125, 0.25]))
     _, grad = rows([[0.0]] * 4, [1.0, -1.0, 1.0, -1.0], "gepo", group_ids=groups)  # no entropy: plain GRPO
     torch.testing.assert_close(grad[:, 0], torch.tensor([-0.25, 0.25, -0.25, 0.25]))
@@ -113,8 +116,15 @@ def test_gepo_shrinks_positives_of_a_calm_group_and_negatives_of_an_uncertain_on
 
 def test_conspo_weights_poorly_separated_positives_and_high_scoring_negatives():
     scores = torch.tensor([[-1.0], [-0.2], [-0.5], [-3.0]])
-    out, grad = rows(scores.tolist(), [1.0, 1.0, -1.0, -1.0], "conspo", tau=1.0, margin_schedule="constant",
-                     margin=0.0, group_ids=torch.zeros(4, dtype=torch.long))
+    out, grad = rows(
+        scores.tolist(),
+        [1.0, 1.0, -1.0, -1.0],
+        "conspo",
+        tau=1.0,
+        margin_schedule="constant",
+        margin=0.0,
+        group_ids=torch.zeros(4, dtype=torch.long),
+    )
     assert out.loss.item() == pytest.approx(0.806300, abs=1e-5)
     torch.testing.assert_close(grad[:, 0], torch.tensor([-0.320406, -0.222473, 0.501697, 0.041182]), atol=1e-5, rtol=0)
 
@@ -125,8 +135,16 @@ def test_conspo_margin_schedule_and_groups_without_both_signs():
     assert margin_at(0, 0.1, "constant", 200) == pytest.approx(0.1)
     out, grad = rows([[-1.0], [-2.0]], [1.0, 0.0], "conspo", group_ids=torch.tensor([0, 0]))  # no negative
     assert out.loss.item() == 0.0 and torch.count_nonzero(grad) == 0
-    pooled, _ = rows([[-1.0], [-0.2], [-0.5], [-3.0]], [1.0, 1.0, -1.0, -1.0], "conspo", tau=1.0,
-                     margin_schedule="constant", margin=0.0, variant="pooled", group_ids=torch.zeros(4, dtype=torch.long))
+    pooled, _ = rows(
+        [[-1.0], [-0.2], [-0.5], [-3.0]],
+        [1.0, 1.0, -1.0, -1.0],
+        "conspo",
+        tau=1.0,
+        margin_schedule="constant",
+        margin=0.0,
+        variant="pooled",
+        group_ids=torch.zeros(4, dtype=torch.long),
+    )
     p = (math.exp(-1) + math.exp(-0.2)) / (math.exp(-1) + math.exp(-0.2) + math.exp(-0.5) + math.exp(-3))
     assert pooled.loss.item() == pytest.approx(-math.log(p), abs=1e-5)
 
@@ -134,8 +152,9 @@ def test_conspo_margin_schedule_and_groups_without_both_signs():
 @pytest.mark.parametrize("name", ["etr", "dhpo", "erpo", "gepo", "conspo"])
 def test_empty_mask_gives_zero_loss(name):
     lp = torch.randn(2, 3, requires_grad=True)
-    out = policy_loss(name, lp, torch.zeros(2, 3), torch.tensor([1.0, -1.0]), torch.zeros(2, 3),
-                      group_ids=torch.tensor([0, 0]))
+    out = policy_loss(
+        name, lp, torch.zeros(2, 3), torch.tensor([1.0, -1.0]), torch.zeros(2, 3), group_ids=torch.tensor([0, 0])
+    )
     (g,) = torch.autograd.grad(out.loss, lp)
     assert out.loss.item() == 0.0 and torch.count_nonzero(g) == 0
 
@@ -148,8 +167,9 @@ def test_dagrpo_masks_near_duplicates_of_opposite_sign():
     groups, adv = torch.tensor([0, 0, 0, 1]), [1.0, -1.0, -1.0, -1.0]
     _, grad = rows([[0.0] * 5] * 4, adv, "dagrpo", token_ids=ids, group_ids=groups, similarity_threshold=0.5)
     torch.testing.assert_close(grad[:, 0], torch.tensor([0.0, 0.0, 0.05, 0.05]))
-    _, grad = rows([[0.0] * 5] * 4, adv, "dagrpo", token_ids=ids, group_ids=groups, similarity_threshold=0.5,
-                   mask_rows="negative")
+    _, grad = rows(
+        [[0.0] * 5] * 4, adv, "dagrpo", token_ids=ids, group_ids=groups, similarity_threshold=0.5, mask_rows="negative"
+    )
     torch.testing.assert_close(grad[:, 0], torch.tensor([-0.05, 0.0, 0.05, 0.05]))
     _, grad = rows([[0.0] * 5] * 4, adv, "dagrpo", token_ids=ids, group_ids=groups, similarity_threshold=0.7)
     torch.testing.assert_close(grad[:, 0], torch.tensor([-0.05, 0.05, 0.05, 0.05]))  # 0.6 < 0.7: nothing masked
@@ -179,8 +199,9 @@ def test_vps_segments_progress_and_the_refined_advantage():
     assert segment_bounds(flags, segmenter="newline", segment_tokens=16, max_segments=2) == [5, 6]
     assert segment_bounds([False] * 8, segmenter="fixed", segment_tokens=3, max_segments=8) == [3, 6, 8]
     assert segment_bounds([], segmenter="newline", segment_tokens=3, max_segments=8) == []
-    torch.testing.assert_close(progress_per_token([-5.0, -4.0, -4.5, -1.0], [2, 5, 6], 6),
-                               torch.tensor([1.0, 1.0, -0.5, -0.5, -0.5, 3.5]))
+    torch.testing.assert_close(
+        progress_per_token([-5.0, -4.0, -4.5, -1.0], [2, 5, 6], 6), torch.tensor([1.0, 1.0, -0.5, -0.5, -0.5, 3.5])
+    )
     _, grad = rows([[0.0, 0.0]], [1.0], "vps", segment_progress=torch.tensor([[0.5, -0.5]]))
     torch.testing.assert_close(grad[0], torch.tensor([-0.615529, -0.384471]), atol=1e-5, rtol=0)
     _, grad = rows([[0.0, 0.0]], [-1.0], "vps", segment_progress=torch.tensor([[2.0, 0.0]]))

@@ -76,8 +76,6 @@ def test_seq_mask_row_leaves_statistics_and_loss():
 def test_bad_arguments_are_rejected():
     lp = torch.zeros(2, 2)
     with pytest.raises(ValueError, match="eps_r"):
-        reg_grpo_loss(
-            lp, lp, torch.zeros(2), torch.ones(2, 2), group_ids=torch.zeros(2, dtype=torch.long), eps_r=0.0
-        )
+        reg_grpo_loss(lp, lp, torch.zeros(2), torch.ones(2, 2), group_ids=torch.zeros(2, dtype=torch.long), eps_r=0.0)
     with pytest.raises(ValueError, match="sequence-level targets"):
         reg_grpo_loss(lp, lp, torch.zeros(2, 2), torch.ones(2, 2), group_ids=torch.zeros(2, dtype=torch.long))

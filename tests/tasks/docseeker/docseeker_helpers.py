@@ -11,8 +11,14 @@ from mmreason.types import Trajectory
 
 
 def traj(text: str, sample_id: str) -> Trajectory:
-    return Trajectory(sample_id=sample_id, group_id=0, token_ids=torch.zeros(4, dtype=torch.long),
-                      action_mask=torch.ones(4, dtype=torch.long), prompt_length=0, completion_text=text)
+    return Trajectory(
+        sample_id=sample_id,
+        group_id=0,
+        token_ids=torch.zeros(4, dtype=torch.long),
+        action_mask=torch.ones(4, dtype=torch.long),
+        prompt_length=0,
+        completion_text=text,
+    )
 
 
 def pack_runner() -> RewardRunner:
@@ -22,6 +28,7 @@ def pack_runner() -> RewardRunner:
 
 
 def completion(pages: list[int], answer: str, reasoning_header: bool = True) -> str:
-    text = alr_text("The question asks for a value.", "It is on the cited page.", "So the answer follows.",
-                    pages, answer)
+    text = alr_text(
+        "The question asks for a value.", "It is on the cited page.", "So the answer follows.", pages, answer
+    )
     return text if reasoning_header else text.replace(r"\boxed{Reasoning Process}", "")

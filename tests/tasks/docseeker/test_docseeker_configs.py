@@ -28,9 +28,17 @@ def test_recipe_loads_and_fits_the_high_budget(name):
 def test_grpo_recipe_has_the_paper_defaults():
     cfg = load_config(TrainConfig, CONFIGS / "docseeker_grpo.yaml")
     assert (cfg.rollout.num_generations, cfg.learning_rate, cfg.algorithm.beta, cfg.algorithm.kl_estimator) == (
-        8, 1e-6, 0.04, "k3")
+        8,
+        1e-6,
+        0.04,
+        "k3",
+    )
     assert (cfg.rollout.max_completion_length, cfg.data.max_prompt_length) == (2048, 16384)
-    assert [(r.name, r.weight) for r in run_rewards(cfg, TASKS.get("docseeker"))] == [("docseeker_format", 0.1), ("page_fbeta", 0.3), ("anls", 0.6)]
+    assert [(r.name, r.weight) for r in run_rewards(cfg, TASKS.get("docseeker"))] == [
+        ("docseeker_format", 0.1),
+        ("page_fbeta", 0.3),
+        ("anls", 0.6),
+    ]
     assert cfg.reward_missing == "renormalize"
     assert cfg.data.task_args["egra_k"] == 5 and cfg.data.task_args["egra_low_tokens"] == 256
     sft = load_config(TrainConfig, CONFIGS / "docseeker_sft.yaml")

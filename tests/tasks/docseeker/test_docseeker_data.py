@@ -63,10 +63,17 @@ def test_page_images_and_docseeker_rows(tmp_path):
         path = tmp_path / f"scan_{k}.png"
         Image.new("RGB", (140, 180), (255, 255 - 60 * k, 255)).save(path)
         paths.append(path.name)
-    alr = ("<think>\n\\boxed{Question Analysis}\na\n\\boxed{Evidence Localization}\nb\n"
-           "\\boxed{Reasoning Process}\nc\n</think>\n<answer>\n{\"evidence_pages\": [2], \"answer\": \"x\"}\n</answer>")
-    row = {"id": 7, "image": paths, "gt_page": [1], "final_answer": "x",
-           "conversations": [{"from": "human", "value": "<image>Which?"}, {"from": "gpt", "value": alr}]}
+    alr = (
+        "<think>\n\\boxed{Question Analysis}\na\n\\boxed{Evidence Localization}\nb\n"
+        '\\boxed{Reasoning Process}\nc\n</think>\n<answer>\n{"evidence_pages": [2], "answer": "x"}\n</answer>'
+    )
+    row = {
+        "id": 7,
+        "image": paths,
+        "gt_page": [1],
+        "final_answer": "x",
+        "conversations": [{"from": "human", "value": "<image>Which?"}, {"from": "gpt", "value": alr}],
+    }
     file = tmp_path / "alr.jsonl"
     file.write_text(json.dumps(row) + "\n")
     (sample,) = docseeker_load(str(file), "train")
@@ -84,22 +91,27 @@ def test_page_images_and_docseeker_rows(tmp_path):
 def test_bad_rows_name_the_row(tmp_path):
     generate(tmp_path, 1, 2, 2, seed=0, page_size=(170, 220))
     file = tmp_path / "bad.jsonl"
-    file.write_text(json.dumps({"id": "b", "document": "doc-00000.pdf", "question": "q", "answer": "a",
-                                "evidence_pages": [9]}) + "\n")
+    file.write_text(
+        json.dumps({"id": "b", "document": "doc-00000.pdf", "question": "q", "answer": "a", "evidence_pages": [9]})
+        + "\n"
+    )
     with pytest.raises(ValueError, match=r"row \d \(id 'b'\).*evidence page 9"):
         docseeker_load(str(file), "train")
 
 
 def test_data_command_writes_pdfs_and_jsonl(tmp_path, capsys):
-    assert main(["data", "docseeker", "--out", str(tmp_path), "--docs", "2", "--pages", "3..4",
-                 "--page-width", "170"]) == 0
+    assert (
+        main(["data", "docseeker", "--out", str(tmp_path), "--docs", "2", "--pages", "3..4", "--page-width", "170"])
+        == 0
+    )
     rows = [json.loads(line) for line in (tmp_path / "data.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(3 <= pdf_page_count(tmp_path / r["document"]) <= 4 for r in rows)
     assert main(["data", "docseeker", "egra-report", "--data", str(tmp_path / "data.jsonl"), "--json"]) == 0
     reports = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert [r["id"] for r in reports] == [r["id"] for r in rows]
-    assert all(r["tokens_egra_eval"] <= r["tokens_without_egra"] and math.isfinite(r["reduction_train"])
-               for r in reports)
+    assert all(
+        r["tokens_egra_eval"] <= r["tokens_without_egra"] and math.isfinite(r["reduction_train"]) for r in reports
+    )
 
 
 def test_a_long_document_is_capped_before_its_pages_are_rendered(tmp_path, monkeypatch, caplog):
@@ -113,8 +125,10 @@ def test_a_long_document_is_capped_before_its_pages_are_rendered(tmp_path, monke
     rendered = []
     monkeypatch.setattr("mmreason.media.pdf._render", lambda *a, **k: rendered.append(a) or None)
     file = tmp_path / "long.jsonl"
-    file.write_text(json.dumps({"id": "long", "document": "doc-00000.pdf", "question": "q", "answer": "a",
-                                "evidence_pages": [2]}) + "\n")
+    file.write_text(
+        json.dumps({"id": "long", "document": "doc-00000.pdf", "question": "q", "answer": "a", "evidence_pages": [2]})
+        + "\n"
+    )
     with caplog.at_level("WARNING"):
         (sample,) = docseeker_load(str(file), "train", max_pages=3)
     assert len(sample.pages) == 3 and sample.meta["num_pages"] == 3 and sample.meta["document_pages"] == 5
@@ -123,7 +137,9 @@ def test_a_long_document_is_capped_before_its_pages_are_rendered(tmp_path, monke
     assert not rendered  # nothing was rendered to count the pages
     (whole,) = docseeker_load(str(file), "train", max_pages=None)  # the cap can be lifted
     assert len(whole.pages) == 5 and "document_pages" not in whole.meta
-    file.write_text(json.dumps({"id": "late", "document": "doc-00000.pdf", "question": "q", "answer": "a",
-                                "evidence_pages": [5]}) + "\n")
+    file.write_text(
+        json.dumps({"id": "late", "document": "doc-00000.pdf", "question": "q", "answer": "a", "evidence_pages": [5]})
+        + "\n"
+    )
     with pytest.raises(ValueError, match=r"row 0 \(id 'late'\).*evidence page 5.*max_pages=3"):
         docseeker_load(str(file), "train", max_pages=3)

@@ -75,8 +75,10 @@ def test_processor_keeps_the_budgeted_token_count(twenty_pages, tiny_model_dir):
     sizes = pdf_page_sizes(drawn.pages[0].source)
     want = [image_tokens(h, w, IMAGE_MIN_PIXELS, p.max_pixels) for (h, w), p in zip(sizes, drawn.pages)]
     assert got == want
-    assert all(t <= (high_tokens if p.max_pixels == pixels_for_tokens(high_tokens) else low_tokens)
-               for t, p in zip(got, drawn.pages))
+    assert all(
+        t <= (high_tokens if p.max_pixels == pixels_for_tokens(high_tokens) else low_tokens)
+        for t, p in zip(got, drawn.pages)
+    )
     assert len(set(got)) == 2  # both budgets are in use, so a re-resize would show
 
 
@@ -88,8 +90,9 @@ def test_token_report_counts_fewer_tokens_with_egra(tmp_path):
     sample = docseeker_load(str(path), "train")[0]
     report = token_report(sample, EgraSettings(True, 256, 64, 5))
     assert report["pages"] == 40
-    assert report["tokens_without_egra"] == sum(image_tokens(h, w, IMAGE_MIN_PIXELS, pixels_for_tokens(256))
-                                                for h, w in pdf_page_sizes(sample.pages[0].source))
+    assert report["tokens_without_egra"] == sum(
+        image_tokens(h, w, IMAGE_MIN_PIXELS, pixels_for_tokens(256)) for h, w in pdf_page_sizes(sample.pages[0].source)
+    )
     if sample.meta["evidence_pages"] != [-1]:
         assert report["reduction_eval"] >= 3.0
     assert report["reduction_train"] > 2.0
@@ -102,8 +105,10 @@ def _same_document_two_golds(tmp_path, data: str) -> str:
     """A data file with one document twice: the same question, evidence on page 1 or on page 3."""
     row = json.loads(open(data).readline())
     row["document"] = str(Path(data).parent / row["document"])
-    rows = [{**row, "id": "gold-1", "evidence_pages": [1], "evidence_base": 1},
-            {**row, "id": "gold-3", "evidence_pages": [3], "evidence_base": 1}]
+    rows = [
+        {**row, "id": "gold-1", "evidence_pages": [1], "evidence_base": 1},
+        {**row, "id": "gold-3", "evidence_pages": [3], "evidence_base": 1},
+    ]
     path = tmp_path / "two.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)
@@ -123,8 +128,7 @@ def test_eval_prompt_is_the_same_whichever_page_is_gold(six_pages, tmp_path, tin
 
     processor = load_processor(tiny_model_dir, max_pixels=pixels_for_tokens(64))
     path = _same_document_two_golds(tmp_path, six_pages)
-    task = load_task("docseeker", path, options={"egra_high_tokens": 64, "egra_low_tokens": 16},
-                     max_prompt_length=4096)
+    task = load_task("docseeker", path, options={"egra_high_tokens": 64, "egra_low_tokens": 16}, max_prompt_length=4096)
     one, three = task.samples
     assert [p.max_pixels for p in one.pages] == [p.max_pixels for p in three.pages]
     a, b = (build_prompt(processor, s, max_prompt_length=4096) for s in (one, three))
@@ -152,8 +156,14 @@ def test_uniform_budget_is_the_largest_that_fits(twenty_pages, tiny_model_dir):
 
     limit = 1500  # 20 half-size pages: below 20 x 64 visual tokens + the text, so the fit has to shrink them
     processor = load_processor(tiny_model_dir, max_pixels=pixels_for_tokens(64))
-    (sample,) = docseeker_load(twenty_pages, "eval", egra_high_tokens=64, egra_low_tokens=16,
-                               max_prompt_length=limit, tokenizer=processor.tokenizer)
+    (sample,) = docseeker_load(
+        twenty_pages,
+        "eval",
+        egra_high_tokens=64,
+        egra_low_tokens=16,
+        max_prompt_length=limit,
+        tokenizer=processor.tokenizer,
+    )
     budgets = {p.max_pixels for p in sample.pages}
     assert len(budgets) == 1
     tokens = uniform_tokens(sample, settings_of(sample))
@@ -179,18 +189,40 @@ def test_results_json_names_the_allocation_and_flags_gold(six_pages, tiny_model_
 
     def run(name: str, *task_args: str) -> tuple[dict, str]:
         out = tmp_path / name
-        assert main(["eval", "--model", str(tiny_model_dir), "--tasks", f"docseeker:{six_pages}", "--output_path",
-                     str(out), "--gen_kwargs", "max_new_tokens=2", "--device", "cpu", "--model_args",
-                     "max_prompt_length=2000", "--task_args",
-                     ",".join(["egra_high_tokens=64", "egra_low_tokens=16", *task_args])]) == 0
+        assert (
+            main(
+                [
+                    "eval",
+                    "--model",
+                    str(tiny_model_dir),
+                    "--tasks",
+                    f"docseeker:{six_pages}",
+                    "--output_path",
+                    str(out),
+                    "--gen_kwargs",
+                    "max_new_tokens=2",
+                    "--device",
+                    "cpu",
+                    "--model_args",
+                    "max_prompt_length=2000",
+                    "--task_args",
+                    ",".join(["egra_high_tokens=64", "egra_low_tokens=16", *task_args]),
+                ]
+            )
+            == 0
+        )
         (results,) = out.rglob("*_results.json")
         (table,) = out.rglob("*_results.md")
         return json.loads(results.read_text()), table.read_text()
 
     results, table = run("uniform")
     (config,) = results["configs"].values()
-    assert config["page_allocation"] == {"mode": "uniform", "gold": False, "max_tokens_per_page": 64,
-                                         "fitted_to_max_prompt_length": 2000}
+    assert config["page_allocation"] == {
+        "mode": "uniform",
+        "gold": False,
+        "max_tokens_per_page": 64,
+        "fitted_to_max_prompt_length": 2000,
+    }
     assert "gold" not in table.split("|")[0]
     results, table = run("gold", "egra_eval=gold")
     (config,) = results["configs"].values()

@@ -22,16 +22,11 @@ def test_docseeker_format_worked_examples():
     # missing \boxed{Reasoning Process} -> R_fmt = 0 (docs/algorithms.md §1)
     assert score("docseeker_format", DOCSEEKER_OK.replace("\\boxed{Reasoning Process}", "")) == 0.0
     # headers out of order
-    swapped = DOCSEEKER_OK.replace("Evidence Localization", "TMP").replace(
-        "Reasoning Process", "Evidence Localization"
-    )
+    swapped = DOCSEEKER_OK.replace("Evidence Localization", "TMP").replace("Reasoning Process", "Evidence Localization")
     assert score("docseeker_format", swapped.replace("TMP", "Reasoning Process")) == 0.0
     # think must *start* with \boxed{Question Analysis}
     assert score("docseeker_format", DOCSEEKER_OK.replace("<think>\n", "<think>Intro. ")) == 0.0
     # answer body must be a dict
     assert (
-        score(
-            "docseeker_format", DOCSEEKER_OK.replace('{"evidence_pages": [6], "answer": "Page 6"}', "Page 6")
-        )
-        == 0.0
+        score("docseeker_format", DOCSEEKER_OK.replace('{"evidence_pages": [6], "answer": "Page 6"}', "Page 6")) == 0.0
     )

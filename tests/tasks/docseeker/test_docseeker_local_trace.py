@@ -17,20 +17,25 @@ from mmreason.tasks.docseeker.synth import generate, mark_trace
 def test_worked_example_marks_the_one_page_whose_banner_is_asked():
     # asked "red"; banners blue, red, green -> page 2 is the only "yes", its box (yellow) is the answer
     got = mark_trace("local", "red", ["blue", "red", "green"], ["green", "yellow", "purple"])
-    assert got["localization"].splitlines() == ["Page 1: blue, green. red? no.", "Page 2: red, yellow. red? yes.",
-                                                "Page 3: green, purple. red? no."]
+    assert got["localization"].splitlines() == [
+        "Page 1: blue, green. red? no.",
+        "Page 2: red, yellow. red? yes.",
+        "Page 3: green, purple. red? no.",
+    ]
     assert got["reasoning"] == "Evidence: page 2. Answer: yellow."
     assert mark_trace("list", "red", ["blue", "red"], ["green", "yellow"]) == {
         "localization": "Page 1: blue. Page 2: red. The red banner is on page 2.",
-        "reasoning": "The box on page 2 is yellow."}
+        "reasoning": "The box on page 2 is yellow.",
+    }
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     out = {}
     for trace in ("list", "local"):
-        out[trace] = generate(tmp_path_factory.mktemp(trace), 8, 1, 5, seed=3, page_size=(112, 140), style="marks",
-                              trace=trace)
+        out[trace] = generate(
+            tmp_path_factory.mktemp(trace), 8, 1, 5, seed=3, page_size=(112, 140), style="marks", trace=trace
+        )
     return out
 
 
@@ -38,8 +43,9 @@ def test_local_trace_reads_every_page_and_keeps_the_documents(folders):
     rows = {t: [json.loads(line) for line in p.read_text().splitlines()] for t, p in folders.items()}
     keep = ("question", "answer", "evidence_pages", "banners", "boxes", "analysis")
     assert [{k: r[k] for k in keep} for r in rows["list"]] == [{k: r[k] for k in keep} for r in rows["local"]]
-    assert [(folders["list"].parent / r["document"]).read_bytes() for r in rows["list"]] == \
-        [(folders["local"].parent / r["document"]).read_bytes() for r in rows["local"]]
+    assert [(folders["list"].parent / r["document"]).read_bytes() for r in rows["list"]] == [
+        (folders["local"].parent / r["document"]).read_bytes() for r in rows["local"]
+    ]
     for row in rows["local"]:
         lines = row["localization"].splitlines()
         asked = row["question"].split("with the ")[1].split(" banner")[0]

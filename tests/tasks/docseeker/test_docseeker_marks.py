@@ -47,8 +47,9 @@ def test_loader_generates_marks_at_twenty_tokens_a_page(tmp_path, monkeypatch, t
     from mmreason.rollout.prompts import build_prompt
 
     monkeypatch.setenv("MMREASON_CACHE", str(tmp_path))
-    samples = docseeker_load(None, "eval", n=2, style="marks", pages="3..4", use_egra=False, egra_high_tokens=20,
-                             egra_low_tokens=20)
+    samples = docseeker_load(
+        None, "eval", n=2, style="marks", pages="3..4", use_egra=False, egra_high_tokens=20, egra_low_tokens=20
+    )
     assert all(s.meta["qtype"] == "mark" for s in samples)
     assert list(tmp_path.rglob("marks-eval-2-3-4-10000-112/data.jsonl"))
     processor = load_processor(tiny_model_dir, max_pixels=pixels_for_tokens(20))
@@ -78,15 +79,32 @@ def test_position_baseline_cites_the_most_frequent_training_page(tmp_path, marks
     assert summary["accuracy"] == sum(r["answer"] == answer for r in rows) / len(rows)
     assert len(records) == len(rows) and all(f"Page {page}." in r["response"] for r in records)
     out = tmp_path / "baseline.jsonl"
-    assert main(["eval", "baseline", "--task", "docseeker", "--train", str(marks), "--data", str(marks),
-                 "--samples", str(out)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "baseline",
+                "--task",
+                "docseeker",
+                "--train",
+                str(marks),
+                "--data",
+                str(marks),
+                "--samples",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert [json.loads(line)["scores"] for line in out.read_text().splitlines()] == [r["scores"] for r in records]
     # paired: B right where A was wrong on two docs, wrong where A was right on one
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    a.write_text("".join(json.dumps({"doc_id": str(i), "scores": {"accuracy": s}}) + "\n"
-                         for i, s in enumerate([0, 0, 1, 1, 0])))
-    b.write_text("".join(json.dumps({"doc_id": str(i), "scores": {"accuracy": s}}) + "\n"
-                         for i, s in enumerate([1, 1, 0, 1, 0])))
+    a.write_text(
+        "".join(json.dumps({"doc_id": str(i), "scores": {"accuracy": s}}) + "\n" for i, s in enumerate([0, 0, 1, 1, 0]))
+    )
+    b.write_text(
+        "".join(json.dumps({"doc_id": str(i), "scores": {"accuracy": s}}) + "\n" for i, s in enumerate([1, 1, 0, 1, 0]))
+    )
     got = paired(a, b, "accuracy", threshold=1.0)
     assert (got["n"], got["up"], got["down"]) == (5, 2, 1)
-    assert got["diff"] == pytest.approx(0.2) and got["mcnemar_z"] == pytest.approx(1 / 3 ** 0.5)
+    assert got["diff"] == pytest.approx(0.2) and got["mcnemar_z"] == pytest.approx(1 / 3**0.5)

@@ -41,8 +41,9 @@ def test_real_manual_renders_and_scores(tiny, tmp_path):
     # The paper's validation (egra_eval=gold): the gold page alone at the high budget, sharper than the rest.
     (gold_sample,) = docseeker_load(str(file), "eval", egra_high_tokens=16, egra_low_tokens=8, egra_eval="gold")
     assert gold_sample.pages[gold - 1].max_pixels == pixels_for_tokens(16)
-    gold_tokens = (build_prompt(processor, gold_sample, max_prompt_length=8192).visual["image_grid_thw"]
-                   .prod(-1) // 4).tolist()
+    gold_tokens = (
+        build_prompt(processor, gold_sample, max_prompt_length=8192).visual["image_grid_thw"].prod(-1) // 4
+    ).tolist()
     assert gold_tokens[gold - 1] > max(t for i, t in enumerate(gold_tokens) if i != gold - 1)
     trajectories = generate_group(model, processor, prompt, 0, 2, GenerationSettings(max_new_tokens=8), seed=0)
     runner = pack_runner()
@@ -63,8 +64,9 @@ def test_real_manuals_through_page_retrieval(tmp_path):
 
     file = tmp_path / "real.jsonl"
     file.write_text("".join(json.dumps(row) + "\n" for pdf in PDFS for row in outline_rows(pdf, n=4, seed=0)))
-    samples = docseeker_load(str(file), "eval", page_retrieval="bm25", retrieval_top_k=8, egra_high_tokens=16,
-                             egra_low_tokens=8)
+    samples = docseeker_load(
+        str(file), "eval", page_retrieval="bm25", retrieval_top_k=8, egra_high_tokens=16, egra_low_tokens=8
+    )
     found = []
     for sample in samples:
         kept = sample.meta["retrieved_pages"]

@@ -20,10 +20,15 @@ def samples(tmp_path_factory):
     folder = tmp_path_factory.mktemp("reward")
     generate(folder, 1, 6, 6, seed=1, page_size=(170, 220))
     rows = [
-        {"id": "three", "document": "doc-00000.pdf", "question": "q", "answer": "Cedar",
-         "evidence_pages": [3, 4, 5]},
-        {"id": "zero-based", "document": "doc-00000.pdf", "question": "q", "answer": "Cedar",
-         "evidence_pages": [2], "evidence_base": 0},
+        {"id": "three", "document": "doc-00000.pdf", "question": "q", "answer": "Cedar", "evidence_pages": [3, 4, 5]},
+        {
+            "id": "zero-based",
+            "document": "doc-00000.pdf",
+            "question": "q",
+            "answer": "Cedar",
+            "evidence_pages": [2],
+            "evidence_base": 0,
+        },
         {"id": "nopage", "document": "doc-00000.pdf", "question": "q", "answer": "6", "evidence_pages": [-1]},
     ]
     path = folder / "rows.jsonl"
@@ -67,7 +72,7 @@ def test_no_specific_page_renormalises(samples):
     batch, total = _total(samples["nopage"], completion([], "6"))
     assert batch.values[0, 0] == 1.0 and batch.values[0, 2] == 1.0
     assert total == pytest.approx(1.0)
-    _, unformatted = _total(samples["nopage"], "<answer>{\"evidence_pages\": [], \"answer\": \"6\"}</answer>")
+    _, unformatted = _total(samples["nopage"], '<answer>{"evidence_pages": [], "answer": "6"}</answer>')
     assert unformatted == pytest.approx(0.6 / 0.7)
 
 

@@ -21,8 +21,10 @@ TINY = ["num_threads=1", "save_steps=0"]
 
 # The recipe's rewards, but ANLS without its threshold: a mechanics test needs a reward that varies on the
 # random model's output to get a non-zero gradient.
-VARYING_REWARDS = ("rewards=[{name: docseeker_format, weight: 0.1}, {name: page_fbeta, weight: 0.3, kwargs: "
-                   "{beta: 2.0, index_base: 1}}, {name: anls, weight: 0.6, kwargs: {threshold: 0.0}}]")
+VARYING_REWARDS = (
+    "rewards=[{name: docseeker_format, weight: 0.1}, {name: page_fbeta, weight: 0.3, kwargs: "
+    "{beta: 2.0, index_base: 1}}, {name: anls, weight: 0.6, kwargs: {threshold: 0.0}}]"
+)
 
 
 def _rows(path: Path) -> list[dict]:
@@ -32,9 +34,21 @@ def _rows(path: Path) -> list[dict]:
 @pytest.mark.slow
 def test_sft_then_grpo_then_eval(tiny_model_dir, shapes_cache, tmp_path):
     sft = tmp_path / "sft"
-    assert main(["sft", str(CONFIGS / "docseeker_sft_tiny.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={sft}", "max_steps=2", "rollout.max_completion_length=96",
-                 f"data.task_args={{{DOCS}, egra_k: 0}}", *TINY]) == 0
+    assert (
+        main(
+            [
+                "sft",
+                str(CONFIGS / "docseeker_sft_tiny.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={sft}",
+                "max_steps=2",
+                "rollout.max_completion_length=96",
+                f"data.task_args={{{DOCS}, egra_k: 0}}",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     assert [r["step"] for r in _rows(sft / "metrics.jsonl")] == [1, 2]
     stage1 = sft / "checkpoint-2" / "model"
     before = load_file(Path(tiny_model_dir) / "model.safetensors")
@@ -42,13 +56,26 @@ def test_sft_then_grpo_then_eval(tiny_model_dir, shapes_cache, tmp_path):
     assert any(not torch.equal(before[k], after_sft[k]) for k in before), "SFT changed no parameter"
 
     grpo = tmp_path / "grpo"
-    assert main(["train", str(CONFIGS / "docseeker_grpo_tiny.yaml"), f"model.name_or_path={stage1}",
-                 f"output_dir={grpo}", "max_steps=2", "rollout.num_generations=2", "rollout.max_completion_length=8",
-                 f"data.task_args={{{DOCS}, egra_k: 1}}", VARYING_REWARDS, *TINY]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(CONFIGS / "docseeker_grpo_tiny.yaml"),
+                f"model.name_or_path={stage1}",
+                f"output_dir={grpo}",
+                "max_steps=2",
+                "rollout.num_generations=2",
+                "rollout.max_completion_length=8",
+                f"data.task_args={{{DOCS}, egra_k: 1}}",
+                VARYING_REWARDS,
+                *TINY,
+            ]
+        )
+        == 0
+    )
     rows = _rows(grpo / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
-    for key in ("rewards/docseeker_format/mean", "rewards/page_fbeta/mean", "rewards/anls/mean", "reward/mean",
-                "kl"):
+    for key in ("rewards/docseeker_format/mean", "rewards/page_fbeta/mean", "rewards/anls/mean", "reward/mean", "kl"):
         assert all(key in r for r in rows), key
     completions = _rows(grpo / "completions.jsonl")
     assert completions and set(completions[0]["rewards"]) == {"docseeker_format", "page_fbeta", "anls"}
@@ -59,14 +86,38 @@ def test_sft_then_grpo_then_eval(tiny_model_dir, shapes_cache, tmp_path):
 
     data = generate(tmp_path / "evaldocs", 3, 2, 3, seed=4, page_size=(170, 220))
     out = tmp_path / "eval"
-    assert main(["eval", "--model", str(grpo / "checkpoint-2" / "model"), "--tasks", f"docseeker:{data}",
-                 "--log_samples", "--output_path", str(out), "--gen_kwargs", "max_new_tokens=8,temperature=0",
-                 "--model_args", "max_pixels=12544", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(grpo / "checkpoint-2" / "model"),
+                "--tasks",
+                f"docseeker:{data}",
+                "--log_samples",
+                "--output_path",
+                str(out),
+                "--gen_kwargs",
+                "max_new_tokens=8,temperature=0",
+                "--model_args",
+                "max_pixels=12544",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     (results_file,) = list(out.rglob("*_results.json"))
     results = json.loads(results_file.read_text())
     text = json.dumps(results)
-    for metric in ("accuracy", "evidence_precision", "evidence_recall", "evidence_f1", "accuracy_len_le10",
-                   "evidence_f1_len_gt30"):
+    for metric in (
+        "accuracy",
+        "evidence_precision",
+        "evidence_recall",
+        "evidence_f1",
+        "accuracy_len_le10",
+        "evidence_f1_len_gt30",
+    ):
         assert f'"{metric}"' in text, metric
     (samples_file,) = list(out.rglob("*_samples_*.jsonl"))
     records = _rows(samples_file)

@@ -32,8 +32,10 @@ def test_published_rows_load_unchanged(tmp_path):
     assert first.meta["evidence_sources"] == ["Chart"] and first.meta["doc_type"].startswith("Research report")
     assert first.pages[0].source == str((tmp_path / "data" / "documents" / "report.pdf").resolve())
     assert len(first.pages) == 12 and _labels(first)[:2] == ["Page 1:", "Page 2:"]
-    assert listed.meta["evidence_pages"] == [9, 10] and listed.meta["evidence_sources"] == ["Pure-text (Plain-text)",
-                                                                                            "Table"]
+    assert listed.meta["evidence_pages"] == [9, 10] and listed.meta["evidence_sources"] == [
+        "Pure-text (Plain-text)",
+        "Table",
+    ]
     assert unanswerable.meta["evidence_pages"] == [-1] and unanswerable.meta["answer_format"] == "None"
     # --task_args doc_dir=...: the documents elsewhere
     moved = tmp_path / "pdfs"
@@ -82,8 +84,11 @@ def test_each_document_is_opened_and_each_page_rendered_once(tmp_path):
     rendered = PDF_STATS["pages_rendered"] - before["pages_rendered"]
     distinct = {(p.source, p.index) for s in samples for p in s.pages}
     assert opened == 2
-    assert rendered + (PDF_STATS["pages_from_disk"] - before["pages_from_disk"]) == len(distinct) < sum(
-        len(s.pages) for s in samples)
+    assert (
+        rendered + (PDF_STATS["pages_from_disk"] - before["pages_from_disk"])
+        == len(distinct)
+        < sum(len(s.pages) for s in samples)
+    )
 
 
 def _bad_benchmark(folder: Path) -> Path:
@@ -92,28 +97,32 @@ def _bad_benchmark(folder: Path) -> Path:
     text_pdf(docs / "locked.pdf", ["secret"], encrypt_filter="Custom")
     (docs / "empty.pdf").write_bytes(b"")
     (docs / "broken.pdf").write_bytes((docs / "ok.pdf").read_bytes()[:60])
-    rows = [published_row("ok.pdf", "q", "a", "[1]", "Str"),
-            published_row("gone.pdf", "q", "a", "[1]", "Str"),
-            published_row("locked.pdf", "q", "a", "[1]", "Str"),
-            published_row("empty.pdf", "q", "a", "[1]", "Str"),
-            published_row("broken.pdf", "q", "a", "[1]", "Str"),
-            published_row("ok.pdf", "q", "a", "[7]", "Str"),
-            published_row("ok.pdf", "q", "a", "[0]", "Str"),
-            published_row("ok.pdf", "q", "a", "2", "Str"),
-            published_row("ok.pdf", "q", "a", "[1]", "Bool"),
-            published_row("ok.pdf", "q", "a", "[2, 3]", "Str")]
+    rows = [
+        published_row("ok.pdf", "q", "a", "[1]", "Str"),
+        published_row("gone.pdf", "q", "a", "[1]", "Str"),
+        published_row("locked.pdf", "q", "a", "[1]", "Str"),
+        published_row("empty.pdf", "q", "a", "[1]", "Str"),
+        published_row("broken.pdf", "q", "a", "[1]", "Str"),
+        published_row("ok.pdf", "q", "a", "[7]", "Str"),
+        published_row("ok.pdf", "q", "a", "[0]", "Str"),
+        published_row("ok.pdf", "q", "a", "2", "Str"),
+        published_row("ok.pdf", "q", "a", "[1]", "Bool"),
+        published_row("ok.pdf", "q", "a", "[2, 3]", "Str"),
+    ]
     (folder / "samples.json").write_text(json.dumps(rows))
     return folder / "samples.json"
 
 
 # rows 5 and 6 (evidence page 7 of 3, evidence page 0: published so in MMLongBench-Doc) are kept and scored on
 # their answers, out of the evidence metrics only (tests/tasks/docseeker/test_mmlongbench_hostile.py)
-EXPECTED = {1: r"row 1: cannot read PDF '.*gone\.pdf': file does not exist",
-            2: r"row 2: cannot read PDF '.*locked\.pdf': the PDF is encrypted",
-            3: r"row 3: cannot read PDF '.*empty\.pdf': file is empty",
-            4: r"row 4: cannot read PDF '.*broken\.pdf': not a readable PDF",
-            7: r"row 7 \(doc_id 'ok\.pdf'\): evidence_pages '2' is not a list",
-            8: r"row 8 \(doc_id 'ok\.pdf'\): unknown answer_format 'Bool'"}
+EXPECTED = {
+    1: r"row 1: cannot read PDF '.*gone\.pdf': file does not exist",
+    2: r"row 2: cannot read PDF '.*locked\.pdf': the PDF is encrypted",
+    3: r"row 3: cannot read PDF '.*empty\.pdf': file is empty",
+    4: r"row 4: cannot read PDF '.*broken\.pdf': not a readable PDF",
+    7: r"row 7 \(doc_id 'ok\.pdf'\): evidence_pages '2' is not a list",
+    8: r"row 8 \(doc_id 'ok\.pdf'\): unknown answer_format 'Bool'",
+}
 
 
 def test_bad_input_is_named_outside_a_run_and_counted_inside(tmp_path, capsys):
@@ -121,15 +130,21 @@ def test_bad_input_is_named_outside_a_run_and_counted_inside(tmp_path, capsys):
     rows = json.loads(path.read_text())
     for index, pattern in EXPECTED.items():  # one bad row alone: an error naming the file and the row
         (tmp_path / "one.json").write_text(json.dumps([rows[index]]))
-        with pytest.raises(ValueError, match=str(tmp_path / "one.json") + ": " + pattern.replace("row " + str(index),
-                                                                                                 "row 0")
-                           .replace(f"'{index}:ok", "'0:ok")):
-            docseeker_load(str(tmp_path / "one.json"), "eval", doc_dir=str(tmp_path / "documents"),
-                           bad_rows="error")
+        with pytest.raises(
+            ValueError,
+            match=str(tmp_path / "one.json")
+            + ": "
+            + pattern.replace("row " + str(index), "row 0").replace(f"'{index}:ok", "'0:ok"),
+        ):
+            docseeker_load(str(tmp_path / "one.json"), "eval", doc_dir=str(tmp_path / "documents"), bad_rows="error")
     samples = docseeker_load(str(path), "eval", max_bad_fraction=0.9)  # inside a run: skipped, counted
     assert [s.id for s in samples] == ["0:ok.pdf", "5:ok.pdf", "6:ok.pdf", "9:ok.pdf"]
-    assert samples.skipped == {"missing PDF": 1, "unreadable PDF": 3, "evidence_pages not a list": 1,
-                               "unknown answer_format": 1}
+    assert samples.skipped == {
+        "missing PDF": 1,
+        "unreadable PDF": 3,
+        "evidence_pages not a list": 1,
+        "unknown answer_format": 1,
+    }
     for message, (index, pattern) in zip(samples.errors, EXPECTED.items()):
         assert str(path) in message
         assert __import__("re").search(pattern, message), (index, message)
@@ -147,14 +162,37 @@ def test_eval_on_published_rows_prints_the_breakdown(tiny_model_dir, tmp_path, c
     rows = json.loads(path.read_text()) + [published_row("missing.pdf", "q", "a", "[1]", "Str")]
     path.write_text(json.dumps(rows))
     out = tmp_path / "eval"
-    assert main(["eval", "--model", str(tiny_model_dir), "--tasks", f"mmlongbench_doc:{path}", "--output_path",
-                 str(out), "--task_args", "page_retrieval=bm25,retrieval_top_k=3,egra_high_tokens=16,egra_low_tokens=8",
-                 "--gen_kwargs", "max_new_tokens=8", "--log_samples"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_model_dir),
+                "--tasks",
+                f"mmlongbench_doc:{path}",
+                "--output_path",
+                str(out),
+                "--task_args",
+                "page_retrieval=bm25,retrieval_top_k=3,egra_high_tokens=16,egra_low_tokens=8",
+                "--gen_kwargs",
+                "max_new_tokens=8",
+                "--log_samples",
+            ]
+        )
+        == 0
+    )
     results = json.loads(next(out.rglob("*_results.json")).read_text())
     res = results["results"]["mmlongbench_doc:samples"]
     assert res["n"] == 5 and res["n_failed"] == 0
-    for metric in ("accuracy", "f1", "accuracy_format_list", "accuracy_source_layout", "accuracy_cross_page",
-                   "accuracy_len_le20", "evidence_f1"):
+    for metric in (
+        "accuracy",
+        "f1",
+        "accuracy_format_list",
+        "accuracy_source_layout",
+        "accuracy_cross_page",
+        "accuracy_len_le20",
+        "evidence_f1",
+    ):
         assert f"{metric},none" in res, metric
     assert res["retrieval_recall,none"] == pytest.approx(1.0)  # every gold page was among the top 3
     assert res["accuracy_format_int_n,none"] == 1 and res["accuracy_unanswerable_n,none"] == 1
@@ -169,9 +207,23 @@ def test_eval_on_published_rows_prints_the_breakdown(tiny_model_dir, tmp_path, c
 def test_grpo_trains_on_published_rows(tiny_model_dir, tmp_path):
     path = write_benchmark(tmp_path / "bench")
     out = tmp_path / "grpo"
-    assert main(["train", str(ROOT / "configs" / "docseeker" / "docseeker_grpo_tiny.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={out}", f"data.train_path={path}", "max_steps=2", "rollout.num_generations=2",
-                 "rollout.max_completion_length=8", "num_threads=1", "save_steps=0",
-                 "data.task_args={egra_high_tokens: 16, egra_low_tokens: 8, egra_k: 1}"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(ROOT / "configs" / "docseeker" / "docseeker_grpo_tiny.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                f"data.train_path={path}",
+                "max_steps=2",
+                "rollout.num_generations=2",
+                "rollout.max_completion_length=8",
+                "num_threads=1",
+                "save_steps=0",
+                "data.task_args={egra_high_tokens: 16, egra_low_tokens: 8, egra_k: 1}",
+            ]
+        )
+        == 0
+    )
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]

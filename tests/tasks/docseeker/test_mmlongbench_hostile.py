@@ -25,10 +25,26 @@ from mmreason.tasks.docseeker.mmlb_score import (
 )
 
 N = 100_000
-ADVERSARIAL = ["a" + " " * N + "a", " " * N + "(", "(" * N, "(" + " " * N, "1" * N + "x", "1" * N + "-" + "1" * N + "x",
-               "1 " * (N // 2) + "x", "a@" + "a." * (N // 2) + "!", "a" * N + "@", "." * N + "@a.b!", "'" * N,
-               "$" * N + "%" * N, "[" * N, "[" + "1," * (N // 2), "page" + " " * N, "https://" + "/" * N,
-               "\t\n" * (N // 2) + "(x", "ab" * (N // 2)]
+ADVERSARIAL = [
+    "a" + " " * N + "a",
+    " " * N + "(",
+    "(" * N,
+    "(" + " " * N,
+    "1" * N + "x",
+    "1" * N + "-" + "1" * N + "x",
+    "1 " * (N // 2) + "x",
+    "a@" + "a." * (N // 2) + "!",
+    "a" * N + "@",
+    "." * N + "@a.b!",
+    "'" * N,
+    "$" * N + "%" * N,
+    "[" * N,
+    "[" + "1," * (N // 2),
+    "page" + " " * N,
+    "https://" + "/" * N,
+    "\t\n" * (N // 2) + "(x",
+    "ab" * (N // 2),
+]
 
 
 def _reference_clean(text) -> str:
@@ -78,8 +94,14 @@ def test_json_file_goes_through_the_row_reader(tmp_path):
     with pytest.raises(ValueError, match=r"field 'question' holds a lone surrogate"):
         docseeker_load(path, "eval")
     good = published_row("ok.pdf", "q", "a", "[1]", "Str")
-    rows = [good, {**good, "answer_format": None}, {**good, "answer_format": "Integer"}, {**good, "answer": ["a"]},
-            {**good, "answer": "x" * 5000}, {**good, "answer_format": 3}]
+    rows = [
+        good,
+        {**good, "answer_format": None},
+        {**good, "answer_format": "Integer"},
+        {**good, "answer": ["a"]},
+        {**good, "answer": "x" * 5000},
+        {**good, "answer_format": 3},
+    ]
     path = _bench(tmp_path, rows)
     samples = docseeker_load(path, "eval", max_bad_fraction=0.9)
     assert [s.id for s in samples] == ["0:ok.pdf"]
@@ -89,8 +111,19 @@ def test_json_file_goes_through_the_row_reader(tmp_path):
     with pytest.raises(ValueError, match=r"one\.json: row 0 \(doc_id 'ok\.pdf'\): unknown answer_format 'Integer'"):
         docseeker_load(str(tmp_path / "one.json"), "eval", doc_dir=str(tmp_path / "documents"), bad_rows="error")
     own = tmp_path / "own.jsonl"  # the loader's own row shape: "Integer" would fail every metric later
-    own.write_text(json.dumps({"id": "x", "document": "documents/ok.pdf", "question": "q", "answer": "1",
-                               "evidence_pages": [1], "answer_format": "Integer"}) + "\n")
+    own.write_text(
+        json.dumps(
+            {
+                "id": "x",
+                "document": "documents/ok.pdf",
+                "question": "q",
+                "answer": "1",
+                "evidence_pages": [1],
+                "answer_format": "Integer",
+            }
+        )
+        + "\n"
+    )
     with pytest.raises(ValueError, match=r"own\.jsonl: row 0 \(id 'x'\): unknown answer_format 'Integer'"):
         docseeker_load(str(own), "eval", bad_rows="error")
 
@@ -99,8 +132,12 @@ def test_out_of_range_evidence_is_scored_on_the_answer_and_left_out_of_evidence_
     """Evidence page 0 and page 7 of a 3-page PDF, as published: both kept and scored on their answers; the
     evidence metrics skip them (NaN), the single-page breakdown counts them by the list as published, and the
     results file says how many (partial_rows) beside the skipped rows."""
-    rows = [published_row("ok.pdf", "What?", "beta", "[2]", "Str"), published_row("ok.pdf", "Q0", "alpha", "[0]", "Str"),
-            published_row("ok.pdf", "Q7", "7", "[7]", "Int"), published_row("gone.pdf", "q", "a", "[1]", "Str")]
+    rows = [
+        published_row("ok.pdf", "What?", "beta", "[2]", "Str"),
+        published_row("ok.pdf", "Q0", "alpha", "[0]", "Str"),
+        published_row("ok.pdf", "Q7", "7", "[7]", "Int"),
+        published_row("gone.pdf", "q", "a", "[1]", "Str"),
+    ]
     path = _bench(tmp_path, rows)
     samples = docseeker_load(path, "eval")
     assert [s.id for s in samples] == ["0:ok.pdf", "1:ok.pdf", "2:ok.pdf"]

@@ -20,27 +20,27 @@ CASES = [
     ("12", "13", "Int", 0.0),
     ("12", "twelve", "Int", 0.0),
     # Float, reference 3.5 (also read as 0.035 and 350):
-    ("3.5", "3.5%", "Float", 1.0),      # "%" cleaned away: 3.5 == 3.5
-    ("3.5", "0.035", "Float", 1.0),     # the percentage variant r / 100 = 0.035
-    ("3.5", "3.52", "Float", 1.0),      # |3.5 - 3.52| = 0.02 <= 0.01 * 3.52 = 0.0352
-    ("3.5", "3.6", "Float", 0.0),       # 0.1 > 0.036; round(., 2): 3.6 != 3.5, != 0.04, != 350
-    ("$1,200", "1200", "Float", 0.0),   # "1,200" is not a float: the reference cannot be read, no match
+    ("3.5", "3.5%", "Float", 1.0),  # "%" cleaned away: 3.5 == 3.5
+    ("3.5", "0.035", "Float", 1.0),  # the percentage variant r / 100 = 0.035
+    ("3.5", "3.52", "Float", 1.0),  # |3.5 - 3.52| = 0.02 <= 0.01 * 3.52 = 0.0352
+    ("3.5", "3.6", "Float", 0.0),  # 0.1 > 0.036; round(., 2): 3.6 != 3.5, != 0.04, != 350
+    ("$1,200", "1200", "Float", 0.0),  # "1,200" is not a float: the reference cannot be read, no match
     # Str: exact for the benchmark's patterns, else ANLS (0 at or below 0.5)
-    ("Less well-off", "less well off", "Str", 1 - 1 / 13),   # lev("less well-off", "less well off") = 1, max len 13
-    ("Paris (France)", "paris", "Str", 1.0),                 # "(...)" cleaned away
-    ("cat", "dog", "Str", 0.0),                              # lev = 3 of 3: 1 - 1 = 0
+    ("Less well-off", "less well off", "Str", 1 - 1 / 13),  # lev("less well-off", "less well off") = 1, max len 13
+    ("Paris (France)", "paris", "Str", 1.0),  # "(...)" cleaned away
+    ("cat", "dog", "Str", 0.0),  # lev = 3 of 3: 1 - 1 = 0
     ("https://example.com", "https://example.com/", "Str", 0.0),  # a URL: exact only
-    ("2019-05", "2019-05", "Str", 1.0),                      # YYYY-MM: exact
-    ("555-1234", "555 1234", "Str", 0.0),                    # a phone number: exact only (ANLS would give 0.875)
+    ("2019-05", "2019-05", "Str", 1.0),  # YYYY-MM: exact
+    ("555-1234", "555 1234", "Str", 0.0),  # a phone number: exact only (ANLS would give 0.875)
     # List: same length, cleaned and sorted; numbers exactly, else the minimum ANLS
     ("['Acme', 'Zenith']", "['zenith', 'acme']", "List", 1.0),
-    ("['Acme', 'Zenith']", "['acme', 'zenit']", "List", 1 - 1 / 6),   # min(1, 1 - lev("zenith","zenit")/6)
-    ("['Acme', 'Zenith']", "['acme']", "List", 0.0),                  # lengths differ
-    ("['12', '7']", '["7", "12"]', "List", 1.0),                      # numbers: "12-7" == "12-7"
-    ("['12', '7']", "['7', '13']", "List", 0.0),                      # "12-7" != "13-7"
+    ("['Acme', 'Zenith']", "['acme', 'zenit']", "List", 1 - 1 / 6),  # min(1, 1 - lev("zenith","zenit")/6)
+    ("['Acme', 'Zenith']", "['acme']", "List", 0.0),  # lengths differ
+    ("['12', '7']", '["7", "12"]', "List", 1.0),  # numbers: "12-7" == "12-7"
+    ("['12', '7']", "['7', '13']", "List", 0.0),  # "12-7" != "13-7"
     # None: only "Not answerable" answers it
     ("Not answerable", "Not answerable", "None", 1.0),
-    ("Not answerable", "42", "None", 0.0),                   # lev = 14 of 14
+    ("Not answerable", "42", "None", 0.0),  # lev = 14 of 14
 ]
 
 
@@ -62,12 +62,14 @@ def _completion(answer: str) -> str:
 
 
 # (reference, format, prediction, score): worked by hand for the set-level check below
-ROWS = [("7", "Int", "7", 1.0),                                 # answerable, right
-        ("7", "Int", "8", 0.0),                                 # answerable, wrong
-        ("7", "Int", "Not answerable", 0.0),                    # answerable, declined
-        ("Not answerable", "None", "Not answerable", 1.0),      # unanswerable, declined
-        ("Not answerable", "None", "5", 0.0),                   # unanswerable, answered
-        ("Not answerable", "None", "x", 0.0)]                   # unanswerable, answered
+ROWS = [
+    ("7", "Int", "7", 1.0),  # answerable, right
+    ("7", "Int", "8", 0.0),  # answerable, wrong
+    ("7", "Int", "Not answerable", 0.0),  # answerable, declined
+    ("Not answerable", "None", "Not answerable", 1.0),  # unanswerable, declined
+    ("Not answerable", "None", "5", 0.0),  # unanswerable, answered
+    ("Not answerable", "None", "x", 0.0),
+]  # unanswerable, answered
 
 
 def test_accuracy_and_f1_by_hand():
@@ -83,18 +85,31 @@ def test_pack_metrics_give_the_same_accuracy_and_f1():
     """The per-question metrics' means are the benchmark's accuracy, recall and precision; the derived f1
     combines them; the breakdowns apply where they should (NaN elsewhere)."""
     metrics = mmlongbench_metrics()
-    samples = [Sample(id=str(i), messages=[], answer=ref,
-                      meta={"answer_format": fmt, "evidence_pages": [-1] if fmt == "None" else [3],
-                            "evidence_sources": ["Table"] if fmt == "Int" else [], "num_pages": 40,
-                            "retrieved_pages": [1, 3] if i == 0 else [1, 2]})
-               for i, (ref, fmt, _, _) in enumerate(ROWS)]
-    scores = {name: [fn(s, _completion(pred)) for s, (_, _, pred, _) in zip(samples, ROWS)]
-              for name, fn in metrics.items()}
+    samples = [
+        Sample(
+            id=str(i),
+            messages=[],
+            answer=ref,
+            meta={
+                "answer_format": fmt,
+                "evidence_pages": [-1] if fmt == "None" else [3],
+                "evidence_sources": ["Table"] if fmt == "Int" else [],
+                "num_pages": 40,
+                "retrieved_pages": [1, 3] if i == 0 else [1, 2],
+            },
+        )
+        for i, (ref, fmt, _, _) in enumerate(ROWS)
+    ]
+    scores = {
+        name: [fn(s, _completion(pred)) for s, (_, _, pred, _) in zip(samples, ROWS)] for name, fn in metrics.items()
+    }
     means = {name: summarize(values).value for name, values in scores.items()}
     assert means["accuracy"] == pytest.approx(1 / 3)
     assert means["answerable_recall"] == pytest.approx(1 / 3) and means["answered_precision"] == pytest.approx(1 / 4)
     assert f1_of(means) == pytest.approx(2 / 7)
-    assert means["accuracy_format_int"] == pytest.approx(1 / 3) and means["accuracy_format_none"] == pytest.approx(1 / 3)
+    assert means["accuracy_format_int"] == pytest.approx(1 / 3) and means["accuracy_format_none"] == pytest.approx(
+        1 / 3
+    )
     assert means["accuracy_source_table"] == pytest.approx(1 / 3) and means["accuracy_source_chart"] is None
     assert means["accuracy_single_page"] == pytest.approx(1 / 3) and means["accuracy_cross_page"] is None
     assert means["accuracy_unanswerable"] == pytest.approx(1 / 3)

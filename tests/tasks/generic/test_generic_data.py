@@ -21,9 +21,18 @@ from mmreason.tasks.generic.rewards import generic_accuracy, generic_format
 from mmreason.tasks.generic.scoring import gold_completion
 from mmreason.types import Trajectory
 
-FORMATS = {"easyr1_parquet": "easyr1", "easyr1_jsonl": "easyr1", "trl_jsonl": "trl", "verl_parquet": "verl",
-           "videor1_json": "videor1", "sharegpt_json": "sharegpt", "save_to_disk": "easyr1", "imagefolder": "easyr1",
-           "shards_dir": "easyr1", "shards_glob": "easyr1"}
+FORMATS = {
+    "easyr1_parquet": "easyr1",
+    "easyr1_jsonl": "easyr1",
+    "trl_jsonl": "trl",
+    "verl_parquet": "verl",
+    "videor1_json": "videor1",
+    "sharegpt_json": "sharegpt",
+    "save_to_disk": "easyr1",
+    "imagefolder": "easyr1",
+    "shards_dir": "easyr1",
+    "shards_glob": "easyr1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +68,13 @@ def test_media_forms_resolve_and_reach_the_model_with_their_tokens(data, tiny):
     assert rows["e4"].videos[0].path == str(base / "media" / "carphone.mp4")
     pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     vpad = processor.tokenizer.convert_tokens_to_ids("<|video_pad|>")
-    merge = processor.image_processor.merge_size ** 2
+    merge = processor.image_processor.merge_size**2
     two = generic_load(str(data["easyr1_parquet"]))[1]  # two embedded {"bytes"} pictures, two placeholders
     video = rows["e4"]
     for sample, question in ((two, "How many pictures are shown?"), (video, "What is the man holding?")):
-        p = build_prompt(processor, sample, max_prompt_length=4096, min_pixels=3136, max_pixels=12544,
-                         video_max_frames=4)
+        p = build_prompt(
+            processor, sample, max_prompt_length=4096, min_pixels=3136, max_pixels=12544, video_max_frames=4
+        )
         grid = p.visual.get("image_grid_thw", p.visual.get("video_grid_thw"))
         expected = int(grid.prod(dim=-1).sum()) // merge
         ids = p.input_ids.tolist()
@@ -100,8 +110,10 @@ def test_templates_ask_for_a_format_the_format_reward_checks(data, tmp_path):
     assert generic_format([a, a], [_traj("<think>x</think><answer>7</answer>"), _traj("7")]) == [1.0, 0.0]
     own = tmp_path / "mine.jinja"
     own.write_text("Q: {{ content }} -- one word.")
-    assert generic_load(str(data["trl_jsonl"]), prompt_template=str(own))[0].prompt_text == \
-        "Q: Which animal is this? -- one word."
+    assert (
+        generic_load(str(data["trl_jsonl"]), prompt_template=str(own))[0].prompt_text
+        == "Q: Which animal is this? -- one word."
+    )
     plain = generic_load(str(data["trl_jsonl"]))[0]
     assert generic_format([plain], [_traj("cat")]) == [None]  # a plain template asks for no format
 
@@ -120,7 +132,9 @@ def test_eval_scores_the_gold_answer_baseline_at_1_and_breaks_it_down_by_a_colum
 def test_columns_rename_and_format_forcing(tmp_path, capsys):
     img = tmp_path / "a.png"
     img.write_bytes(small_png("coffee"))
-    path = write_jsonl(tmp_path / "mine.jsonl", [{"question": "<image>What drink?", "label": "coffee", "img": ["a.png"]}])
+    path = write_jsonl(
+        tmp_path / "mine.jsonl", [{"question": "<image>What drink?", "label": "coffee", "img": ["a.png"]}]
+    )
     s = generic_load(str(path), columns={"prompt": "question", "answer": "label", "images": "img"})[0]
     assert s.answer == "coffee" and s.images == [str(img)] and "format easyr1" in capsys.readouterr().out
     s = generic_load(str(path), format="trl", columns={"prompt": "question", "answer": "label", "images": "img"})[0]
@@ -129,8 +143,11 @@ def test_columns_rename_and_format_forcing(tmp_path, capsys):
 
 def test_sharegpt_multi_turn_sft_trains_every_gpt_turn(data):
     turns = generic_load(str(data["sharegpt_json"]), turns="all")
-    assert [(s.id, s.meta["target"]) for s in turns] == [("s1#turn0", "cat"), ("s1#turn1", "brown"),
-                                                        ("s2#turn0", "a camera")]
+    assert [(s.id, s.meta["target"]) for s in turns] == [
+        ("s1#turn0", "cat"),
+        ("s1#turn1", "brown"),
+        ("s2#turn0", "a camera"),
+    ]
     assert turns[1].messages[1] == {"role": "assistant", "content": "cat"} and len(turns[1].images) == 1
 
 
@@ -158,12 +175,17 @@ def test_a_missing_column_names_the_expected_columns_and_the_closest_present_one
     assert "typo.jsonl" in line and "'answer'" in line and "closest present: 'answr'" in line and "\n" not in line
 
 
-@pytest.mark.parametrize("row, words", [
-    ({"problem": "<image><image>Two?", "answer": "2", "images": ["a.png"]},
-     ["row 1", "2 <image> placeholder(s) but 1 image(s)"]),
-    ({"problem": "<image>?", "answer": {"text": "A"}, "images": ["a.png"]}, ["row 1", "'answer'", "not a string"]),
-    ({"problem": "<image>?", "answer": "A", "images": [42]}, ["row 1", "'images'[0]", "int"]),
-])
+@pytest.mark.parametrize(
+    "row, words",
+    [
+        (
+            {"problem": "<image><image>Two?", "answer": "2", "images": ["a.png"]},
+            ["row 1", "2 <image> placeholder(s) but 1 image(s)"],
+        ),
+        ({"problem": "<image>?", "answer": {"text": "A"}, "images": ["a.png"]}, ["row 1", "'answer'", "not a string"]),
+        ({"problem": "<image>?", "answer": "A", "images": [42]}, ["row 1", "'images'[0]", "int"]),
+    ],
+)
 def test_bad_rows_are_one_line_naming_file_row_and_field(tmp_path, row, words):
     good = {"problem": "<image>?", "answer": "A", "images": ["a.png"]}
     path = write_jsonl(tmp_path / "bad.jsonl", [good, row])
@@ -181,11 +203,15 @@ def test_inspect_reports_the_dataset_and_every_problem(data, tmp_path, capsys):
     assert "<|vision_start|><|video_pad|><|vision_end|>What is the man doing?" in out  # the rendered prompt
     (tmp_path / "broken.png").write_bytes(b"not a picture")
     (tmp_path / "ok.png").write_bytes(small_png("camera"))
-    path = write_jsonl(tmp_path / "d.jsonl", [
-        {"problem": "<image>?", "answer": "A", "images": ["ok.png"]},
-        {"problem": "<image>?", "answer": "A", "images": ["gone.png"]},
-        {"problem": "<image>?", "answer": "A", "images": ["broken.png"]},
-        {"problem": "<image><image>?", "answer": "A", "images": ["ok.png"]}])
+    path = write_jsonl(
+        tmp_path / "d.jsonl",
+        [
+            {"problem": "<image>?", "answer": "A", "images": ["ok.png"]},
+            {"problem": "<image>?", "answer": "A", "images": ["gone.png"]},
+            {"problem": "<image>?", "answer": "A", "images": ["broken.png"]},
+            {"problem": "<image><image>?", "answer": "A", "images": ["ok.png"]},
+        ],
+    )
     assert main(["data", "inspect", str(path)]) == 1
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "d.jsonl" in ln and ": row " in ln]
     assert len(lines) == 3, lines

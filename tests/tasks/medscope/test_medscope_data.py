@@ -79,8 +79,10 @@ def test_rows_become_samples_with_the_global_view_and_the_evidence(tmp_path):
     assert "The video is 60.0 s long; you see 16 frames of it at t = 0.0, 4.0," in text
     assert grounding.videos[0].num_frames == 16 and grounding.meta["answer_kind"] == "span"
     assert grounding.meta["span"] == [[float(v) for v in json.loads(grounding.answer)]]
-    assert by_type["grounded_qa"].meta["answer_kind"] == "mcq" and "(D)" in by_type["grounded_qa"].messages[0][
-        "content"][1]["text"]
+    assert (
+        by_type["grounded_qa"].meta["answer_kind"] == "mcq"
+        and "(D)" in by_type["grounded_qa"].messages[0]["content"][1]["text"]
+    )
     assert by_type["qa"].meta["answer_kind"] == "numeric"
     assert "<tool_call>" in by_type["qa"].meta["target"]
 
@@ -131,20 +133,30 @@ def test_the_frames_view_puts_each_global_frame_after_its_time(tmp_path, monkeyp
         medscope_load(str(path), "eval", global_view="clip")
 
 
-@pytest.mark.parametrize("change,message", [
-    ({"task_type": "caption"}, "task_type 'caption' is not one of"),
-    ({"evidence_windows": None}, r"row 0 \(id 'r'\) has no 'evidence_windows'"),
-    ({"evidence_windows": [[5, 2]]}, r"evidence window \[5.0, 2.0\] is not a time window"),
-    ({"evidence_windows": "soon"}, "not a JSON list"),
-    ({"options": ["red"], "answer": "A"}, "options must be a list of 2..10"),
-    ({"options": ["red", "blue"], "answer": "green"}, "neither an option letter"),
-    ({"task_type": "temporal_grounding", "answer": "later"}, "is not \\[start, end\\]"),
-    ({"video": "gone.mp4"}, "does not exist"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"task_type": "caption"}, "task_type 'caption' is not one of"),
+        ({"evidence_windows": None}, r"row 0 \(id 'r'\) has no 'evidence_windows'"),
+        ({"evidence_windows": [[5, 2]]}, r"evidence window \[5.0, 2.0\] is not a time window"),
+        ({"evidence_windows": "soon"}, "not a JSON list"),
+        ({"options": ["red"], "answer": "A"}, "options must be a list of 2..10"),
+        ({"options": ["red", "blue"], "answer": "green"}, "neither an option letter"),
+        ({"task_type": "temporal_grounding", "answer": "later"}, "is not \\[start, end\\]"),
+        ({"video": "gone.mp4"}, "does not exist"),
+    ],
+)
 def test_bad_rows_name_the_file_and_row(tmp_path, change, message):
     make_data(tmp_path, videos=1)
-    row = {"id": "r", "video": "00000.mp4", "question": "q?", "answer": "3", "task_type": "qa",
-           "evidence_windows": [[1, 2]], **change}
+    row = {
+        "id": "r",
+        "video": "00000.mp4",
+        "question": "q?",
+        "answer": "3",
+        "task_type": "qa",
+        "evidence_windows": [[1, 2]],
+        **change,
+    }
     path = tmp_path / "rows.jsonl"
     path.write_text(json.dumps(row) + "\n")
     with pytest.raises(ValueError, match=message) as info:

@@ -52,23 +52,26 @@ def test_an_answer_or_a_turn_without_a_call_ends_the_episode(env):
     assert env.step("I think it is B").done
 
 
-@pytest.mark.parametrize("text, reason", [
-    (call("crop_video", start=10, end=5), "must be <"),
-    (call("crop_video", start=-3, end=5), "minimum"),
-    (call("crop_video", start=10, end=1e9), "maximum"),
-    (call("crop_video", start=10, end=10.5), "shorter than"),
-    (call("crop_video", start="10", end=20), "expected number"),
-    (call("crop_video", start=10, end=20, fps=30), "unknown arguments"),
-    (call("get_frame"), "missing required"),
-    (call("open_file", path="/etc/passwd"), "unknown tool"),
-    ('<tool_call>{"name": "get_frame", "arguments": {"t": NaN}}</tool_call>', "expected number"),
-    ('<tool_call>{"name": "get_frame", "arguments": {"t": 1e999}}</tool_call>', "expected number"),
-    ("<tool_call>__import__('os').system('true')</tool_call>", "not a JSON object"),
-    ("<think>" + call("get_frame", t=3), "inside <think>"),
-    ("<tool_call>" + call("get_frame", t=3), "opened twice"),
-    ('<tool_call>{"name": "get_frame", "arguments": {"t": 3}}', "never closed"),
-    (call("get_frame", t=3) + call("get_frame", t=4), "one tool call per turn"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        (call("crop_video", start=10, end=5), "must be <"),
+        (call("crop_video", start=-3, end=5), "minimum"),
+        (call("crop_video", start=10, end=1e9), "maximum"),
+        (call("crop_video", start=10, end=10.5), "shorter than"),
+        (call("crop_video", start="10", end=20), "expected number"),
+        (call("crop_video", start=10, end=20, fps=30), "unknown arguments"),
+        (call("get_frame"), "missing required"),
+        (call("open_file", path="/etc/passwd"), "unknown tool"),
+        ('<tool_call>{"name": "get_frame", "arguments": {"t": NaN}}</tool_call>', "expected number"),
+        ('<tool_call>{"name": "get_frame", "arguments": {"t": 1e999}}</tool_call>', "expected number"),
+        ("<tool_call>__import__('os').system('true')</tool_call>", "not a JSON object"),
+        ("<think>" + call("get_frame", t=3), "inside <think>"),
+        ("<tool_call>" + call("get_frame", t=3), "opened twice"),
+        ('<tool_call>{"name": "get_frame", "arguments": {"t": 3}}', "never closed"),
+        (call("get_frame", t=3) + call("get_frame", t=4), "one tool call per turn"),
+    ],
+)
 def test_a_bad_call_gets_an_error_observation_and_runs_nothing(env, text, reason):
     obs = env.step(text)
     assert reason in obs.info["error"] and obs.text.startswith("Error:")
@@ -121,7 +124,7 @@ def test_a_call_written_beside_the_answer_never_runs_and_earns_no_grounding(env,
     from mmreason.types import Trajectory
 
     sample = samples[0]
-    (start, end), = sample.meta["span"]
+    ((start, end),) = sample.meta["span"]
     text = call("crop_video", start=start, end=end) + "<answer>[1, 2]</answer>"
     obs = env.step(text)
     assert obs.done and obs.info == {"end": "answer"} and env.calls == 0

@@ -17,14 +17,39 @@ from mmreason.tasks.medscope.scoring import medscope_accuracy, medscope_format
 from mmreason.types import Trajectory
 
 NUMBERS = st.one_of(
-    st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**400), 10**400),
-    st.sampled_from([0, 1, 30, 59.9, 60, -1e-9, 1e308]), st.text(max_size=5), st.booleans(), st.none())
-NESTED = st.recursive(NUMBERS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
-                                                                                          max_size=3), max_leaves=20)
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**400), 10**400),
+    st.sampled_from([0, 1, 30, 59.9, 60, -1e-9, 1e308]),
+    st.text(max_size=5),
+    st.booleans(),
+    st.none(),
+)
+NESTED = st.recursive(
+    NUMBERS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=20,
+)
 NAMES = st.sampled_from(["crop_video", "get_frame", "rm", "__import__", "", "crop_video\x00", "CROP_VIDEO"])
 ARGS = st.dictionaries(st.sampled_from(["start", "end", "t", "window", "x" * 50]), NESTED, max_size=4)
-PIECES = st.sampled_from(["<tool_call>", "</tool_call>", "<think>", "</think>", "<answer>", "</answer>",
-                          "{", "}", '"', "[", "]", "\n", "NaN", "Infinity", "1e999"])
+PIECES = st.sampled_from(
+    [
+        "<tool_call>",
+        "</tool_call>",
+        "<think>",
+        "</think>",
+        "<answer>",
+        "</answer>",
+        "{",
+        "}",
+        '"',
+        "[",
+        "]",
+        "\n",
+        "NaN",
+        "Infinity",
+        "1e999",
+    ]
+)
 
 
 def _json_call(name, args, nest: int) -> str:
@@ -38,10 +63,14 @@ TURNS = st.one_of(
     st.builds(_json_call, NAMES, ARGS, st.integers(0, 3)),
     st.lists(PIECES | st.text(max_size=20), max_size=30).map("".join),
     st.builds(lambda name, args: "<think>" + _json_call(name, args, 0) + "</think>", NAMES, ARGS),
-    st.builds(lambda n: '<tool_call>{"name": "get_frame", "arguments": {"t": ' + "[" * n + "1" + "]" * n + "}}</tool_call>",
-              st.integers(0, 5000)),
-    st.builds(lambda k: '<tool_call>{"name": "get_frame", "arguments": {"t": 1, "pad": "' + "x" * k + '"}}</tool_call>',
-              st.sampled_from([10, 10_000, 1_000_000])),
+    st.builds(
+        lambda n: '<tool_call>{"name": "get_frame", "arguments": {"t": ' + "[" * n + "1" + "]" * n + "}}</tool_call>",
+        st.integers(0, 5000),
+    ),
+    st.builds(
+        lambda k: '<tool_call>{"name": "get_frame", "arguments": {"t": 1, "pad": "' + "x" * k + '"}}</tool_call>',
+        st.sampled_from([10, 10_000, 1_000_000]),
+    ),
 )
 
 
@@ -50,8 +79,9 @@ def sample(tmp_path_factory):
     return medscope_load(str(make_data(tmp_path_factory.mktemp("hostile"), videos=1)), "eval")[0]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(turns=st.lists(TURNS, min_size=1, max_size=8))
 def test_any_turn_gets_a_bounded_observation_and_errors_are_counted(sample, turns):
     limits = ToolLimits(max_calls=2, max_errors=3, max_observation_tokens=40)

@@ -25,11 +25,18 @@ def test_blind_rule_answers_the_train_majority_and_mean_window(rows):
     samples = medscope_load(str(rows))
     rule = blind_rule(samples)
     for s in samples:
-        same = [o for o in samples if o.meta["task_type"] == s.meta["task_type"]
-                and o.messages[0]["content"][-1]["text"].split("\n")[0]
-                == s.messages[0]["content"][-1]["text"].split("\n")[0]]
-        answer, (lo, hi) = next(v for k, v in rule.items() if k[0] == s.meta["task_type"]
-                                and s.messages[0]["content"][-1]["text"].startswith(k[1]))
+        same = [
+            o
+            for o in samples
+            if o.meta["task_type"] == s.meta["task_type"]
+            and o.messages[0]["content"][-1]["text"].split("\n")[0]
+            == s.messages[0]["content"][-1]["text"].split("\n")[0]
+        ]
+        answer, (lo, hi) = next(
+            v
+            for k, v in rule.items()
+            if k[0] == s.meta["task_type"] and s.messages[0]["content"][-1]["text"].startswith(k[1])
+        )
         assert lo == pytest.approx(sum(o.meta["span"][0][0] for o in same) / len(same))
         assert hi == pytest.approx(sum(o.meta["span"][0][1] for o in same) / len(same))
         counts = [str(o.answer) for o in same]
@@ -50,10 +57,25 @@ def _samples(path, scores):
 
 
 def test_paired_counts_turns_and_skips_docs_without_the_metric(tmp_path, capsys):
-    a = _samples(tmp_path / "a.jsonl", {"d1": {"accuracy": 0.0, "miou": math.nan}, "d2": {"accuracy": 1.0},
-                                        "d3": {"accuracy": 0.0}, "d4": {"accuracy": 0.0}, "only_a": {"accuracy": 1}})
-    b = _samples(tmp_path / "b.jsonl", {"d1": {"accuracy": 1.0, "miou": 0.5}, "d2": {"accuracy": 0.0},
-                                        "d3": {"accuracy": 1.0}, "d4": {"accuracy": 0.0}})
+    a = _samples(
+        tmp_path / "a.jsonl",
+        {
+            "d1": {"accuracy": 0.0, "miou": math.nan},
+            "d2": {"accuracy": 1.0},
+            "d3": {"accuracy": 0.0},
+            "d4": {"accuracy": 0.0},
+            "only_a": {"accuracy": 1},
+        },
+    )
+    b = _samples(
+        tmp_path / "b.jsonl",
+        {
+            "d1": {"accuracy": 1.0, "miou": 0.5},
+            "d2": {"accuracy": 0.0},
+            "d3": {"accuracy": 1.0},
+            "d4": {"accuracy": 0.0},
+        },
+    )
     got = paired(a, b, "accuracy")
     assert (got["n"], got["up"], got["down"]) == (4, 2, 1)
     assert got["mcnemar_z"] == pytest.approx(1 / math.sqrt(3))

@@ -26,16 +26,11 @@ def test_tool_grounding():
     assert out["ground"] == pytest.approx(0.7 / 3 + 0.3)
     assert out["fidelity"] == 1.0
     # only crops -> ground = R_crop; no call -> 0; no gold -> None
-    assert (
-        score("tool_grounding", _calls(("crop_video", {"start": 5, "end": 15})), span=[5, 15])["ground"]
-        == 1.0
-    )
+    assert score("tool_grounding", _calls(("crop_video", {"start": 5, "end": 15})), span=[5, 15])["ground"] == 1.0
     assert score("tool_grounding", "<answer>A</answer>", span=[5, 15])["ground"] == 0.0
     assert score("tool_grounding", text)["ground"] is None
     # a window over 80 % of a 100 s video containing the 10 s gold: tIoU 1/8, scaled by 0.5 * 100 / 80
-    wide = score(
-        "tool_grounding", _calls(("crop_video", {"start": 0, "end": 80})), span=[5, 15], duration=100
-    )
+    wide = score("tool_grounding", _calls(("crop_video", {"start": 0, "end": 80})), span=[5, 15], duration=100)
     assert wide["crop"] == pytest.approx(10 / 80 * 50 / 80)
     # a miss lowers fidelity
     half = score(

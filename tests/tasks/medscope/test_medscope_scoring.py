@@ -12,9 +12,13 @@ from mmreason.types import Sample, Trajectory
 
 
 def _sample(task_type: str, answer: str, kind: str, span=((40.0, 46.0),), **meta) -> Sample:
-    return Sample(id="s", messages=[], answer=answer, task="medscope",
-                  meta={"task_type": task_type, "answer_kind": kind, "span": [list(w) for w in span],
-                        "duration": 120.0, **meta})
+    return Sample(
+        id="s",
+        messages=[],
+        answer=answer,
+        task="medscope",
+        meta={"task_type": task_type, "answer_kind": kind, "span": [list(w) for w in span], "duration": 120.0, **meta},
+    )
 
 
 def _traj(text: str, infos=None) -> Trajectory:
@@ -28,18 +32,21 @@ MCQ = _sample("grounded_qa", "B", "mcq", choices=["red", "green", "blue", "yello
 COUNT = _sample("qa", "4", "numeric")
 
 
-@pytest.mark.parametrize("sample, text, want", [
-    (GROUNDING, "<answer>[40, 46]</answer>", 1.0),
-    (GROUNDING, "<answer>[43, 49]</answer>", 3 / 9),  # overlap 3 s of a 9 s union
-    (GROUNDING, "<answer>[0, 120]</answer>", 6 / 120),
-    (GROUNDING, "[40, 46] without an answer tag", 0.0),
-    (MCQ, "<span>[40, 46]</span><answer>B</answer>", 1.0),
-    (MCQ, "<span>[43, 49]</span><answer>B</answer>", 0.5 + 0.5 / 3),
-    (MCQ, "<span>[40, 46]</span><answer>C</answer>", 0.5),
-    (MCQ, "<answer>[40, 46]</answer>", 0.0),  # a span in place of the letter is no answer and no <span>
-    (COUNT, "<span>[1, 2]</span><answer>4</answer>", 1.0),
-    (COUNT, "<answer>four</answer>", 0.0),
-])
+@pytest.mark.parametrize(
+    "sample, text, want",
+    [
+        (GROUNDING, "<answer>[40, 46]</answer>", 1.0),
+        (GROUNDING, "<answer>[43, 49]</answer>", 3 / 9),  # overlap 3 s of a 9 s union
+        (GROUNDING, "<answer>[0, 120]</answer>", 6 / 120),
+        (GROUNDING, "[40, 46] without an answer tag", 0.0),
+        (MCQ, "<span>[40, 46]</span><answer>B</answer>", 1.0),
+        (MCQ, "<span>[43, 49]</span><answer>B</answer>", 0.5 + 0.5 / 3),
+        (MCQ, "<span>[40, 46]</span><answer>C</answer>", 0.5),
+        (MCQ, "<answer>[40, 46]</answer>", 0.0),  # a span in place of the letter is no answer and no <span>
+        (COUNT, "<span>[1, 2]</span><answer>4</answer>", 1.0),
+        (COUNT, "<answer>four</answer>", 0.0),
+    ],
+)
 def test_answer_reward_by_task_type(sample, text, want):
     assert medscope_accuracy([sample], [_traj(text)])[0] == pytest.approx(want)
 

@@ -43,9 +43,23 @@ def _checkpoint(run: Path, step: int) -> Path:
 
 
 def _sft(tiny_model_dir, out: Path, steps: int) -> Path:
-    assert main(["sft", str(CONFIGS / "medscope_sft_tiny.yaml"), f"model.name_or_path={tiny_model_dir}",
-                 f"output_dir={out}", ONE, f"max_steps={steps}", "learning_rate=1.0e-2", "prompts_per_step=2",
-                 "mini_batch_size=2", "save_steps=0"]) == 0
+    assert (
+        main(
+            [
+                "sft",
+                str(CONFIGS / "medscope_sft_tiny.yaml"),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                ONE,
+                f"max_steps={steps}",
+                "learning_rate=1.0e-2",
+                "prompts_per_step=2",
+                "mini_batch_size=2",
+                "save_steps=0",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -79,8 +93,9 @@ def test_an_eval_episode_is_the_sft_replay_of_its_own_turns(sft_model, tmp_path,
     from mmreason.train.setup import setup_run
 
     model = _checkpoint(sft_model, 100)
-    cfg = load_config(TrainConfig, CONFIGS / "medscope_sft_tiny.yaml",
-                      [f"model.name_or_path={model}", f"output_dir={tmp_path}", ONE])
+    cfg = load_config(
+        TrainConfig, CONFIGS / "medscope_sft_tiny.yaml", [f"model.name_or_path={model}", f"output_dir={tmp_path}", ONE]
+    )
     run = setup_run(cfg, with_rewards=False)
     run.step = 0
     prompt = load_prompt(run, 0, split="sft")
@@ -89,8 +104,9 @@ def test_an_eval_episode_is_the_sft_replay_of_its_own_turns(sft_model, tmp_path,
     episode = run_episode(run.model, run.processor, prompt, env, 0, settings, 3, 4096, 0, 0, 0)
     turns = [t.text for t in episode.turns if t.role == "assistant"]
     assert len(turns) == 3 and [i.get("name") for i in episode.tool_calls[:2]] == ["crop_video", "get_frame"]
-    replayed = replay_episode(run.processor, prompt, run.pack.make_environment(), "".join(turns),
-                              turn_end(run.processor).strip())
+    replayed = replay_episode(
+        run.processor, prompt, run.pack.make_environment(), "".join(turns), turn_end(run.processor).strip()
+    )
     end = episode.token_ids.numel()  # the replay adds the turn end the episode's last turn stopped before
     assert replayed.token_ids.numel() in (end, end + 1)
     assert torch.equal(replayed.token_ids[:end], episode.token_ids)
@@ -103,13 +119,28 @@ def test_an_eval_episode_is_the_sft_replay_of_its_own_turns(sft_model, tmp_path,
 
 
 @pytest.mark.slow
-def test_ga_grpo_advantages_equal_the_estimator_on_logged_rewards_and_fidelities(half_trained, tmp_path,
-                                                                                   one_torch_thread):
+def test_ga_grpo_advantages_equal_the_estimator_on_logged_rewards_and_fidelities(
+    half_trained, tmp_path, one_torch_thread
+):
     model = _checkpoint(half_trained, 50)
     out = tmp_path / "ga"
-    assert main(["train", str(CONFIGS / "medscope_ga_grpo_tiny.yaml"), f"model.name_or_path={model}",
-                 f"output_dir={out}", ONE, "max_steps=1", "prompts_per_step=2", "rollout.num_generations=8",
-                 "rollout.temperature=0.3", "mini_batch_size=16"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(CONFIGS / "medscope_ga_grpo_tiny.yaml"),
+                f"model.name_or_path={model}",
+                f"output_dir={out}",
+                ONE,
+                "max_steps=1",
+                "prompts_per_step=2",
+                "rollout.num_generations=8",
+                "rollout.temperature=0.3",
+                "mini_batch_size=16",
+            ]
+        )
+        == 0
+    )
     rows = _jsonl(out / "completions.jsonl")
     assert len(rows) == 16
     weights = {}
@@ -119,8 +150,9 @@ def test_ga_grpo_advantages_equal_the_estimator_on_logged_rewards_and_fidelities
         weights.update({f"{name}/{k}": v for k, v in w.items()} if isinstance(w, dict) else {name: w})
     columns = list(rows[0]["rewards"])
     assert set(columns) == set(weights)
-    rewards = torch.tensor([[math.nan if r["rewards"][c] is None else r["rewards"][c] for c in columns]
-                            for r in rows]).nan_to_num(0.0)  # reward_missing: zero
+    rewards = torch.tensor(
+        [[math.nan if r["rewards"][c] is None else r["rewards"][c] for c in columns] for r in rows]
+    ).nan_to_num(0.0)  # reward_missing: zero
     fidelity = torch.tensor([r["rewards"]["tool_grounding/fidelity"] for r in rows])
     groups = torch.tensor([r["group"] for r in rows])
     w = torch.tensor([weights[c] for c in columns])
@@ -141,13 +173,30 @@ def test_eval_runs_episodes_in_the_environment_and_logs_the_calls(sft_model, tmp
     model = _checkpoint(sft_model, 100)
     data = make_data(tmp_path / "rows", videos=1)
     out = tmp_path / "eval"
-    assert main(["eval", "--model", str(model), "--tasks", f"medscope:{data}", "--output_path", str(out),
-                 "--gen_kwargs", "temperature=0,max_new_tokens=48,max_turns=3", "--device", "cpu", "--log_samples",
-                 "--model_args", "min_pixels=3136,max_pixels=3136"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(model),
+                "--tasks",
+                f"medscope:{data}",
+                "--output_path",
+                str(out),
+                "--gen_kwargs",
+                "temperature=0,max_new_tokens=48,max_turns=3",
+                "--device",
+                "cpu",
+                "--log_samples",
+                "--model_args",
+                "min_pixels=3136,max_pixels=3136",
+            ]
+        )
+        == 0
+    )
     (results_path,) = out.rglob("*_results.json")
     result = json.loads(results_path.read_text())["results"]["medscope:data"]
-    for metric in ("accuracy", "grounded_accuracy", "miou", "r@0.3", "r@0.5", "r@0.7", "tool_calls",
-                   "grounded_calls"):
+    for metric in ("accuracy", "grounded_accuracy", "miou", "r@0.3", "r@0.5", "r@0.7", "tool_calls", "grounded_calls"):
         assert f"{metric},none" in result
     assert result["accuracy_n,none"] == 3 and result["miou_n,none"] == 2  # qa has no span
     (samples_path,) = out.rglob("*_samples_*.jsonl")

@@ -18,11 +18,18 @@ def small_items(folder: Path) -> list[Item]:
         Item("text:Argon:0", "text", "Argon", "Argon was discovered by Lord Rayleigh and William Ramsay in 1894."),
         Item("text:Alaska:0", "text", "Alaska", "Alaska became the 49th state of the United States in 1959."),
         Item("text:Long:0", "text", "Long", f"A long passage about argon {words}"),
-        Item("text:Aristotle:0", "text", "Aristotle", "Aristotle was a Greek philosopher and scientist born in "
-             "Stagira."),
-        Item("text:Anarchism:0", "text", "Anarchism", "Anarchism is a political philosophy that advocates "
-             "self-governed societies."),
-        Item("table:wheat:0", "table", "Wheat", "Table Wheat\nyear | wheat | wages\n1600 | 27 | 5.61\n1605 | 33 | 5.69"),
+        Item(
+            "text:Aristotle:0", "text", "Aristotle", "Aristotle was a Greek philosopher and scientist born in Stagira."
+        ),
+        Item(
+            "text:Anarchism:0",
+            "text",
+            "Anarchism",
+            "Anarchism is a political philosophy that advocates self-governed societies.",
+        ),
+        Item(
+            "table:wheat:0", "table", "Wheat", "Table Wheat\nyear | wheat | wages\n1600 | 27 | 5.61\n1605 | 33 | 5.69"
+        ),
         Item("image:cat", "image", "chelsea", "Chelsea the cat, a tabby cat.", image=str(image)),
         Item("row:wheat:0", "row", TABLES["wheat"], "", fields={"year": "1600", "wheat": "27", "wages": "5.61"}),
         Item("row:wheat:1", "row", TABLES["wheat"], "", fields={"year": "1605", "wheat": "33", "wages": "5.69"}),

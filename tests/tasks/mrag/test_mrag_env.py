@@ -45,30 +45,43 @@ def test_answer_and_none_end_the_episode(env):
     assert obs.done and "error" not in obs.info
 
 
-@pytest.mark.parametrize("action, message", [
-    (step("Who discovered argon?", "Web Search"), "unknown retriever 'Web Search'"),
-    (step("Who discovered argon?", "Text Retriever, Table Retriever"), "unknown retriever"),
-    (step("x" * (100 * 1024), "Text Retriever"), "over the limit"),
-    (step("argon " * 300, "Text Retriever"), "over the limit of 1000"),  # under the step limit, over the query's
-    (step("the of ??", "Text Retriever"), "empty query"),
-    ("I will just chat", "does not parse"),
-])
+@pytest.mark.parametrize(
+    "action, message",
+    [
+        (step("Who discovered argon?", "Web Search"), "unknown retriever 'Web Search'"),
+        (step("Who discovered argon?", "Text Retriever, Table Retriever"), "unknown retriever"),
+        (step("x" * (100 * 1024), "Text Retriever"), "over the limit"),
+        (step("argon " * 300, "Text Retriever"), "over the limit of 1000"),  # under the step limit, over the query's
+        (step("the of ??", "Text Retriever"), "empty query"),
+        ("I will just chat", "does not parse"),
+    ],
+)
 def test_bad_steps_are_error_observations(env, action, message):
     obs = env.step(action)
     assert message in obs.info["error"] and obs.text.startswith("Error:") and not obs.done
 
 
-@pytest.mark.parametrize("action, message", [
-    ("<think>need <ret>Text Retriever</ret></think><sub-question>Who discovered argon?</sub-question>"
-     "<ret>Text Retriever</ret>", "<ret> is inside <think>; close </think> first"),
-    (step("Who discovered argon?", "Text Retriever") + step("Who named it?", "Table Retriever"),
-     "one step per turn: this turn holds 2 <sub-question> and 2 <ret>"),
-    ("<think>need it</think><ret>Text Retriever</ret><sub-question>Who discovered argon?</sub-question>",
-     "tags out of order (<think>, <ret>, <sub-question>)"),
-    ("<think>need it</think><sub-question>Who discovered argon?</sub-question>", "the step has no <ret>"),
-    ("<think>x</think><sub-question>q</sub-question><ret>None</ret><answer>4</answer>", "either retrieves"),
-    ("<think>need it<sub-question>q</sub-question>", "<sub-question> is inside <think>"),
-])
+@pytest.mark.parametrize(
+    "action, message",
+    [
+        (
+            "<think>need <ret>Text Retriever</ret></think><sub-question>Who discovered argon?</sub-question>"
+            "<ret>Text Retriever</ret>",
+            "<ret> is inside <think>; close </think> first",
+        ),
+        (
+            step("Who discovered argon?", "Text Retriever") + step("Who named it?", "Table Retriever"),
+            "one step per turn: this turn holds 2 <sub-question> and 2 <ret>",
+        ),
+        (
+            "<think>need it</think><ret>Text Retriever</ret><sub-question>Who discovered argon?</sub-question>",
+            "tags out of order (<think>, <ret>, <sub-question>)",
+        ),
+        ("<think>need it</think><sub-question>Who discovered argon?</sub-question>", "the step has no <ret>"),
+        ("<think>x</think><sub-question>q</sub-question><ret>None</ret><answer>4</answer>", "either retrieves"),
+        ("<think>need it<sub-question>q</sub-question>", "<sub-question> is inside <think>"),
+    ],
+)
 def test_a_malformed_step_is_told_what_is_malformed_not_an_unknown_retriever(env, action, message):
     """Each of these was told "unknown retriever 'Text Retriever'", a name that exists."""
     error = env.step(action).info["error"]
@@ -99,10 +112,17 @@ def _episode(*turns):
 def test_episode_reward_scores_answer_routing_and_format():
     from mmreason.types import Sample
 
-    sample = Sample("q", [], answer="27; Greek philosopher", meta={"gold_steps": [
-        {"kb": "Table Retriever"}, {"kb": "Text Retriever"}]})
-    gold = _episode(step("wheat in 1600", "Table Retriever"), step("Aristotle", "Text Retriever"),
-                    "<think>ok</think><answer>27; Greek philosopher</answer>")
+    sample = Sample(
+        "q",
+        [],
+        answer="27; Greek philosopher",
+        meta={"gold_steps": [{"kb": "Table Retriever"}, {"kb": "Text Retriever"}]},
+    )
+    gold = _episode(
+        step("wheat in 1600", "Table Retriever"),
+        step("Aristotle", "Text Retriever"),
+        "<think>ok</think><answer>27; Greek philosopher</answer>",
+    )
     assert mrag_episode([sample], [gold]) == {"answer": [1.0], "routing": [1.0], "format": [1.0]}
     wrong = _episode(step("wheat", "Text Retriever"), "<think>ok</think><answer>27</answer>")
     out = mrag_episode([sample], [wrong])
@@ -122,7 +142,18 @@ def test_online_runs_stop_before_training_without_an_index(tiny_model_dir, tmp_p
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"id": "q", "question": "What is 2 plus 3?", "answer": "5", "steps": []}\n')
     recipe = Path(__file__).resolve().parents[3] / "configs" / "mrag" / "mrag_online_grpo_tiny.yaml"
-    assert main(["train", str(recipe), f"model.name_or_path={tiny_model_dir}", f"data.train_path={rows}",
-                 f"output_dir={tmp_path / 'run'}", "max_steps=1"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                str(recipe),
+                f"model.name_or_path={tiny_model_dir}",
+                f"data.train_path={rows}",
+                f"output_dir={tmp_path / 'run'}",
+                "max_steps=1",
+            ]
+        )
+        == 2
+    )
     assert "no mrag knowledge-base index" in capsys.readouterr().err
     assert not (tmp_path / "run" / "metrics.jsonl").exists()

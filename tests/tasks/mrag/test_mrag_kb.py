@@ -36,9 +36,11 @@ def test_a_query_that_names_an_article_gets_its_lead_passage_first(tmp_path):
     from mmreason.tasks.mrag.sources import Item
 
     filler, words = "Animal Farm is discussed again here. " * 3, " ".join(f"word{k}" for k in range(60))
-    items = [Item("text:Animal Farm:0", "text", "Animal Farm", f"Animal Farm is an allegorical novella. {words}"),
-             *(Item(f"text:Animal Farm:{k}", "text", "Animal Farm", f"{filler} Part {k}.") for k in (1, 2, 3)),
-             Item("text:Farm:0", "text", "Farm", "A farm is an area of land devoted to agriculture.")]
+    items = [
+        Item("text:Animal Farm:0", "text", "Animal Farm", f"Animal Farm is an allegorical novella. {words}"),
+        *(Item(f"text:Animal Farm:{k}", "text", "Animal Farm", f"{filler} Part {k}.") for k in (1, 2, 3)),
+        Item("text:Farm:0", "text", "Farm", "A farm is an area of land devoted to agriculture."),
+    ]
     kb = load_index(write_index(tmp_path / "index", items))
     # A query that holds a title's words, not only one that is the title, names the article.
     for query in ("What is Animal Farm?", "animal farm", "Who wrote Animal Farm?", "Animal Farm discussed"):
@@ -54,11 +56,14 @@ def test_a_query_that_names_an_article_gets_its_lead_passage_first(tmp_path):
     assert kb.search("Text Retriever", "Who wrote Animal Farm?", k=1)[0].item_id != "text:Animal Farm:0"
 
 
-@pytest.mark.parametrize("retriever, query, message", [
-    ("Web Search", "argon", "unknown retriever 'Web Search'"),
-    ("Text Retriever", "x" * (100 * 1024), f"over the limit of {MAX_QUERY_CHARS}"),
-    ("Text Retriever", "  ?? the of ", "empty query"),
-])
+@pytest.mark.parametrize(
+    "retriever, query, message",
+    [
+        ("Web Search", "argon", "unknown retriever 'Web Search'"),
+        ("Text Retriever", "x" * (100 * 1024), f"over the limit of {MAX_QUERY_CHARS}"),
+        ("Text Retriever", "  ?? the of ", "empty query"),
+    ],
+)
 def test_bad_queries_are_knowledge_base_errors(kb, retriever, query, message):
     with pytest.raises(KnowledgeBaseError, match=message):
         kb.search(retriever, query)
@@ -106,15 +111,27 @@ def test_a_dense_retriever_plugs_in_from_a_local_encoder(tmp_path):
     from mmreason.tasks.mrag.kb import KnowledgeBases, terms
     from mmreason.tasks.mrag.sources import Item
 
-    items = [Item(f"text:{k}", "text", f"T{k}", text) for k, text in enumerate(
-        ["argon was discovered in 1894", "alaska became a state in 1959", "wheat cost more in 1800"])]
+    items = [
+        Item(f"text:{k}", "text", f"T{k}", text)
+        for k, text in enumerate(
+            ["argon was discovered in 1894", "alaska became a state in 1959", "wheat cost more in 1800"]
+        )
+    ]
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + sorted({w for i in items for w in terms(f"{i.title} {i.text}")})
     raw = Tokenizer(models.WordLevel({w: n for n, w in enumerate(words)}, unk_token="[UNK]"))
     raw.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="[PAD]", unk_token="[UNK]").save_pretrained(tmp_path)
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=32, max_position_embeddings=64)).save_pretrained(tmp_path)
+    BertModel(
+        BertConfig(
+            vocab_size=len(words),
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(tmp_path)
     kb = KnowledgeBases(items, dense_model=str(tmp_path))
     hits = kb.search("Text Retriever", "T1: alaska became a state in 1959", k=2, token_budget=100)
     assert len(hits) == 2 and hits[0].item_id == "text:1" and hits[0].score == pytest.approx(1.0, abs=1e-5)

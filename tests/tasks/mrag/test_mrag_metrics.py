@@ -10,9 +10,15 @@ from mmreason.cli import main
 from mmreason.taskpack import TASKS
 from mmreason.tasks.mrag.data import row_to_samples
 
-ROW = {"id": "q", "question": "Price of wheat in 1600, and what was Aristotle?", "answer": "27; Greek philosopher",
-       "steps": [{"sub_question": "What was the price of wheat in 1600?", "kb": "Table Retriever", "answer": "27"},
-                 {"sub_question": "What was Aristotle?", "kb": "Text Retriever", "answer": "Greek philosopher"}]}
+ROW = {
+    "id": "q",
+    "question": "Price of wheat in 1600, and what was Aristotle?",
+    "answer": "27; Greek philosopher",
+    "steps": [
+        {"sub_question": "What was the price of wheat in 1600?", "kb": "Table Retriever", "answer": "27"},
+        {"sub_question": "What was Aristotle?", "kb": "Text Retriever", "answer": "Greek philosopher"},
+    ],
+}
 M = TASKS.get("mrag").metrics
 
 
@@ -44,8 +50,12 @@ def test_step_metrics_on_hand_worked_completions():
 
 def test_episode_metrics_count_calls_in_the_transcript():
     (episode,) = row_to_samples(ROW, "rows.jsonl", 0, unrolled=False)
-    transcript = (ret("Table Retriever") + "\n<observation>..</observation>\n" + ret("Text Retriever") +
-                  "\n<observation>..</observation>\n<think>x</think><answer>27; Greek philosopher</answer>")
+    transcript = (
+        ret("Table Retriever")
+        + "\n<observation>..</observation>\n"
+        + ret("Text Retriever")
+        + "\n<observation>..</observation>\n<think>x</think><answer>27; Greek philosopher</answer>"
+    )
     assert score("retrieval_calls", episode, transcript) == 2.0
     assert score("answer_em", episode, transcript) == 1.0
     assert score("answered_without_retrieval", episode, transcript) == 0.0
@@ -54,10 +64,30 @@ def test_episode_metrics_count_calls_in_the_transcript():
 
 def test_eval_cli_reports_the_pack_metrics(tiny_model_dir, tmp_path):
     data = tmp_path / "held_out.jsonl"
-    data.write_text(json.dumps(ROW) + "\n" + json.dumps({"id": "n", "question": "What is 2 plus 3?", "answer": "5",
-                                                         "steps": []}) + "\n")
-    assert main(["eval", "--model", str(tiny_model_dir), "--tasks", f"mrag:{data}", "--device", "cpu",
-                 "--output_path", str(tmp_path / "out"), "--gen_kwargs", "max_new_tokens=8"]) == 0
+    data.write_text(
+        json.dumps(ROW)
+        + "\n"
+        + json.dumps({"id": "n", "question": "What is 2 plus 3?", "answer": "5", "steps": []})
+        + "\n"
+    )
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_model_dir),
+                "--tasks",
+                f"mrag:{data}",
+                "--device",
+                "cpu",
+                "--output_path",
+                str(tmp_path / "out"),
+                "--gen_kwargs",
+                "max_new_tokens=8",
+            ]
+        )
+        == 0
+    )
     (results,) = list((tmp_path / "out").rglob("*_results.json"))
     metrics = json.loads(results.read_text())["results"]["mrag:held_out"]
     assert metrics["routing_accuracy_n,none"] == 4 and metrics["answer_em_n,none"] == 2  # 3 + 1 step prompts

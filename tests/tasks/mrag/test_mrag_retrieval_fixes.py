@@ -25,19 +25,22 @@ from mmreason.tasks.mrag.wikitext import expand_templates, tidy
 QUESTIONS = Path(__file__).parent / "natural_questions.jsonl"
 
 
-@pytest.mark.parametrize("markup, text", [
-    ("(1775{{ndash}}1783)", "(1775–1783)"),  # filter_wiki alone: "(17751783)"
-    ("{{OldStyleDate|February 2|1905|January 20}}", "February 2, 1905"),
-    ("{{birth date|df=yes|1894|7|26}}", "26 July 1894"),  # day first with df
-    ("{{birth date|1809|2|12}}", "February 12, 1809"),  # month first without
-    ("{{death date and age|1865|4|15|1809|2|12}}", "April 15, 1865"),  # the first date is the event's
-    ("At {{convert|1300|mi|km}}, Alabama", "At 1300 mi, Alabama"),
-    ("weighs {{convert|7|–|10|kg|lb}}", "weighs 7–10 kg"),
-    ("{{convert|55|to|80|cm|in}}", "55 to 80 cm"),
-    ("{{nowrap|{{birth date|1947|4|1}}}}", "April 1, 1947"),  # a known wrapper around a known template
-    ("{{lang|fr|Bonjour}} {{cite web|url=x}}", "Bonjour {{cite web|url=x}}"),  # unknown: left to filter_wiki
-    ("{{birth date|mf=yes}}", "{{birth date|mf=yes}}"),  # nothing to write out: left alone
-])
+@pytest.mark.parametrize(
+    "markup, text",
+    [
+        ("(1775{{ndash}}1783)", "(1775–1783)"),  # filter_wiki alone: "(17751783)"
+        ("{{OldStyleDate|February 2|1905|January 20}}", "February 2, 1905"),
+        ("{{birth date|df=yes|1894|7|26}}", "26 July 1894"),  # day first with df
+        ("{{birth date|1809|2|12}}", "February 12, 1809"),  # month first without
+        ("{{death date and age|1865|4|15|1809|2|12}}", "April 15, 1865"),  # the first date is the event's
+        ("At {{convert|1300|mi|km}}, Alabama", "At 1300 mi, Alabama"),
+        ("weighs {{convert|7|–|10|kg|lb}}", "weighs 7–10 kg"),
+        ("{{convert|55|to|80|cm|in}}", "55 to 80 cm"),
+        ("{{nowrap|{{birth date|1947|4|1}}}}", "April 1, 1947"),  # a known wrapper around a known template
+        ("{{lang|fr|Bonjour}} {{cite web|url=x}}", "Bonjour {{cite web|url=x}}"),  # unknown: left to filter_wiki
+        ("{{birth date|mf=yes}}", "{{birth date|mf=yes}}"),  # nothing to write out: left alone
+    ],
+)
 def test_fact_bearing_templates_are_written_out(markup, text):
     assert expand_templates(markup) == text
 
@@ -46,12 +49,16 @@ def test_an_article_keeps_its_birth_date_and_range():
     pytest.importorskip("gensim")
     from mmreason.tasks.mrag.wikitext import clean_article
 
-    markup = ("'''Ayn Rand''' ({{IPAc-en|ˈ|aɪ|n}}; born '''Alisa Rosenbaum''', {{lang-ru|Али́са}}; "
-              "{{OldStyleDate|February 2|1905|January 20}}&nbsp;– March 6, 1982) was a novelist.<ref>{{cite book"
-              "|title=X|year=1999}}</ref> The war (1775{{ndash}}1783) ended.")
+    markup = (
+        "'''Ayn Rand''' ({{IPAc-en|ˈ|aɪ|n}}; born '''Alisa Rosenbaum''', {{lang-ru|Али́са}}; "
+        "{{OldStyleDate|February 2|1905|January 20}}&nbsp;– March 6, 1982) was a novelist.<ref>{{cite book"
+        "|title=X|year=1999}}</ref> The war (1775{{ndash}}1783) ended."
+    )
     text = " ".join(clean_article(markup).split())
-    assert text == "Ayn Rand (born Alisa Rosenbaum, ; February 2, 1905 – March 6, 1982) was a novelist. " \
-                   "The war (1775–1783) ended."
+    assert (
+        text == "Ayn Rand (born Alisa Rosenbaum, ; February 2, 1905 – March 6, 1982) was a novelist. "
+        "The war (1775–1783) ended."
+    )
     assert tidy("'''A''' (; ; ) b") == "A b"
 
 
@@ -67,9 +74,11 @@ def test_a_decimal_in_the_query_finds_its_table_row(tmp_path, monkeypatch):
     from mmreason.tasks.mrag import kb as kb_module
 
     header = "Table Iris\nsepalLength | sepalWidth | species\n"
-    items = [Item("table:iris:0", "table", "Iris", header + "7.9 | 3.8 | virginica\n6.3 | 2.5 | virginica"),
-             Item("table:iris:4", "table", "Iris", header + "7 | 9 | setosa\n9 | 7 | setosa"),
-             *(Item(f"table:iris:{k}", "table", "Iris", header + "5.1 | 3.5 | setosa") for k in (8, 12, 16, 20))]
+    items = [
+        Item("table:iris:0", "table", "Iris", header + "7.9 | 3.8 | virginica\n6.3 | 2.5 | virginica"),
+        Item("table:iris:4", "table", "Iris", header + "7 | 9 | setosa\n9 | 7 | setosa"),
+        *(Item(f"table:iris:{k}", "table", "Iris", header + "5.1 | 3.5 | setosa") for k in (8, 12, 16, 20)),
+    ]
     folder = write_index(tmp_path / "index", items)
     query = "Which species had a sepal length of 7.9?"
     assert load_index(folder).search("Table Retriever", query)[0].item_id == "table:iris:0"
@@ -85,8 +94,9 @@ def test_table_dates_read_as_words():
     assert _cell(pd.Timestamp("1855-03-01")) == "March 1855"
     assert _cell(pd.Timestamp("1855-01-01")) == "January 1855"  # was "1855": a month read as a year
     assert _cell(pd.Timestamp("1855-03-15")) == "1855-03-15"
-    frame = pd.DataFrame({"Year": pd.to_datetime(["1970-01-01", "1971-01-01"]),
-                          "date": pd.to_datetime(["1855-01-01", "1855-02-01"])})
+    frame = pd.DataFrame(
+        {"Year": pd.to_datetime(["1970-01-01", "1971-01-01"]), "date": pd.to_datetime(["1855-01-01", "1855-02-01"])}
+    )
     assert _yearly_columns(frame) == {"Year"}
     assert _cell(frame["Year"][0], yearly=True) == "1970"
 
@@ -103,7 +113,7 @@ def test_the_default_budget_returns_k_whole_passages(tmp_path, capsys):
     assert len(capsys.readouterr().out.splitlines()) == 3
 
 
-SEARCH_FILE = '''
+SEARCH_FILE = """
 def my_search(query, retriever, k):
     if "boom" in query:
         raise RuntimeError("index offline")
@@ -111,7 +121,7 @@ def my_search(query, retriever, k):
         return [{"id": 7, "text": "x"}]
     return [{"id": f"mine:{n}", "title": retriever, "text": f"{query} answer {n}", "score": 1.0 / (n + 1)}
             for n in range(5)]
-'''
+"""
 
 
 def test_a_search_function_by_file_reference_replaces_bm25(tmp_path, capsys):

@@ -89,9 +89,7 @@ def encoder_dir(tmp_path_factory):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + sorted(
-        set(vqa_normalize(GOLD_Q + " who designed louvre").split())
-    )
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + sorted(set(vqa_normalize(GOLD_Q + " who designed louvre").split()))
     raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     raw.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="[PAD]", unk_token="[UNK]")
@@ -121,9 +119,7 @@ def test_embedding_similarity_from_a_local_encoder(encoder_dir):
 
 
 def test_route_format():
-    step = (
-        "<think>need the year</think><sub-question>When was X built?</sub-question><ret>Text Retriever</ret>"
-    )
+    step = "<think>need the year</think><sub-question>When was X built?</sub-question><ret>Text Retriever</ret>"
     assert score("route_format", step) == 1.0
     assert score("route_format", "<think>done</think><answer>1889</answer>") == 1.0
     assert score("route_format", step.replace("Text Retriever", "Text Retriever, Table Retriever")) == 0.0

@@ -16,9 +16,12 @@ from mmreason.tasks.mrag.rewards import route_step
 from mmreason.types import Trajectory
 
 ROW = {
-    "id": "q1", "question": "Which element is in the first row of the table, and who discovered it?",
-    "steps": [{"sub_question": "What element is in the first row?", "kb": "Table Retriever", "answer": "argon"},
-              {"sub_question": "Who discovered argon?", "kb": "Text Retriever", "answer": "Lord Rayleigh"}],
+    "id": "q1",
+    "question": "Which element is in the first row of the table, and who discovered it?",
+    "steps": [
+        {"sub_question": "What element is in the first row?", "kb": "Table Retriever", "answer": "argon"},
+        {"sub_question": "Who discovered argon?", "kb": "Text Retriever", "answer": "Lord Rayleigh"},
+    ],
     "answer": "Lord Rayleigh",
 }
 
@@ -70,8 +73,10 @@ def test_exact_gold_output_scores_one_on_every_step(data_file):
 
 def test_two_kbs_named_score_zero_on_the_kb_term(data_file):
     first = mrag_load(str(data_file))[0]
-    text = ("<think>x</think><sub-question>What element is in the first row?</sub-question>"
-            "<ret>Table Retriever, Text Retriever</ret>")
+    text = (
+        "<think>x</think><sub-question>What element is in the first row?</sub-question>"
+        "<ret>Table Retriever, Text Retriever</ret>"
+    )
     out = route_step([first], [traj(text)])
     assert out["kb_match"] == [0.0] and out["step"] == [0.0]
     wrong_kb = route_step([first], [traj(text.replace("Table Retriever, Text Retriever", "Text Retriever"))])
@@ -85,11 +90,14 @@ def test_episode_samples_keep_the_gold_route(data_file, tmp_path, monkeypatch):
     assert [s["kb"] for s in episode.meta["gold_steps"]] == ["Table Retriever", "Text Retriever"]
 
 
-@pytest.mark.parametrize("steps, message", [
-    ([{"sub_question": "x", "kb": "Web Search"}], "kb 'Web Search'"),
-    ([{"kb": "Text Retriever"}], "no sub_question"),
-    ("not a list", "not a list"),
-])
+@pytest.mark.parametrize(
+    "steps, message",
+    [
+        ([{"sub_question": "x", "kb": "Web Search"}], "kb 'Web Search'"),
+        ([{"kb": "Text Retriever"}], "no sub_question"),
+        ("not a list", "not a list"),
+    ],
+)
 def test_bad_rows_are_named(tmp_path, steps, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps({**ROW, "steps": steps}) + "\n")

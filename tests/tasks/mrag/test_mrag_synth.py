@@ -18,9 +18,12 @@ def kb(tmp_path):
 
 def test_facts_are_read_from_the_knowledge_bases(kb):
     assert {(f["sub_question"], f["answer"]) for f in article_facts(kb)} == {
-        ("What was Aristotle?", "Greek philosopher"), ("What is Anarchism?", "political philosophy")}
+        ("What was Aristotle?", "Greek philosopher"),
+        ("What is Anarchism?", "political philosophy"),
+    }
     assert ("What was the price of wheat in 1605 in Playfair's table?", "33") in {
-        (f["sub_question"], f["answer"]) for f in table_facts(kb)}
+        (f["sub_question"], f["answer"]) for f in table_facts(kb)
+    }
 
 
 def test_splits_are_seeded_disjoint_and_carry_gold_routes(kb):
@@ -33,8 +36,14 @@ def test_splits_are_seeded_disjoint_and_carry_gold_routes(kb):
     assert kinds == {"table+text", "image+text", "none"}
     for row in a["train"] + a["eval"]:
         routes = [s["kb"] for s in row["steps"]]
-        assert routes == {"table+text": ["Table Retriever", "Text Retriever"],
-                          "image+text": ["Text Image Retriever", "Text Retriever"], "none": []}[row["kind"]]
+        assert (
+            routes
+            == {
+                "table+text": ["Table Retriever", "Text Retriever"],
+                "image+text": ["Text Image Retriever", "Text Retriever"],
+                "none": [],
+            }[row["kind"]]
+        )
         if row["kind"] == "none":
             x, y = (int(w.rstrip("?")) for w in row["question"].split()[2::2])
             assert row["answer"] == str(x + y)

@@ -18,9 +18,22 @@ CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "mrag"
 
 
 def _train(recipe: str, tiny_model_dir, out: Path, *extra: str) -> list[dict]:
-    assert main(["train", str(CONFIGS / recipe), f"model.name_or_path={tiny_model_dir}", f"output_dir={out}",
-                 "max_steps=2", "prompts_per_step=3", "data.task_args.train_questions=12",
-                 "data.task_args.eval_questions=4", *extra]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(CONFIGS / recipe),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                "max_steps=2",
+                "prompts_per_step=3",
+                "data.task_args.train_questions=12",
+                "data.task_args.eval_questions=4",
+                *extra,
+            ]
+        )
+        == 0
+    )
     return [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
 
 
@@ -34,8 +47,13 @@ def test_offline_step_grpo_recipe_trains_on_unrolled_steps(tiny_model_dir, tmp_p
     rewards = torch.tensor([[r["rewards"]["route_step/step"], r["rewards"]["route_format"]] for r in rows])
     for step in (1, 2):
         mine = [k for k, r in enumerate(rows) if r["step"] == step]
-        want = rl.advantages("step_grpo", rewards[mine], torch.tensor([rows[k]["group"] for k in mine]),
-                             weights=torch.tensor([1.0, 0.0]), step_index=steps[mine]).advantages
+        want = rl.advantages(
+            "step_grpo",
+            rewards[mine],
+            torch.tensor([rows[k]["group"] for k in mine]),
+            weights=torch.tensor([1.0, 0.0]),
+            step_index=steps[mine],
+        ).advantages
         got = torch.tensor([rows[k]["advantage"] for k in mine])
         torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -62,8 +80,10 @@ def test_text_only_step_prompts_sample_a_group_like_the_plain_path(tiny):
     sample = Sample("t", [{"role": "user", "content": [{"type": "text", "text": "Question: What is 2 plus 3?"}]}])
     prompt = build_prompt(processor, sample, max_prompt_length=512)
     greedy = GenerationSettings(max_new_tokens=8, temperature=0.0)
-    group = sample_tokens(model, processor.tokenizer, prompt.input_ids, prompt.mm_token_type_ids, prompt.visual, 2,
-                          greedy, 0)
-    (one,) = sample_tokens(model, processor.tokenizer, prompt.input_ids, prompt.mm_token_type_ids, prompt.visual, 1,
-                           greedy, 0).tolist()
+    group = sample_tokens(
+        model, processor.tokenizer, prompt.input_ids, prompt.mm_token_type_ids, prompt.visual, 2, greedy, 0
+    )
+    (one,) = sample_tokens(
+        model, processor.tokenizer, prompt.input_ids, prompt.mm_token_type_ids, prompt.visual, 1, greedy, 0
+    ).tolist()
     assert group.tolist() == [one, one]

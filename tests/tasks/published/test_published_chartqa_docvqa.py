@@ -20,18 +20,21 @@ def _chart(answer):
     return Sample(id="x", messages=[], answer=answer, meta={"split": "human"})
 
 
-@pytest.mark.parametrize("prediction, reference, right", [
-    ("105", "100", 1.0),        # 5 % exactly: right
-    ("95", "100", 1.0),
-    ("105.01", "100", 0.0),     # just over 5 %
-    ("94.99", "100", 0.0),
-    ("0.125", "12%", 1.0),      # "12%" reads as 0.12; 0.125 is within 5 %
-    ("12", "12%", 0.0),         # ... so 12 is 100 times off
-    ("japan", "Japan", 1.0),    # text: equal ignoring case
-    ("Japan.", "Japan", 0.0),   # but otherwise exact
-    ("0", "0", 1.0),            # a reference of 0 compares as text
-    ("0.0", "0", 0.0),
-])
+@pytest.mark.parametrize(
+    "prediction, reference, right",
+    [
+        ("105", "100", 1.0),  # 5 % exactly: right
+        ("95", "100", 1.0),
+        ("105.01", "100", 0.0),  # just over 5 %
+        ("94.99", "100", 0.0),
+        ("0.125", "12%", 1.0),  # "12%" reads as 0.12; 0.125 is within 5 %
+        ("12", "12%", 0.0),  # ... so 12 is 100 times off
+        ("japan", "Japan", 1.0),  # text: equal ignoring case
+        ("Japan.", "Japan", 0.0),  # but otherwise exact
+        ("0", "0", 1.0),  # a reference of 0 compares as text
+        ("0.0", "0", 0.0),
+    ],
+)
 def test_relaxed_accuracy_edges(prediction, reference, right):
     assert chartqa_relaxed_accuracy(_chart(reference), prediction) == right
 
@@ -41,11 +44,16 @@ def test_chartqa_repository_layout_both_splits_and_their_breakdown(tmp_path):
     samples = chartqa_load(str(test))
     assert [s.id for s in samples] == ["human_0", "human_1", "augmented_0"]
     assert samples[0].images == [str((test / "png" / "h1.png").resolve())]
-    assert samples[0].messages[0]["content"][1]["text"] == ("What is the peak value?\nAnswer the question with a "
-                                                            "single word.")
+    assert samples[0].messages[0]["content"][1]["text"] == (
+        "What is the peak value?\nAnswer the question with a single word."
+    )
     preds = tmp_path / "preds.jsonl"
-    preds.write_text("".join(json.dumps({"question_id": i, "response": r}) + "\n" for i, r in
-                             (("human_0", "104"), ("human_1", "China"), ("augmented_0", "<answer>0.12</answer>"))))
+    preds.write_text(
+        "".join(
+            json.dumps({"question_id": i, "response": r}) + "\n"
+            for i, r in (("human_0", "104"), ("human_1", "China"), ("augmented_0", "<answer>0.12</answer>"))
+        )
+    )
     results, _ = rescore(f"chartqa:{test}", str(preds), output_path=str(tmp_path / "out"))
     task = results["results"]["chartqa:test"]
     assert task["relaxed_accuracy,none"] == pytest.approx(2 / 3)
@@ -61,14 +69,18 @@ def test_chartqa_hf_parquet(tmp_path):
 
 # ---- DocVQA ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("prediction, references, expected", [
-    ("abcd", ["abcd"], 1.0),
-    ("abce", ["abcd"], 0.75),          # NL 1/4
-    ("abxy", ["abcd"], 0.0),           # NL exactly 0.5: 0 (the rule is NL < 0.5)
-    ("abcxy", ["abcde"], 0.6),         # NL 2/5 < 0.5
-    ("ABCD ", ["abcd"], 1.0),          # lower-cased, whitespace collapsed
-    ("abxy", ["zzzz", "abxd"], 0.75),  # the best reference counts
-])
+
+@pytest.mark.parametrize(
+    "prediction, references, expected",
+    [
+        ("abcd", ["abcd"], 1.0),
+        ("abce", ["abcd"], 0.75),  # NL 1/4
+        ("abxy", ["abcd"], 0.0),  # NL exactly 0.5: 0 (the rule is NL < 0.5)
+        ("abcxy", ["abcde"], 0.6),  # NL 2/5 < 0.5
+        ("ABCD ", ["abcd"], 1.0),  # lower-cased, whitespace collapsed
+        ("abxy", ["zzzz", "abxd"], 0.75),  # the best reference counts
+    ],
+)
 def test_anls_at_the_half_edge(prediction, references, expected):
     assert docvqa_anls(prediction, references) == pytest.approx(expected)
 
@@ -85,8 +97,14 @@ def test_docvqa_json_reads_and_counts_the_test_split_rows(tmp_path):
 def test_docvqa_rescore_uses_question_id_and_breaks_down_by_question_type(tmp_path):
     path = docvqa_json(tmp_path / "val")
     preds = tmp_path / "answers.json"
-    preds.write_text(json.dumps([{"questionId": 101, "answer_text": "x", "response": "1 May 1999"},
-                                 {"questionId": 102, "response": "J. Smyth"}]))
+    preds.write_text(
+        json.dumps(
+            [
+                {"questionId": 101, "answer_text": "x", "response": "1 May 1999"},
+                {"questionId": 102, "response": "J. Smyth"},
+            ]
+        )
+    )
     results, out = rescore(f"docvqa:{path}", str(preds), output_path=str(tmp_path / "out"))
     task = results["results"]["docvqa:val_v1.0"]
     assert task["anls,none"] == pytest.approx((1.0 + 7 / 8) / 2)
@@ -96,15 +114,33 @@ def test_docvqa_rescore_uses_question_id_and_breaks_down_by_question_type(tmp_pa
 
 def test_infographicvqa_json_and_lmms_lab_parquet(tmp_path):
     png(tmp_path / "infographicsvqa_images" / "i.jpeg")
-    info = {"data": [{"questionId": 9, "question": "How many?", "image_local_name": "i.jpeg", "answers": ["4"],
-                      "answer_type": ["single span"], "operation/reasoning": ["counting"]}]}
+    info = {
+        "data": [
+            {
+                "questionId": 9,
+                "question": "How many?",
+                "image_local_name": "i.jpeg",
+                "answers": ["4"],
+                "answer_type": ["single span"],
+                "operation/reasoning": ["counting"],
+            }
+        ]
+    }
     path = tmp_path / "infographicsVQA_val_v1.0.json"
     path.write_text(json.dumps(info))
     sample = docvqa_load(str(path))[0]
     assert sample.images == [str((tmp_path / "infographicsvqa_images" / "i.jpeg").resolve())]
     assert sample.meta["answer_type"] == ["single span"]
-    rows = [{"questionId": "q1", "question": "Date?", "answers": ["1999"], "image": {"bytes": png(), "path": None},
-             "question_types": ["layout"], "data_split": "validation"}]
+    rows = [
+        {
+            "questionId": "q1",
+            "question": "Date?",
+            "answers": ["1999"],
+            "image": {"bytes": png(), "path": None},
+            "question_types": ["layout"],
+            "data_split": "validation",
+        }
+    ]
     assert docvqa_load(str(write_parquet(tmp_path / "docvqa.parquet", rows)))[0].id == "q1"
 
 

@@ -28,8 +28,17 @@ def _eval(*argv: str):
 def test_mathvista_model_run_then_rescored(tiny_model_dir, tmp_path, one_torch_thread):
     data = mathvista_repo(tmp_path / "MathVista")
     (data.parent / "images" / "4.png").unlink()  # a missing image: a failed doc, named, not a 0
-    out = _eval("--model", str(tiny_model_dir), "--tasks", f"mathvista:{data}", "--batch_size", "2",
-                "--output_path", str(tmp_path / "run"), *FAST)
+    out = _eval(
+        "--model",
+        str(tiny_model_dir),
+        "--tasks",
+        f"mathvista:{data}",
+        "--batch_size",
+        "2",
+        "--output_path",
+        str(tmp_path / "run"),
+        *FAST,
+    )
     task = out.results["results"]["mathvista:testmini"]
     assert (task["n"], task["n_failed"], task["failed_ids"]) == (4, 1, ["4"])
     records = [json.loads(line) for line in out.samples_paths["mathvista:testmini"].read_text().splitlines()]
@@ -38,8 +47,9 @@ def test_mathvista_model_run_then_rescored(tiny_model_dir, tmp_path, one_torch_t
     assert "accuracy_skills_arithmetic_reasoning" in records[0]["scores"]
 
     # The run's samples file is a predictions file: re-scored, every doc keeps its scores.
-    again, path = rescore(f"mathvista:{data}", str(out.samples_paths["mathvista:testmini"]),
-                          output_path=str(tmp_path / "rescored"))
+    again, path = rescore(
+        f"mathvista:{data}", str(out.samples_paths["mathvista:testmini"]), output_path=str(tmp_path / "rescored")
+    )
     redo = again["results"]["mathvista:testmini"]
     for key, value in task.items():
         if key.endswith(",none") and "stderr" not in key:
@@ -52,9 +62,21 @@ def test_videomme_with_subtitles_on_two_clips(tiny_model_dir, tmp_path, one_torc
     annotation = videomme_set(tmp_path / "Video-MME")
     clip = tmp_path / "Video-MME" / "data" / "vidB.mp4"
     clip.rename(clip.with_suffix(".gone"))  # a missing video: its question fails, named, the run goes on
-    out = _eval("--model", str(tiny_model_dir), "--tasks", f"videomme:{annotation}", "--task_args",
-                "subtitles=true", "--model_args", "video_fps=2,video_max_frames=2", "--batch_size", "3",
-                "--output_path", str(tmp_path / "run"), *FAST)
+    out = _eval(
+        "--model",
+        str(tiny_model_dir),
+        "--tasks",
+        f"videomme:{annotation}",
+        "--task_args",
+        "subtitles=true",
+        "--model_args",
+        "video_fps=2,video_max_frames=2",
+        "--batch_size",
+        "3",
+        "--output_path",
+        str(tmp_path / "run"),
+        *FAST,
+    )
     name = next(iter(out.results["results"]))
     task = out.results["results"][name]
     assert (task["n"], task["n_failed"], task["failed_ids"]) == (2, 1, ["002-1"])
@@ -71,8 +93,12 @@ def test_mathvista_judge_extraction_runs_a_local_model(tiny_model_dir, tmp_path,
     data = mathvista_repo(tmp_path / "MathVista")
     preds = tmp_path / "p.json"
     preds.write_text(json.dumps({"1": "It is 1.2 cm.", "3": "The red one is the circle."}))
-    results, _ = rescore(f"mathvista:{data}", str(preds), output_path=str(tmp_path / "out"),
-                         task_args={"extractor": "judge", "judge": str(tiny_model_dir)})
+    results, _ = rescore(
+        f"mathvista:{data}",
+        str(preds),
+        output_path=str(tmp_path / "out"),
+        task_args={"extractor": "judge", "judge": str(tiny_model_dir)},
+    )
     task = results["results"]["mathvista:testmini"]
     assert task["accuracy_n,none"] == 2 and task["n_metric_failed"] == 0  # both scored on the judge's text
     assert "judge model" in results["configs"]["mathvista:testmini"]["note"]

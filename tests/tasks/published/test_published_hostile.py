@@ -18,9 +18,21 @@ from mmreason.tasks.videomme.data import videomme_load
 from mmreason.tasks.videomme.score import videomme_accuracy
 
 HOSTILE = [
-    "", " ", "\x00" * 50, "(A)" * 20_000, "answer is " * 10_000, "9" * 50_000, "1e99999", "-" * 30_000,
-    "<answer>" + "x" * 100_000 + "</answer>", "\\boxed{" * 5_000, "1,000," * 8_000 + "\n" * 10_000,
-    "The answer is " + "[" * 3_000 + "]" * 3_000, "nan", "inf", "So the answer is 1e400.",
+    "",
+    " ",
+    "\x00" * 50,
+    "(A)" * 20_000,
+    "answer is " * 10_000,
+    "9" * 50_000,
+    "1e99999",
+    "-" * 30_000,
+    "<answer>" + "x" * 100_000 + "</answer>",
+    "\\boxed{" * 5_000,
+    "1,000," * 8_000 + "\n" * 10_000,
+    "The answer is " + "[" * 3_000 + "]" * 3_000,
+    "nan",
+    "inf",
+    "So the answer is 1e400.",
 ]
 
 

@@ -15,8 +15,14 @@ from mmreason.types import Trajectory
 
 
 def _traj(text: str, sample_id: str) -> Trajectory:
-    return Trajectory(sample_id=sample_id, group_id=0, token_ids=torch.zeros(4, dtype=torch.long),
-                      action_mask=torch.ones(4, dtype=torch.long), prompt_length=0, completion_text=text)
+    return Trajectory(
+        sample_id=sample_id,
+        group_id=0,
+        token_ids=torch.zeros(4, dtype=torch.long),
+        action_mask=torch.ones(4, dtype=torch.long),
+        prompt_length=0,
+        completion_text=text,
+    )
 
 
 CASES = {  # task -> (data builder, a doc id, a right completion, a wrong one)
@@ -33,8 +39,15 @@ def test_a_benchmark_file_trains_with_its_scoring_rule_as_reward(tmp_path, task)
     build, doc, right, wrong = CASES[task]
     data = build(tmp_path)
     config = tmp_path / "train.yaml"
-    config.write_text(json.dumps({"model": {"name_or_path": "unused"},
-                                  "data": {"task": task, "train_path": str(data)}, "output_dir": str(tmp_path / "r")}))
+    config.write_text(
+        json.dumps(
+            {
+                "model": {"name_or_path": "unused"},
+                "data": {"task": task, "train_path": str(data)},
+                "output_dir": str(tmp_path / "r"),
+            }
+        )
+    )
     cfg = load_config(TrainConfig, config)
     pack, samples = load_task_data(cfg)
     sample = next(s for s in samples if s.id == doc)
@@ -55,9 +68,26 @@ def test_mmreason_train_runs_a_step_on_testmini_json(tiny_model_dir, tmp_path, o
     data = mathvista_repo(tmp_path / "MathVista")
     quickstart = Path(__file__).resolve().parents[3] / "configs" / "quickstart.yaml"
     out = tmp_path / "run"
-    assert main(["train", str(quickstart), f"model.name_or_path={tiny_model_dir}", f"output_dir={out}",
-                 "data.task=mathvista", f"data.train_path={data}", "rewards=[]", "max_steps=1", "eval_steps=0",
-                 "prompts_per_step=2", "rollout.num_generations=2", "rollout.max_completion_length=4",
-                 "num_threads=1", "save_steps=0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(quickstart),
+                f"model.name_or_path={tiny_model_dir}",
+                f"output_dir={out}",
+                "data.task=mathvista",
+                f"data.train_path={data}",
+                "rewards=[]",
+                "max_steps=1",
+                "eval_steps=0",
+                "prompts_per_step=2",
+                "rollout.num_generations=2",
+                "rollout.max_completion_length=4",
+                "num_threads=1",
+                "save_steps=0",
+            ]
+        )
+        == 0
+    )
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
     assert row["step"] == 1 and "rewards/mathvista_reward/mean" in row  # the pack's scoring rule as the reward

@@ -12,10 +12,17 @@ from mmreason.tasks.videomme.data import videomme_load
 from mmreason.tasks.videomme.score import option_letter
 
 
-@pytest.mark.parametrize("response, letter", [
-    ("B", "B"), ("The best answer is C.", "C"), ("(D) 3-3", "D"), ("The answer is: a", ""),
-    ("I think it is option B", "B"), ("it is clearly the second one here, I would say without doubt", ""),
-])
+@pytest.mark.parametrize(
+    "response, letter",
+    [
+        ("B", "B"),
+        ("The best answer is C.", "C"),
+        ("(D) 3-3", "D"),
+        ("The answer is: a", ""),
+        ("I think it is option B", "B"),
+        ("it is clearly the second one here, I would say without doubt", ""),
+    ],
+)
 def test_option_letter_rule(response, letter):
     assert option_letter(response) == letter
 
@@ -32,14 +39,20 @@ def test_two_clips_with_subtitles_on_one(tmp_path):
     assert plain[0].messages[0]["content"][1]["text"] == (
         "Select the best answer to the following multiple-choice question based on the video. Respond with only "
         "the letter (A, B, C, or D) of the correct option.\nHow many balls?\nA. 1\nB. 2\nC. 3\nD. 4\n"
-        "The best answer is:")
+        "The best answer is:"
+    )
     subs = videomme_load(str(annotation), subtitles="true")
     text = subs[0].messages[0]["content"][1]["text"]
-    assert text.startswith("This video's subtitles are listed below:\nthe red ball rolls\nthen it stops\n"
-                           "Select the best answer to the following multiple-choice question based on the video and "
-                           "the subtitles.")
-    assert subs[2].messages[0]["content"][1]["text"].startswith(
-        "This video's subtitles are listed below:\nNo subtitles available\n")
+    assert text.startswith(
+        "This video's subtitles are listed below:\nthe red ball rolls\nthen it stops\n"
+        "Select the best answer to the following multiple-choice question based on the video and "
+        "the subtitles."
+    )
+    assert (
+        subs[2]
+        .messages[0]["content"][1]["text"]
+        .startswith("This video's subtitles are listed below:\nNo subtitles available\n")
+    )
     assert subs.notes == ["with subtitles: 1 of 2 videos have a .srt"]
 
 
@@ -55,14 +68,27 @@ def test_breakdowns_by_duration_domain_and_task_type(tmp_path):
     assert task["accuracy_task_type_ocr_problems,none"] == 1.0 and task["accuracy_task_type_action_reasoning,none"] == 0
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"duration": "extra-long"}, "duration 'extra-long' is not one of short, medium, long"),
-    ({"options": "A. 1, B. 2"}, "options 'A. 1, B. 2' does not parse as a list of options"),
-    ({"answer": "E"}, "answer 'E' is not one of the option letters"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"duration": "extra-long"}, "duration 'extra-long' is not one of short, medium, long"),
+        ({"options": "A. 1, B. 2"}, "options 'A. 1, B. 2' does not parse as a list of options"),
+        ({"answer": "E"}, "answer 'E' is not one of the option letters"),
+    ],
+)
 def test_a_bad_row_is_one_line(tmp_path, change, message):
-    row = {"video_id": "1", "duration": "short", "domain": "d", "sub_category": "s", "videoID": "v",
-           "question_id": "1-1", "task_type": "t", "question": "q", "options": ["A. x", "B. y"], "answer": "A"}
+    row = {
+        "video_id": "1",
+        "duration": "short",
+        "domain": "d",
+        "sub_category": "s",
+        "videoID": "v",
+        "question_id": "1-1",
+        "task_type": "t",
+        "question": "q",
+        "options": ["A. x", "B. y"],
+        "answer": "A",
+    }
     path = write_parquet(tmp_path / "bad.parquet", [{**row, **change}])
     with pytest.raises(ValueError) as err:
         videomme_load(str(path))

@@ -24,16 +24,35 @@ def _run(model, data, out: Path, reward_file: Path, *extra: str) -> None:
     # mcq groups are easier than the recent mean (noise), the others harder (a hint from their earlier trace).
     rewards = [{"name": f"{reward_file}:by_type", "weight": 1.0}]
     augment = {"enabled": True, "min_buffer": 1, "window": 8, "threshold": 0.05}
-    assert main(["train", str(CONFIG), f"model.name_or_path={model}", f"output_dir={out}", "num_threads=1",
-                 f"data.train_path={data}", "prompts_per_step=4", "eval_steps=0", "save_steps=1", "save_total_limit=5",
-                 "rewards=" + json.dumps(rewards), "augment=" + json.dumps(augment), *extra]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(CONFIG),
+                f"model.name_or_path={model}",
+                f"output_dir={out}",
+                "num_threads=1",
+                f"data.train_path={data}",
+                "prompts_per_step=4",
+                "eval_steps=0",
+                "save_steps=1",
+                "save_total_limit=5",
+                "rewards=" + json.dumps(rewards),
+                "augment=" + json.dumps(augment),
+                *extra,
+            ]
+        )
+        == 0
+    )
 
 
 @pytest.fixture
 def setup(tmp_path):
     reward_file = tmp_path / "by_type.py"
-    reward_file.write_text("def by_type(prompts, completions, answer_type, **columns):\n"
-                           "    return [float(t == 'mcq') for t in answer_type]\n")
+    reward_file.write_text(
+        "def by_type(prompts, completions, answer_type, **columns):\n"
+        "    return [float(t == 'mcq') for t in answer_type]\n"
+    )
     return generate(tmp_path / "d", 1, seed=2, seconds=(3, 4), size=64), reward_file  # 4 questions, 1 video
 
 
@@ -64,7 +83,9 @@ def test_hints_and_noise_are_logged_and_resume_replays_them(tiny_model_dir, tmp_
     _run(tiny_model_dir, data, resumed, reward_file, "max_steps=3", "resume=auto")
     again = json.loads((resumed / "checkpoint-3" / "trainer_state.json").read_text())["augment"]
     assert again == state
-    step3 = [[(r["sample_id"], r["prompt"], r["completion"]) for r in _jsonl(d / "completions.jsonl")
-              if r["step"] == 3] for d in (straight, resumed)]
+    step3 = [
+        [(r["sample_id"], r["prompt"], r["completion"]) for r in _jsonl(d / "completions.jsonl") if r["step"] == 3]
+        for d in (straight, resumed)
+    ]
     assert step3[0] == step3[1] and step3[0]
     assert _jsonl(resumed / "metrics.jsonl")[-1]["augment/frac_hint"] == metrics[-1]["augment/frac_hint"]

@@ -19,8 +19,14 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 
 def _row(i: int, kind: str = "free", answer="red", **extra) -> dict:
-    return {"id": f"r{i}", "video": "clips/a.mp4", "question": "What colour?", "answer": answer,
-            "answer_type": kind, **extra}
+    return {
+        "id": f"r{i}",
+        "video": "clips/a.mp4",
+        "question": "What colour?",
+        "answer": answer,
+        "answer_type": kind,
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -31,8 +37,12 @@ def folder(tmp_path):
 
 
 def test_rows_become_samples_with_the_video_resolved_against_the_file(folder):
-    rows = [_row(0, "mcq", "green", options=["red", "green"]), _row(1, "numeric", "2"), _row(2, "free", "red"),
-            _row(3, "span", "[0.5, 1.5]", window=[0.0, 2.5])]
+    rows = [
+        _row(0, "mcq", "green", options=["red", "green"]),
+        _row(1, "numeric", "2"),
+        _row(2, "free", "red"),
+        _row(3, "span", "[0.5, 1.5]", window=[0.0, 2.5]),
+    ]
     samples = videoqa_load(str(_write(folder / "rows.jsonl", rows)))
     assert [s.meta["answer_type"] for s in samples] == ["mcq", "numeric", "free", "span"]
     mcq, numeric, _free, span = samples
@@ -62,17 +72,20 @@ def test_the_window_limits_the_frames_the_model_sees(folder):
     assert videos[0].shape == (2, 3, 56, 56)
 
 
-@pytest.mark.parametrize("row,message", [
-    ({"answer": None}, r"row 1 \(id 'r1'\) has no 'answer' column"),
-    ({"answer_type": "bool"}, "answer_type 'bool' is not one of mcq, numeric, free, span"),
-    ({"answer_type": "mcq", "answer": "C", "options": ["red", "blue"]}, "neither an option letter"),
-    ({"answer_type": "mcq", "answer": "A"}, "mcq needs 2..10 options"),
-    ({"answer_type": "numeric", "answer": "many"}, "numeric answer 'many' is not a number"),
-    ({"answer_type": "span", "answer": "[3, 1]"}, r"span answer \[3.0, 1.0\] is not a time window"),
-    ({"answer_type": "span", "answer": "soon"}, "span answer 'soon' is not \\[start, end\\]"),
-    ({"window": [-1, 2]}, "window"),
-    ({"video": ""}, "has no 'video' column"),
-])
+@pytest.mark.parametrize(
+    "row,message",
+    [
+        ({"answer": None}, r"row 1 \(id 'r1'\) has no 'answer' column"),
+        ({"answer_type": "bool"}, "answer_type 'bool' is not one of mcq, numeric, free, span"),
+        ({"answer_type": "mcq", "answer": "C", "options": ["red", "blue"]}, "neither an option letter"),
+        ({"answer_type": "mcq", "answer": "A"}, "mcq needs 2..10 options"),
+        ({"answer_type": "numeric", "answer": "many"}, "numeric answer 'many' is not a number"),
+        ({"answer_type": "span", "answer": "[3, 1]"}, r"span answer \[3.0, 1.0\] is not a time window"),
+        ({"answer_type": "span", "answer": "soon"}, "span answer 'soon' is not \\[start, end\\]"),
+        ({"window": [-1, 2]}, "window"),
+        ({"video": ""}, "has no 'video' column"),
+    ],
+)
 def test_bad_rows_name_the_file_and_row(folder, row, message):
     path = _write(folder / "bad.jsonl", [_row(0), {**_row(1), **row}])
     with pytest.raises(ValueError, match=message) as info:
@@ -140,8 +153,21 @@ def test_the_held_out_data_command_writes_the_eval_split_a_run_draws(tmp_path, m
     from mmreason.tasks.videoqa.data import generated_split
 
     monkeypatch.setenv("MMREASON_CACHE", str(tmp_path / "cache"))
-    args = ["data", "videoqa", "--out", str(tmp_path / "heldout"), "--videos", "2", "--seconds", "3..5",
-            "--size", "32", "--style", "basic", "--held-out"]
+    args = [
+        "data",
+        "videoqa",
+        "--out",
+        str(tmp_path / "heldout"),
+        "--videos",
+        "2",
+        "--seconds",
+        "3..5",
+        "--size",
+        "32",
+        "--style",
+        "basic",
+        "--held-out",
+    ]
     assert main(args) == 0
     mine = [json.loads(line) for line in (tmp_path / "heldout" / "data.jsonl").read_text().splitlines()]
     theirs = [json.loads(line) for line in generated_split("eval", 2, 0, (3, 5), 32, "basic").read_text().splitlines()]

@@ -31,8 +31,19 @@ def data(tmp_path_factory):
 
 
 def _train(config: str, model, out: Path, *extra: str) -> None:
-    assert main(["train", str(CONFIGS / config), f"model.name_or_path={model}", f"output_dir={out}",
-                 "num_threads=1", *extra]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(CONFIGS / config),
+                f"model.name_or_path={model}",
+                f"output_dir={out}",
+                "num_threads=1",
+                *extra,
+            ]
+        )
+        == 0
+    )
 
 
 @pytest.mark.parametrize("path", OURS, ids=[p.name for p in OURS])
@@ -60,13 +71,22 @@ def test_tiny_reg_grpo_trains_two_steps(tiny_model_dir, shapes_cache, tmp_path, 
     # The untrained model never answers right, so the pack's reward is constant; a second reward (completion
     # size mod 5) gives the regression targets that vary, so the Reg-GRPO loss has something to fit.
     (tmp_path / "size_reward.py").write_text(
-        "def size_mod5(prompts, completions, **columns):\n"
-        "    return [float(len(str(c)) % 5) for c in completions]\n")
-    rewards = [{"name": "mmreason.tasks.videoqa.scoring:videoqa_accuracy", "weight": 1.0},
-               {"name": str(tmp_path / "size_reward.py") + ":size_mod5", "weight": 0.1}]
+        "def size_mod5(prompts, completions, **columns):\n    return [float(len(str(c)) % 5) for c in completions]\n"
+    )
+    rewards = [
+        {"name": "mmreason.tasks.videoqa.scoring:videoqa_accuracy", "weight": 1.0},
+        {"name": str(tmp_path / "size_reward.py") + ":size_mod5", "weight": 0.1},
+    ]
     out = tmp_path / "run"
-    _train("videoqa_reg_grpo_tiny.yaml", tiny_model_dir, out, f"data.train_path={data}", "max_steps=2",
-           "eval_steps=2", "rewards=" + json.dumps(rewards))
+    _train(
+        "videoqa_reg_grpo_tiny.yaml",
+        tiny_model_dir,
+        out,
+        f"data.train_path={data}",
+        "max_steps=2",
+        "eval_steps=2",
+        "rewards=" + json.dumps(rewards),
+    )
     metrics = _jsonl(out / "metrics.jsonl")
     assert [m["step"] for m in metrics] == [0, 1, 2]  # step 0: the in-training eval before training
     assert "eval/videoqa/accuracy" in metrics[0]
@@ -85,7 +105,8 @@ def test_tiny_reg_grpo_trains_two_steps(tiny_model_dir, shapes_cache, tmp_path, 
     assert {"videoqa_accuracy", "size_mod5"} == set(rows[0]["rewards"])
     # the in-training eval scored the generated held-out split (8 videos x 4 questions) at steps 0 and 2
     assert metrics[-1]["eval/videoqa/n_failed"] == 0 and {"eval/videoqa/accuracy_span", "eval/videoqa/r@0.5"} <= set(
-        metrics[-1])
+        metrics[-1]
+    )
     (held_out,) = shapes_cache.glob("videoqa/*-eval-8-*/data.jsonl")
     assert len(held_out.read_text().splitlines()) == 32
     saved = (out / "config.yaml").read_text()
@@ -97,14 +118,23 @@ def test_tiny_reg_grpo_trains_two_steps(tiny_model_dir, shapes_cache, tmp_path, 
 def test_broken_videos_in_a_run_are_counted_and_logged(tiny_model_dir, tmp_path, data, one_torch_thread):
     rows = _jsonl(data)[:4]
     video = str(data.parent / rows[0]["video"])
-    broken = [{**rows[0], "id": "cut", "video": str(truncated_video(tmp_path / "cut.mp4"))},
-              {**rows[1], "id": "late", "video": video, "window": [30.0, 40.0]},
-              {**rows[2], "id": "gone", "video": str(tmp_path / "gone.mp4")}]
+    broken = [
+        {**rows[0], "id": "cut", "video": str(truncated_video(tmp_path / "cut.mp4"))},
+        {**rows[1], "id": "late", "video": video, "window": [30.0, 40.0]},
+        {**rows[2], "id": "gone", "video": str(tmp_path / "gone.mp4")},
+    ]
     path = tmp_path / "mixed.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in [*broken, {**rows[3], "video": video}]))
     out = tmp_path / "run"
-    _train("videoqa_reg_grpo_tiny.yaml", tiny_model_dir, out, f"data.train_path={path}", "max_steps=1",
-           "prompts_per_step=4", "eval_steps=0")
+    _train(
+        "videoqa_reg_grpo_tiny.yaml",
+        tiny_model_dir,
+        out,
+        f"data.train_path={path}",
+        "max_steps=1",
+        "prompts_per_step=4",
+        "eval_steps=0",
+    )
     (m,) = _jsonl(out / "metrics.jsonl")
     assert m["count/bad_samples"] == 3 and m["completion/length_mean"] > 0  # the good sample still trains
     events = [json.loads(line) for line in (out / "events.log").read_text().splitlines()]
@@ -117,9 +147,29 @@ def test_broken_videos_in_a_run_are_counted_and_logged(tiny_model_dir, tmp_path,
 @pytest.mark.slow
 def test_eval_on_a_users_file_reports_types_and_span_metrics(tiny_model_dir, tmp_path, data, one_torch_thread):
     out = tmp_path / "eval"
-    assert main(["eval", "--model", str(tiny_model_dir), "--tasks", f"videoqa:{data}", "--output_path", str(out),
-                 "--gen_kwargs", "temperature=0,max_new_tokens=8", "--device", "cpu", "--log_samples",
-                 "--model_args", "min_pixels=3136,max_pixels=3136,video_max_frames=8", "--limit", "8"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_model_dir),
+                "--tasks",
+                f"videoqa:{data}",
+                "--output_path",
+                str(out),
+                "--gen_kwargs",
+                "temperature=0,max_new_tokens=8",
+                "--device",
+                "cpu",
+                "--log_samples",
+                "--model_args",
+                "min_pixels=3136,max_pixels=3136,video_max_frames=8",
+                "--limit",
+                "8",
+            ]
+        )
+        == 0
+    )
     (results_path,) = out.rglob("*_results.json")
     result = json.loads(results_path.read_text())["results"]["videoqa:data"]
     # 8 docs = 2 videos x (mcq, numeric, free, span)

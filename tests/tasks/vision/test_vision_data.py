@@ -24,10 +24,24 @@ def _write(tmp_path, rows):
 
 def test_jsonl_rows_become_samples_with_domain_type_and_length_profile(tmp_path):
     rows = [
-        {"id": "a", "image": "img/a.png", "question": "How many?", "answer": "3", "answer_type": "numeric",
-         "domain": "chart"},
-        {"id": "b", "images": ["/abs/1.png", "/abs/2.png"], "question": "Which?", "answer": "B",
-         "answer_type": "mcq", "choices": ["cat", "dog"], "domain": "reasoning", "extra": 5},
+        {
+            "id": "a",
+            "image": "img/a.png",
+            "question": "How many?",
+            "answer": "3",
+            "answer_type": "numeric",
+            "domain": "chart",
+        },
+        {
+            "id": "b",
+            "images": ["/abs/1.png", "/abs/2.png"],
+            "question": "Which?",
+            "answer": "B",
+            "answer_type": "mcq",
+            "choices": ["cat", "dog"],
+            "domain": "reasoning",
+            "extra": 5,
+        },
         {"id": "c", "image": "c.png", "question": "Is it red?", "answer": "yes", "answer_type": "yes/no"},
     ]
     a, b, c = vision_load(str(_write(tmp_path, rows)), "train")
@@ -54,8 +68,9 @@ def test_bad_rows_name_the_file_and_row(tmp_path):
 
 
 def test_think_format_targets(tmp_path):
-    rows = [{"id": "t", "image": "a.png", "question": "q?", "answer": "4", "answer_type": "numeric",
-             "trace": "two and two"}]
+    rows = [
+        {"id": "t", "image": "a.png", "question": "q?", "answer": "4", "answer_type": "numeric", "trace": "two and two"}
+    ]
     (s,) = vision_load(str(_write(tmp_path, rows)), answer_format="think")
     assert s.meta["target"] == "<think>two and two</think><answer>4</answer>"
     assert TASKS.get("vision").target_text(s) == s.meta["target"]
@@ -90,12 +105,27 @@ def test_synthetic_source_and_domain_filter(shapes_cache):
 
 def test_baseline_is_the_majority_answer_per_template():
     def sample(i, template, answer):
-        return row_to_sample({"id": str(i), "image": "/a.png", "question": "q", "answer": answer,
-                              "answer_type": "yes/no" if answer in ("yes", "no") else "free-form",
-                              "template": template}, "mem")
+        return row_to_sample(
+            {
+                "id": str(i),
+                "image": "/a.png",
+                "question": "q",
+                "answer": answer,
+                "answer_type": "yes/no" if answer in ("yes", "no") else "free-form",
+                "template": template,
+            },
+            "mem",
+        )
 
-    train = [sample(0, "t1", "no"), sample(1, "t1", "no"), sample(10, "t1", "no"), sample(2, "t1", "yes"), sample(3, "t2", "red"),
-             sample(4, "t2", "blue"), sample(5, "t2", "blue")]
+    train = [
+        sample(0, "t1", "no"),
+        sample(1, "t1", "no"),
+        sample(10, "t1", "no"),
+        sample(2, "t1", "yes"),
+        sample(3, "t2", "red"),
+        sample(4, "t2", "blue"),
+        sample(5, "t2", "blue"),
+    ]
     base = Baseline.fit(train)
     assert base.answers == {"t1": "no", "t2": "blue"} and base.fallback == "no"
     held_out = [sample(6, "t1", "no"), sample(7, "t1", "yes"), sample(8, "t2", "blue"), sample(9, "t3", "no")]
@@ -139,7 +169,13 @@ def test_eval_baseline_scores_the_template_majority_with_the_pack_metrics(tmp_pa
 
 
 def _rows(path, items):
-    path.write_text("".join(json.dumps({"id": str(i), "image": "/a.png", "question": "q", "answer": a,
-                                        "answer_type": "yes/no", "template": t}) + "\n"
-                            for i, (t, a) in enumerate(items)))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {"id": str(i), "image": "/a.png", "question": "q", "answer": a, "answer_type": "yes/no", "template": t}
+            )
+            + "\n"
+            for i, (t, a) in enumerate(items)
+        )
+    )
     return path

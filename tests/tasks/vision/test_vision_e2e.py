@@ -26,8 +26,15 @@ SYNTHETIC_8 = {"source": "synthetic", "synthetic_n": 8}
 
 def _run(command, config, model, out, *extra, task_args=None):
     """The CLI on a shipped config; ``task_args`` update the config's own (an override replaces the mapping)."""
-    args = [command, str(CONFIGS / config), f"model.name_or_path={model}", f"output_dir={out}", "num_threads=1",
-            "rollout.max_completion_length=8", *extra]
+    args = [
+        command,
+        str(CONFIGS / config),
+        f"model.name_or_path={model}",
+        f"output_dir={out}",
+        "num_threads=1",
+        "rollout.max_completion_length=8",
+        *extra,
+    ]
     if task_args:
         merged = {**read_yaml(CONFIGS / config)["data"]["task_args"], **task_args}
         args.append("data.task_args=" + json.dumps(merged))
@@ -49,16 +56,27 @@ def test_g2rpo_advantages_in_the_logs_equal_the_rl_library(tiny_model_dir, shape
     # recipe's own rewards are constant per domain; a third reward (completion size mod 5) gives G²RPO
     # something to rank.
     (tmp_path / "size_reward.py").write_text(
-        "def size_mod5(prompts, completions, **columns):\n"
-        "    return [float(len(str(c)) % 5) for c in completions]\n")
-    rewards = [{"name": "mmreason.tasks.vision.scoring:vision_accuracy", "weight": 1.0},
-               {"name": "length_trapezoid", "weight": 0.2},
-               {"name": str(tmp_path / "size_reward.py") + ":size_mod5", "weight": 0.1}]
+        "def size_mod5(prompts, completions, **columns):\n    return [float(len(str(c)) % 5) for c in completions]\n"
+    )
+    rewards = [
+        {"name": "mmreason.tasks.vision.scoring:vision_accuracy", "weight": 1.0},
+        {"name": "length_trapezoid", "weight": 0.2},
+        {"name": str(tmp_path / "size_reward.py") + ":size_mod5", "weight": 0.1},
+    ]
     out = tmp_path / "g2rpo"
     # 4 prompts x 4 rollouts = 16 rows: completions.jsonl holds every trajectory of each step
-    _run("train", "vision_g2rpo_tiny.yaml", tiny_model_dir, out, "max_steps=2", "prompts_per_step=4",
-         "rollout.num_generations=4", "log_completions_steps=1", "rewards=" + json.dumps(rewards),
-         task_args=SYNTHETIC_8)
+    _run(
+        "train",
+        "vision_g2rpo_tiny.yaml",
+        tiny_model_dir,
+        out,
+        "max_steps=2",
+        "prompts_per_step=4",
+        "rollout.num_generations=4",
+        "log_completions_steps=1",
+        "rewards=" + json.dumps(rewards),
+        task_args=SYNTHETIC_8,
+    )
     rows = _jsonl(out / "completions.jsonl")
     assert [sum(r["step"] == s for r in rows) for s in (1, 2)] == [16, 16]
     domains_seen = set()
@@ -72,8 +90,9 @@ def test_g2rpo_advantages_in_the_logs_equal_the_rl_library(tiny_model_dir, shape
         domains = [_domain_of(i) for i in ids]
         domains_seen |= set(domains)
         task_ids = torch.tensor([sorted(set(domains)).index(d) for d in domains])
-        expected = rl.advantages("g2rpo", rewards, group_ids, weights=torch.tensor([1.0, 0.2, 0.1]),
-                                 scope="task_batch", task_ids=task_ids).advantages
+        expected = rl.advantages(
+            "g2rpo", rewards, group_ids, weights=torch.tensor([1.0, 0.2, 0.1]), scope="task_batch", task_ids=task_ids
+        ).advantages
         logged = torch.tensor([r["advantage"] for r in step_rows])
         torch.testing.assert_close(logged, expected, atol=1e-6, rtol=0)
         assert logged.abs().max() > 0.1
@@ -94,8 +113,16 @@ def test_g2rpo_advantages_in_the_logs_equal_the_rl_library(tiny_model_dir, shape
 @pytest.mark.slow
 def test_vision_grpo_tiny_runs_with_length_shaping_per_domain(tiny_model_dir, shapes_cache, tmp_path):
     out = tmp_path / "grpo"
-    _run("train", "vision_grpo_tiny.yaml", tiny_model_dir, out, "max_steps=2", "prompts_per_step=2",
-         "rollout.num_generations=2", task_args=SOURCE)
+    _run(
+        "train",
+        "vision_grpo_tiny.yaml",
+        tiny_model_dir,
+        out,
+        "max_steps=2",
+        "prompts_per_step=2",
+        "rollout.num_generations=2",
+        task_args=SOURCE,
+    )
     metrics = _jsonl(out / "metrics.jsonl")
     assert [m["step"] for m in metrics] == [1, 2]
     assert all("rewards/length_trapezoid/mean" in m and "rewards/vision_accuracy/mean" in m for m in metrics)
@@ -104,9 +131,14 @@ def test_vision_grpo_tiny_runs_with_length_shaping_per_domain(tiny_model_dir, sh
 
 @pytest.mark.slow
 def test_vas_state_is_checkpointed_and_restored(tiny_model_dir, shapes_cache, tmp_path):
-    common = ["prompts_per_step=2", "rollout.num_generations=2", "save_steps=1", "save_total_limit=3",
-              "max_steps=2",
-              "sampler.options=" + json.dumps({"update_every": 1, "mode": "online", "mix": 0.5})]
+    common = [
+        "prompts_per_step=2",
+        "rollout.num_generations=2",
+        "save_steps=1",
+        "save_total_limit=3",
+        "max_steps=2",
+        "sampler.options=" + json.dumps({"update_every": 1, "mode": "online", "mix": 0.5}),
+    ]
     straight = tmp_path / "straight"
     _run("train", "vision_vas_tiny.yaml", tiny_model_dir, straight, *common, task_args=SOURCE)
     first = json.loads((straight / "checkpoint-1" / "trainer_state.json").read_text())["sampler"]
@@ -126,13 +158,30 @@ def test_vas_state_is_checkpointed_and_restored(tiny_model_dir, shapes_cache, tm
 @pytest.mark.slow
 def test_ton_sft_then_grpo_logs_the_skip_think_ratio(tiny_model_dir, shapes_cache, tmp_path):
     sft = tmp_path / "sft"
-    _run("sft", "ton_sft_tiny.yaml", tiny_model_dir, sft, "max_steps=2", "prompts_per_step=2",
-         "rollout.max_completion_length=48", task_args=SOURCE)
+    _run(
+        "sft",
+        "ton_sft_tiny.yaml",
+        tiny_model_dir,
+        sft,
+        "max_steps=2",
+        "prompts_per_step=2",
+        "rollout.max_completion_length=48",
+        task_args=SOURCE,
+    )
     losses = [m["loss"] for m in _jsonl(sft / "metrics.jsonl")]
     assert len(losses) == 2 and all(x == x and x > 0 for x in losses)
     grpo = tmp_path / "grpo"
-    _run("train", "ton_grpo_tiny.yaml", sft / "checkpoint-2" / "model", grpo, "max_steps=1",
-         "prompts_per_step=2", "rollout.num_generations=4", "log_completions_steps=1", task_args=SOURCE)
+    _run(
+        "train",
+        "ton_grpo_tiny.yaml",
+        sft / "checkpoint-2" / "model",
+        grpo,
+        "max_steps=1",
+        "prompts_per_step=2",
+        "rollout.num_generations=4",
+        "log_completions_steps=1",
+        task_args=SOURCE,
+    )
     (m,) = _jsonl(grpo / "metrics.jsonl")
     rows = _jsonl(grpo / "completions.jsonl")
     assert len(rows) == 8
@@ -140,7 +189,8 @@ def test_ton_sft_then_grpo_logs_the_skip_think_ratio(tiny_model_dir, shapes_cach
     assert all(r["rewards"]["skip_think"] in (0.0, 1.0) for r in rows)
     # weight 0: the skip-think column is logged but does not move the total reward
     assert [r["reward"] for r in rows] == pytest.approx(
-        [r["rewards"]["think_answer_format"] + r["rewards"]["vision_accuracy"] for r in rows])
+        [r["rewards"]["think_answer_format"] + r["rewards"]["vision_accuracy"] for r in rows]
+    )
 
 
 @pytest.mark.slow
@@ -149,8 +199,25 @@ def test_eval_reports_skip_think_and_per_domain_accuracy(tiny_model_dir, shapes_
 
     data = generate(tmp_path / "data", 4, seed=9, size=56)
     out = tmp_path / "eval"
-    assert main(["eval", "--model", str(tiny_model_dir), "--tasks", f"vision:{data}", "--output_path", str(out),
-                 "--gen_kwargs", "temperature=0,max_new_tokens=8", "--device", "cpu", "--log_samples"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_model_dir),
+                "--tasks",
+                f"vision:{data}",
+                "--output_path",
+                str(out),
+                "--gen_kwargs",
+                "temperature=0,max_new_tokens=8",
+                "--device",
+                "cpu",
+                "--log_samples",
+            ]
+        )
+        == 0
+    )
     (results_path,) = out.rglob("*_results.json")
     result = json.loads(results_path.read_text())["results"]["vision:data"]
     (samples_path,) = out.rglob("*_samples_*.jsonl")

@@ -25,8 +25,19 @@ from mmreason.types import Trajectory
 
 
 def _sample(i, answer="7", answer_type="numeric", trace="three and four", fmt="plain", **extra):
-    return row_to_sample({"id": f"s{i}", "image": "/x.png", "question": "q?", "answer": answer,
-                          "answer_type": answer_type, "trace": trace, **extra}, "mem", fmt)
+    return row_to_sample(
+        {
+            "id": f"s{i}",
+            "image": "/x.png",
+            "question": "q?",
+            "answer": answer,
+            "answer_type": answer_type,
+            "trace": trace,
+            **extra,
+        },
+        "mem",
+        fmt,
+    )
 
 
 def _trajectory(text):
@@ -65,8 +76,7 @@ def test_thought_dropout_edge_cases():
 
 def test_thought_dropout_through_the_loader(shapes_cache):
     pack = TASKS.get("vision")
-    samples = pack.load(None, "train", source="synthetic", synthetic_n=40, answer_format="think",
-                        thought_dropout=0.5)
+    samples = pack.load(None, "train", source="synthetic", synthetic_n=40, answer_format="think", thought_dropout=0.5)
     targets = [pack.target_text(s) for s in samples]
     assert 0 < sum(t.startswith(EMPTY_THOUGHT) for t in targets) < 40
     assert all(t.endswith(f"<answer>{s.answer}</answer>") for t, s in zip(targets, samples))
@@ -85,12 +95,15 @@ def test_format_reward_accepts_the_empty_thought_and_skip_think_counts_it():
     assert [metrics["think_format"](samples[0], t) for t in texts] == [1.0, 1.0, 0.0]
 
 
-@pytest.mark.parametrize("answer_type,answer,extra,right,wrong", [
-    ("numeric", "12", {}, ["12", "<think>3x4</think><answer>12.0</answer>", "It is 12"], ["13", "none"]),
-    ("yes/no", "no", {}, ["no", "No.", "<answer>no</answer>"], ["yes", "yes and no", ""]),
-    ("free-form", "teal", {}, ["teal", "Teal.", "<answer>the teal</answer>"], ["blue", "teal circle"]),
-    ("mcq", "B", {"choices": ["cat", "dog"]}, ["B", "(B)", "<answer>B</answer>"], ["A", "C"]),
-])
+@pytest.mark.parametrize(
+    "answer_type,answer,extra,right,wrong",
+    [
+        ("numeric", "12", {}, ["12", "<think>3x4</think><answer>12.0</answer>", "It is 12"], ["13", "none"]),
+        ("yes/no", "no", {}, ["no", "No.", "<answer>no</answer>"], ["yes", "yes and no", ""]),
+        ("free-form", "teal", {}, ["teal", "Teal.", "<answer>the teal</answer>"], ["blue", "teal circle"]),
+        ("mcq", "B", {"choices": ["cat", "dog"]}, ["B", "(B)", "<answer>B</answer>"], ["A", "C"]),
+    ],
+)
 def test_accuracy_rule_per_answer_type(answer_type, answer, extra, right, wrong):
     s = _sample(0, answer, answer_type, **extra)
     assert [is_correct(s, t) for t in right] == [1.0] * len(right)
@@ -108,8 +121,14 @@ def test_vision_accuracy_reward_and_per_domain_metrics():
 
 
 def test_think_format_samples_score_only_a_closed_answer_tag():
-    row = {"id": "q", "image": "x.png", "question": "is there a red shape?", "answer": "no",
-           "answer_type": "yes/no", "trace": "The image shows a blue circle."}
+    row = {
+        "id": "q",
+        "image": "x.png",
+        "question": "is there a red shape?",
+        "answer": "no",
+        "answer_type": "yes/no",
+        "trace": "The image shows a blue circle.",
+    }
     think, plain = row_to_sample(row, "data.jsonl", "think"), row_to_sample(row, "data.jsonl", "plain")
     broken = ".</><answer>re><answer>no.</><answer>rere><answer"  # a drifted policy's output
     assert is_correct(plain, broken) == 1.0  # plain answers: the whole completion when no tag
