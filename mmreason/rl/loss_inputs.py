@@ -2,22 +2,26 @@
 declares about it (``LossContract``).
 
 A policy loss is ``fn(x: LossInputs, **options) -> LossOutput``: ``x`` holds everything the trainer has for the
-micro-batch, ``options`` are the loss's own keyword-only parameters (``epsilon_max``, ``tau`` ...), set from
-``algorithm.loss_options`` or a named top-level key (``algorithm.epsilon``). A loss that reads one of the extra
-fields (``entropy``, ``rewards`` ...) says so in its contract, so the trainer computes the costly ones only for the
-losses that read them and a direct caller is told which one it forgot.
+micro-batch (tensors, and the shared settings: ``beta``, the clip range ``epsilon`` ...), ``options`` are the
+loss's own keyword-only parameters (``epsilon_max``, ``tau`` ...), set from ``algorithm.loss_options``. A loss that
+reads one of the extra fields (``epsilon``, ``entropy``, ``rewards`` ...) says so in its contract: a top-level key
+such as ``algorithm.epsilon_high`` set for a loss that does not read it stops the run at start-up, the trainer
+computes the costly extras only for the losses that read them, and a direct caller is told which one it forgot.
 
 Shape letters: N trajectories, T tokens, M rows of the whole step, H past group entropies.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from torch import Tensor
+
+from mmreason.rl.options import keyword_options
+
+ImportanceSamplingLevel = Literal["token", "sequence"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,9 @@ class LossInputs:
     max_len: int | None = None  # L_max of seq_mean_token_sum_norm (rollout.max_completion_length)
     num_tokens: float | Tensor | None = None  # token_mean denominator (the optimizer step's response tokens)
     # ---- extras: read only by the losses that declare them
+    epsilon: float = 0.2  # PPO clip range 1 - epsilon (algorithm.epsilon)
+    epsilon_high: float | None = None  # upper clip 1 + epsilon_high, default epsilon (DAPO clip-higher)
+    importance_sampling_level: ImportanceSamplingLevel = "token"  # token ratios, or GSPO's sequence ratio
     train_step: int = 0  # finished training steps (annealed options: HölderPO, ConSPO, Clip-Cov)
     rewards: Tensor | None = None  # [N] the rows' total rewards
     step_rewards: Tensor | None = None  # [M] total rewards of every row of the step
@@ -64,23 +71,24 @@ class LossContract:
 
     ``reads``: the extras it reads (the trainer computes ``tempered_logprobs``, ``segment_progress`` and
     ``entropy_history`` only for a loss that reads them). ``needs``: fields it cannot do without (a direct
-    caller must pass them). ``aggregation``: the default when a direct caller names none (the trainer always
-    sets it from ``algorithm.loss_type``). ``call``: ``inputs`` for ``fn(x, **options)``; ``tensors`` for the
-    keyword form ``fn(logprobs, old_logprobs, advantages, mask, **keywords)`` that ``tensor_form`` makes.
+    caller must pass them). ``defaults``: its own defaults of fields, for a direct caller that sets none (the
+    trainer always sets them from the config: ``aggregation`` from ``algorithm.loss_type``). ``call``:
+    ``inputs`` for ``fn(x, **options)``; ``tensors`` for the keyword form ``fn(logprobs, old_logprobs,
+    advantages, mask, **keywords)`` that ``tensor_form`` makes.
     """
 
     reads: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
-    aggregation: str = "seq_mean_token_mean"
+    defaults: Mapping[str, Any] = field(default_factory=dict)
     call: Literal["inputs", "tensors"] = "inputs"
-    takes: tuple[str, ...] = field(init=False)  # the fields it takes by keyword: COMMON, then its reads
+    takes: tuple[str, ...] = field(init=False)  # the fields it takes by keyword: COMMON, then its extras
 
     def __post_init__(self) -> None:
-        unknown = [k for k in (*self.reads, *self.needs) if k not in (*COMMON, *EXTRAS)]
-        if unknown:
-            raise ValueError(f"a loss may read or need only LossInputs fields {COMMON + EXTRAS}, not {unknown}")
         extra = [k for k in EXTRAS if k in self.reads or k in self.needs]
         object.__setattr__(self, "takes", (*COMMON, *extra))
+        unknown = [k for k in (*self.reads, *self.needs, *self.defaults) if k not in self.takes]
+        if unknown:
+            raise ValueError(f"a loss reads, needs and sets defaults of LossInputs fields {FIELDS[4:]}; not {unknown}")
 
 
 def contract_of(fn: Callable[..., Any]) -> LossContract:
@@ -90,8 +98,7 @@ def contract_of(fn: Callable[..., Any]) -> LossContract:
 
 def options_of(fn: Callable[..., Any]) -> list[str]:
     """A loss's options: its keyword-only parameters that are not LossInputs fields."""
-    params = inspect.signature(fn).parameters.values()
-    return [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name not in FIELDS]
+    return keyword_options(fn, exclude=FIELDS)
 
 
 def missing_needs(fn: Callable[..., Any], x: LossInputs) -> list[str]:

@@ -8,9 +8,28 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from mmreason.registry import closest
+
+
+def keyword_options(fn: Callable[..., Any], *, exclude: Collection[str] = ()) -> list[str]:
+    """The options of ``fn``: its keyword-only parameters, less ``exclude``."""
+    params = inspect.signature(fn).parameters.values()
+    return [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name not in exclude]
+
+
+def choices_of(fn: Callable[..., Any]) -> dict[str, tuple[Any, ...]]:
+    """The closed sets among ``fn``'s options: ``{name: allowed values}`` of those typed ``Literal[...]``."""
+    hints = get_type_hints(fn)
+    return {k: get_args(hints[k]) for k in keyword_options(fn) if get_origin(hints.get(k)) is Literal}
+
+
+def check_choices(kind: str, name: str, choices: Mapping[str, tuple[Any, ...]], options: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` naming an option whose value is not one of its ``choices``."""
+    for key, allowed in choices.items():
+        if key in options and options[key] not in allowed:
+            raise ValueError(f"{kind} {name!r}: {key} must be one of {allowed}, got {options[key]!r}")
 
 
 def check_options(

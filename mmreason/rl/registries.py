@@ -17,13 +17,15 @@ reference (``my_pkg.rl:my_estimator``, ``path/to/file.py:my_loss``), as it names
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any
 
 from mmreason.registry import Registry
 from mmreason.rl.loss_inputs import LossContract
+from mmreason.rl.options import check_choices, choices_of
 
 
 def _importer(*modules: str, group: str | None = None) -> Callable[[], None]:
@@ -72,12 +74,12 @@ def needs_of(fn: Callable[..., Any]) -> tuple[str, ...]:
 
 
 def loss_contract(
-    *, reads: tuple[str, ...] = (), needs: tuple[str, ...] = (), aggregation: str = "seq_mean_token_mean"
+    *, reads: tuple[str, ...] = (), needs: tuple[str, ...] = (), defaults: Mapping[str, Any] | None = None
 ):
     """Decorator: declare a loss's contract (``LossContract``) without registering it (a loss named by reference)."""
 
     def decorator(fn):
-        fn.loss_contract = LossContract(tuple(reads), tuple(needs), aggregation)
+        fn.loss_contract = LossContract(tuple(reads), tuple(needs), dict(defaults or {}))
         return fn
 
     return decorator
@@ -89,16 +91,26 @@ def register_policy_loss(
     replace: bool = False,
     reads: tuple[str, ...] = (),
     needs: tuple[str, ...] = (),
-    aggregation: str = "seq_mean_token_mean",
+    defaults: Mapping[str, Any] | None = None,
 ):
     """Decorator: register a policy loss ``fn(x: LossInputs, **options) -> LossOutput`` under ``name``.
 
-    ``reads``: the extra LossInputs fields it reads (``entropy``, ``rewards`` ...); ``needs``: the fields it
-    cannot do without; ``aggregation``: its default for a caller that names none.
+    ``reads``: the extra LossInputs fields it reads (``epsilon``, ``entropy``, ``rewards`` ...); ``needs``: the
+    fields it cannot do without; ``defaults``: its own defaults of fields for a caller that sets none. An option
+    typed ``Literal[...]`` is checked on every call: another value raises ``ValueError`` naming it.
     """
 
     def decorator(fn):
-        declared = loss_contract(reads=reads, needs=needs, aggregation=aggregation)(fn)
+        choices: list[dict[str, tuple[Any, ...]]] = []  # resolved on the first call, once the module is loaded
+
+        @functools.wraps(fn)
+        def checked(x, **options):
+            if not choices:
+                choices.append(choices_of(fn))
+            check_choices("policy loss", name or fn.__name__, choices[0], options)
+            return fn(x, **options)
+
+        declared = loss_contract(reads=reads, needs=needs, defaults=defaults)(checked)
         return POLICY_LOSSES.register(name, replace=replace)(declared)
 
     return decorator

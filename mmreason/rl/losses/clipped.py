@@ -33,26 +33,17 @@ from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
-@register_policy_loss("clipped")
-def clipped(
-    x: LossInputs,
-    *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    delta: float | None = None,
-    importance_sampling_level: str = "token",
-) -> LossOutput:
-    """Clipped surrogate (PPO/GRPO) with clip-higher and token- or sequence-level (GSPO) ratios.
+@register_policy_loss("clipped", reads=("epsilon", "epsilon_high", "importance_sampling_level"))
+def clipped(x: LossInputs, *, delta: float | None = None) -> LossOutput:
+    """Clipped surrogate (PPO/GRPO) with clip-higher (``x.epsilon`` / ``x.epsilon_high``; DAPO: 0.2 / 0.28) and
+    token- or sequence-level (GSPO) ratios (``x.importance_sampling_level``).
 
     Args:
-        epsilon, epsilon_high: lower / upper clip range; ``epsilon_high`` defaults to ``epsilon``
-            (DAPO clip-higher: 0.2 / 0.28).
         delta: dual-clip cap of the unclipped ratio (None: none).
-        importance_sampling_level: ``token`` or ``sequence`` (the GSPO ratio).
     """
     p = prepare(x)
-    ratio = ratio_from_log(importance_log_ratio(p, importance_sampling_level))  # [N, T] or [N, 1]
-    low, high = clip_range(epsilon, epsilon_high)
+    ratio = ratio_from_log(importance_log_ratio(p, x.importance_sampling_level))  # [N, T] or [N, 1]
+    low, high = clip_range(x)
     unclipped = ratio if delta is None else torch.clamp(ratio, max=delta)
     per_token = -torch.min(unclipped * p.advantages, torch.clamp(ratio, low, high) * p.advantages)
     return finish(p, per_token, ratio, clipped=clip_fractions(ratio, p.advantages, low, high))

@@ -5,12 +5,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
 
 import torch
 from torch import Tensor
 
 from mmreason.rl.groups import group_index
-from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.loss_inputs import ImportanceSamplingLevel, LossInputs
 from mmreason.rl.losses.aggregation import aggregate
 from mmreason.rl.losses.kl import kl_penalty
 from mmreason.rl.records import LossMetrics, LossOutput
@@ -18,7 +19,7 @@ from mmreason.rl.records import LossMetrics, LossOutput
 # exp() of a log-ratio beyond this overflows fp32 to inf and turns 0-advantage tokens into NaN; verl clamps
 # the same way. Only ratios above e^20 are affected, where the clip has already cut the gradient.
 MAX_LOG_RATIO = 20.0
-IS_LEVELS = ("token", "sequence")
+IS_LEVELS = get_args(ImportanceSamplingLevel)
 
 
 def ratio_from_log(log_ratio: Tensor) -> Tensor:
@@ -75,7 +76,7 @@ def sequence_advantages(p: PolicyInputs, loss: str) -> Tensor:
     return p.advantages[:, 0]
 
 
-def importance_log_ratio(p: PolicyInputs, level: str) -> Tensor:
+def importance_log_ratio(p: PolicyInputs, level: ImportanceSamplingLevel) -> Tensor:
     """The log importance ratio: per token ``[N, T]``, or GSPO's mean token log-ratio of each row ``[N, 1]``."""
     if level not in IS_LEVELS:
         raise ValueError(f"importance_sampling_level must be one of {IS_LEVELS}, got {level!r}")
@@ -109,9 +110,9 @@ def kl_term(p: PolicyInputs) -> Tensor | None:
     return kl_penalty(p.logprobs, ref, x.kl_estimator)  # masked positions: 0 vs 0, KL exactly 0
 
 
-def clip_range(epsilon: float, epsilon_high: float | None) -> tuple[float, float]:
+def clip_range(x: LossInputs) -> tuple[float, float]:
     """The PPO ratio bounds ``(1 - epsilon, 1 + epsilon_high)``; ``epsilon_high`` defaults to ``epsilon``."""
-    return 1 - epsilon, 1 + (epsilon if epsilon_high is None else epsilon_high)
+    return 1 - x.epsilon, 1 + (x.epsilon if x.epsilon_high is None else x.epsilon_high)
 
 
 def clipped_term(ratio: Tensor, advantages: Tensor, low: Tensor | float, high: Tensor | float) -> Tensor:

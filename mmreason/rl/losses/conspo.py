@@ -22,6 +22,8 @@ There is no importance ratio: the objective is on-policy, ``old_logprobs`` only 
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 from torch import Tensor
 
@@ -32,8 +34,8 @@ from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
-VARIANTS = ("per_positive", "pooled")
-SCHEDULES = ("linear", "constant")
+MarginSchedule = Literal["linear", "constant"]
+SCHEDULES = get_args(MarginSchedule)
 
 
 def margin_at(step: int, margin: float, schedule: str, warmup_steps: int) -> float:
@@ -86,9 +88,9 @@ def conspo(
     *,
     tau: float = 0.1,
     margin: float = 0.1,
-    margin_schedule: str = "linear",
+    margin_schedule: MarginSchedule = "linear",
     margin_warmup_steps: int = 200,
-    variant: str = "per_positive",
+    variant: Literal["per_positive", "pooled"] = "per_positive",
 ) -> LossOutput:
     """ConSPO (contrastive RLVR, arXiv 2605.12969, reading): InfoNCE of each positive's mean log-prob against its group's negatives.
 
@@ -100,8 +102,6 @@ def conspo(
     """
     if not tau > 0:
         raise ValueError(f"tau must be > 0, got {tau}")
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     m = margin_at(x.train_step, margin, margin_schedule, margin_warmup_steps)
     p = prepare(x)
     adv = sequence_advantages(p, "conspo")

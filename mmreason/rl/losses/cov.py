@@ -63,24 +63,16 @@ def kl_cov(x: LossInputs, *, kl_cov_ratio: float = 0.0002, kl_coef: float = 1.0)
     return finish(p, per_token, ratio, region=masked_mean(selected.float(), p.mask))
 
 
-@register_policy_loss("clip_cov", reads=("train_step",))
+@register_policy_loss("clip_cov", reads=("epsilon", "epsilon_high", "train_step"))
 def clip_cov(
-    x: LossInputs,
-    *,
-    clip_ratio: float = 0.0002,
-    clip_cov_lb: float = 1.0,
-    clip_cov_ub: float = 5.0,
-    seed: int = 0,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
+    x: LossInputs, *, clip_ratio: float = 0.0002, clip_cov_lb: float = 1.0, clip_cov_ub: float = 5.0, seed: int = 0
 ) -> LossOutput:
     """Clip-Cov (arXiv 2505.22617): the clipped surrogate with a few tokens of covariance in (lb, ub) cut from the gradient.
 
     Args:
         clip_ratio: share of the active tokens cut (paper: 2e-4; at least one when any qualifies).
         clip_cov_lb, clip_cov_ub: the covariance window a cut token lies in (paper: 1, 5).
-        seed: seeds the random draw (with ``x.train_step``).
-        epsilon, epsilon_high: the PPO clip (``algorithm.epsilon`` / ``epsilon_high``).
+        seed: seeds the random draw (with ``x.train_step``); the PPO clip is ``x.epsilon`` / ``x.epsilon_high``.
     """
     if not 0 <= clip_ratio <= 1:
         raise ValueError(f"clip_ratio must be in [0, 1], got {clip_ratio}")
@@ -89,7 +81,7 @@ def clip_cov(
     p = prepare(x)
     ratio = ratio_from_log(p.log_ratio)
     unclipped = -ratio * p.advantages
-    per_token = clipped_term(ratio, p.advantages, *clip_range(epsilon, epsilon_high))
+    per_token = clipped_term(ratio, p.advantages, *clip_range(x))
     cut_by_clip = (per_token > unclipped) & (p.mask > 0)
     cov = token_covariance(p.logprobs, p.advantages, p.mask)
     window = (cov > clip_cov_lb) & (cov < clip_cov_ub) & (p.mask > 0) & ~cut_by_clip

@@ -19,6 +19,8 @@ built (docs/algorithms.md §15.8). ``token_ids`` are the mini-batch's token ids,
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
@@ -27,8 +29,6 @@ from mmreason.rl.losses.common import clip_range, prepare, sequence_advantages, 
 from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
-
-MASK_ROWS = ("both", "negative")
 
 
 def ngram_sets(token_ids: Tensor, mask: Tensor, n: int) -> list[set[tuple[int, ...]]]:
@@ -68,28 +68,21 @@ def conflict_mask(
     return torch.tensor(out, dtype=torch.bool, device=advantages.device)
 
 
-@register_policy_loss("dagrpo", reads=("token_ids",))
+@register_policy_loss("dagrpo", reads=("epsilon", "epsilon_high", "token_ids"))
 def dagrpo(
-    x: LossInputs,
-    *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    similarity_threshold: float = 0.8,
-    ngram: int = 2,
-    mask_rows: str = "both",
+    x: LossInputs, *, similarity_threshold: float = 0.8, ngram: int = 2, mask_rows: Literal["both", "negative"] = "both"
 ) -> LossOutput:
     """DaGRPO (Distinctiveness-Aware GRPO, arXiv 2512.06337, reading): near-duplicate opposite-sign pairs leave the loss.
 
     Reads ``x.token_ids`` ``[N, T]`` (without them nothing is masked) and ``x.group_ids``.
 
     Args:
-        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
         similarity_threshold: n-gram Jaccard at or above which two rollouts count as near-duplicates (0-1].
         ngram: n of the n-grams (>= 1).
         mask_rows: ``both`` rows of a pair, or only its ``negative`` one.
     """
-    if not 0 < similarity_threshold <= 1 or ngram < 1 or mask_rows not in MASK_ROWS:
-        raise ValueError(f"need 0 < similarity_threshold <= 1, ngram >= 1, mask_rows in {MASK_ROWS}")
+    if not 0 < similarity_threshold <= 1 or ngram < 1:
+        raise ValueError(f"need 0 < similarity_threshold <= 1 and ngram >= 1, got {similarity_threshold}, {ngram}")
     p = prepare(x)
     adv = sequence_advantages(p, "dagrpo")
     if x.token_ids is not None:
@@ -103,7 +96,7 @@ def dagrpo(
             mask_rows=mask_rows,
         )
         adv = torch.where(masked, torch.zeros_like(adv), adv)
-    return surrogate(p, adv[:, None], *clip_range(epsilon, epsilon_high))
+    return surrogate(p, adv[:, None], *clip_range(x))
 
 
 dagrpo_loss = tensor_form(dagrpo, "dagrpo")

@@ -79,28 +79,31 @@ def dcpo_advantages(
     return torch.where(on, (1.0 - alpha) * adv + alpha * success * factor, 0.0).detach()
 
 
-@register_policy_loss("dcpo", needs=("tempered_logprobs", "rewards", "step_rewards", "prev_entropy"))
+@register_policy_loss(
+    "dcpo",
+    reads=("epsilon", "epsilon_high"),
+    needs=("tempered_logprobs", "rewards", "step_rewards", "prev_entropy"),
+)
 def dcpo(
     x: LossInputs,
     *,
     entropy_base: float = 0.5,
-    temperature_high: float = 1.2,
-    temperature_low: float = 0.8,
     reward_threshold: float = 0.05,
     alpha_cap: float = 0.1,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
+    # T' of the trainer's tempered forward (``dcpo_temperature``), not read by the loss itself:
+    temperature_high: float = 1.2,
+    temperature_low: float = 0.8,
 ) -> LossOutput:
     """DCPO (arXiv 2601.12730): clipped surrogate on (1 - alpha) A + alpha [r > 0.05] pi_old^{T'} / pi_old.
 
     Reads ``x.tempered_logprobs`` ``[N, T]`` (behaviour-policy log-probs with logits divided by
     ``dcpo_temperature(prev_entropy, ...)``, computed by the trainer without gradient), ``x.rewards`` ``[N]``,
-    ``x.step_rewards`` ``[M]`` (every row of the step, for acc) and ``x.prev_entropy``.
+    ``x.step_rewards`` ``[M]`` (every row of the step, for acc) and ``x.prev_entropy``; the clip as in ``clipped``
+    (``x.epsilon`` / ``x.epsilon_high``, token-level ratios).
 
     Args:
         entropy_base, reward_threshold, alpha_cap: see the module docstring.
         temperature_high, temperature_low: only used by the trainer to choose T' (``dcpo_temperature``).
-        epsilon, epsilon_high: as in ``clipped`` (token-level ratios).
     """
     assert x.tempered_logprobs is not None and x.rewards is not None and x.step_rewards is not None
     assert x.prev_entropy is not None  # LossContract.needs: the callers check
@@ -114,7 +117,7 @@ def dcpo(
         alpha,
         reward_threshold,
     )
-    return clipped(replace(x, advantages=shaped), epsilon=epsilon, epsilon_high=epsilon_high)
+    return clipped(replace(x, advantages=shaped, importance_sampling_level="token"))
 
 
 dcpo.tempered_temperature = dcpo_temperature  # type: ignore[attr-defined]  # the trainer picks T' with it

@@ -20,6 +20,8 @@ token entropy (detached), passed by the trainer; without it the entropy mixing f
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
@@ -37,8 +39,6 @@ from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
-MIXINGS = ("average", "entropy")
-
 
 def entropy_weight(entropy: Tensor | None, mask: Tensor, sharpness: float) -> Tensor:
     """``[N, T]`` token-branch weight: a sigmoid of the entropy standardised over the active tokens (1/2 without)."""
@@ -50,28 +50,23 @@ def entropy_weight(entropy: Tensor | None, mask: Tensor, sharpness: float) -> Te
     return torch.where(mask > 0, torch.sigmoid(sharpness * z), torch.full_like(h, 0.5))
 
 
-@register_policy_loss("dhpo", reads=("entropy",))
+@register_policy_loss("dhpo", reads=("epsilon", "epsilon_high", "entropy"))
 def dhpo(
     x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
     seq_epsilon: float = 3e-4,
     seq_epsilon_high: float = 4e-4,
-    mixing: str = "average",
+    mixing: Literal["average", "entropy"] = "average",
     entropy_sharpness: float = 1.0,
 ) -> LossOutput:
     """DHPO (Dynamic Hybrid PO, arXiv 2601.05607, reading): token and sequence surrogates, each clipped, then mixed.
 
     Args:
-        epsilon, epsilon_high: the token branch's clip range (``algorithm.epsilon`` / ``epsilon_high``).
         seq_epsilon, seq_epsilon_high: the sequence branch's clip range (GSPO's 3e-4 / 4e-4).
         mixing: ``average`` (w = 1/2) or ``entropy`` (w from the token entropies ``x.entropy``).
         entropy_sharpness: slope of the entropy-to-weight sigmoid.
     """
-    if mixing not in MIXINGS:
-        raise ValueError(f"mixing must be one of {MIXINGS}, got {mixing!r}")
-    low, high = clip_range(epsilon, epsilon_high)
+    low, high = clip_range(x)  # the token branch's clip: x.epsilon / x.epsilon_high
     p = prepare(x)
     ratio = ratio_from_log(p.log_ratio)  # [N, T]
     token = clipped_term(ratio, p.advantages, low, high)

@@ -23,6 +23,8 @@ The log-mean-exp over negatives is a soft maximum: the highest-scoring wrong ans
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
@@ -32,9 +34,6 @@ from mmreason.rl.losses.common import finish, masked_mean, prepare, ratio_from_l
 from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
-
-SCORES = ("logL", "Lratio")
-NEGATIVES = ("lse", "mean")
 
 
 def group_objective(
@@ -58,9 +57,9 @@ def group_objective(
 def disco(
     x: LossInputs,
     *,
-    score: str = "logL",
+    score: Literal["logL", "Lratio"] = "logL",
     tau: float = 10.0,
-    negatives: str = "lse",
+    negatives: Literal["lse", "mean"] = "lse",
     delta: float = 1e-4,
     constraint_beta: float = 1e3,
 ) -> LossOutput:
@@ -75,10 +74,6 @@ def disco(
         negatives: ``"lse"`` (DisCO) or ``"mean"`` (DisCO-b).
         delta, constraint_beta: KL budget and penalty weight of the constraint (authors: 1e-4, 1e3).
     """
-    if score not in SCORES:
-        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
-    if negatives not in NEGATIVES:
-        raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
     if tau <= 0 or delta < 0 or constraint_beta < 0:
         raise ValueError(f"need tau > 0, delta >= 0, constraint_beta >= 0; got {tau}, {delta}, {constraint_beta}")
     if x.advantages.dim() != 1:

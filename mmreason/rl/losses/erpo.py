@@ -56,19 +56,16 @@ def erpo_weights(entropy: Tensor | None, mask: Tensor, *, gate_strength: float, 
     return torch.where(m, w, torch.ones_like(w))
 
 
-@register_policy_loss("erpo", reads=("entropy",))
+@register_policy_loss("erpo", reads=("epsilon", "epsilon_high", "entropy"))
 def erpo(
     x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
     gate_strength: float = 1.0,
     buckets: int = 4,
 ) -> LossOutput:
     """ERPO (Entropy-Regulated PO, arXiv 2603.28204, reading): entropy-gated, bucket-normalised token advantages.
 
     Args:
-        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
         gate_strength: how much a high-entropy token (``x.entropy``) is amplified (its gate is at most
             ``1 + gate_strength``).
         buckets: relative-position buckets the gate is normalised in (>= 1).
@@ -77,7 +74,7 @@ def erpo(
         raise ValueError(f"buckets must be >= 1 and gate_strength >= 0, got {buckets}, {gate_strength}")
     p = prepare(x)
     adv = p.advantages * erpo_weights(x.entropy, p.mask, gate_strength=gate_strength, buckets=buckets)  # [N, T]
-    return surrogate(p, adv, *clip_range(epsilon, epsilon_high))
+    return surrogate(p, adv, *clip_range(x))
 
 
 erpo_loss = tensor_form(erpo, "erpo")

@@ -23,6 +23,8 @@ than ``mini_batch_size``); ``rewards`` are the rows' total rewards, passed by th
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
@@ -39,8 +41,6 @@ from mmreason.rl.losses.common import (
 from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
-
-MACRO_TARGETS = ("epsilon", "weight")
 
 
 def group_variance_share(rewards: Tensor, group_ids: Tensor | None) -> Tensor:
@@ -75,29 +75,24 @@ def elastic_epsilons(
     return (epsilon * widen).clamp(max=max_epsilon), (epsilon_high * widen).clamp(max=max_epsilon), weight
 
 
-@register_policy_loss("etr", reads=("rewards",))
+@register_policy_loss("etr", reads=("epsilon", "epsilon_high", "rewards"))
 def etr(
     x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
     micro_scale: float = 0.5,
     macro_scale: float = 0.5,
-    macro_target: str = "epsilon",
+    macro_target: Literal["epsilon", "weight"] = "epsilon",
     max_epsilon: float = 0.5,
 ) -> LossOutput:
     """ETR (Elastic Trust Regions, arXiv 2601.03723, reading): the clip range widens with |A| and the group's reward variance.
 
     Args:
-        epsilon, epsilon_high: the base clip range (``algorithm.epsilon`` / ``epsilon_high``).
         micro_scale: how far |A| widens the range (``1 + micro_scale tanh|A|``); 0 turns the micro level off.
         macro_scale: how far the group variance of ``x.rewards`` widens the range or weights the loss; 0 (or no
             rewards) turns it off.
         macro_target: ``epsilon`` (widen the clip) or ``weight`` (scale the row's loss).
         max_epsilon: cap on either clip range.
     """
-    if macro_target not in MACRO_TARGETS:
-        raise ValueError(f"macro_target must be one of {MACRO_TARGETS}, got {macro_target!r}")
     if micro_scale < 0 or macro_scale < 0 or not max_epsilon > 0:
         raise ValueError("micro_scale and macro_scale must be >= 0 and max_epsilon > 0")
     p = prepare(x)
@@ -105,8 +100,8 @@ def etr(
         sequence_advantages(p, "etr"),
         x.rewards,
         x.group_ids,
-        epsilon=epsilon,
-        epsilon_high=epsilon if epsilon_high is None else epsilon_high,
+        epsilon=x.epsilon,
+        epsilon_high=x.epsilon if x.epsilon_high is None else x.epsilon_high,
         micro_scale=micro_scale,
         macro_scale=macro_scale,
         macro_target=macro_target,

@@ -46,19 +46,24 @@ def target_ratio(
     return 1.0 - eps_low + (eps_low + eps_high) * scale
 
 
-@register_policy_loss("gbpo", needs=("group_ids",), aggregation="token_mean")
-def gbpo(
-    x: LossInputs, *, epsilon: float = 0.3, epsilon_high: float | None = None, temperature: float = 1e-4
-) -> LossOutput:
+@register_policy_loss(
+    "gbpo",
+    reads=("epsilon", "epsilon_high"),
+    needs=("group_ids",),
+    defaults={"aggregation": "token_mean", "epsilon": 0.3},
+)
+def gbpo(x: LossInputs, *, temperature: float = 1e-4) -> LossOutput:
     """GBPO (Bounded Ratio RL, arXiv 2604.18578): |ratio - bounded target ratio| * |A|, no clip; ``x.advantages``
     are ``[N]`` group z-scores (the ``grpo`` estimator).
 
+    ``x.epsilon`` / ``x.epsilon_high`` bound the target ratio (authors: 0.3 / 0.3, the defaults of a direct call;
+    the trainer passes ``algorithm.epsilon`` / ``algorithm.epsilon_high``).
+
     Args:
-        epsilon, epsilon_high: lower / upper bound of the target ratio (authors: 0.3 / 0.3; the trainer
-            passes ``algorithm.epsilon`` / ``algorithm.epsilon_high``).
         temperature: sharpness of the target (authors: 1e-4, nearly binary); > 0.
     """
-    eps_high = epsilon if epsilon_high is None else epsilon_high
+    epsilon = x.epsilon
+    eps_high = epsilon if x.epsilon_high is None else x.epsilon_high
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if not (0 <= epsilon < 1 and eps_high >= 0):

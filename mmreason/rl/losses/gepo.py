@@ -72,14 +72,12 @@ def gepo_advantages(
     return advantages * scale
 
 
-@register_policy_loss("gepo", reads=("entropy", "entropy_history"))
+@register_policy_loss("gepo", reads=("epsilon", "epsilon_high", "entropy", "entropy_history"))
 def gepo(
     x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
     low_quantile: float = 0.25,
-    high_quantile: float = 0.75,
+    high_quantile: float | None = None,
     shrink_positive: float = 0.5,
     shrink_negative: float = 0.5,
 ) -> LossOutput:
@@ -89,10 +87,11 @@ def gepo(
     entropies, pooled with the current ones for the thresholds).
 
     Args:
-        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
-        low_quantile, high_quantile: the thresholds' quantiles of the pooled group entropies (0 <= low <= high <= 1).
+        low_quantile, high_quantile: the thresholds' quantiles of the pooled group entropies (0 <= low <= high <= 1;
+            ``high_quantile`` defaults to ``1 - low_quantile``).
         shrink_positive, shrink_negative: factors in [0, 1] for the shrunk advantages.
     """
+    high_quantile = 1 - low_quantile if high_quantile is None else high_quantile
     if not 0 <= low_quantile <= high_quantile <= 1:
         raise ValueError(f"need 0 <= low_quantile <= high_quantile <= 1, got {low_quantile}, {high_quantile}")
     if not (0 <= shrink_positive <= 1 and 0 <= shrink_negative <= 1):
@@ -111,7 +110,7 @@ def gepo(
             shrink_positive=shrink_positive,
             shrink_negative=shrink_negative,
         )
-    return surrogate(p, adv[:, None], *clip_range(epsilon, epsilon_high))
+    return surrogate(p, adv[:, None], *clip_range(x))
 
 
 gepo_loss = tensor_form(gepo, "gepo")

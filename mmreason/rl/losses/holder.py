@@ -21,6 +21,7 @@ Shapes: logprobs, old_logprobs, mask ``[N, T]``; advantages ``[N]``.
 from __future__ import annotations
 
 import math
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor
@@ -31,8 +32,8 @@ from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
-SCHEDULES = ("constant", "linear", "linear_dec", "sin", "cos", "quad", "quad_dec", "cubic", "cubic_dec")
-LEVELS = ("sequence", "token")
+PSchedule = Literal["constant", "linear", "linear_dec", "sin", "cos", "quad", "quad_dec", "cubic", "cubic_dec"]
+SCHEDULES = get_args(PSchedule)
 
 
 def p_at_step(step: int, schedule: str, p: float, p_min: float, p_max: float, steps: int, power: float) -> float:
@@ -70,14 +71,13 @@ def log_power_mean(log_x: Tensor, mask: Tensor, p: float) -> Tensor:
     return torch.where(count > 0, out, torch.zeros_like(out))
 
 
-@register_policy_loss("holder", reads=("train_step",))
+@register_policy_loss("holder", reads=("epsilon", "train_step"))
 def holder(
     x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    level: str = "sequence",
+    level: Literal["sequence", "token"] = "sequence",
     p: float = 1.0,
-    p_schedule: str = "linear_dec",
+    p_schedule: PSchedule = "linear_dec",
     p_min: float = -2.0,
     p_max: float = 2.0,
     schedule_steps: int = 500,
@@ -85,18 +85,17 @@ def holder(
 ) -> LossOutput:
     """HölderPO (arXiv 2605.12058): clipped surrogate on the Hölder p-mean of each sequence's token ratios.
 
+    The ratio is clipped to ``[1 - x.epsilon, 1 + x.epsilon]`` (authors: 0.2).
+
     Args:
-        epsilon: clip range of the ratio (authors: 0.2).
         level: ``"sequence"`` (p-mean ratio, then PPO clip) or ``"token"`` (p-mean of clipped token ratios).
         p, p_schedule, p_min, p_max, schedule_steps, p_power: the exponent at ``x.train_step``; ``p`` is used
             by ``p_schedule: constant``, the others anneal it (see ``p_at_step``).
     """
-    if level not in LEVELS:
-        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-    if not 0 < epsilon < 1:
-        raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
+    if not 0 < x.epsilon < 1:
+        raise ValueError(f"epsilon must be in (0, 1), got {x.epsilon}")
     exponent = p_at_step(x.train_step, p_schedule, p, p_min, p_max, schedule_steps, p_power)
-    return pooled_surrogate(x, level, exponent, (math.log(1 - epsilon), math.log(1 + epsilon)))
+    return pooled_surrogate(x, level, exponent, (math.log(1 - x.epsilon), math.log(1 + x.epsilon)))
 
 
 def pooled_surrogate(x: LossInputs, level: str, exponent: float, log_bounds: tuple[float, float]) -> LossOutput:

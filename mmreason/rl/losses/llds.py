@@ -21,6 +21,8 @@ old_logprobs, mask ``[N, T]``; advantages ``[N]`` or ``[N, T]`` (a row's first t
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 from torch import Tensor
 
@@ -31,7 +33,8 @@ from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
-GATES = ("response", "action")
+Gate = Literal["response", "action"]
+GATES = get_args(Gate)
 
 
 def action_segments(mask: Tensor) -> Tensor:
@@ -47,7 +50,7 @@ def llds_term(
     old_logprobs: Tensor,
     advantages: Tensor,
     mask: Tensor,
-    gate: str = "response",
+    gate: Gate = "response",
     seq_mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """(L_LLDS scalar, fraction of Y_pre responses with an open gate) for ``[N, T]`` inputs."""
@@ -74,27 +77,19 @@ def llds_term(
     return (disp.clamp(min=0.0) * active).sum() / total, opened
 
 
-@register_policy_loss("llds")
-def llds(
-    x: LossInputs,
-    *,
-    llds_coef: float = 0.1,
-    gate: str = "response",
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    importance_sampling_level: str = "token",
-) -> LossOutput:
+@register_policy_loss("llds", reads=("epsilon", "epsilon_high", "importance_sampling_level"))
+def llds(x: LossInputs, *, llds_coef: float = 0.1, gate: Gate = "response") -> LossOutput:
     """LLDS (Lazy Likelihood Displacement guard, arXiv 2512.04220): clipped surrogate + llds_coef * L_LLDS.
 
     Args:
         llds_coef: weight of the likelihood-preserving term (>= 0; 0 gives the clipped surrogate).
         gate: ``response`` (Eq. 5: one gate per response) or ``action`` (one per contiguous run of trained
             tokens, i.e. per tool-calling turn when tool observations are masked out).
-        epsilon, epsilon_high, importance_sampling_level: as in ``clipped`` (the surrogate the term is added to).
+    The clip and ratio fields are read as in ``clipped`` (the surrogate the term is added to).
     """
     if llds_coef < 0:
         raise ValueError(f"llds_coef must be >= 0, got {llds_coef}")
-    base = clipped(x, epsilon=epsilon, epsilon_high=epsilon_high, importance_sampling_level=importance_sampling_level)
+    base = clipped(x)
     term, _ = llds_term(x.logprobs, x.old_logprobs, x.advantages, x.mask, gate, x.seq_mask)
     return LossOutput(base.loss + llds_coef * term, base.metrics)
 

@@ -25,7 +25,7 @@ from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
-@register_policy_loss("opmd", aggregation="token_mean")
+@register_policy_loss("opmd", defaults={"aggregation": "token_mean"})
 def opmd(x: LossInputs, *, tau: float = 1.0) -> LossOutput:
     """OPMD / AsymRE loss (arXiv 2509.24203): -A logp / (1 + tau), no ratio and no clip (the authors add a k2
     KL to the reference for OPMD: ``beta``, ``kl_estimator``).

@@ -30,7 +30,7 @@ def _keyword_signature(loss: Callable[..., LossOutput]) -> inspect.Signature:
     params = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in TENSORS]
     for name in contract.takes:
         spec = _DEFAULTS[name]
-        default = contract.aggregation if name == "aggregation" else spec.default
+        default = contract.defaults.get(name, spec.default)
         required = name in contract.needs
         params.append(
             inspect.Parameter(
@@ -57,8 +57,7 @@ def tensor_form(loss: Callable[..., LossOutput], name: str | None = None) -> Cal
     def call(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor, **keywords: Any) -> LossOutput:
         check_options("policy loss", label, call, keywords)
         taken = {k: keywords.pop(k) for k in contract.takes if k in keywords}
-        taken.setdefault("aggregation", contract.aggregation)
-        x = LossInputs(logprobs, old_logprobs, advantages, mask, **taken)
+        x = LossInputs(logprobs, old_logprobs, advantages, mask, **{**contract.defaults, **taken})
         return loss(x, **keywords)
 
     call.__signature__ = signature  # type: ignore[attr-defined]

@@ -18,6 +18,8 @@ the advantage in the loss (where the entropies are known), and the failure thres
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
@@ -27,8 +29,6 @@ from mmreason.rl.losses.common import clip_range, prepare, sequence_advantages, 
 from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
-
-PREFER = ("low", "high")
 
 
 def ranking_bonus(
@@ -46,15 +46,13 @@ def ranking_bonus(
     return torch.where(failed & (count >= 2), bonus, torch.zeros_like(bonus))
 
 
-@register_policy_loss("r3_rank", reads=("entropy", "rewards"))
+@register_policy_loss("r3_rank", reads=("epsilon", "epsilon_high", "entropy", "rewards"))
 def r3_rank(
     x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
+    prefer: Literal["low", "high"] = "low",
     rank_weight: float = 0.1,
     spread_weight: float = 0.0,
-    prefer: str = "low",
     fail_threshold: float = 0.0,
 ) -> LossOutput:
     """R³ ranking reward (arXiv 2601.19620, reading): failed rows of a group ranked by their token-entropy pattern.
@@ -62,14 +60,13 @@ def r3_rank(
     Reads ``x.entropy`` ``[N, T]`` and ``x.rewards`` ``[N]``; without either nothing is ranked.
 
     Args:
-        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
         rank_weight: the bonus of the best-ranked failure (the worst gets its negative); >= 0.
         spread_weight: weight of the entropy's std over the row in the score (0: the mean alone).
         prefer: ``low`` (a lower score ranks higher) or ``high``.
         fail_threshold: a row with total reward <= this failed.
     """
-    if prefer not in PREFER or rank_weight < 0:
-        raise ValueError(f"prefer must be one of {PREFER} and rank_weight >= 0")
+    if rank_weight < 0:
+        raise ValueError(f"rank_weight must be >= 0, got {rank_weight}")
     p = prepare(x)
     adv = sequence_advantages(p, "r3_rank")
     if x.entropy is not None and x.rewards is not None:
@@ -79,7 +76,7 @@ def r3_rank(
         failed = (x.rewards.to(adv.device).float() <= fail_threshold) & (p.mask.sum(-1) > 0)
         bonus = ranking_bonus(mean + spread_weight * std, failed, x.group_ids, rank_weight=rank_weight, prefer=prefer)
         adv = adv + bonus
-    return surrogate(p, adv[:, None], *clip_range(epsilon, epsilon_high))
+    return surrogate(p, adv[:, None], *clip_range(x))
 
 
 r3_rank_loss = tensor_form(r3_rank, "r3_rank")

@@ -30,20 +30,18 @@ from mmreason.rl.registries import register_policy_loss
 HALF_GRADIENT = 2 * math.acosh(math.sqrt(2.0))  # tau |r - 1| beyond which sech^2(tau (r - 1) / 2) < 1/2
 
 
-@register_policy_loss("sapo")
-def sapo(
-    x: LossInputs, *, tau_pos: float = 1.0, tau_neg: float = 1.05, importance_sampling_level: str = "token"
-) -> LossOutput:
+@register_policy_loss("sapo", reads=("importance_sampling_level",))
+def sapo(x: LossInputs, *, tau_pos: float = 1.0, tau_neg: float = 1.05) -> LossOutput:
     """SAPO (Soft Adaptive PO, arXiv 2511.20347): -4/tau sigmoid(tau (ratio - 1)) * A, tau_pos for A > 0, tau_neg otherwise.
 
     Args:
         tau_pos, tau_neg: gate temperatures (TRL's ``sapo_temperature_pos`` / ``_neg``); both > 0.
-        importance_sampling_level: ``token`` or ``sequence`` (the GSPO ratio, as TRL allows).
+        ``x.importance_sampling_level``: ``token`` or ``sequence`` (the GSPO ratio, as TRL allows).
     """
     if not (tau_pos > 0 and tau_neg > 0):
         raise ValueError(f"tau_pos and tau_neg must be > 0, got {tau_pos}, {tau_neg}")
     p = prepare(x)
-    ratio = ratio_from_log(importance_log_ratio(p, importance_sampling_level))
+    ratio = ratio_from_log(importance_log_ratio(p, x.importance_sampling_level))
     adv = p.advantages
     tau = torch.where(adv > 0, torch.full_like(adv, tau_pos), torch.full_like(adv, tau_neg))
     gate = torch.sigmoid(tau * (ratio - 1)) * 4 / tau

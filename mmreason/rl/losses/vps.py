@@ -20,6 +20,8 @@ probes use the policy that sampled (before the update); single-turn completions 
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
@@ -28,8 +30,6 @@ from mmreason.rl.losses.common import clip_range, prepare, surrogate
 from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
-
-SEGMENTERS = ("newline", "fixed")
 
 
 def segment_bounds(newline: list[bool], *, segmenter: str, segment_tokens: int, max_segments: int) -> list[int]:
@@ -59,14 +59,12 @@ def progress_per_token(answer_logprobs: list[float], ends: list[int], length: in
     return out
 
 
-@register_policy_loss("vps", reads=("segment_progress",))
+@register_policy_loss("vps", reads=("epsilon", "epsilon_high", "segment_progress"))
 def vps(
     x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
     progress_weight: float = 0.5,
-    segmenter: str = "newline",
+    segmenter: Literal["newline", "fixed"] = "newline",
     segment_tokens: int = 16,
     max_segments: int = 8,
 ) -> LossOutput:
@@ -75,19 +73,16 @@ def vps(
     Reads ``x.segment_progress`` ``[N, T]`` (the trainer's probes; without it: GRPO).
 
     Args:
-        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
         progress_weight: weight of the squashed segment progress (>= 0).
         segmenter, segment_tokens, max_segments: how the trainer cuts completions (read by the trainer's probes).
     """
-    if segmenter not in SEGMENTERS or segment_tokens < 1 or max_segments < 1 or progress_weight < 0:
-        raise ValueError(
-            f"need segmenter in {SEGMENTERS}, segment_tokens >= 1, max_segments >= 1, progress_weight >= 0"
-        )
+    if segment_tokens < 1 or max_segments < 1 or progress_weight < 0:
+        raise ValueError("need segment_tokens >= 1, max_segments >= 1, progress_weight >= 0")
     p = prepare(x)
     adv = p.advantages
     if x.segment_progress is not None:
         adv = adv + progress_weight * torch.tanh(x.segment_progress.to(adv)) * p.mask
-    return surrogate(p, adv, *clip_range(epsilon, epsilon_high))
+    return surrogate(p, adv, *clip_range(x))
 
 
 vps_loss = tensor_form(vps, "vps")
