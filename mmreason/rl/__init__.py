@@ -14,9 +14,9 @@ Losses
     for a micro-batch, the options are the loss's keyword-only parameters, and ``register_policy_loss(name,
     reads=..., needs=...)`` declares the extra fields it reads. ``policy_loss(name, logprobs, old_logprobs,
     advantages, mask, **keywords) -> LossOutput`` calls one in the keyword form (``tensor_form``) with ``clipped``
-    (PPO/GRPO/DAPO/GSPO), ``reg_grpo``, ``opmd`` (OPMD / AsymRE), ``disco``, ``holder`` (HölderPO),
-    ``gbpo``, ``dcpo`` and ``llds`` (the likelihood-displacement guard); aggregations ``seq_mean_token_mean``, ``token_mean``,
-    ``seq_mean_token_sum_norm``, ``seq_mean_token_sum`` (``aggregation_for_loss_type`` maps TRL's names);
+    (PPO/GRPO/DAPO/GSPO), ``reg_grpo``, ``opmd`` (OPMD / AsymRE), ``disco``, ``holder`` (HölderPO), ``gbpo``,
+    ``dcpo``, ``llds`` (the likelihood-displacement guard) and the rest of ``POLICY_LOSSES``; aggregations
+    ``seq_mean_token_mean``, ``token_mean``, ``seq_mean_token_sum_norm``, ``seq_mean_token_sum`` (``aggregation_for_loss_type`` maps TRL's names);
     KL estimators ``k1``, ``k2``, ``k3`` (= ``low_var_kl``).
 Shaping and helpers
     ``length_trapezoid``, ``overlong_penalty``, ``entropy_band_penalty``, ``dynamic_sampling_filter``,

@@ -100,11 +100,11 @@ def register_policy_loss(
     typed ``Literal[...]`` is checked on every call: another value raises ``ValueError`` naming it.
     """
 
-    def decorator(fn):
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
         choices: list[dict[str, tuple[Any, ...]]] = []  # resolved on the first call, once the module is loaded
 
         @functools.wraps(fn)
-        def checked(x, **options):
+        def checked(x: Any, **options: Any) -> Any:
             if not choices:
                 choices.append(choices_of(fn))
             check_choices("policy loss", name or fn.__name__, choices[0], options)

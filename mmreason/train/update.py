@@ -399,8 +399,8 @@ def loss_fields(
     a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int = 0, rows_in: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The ``rl.LossInputs`` fields of a mini-batch beside its forward: the settings (aggregation from
-    ``loss_type``, ``max_len``, the named top-level keys ``beta``, ``epsilon`` ...), the reference log-probs, the group ids,
-    ``train_step`` (finished steps, for annealed options) and ``rows_in`` (``prev_entropy`` = the last step's
+    ``loss_type``, ``max_len``, the named top-level keys ``beta``, ``epsilon`` ...), the reference log-probs, the
+    group ids, ``train_step`` (finished steps, for annealed options) and ``rows_in`` (``prev_entropy`` = the last step's
     mean token entropy, ``step_rewards`` [N] / ``rewards`` [n] = total rewards of the step's / the mini-batch's
     rows, ``tempered_logprobs``, ``segment_progress``, ``entropy_history``)."""
     from mmreason import rl

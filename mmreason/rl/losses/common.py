@@ -117,7 +117,8 @@ def clip_range(x: LossInputs) -> tuple[float, float]:
 
 def clipped_term(ratio: Tensor, advantages: Tensor, low: Tensor | float, high: Tensor | float) -> Tensor:
     """The PPO term ``-min(r A, clip(r, low, high) A)`` per token (bounds may be per row, ``[N, 1]``)."""
-    return -torch.min(ratio * advantages, torch.clamp(ratio, low, high) * advantages)
+    low_t, high_t = torch.as_tensor(low).to(ratio), torch.as_tensor(high).to(ratio)
+    return -torch.min(ratio * advantages, torch.clamp(ratio, low_t, high_t) * advantages)
 
 
 def clip_fractions(

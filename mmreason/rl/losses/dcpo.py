@@ -120,5 +120,5 @@ def dcpo(
     return clipped(replace(x, advantages=shaped, importance_sampling_level="token"))
 
 
-dcpo.tempered_temperature = dcpo_temperature  # type: ignore[attr-defined]  # the trainer picks T' with it
+dcpo.tempered_temperature = dcpo_temperature  # the trainer picks T' with it
 dcpo_loss = tensor_form(dcpo, "dcpo")
