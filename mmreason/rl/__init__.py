@@ -16,8 +16,8 @@ Losses
     advantages, mask, **keywords) -> LossOutput`` calls one in the keyword form (``tensor_form``) with ``clipped``
     (PPO/GRPO/DAPO/GSPO), ``reg_grpo``, ``opmd`` (OPMD / AsymRE), ``disco``, ``holder`` (HölderPO), ``gbpo``,
     ``dcpo``, ``llds`` (the likelihood-displacement guard) and the rest of ``POLICY_LOSSES``; aggregations
-    ``seq_mean_token_mean``, ``token_mean``, ``seq_mean_token_sum_norm``, ``seq_mean_token_sum`` (``aggregation_for_loss_type`` maps TRL's names);
-    KL estimators ``k1``, ``k2``, ``k3`` (= ``low_var_kl``).
+    ``seq_mean_token_mean``, ``token_mean``, ``seq_mean_token_sum_norm``, ``seq_mean_token_sum``
+    (``aggregation_for_loss_type`` maps TRL's names); KL estimators ``k1``, ``k2``, ``k3`` (= ``low_var_kl``).
 Shaping and helpers
     ``length_trapezoid``, ``overlong_penalty``, ``entropy_band_penalty``, ``dynamic_sampling_filter``,
     ``logprobs_from_logits``, ``entropy_from_logits``.
