@@ -410,10 +410,10 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
     total. Errors name the option and the component's valid options.
     """
     from mmreason import rl
+    from mmreason.rl.loss_inputs import FIELDS
     from mmreason.rl.options import check_options, keyword_options
 
     a, default = cfg.algorithm, AlgorithmConfig()
-    fields = rl.LossInputs.__dataclass_fields__  # what the trainer hands a loss, beside its options
     estimator = rl.ESTIMATORS.get(a.estimator, config_dir)
     loss = rl.POLICY_LOSSES.get(a.policy_loss, config_dir)
     supplied = {"task_ids", "missing", *rl.needs_of(estimator)}  # the trainer passes these itself
@@ -435,13 +435,13 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
             f"scale_rewards; its options: {', '.join(valid) or '(none)'}"
         )
     for key in a.loss_options:
-        if key in NAMED_LOSS_OPTIONS or key in fields:
+        if key in NAMED_LOSS_OPTIONS or key in FIELDS:  # what the trainer hands a loss: not options
             raise ConfigError(
                 f"algorithm.loss_options.{key}: "
                 + (f"set it as algorithm.{key}" if key in NAMED_LOSS_OPTIONS else "set by the trainer")
             )
     try:  # the loss's options are its keyword-only parameters; LossInputs fields are not options
-        check_options("policy loss", a.policy_loss, loss, a.loss_options, exclude=fields)
+        check_options("policy loss", a.policy_loss, loss, a.loss_options, exclude=FIELDS)
     except TypeError as exc:
         raise ConfigError(f"algorithm.loss_options: {exc}") from None
     reads = rl.contract_of(loss).takes
