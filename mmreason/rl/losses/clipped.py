@@ -35,8 +35,9 @@ from mmreason.rl.registries import register_policy_loss
 
 @register_policy_loss("clipped", reads=("epsilon", "epsilon_high", "importance_sampling_level"))
 def clipped(x: LossInputs, *, delta: float | None = None) -> LossOutput:
-    """Clipped surrogate (PPO/GRPO) with clip-higher (``x.epsilon`` / ``x.epsilon_high``; DAPO: 0.2 / 0.28) and
-    token- or sequence-level (GSPO) ratios (``x.importance_sampling_level``).
+    """Clipped surrogate (PPO/GRPO) with clip-higher and token- or sequence-level (GSPO) ratios.
+
+    Reads ``x.epsilon`` / ``x.epsilon_high`` (DAPO clip-higher: 0.2 / 0.28) and ``x.importance_sampling_level``.
 
     Args:
         delta: dual-clip cap of the unclipped ratio (None: none).

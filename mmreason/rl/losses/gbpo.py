@@ -53,8 +53,9 @@ def target_ratio(
     defaults={"aggregation": "token_mean", "epsilon": 0.3},
 )
 def gbpo(x: LossInputs, *, temperature: float = 1e-4) -> LossOutput:
-    """GBPO (Bounded Ratio RL, arXiv 2604.18578): |ratio - bounded target ratio| * |A|, no clip; ``x.advantages``
-    are ``[N]`` group z-scores (the ``grpo`` estimator).
+    """GBPO (Bounded Ratio RL, arXiv 2604.18578): |ratio - bounded target ratio| * |A|, no clip.
+
+    ``x.advantages`` are ``[N]`` group z-scores (the ``grpo`` estimator).
 
     ``x.epsilon`` / ``x.epsilon_high`` bound the target ratio (authors: 0.3 / 0.3, the defaults of a direct call;
     the trainer passes ``algorithm.epsilon`` / ``algorithm.epsilon_high``).

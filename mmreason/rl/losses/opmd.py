@@ -27,8 +27,9 @@ from mmreason.rl.registries import register_policy_loss
 
 @register_policy_loss("opmd", defaults={"aggregation": "token_mean"})
 def opmd(x: LossInputs, *, tau: float = 1.0) -> LossOutput:
-    """OPMD / AsymRE loss (arXiv 2509.24203): -A logp / (1 + tau), no ratio and no clip (the authors add a k2
-    KL to the reference for OPMD: ``beta``, ``kl_estimator``).
+    """OPMD / AsymRE loss (arXiv 2509.24203): -A logp / (1 + tau), no ratio and no clip.
+
+    The authors add a k2 KL to the reference for OPMD (``x.beta``, ``x.kl_estimator``).
 
     Args:
         tau: mirror-descent regulariser (> -1; the authors' default 1.0 halves the step).

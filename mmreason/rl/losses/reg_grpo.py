@@ -43,8 +43,10 @@ def predicted_advantages(rho: Tensor, index: Tensor, num_groups: int, keep: Tens
 
 @register_policy_loss("reg_grpo", needs=("group_ids",))
 def reg_grpo(x: LossInputs, *, eps_r: float = 1e-2) -> LossOutput:
-    """Reg-GRPO: squared error between target advantages ``[N]`` (group z-scores of the rewards) and the
-    group-normalised sequence log-ratios; the aggregation applies to the KL term only.
+    """Reg-GRPO: squared error between target advantages and group-normalised sequence log-ratios.
+
+    ``x.advantages`` are ``[N]`` regression targets (group z-scores of the rewards); the aggregation applies to the
+    KL term only.
 
     Args:
         eps_r: std floor of the predicted advantages (> 0; see the module docstring).
