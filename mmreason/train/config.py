@@ -411,7 +411,7 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
     """
     from mmreason import rl
     from mmreason.rl.loss_inputs import FIELDS
-    from mmreason.rl.options import check_options, keyword_options
+    from mmreason.rl.options import check_choices, check_options, choices_of, keyword_options
 
     a, default = cfg.algorithm, AlgorithmConfig()
     estimator = rl.ESTIMATORS.get(a.estimator, config_dir)
@@ -442,7 +442,8 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
             )
     try:  # the loss's options are its keyword-only parameters; LossInputs fields are not options
         check_options("policy loss", a.policy_loss, loss, a.loss_options, exclude=FIELDS)
-    except TypeError as exc:
+        check_choices("policy loss", a.policy_loss, choices_of(loss), a.loss_options)  # Literal-typed options
+    except (TypeError, ValueError) as exc:
         raise ConfigError(f"algorithm.loss_options: {exc}") from None
     reads = rl.contract_of(loss).takes
     for key in NAMED_LOSS_OPTIONS:

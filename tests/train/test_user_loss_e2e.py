@@ -1,5 +1,6 @@
 """The loss docs/extending.md writes ("Write a loss") runs as written: named by reference, it gets the record and
-its option, its value is the hand-worked one, a clip key it does not read stops the run, and the documented
+its option, its value is the hand-worked one, a clip key it does not read (or a closed option out of its set) stops the
+run, and the documented
 command trains two steps with it."""
 
 from __future__ import annotations
@@ -43,6 +44,18 @@ def test_the_documented_loss_reads_the_record_and_its_option(tmp_path):
         [f"algorithm.policy_loss={ref}", "algorithm.epsilon_high=0.28"],
     )
     with pytest.raises(ConfigError, match=r"takes no epsilon_high; its options: scale"):
+        check_algorithm_options(cfg)
+
+
+def test_a_closed_option_of_a_loss_is_checked_at_start_up():
+    cfg = load_config(
+        TrainConfig,
+        ROOT / "configs" / "quickstart.yaml",
+        ["algorithm.policy_loss=disco", "algorithm.loss_options={score: prob}"],
+    )
+    with pytest.raises(
+        ConfigError, match=r"loss_options: policy loss 'disco': score must be one of \('logL', 'Lratio'\)"
+    ):
         check_algorithm_options(cfg)
 
 
