@@ -1,7 +1,6 @@
 """The loss docs/extending.md writes ("Write a loss") runs as written: named by reference, it gets the record and
-its option, its value is the hand-worked one, a clip key it does not read (or a closed option out of its set) stops the
-run, and the documented
-command trains two steps with it."""
+its option, its value is the hand-worked one, a clip key it does not read (or a closed option out of its set)
+stops the run at start-up, and the documented command trains two steps with it."""
 
 from __future__ import annotations
 
