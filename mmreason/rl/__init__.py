@@ -10,11 +10,14 @@ Advantages
     ``@register_estimator("name")``; ``evidence_weighted`` re-weights any estimator's output (GA-GRPO);
     ``step_group_ids`` builds Step-GRPO groups.
 Losses
-    ``policy_loss(name, logprobs, old_logprobs, advantages, mask, **options) -> LossOutput`` with ``clipped``
-    (PPO/GRPO/DAPO/GSPO), ``reg_grpo``, ``opmd`` (OPMD / AsymRE), ``disco``, ``holder`` (HölderPO),
-    ``gbpo``, ``dcpo`` and ``llds`` (the likelihood-displacement guard); aggregations ``seq_mean_token_mean``, ``token_mean``,
-    ``seq_mean_token_sum_norm``, ``seq_mean_token_sum`` (``aggregation_for_loss_type`` maps TRL's names);
-    KL estimators ``k1``, ``k2``, ``k3`` (= ``low_var_kl``).
+    A registered loss is ``fn(x: LossInputs, **options) -> LossOutput``: ``LossInputs`` holds what the trainer has
+    for a micro-batch, the options are the loss's keyword-only parameters, and ``register_policy_loss(name,
+    reads=..., needs=...)`` declares the extra fields it reads. ``policy_loss(name, logprobs, old_logprobs,
+    advantages, mask, **keywords) -> LossOutput`` calls one in the keyword form (``tensor_form``) with ``clipped``
+    (PPO/GRPO/DAPO/GSPO), ``reg_grpo``, ``opmd`` (OPMD / AsymRE), ``disco``, ``holder`` (HölderPO), ``gbpo``,
+    ``dcpo``, ``llds`` (the likelihood-displacement guard) and the rest of ``POLICY_LOSSES``; aggregations
+    ``seq_mean_token_mean``, ``token_mean``, ``seq_mean_token_sum_norm``, ``seq_mean_token_sum``
+    (``aggregation_for_loss_type`` maps TRL's names); KL estimators ``k1``, ``k2``, ``k3`` (= ``low_var_kl``).
 Shaping and helpers
     ``length_trapezoid``, ``overlong_penalty``, ``entropy_band_penalty``, ``dynamic_sampling_filter``,
     ``logprobs_from_logits``, ``entropy_from_logits``.
@@ -25,9 +28,11 @@ from mmreason.rl.estimators import evidence_weighted
 from mmreason.rl.filtering import dynamic_sampling_filter
 from mmreason.rl.groups import step_group_ids
 from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
+from mmreason.rl.loss_inputs import LossContract, LossInputs, contract_of, options_of
 from mmreason.rl.losses import (
     aggregate,
     aggregation_for_loss_type,
+    call_loss,
     clipped_surrogate,
     dcpo_loss,
     disco_loss,
@@ -38,6 +43,7 @@ from mmreason.rl.losses import (
     opmd_loss,
     policy_loss,
     reg_grpo_loss,
+    tensor_form,
 )
 from mmreason.rl.records import AdvantageResult, FilterResult, LossMetrics, LossOutput
 from mmreason.rl.registries import (
@@ -45,6 +51,7 @@ from mmreason.rl.registries import (
     ESTIMATORS,
     KL_ESTIMATORS,
     POLICY_LOSSES,
+    loss_contract,
     needs_of,
     register_aggregation,
     register_estimator,
@@ -60,12 +67,16 @@ __all__ = [
     "POLICY_LOSSES",
     "AdvantageResult",
     "FilterResult",
+    "LossContract",
+    "LossInputs",
     "LossMetrics",
     "LossOutput",
     "advantages",
     "aggregate",
     "aggregation_for_loss_type",
+    "call_loss",
     "clipped_surrogate",
+    "contract_of",
     "disco_loss",
     "dynamic_sampling_filter",
     "entropy_band_penalty",
@@ -78,7 +89,9 @@ __all__ = [
     "length_trapezoid",
     "llds_loss",
     "logprobs_from_logits",
+    "loss_contract",
     "opmd_loss",
+    "options_of",
     "overlong_penalty",
     "policy_loss",
     "reg_grpo_loss",
@@ -88,4 +101,5 @@ __all__ = [
     "register_kl_estimator",
     "register_policy_loss",
     "step_group_ids",
+    "tensor_form",
 ]

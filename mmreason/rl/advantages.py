@@ -40,7 +40,7 @@ def advantages(name: str, rewards: Any, group_ids: Any, *, weights: Any = None, 
         ``AdvantageResult(advantages [N] fp32, loss_mask [N] bool | None)``.
     """
     fn = ESTIMATORS.get(name)
-    check_options("estimator", name, fn, options, skip=3)
+    check_options("estimator", name, fn, options)
     r = _as_rewards(rewards)
     n, k = r.shape
     g = torch.as_tensor(group_ids, device=r.device)

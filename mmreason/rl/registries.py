@@ -4,9 +4,9 @@ Loss formula, token aggregation and KL estimator are independent choices, so eac
 
 - ``ESTIMATORS``: ``fn(rewards [N, K] fp32, group_ids [N] long, weights [K], **options)``
   ``-> Tensor[N] | AdvantageResult``
-- ``POLICY_LOSSES``: ``fn(logprobs [N, T], old_logprobs [N, T], advantages [N] | [N, T], mask [N, T],``
-  ``**options) -> LossOutput``
-- ``AGGREGATIONS``: ``fn(per_token_loss [N, T], mask [N, T], *, num_seqs, num_tokens, max_len) -> Tensor[]``
+- ``POLICY_LOSSES``: ``fn(x: LossInputs, **options) -> LossOutput`` (``mmreason.rl.loss_inputs``: the
+  micro-batch's tensors and settings; the loss declares the extra fields it reads)
+- ``AGGREGATIONS``: ``fn(per_token_loss [N, T], mask [N, T], norm: Normalisers) -> Tensor[]``
 - ``KL_ESTIMATORS``: ``fn(logprobs [N, T], ref_logprobs [N, T]) -> Tensor[N, T]``
 
 Each registry imports the modules that fill it on its first lookup, so ``ESTIMATORS.names()`` is complete
@@ -17,11 +17,15 @@ reference (``my_pkg.rl:my_estimator``, ``path/to/file.py:my_loss``), as it names
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
 from typing import Any
 
 from mmreason.registry import Registry
+from mmreason.rl.loss_inputs import LossContract
+from mmreason.rl.options import check_choices, choices_of
 
 
 def _importer(*modules: str, group: str | None = None) -> Callable[[], None]:
@@ -31,8 +35,6 @@ def _importer(*modules: str, group: str | None = None) -> Callable[[], None]:
         for module in modules:
             importlib.import_module(module)
         if group is not None:
-            from importlib.metadata import entry_points
-
             for ep in entry_points(group=group):
                 ep.load()
 
@@ -71,9 +73,47 @@ def needs_of(fn: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(getattr(fn, "needs", ()))
 
 
-def register_policy_loss(name: str | None = None, *, replace: bool = False):
-    """Decorator: register a policy loss under ``name``."""
-    return POLICY_LOSSES.register(name, replace=replace)
+def loss_contract(
+    *, reads: tuple[str, ...] = (), needs: tuple[str, ...] = (), defaults: Mapping[str, Any] | None = None
+):
+    """Decorator: declare a loss's contract (``LossContract``) without registering it (a loss named by reference)."""
+
+    def decorator(fn):
+        fn.loss_contract = LossContract(tuple(reads), tuple(needs), dict(defaults or {}))
+        return fn
+
+    return decorator
+
+
+def register_policy_loss(
+    name: str | None = None,
+    *,
+    replace: bool = False,
+    reads: tuple[str, ...] = (),
+    needs: tuple[str, ...] = (),
+    defaults: Mapping[str, Any] | None = None,
+):
+    """Decorator: register a policy loss ``fn(x: LossInputs, **options) -> LossOutput`` under ``name``.
+
+    ``reads``: the extra LossInputs fields it reads (``epsilon``, ``entropy``, ``rewards`` ...); ``needs``: the
+    fields it cannot do without; ``defaults``: its own defaults of fields for a caller that sets none. An option
+    typed ``Literal[...]`` is checked on every call: another value raises ``ValueError`` naming it.
+    """
+
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        choices: list[dict[str, tuple[Any, ...]]] = []  # resolved on the first call, once the module is loaded
+
+        @functools.wraps(fn)
+        def checked(x: Any, **options: Any) -> Any:
+            if not choices:
+                choices.append(choices_of(fn))
+            check_choices("policy loss", name or fn.__name__, choices[0], options)
+            return fn(x, **options)
+
+        declared = loss_contract(reads=reads, needs=needs, defaults=defaults)(checked)
+        return POLICY_LOSSES.register(name, replace=replace)(declared)
+
+    return decorator
 
 
 def register_aggregation(name: str | None = None, *, replace: bool = False):

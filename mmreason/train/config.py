@@ -394,27 +394,11 @@ def check_output_dir(path: str) -> None:
 
 # ---- start-up checks of the algorithm options ------------------------------------------------------------
 
-# Top-level algorithm keys (TRL's names) that some policy losses take. Set away from its default for a loss
-# that does not take it, one is an error at start-up, never silently dropped.
+# Top-level algorithm keys (TRL's names) the trainer hands a policy loss as LossInputs fields of the same name.
+# beta and kl_estimator reach every loss (the shared KL term); epsilon, epsilon_high and importance_sampling_level
+# only the losses that declare they read them: set away from its default for a loss that does not, one is an
+# error at start-up, never silently dropped.
 NAMED_LOSS_OPTIONS = ("epsilon", "epsilon_high", "importance_sampling_level", "beta", "kl_estimator")
-# What the trainer itself hands a loss that takes it (not options a config sets).
-LOSS_INPUTS = (
-    "aggregation",
-    "max_len",
-    "ref_logprobs",
-    "group_ids",
-    "num_tokens",
-    "seq_mask",
-    "train_step",
-    "prev_entropy",
-    "step_rewards",
-    "rewards",
-    "tempered_logprobs",
-    "entropy",
-    "entropy_history",
-    "token_ids",
-    "segment_progress",
-)
 
 
 def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> None:
@@ -426,6 +410,8 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
     total. Errors name the option and the component's valid options.
     """
     from mmreason import rl
+    from mmreason.rl.loss_inputs import FIELDS
+    from mmreason.rl.options import check_choices, check_options, choices_of, keyword_options
 
     a, default = cfg.algorithm, AlgorithmConfig()
     estimator = rl.ESTIMATORS.get(a.estimator, config_dir)
@@ -437,55 +423,36 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
                 f"algorithm.estimator_options.{key}: set by the trainer"
                 + (" (use algorithm.scale_rewards)" if key == "scale_rewards" else "")
             )
-    _check(
-        "estimator",
-        a.estimator,
-        estimator,
-        a.estimator_options,
-        3,
-        "algorithm.estimator_options",
-        supplied | {"scale_rewards"},
-    )
+    present = {k: None for k in supplied | {"scale_rewards"} if k in accepted_options(estimator)}
+    try:  # what the trainer supplies counts as present
+        check_options("estimator", a.estimator, estimator, {**present, **a.estimator_options})
+    except TypeError as exc:
+        raise ConfigError(f"algorithm.estimator_options: {exc}") from None
     if a.scale_rewards != default.scale_rewards and "scale_rewards" not in accepted_options(estimator):
+        valid = [k for k in keyword_options(estimator) if k not in supplied]
         raise ConfigError(
             f"algorithm.scale_rewards={a.scale_rewards!r}: estimator {a.estimator!r} takes no "
-            f"scale_rewards; its options: {', '.join(_options(estimator, 3, supplied)) or '(none)'}"
+            f"scale_rewards; its options: {', '.join(valid) or '(none)'}"
         )
     for key in a.loss_options:
-        if key in NAMED_LOSS_OPTIONS or key in LOSS_INPUTS:
+        if key in NAMED_LOSS_OPTIONS or key in FIELDS:  # what the trainer hands a loss: not options
             raise ConfigError(
                 f"algorithm.loss_options.{key}: "
                 + (f"set it as algorithm.{key}" if key in NAMED_LOSS_OPTIONS else "set by the trainer")
             )
-    _check(
-        "policy loss",
-        a.policy_loss,
-        loss,
-        a.loss_options,
-        4,
-        "algorithm.loss_options",
-        {*LOSS_INPUTS, *NAMED_LOSS_OPTIONS},
-    )
-    taken = accepted_options(loss)
+    try:  # the loss's options are its keyword-only parameters; LossInputs fields are not options
+        check_options("policy loss", a.policy_loss, loss, a.loss_options, exclude=FIELDS)
+        check_choices("policy loss", a.policy_loss, choices_of(loss), a.loss_options)  # Literal-typed options
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"algorithm.loss_options: {exc}") from None
+    reads = rl.contract_of(loss).takes
     for key in NAMED_LOSS_OPTIONS:
-        if key not in taken and getattr(a, key) != getattr(default, key):
-            valid = _options(loss, 4, set(LOSS_INPUTS))
+        if key not in reads and getattr(a, key) != getattr(default, key):
             raise ConfigError(
                 f"algorithm.{key}={getattr(a, key)!r}: policy loss {a.policy_loss!r} takes no {key}; "
-                f"its options: {', '.join(valid) or '(none)'}"
+                f"its options: {', '.join(rl.options_of(loss)) or '(none)'}"
             )
     check_reward_missing(cfg)
-
-
-def _check(kind, name, fn, options, skip, where, supplied: set[str]) -> None:
-    """``check_options`` on the config's options, counting what the trainer supplies as present."""
-    from mmreason.rl.options import check_options
-
-    present = {k: None for k in supplied if k in accepted_options(fn)}
-    try:
-        check_options(kind, name, fn, {**present, **options}, skip=skip)
-    except TypeError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
 
 
 def check_reward_missing(cfg: TrainConfig) -> None:
@@ -499,11 +466,6 @@ def check_reward_missing(cfg: TrainConfig) -> None:
             "each reward component on its own and has no weighted total to renormalise; use "
             "reward_missing=zero with it (a component that does not apply is already left out)"
         )
-
-
-def _options(fn, skip: int, exclude: set[str]) -> list[str]:
-    params = list(inspect.signature(fn).parameters.values())[skip:]
-    return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in exclude]
 
 
 def accepted_options(fn) -> set[str]:

@@ -81,7 +81,7 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
         segment_progress(run, policy, minibatches, [s for s, k in zip(table.samples, keep) if k], stats)
     rewards = table.total[table.keep]  # [N] the kept rows' total rewards
     history: list[float] = []  # the step's group entropies, for losses that take entropy_history (GEPO)
-    wants_history = "entropy_history" in accepted_options(rl.POLICY_LOSSES.get(a.policy_loss))
+    wants_history = "entropy_history" in rl.contract_of(rl.POLICY_LOSSES.get(a.policy_loss)).takes
     for iteration in range(a.num_iterations):
         for share in shares:
             for mb in share.minibatches:
@@ -93,9 +93,9 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
                     "segment_progress": mb.segment_progress,
                     "entropy_history": torch.tensor(run.entropy_history, dtype=torch.float32),
                 }
-                options = _loss_options(a, cfg, mb.ref_logprobs, gids[mb.rows], run.step - 1, rows_in)
+                fields = loss_fields(a, cfg, mb.ref_logprobs, gids[mb.rows], run.step - 1, rows_in)
                 if token_mean:
-                    options["num_tokens"] = share.tokens
+                    fields["num_tokens"] = share.tokens
                 rows = None if band is None else tuple(x[mb.rows].to(run.device) for x in band)
                 loss, metrics, ent = minibatch_loss(
                     run,
@@ -103,7 +103,7 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
                     mb.trajectories,
                     mb.old_logprobs,
                     adv[mb.rows].to(run.device),
-                    options,
+                    fields,
                     rows,
                     stats,
                     policy,
@@ -168,14 +168,14 @@ def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:
 
 def tempered_logprobs(run: Run, policy, minibatches: list[MiniBatch], stats) -> None:
     """Behaviour-policy log-probs at the temperature the loss picks from the last step's entropy, set on each
-    mini-batch (nothing unless the loss takes ``tempered_logprobs``, as DCPO does; its ``tempered_temperature``
+    mini-batch (nothing unless the loss reads ``tempered_logprobs``, as DCPO does; its ``tempered_temperature``
     names T')."""
     from mmreason import rl
 
     a = run.cfg.algorithm
     fn = rl.POLICY_LOSSES.get(a.policy_loss)
     pick = getattr(fn, "tempered_temperature", None)
-    if "tempered_logprobs" not in accepted_options(fn) or pick is None:
+    if "tempered_logprobs" not in rl.contract_of(fn).takes or pick is None:
         return
     wanted = accepted_options(pick)
     t = pick(run.prev_entropy, **{k: v for k, v in a.loss_options.items() if k in wanted})
@@ -251,8 +251,11 @@ def sequence_logprobs(
     return token_logprobs(model, batch, with_entropy, **sampling)
 
 
-def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, options, band, stats, model=None):
-    """Policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T])."""
+def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, fields, band, stats, model=None):
+    """Policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T]).
+
+    The loss reads one ``rl.LossInputs``: this forward's log-probs, entropies (detached) and token ids, the
+    corrected advantages, and ``fields`` (``loss_fields``)."""
     from mmreason import rl
 
     a = run.cfg.algorithm
@@ -261,11 +264,10 @@ def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, opti
     advantages = rollout_correction(run, trajectories, old, batch.action_mask, advantages, stats)
     advantages = off_policy_masked(run, trajectories, logp, old, batch.action_mask, advantages, stats)
     fn = rl.POLICY_LOSSES.get(a.policy_loss)
-    if "entropy" in accepted_options(fn):  # losses that read the token entropy (DHPO, ERPO, GEPO): detached
-        options = {**options, "entropy": ent.detach()}
-    if "token_ids" in accepted_options(fn):  # losses that compare the rollouts' tokens (DaGRPO)
-        options = {**options, "token_ids": batch.input_ids}
-    out = fn(logp, old, advantages, batch.action_mask, **options)
+    x = rl.LossInputs(
+        logp, old, advantages, batch.action_mask, entropy=ent.detach(), token_ids=batch.input_ids, **fields
+    )
+    out = rl.call_loss(fn, x, dict(a.loss_options))
     loss = out.loss
     if band is not None:
         h_min, h_max, ids = band
@@ -393,26 +395,37 @@ def entropy_band_rows(a, tasks: list[str]):
     return h[:, 0], h[:, 1], task_index(tasks)
 
 
-def _loss_options(
+def loss_fields(
     a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int = 0, rows_in: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """What a loss gets: the trainer's inputs it takes (``train_step`` = finished steps, for annealed
-    options; ``rows_in``: ``prev_entropy`` = the last step's mean token entropy, ``step_rewards`` [N] /
-    ``rewards`` [n] = total rewards of the step's / the mini-batch's rows, ``tempered_logprobs``), the named
-    top-level options it takes, then ``algorithm.loss_options``."""
+    """The ``rl.LossInputs`` fields of a mini-batch beside its forward: the settings (aggregation from
+    ``loss_type``, ``max_len``, the named top-level keys ``beta``, ``epsilon`` ...), the reference log-probs, the
+    group ids, ``train_step`` (finished steps, for annealed options) and ``rows_in`` (``prev_entropy`` = the last step's
+    mean token entropy, ``step_rewards`` [N] / ``rewards`` [n] = total rewards of the step's / the mini-batch's
+    rows, ``tempered_logprobs``, ``segment_progress``, ``entropy_history``)."""
     from mmreason import rl
 
-    accepted = accepted_options(rl.POLICY_LOSSES.get(a.policy_loss))
-    inputs = dict(
+    return dict(
         aggregation=rl.aggregation_for_loss_type(a.loss_type),
         max_len=cfg.rollout.max_completion_length,
         ref_logprobs=ref_logprobs,
         group_ids=group_ids,
         train_step=max(train_step, 0),
+        **{k: getattr(a, k) for k in NAMED_LOSS_OPTIONS},
         **(rows_in or {}),
     )
-    named = {k: getattr(a, k) for k in NAMED_LOSS_OPTIONS}
-    return {k: v for k, v in {**inputs, **named}.items() if k in accepted} | dict(a.loss_options)
+
+
+def _loss_options(
+    a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int = 0, rows_in: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What reaches the loss, by name (the keyword form of ``rl.policy_loss``): the fields of ``loss_fields``
+    its contract takes, then its options."""
+    from mmreason import rl
+
+    takes = rl.contract_of(rl.POLICY_LOSSES.get(a.policy_loss)).takes
+    fields = loss_fields(a, cfg, ref_logprobs, group_ids, train_step, rows_in)
+    return {k: v for k, v in fields.items() if k in takes} | dict(a.loss_options)
 
 
 def _collect(stats: dict[str, list[float]], metrics, entropy, mask, loss) -> None:

@@ -36,14 +36,13 @@ def probes_of(t: Trajectory, answer: torch.Tensor, ends: list[int]) -> list[Traj
 
 
 def segment_progress(run, policy, minibatches, samples_of_rows, stats) -> None:
-    """Set ``mb.segment_progress`` [n, T] on each mini-batch (nothing unless the loss takes ``segment_progress``)."""
+    """Set ``mb.segment_progress`` [n, T] on each mini-batch (nothing unless the loss reads ``segment_progress``)."""
     from mmreason import rl
-    from mmreason.train.config import accepted_options
     from mmreason.train.update import sequence_logprobs  # update.py imports this module: a cycle
 
     a = run.cfg.algorithm
     fn = rl.POLICY_LOSSES.get(a.policy_loss)
-    if "segment_progress" not in accepted_options(fn):
+    if "segment_progress" not in rl.contract_of(fn).takes:
         return
     opts = {k: v for k, v in a.loss_options.items() if k in ("segmenter", "segment_tokens", "max_segments")}
     cut = {"segmenter": "newline", "segment_tokens": 16, "max_segments": 8, **opts}

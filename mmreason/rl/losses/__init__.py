@@ -34,13 +34,14 @@ from mmreason.rl.losses.holder import gmpo_loss, holder_loss
 from mmreason.rl.losses.kl import kl_penalty
 from mmreason.rl.losses.llds import llds_loss
 from mmreason.rl.losses.opmd import opmd_loss
-from mmreason.rl.losses.policy import policy_loss
+from mmreason.rl.losses.policy import call_loss, policy_loss, tensor_form
 from mmreason.rl.losses.reg_grpo import reg_grpo_loss
 from mmreason.rl.losses.sapo import sapo_loss
 
 __all__ = [
     "aggregate",
     "aggregation_for_loss_type",
+    "call_loss",
     "cispo_loss",
     "clip_cov_loss",
     "clipped_surrogate",
@@ -56,4 +57,5 @@ __all__ = [
     "policy_loss",
     "reg_grpo_loss",
     "sapo_loss",
+    "tensor_form",
 ]

@@ -7,7 +7,8 @@
 | ``seq_mean_token_sum_norm`` | ``sum_it l_it / (S L_max)``             | Dr. GRPO          | dr_grpo       |
 | ``seq_mean_token_sum``    | ``1/S sum_i sum_t l_it``                  | LUSPO             | luspo         |
 
-Every aggregation takes the same keywords so a caller never branches on the name:
+Every aggregation takes the same three normalisers (``Normalisers``, defaults resolved by ``aggregate``), so a
+caller never branches on the name:
 
 - ``num_seqs`` (S): sequences in the normaliser; default N. Losses pass the count of kept rows so a row
   masked out by ``seq_mask`` (the MC-GRPO pivot) leaves the normalisation too.
@@ -31,69 +32,46 @@ What TRL 1.16 does for each ``loss_type`` (``GRPOTrainer._compute_loss``) and ho
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch import Tensor
 
 from mmreason.registry import closest
 from mmreason.rl.registries import AGGREGATIONS, register_aggregation
 
 
-def _seqs(per_token_loss: Tensor, num_seqs: float | Tensor | None) -> float | Tensor:
-    return per_token_loss.shape[0] if num_seqs is None else num_seqs
+@dataclass(frozen=True)
+class Normalisers:
+    """The three normalisers of one call, defaults resolved by ``aggregate``: S, D and L_max."""
+
+    num_seqs: float | Tensor
+    num_tokens: float | Tensor
+    max_len: int
 
 
 @register_aggregation("seq_mean_token_mean")
-def seq_mean_token_mean(
-    per_token_loss: Tensor,
-    mask: Tensor,
-    *,
-    num_seqs: float | Tensor | None = None,
-    num_tokens: float | Tensor | None = None,
-    max_len: int | None = None,
-) -> Tensor:
+def seq_mean_token_mean(per_token_loss: Tensor, mask: Tensor, norm: Normalisers) -> Tensor:
     """GRPO: mean over sequences of each sequence's mean over its own tokens."""
     per_seq = (per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)  # [N]
-    return per_seq.sum() / _seqs(per_token_loss, num_seqs)
+    return per_seq.sum() / norm.num_seqs
 
 
 @register_aggregation("token_mean")
-def token_mean(
-    per_token_loss: Tensor,
-    mask: Tensor,
-    *,
-    num_seqs: float | Tensor | None = None,
-    num_tokens: float | Tensor | None = None,
-    max_len: int | None = None,
-) -> Tensor:
+def token_mean(per_token_loss: Tensor, mask: Tensor, norm: Normalisers) -> Tensor:
     """DAPO / BNPO: sum over all active tokens divided by their count (every token weighs the same)."""
-    denominator = mask.sum().clamp(min=1.0) if num_tokens is None else num_tokens
-    return (per_token_loss * mask).sum() / denominator
+    return (per_token_loss * mask).sum() / norm.num_tokens
 
 
 @register_aggregation("seq_mean_token_sum_norm")
-def seq_mean_token_sum_norm(
-    per_token_loss: Tensor,
-    mask: Tensor,
-    *,
-    num_seqs: float | Tensor | None = None,
-    num_tokens: float | Tensor | None = None,
-    max_len: int | None = None,
-) -> Tensor:
+def seq_mean_token_sum_norm(per_token_loss: Tensor, mask: Tensor, norm: Normalisers) -> Tensor:
     """Dr. GRPO: token sum divided by a constant S * L_max (no length bias)."""
-    length = per_token_loss.shape[-1] if max_len is None else max_len
-    return (per_token_loss * mask).sum() / (_seqs(per_token_loss, num_seqs) * length)
+    return (per_token_loss * mask).sum() / (norm.num_seqs * norm.max_len)
 
 
 @register_aggregation("seq_mean_token_sum")
-def seq_mean_token_sum(
-    per_token_loss: Tensor,
-    mask: Tensor,
-    *,
-    num_seqs: float | Tensor | None = None,
-    num_tokens: float | Tensor | None = None,
-    max_len: int | None = None,
-) -> Tensor:
+def seq_mean_token_sum(per_token_loss: Tensor, mask: Tensor, norm: Normalisers) -> Tensor:
     """LUSPO: mean over sequences of each sequence's token sum."""
-    return (per_token_loss * mask).sum() / _seqs(per_token_loss, num_seqs)
+    return (per_token_loss * mask).sum() / norm.num_seqs
 
 
 LOSS_TYPES = {
@@ -129,5 +107,9 @@ def aggregate(
     max_len: int | None = None,
 ) -> Tensor:
     """Apply the aggregation registered as ``name`` (see the module table)."""
-    fn = AGGREGATIONS.get(name)
-    return fn(per_token_loss, mask, num_seqs=num_seqs, num_tokens=num_tokens, max_len=max_len)
+    norm = Normalisers(
+        num_seqs=per_token_loss.shape[0] if num_seqs is None else num_seqs,
+        num_tokens=mask.sum().clamp(min=1.0) if num_tokens is None else num_tokens,
+        max_len=per_token_loss.shape[-1] if max_len is None else max_len,
+    )
+    return AGGREGATIONS.get(name)(per_token_loss, mask, norm)

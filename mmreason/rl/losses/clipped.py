@@ -18,73 +18,36 @@ the same; TRL does not).
 from __future__ import annotations
 
 import torch
-from torch import Tensor
 
-from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
-from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import (
+    clip_fractions,
+    clip_range,
+    finish,
+    importance_log_ratio,
+    prepare,
+    ratio_from_log,
+)
+from mmreason.rl.losses.policy import tensor_form
+from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
-IS_LEVELS = ("token", "sequence")
 
-
-@register_policy_loss("clipped")
-def clipped_surrogate(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    delta: float | None = None,
-    importance_sampling_level: str = "token",
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
-) -> LossOutput:
+@register_policy_loss("clipped", reads=("epsilon", "epsilon_high", "importance_sampling_level"))
+def clipped(x: LossInputs, *, delta: float | None = None) -> LossOutput:
     """Clipped surrogate (PPO/GRPO) with clip-higher and token- or sequence-level (GSPO) ratios.
 
+    Reads ``x.epsilon`` / ``x.epsilon_high`` (DAPO clip-higher: 0.2 / 0.28) and ``x.importance_sampling_level``.
+
     Args:
-        logprobs, old_logprobs: ``[N, T]`` per-token log-probs under the current / behaviour policy.
-        advantages: ``[N]`` (broadcast to tokens) or ``[N, T]``.
-        mask: ``[N, T]``, 1 on trained response tokens.
-        epsilon, epsilon_high: lower / upper clip range; ``epsilon_high`` defaults to ``epsilon``
-            (DAPO clip-higher: 0.2 / 0.28).
-        aggregation, max_len, num_tokens: see ``mmreason.rl.losses.aggregation``.
-        seq_mask: ``[N]`` bool; False rows leave the loss and its normalisation (MC-GRPO pivot).
-        ref_logprobs, beta, kl_estimator: optional per-token KL to a reference, added before aggregation.
-        group_ids: unused; accepted so every policy loss shares one call signature.
+        delta: dual-clip cap of the unclipped ratio (None: none).
     """
-    if importance_sampling_level not in IS_LEVELS:
-        raise ValueError(f"importance_sampling_level must be one of {IS_LEVELS}, got {importance_sampling_level!r}")
-    eps_high = epsilon if epsilon_high is None else epsilon_high
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    if importance_sampling_level == "token":
-        log_w = x.log_ratio  # [N, T]
-    else:
-        length = x.mask.sum(-1, keepdim=True).clamp(min=1.0)  # [N, 1]
-        log_w = (x.log_ratio * x.mask).sum(-1, keepdim=True) / length  # [N, 1] mean token log-ratio
-    ratio = ratio_from_log(log_w)
-    clipped = torch.clamp(ratio, 1 - epsilon, 1 + eps_high)
+    p = prepare(x)
+    ratio = ratio_from_log(importance_log_ratio(p, x.importance_sampling_level))  # [N, T] or [N, 1]
+    low, high = clip_range(x)
     unclipped = ratio if delta is None else torch.clamp(ratio, max=delta)
-    per_token = -torch.min(unclipped * x.advantages, clipped * x.advantages)  # [N, T] or [N, 1]
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
-    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
-    with torch.no_grad():
-        low = ((ratio < 1 - epsilon) & (x.advantages < 0)).float()
-        high = ((ratio > 1 + eps_high) & (x.advantages > 0)).float()
-        metrics = LossMetrics(
-            policy_loss=policy.detach(),
-            ratio_mean=masked_mean(ratio, x.mask),
-            kl=None if kl is None else masked_mean(kl, x.mask),
-            clip_low=masked_mean(low, x.mask),
-            clip_high=masked_mean(high, x.mask),
-            clip_region=masked_mean(torch.maximum(low, high), x.mask),
-        )
-    return LossOutput(loss, metrics)
+    per_token = -torch.min(unclipped * p.advantages, torch.clamp(ratio, low, high) * p.advantages)
+    return finish(p, per_token, ratio, clipped=clip_fractions(ratio, p.advantages, low, high))
+
+
+clipped_surrogate = tensor_form(clipped, "clipped")

@@ -22,17 +22,20 @@ There is no importance ratio: the objective is on-policy, ``old_logprobs`` only 
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 from torch import Tensor
 
 from mmreason.rl.groups import group_index
-from mmreason.rl.losses.aggregation import aggregate
-from mmreason.rl.losses.common import kl_term, masked_mean, prepare, ratio_from_log
-from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import finish, prepare, ratio_from_log, sequence_advantages
+from mmreason.rl.losses.policy import tensor_form
+from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
-VARIANTS = ("per_positive", "pooled")
-SCHEDULES = ("linear", "constant")
+MarginSchedule = Literal["linear", "constant"]
+SCHEDULES = get_args(MarginSchedule)
 
 
 def margin_at(step: int, margin: float, schedule: str, warmup_steps: int) -> float:
@@ -79,61 +82,34 @@ def conspo_objective(
     return -(log_p[take]).mean()
 
 
-@register_policy_loss("conspo")
-def conspo_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
+@register_policy_loss("conspo", reads=("train_step",))
+def conspo(
+    x: LossInputs,
     *,
     tau: float = 0.1,
     margin: float = 0.1,
-    margin_schedule: str = "linear",
+    margin_schedule: MarginSchedule = "linear",
     margin_warmup_steps: int = 200,
-    variant: str = "per_positive",
-    train_step: int = 0,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
+    variant: Literal["per_positive", "pooled"] = "per_positive",
 ) -> LossOutput:
     """ConSPO (contrastive RLVR, arXiv 2605.12969, reading): InfoNCE of each positive's mean log-prob against its group's negatives.
 
     Args:
         tau: temperature of the softmax (> 0).
-        margin, margin_schedule, margin_warmup_steps: the margin subtracted from positive scores and its schedule.
+        margin, margin_schedule, margin_warmup_steps: the margin subtracted from positive scores and its schedule
+            (at ``x.train_step``).
         variant: ``per_positive`` (one InfoNCE term per positive) or ``pooled`` (one per group).
-        train_step: finished training steps (the trainer passes it).
-        aggregation, max_len, num_tokens: used only for the optional KL term.
-        seq_mask, ref_logprobs, beta, kl_estimator, group_ids: as in ``clipped``.
     """
     if not tau > 0:
         raise ValueError(f"tau must be > 0, got {tau}")
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    m = margin_at(train_step, margin, margin_schedule, margin_warmup_steps)
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    if x.advantages.shape[1] != 1:
-        raise ValueError("conspo needs sequence-level advantages [N]")
-    rows = x.mask.sum(-1) > 0  # rows with tokens (seq_mask already applied)
-    scores = (x.logprobs * x.mask).sum(-1) / x.mask.sum(-1).clamp(min=1.0)  # [N]
-    adv = torch.where(rows, x.advantages[:, 0], torch.zeros_like(scores))
-    policy = conspo_objective(scores, adv, group_ids, tau=tau, margin=m, variant=variant)
-    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
-    loss = (
-        policy
-        if kl is None
-        else policy
-        + beta * aggregate(aggregation, kl, x.mask, num_seqs=x.num_seqs, num_tokens=num_tokens, max_len=max_len)
-    )
-    with torch.no_grad():
-        metrics = LossMetrics(
-            policy_loss=policy.detach(),
-            ratio_mean=masked_mean(ratio_from_log(x.log_ratio), x.mask),
-            kl=None if kl is None else masked_mean(kl, x.mask),
-        )
-    return LossOutput(loss, metrics)
+    m = margin_at(x.train_step, margin, margin_schedule, margin_warmup_steps)
+    p = prepare(x)
+    adv = sequence_advantages(p, "conspo")
+    rows = p.mask.sum(-1) > 0  # rows with tokens (seq_mask already applied)
+    scores = (p.logprobs * p.mask).sum(-1) / p.mask.sum(-1).clamp(min=1.0)  # [N]
+    adv = torch.where(rows, adv, torch.zeros_like(scores))
+    policy = conspo_objective(scores, adv, x.group_ids, tau=tau, margin=m, variant=variant)
+    return finish(p, policy, ratio_from_log(p.log_ratio))
+
+
+conspo_loss = tensor_form(conspo, "conspo")

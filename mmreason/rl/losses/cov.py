@@ -22,8 +22,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
-from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import clip_range, clipped_term, finish, masked_mean, prepare, ratio_from_log
+from mmreason.rl.losses.policy import tensor_form
+from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
@@ -38,116 +40,61 @@ def token_covariance(logprobs: Tensor, advantages: Tensor, mask: Tensor) -> Tens
     return torch.where(m, cov, torch.zeros_like(cov))
 
 
-def _metrics(policy, ratio, selected, x, kl) -> LossMetrics:
-    share = masked_mean(selected.float(), x.mask)
-    return LossMetrics(
-        policy_loss=policy.detach(),
-        ratio_mean=masked_mean(ratio, x.mask),
-        kl=None if kl is None else masked_mean(kl, x.mask),
-        clip_region=share,
-    )
-
-
 @register_policy_loss("kl_cov")
-def kl_cov_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    kl_cov_ratio: float = 0.0002,
-    kl_coef: float = 1.0,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
-) -> LossOutput:
+def kl_cov(x: LossInputs, *, kl_cov_ratio: float = 0.0002, kl_coef: float = 1.0) -> LossOutput:
     """KL-Cov (arXiv 2505.22617): -ratio * A, plus kl_coef |log-ratio| on the top kl_cov_ratio tokens by covariance.
 
     Args:
         kl_cov_ratio: share of the active tokens penalised (paper: 2e-4; at least one token).
         kl_coef: weight of the |log-ratio| penalty (verl's ``ppo_kl_coef``, 1).
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
     """
     if not 0 <= kl_cov_ratio <= 1:
         raise ValueError(f"kl_cov_ratio must be in [0, 1], got {kl_cov_ratio}")
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    ratio = ratio_from_log(x.log_ratio)
-    cov = token_covariance(x.logprobs, x.advantages, x.mask)
-    active = int((x.mask > 0).sum())
-    selected = torch.zeros_like(x.mask, dtype=torch.bool)
+    p = prepare(x)
+    ratio = ratio_from_log(p.log_ratio)
+    cov = token_covariance(p.logprobs, p.advantages, p.mask)
+    active = int((p.mask > 0).sum())
+    selected = torch.zeros_like(p.mask, dtype=torch.bool)
     if active and kl_cov_ratio > 0:
         k = max(1, int(active * kl_cov_ratio))
-        scores = torch.where(x.mask > 0, cov, torch.full_like(cov, -torch.inf)).flatten()
+        scores = torch.where(p.mask > 0, cov, torch.full_like(cov, -torch.inf)).flatten()
         selected.view(-1)[torch.topk(scores, k).indices] = True
-    per_token = -ratio * x.advantages + kl_coef * selected * x.log_ratio.abs()
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
-    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
-    with torch.no_grad():
-        metrics = _metrics(policy, ratio, selected, x, kl)
-    return LossOutput(loss, metrics)
+    per_token = -ratio * p.advantages + kl_coef * selected * p.log_ratio.abs()
+    return finish(p, per_token, ratio, region=masked_mean(selected.float(), p.mask))
 
 
-@register_policy_loss("clip_cov")
-def clip_cov_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    clip_ratio: float = 0.0002,
-    clip_cov_lb: float = 1.0,
-    clip_cov_ub: float = 5.0,
-    seed: int = 0,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    train_step: int = 0,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
+@register_policy_loss("clip_cov", reads=("epsilon", "epsilon_high", "train_step"))
+def clip_cov(
+    x: LossInputs, *, clip_ratio: float = 0.0002, clip_cov_lb: float = 1.0, clip_cov_ub: float = 5.0, seed: int = 0
 ) -> LossOutput:
     """Clip-Cov (arXiv 2505.22617): the clipped surrogate with a few tokens of covariance in (lb, ub) cut from the gradient.
 
     Args:
         clip_ratio: share of the active tokens cut (paper: 2e-4; at least one when any qualifies).
         clip_cov_lb, clip_cov_ub: the covariance window a cut token lies in (paper: 1, 5).
-        seed: seeds the random draw (with ``train_step``, passed by the trainer).
-        epsilon, epsilon_high: the PPO clip (``algorithm.epsilon`` / ``epsilon_high``).
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
+        seed: seeds the random draw (with ``x.train_step``); the PPO clip is ``x.epsilon`` / ``x.epsilon_high``.
     """
     if not 0 <= clip_ratio <= 1:
         raise ValueError(f"clip_ratio must be in [0, 1], got {clip_ratio}")
     if not clip_cov_lb < clip_cov_ub:
         raise ValueError(f"clip_cov_lb must be below clip_cov_ub, got {clip_cov_lb}, {clip_cov_ub}")
-    eps_high = epsilon if epsilon_high is None else epsilon_high
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    ratio = ratio_from_log(x.log_ratio)
-    unclipped, clipped = -ratio * x.advantages, -ratio.clamp(1 - epsilon, 1 + eps_high) * x.advantages
-    cut_by_clip = (clipped > unclipped) & (x.mask > 0)
-    cov = token_covariance(x.logprobs, x.advantages, x.mask)
-    window = (cov > clip_cov_lb) & (cov < clip_cov_ub) & (x.mask > 0) & ~cut_by_clip
+    p = prepare(x)
+    ratio = ratio_from_log(p.log_ratio)
+    unclipped = -ratio * p.advantages
+    per_token = clipped_term(ratio, p.advantages, *clip_range(x))
+    cut_by_clip = (per_token > unclipped) & (p.mask > 0)
+    cov = token_covariance(p.logprobs, p.advantages, p.mask)
+    window = (cov > clip_cov_lb) & (cov < clip_cov_ub) & (p.mask > 0) & ~cut_by_clip
     selected = torch.zeros_like(window)
     candidates = torch.nonzero(window.flatten()).flatten()
-    active = int((x.mask > 0).sum())
+    active = int((p.mask > 0).sum())
     if len(candidates) and clip_ratio > 0:
         k = min(len(candidates), max(1, int(clip_ratio * active)))
-        gen = torch.Generator().manual_seed(int(seed) + int(train_step))
+        gen = torch.Generator().manual_seed(int(seed) + int(x.train_step))
         pick = candidates[torch.randperm(len(candidates), generator=gen)[:k].to(candidates.device)]
         selected.view(-1)[pick] = True
-    per_token = torch.maximum(unclipped, clipped) * (~selected)
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
-    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
-    with torch.no_grad():
-        metrics = _metrics(policy, ratio, selected, x, kl)
-    return LossOutput(loss, metrics)
+    return finish(p, per_token * (~selected), ratio, region=masked_mean(selected.float(), p.mask))
+
+
+kl_cov_loss = tensor_form(kl_cov, "kl_cov")
+clip_cov_loss = tensor_form(clip_cov, "clip_cov")

@@ -19,14 +19,16 @@ built (docs/algorithms.md §15.8). ``token_ids`` are the mini-batch's token ids,
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
-from mmreason.rl.losses.common import aggregate_loss, clip_metrics, prepare, ratio_from_log, with_kl
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import clip_range, prepare, sequence_advantages, surrogate
+from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
-
-MASK_ROWS = ("both", "negative")
 
 
 def ngram_sets(token_ids: Tensor, mask: Tensor, n: int) -> list[set[tuple[int, ...]]]:
@@ -66,61 +68,35 @@ def conflict_mask(
     return torch.tensor(out, dtype=torch.bool, device=advantages.device)
 
 
-@register_policy_loss("dagrpo")
-def dagrpo_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    similarity_threshold: float = 0.8,
-    ngram: int = 2,
-    mask_rows: str = "both",
-    token_ids: Tensor | None = None,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
+@register_policy_loss("dagrpo", reads=("epsilon", "epsilon_high", "token_ids"))
+def dagrpo(
+    x: LossInputs, *, similarity_threshold: float = 0.8, ngram: int = 2, mask_rows: Literal["both", "negative"] = "both"
 ) -> LossOutput:
     """DaGRPO (Distinctiveness-Aware GRPO, arXiv 2512.06337, reading): near-duplicate opposite-sign pairs leave the loss.
 
+    Reads ``x.token_ids`` ``[N, T]`` (without them nothing is masked) and ``x.group_ids``.
+
     Args:
-        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
         similarity_threshold: n-gram Jaccard at or above which two rollouts count as near-duplicates (0-1].
         ngram: n of the n-grams (>= 1).
         mask_rows: ``both`` rows of a pair, or only its ``negative`` one.
-        token_ids: ``[N, T]`` the rows' token ids (the trainer passes them; without them nothing is masked).
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator, group_ids: as in ``clipped``.
     """
-    if not 0 < similarity_threshold <= 1 or ngram < 1 or mask_rows not in MASK_ROWS:
-        raise ValueError(f"need 0 < similarity_threshold <= 1, ngram >= 1, mask_rows in {MASK_ROWS}")
-    eps_high = epsilon if epsilon_high is None else epsilon_high
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    if x.advantages.shape[1] != 1:
-        raise ValueError("dagrpo needs sequence-level advantages [N]")
-    adv = x.advantages
-    masked = torch.zeros(adv.shape[0], dtype=torch.bool, device=adv.device)
-    if token_ids is not None:
+    if not 0 < similarity_threshold <= 1 or ngram < 1:
+        raise ValueError(f"need 0 < similarity_threshold <= 1 and ngram >= 1, got {similarity_threshold}, {ngram}")
+    p = prepare(x)
+    adv = sequence_advantages(p, "dagrpo")
+    if x.token_ids is not None:
         masked = conflict_mask(
-            token_ids,
-            x.mask,
-            adv[:, 0],
-            group_ids,
+            x.token_ids,
+            p.mask,
+            adv,
+            x.group_ids,
             similarity_threshold=similarity_threshold,
             ngram=ngram,
             mask_rows=mask_rows,
         )
-        adv = torch.where(masked[:, None], torch.zeros_like(adv), adv)
-    ratio = ratio_from_log(x.log_ratio)
-    per_token = -torch.min(ratio * adv, ratio.clamp(1 - epsilon, 1 + eps_high) * adv)
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    loss, kl = with_kl(policy, x, ref_logprobs, beta, kl_estimator, aggregation, num_tokens, max_len)
-    with torch.no_grad():
-        metrics = clip_metrics(policy, ratio, x, kl, 1 - epsilon, 1 + eps_high)
-    return LossOutput(loss, metrics)
+        adv = torch.where(masked, torch.zeros_like(adv), adv)
+    return surrogate(p, adv[:, None], *clip_range(x))
+
+
+dagrpo_loss = tensor_form(dagrpo, "dagrpo")

@@ -23,10 +23,14 @@ tempered_logprobs, mask ``[N, T]``; advantages, rewards ``[N]``; step_rewards ``
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import Tensor
 
-from mmreason.rl.losses.clipped import clipped_surrogate
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.clipped import clipped
+from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -75,63 +79,46 @@ def dcpo_advantages(
     return torch.where(on, (1.0 - alpha) * adv + alpha * success * factor, 0.0).detach()
 
 
-@register_policy_loss("dcpo")
-def dcpo_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
+@register_policy_loss(
+    "dcpo",
+    reads=("epsilon", "epsilon_high"),
+    needs=("tempered_logprobs", "rewards", "step_rewards", "prev_entropy"),
+)
+def dcpo(
+    x: LossInputs,
     *,
-    tempered_logprobs: Tensor,
-    rewards: Tensor,
-    step_rewards: Tensor,
-    prev_entropy: float,
     entropy_base: float = 0.5,
-    temperature_high: float = 1.2,
-    temperature_low: float = 0.8,
     reward_threshold: float = 0.05,
     alpha_cap: float = 0.1,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
+    # T' of the trainer's tempered forward (``dcpo_temperature``), not read by the loss itself:
+    temperature_high: float = 1.2,
+    temperature_low: float = 0.8,
 ) -> LossOutput:
     """DCPO (arXiv 2601.12730): clipped surrogate on (1 - alpha) A + alpha [r > 0.05] pi_old^{T'} / pi_old.
 
+    Reads ``x.tempered_logprobs`` ``[N, T]`` (behaviour-policy log-probs with logits divided by
+    ``dcpo_temperature(prev_entropy, ...)``, computed by the trainer without gradient), ``x.rewards`` ``[N]``,
+    ``x.step_rewards`` ``[M]`` (every row of the step, for acc) and ``x.prev_entropy``; the clip as in ``clipped``
+    (``x.epsilon`` / ``x.epsilon_high``, token-level ratios).
+
     Args:
-        tempered_logprobs: ``[N, T]`` behaviour-policy log-probs with logits divided by
-            ``dcpo_temperature(prev_entropy, ...)`` (the trainer computes them without gradient).
-        rewards: ``[N]`` the rows' total rewards; step_rewards: ``[M]`` every row of the step (for acc).
-        prev_entropy: mean token entropy of the previous step's update.
+        entropy_base, reward_threshold, alpha_cap: see the module docstring.
         temperature_high, temperature_low: only used by the trainer to choose T' (``dcpo_temperature``).
-        epsilon, epsilon_high, aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator:
-            as in ``clipped`` (token-level ratios); group_ids: unused (the shared loss signature).
     """
-    alpha = dcpo_alpha(prev_entropy, step_rewards, entropy_base, reward_threshold, alpha_cap)
+    assert x.tempered_logprobs is not None and x.rewards is not None and x.step_rewards is not None
+    assert x.prev_entropy is not None  # LossContract.needs: the callers check
+    alpha = dcpo_alpha(x.prev_entropy, x.step_rewards, entropy_base, reward_threshold, alpha_cap)
     shaped = dcpo_advantages(
-        advantages, rewards.to(logprobs.device), old_logprobs, tempered_logprobs, mask, alpha, reward_threshold
+        x.advantages,
+        x.rewards.to(x.logprobs.device),
+        x.old_logprobs,
+        x.tempered_logprobs,
+        x.mask,
+        alpha,
+        reward_threshold,
     )
-    return clipped_surrogate(
-        logprobs,
-        old_logprobs,
-        shaped,
-        mask,
-        epsilon=epsilon,
-        epsilon_high=epsilon_high,
-        aggregation=aggregation,
-        max_len=max_len,
-        num_tokens=num_tokens,
-        seq_mask=seq_mask,
-        ref_logprobs=ref_logprobs,
-        beta=beta,
-        kl_estimator=kl_estimator,
-    )
+    return clipped(replace(x, advantages=shaped, importance_sampling_level="token"))
 
 
-dcpo_loss.tempered_temperature = dcpo_temperature  # what the trainer calls to pick T' before its no-grad forward
+dcpo.tempered_temperature = dcpo_temperature  # the trainer picks T' with it
+dcpo_loss = tensor_form(dcpo, "dcpo")

@@ -20,14 +20,24 @@ token entropy (detached), passed by the trainer; without it the entropy mixing f
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
-from mmreason.rl.losses.common import aggregate_loss, clip_metrics, prepare, ratio_from_log, with_kl
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import (
+    clip_fractions,
+    clip_range,
+    clipped_term,
+    finish,
+    importance_log_ratio,
+    prepare,
+    ratio_from_log,
+)
+from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
-
-MIXINGS = ("average", "entropy")
 
 
 def entropy_weight(entropy: Tensor | None, mask: Tensor, sharpness: float) -> Tensor:
@@ -40,54 +50,33 @@ def entropy_weight(entropy: Tensor | None, mask: Tensor, sharpness: float) -> Te
     return torch.where(mask > 0, torch.sigmoid(sharpness * z), torch.full_like(h, 0.5))
 
 
-@register_policy_loss("dhpo")
-def dhpo_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
+@register_policy_loss("dhpo", reads=("epsilon", "epsilon_high", "entropy"))
+def dhpo(
+    x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
     seq_epsilon: float = 3e-4,
     seq_epsilon_high: float = 4e-4,
-    mixing: str = "average",
+    mixing: Literal["average", "entropy"] = "average",
     entropy_sharpness: float = 1.0,
-    entropy: Tensor | None = None,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
 ) -> LossOutput:
     """DHPO (Dynamic Hybrid PO, arXiv 2601.05607, reading): token and sequence surrogates, each clipped, then mixed.
 
     Args:
-        epsilon, epsilon_high: the token branch's clip range (``algorithm.epsilon`` / ``epsilon_high``).
         seq_epsilon, seq_epsilon_high: the sequence branch's clip range (GSPO's 3e-4 / 4e-4).
-        mixing: ``average`` (w = 1/2) or ``entropy`` (w from the token entropy).
+        mixing: ``average`` (w = 1/2) or ``entropy`` (w from the token entropies ``x.entropy``).
         entropy_sharpness: slope of the entropy-to-weight sigmoid.
-        entropy: ``[N, T]`` token entropies of the current policy (the trainer passes them).
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
-        group_ids: unused; accepted so every policy loss shares one call signature.
     """
-    if mixing not in MIXINGS:
-        raise ValueError(f"mixing must be one of {MIXINGS}, got {mixing!r}")
-    eps_high = epsilon if epsilon_high is None else epsilon_high
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    ratio = ratio_from_log(x.log_ratio)  # [N, T]
-    token = torch.min(ratio * x.advantages, ratio.clamp(1 - epsilon, 1 + eps_high) * x.advantages)
-    length = x.mask.sum(-1, keepdim=True).clamp(min=1.0)
-    seq_ratio = ratio_from_log((x.log_ratio * x.mask).sum(-1, keepdim=True) / length)  # [N, 1]
-    adv_row = x.advantages if x.advantages.shape[1] == 1 else (x.advantages * x.mask).sum(-1, keepdim=True) / length
-    seq = torch.min(seq_ratio * adv_row, seq_ratio.clamp(1 - seq_epsilon, 1 + seq_epsilon_high) * adv_row)
-    w = torch.full_like(x.mask, 0.5) if mixing == "average" else entropy_weight(entropy, x.mask, entropy_sharpness)
-    per_token = -(w * token + (1 - w) * seq)
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    loss, kl = with_kl(policy, x, ref_logprobs, beta, kl_estimator, aggregation, num_tokens, max_len)
-    with torch.no_grad():
-        metrics = clip_metrics(policy, ratio, x, kl, 1 - epsilon, 1 + eps_high)
-    return LossOutput(loss, metrics)
+    low, high = clip_range(x)  # the token branch's clip: x.epsilon / x.epsilon_high
+    p = prepare(x)
+    ratio = ratio_from_log(p.log_ratio)  # [N, T]
+    token = clipped_term(ratio, p.advantages, low, high)
+    length = p.mask.sum(-1, keepdim=True).clamp(min=1.0)
+    seq_ratio = ratio_from_log(importance_log_ratio(p, "sequence"))  # [N, 1]
+    adv_row = p.advantages if p.advantages.shape[1] == 1 else (p.advantages * p.mask).sum(-1, keepdim=True) / length
+    seq = clipped_term(seq_ratio, adv_row, 1 - seq_epsilon, 1 + seq_epsilon_high)
+    w = torch.full_like(p.mask, 0.5) if mixing == "average" else entropy_weight(x.entropy, p.mask, entropy_sharpness)
+    per_token = w * token + (1 - w) * seq
+    return finish(p, per_token, ratio, clipped=clip_fractions(ratio, p.advantages, low, high))
+
+
+dhpo_loss = tensor_form(dhpo, "dhpo")

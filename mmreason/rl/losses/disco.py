@@ -23,16 +23,17 @@ The log-mean-exp over negatives is a soft maximum: the highest-scoring wrong ans
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
 from mmreason.rl.groups import group_index, grouped_log_mean_exp
-from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
-from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import finish, masked_mean, prepare, ratio_from_log
+from mmreason.rl.losses.policy import tensor_form
+from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
-
-SCORES = ("logL", "Lratio")
-NEGATIVES = ("lse", "mean")
 
 
 def group_objective(
@@ -52,76 +53,45 @@ def group_objective(
     return torch.where(both, pos_mean - neg_term, torch.zeros_like(pos_mean))
 
 
-@register_policy_loss("disco")
-def disco_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
+@register_policy_loss("disco", needs=("group_ids",))
+def disco(
+    x: LossInputs,
     *,
-    group_ids: Tensor,
-    score: str = "logL",
+    score: Literal["logL", "Lratio"] = "logL",
     tau: float = 10.0,
-    negatives: str = "lse",
+    negatives: Literal["lse", "mean"] = "lse",
     delta: float = 1e-4,
     constraint_beta: float = 1e3,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
 ) -> LossOutput:
     """DisCO (arXiv 2505.12366): -(mean positive score - tau logmeanexp negative scores) + KL hinge penalty.
 
+    ``x.advantages`` are the ``[N]`` labels of the ``disco`` estimator (+1, -1, 0); False rows of ``seq_mask``
+    leave the objective and every group statistic. The KL to a reference (``beta``) is not part of DisCO.
+
     Args:
-        advantages: ``[N]`` labels from the ``disco`` estimator (+1, -1, 0).
-        group_ids: ``[N]`` rollouts of one prompt share an id.
         score: ``"logL"`` mean token log-prob or ``"Lratio"`` mean token ratio to the behaviour policy.
         tau: temperature of the soft maximum over negatives (> 0; the authors use 10 for logL, 1 for Lratio).
         negatives: ``"lse"`` (DisCO) or ``"mean"`` (DisCO-b).
         delta, constraint_beta: KL budget and penalty weight of the constraint (authors: 1e-4, 1e3).
-        aggregation, max_len, num_tokens: aggregation of the optional reference-KL term only.
-        seq_mask: ``[N]`` bool; False rows leave the objective and every group statistic.
-        ref_logprobs, beta, kl_estimator: optional KL to a reference (not part of DisCO; off by default).
     """
-    if score not in SCORES:
-        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
-    if negatives not in NEGATIVES:
-        raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
     if tau <= 0 or delta < 0 or constraint_beta < 0:
         raise ValueError(f"need tau > 0, delta >= 0, constraint_beta >= 0; got {tau}, {delta}, {constraint_beta}")
-    if advantages.dim() != 1:
-        raise ValueError(f"disco needs sequence labels [N] from the disco estimator, got {tuple(advantages.shape)}")
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    labels = torch.where(x.keep, x.advantages[:, 0], torch.zeros_like(x.advantages[:, 0]))  # [N]
-    length = x.mask.sum(-1).clamp(min=1.0)  # [N]
-    ratio = ratio_from_log(x.log_ratio)  # [N, T]
-    token_score = x.logprobs if score == "logL" else ratio
-    scores = (token_score * x.mask).sum(-1) / length  # [N]
-    ids = torch.as_tensor(group_ids, device=scores.device)
-    index, num_groups = group_index(ids)
+    if x.advantages.dim() != 1:
+        raise ValueError(f"disco needs sequence labels [N] from the disco estimator, got {tuple(x.advantages.shape)}")
+    p = prepare(x)
+    labels = torch.where(p.keep, p.advantages[:, 0], torch.zeros_like(p.advantages[:, 0]))  # [N]
+    length = p.mask.sum(-1).clamp(min=1.0)  # [N]
+    ratio = ratio_from_log(p.log_ratio)  # [N, T]
+    token_score = p.logprobs if score == "logL" else ratio
+    scores = (token_score * p.mask).sum(-1) / length  # [N]
+    index, num_groups = group_index(torch.as_tensor(x.group_ids, device=scores.device))
     objective = group_objective(scores, labels, index, num_groups, tau, negatives)  # [M]
-    kept_groups = (
-        torch.zeros(num_groups, dtype=torch.bool, device=scores.device)
-        .index_fill(0, index[x.keep], True)
-        .sum()
-        .clamp(min=1)
-    )
-    policy = -objective.sum() / kept_groups
-    behaviour_kl = masked_mean(ratio - 1.0 - x.log_ratio, x.mask)  # k3 to the behaviour policy, scalar
+    seen = torch.zeros(num_groups, dtype=torch.bool, device=scores.device).index_fill(0, index[p.keep], True)
+    policy = -objective.sum() / seen.sum().clamp(min=1)
+    behaviour_kl = masked_mean(ratio - 1.0 - p.log_ratio, p.mask)  # k3 to the behaviour policy, scalar
     weight = torch.clamp(constraint_beta * (behaviour_kl - delta), min=0.0).detach()
-    loss = policy + weight * behaviour_kl
-    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
-    if kl is not None:
-        loss = loss + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
-    with torch.no_grad():
-        over = (behaviour_kl > delta).float()
-        metrics = LossMetrics(
-            policy_loss=policy.detach(),
-            ratio_mean=masked_mean(ratio, x.mask),
-            kl=None if kl is None else masked_mean(kl, x.mask),
-            clip_region=over,
-        )
-    return LossOutput(loss, metrics)
+    over = (behaviour_kl > delta).float().detach()
+    return finish(p, policy, ratio, region=over, extra=weight * behaviour_kl)
+
+
+disco_loss = tensor_form(disco, "disco")

@@ -23,7 +23,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from mmreason.rl.losses.common import aggregate_loss, clip_metrics, prepare, ratio_from_log, with_kl
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import clip_range, prepare, surrogate
+from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -54,46 +56,25 @@ def erpo_weights(entropy: Tensor | None, mask: Tensor, *, gate_strength: float, 
     return torch.where(m, w, torch.ones_like(w))
 
 
-@register_policy_loss("erpo")
-def erpo_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
+@register_policy_loss("erpo", reads=("epsilon", "epsilon_high", "entropy"))
+def erpo(
+    x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
     gate_strength: float = 1.0,
     buckets: int = 4,
-    entropy: Tensor | None = None,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
 ) -> LossOutput:
     """ERPO (Entropy-Regulated PO, arXiv 2603.28204, reading): entropy-gated, bucket-normalised token advantages.
 
     Args:
-        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
-        gate_strength: how much a high-entropy token is amplified (its gate is at most ``1 + gate_strength``).
+        gate_strength: how much a high-entropy token (``x.entropy``) is amplified (its gate is at most
+            ``1 + gate_strength``).
         buckets: relative-position buckets the gate is normalised in (>= 1).
-        entropy: ``[N, T]`` token entropies of the current policy (the trainer passes them).
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
-        group_ids: unused; accepted so every policy loss shares one call signature.
     """
     if buckets < 1 or gate_strength < 0:
         raise ValueError(f"buckets must be >= 1 and gate_strength >= 0, got {buckets}, {gate_strength}")
-    eps_high = epsilon if epsilon_high is None else epsilon_high
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    adv = x.advantages * erpo_weights(entropy, x.mask, gate_strength=gate_strength, buckets=buckets)  # [N, T]
-    ratio = ratio_from_log(x.log_ratio)
-    per_token = -torch.min(ratio * adv, ratio.clamp(1 - epsilon, 1 + eps_high) * adv)
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    loss, kl = with_kl(policy, x, ref_logprobs, beta, kl_estimator, aggregation, num_tokens, max_len)
-    with torch.no_grad():
-        metrics = clip_metrics(policy, ratio, x, kl, 1 - epsilon, 1 + eps_high)
-    return LossOutput(loss, metrics)
+    p = prepare(x)
+    adv = p.advantages * erpo_weights(x.entropy, p.mask, gate_strength=gate_strength, buckets=buckets)  # [N, T]
+    return surrogate(p, adv, *clip_range(x))
+
+
+erpo_loss = tensor_form(erpo, "erpo")

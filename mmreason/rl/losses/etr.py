@@ -23,21 +23,24 @@ than ``mini_batch_size``); ``rewards`` are the rows' total rewards, passed by th
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
+from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import (
-    aggregate_loss,
-    clip_metrics,
+    clip_fractions,
+    clipped_term,
+    finish,
     prepare,
     ratio_from_log,
     row_group_mean,
-    with_kl,
+    sequence_advantages,
 )
+from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
-
-MACRO_TARGETS = ("epsilon", "weight")
 
 
 def group_variance_share(rewards: Tensor, group_ids: Tensor | None) -> Tensor:
@@ -72,64 +75,42 @@ def elastic_epsilons(
     return (epsilon * widen).clamp(max=max_epsilon), (epsilon_high * widen).clamp(max=max_epsilon), weight
 
 
-@register_policy_loss("etr")
-def etr_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
+@register_policy_loss("etr", reads=("epsilon", "epsilon_high", "rewards"))
+def etr(
+    x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
     micro_scale: float = 0.5,
     macro_scale: float = 0.5,
-    macro_target: str = "epsilon",
+    macro_target: Literal["epsilon", "weight"] = "epsilon",
     max_epsilon: float = 0.5,
-    rewards: Tensor | None = None,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
 ) -> LossOutput:
     """ETR (Elastic Trust Regions, arXiv 2601.03723, reading): the clip range widens with |A| and the group's reward variance.
 
     Args:
-        epsilon, epsilon_high: the base clip range (``algorithm.epsilon`` / ``epsilon_high``).
         micro_scale: how far |A| widens the range (``1 + micro_scale tanh|A|``); 0 turns the micro level off.
-        macro_scale: how far the group variance widens the range or weights the loss; 0 turns it off.
+        macro_scale: how far the group variance of ``x.rewards`` widens the range or weights the loss; 0 (or no
+            rewards) turns it off.
         macro_target: ``epsilon`` (widen the clip) or ``weight`` (scale the row's loss).
         max_epsilon: cap on either clip range.
-        rewards: ``[N]`` the rows' total rewards (the trainer passes them; without them the macro level is off).
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator, group_ids: as in ``clipped``.
     """
-    if macro_target not in MACRO_TARGETS:
-        raise ValueError(f"macro_target must be one of {MACRO_TARGETS}, got {macro_target!r}")
     if micro_scale < 0 or macro_scale < 0 or not max_epsilon > 0:
         raise ValueError("micro_scale and macro_scale must be >= 0 and max_epsilon > 0")
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    if x.advantages.shape[1] != 1:
-        raise ValueError("etr needs sequence-level advantages [N]")
+    p = prepare(x)
     eps_low, eps_high, weight = elastic_epsilons(
-        x.advantages[:, 0],
-        rewards,
-        group_ids,
-        epsilon=epsilon,
-        epsilon_high=epsilon if epsilon_high is None else epsilon_high,
+        sequence_advantages(p, "etr"),
+        x.rewards,
+        x.group_ids,
+        epsilon=x.epsilon,
+        epsilon_high=x.epsilon if x.epsilon_high is None else x.epsilon_high,
         micro_scale=micro_scale,
         macro_scale=macro_scale,
         macro_target=macro_target,
         max_epsilon=max_epsilon,
     )
-    ratio = ratio_from_log(x.log_ratio)  # [N, T]
+    ratio = ratio_from_log(p.log_ratio)  # [N, T]
     lo, hi = (1 - eps_low)[:, None], (1 + eps_high)[:, None]
-    clipped = torch.minimum(torch.maximum(ratio, lo), hi)
-    per_token = -weight[:, None] * torch.min(ratio * x.advantages, clipped * x.advantages)
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    loss, kl = with_kl(policy, x, ref_logprobs, beta, kl_estimator, aggregation, num_tokens, max_len)
-    with torch.no_grad():
-        metrics = clip_metrics(policy, ratio, x, kl, lo, hi)
-    return LossOutput(loss, metrics)
+    per_token = weight[:, None] * clipped_term(ratio, p.advantages, lo, hi)
+    return finish(p, per_token, ratio, clipped=clip_fractions(ratio, p.advantages, lo, hi))
+
+
+etr_loss = tensor_form(etr, "etr")

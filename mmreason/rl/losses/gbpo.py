@@ -24,8 +24,10 @@ import torch
 from torch import Tensor
 
 from mmreason.rl.groups import group_index, grouped_median
-from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
-from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import finish, prepare, ratio_from_log
+from mmreason.rl.losses.policy import tensor_form
+from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
@@ -44,60 +46,38 @@ def target_ratio(
     return 1.0 - eps_low + (eps_low + eps_high) * scale
 
 
-@register_policy_loss("gbpo")
-def gbpo_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    group_ids: Tensor,
-    epsilon: float = 0.3,
-    epsilon_high: float | None = None,
-    temperature: float = 1e-4,
-    aggregation: str = "token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-) -> LossOutput:
+@register_policy_loss(
+    "gbpo",
+    reads=("epsilon", "epsilon_high"),
+    needs=("group_ids",),
+    defaults={"aggregation": "token_mean", "epsilon": 0.3},
+)
+def gbpo(x: LossInputs, *, temperature: float = 1e-4) -> LossOutput:
     """GBPO (Bounded Ratio RL, arXiv 2604.18578): |ratio - bounded target ratio| * |A|, no clip.
 
+    ``x.advantages`` are ``[N]`` group z-scores (the ``grpo`` estimator).
+
+    ``x.epsilon`` / ``x.epsilon_high`` bound the target ratio (authors: 0.3 / 0.3, the defaults of a direct call;
+    the trainer passes ``algorithm.epsilon`` / ``algorithm.epsilon_high``).
+
     Args:
-        advantages: ``[N]`` group z-scores (the ``grpo`` estimator).
-        group_ids: ``[N]`` rollouts of one prompt share an id.
-        epsilon, epsilon_high: lower / upper bound of the target ratio (authors: 0.3 / 0.3; the trainer
-            passes ``algorithm.epsilon`` / ``algorithm.epsilon_high``).
         temperature: sharpness of the target (authors: 1e-4, nearly binary); > 0.
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
     """
-    eps_high = epsilon if epsilon_high is None else epsilon_high
+    epsilon = x.epsilon
+    eps_high = epsilon if x.epsilon_high is None else x.epsilon_high
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if not (0 <= epsilon < 1 and eps_high >= 0):
         raise ValueError(f"need 0 <= epsilon < 1 and epsilon_high >= 0, got {epsilon}, {eps_high}")
-    if advantages.dim() != 1:
-        raise ValueError(f"gbpo needs sequence advantages [N], got shape {tuple(advantages.shape)}")
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    adv = x.advantages[:, 0].detach()  # [N]
-    ids = torch.as_tensor(group_ids, device=adv.device)
-    target = target_ratio(adv, ids, x.keep, epsilon, eps_high, temperature)  # [N]
-    ratio = ratio_from_log(x.log_ratio)  # [N, T]
+    if x.advantages.dim() != 1:
+        raise ValueError(f"gbpo needs sequence advantages [N], got shape {tuple(x.advantages.shape)}")
+    p = prepare(x)
+    adv = p.advantages[:, 0].detach()  # [N]
+    ids = torch.as_tensor(x.group_ids, device=adv.device)
+    target = target_ratio(adv, ids, p.keep, epsilon, eps_high, temperature)  # [N]
+    ratio = ratio_from_log(p.log_ratio)  # [N, T]
     per_token = (ratio - target[:, None]).abs() * adv.abs()[:, None]
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
-    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
-    with torch.no_grad():
-        low = (ratio < 1 - epsilon).float()
-        high = (ratio > 1 + eps_high).float()
-        metrics = LossMetrics(
-            policy_loss=policy.detach(),
-            ratio_mean=masked_mean(ratio, x.mask),
-            kl=None if kl is None else masked_mean(kl, x.mask),
-            clip_low=masked_mean(low, x.mask),
-            clip_high=masked_mean(high, x.mask),
-            clip_region=masked_mean(torch.maximum(low, high), x.mask),
-        )
-    return LossOutput(loss, metrics)
+    return finish(p, per_token, ratio, clipped=(ratio < 1 - epsilon, ratio > 1 + eps_high))
+
+
+gbpo_loss = tensor_form(gbpo, "gbpo")

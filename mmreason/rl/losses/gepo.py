@@ -24,15 +24,16 @@ import torch
 from torch import Tensor
 
 from mmreason.rl.groups import group_index
+from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import (
-    aggregate_loss,
-    clip_metrics,
+    clip_range,
     prepare,
-    ratio_from_log,
     row_entropy,
     row_group_mean,
-    with_kl,
+    sequence_advantages,
+    surrogate,
 )
+from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -71,52 +72,35 @@ def gepo_advantages(
     return advantages * scale
 
 
-@register_policy_loss("gepo")
-def gepo_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
+@register_policy_loss("gepo", reads=("epsilon", "epsilon_high", "entropy", "entropy_history"))
+def gepo(
+    x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
     low_quantile: float = 0.25,
-    high_quantile: float = 0.75,
+    high_quantile: float | None = None,
     shrink_positive: float = 0.5,
     shrink_negative: float = 0.5,
-    entropy: Tensor | None = None,
-    entropy_history: Tensor | None = None,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
 ) -> LossOutput:
     """GEPO (Group Entropy-Controlled PO, digest reading): shrink A > 0 of low-entropy groups, A < 0 of high-entropy ones.
 
+    Reads ``x.entropy`` ``[N, T]`` (without it nothing is shaped) and ``x.entropy_history`` ``[H]`` (past group
+    entropies, pooled with the current ones for the thresholds).
+
     Args:
-        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
-        low_quantile, high_quantile: the thresholds' quantiles of the pooled group entropies (0 <= low <= high <= 1).
+        low_quantile, high_quantile: the thresholds' quantiles of the pooled group entropies (0 <= low <= high <= 1;
+            ``high_quantile`` defaults to ``1 - low_quantile``).
         shrink_positive, shrink_negative: factors in [0, 1] for the shrunk advantages.
-        entropy: ``[N, T]`` token entropies of the current policy; entropy_history: ``[H]`` past group entropies
-            (both passed by the trainer; without ``entropy`` nothing is shaped).
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator, group_ids: as in ``clipped``.
     """
+    high_quantile = 1 - low_quantile if high_quantile is None else high_quantile
     if not 0 <= low_quantile <= high_quantile <= 1:
         raise ValueError(f"need 0 <= low_quantile <= high_quantile <= 1, got {low_quantile}, {high_quantile}")
     if not (0 <= shrink_positive <= 1 and 0 <= shrink_negative <= 1):
         raise ValueError("shrink_positive and shrink_negative must be in [0, 1]")
-    eps_high = epsilon if epsilon_high is None else epsilon_high
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    if x.advantages.shape[1] != 1:
-        raise ValueError("gepo needs sequence-level advantages [N]")
-    adv = x.advantages[:, 0]
-    if entropy is not None:
-        of_group, current = group_entropies(entropy, x.mask, group_ids)
-        past = current.new_zeros(0) if entropy_history is None else entropy_history.to(current).flatten()
+    p = prepare(x)
+    adv = sequence_advantages(p, "gepo")
+    if x.entropy is not None:
+        of_group, current = group_entropies(x.entropy, p.mask, x.group_ids)
+        past = current.new_zeros(0) if x.entropy_history is None else x.entropy_history.to(current).flatten()
         adv = gepo_advantages(
             adv,
             of_group,
@@ -126,11 +110,7 @@ def gepo_loss(
             shrink_positive=shrink_positive,
             shrink_negative=shrink_negative,
         )
-    adv = adv[:, None]
-    ratio = ratio_from_log(x.log_ratio)
-    per_token = -torch.min(ratio * adv, ratio.clamp(1 - epsilon, 1 + eps_high) * adv)
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    loss, kl = with_kl(policy, x, ref_logprobs, beta, kl_estimator, aggregation, num_tokens, max_len)
-    with torch.no_grad():
-        metrics = clip_metrics(policy, ratio, x, kl, 1 - epsilon, 1 + eps_high)
-    return LossOutput(loss, metrics)
+    return surrogate(p, adv[:, None], *clip_range(x))
+
+
+gepo_loss = tensor_form(gepo, "gepo")

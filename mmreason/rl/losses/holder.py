@@ -21,16 +21,19 @@ Shapes: logprobs, old_logprobs, mask ``[N, T]``; advantages ``[N]``.
 from __future__ import annotations
 
 import math
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor
 
-from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
-from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import clip_fractions, finish, prepare, ratio_from_log, sequence_advantages
+from mmreason.rl.losses.policy import tensor_form
+from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
-SCHEDULES = ("constant", "linear", "linear_dec", "sin", "cos", "quad", "quad_dec", "cubic", "cubic_dec")
-LEVELS = ("sequence", "token")
+PSchedule = Literal["constant", "linear", "linear_dec", "sin", "cos", "quad", "quad_dec", "cubic", "cubic_dec"]
+SCHEDULES = get_args(PSchedule)
 
 
 def p_at_step(step: int, schedule: str, p: float, p_min: float, p_max: float, steps: int, power: float) -> float:
@@ -68,133 +71,54 @@ def log_power_mean(log_x: Tensor, mask: Tensor, p: float) -> Tensor:
     return torch.where(count > 0, out, torch.zeros_like(out))
 
 
-@register_policy_loss("holder")
-def holder_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
+@register_policy_loss("holder", reads=("epsilon", "train_step"))
+def holder(
+    x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    level: str = "sequence",
+    level: Literal["sequence", "token"] = "sequence",
     p: float = 1.0,
-    p_schedule: str = "linear_dec",
+    p_schedule: PSchedule = "linear_dec",
     p_min: float = -2.0,
     p_max: float = 2.0,
     schedule_steps: int = 500,
     p_power: float = 2.0,
-    train_step: int = 0,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
 ) -> LossOutput:
     """HölderPO (arXiv 2605.12058): clipped surrogate on the Hölder p-mean of each sequence's token ratios.
 
+    The ratio is clipped to ``[1 - x.epsilon, 1 + x.epsilon]`` (authors: 0.2).
+
     Args:
-        epsilon: clip range of the ratio (authors: 0.2).
         level: ``"sequence"`` (p-mean ratio, then PPO clip) or ``"token"`` (p-mean of clipped token ratios).
-        p, p_schedule, p_min, p_max, schedule_steps, p_power: the exponent; ``p`` is used by
-            ``p_schedule: constant``, the others anneal it (see ``p_at_step``).
-        train_step: finished training steps (the trainer passes it).
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
-        group_ids: unused; accepted so every policy loss shares one call signature.
+        p, p_schedule, p_min, p_max, schedule_steps, p_power: the exponent at ``x.train_step``; ``p`` is used
+            by ``p_schedule: constant``, the others anneal it (see ``p_at_step``).
     """
-    if level not in LEVELS:
-        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-    if not 0 < epsilon < 1:
-        raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
-    exponent = p_at_step(train_step, p_schedule, p, p_min, p_max, schedule_steps, p_power)
-    return pooled_surrogate(
-        logprobs,
-        old_logprobs,
-        advantages,
-        mask,
-        level=level,
-        exponent=exponent,
-        log_bounds=(math.log(1 - epsilon), math.log(1 + epsilon)),
-        aggregation=aggregation,
-        max_len=max_len,
-        num_tokens=num_tokens,
-        seq_mask=seq_mask,
-        ref_logprobs=ref_logprobs,
-        beta=beta,
-        kl_estimator=kl_estimator,
-    )
+    if not 0 < x.epsilon < 1:
+        raise ValueError(f"epsilon must be in (0, 1), got {x.epsilon}")
+    exponent = p_at_step(x.train_step, p_schedule, p, p_min, p_max, schedule_steps, p_power)
+    return pooled_surrogate(x, level, exponent, (math.log(1 - x.epsilon), math.log(1 + x.epsilon)))
 
 
-def pooled_surrogate(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    level: str,
-    exponent: float,
-    log_bounds: tuple[float, float],
-    aggregation: str,
-    max_len: int | None,
-    num_tokens,
-    seq_mask,
-    ref_logprobs,
-    beta: float,
-    kl_estimator: str,
-) -> LossOutput:
+def pooled_surrogate(x: LossInputs, level: str, exponent: float, log_bounds: tuple[float, float]) -> LossOutput:
     """The HölderPO / GMPO surrogate at one exponent, with the clip range given as log-ratio bounds (lo, hi)."""
     lo, hi = log_bounds
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    if x.advantages.shape[1] != 1:
-        raise ValueError("holder / gmpo need sequence-level advantages [N]")
-    adv = x.advantages[:, 0]  # [N]
+    p = prepare(x)
+    adv = sequence_advantages(p, "holder / gmpo")  # [N]
     if level == "sequence":
-        ratio = ratio_from_log(log_power_mean(x.log_ratio, x.mask, exponent))  # [N]
+        ratio = ratio_from_log(log_power_mean(p.log_ratio, p.mask, exponent))  # [N]
         clipped = ratio.clamp(math.exp(lo), math.exp(hi))
         per_row = -torch.min(ratio * adv, clipped * adv)
     else:
-        clamped = x.log_ratio.clamp(lo, hi)
-        c = ratio_from_log(log_power_mean(torch.minimum(x.log_ratio, clamped), x.mask, exponent))
-        d = ratio_from_log(log_power_mean(torch.maximum(x.log_ratio, clamped), x.mask, exponent))
+        clamped = p.log_ratio.clamp(lo, hi)
+        c = ratio_from_log(log_power_mean(torch.minimum(p.log_ratio, clamped), p.mask, exponent))
+        d = ratio_from_log(log_power_mean(torch.maximum(p.log_ratio, clamped), p.mask, exponent))
         ratio = torch.where(adv > 0, c, d)
         per_row = -ratio * adv
-    policy = aggregate_loss(aggregation, per_row[:, None], x, num_tokens, max_len)
-    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
-    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
-    with torch.no_grad():
-        row = ratio[:, None]
-        low = ((row < math.exp(lo)) & (x.advantages < 0)).float()
-        high = ((row > math.exp(hi)) & (x.advantages > 0)).float()
-        metrics = LossMetrics(
-            policy_loss=policy.detach(),
-            ratio_mean=masked_mean(row, x.mask),
-            kl=None if kl is None else masked_mean(kl, x.mask),
-            clip_low=masked_mean(low, x.mask),
-            clip_high=masked_mean(high, x.mask),
-            clip_region=masked_mean(torch.maximum(low, high), x.mask),
-        )
-    return LossOutput(loss, metrics)
+    row = ratio[:, None]  # [N, 1]
+    return finish(p, per_row[:, None], row, clipped=clip_fractions(row, p.advantages, math.exp(lo), math.exp(hi)))
 
 
 @register_policy_loss("gmpo")
-def gmpo_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    epsilon_log: float = 0.4,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
-) -> LossOutput:
+def gmpo(x: LossInputs, *, epsilon_log: float = 0.4) -> LossOutput:
     """GMPO (Geometric-Mean Policy Optimization, arXiv 2507.20673): HölderPO's token level at p = 0.
 
     The objective is ``A_i (prod_t min/max(r_it, clip(r_it)))^(1/|y_i|)``: the geometric mean of the clipped
@@ -203,24 +127,11 @@ def gmpo_loss(
 
     Args:
         epsilon_log: clip range of the token log-ratio (> 0).
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator: as in ``clipped``.
-        group_ids: unused; accepted so every policy loss shares one call signature.
     """
     if not epsilon_log > 0:
         raise ValueError(f"epsilon_log must be > 0, got {epsilon_log}")
-    return pooled_surrogate(
-        logprobs,
-        old_logprobs,
-        advantages,
-        mask,
-        level="token",
-        exponent=0.0,
-        log_bounds=(-epsilon_log, epsilon_log),
-        aggregation=aggregation,
-        max_len=max_len,
-        num_tokens=num_tokens,
-        seq_mask=seq_mask,
-        ref_logprobs=ref_logprobs,
-        beta=beta,
-        kl_estimator=kl_estimator,
-    )
+    return pooled_surrogate(x, "token", 0.0, (-epsilon_log, epsilon_log))
+
+
+holder_loss = tensor_form(holder, "holder")
+gmpo_loss = tensor_form(gmpo, "gmpo")

@@ -21,15 +21,20 @@ old_logprobs, mask ``[N, T]``; advantages ``[N]`` or ``[N, T]`` (a row's first t
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 from torch import Tensor
 
-from mmreason.rl.losses.clipped import clipped_surrogate
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.clipped import clipped
 from mmreason.rl.losses.common import prepare
+from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
-GATES = ("response", "action")
+Gate = Literal["response", "action"]
+GATES = get_args(Gate)
 
 
 def action_segments(mask: Tensor) -> Tensor:
@@ -45,13 +50,13 @@ def llds_term(
     old_logprobs: Tensor,
     advantages: Tensor,
     mask: Tensor,
-    gate: str = "response",
+    gate: Gate = "response",
     seq_mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """(L_LLDS scalar, fraction of Y_pre responses with an open gate) for ``[N, T]`` inputs."""
     if gate not in GATES:
         raise ValueError(f"gate must be one of {GATES}, got {gate!r}")
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
+    x = prepare(LossInputs(logprobs, old_logprobs, advantages, mask, seq_mask=seq_mask))
     disp = -x.log_ratio  # [N, T], 0 at masked positions
     with torch.no_grad():
         first = (x.mask > 0).float().argmax(dim=1, keepdim=True)  # first trained token of each row
@@ -72,52 +77,21 @@ def llds_term(
     return (disp.clamp(min=0.0) * active).sum() / total, opened
 
 
-@register_policy_loss("llds")
-def llds_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    llds_coef: float = 0.1,
-    gate: str = "response",
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    importance_sampling_level: str = "token",
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
-) -> LossOutput:
+@register_policy_loss("llds", reads=("epsilon", "epsilon_high", "importance_sampling_level"))
+def llds(x: LossInputs, *, llds_coef: float = 0.1, gate: Gate = "response") -> LossOutput:
     """LLDS (Lazy Likelihood Displacement guard, arXiv 2512.04220): clipped surrogate + llds_coef * L_LLDS.
 
     Args:
         llds_coef: weight of the likelihood-preserving term (>= 0; 0 gives the clipped surrogate).
         gate: ``response`` (Eq. 5: one gate per response) or ``action`` (one per contiguous run of trained
             tokens, i.e. per tool-calling turn when tool observations are masked out).
-        The rest: as in ``clipped`` (the surrogate the term is added to).
+    The clip and ratio fields are read as in ``clipped`` (the surrogate the term is added to).
     """
     if llds_coef < 0:
         raise ValueError(f"llds_coef must be >= 0, got {llds_coef}")
-    base = clipped_surrogate(
-        logprobs,
-        old_logprobs,
-        advantages,
-        mask,
-        epsilon=epsilon,
-        epsilon_high=epsilon_high,
-        importance_sampling_level=importance_sampling_level,
-        aggregation=aggregation,
-        max_len=max_len,
-        num_tokens=num_tokens,
-        seq_mask=seq_mask,
-        ref_logprobs=ref_logprobs,
-        beta=beta,
-        kl_estimator=kl_estimator,
-    )
-    term, _ = llds_term(logprobs, old_logprobs, advantages, mask, gate, seq_mask)
+    base = clipped(x)
+    term, _ = llds_term(x.logprobs, x.old_logprobs, x.advantages, x.mask, gate, x.seq_mask)
     return LossOutput(base.loss + llds_coef * term, base.metrics)
+
+
+llds_loss = tensor_form(llds, "llds")

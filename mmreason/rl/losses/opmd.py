@@ -18,51 +18,27 @@ Shapes: logprobs, old_logprobs, mask ``[N, T]``; advantages ``[N]`` or ``[N, T]`
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
-
-from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
-from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import finish, prepare, ratio_from_log
+from mmreason.rl.losses.policy import tensor_form
+from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
-@register_policy_loss("opmd")
-def opmd_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    tau: float = 1.0,
-    aggregation: str = "token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
-) -> LossOutput:
+@register_policy_loss("opmd", defaults={"aggregation": "token_mean"})
+def opmd(x: LossInputs, *, tau: float = 1.0) -> LossOutput:
     """OPMD / AsymRE loss (arXiv 2509.24203): -A logp / (1 + tau), no ratio and no clip.
+
+    The authors add a k2 KL to the reference for OPMD (``x.beta``, ``x.kl_estimator``).
 
     Args:
         tau: mirror-descent regulariser (> -1; the authors' default 1.0 halves the step).
-        aggregation, max_len, num_tokens: token aggregation (the trainer sets it from ``loss_type``).
-        seq_mask: ``[N]`` bool; False rows leave the loss and its normalisation.
-        ref_logprobs, beta, kl_estimator: optional per-token KL to a reference (the authors add k2 for OPMD).
-        group_ids: unused; accepted so every policy loss shares one call signature.
     """
     if tau <= -1:
         raise ValueError(f"tau must be > -1 (the step is 1 / (1 + tau)), got {tau}")
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    per_token = -x.advantages * x.logprobs / (1.0 + tau)  # [N, T]; masked positions hold logp 0
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
-    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
-    with torch.no_grad():
-        metrics = LossMetrics(
-            policy_loss=policy.detach(),
-            ratio_mean=masked_mean(ratio_from_log(x.log_ratio), x.mask),
-            kl=None if kl is None else masked_mean(kl, x.mask),
-        )
-    return LossOutput(loss, metrics)
+    p = prepare(x)
+    per_token = -p.advantages * p.logprobs / (1.0 + tau)  # [N, T]; masked positions hold logp 0
+    return finish(p, per_token, ratio_from_log(p.log_ratio))
+
+
+opmd_loss = tensor_form(opmd, "opmd")

@@ -18,15 +18,17 @@ the advantage in the loss (where the entropies are known), and the failure thres
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
 from mmreason.rl.groups import group_index, grouped_sort
-from mmreason.rl.losses.common import aggregate_loss, clip_metrics, prepare, ratio_from_log, with_kl
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import clip_range, prepare, sequence_advantages, surrogate
+from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
-
-PREFER = ("low", "high")
 
 
 def ranking_bonus(
@@ -44,61 +46,37 @@ def ranking_bonus(
     return torch.where(failed & (count >= 2), bonus, torch.zeros_like(bonus))
 
 
-@register_policy_loss("r3_rank")
-def r3_rank_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
+@register_policy_loss("r3_rank", reads=("epsilon", "epsilon_high", "entropy", "rewards"))
+def r3_rank(
+    x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
+    prefer: Literal["low", "high"] = "low",
     rank_weight: float = 0.1,
     spread_weight: float = 0.0,
-    prefer: str = "low",
     fail_threshold: float = 0.0,
-    entropy: Tensor | None = None,
-    rewards: Tensor | None = None,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
 ) -> LossOutput:
     """R³ ranking reward (arXiv 2601.19620, reading): failed rows of a group ranked by their token-entropy pattern.
 
+    Reads ``x.entropy`` ``[N, T]`` and ``x.rewards`` ``[N]``; without either nothing is ranked.
+
     Args:
-        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
         rank_weight: the bonus of the best-ranked failure (the worst gets its negative); >= 0.
         spread_weight: weight of the entropy's std over the row in the score (0: the mean alone).
         prefer: ``low`` (a lower score ranks higher) or ``high``.
         fail_threshold: a row with total reward <= this failed.
-        entropy, rewards: ``[N, T]`` token entropies and ``[N]`` total rewards (the trainer passes both; without
-            either nothing is ranked).
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator, group_ids: as in ``clipped``.
     """
-    if prefer not in PREFER or rank_weight < 0:
-        raise ValueError(f"prefer must be one of {PREFER} and rank_weight >= 0")
-    eps_high = epsilon if epsilon_high is None else epsilon_high
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    if x.advantages.shape[1] != 1:
-        raise ValueError("r3_rank needs sequence-level advantages [N]")
-    adv = x.advantages[:, 0]
-    if entropy is not None and rewards is not None:
-        count = x.mask.sum(-1).clamp(min=1.0)
-        h = entropy.float() * x.mask
-        mean = h.sum(-1) / count
-        std = (((entropy.float() - mean[:, None]) ** 2 * x.mask).sum(-1) / count).sqrt()
-        failed = (rewards.to(adv.device).float() <= fail_threshold) & (x.mask.sum(-1) > 0)
-        adv = adv + ranking_bonus(mean + spread_weight * std, failed, group_ids, rank_weight=rank_weight, prefer=prefer)
-    adv = adv[:, None]
-    ratio = ratio_from_log(x.log_ratio)
-    per_token = -torch.min(ratio * adv, ratio.clamp(1 - epsilon, 1 + eps_high) * adv)
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    loss, kl = with_kl(policy, x, ref_logprobs, beta, kl_estimator, aggregation, num_tokens, max_len)
-    with torch.no_grad():
-        metrics = clip_metrics(policy, ratio, x, kl, 1 - epsilon, 1 + eps_high)
-    return LossOutput(loss, metrics)
+    if rank_weight < 0:
+        raise ValueError(f"rank_weight must be >= 0, got {rank_weight}")
+    p = prepare(x)
+    adv = sequence_advantages(p, "r3_rank")
+    if x.entropy is not None and x.rewards is not None:
+        count = p.mask.sum(-1).clamp(min=1.0)
+        mean = (x.entropy.float() * p.mask).sum(-1) / count
+        std = (((x.entropy.float() - mean[:, None]) ** 2 * p.mask).sum(-1) / count).sqrt()
+        failed = (x.rewards.to(adv.device).float() <= fail_threshold) & (p.mask.sum(-1) > 0)
+        bonus = ranking_bonus(mean + spread_weight * std, failed, x.group_ids, rank_weight=rank_weight, prefer=prefer)
+        adv = adv + bonus
+    return surrogate(p, adv[:, None], *clip_range(x))
+
+
+r3_rank_loss = tensor_form(r3_rank, "r3_rank")

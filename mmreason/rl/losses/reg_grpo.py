@@ -24,8 +24,10 @@ import torch
 from torch import Tensor
 
 from mmreason.rl.groups import group_index
-from mmreason.rl.losses.common import aggregate_loss, kl_term, masked_mean, prepare, ratio_from_log
-from mmreason.rl.records import LossMetrics, LossOutput
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import finish, prepare, ratio_from_log
+from mmreason.rl.losses.policy import tensor_form
+from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
@@ -39,54 +41,30 @@ def predicted_advantages(rho: Tensor, index: Tensor, num_groups: int, keep: Tens
     return dev / torch.sqrt(var[index] + eps_r**2)
 
 
-@register_policy_loss("reg_grpo")
-def reg_grpo_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    group_ids: Tensor,
-    eps_r: float = 1e-2,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-) -> LossOutput:
+@register_policy_loss("reg_grpo", needs=("group_ids",))
+def reg_grpo(x: LossInputs, *, eps_r: float = 1e-2) -> LossOutput:
     """Reg-GRPO: squared error between target advantages and group-normalised sequence log-ratios.
 
+    ``x.advantages`` are ``[N]`` regression targets (group z-scores of the rewards); the aggregation applies to the
+    KL term only.
+
     Args:
-        logprobs, old_logprobs, mask: ``[N, T]``.
-        advantages: ``[N]`` regression targets (group z-scores of the rewards).
-        group_ids: ``[N]`` rollouts of one prompt share an id.
         eps_r: std floor of the predicted advantages (> 0; see the module docstring).
-        aggregation, max_len, num_tokens: aggregation of the KL term only.
-        seq_mask: ``[N]`` bool; False rows leave the loss and every group statistic.
-        ref_logprobs, beta, kl_estimator: optional KL to a reference.
     """
     if eps_r <= 0:
         raise ValueError(f"eps_r must be > 0 (it keeps the first step finite), got {eps_r}")
-    if advantages.dim() != 1:
-        raise ValueError(f"reg_grpo needs sequence-level targets [N], got shape {tuple(advantages.shape)}")
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    target = x.advantages[:, 0]  # [N]
-    index, num_groups = group_index(torch.as_tensor(group_ids, device=target.device))
-    rho = (x.log_ratio * x.mask).sum(-1)  # [N] sequence log-ratio
-    predicted = predicted_advantages(rho, index, num_groups, x.keep, eps_r)
-    nonzero = ((target != 0) & x.keep).to(target.dtype)
+    if x.advantages.dim() != 1:
+        raise ValueError(f"reg_grpo needs sequence-level targets [N], got shape {tuple(x.advantages.shape)}")
+    p = prepare(x)
+    target = p.advantages[:, 0]  # [N]
+    index, num_groups = group_index(torch.as_tensor(x.group_ids, device=target.device))
+    rho = (p.log_ratio * p.mask).sum(-1)  # [N] sequence log-ratio
+    predicted = predicted_advantages(rho, index, num_groups, p.keep, eps_r)
+    nonzero = ((target != 0) & p.keep).to(target.dtype)
     signal = target.new_zeros(num_groups).index_add(0, index, nonzero)  # [M] rows with a non-zero target
-    live = x.keep & (signal[index] > 0)  # [N]: kept rows of groups with a non-zero target
+    live = p.keep & (signal[index] > 0)  # [N]: kept rows of groups with a non-zero target
     err = torch.where(live, target - predicted, torch.zeros_like(predicted))
-    policy = err.square().sum() / x.num_seqs
-    kl = kl_term(x, ref_logprobs, beta, kl_estimator)
-    loss = policy if kl is None else policy + beta * aggregate_loss(aggregation, kl, x, num_tokens, max_len)
-    with torch.no_grad():
-        metrics = LossMetrics(
-            policy_loss=policy.detach(),
-            ratio_mean=masked_mean(ratio_from_log(x.log_ratio), x.mask),
-            kl=None if kl is None else masked_mean(kl, x.mask),
-        )
-    return LossOutput(loss, metrics)
+    return finish(p, err.square().sum() / p.num_seqs, ratio_from_log(p.log_ratio))
+
+
+reg_grpo_loss = tensor_form(reg_grpo, "reg_grpo")

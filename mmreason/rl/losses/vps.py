@@ -20,14 +20,16 @@ probes use the policy that sampled (before the update); single-turn completions 
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
-from mmreason.rl.losses.common import aggregate_loss, clip_metrics, prepare, ratio_from_log, with_kl
+from mmreason.rl.loss_inputs import LossInputs
+from mmreason.rl.losses.common import clip_range, prepare, surrogate
+from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
-
-SEGMENTERS = ("newline", "fixed")
 
 
 def segment_bounds(newline: list[bool], *, segmenter: str, segment_tokens: int, max_segments: int) -> list[int]:
@@ -57,51 +59,30 @@ def progress_per_token(answer_logprobs: list[float], ends: list[int], length: in
     return out
 
 
-@register_policy_loss("vps")
-def vps_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
+@register_policy_loss("vps", reads=("epsilon", "epsilon_high", "segment_progress"))
+def vps(
+    x: LossInputs,
     *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
     progress_weight: float = 0.5,
-    segmenter: str = "newline",
+    segmenter: Literal["newline", "fixed"] = "newline",
     segment_tokens: int = 16,
     max_segments: int = 8,
-    segment_progress: Tensor | None = None,
-    aggregation: str = "seq_mean_token_mean",
-    max_len: int | None = None,
-    num_tokens: float | Tensor | None = None,
-    seq_mask: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    group_ids: Tensor | None = None,
 ) -> LossOutput:
     """GRPO-VPS (Verifiable Process Supervision, arXiv 2604.20659, reading): A + w tanh(segment progress of the answer).
 
+    Reads ``x.segment_progress`` ``[N, T]`` (the trainer's probes; without it: GRPO).
+
     Args:
-        epsilon, epsilon_high: the clip range (``algorithm.epsilon`` / ``epsilon_high``).
         progress_weight: weight of the squashed segment progress (>= 0).
         segmenter, segment_tokens, max_segments: how the trainer cuts completions (read by the trainer's probes).
-        segment_progress: ``[N, T]`` each token's segment progress (the trainer passes it; without it: GRPO).
-        aggregation, max_len, num_tokens, seq_mask, ref_logprobs, beta, kl_estimator, group_ids: as in ``clipped``.
     """
-    if segmenter not in SEGMENTERS or segment_tokens < 1 or max_segments < 1 or progress_weight < 0:
-        raise ValueError(
-            f"need segmenter in {SEGMENTERS}, segment_tokens >= 1, max_segments >= 1, progress_weight >= 0"
-        )
-    eps_high = epsilon if epsilon_high is None else epsilon_high
-    x = prepare(logprobs, old_logprobs, advantages, mask, seq_mask)
-    adv = x.advantages
-    if segment_progress is not None:
-        adv = adv + progress_weight * torch.tanh(segment_progress.to(adv)) * x.mask
-    ratio = ratio_from_log(x.log_ratio)
-    per_token = -torch.min(ratio * adv, ratio.clamp(1 - epsilon, 1 + eps_high) * adv)
-    policy = aggregate_loss(aggregation, per_token, x, num_tokens, max_len)
-    loss, kl = with_kl(policy, x, ref_logprobs, beta, kl_estimator, aggregation, num_tokens, max_len)
-    with torch.no_grad():
-        metrics = clip_metrics(policy, ratio, x, kl, 1 - epsilon, 1 + eps_high)
-    return LossOutput(loss, metrics)
+    if segment_tokens < 1 or max_segments < 1 or progress_weight < 0:
+        raise ValueError("need segment_tokens >= 1, max_segments >= 1, progress_weight >= 0")
+    p = prepare(x)
+    adv = p.advantages
+    if x.segment_progress is not None:
+        adv = adv + progress_weight * torch.tanh(x.segment_progress.to(adv)) * p.mask
+    return surrogate(p, adv, *clip_range(x))
+
+
+vps_loss = tensor_form(vps, "vps")
