@@ -1,7 +1,7 @@
 """Build a run's components from its config: accelerator, model(s), processor, optimizer, data, rewards.
 
-Composition, not inheritance: the loops in ``grpo.py`` and ``sft.py`` hold a ``Run`` of components and
-call small phase functions on it.
+Composition, not inheritance: the run loop (``loop.py``) and the steps of GRPO (``step.py``) and SFT (``sft.py``)
+hold a ``Run`` of components and call small phase functions on it.
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ class Run:
     step: int = 0
     prev_entropy: float = 0.0  # mean token entropy of the last update (losses that take it: DCPO)
     entropy_history: list[float] = field(default_factory=list)  # last group entropies (losses that take it: GEPO)
-    anchor_buffer: Any = None  # R³ replay: past successes per prompt (train/anchors.py), in memory only
+    anchor_buffer: Any = None  # R³ replay: past successes per prompt (sampling/anchors.py), in memory only
     rollout_backend: Any = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
-    engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/grpo.py)
+    engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/step.py)
     output: RunDir | None = None  # the claimed output_dir (lock, run id) of a run that owns it (mmreason.rundir)
 
     @property

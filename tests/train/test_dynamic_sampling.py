@@ -9,7 +9,7 @@ import torch
 
 from mmreason.rewarding.records import RewardBatch
 from mmreason.sampling.records import Drawn
-from mmreason.train import grpo
+from mmreason.train import step as grpo
 from mmreason.train.config import TrainConfig
 from mmreason.types import Sample, Trajectory
 
