@@ -13,9 +13,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from mmreason import rl
 from mmreason.config import ConfigError
 from mmreason.health.config import HealthConfig
 from mmreason.models.loading import ModelConfig
+from mmreason.rl.options import check_options
+from mmreason.rl.rollout_correction import IS_MODES
 
 
 @dataclass
@@ -351,7 +354,6 @@ class TrainConfig:
             raise ConfigError(f"rollout.vllm_mode: {r.vllm_mode!r} is not colocate or server")
         if r.vllm_weight_sync not in ("collective", "directory"):
             raise ConfigError(f"rollout.vllm_weight_sync: {r.vllm_weight_sync!r} is not collective or directory")
-        from mmreason.rl.rollout_correction import IS_MODES
 
         if r.vllm_importance_sampling_mode not in IS_MODES:
             raise ConfigError(
@@ -425,8 +427,6 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
     must be taken by the chosen component; ``reward_missing: renormalize`` needs an estimator of the weighted
     total. Errors name the option and the component's valid options.
     """
-    from mmreason import rl
-
     a, default = cfg.algorithm, AlgorithmConfig()
     estimator = rl.ESTIMATORS.get(a.estimator, config_dir)
     loss = rl.POLICY_LOSSES.get(a.policy_loss, config_dir)
@@ -479,8 +479,6 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
 
 def _check(kind, name, fn, options, skip, where, supplied: set[str]) -> None:
     """``check_options`` on the config's options, counting what the trainer supplies as present."""
-    from mmreason.rl.options import check_options
-
     present = {k: None for k in supplied if k in accepted_options(fn)}
     try:
         check_options(kind, name, fn, {**present, **options}, skip=skip)
@@ -490,8 +488,6 @@ def _check(kind, name, fn, options, skip, where, supplied: set[str]) -> None:
 
 def check_reward_missing(cfg: TrainConfig) -> None:
     """``reward_missing: renormalize`` needs an estimator of the weighted total (it takes ``missing``)."""
-    from mmreason import rl
-
     fn = rl.ESTIMATORS.get(cfg.algorithm.estimator)
     if cfg.reward_missing != "zero" and "missing" not in accepted_options(fn):
         raise ValueError(

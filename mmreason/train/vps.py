@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import torch
 
+from mmreason import rl
 from mmreason.rl.losses.vps import progress_per_token, segment_bounds
 from mmreason.rollout.forward import collate
+from mmreason.train.config import accepted_options
 from mmreason.types import Trajectory
 
 
@@ -37,8 +39,6 @@ def probes_of(t: Trajectory, answer: torch.Tensor, ends: list[int]) -> list[Traj
 
 def segment_progress(run, policy, minibatches, samples_of_rows, stats) -> None:
     """Set ``mb.segment_progress`` [n, T] on each mini-batch (nothing unless the loss takes ``segment_progress``)."""
-    from mmreason import rl
-    from mmreason.train.config import accepted_options
     from mmreason.train.update import sequence_logprobs  # update.py imports this module: a cycle
 
     a = run.cfg.algorithm
