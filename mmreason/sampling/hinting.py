@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
@@ -123,6 +123,9 @@ def hinted_sample(sample: Sample, hint: str, template: str = HINT_TEMPLATE) -> S
 # ---- inside a step ------------------------------------------------------------------------------------------
 
 
+WriteHints = Callable[[Any, list[Drawn], int], list[Trajectory]]  # (run, hint requests, step) -> replies
+
+
 def write_hints(run: Any, requests: list[Drawn], step: int) -> list[Trajectory]:
     """``hint.attempts`` single-turn replies per hint request (group id = the request's slot)."""
     if not requests:
@@ -145,7 +148,7 @@ def write_hints(run: Any, requests: list[Drawn], step: int) -> list[Trajectory]:
         model.train()
 
 
-def regenerate(phases: StepPhases, got: Rollouts, *, write=write_hints) -> Rollouts:
+def regenerate(phases: StepPhases, got: Rollouts, *, write: WriteHints = write_hints) -> Rollouts:
     """``got`` after hinting the groups whose rollouts all fail, level by level, until a rollout succeeds.
     ``write(run, requests, step)`` samples the hint replies (``write_hints``)."""
     h, missing = phases.run.cfg.hint, phases.run.cfg.reward_missing
@@ -174,7 +177,7 @@ def regenerate(phases: StepPhases, got: Rollouts, *, write=write_hints) -> Rollo
     return current.with_metrics(metrics)
 
 
-def _hints(phases: StepPhases, need: list[Drawn], write) -> dict[int, list[str | None]]:
+def _hints(phases: StepPhases, need: list[Drawn], write: WriteHints) -> dict[int, list[str | None]]:
     """Slot -> the parsed hint levels of each group that needs one (groups without a usable reply left out)."""
     run, h = phases.run, phases.run.cfg.hint
     requests = []
