@@ -65,9 +65,9 @@ def bench_grpo_steps(
     from mmreason.config import load_config
     from mmreason.models.tiny import build_tiny_model
     from mmreason.train.config import TrainConfig
-    from mmreason.train.grpo import train_step
     from mmreason.train.rollout_backend import check_backend_config, close_backend, make_backend
     from mmreason.train.setup import setup_run
+    from mmreason.train.step import train_step
 
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:

@@ -63,9 +63,9 @@ def write_prompts(folder: Path, pages: int, page_px: int, count: int, seed: int 
 def run_mmreason(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) -> dict:
     from mmreason.config import load_config
     from mmreason.train.config import TrainConfig
-    from mmreason.train.grpo import train_step
     from mmreason.train.prompts import load_prompt
     from mmreason.train.setup import setup_run
+    from mmreason.train.step import train_step
 
     cfg = load_config(
         TrainConfig,

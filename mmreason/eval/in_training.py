@@ -25,22 +25,22 @@ from mmreason.rollout.generate import GenerationSettings
 _TASKS: dict[str, EvalTask] = {}  # the eval split is loaded once per run, not once per eval
 
 
-def _eval_task(cfg, tokenizer=None) -> EvalTask:
+def _eval_task(cfg, tokenizer=None, limit: int | None = None) -> EvalTask:
+    """The run's eval split, its first ``limit`` docs (None: ``cfg.eval_limit``, which None leaves whole)."""
     d = cfg.data
+    limit = limit if limit is not None else cfg.eval_limit
     key = json.dumps(
-        [d.task, d.eval_path, d.task_args, cfg.eval_limit, cfg.seed, d.max_prompt_length], sort_keys=True, default=str
+        [d.task, d.eval_path, d.task_args, limit, cfg.seed, d.max_prompt_length], sort_keys=True, default=str
     )
     if key not in _TASKS:
-        _TASKS[key] = load_task(
-            d.task, d.eval_path, cfg.eval_limit, d.task_args, cfg.seed, d.max_prompt_length, tokenizer
-        )
+        _TASKS[key] = load_task(d.task, d.eval_path, limit, d.task_args, cfg.seed, d.max_prompt_length, tokenizer)
     return _TASKS[key]
 
 
-def has_eval_split(cfg, tokenizer=None) -> bool:
+def has_eval_split(cfg, tokenizer=None, *, limit: int | None = None) -> bool:
     """Whether the run's task loads a non-empty eval split (a pack without one raises or returns none)."""
     try:
-        return bool(_eval_task(cfg, tokenizer).samples)
+        return bool(_eval_task(cfg, tokenizer, limit).samples)
     except (FileNotFoundError, ValueError, KeyError, NotImplementedError, OSError):
         return False
 
@@ -64,8 +64,9 @@ def training_options(cfg) -> ScoringOptions:
     return ScoringOptions(settings, prompt, batch_size=max(1, cfg.rollout.num_generations), seed=cfg.seed)
 
 
-def evaluate_during_training(run, step: int) -> dict[str, float]:
-    """``eval/<task>/<metric>`` means (and ``eval/<task>/n_failed``) on the main process; {} elsewhere.
+def evaluate_during_training(run, step: int, *, limit: int | None = None) -> dict[str, float]:
+    """``eval/<task>/<metric>`` means (and ``eval/<task>/n_failed``) on the main process; {} elsewhere, over the
+    first ``limit`` docs (None: the run's ``eval_limit``; the trainer passes the limit it derived from the config).
 
     Every process learns whether the evaluation succeeded: an exception on the main process is raised
     there and a ``RuntimeError`` naming it on the others (none is left waiting)."""
@@ -78,7 +79,7 @@ def evaluate_during_training(run, step: int) -> dict[str, float]:
     with gathered(accelerator.unwrap_model(run.model)):  # every process: a sharded model generates whole
         if accelerator.is_main_process:
             try:
-                metrics = _evaluate(run, step)
+                metrics = _evaluate(run, step, limit)
             except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
                 error = exc
     if any_rank(accelerator, error is not None):  # also the barrier the other processes wait at
@@ -92,9 +93,9 @@ def evaluate_during_training(run, step: int) -> dict[str, float]:
     return metrics
 
 
-def _evaluate(run, step: int) -> dict[str, float]:
+def _evaluate(run, step: int, limit: int | None) -> dict[str, float]:
     accelerator = run.accelerator
-    task = _eval_task(run.cfg, run.processor.tokenizer)
+    task = _eval_task(run.cfg, run.processor.tokenizer, limit)
     model = accelerator.unwrap_model(run.model)
     was_training = model.training
     model.eval()

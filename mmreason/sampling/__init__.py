@@ -1,4 +1,12 @@
-"""Prompt samplers: uniform now; variance-aware (VAS) and difficulty-aware samplers plug in here."""
+"""Which prompts a step trains on, and the within-step methods that redo some of its groups.
+
+Samplers (``SAMPLERS``: uniform, VAS, Prompt-GDRO; ``stream.py`` for a streamed dataset) pick the dataset indices of
+each step. The within-step methods (``ROLLOUT_VARIANTS``: difficulty-aware augmentation, iGRPO refinement, SAGE
+hints, R³ / DaGRPO anchors) each live whole in one module here, the paper's pure rules beside the pass that runs
+them on a step's scored groups (``regenerate(phases, got) -> Rollouts``; ``within_step.py``). They live in this room,
+not under ``rollout/``, because a pass reads and merges reward batches (``rewarding/``), which the rollout engine
+never sees; like the samplers they decide what the step trains on, and the trainer calls them by one interface.
+"""
 
 from mmreason.registry import Registry
 from mmreason.sampling import anchors, difficulty, hinting, refine
@@ -12,8 +20,9 @@ SAMPLERS.add("uniform", UniformSampler)
 SAMPLERS.add("vas", VASSampler)
 SAMPLERS.add("gdro", GDROSampler)
 
-# Within-step regenerations a config turns on by its block name (``augment`` / ``refine`` / ``hint`` / ``anchor``: at most
-# one); listed by ``mmreason list rollouts`` with their papers. The step-side code is in mmreason/train/.
+# Within-step methods a config turns on by its block name (``augment`` / ``refine`` / ``hint`` / ``anchor``: at most
+# one); each module's ``regenerate`` is called by the step (mmreason/train/step.py); ``mmreason list rollouts`` lists
+# them with their papers.
 ROLLOUT_VARIANTS: Registry = Registry("rollout variant")
 ROLLOUT_VARIANTS.add("augment", difficulty)
 ROLLOUT_VARIANTS.add("refine", refine)

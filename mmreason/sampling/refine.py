@@ -12,6 +12,10 @@ states the method (no released code was found; the body's equations were not rea
 Choices the abstract leaves open, named in docs/algorithms.md §12.1: the wording that introduces the draft
 (``DEFAULT_TEMPLATE``), a cap on the draft's length (``max_draft_chars``, the draft's start is kept), and the
 budget (G drafts + G refinements per prompt: twice GRPO's rollouts, where the paper matches budgets).
+
+Inside a step (``regenerate``): the scored groups are the drafts; a group whose draft rewards are all NaN, or
+whose refinement prompt cannot be built (too long, broken media), keeps its drafts (``refine/kept_drafts``).
+Refinements roll out under the group's own seed, like every regenerated group.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from mmreason.sampling.records import Drawn, Rollouts
+from mmreason.sampling.within_step import StepPhases
 from mmreason.types import Sample
 
 DEFAULT_TEMPLATE = "\nHere is a previous attempt at this question:\n{draft}\nImprove on it and give your final answer."
@@ -62,3 +68,30 @@ def with_user_text(sample: Sample, text: str, what: str) -> Sample:
             message["content"] = [*(content or []), {"type": "text", "text": text}]
         return dataclasses.replace(sample, messages=messages)
     raise ValueError(f"sample {sample.id!r}: no user turn to append the {what} to")
+
+
+def regenerate(phases: StepPhases, got: Rollouts) -> Rollouts:
+    """``got`` with every refinable group's drafts replaced by the refinements of its best draft."""
+    cfg = phases.run.cfg.refine
+    total = got.totals(phases.run.cfg.reward_missing)  # [N]
+    best: dict[int, float] = {}
+
+    def refinement(d: Drawn, rows: list[int]) -> Sample | None:
+        k = best_draft([total[i] for i in rows], [got.trajectories[i].completion_text for i in rows]) if rows else None
+        if k is None:
+            return None
+        best[d.slot] = total[rows[k]]
+        draft = got.trajectories[rows[k]].completion_text
+        return refinement_sample(d.prompt.sample, draft, cfg.template, cfg.max_draft_chars)
+
+    built = phases.rebuilt(got, refinement)
+    best_rewards = [best[d.slot] for d in built]
+    drafts = [x for x in total if not math.isnan(x)]
+    out = phases.redone(got, built)
+    return (out if out is not None else got).with_metrics(
+        {
+            "refine/draft_reward_mean": math.fsum(drafts) / len(drafts) if drafts else 0.0,
+            "refine/best_draft_reward_mean": math.fsum(best_rewards) / len(best_rewards) if best_rewards else 0.0,
+            "refine/kept_drafts": float(len(got.prompts) - (len(built) if out is not None else 0)),
+        }
+    )

@@ -17,6 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the whole trainer loads when the command runs, not for `mmreason train --help` (mmreason/cli.py)
     from mmreason.parallel.shutdown import finish_processes
     from mmreason.train.grpo import train
 

@@ -13,9 +13,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from mmreason import rl
 from mmreason.config import ConfigError
 from mmreason.health.config import HealthConfig
 from mmreason.models.loading import ModelConfig
+from mmreason.rl.loss_inputs import FIELDS
+from mmreason.rl.options import check_choices, check_options, choices_of, keyword_options
+from mmreason.rl.rollout_correction import IS_MODES
 
 
 @dataclass
@@ -351,7 +355,6 @@ class TrainConfig:
             raise ConfigError(f"rollout.vllm_mode: {r.vllm_mode!r} is not colocate or server")
         if r.vllm_weight_sync not in ("collective", "directory"):
             raise ConfigError(f"rollout.vllm_weight_sync: {r.vllm_weight_sync!r} is not collective or directory")
-        from mmreason.rl.rollout_correction import IS_MODES
 
         if r.vllm_importance_sampling_mode not in IS_MODES:
             raise ConfigError(
@@ -409,10 +412,6 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
     must be taken by the chosen component; ``reward_missing: renormalize`` needs an estimator of the weighted
     total. Errors name the option and the component's valid options.
     """
-    from mmreason import rl
-    from mmreason.rl.loss_inputs import FIELDS
-    from mmreason.rl.options import check_choices, check_options, choices_of, keyword_options
-
     a, default = cfg.algorithm, AlgorithmConfig()
     estimator = rl.ESTIMATORS.get(a.estimator, config_dir)
     loss = rl.POLICY_LOSSES.get(a.policy_loss, config_dir)
@@ -457,8 +456,6 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
 
 def check_reward_missing(cfg: TrainConfig) -> None:
     """``reward_missing: renormalize`` needs an estimator of the weighted total (it takes ``missing``)."""
-    from mmreason import rl
-
     fn = rl.ESTIMATORS.get(cfg.algorithm.estimator)
     if cfg.reward_missing != "zero" and "missing" not in accepted_options(fn):
         raise ValueError(

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from mmreason.paths import read_jsonl, seal_jsonl
 
 APPENDED = ("metrics.jsonl", "completions.jsonl", "events.log", "unseen_media.jsonl")  # JSON Lines a run appends to
@@ -43,7 +45,6 @@ class RunLogger:
             self.dir.mkdir(parents=True, exist_ok=True)
             for name in APPENDED:  # a line a kill cut short is never glued to the next run's first row
                 seal_jsonl(self.dir / name)
-            from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total_steps, initial=start_step, desc="train", dynamic_ncols=True)
         if self.trackers:

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 import torch
+from accelerate.utils import gather_object
 
+from mmreason import rl
+from mmreason.parsing import final_answer
 from mmreason.rollout.visibility import media_paths
 from mmreason.train.setup import Run
 from mmreason.train.table import StepTable
 
 
 def rollout_metrics(run: Run, s: StepTable) -> dict[str, float]:
-    from mmreason import rl
-
     m: dict[str, float] = {}
     lengths = torch.tensor([float(t.completion_length) for t in s.trajectories])
     m["reward/mean"] = float(s.total.mean())
@@ -48,10 +50,6 @@ def rollout_metrics(run: Run, s: StepTable) -> dict[str, float]:
 def answer_spread(run: Run, s: StepTable) -> tuple[str, float, float, float]:
     """(most common parsed final answer, its share of the completions, the most common gold answer's share of
     the groups, distinct gold answers): the answer-collapse alarm's inputs (``mmreason.health``)."""
-    from collections import Counter
-
-    from mmreason.parsing import final_answer
-
     parse = run.pack.extract_answer or final_answer
 
     def answer(text: str) -> str:
@@ -78,7 +76,6 @@ def _reduce_across_processes(run: Run, m: dict[str, float]) -> dict[str, float]:
     """Mean of each metric over the processes that have it (per-task keys can differ between ranks)."""
     if run.accelerator.num_processes == 1:
         return m
-    from accelerate.utils import gather_object
 
     per_rank = gather_object([m])
     keys = sorted({k for d in per_rank for k in d})

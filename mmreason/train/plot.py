@@ -12,7 +12,7 @@ DEFAULT_KEYS = ("reward/mean", "loss", "kl", "entropy", "completion/length_mean"
 
 
 def plot_run(run_dir: str | Path, keys: tuple[str, ...] | None = None, out: str | Path | None = None) -> Path:
-    import matplotlib
+    import matplotlib  # heavy (a GUI toolkit's fonts and backends): loaded only to draw
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -81,7 +81,7 @@ def comparison_series(run_dirs: list[str | Path], keys: tuple[str, ...] | None =
 
 def plot_runs(run_dirs: list[str | Path], keys: tuple[str, ...] | None = None, out: str | Path | None = None) -> Path:
     """One PNG with every run's curve in each panel; default path: the first run's compare.png."""
-    import matplotlib
+    import matplotlib  # heavy (a GUI toolkit's fonts and backends): loaded only to draw
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

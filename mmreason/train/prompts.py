@@ -11,8 +11,8 @@ from mmreason.media.video_plan import VideoLimits
 from mmreason.parallel.agree import hold, stopping
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
 from mmreason.rollout.visibility import UnseenMedia
+from mmreason.sampling.records import Drawn
 from mmreason.train.faults import RunStopped, bad_sample
-from mmreason.train.records import Drawn
 from mmreason.train.setup import Run
 
 

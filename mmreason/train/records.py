@@ -1,30 +1,11 @@
-"""Typed records passed between the GRPO loop's phases (shape letters: N trajectories, K rewards)."""
+"""Each trajectory's task, by name and as an index (the step's table and the update read them). The records of a
+draw (``Drawn``, ``Rollouts``) are in mmreason/sampling/records.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from mmreason.rollout.prompts import PromptInputs
 from mmreason.types import Sample
-
-
-@dataclass
-class Drawn:
-    """One prompt of this step: its slot in the step's global batch (the group id: unique even when a
-    sampler draws the same prompt twice), the dataset index the sampler drew, and its model inputs."""
-
-    slot: int
-    index: int
-    prompt: PromptInputs
-
-    @property
-    def key(self) -> str:  # names the group's sampling seed; independent of how prompts split over ranks
-        return f"{self.slot}:{self.prompt.sample.id}"
-
-
-# ---- phases -------------------------------------------------------------------------------------
 
 
 def task_names(samples: list[Sample], task_key: str | None, default: str) -> list[str]:

@@ -8,8 +8,18 @@ from __future__ import annotations
 import time
 
 from mmreason.config import ConfigError
-from mmreason.parallel.sharding import full_state_dict
+from mmreason.parallel.agree import any_rank
+from mmreason.parallel.sharding import full_state_dict, is_sharded
 from mmreason.rollout.backends import EngineDied, EngineDiedAfterUpdate
+from mmreason.rollout.backends.vllm_client import VLLMClient, check_calls, check_server, server_info
+from mmreason.rollout.backends.vllm_engine import (
+    VLLMBackend,
+    VLLMSettings,
+    check_head_size,
+    import_vllm,
+    processor_kwargs,
+)
+from mmreason.rollout.multiturn import episode_context
 from mmreason.train.config import TrainConfig
 
 
@@ -18,7 +28,6 @@ def check_backend_config(cfg: TrainConfig) -> None:
     r = cfg.rollout
     if r.backend != "vllm":
         return
-    from mmreason.rollout.backends.vllm_engine import check_head_size, import_vllm
 
     need = engine_context(cfg)
     if r.vllm_max_model_length is not None and r.vllm_max_model_length < need:
@@ -32,8 +41,6 @@ def check_backend_config(cfg: TrainConfig) -> None:
         )
         raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < {what} = {need}")
     if r.vllm_mode == "server":  # the server's engine is checked where it runs; here only that it answers and fits
-        from mmreason.rollout.backends.vllm_client import check_calls, check_server, server_info
-
         info = server_info(r.vllm_server_host, r.vllm_server_port, r.vllm_server_timeout, r.vllm_server_api_key)
         check_server(info, r.vllm_server_host, r.vllm_server_port, need, _processor_kwargs(cfg))
         check_calls(
@@ -53,8 +60,6 @@ def check_backend_config(cfg: TrainConfig) -> None:
 def engine_context(cfg: TrainConfig) -> int:
     """The context the engine must hold: a prompt and its completion, or the longest episode of a run with an
     environment (``rollout.multiturn.episode_context``, as the trainer bounds it)."""
-    from mmreason.rollout.multiturn import episode_context
-
     r = cfg.rollout
     if r.max_turns <= 1:
         return cfg.data.max_prompt_length + r.max_completion_length
@@ -62,8 +67,6 @@ def engine_context(cfg: TrainConfig) -> int:
 
 
 def _processor_kwargs(cfg: TrainConfig) -> dict | None:
-    from mmreason.rollout.backends.vllm_engine import processor_kwargs
-
     return processor_kwargs(cfg.data.min_pixels, cfg.data.max_pixels)
 
 
@@ -74,8 +77,6 @@ def make_backend(run):
     if r.backend != "vllm":
         return None
     if r.vllm_mode == "server":
-        from mmreason.rollout.backends.vllm_client import VLLMClient
-
         check_server_sharding(run)
         return VLLMClient(
             r.vllm_server_host,
@@ -86,7 +87,6 @@ def make_backend(run):
             weight_sync_timeout=r.vllm_weight_sync_timeout,
             generate_timeout=r.vllm_generate_timeout,
         )
-    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
 
     check_colocate_sharding(run)  # with more processes each builds an engine of its own (TRL's colocate)
     max_len = r.vllm_max_model_length or engine_context(cfg)
@@ -112,8 +112,6 @@ def check_colocate_sharding(run) -> None:
     """Colocate mode with more than one process: every process pushes to its own engine, so a sharded model
     must reach each whole. The collective push gathers it tensor by tensor on every process; the directory
     path gathers it on the main process only, so that pairing is refused before any step."""
-    from mmreason.parallel.sharding import is_sharded
-
     acc = run.accelerator
     if (
         acc.num_processes > 1
@@ -131,8 +129,6 @@ def check_server_sharding(run) -> None:
     gathered first (``mmreason.parallel.sharding.full_state_dict``, every process); the shardings it cannot
     gather whole are refused before any step: DeepSpeed ZeRO-3, FSDP1 wrappers, and a LoRA adapter on a
     sharded model (its merge needs the whole base weights)."""
-    from mmreason.parallel.sharding import is_sharded
-
     acc = run.accelerator
     kind = acc.distributed_type.value
     inner = acc.unwrap_model(run.model)
@@ -177,8 +173,6 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
                 raise
             error = EngineDied(f"the weight push failed: {exc!r}")
     if acc.num_processes > 1:
-        from mmreason.parallel.agree import any_rank
-
         # also the barrier: no process samples the next step before the server holds the new weights
         if any_rank(acc, error is not None) and error is None:
             error = EngineDied("another process's weight push failed (its log names the engine or server)")

@@ -1,11 +1,12 @@
 """Build a run's components from its config: accelerator, model(s), processor, optimizer, data, rewards.
 
-Composition, not inheritance: the loops in ``grpo.py`` and ``sft.py`` hold a ``Run`` of components and
-call small phase functions on it.
+Composition, not inheritance: the run loop (``loop.py``) and the steps of GRPO (``step.py``) and SFT (``sft.py``)
+hold a ``Run`` of components and call small phase functions on it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import logging
 import os
@@ -14,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import Accelerator
+from accelerate.utils import DistributedDataParallelKwargs, set_seed
+from transformers import get_scheduler
 
 from mmreason.config import ConfigError, dump_yaml
 from mmreason.models.loading import (
@@ -24,12 +28,15 @@ from mmreason.models.loading import (
     trainable_parameters,
     vision_tower,
 )
+from mmreason.parallel.agree import any_rank
 from mmreason.parallel.sharding import is_sharded, needs_own_sharding, shard_model, wrap_classes
+from mmreason.rewarding import RewardRunner, RewardSpec
 from mmreason.rundir import RunDir, RunDirError, claim_output_dir
 from mmreason.sampling import SAMPLERS
+from mmreason.sampling.difficulty import DifficultyAugmenter
 from mmreason.sampling.stream import StreamSampler
 from mmreason.taskpack import TASKS, TaskPack
-from mmreason.train.config import TrainConfig
+from mmreason.train.config import RewardConfig, TrainConfig
 from mmreason.train.logging import RunLogger
 from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
 from mmreason.types import Sample
@@ -70,9 +77,9 @@ class Run:
     step: int = 0
     prev_entropy: float = 0.0  # mean token entropy of the last update (losses that take it: DCPO)
     entropy_history: list[float] = field(default_factory=list)  # last group entropies (losses that take it: GEPO)
-    anchor_buffer: Any = None  # R³ replay: past successes per prompt (train/anchors.py), in memory only
+    anchor_buffer: Any = None  # R³ replay: past successes per prompt (sampling/anchors.py), in memory only
     rollout_backend: Any = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
-    engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/grpo.py)
+    engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/step.py)
     output: RunDir | None = None  # the claimed output_dir (lock, run id) of a run that owns it (mmreason.rundir)
 
     @property
@@ -102,9 +109,6 @@ class Run:
 
 
 def make_accelerator(cfg: TrainConfig):
-    from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs, set_seed
-
     cpu = not torch.cuda.is_available()
     trackers = [t for t in cfg.report_to if _tracker_available(t)]
     # The model's buffers are constants (rotary frequencies): no broadcast of them before every forward,
@@ -131,8 +135,6 @@ def threads_per_process() -> int | None:
 
 
 def _tracker_available(name: str) -> bool:
-    import importlib.util
-
     module = {"tensorboard": "tensorboard", "wandb": "wandb"}.get(name, name)
     if importlib.util.find_spec(module) is None:
         log.warning("report_to: %s is not installed; not logging to it", name)
@@ -155,8 +157,6 @@ def load_task_data(cfg: TrainConfig, split: str = "train") -> tuple[TaskPack, li
 
 
 def build_optimizer(cfg: TrainConfig, model, total_steps: int):
-    from transformers import get_scheduler
-
     groups = parameter_groups(model, cfg)
     # bf16 / fp16 weights: AdamW on fp32 master copies (train/precision.py); a sharded model keeps its own dtype
     sharded = is_sharded(model)
@@ -229,8 +229,6 @@ def setup_run(
 
 def claim(cfg: TrainConfig, accelerator) -> RunDir | None:
     """The main process claims ``output_dir`` (``mmreason.rundir``); when it cannot, every process raises."""
-    from mmreason.parallel.agree import any_rank
-
     output, error = None, None
     if accelerator.is_main_process:
         try:
@@ -322,7 +320,6 @@ def build_augmenter(cfg: TrainConfig):
     """The difficulty-aware augmenter of ``cfg.augment`` (None when it is off)."""
     if not cfg.augment.enabled:
         return None
-    from mmreason.sampling.difficulty import DifficultyAugmenter
 
     options = {k: v for k, v in vars(cfg.augment).items() if k != "enabled"}
     return DifficultyAugmenter(**options, seed=cfg.seed)
@@ -330,8 +327,6 @@ def build_augmenter(cfg: TrainConfig):
 
 def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = None):
     """The reward runner: the config's rewards, or the task pack's defaults when the config names none."""
-    from mmreason.rewarding import RewardRunner, RewardSpec
-
     specs = []
     for r in run_rewards(cfg, pack):
         ref = r.name
@@ -353,8 +348,6 @@ def run_rewards(cfg: TrainConfig, pack: TaskPack) -> list:
 
 
 def _reward_config(mapping: dict[str, Any]):
-    from mmreason.train.config import RewardConfig
-
     m = dict(mapping)
     return RewardConfig(
         name=m.pop("name"), weight=m.pop("weight", 1.0), kwargs=m.pop("kwargs", {}), column=m.pop("column", None)

@@ -2,24 +2,27 @@
 
 Each sample becomes prompt + target (the pack's ``target_text``, e.g. an ALR trace or a thought-dropped
 answer) + the chat template's turn end (``<|im_end|>`` for Qwen); the loss is the mean negative
-log-likelihood of the assistant tokens only.
+log-likelihood of the assistant tokens only. The run around the steps (resume, checkpoints, stops) is the
+same loop as GRPO's (``loop.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 
 import torch
 
 from mmreason.config import load_config
+from mmreason.parallel.agree import any_rank, settle
+from mmreason.parallel.shutdown import finish_processes
 from mmreason.rollout.chat_turns import turn_end
 from mmreason.rollout.forward import collate, token_logprobs
-from mmreason.train.checkpoint import resume, save_checkpoint
+from mmreason.rollout.prompts import PromptInputs
+from mmreason.rollout.replay import replay_episode
 from mmreason.train.config import TrainConfig
-from mmreason.train.faults import RunStopped
-from mmreason.train.logging import RunLogger
+from mmreason.train.faults import RunStopped, bad_sample
+from mmreason.train.loop import Method, run_loop
 from mmreason.train.prompts import load_prompt
 from mmreason.train.setup import Run, setup_run
 from mmreason.train.update import gradients_finite
@@ -51,11 +54,9 @@ def sft_example(run: Run, index: int) -> Trajectory | None:
     )
 
 
-def replayed_example(run: Run, prompt, index: int) -> Trajectory | None:
+def replayed_example(run: Run, prompt: PromptInputs, index: int) -> Trajectory | None:
     """A multi-turn target (a tool trajectory) replayed through the pack's environment, its real observations
     between the turns (``mmreason.rollout.replay``); a target the environment refuses is a counted bad sample."""
-    from mmreason.rollout.replay import replay_episode
-
     try:
         return replay_episode(
             run.processor,
@@ -66,22 +67,19 @@ def replayed_example(run: Run, prompt, index: int) -> Trajectory | None:
             index,
         )
     except (ValueError, OSError) as exc:
-        run.counters.bad_samples += 1
-        run.event("bad_sample", sample_id=prompt.sample.id, reason=str(exc))
-        if run.counters.bad_samples > run.cfg.max_bad_samples:
-            raise RunStopped(
-                f"{run.counters.bad_samples} broken samples (max_bad_samples="
-                f"{run.cfg.max_bad_samples}); last: {prompt.sample.id!r}: {exc}"
-            ) from exc
+        bad_sample(run, prompt.sample.id, exc)
         return None
 
 
-def sft_step(run: Run) -> dict[str, float]:
+def sft_step(run: Run, step: int) -> dict[str, float]:
+    """One step: the step's examples (past ``max_bad_samples`` broken ones, every process stops together),
+    token-mean NLL of their targets over mini-batches, one optimizer step (skipped when not finite)."""
     t0 = time.perf_counter()
     n, acc = run.cfg.prompts_per_step, run.accelerator
     indices = run.sampler.next_indices(n * acc.num_processes)[acc.process_index * n : (acc.process_index + 1) * n]
     examples = [e for e in (sft_example(run, i) for i in indices) if e is not None]
-    if not examples:
+    settle(run, RunStopped)
+    if any_rank(acc, not examples):  # every process skips when one has nothing to train on
         return {"skipped_update": 1.0}
     pad = run.processor.tokenizer.pad_token_id
     total_tokens = sum(e.completion_length for e in examples)
@@ -114,80 +112,11 @@ def sft(cfg: TrainConfig) -> Run:
     """The whole SFT run; it owns ``output_dir`` while it runs (``mmreason.rundir``)."""
     run = setup_run(cfg, with_rewards=False, own_output_dir=True)
     try:
-        return _sft(run, cfg)
+        steps_per_epoch = -(-len(run.dataset) // (cfg.prompts_per_step * run.accelerator.num_processes))
+        total = cfg.max_steps if cfg.max_steps > 0 else steps_per_epoch * cfg.sft_epochs
+        return run_loop(run, Method(sft_step, total))
     finally:
         run.release()
-
-
-def _sft(run: Run, cfg: TrainConfig) -> Run:
-    steps_per_epoch = -(-len(run.dataset) // (cfg.prompts_per_step * run.accelerator.num_processes))
-    total = cfg.max_steps if cfg.max_steps > 0 else steps_per_epoch * cfg.sft_epochs
-    start = 0
-    resumed = resume(
-        cfg.resume,
-        cfg.output_dir,
-        run.accelerator,
-        run.model,
-        run.optimizer,
-        run.scheduler,
-        check_state=lambda state: copy.deepcopy(run.sampler).load_state_dict(state["sampler"]),
-    )
-    if resumed is not None:
-        _, state = resumed
-        run.adopt(state)
-        run.sampler.load_state_dict(state["sampler"])
-        start = int(state["step"])
-    run.logger = RunLogger(cfg.output_dir, run.accelerator, total, start, cfg.report_to)
-    state = lambda: {"sampler": run.sampler.state_dict(), "counters": run.counters.as_dict()}  # noqa: E731
-    before = state()
-    try:
-        for step in range(start + 1, total + 1):
-            run.step = step
-            before = copy.deepcopy(state())  # a fault in this step saves step - 1 with this
-            run.logger.step(step, sft_step(run))
-            if cfg.save_steps and step % cfg.save_steps == 0:
-                save_checkpoint(
-                    run.accelerator,
-                    cfg.output_dir,
-                    step,
-                    run.model,
-                    run.optimizer,
-                    run.scheduler,
-                    state(),
-                    run.processor,
-                    cfg.save_total_limit,
-                    run_id=run.run_id,
-                )
-        if not cfg.save_steps or total % cfg.save_steps:
-            save_checkpoint(
-                run.accelerator,
-                cfg.output_dir,
-                total,
-                run.model,
-                run.optimizer,
-                run.scheduler,
-                state(),
-                run.processor,
-                cfg.save_total_limit,
-                run_id=run.run_id,
-            )
-    except RunStopped:  # before the step's update: the weights are those after step - 1
-        save_checkpoint(
-            run.accelerator,
-            cfg.output_dir,
-            run.step - 1,
-            run.model,
-            run.optimizer,
-            run.scheduler,
-            before,
-            run.processor,
-            cfg.save_total_limit,
-            run_id=run.run_id,
-        )
-        raise
-    finally:
-        run.logger.close()
-    return run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -196,8 +125,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmreason.parallel.shutdown import finish_processes
-
     finished = sft(load_config(TrainConfig, args.config, args.overrides))
     finish_processes(finished.accelerator)  # every rank ends in order and exits 0
     return 0

@@ -8,11 +8,14 @@ from typing import Any
 
 import torch
 
+from mmreason import rl
 from mmreason.parallel.agree import any_rank, equal_minibatches
 from mmreason.parallel.gradients import average_gradients, is_ddp
 from mmreason.parallel.sharding import is_sharded
+from mmreason.rl.losses.gepo import group_entropies
+from mmreason.rl.rollout_correction import importance_weights, mismatch_metrics, off_policy_mask, vision_distance
 from mmreason.rollout import shared_prefix
-from mmreason.rollout.forward import collate, token_logprobs
+from mmreason.rollout.forward import collate, pad_stack, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
 from mmreason.train.config import NAMED_LOSS_OPTIONS, TrainConfig, accepted_options
 from mmreason.train.minibatches import length_sorted_minibatches
@@ -56,8 +59,6 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
     fraction of the share's trajectories. Old log-probs are taken once, before the first optimizer step,
     whenever there is more than one (so later steps see the ratio to the policy that sampled).
     """
-    from mmreason import rl
-
     cfg, a = run.cfg, run.cfg.algorithm
     keep = table.keep.tolist()
     trajs = [t for t, k in zip(table.trajectories, keep) if k]
@@ -142,8 +143,6 @@ def keep_group_entropies(run: Run, values: list[float]) -> None:
 
 def group_entropy_values(entropy, mask, group_ids) -> list[float]:
     """The mean token entropy of each group of a mini-batch (GEPO's group entropy)."""
-    from mmreason.rl.losses.gepo import group_entropies
-
     _, values = group_entropies(entropy.detach(), mask.float(), group_ids.to(entropy.device))
     return [float(v) for v in values]
 
@@ -170,8 +169,6 @@ def tempered_logprobs(run: Run, policy, minibatches: list[MiniBatch], stats) -> 
     """Behaviour-policy log-probs at the temperature the loss picks from the last step's entropy, set on each
     mini-batch (nothing unless the loss reads ``tempered_logprobs``, as DCPO does; its ``tempered_temperature``
     names T')."""
-    from mmreason import rl
-
     a = run.cfg.algorithm
     fn = rl.POLICY_LOSSES.get(a.policy_loss)
     pick = getattr(fn, "tempered_temperature", None)
@@ -256,8 +253,6 @@ def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, fiel
 
     The loss reads one ``rl.LossInputs``: this forward's log-probs, entropies (detached) and token ids, the
     corrected advantages, and ``fields`` (``loss_fields``)."""
-    from mmreason import rl
-
     a = run.cfg.algorithm
     logp, ent = sequence_logprobs(run, model or run.model, batch, trajectories, with_entropy=True)  # [n, T] fp32
     old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
@@ -283,9 +278,6 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
     ``rollout.vllm_importance_sampling_correction`` (HF: and ``rollout.hf_importance_sampling_correction``),
     weight each token's advantage by the truncated importance ratio (``rl.rollout_correction``; a clipped or
     plain surrogate times w >= 0 is the surrogate of the weighted advantage). Returns the advantages."""
-    from mmreason.rl.rollout_correction import importance_weights, mismatch_metrics, vision_distance
-    from mmreason.rollout.forward import pad_stack
-
     if not trajectories or any(t.rollout_logprobs is None for t in trajectories):
         return advantages
     r = run.cfg.rollout
@@ -326,9 +318,6 @@ def off_policy_masked(run: Run, trajectories, logp, old, mask, advantages, stats
     """``algorithm.off_policy_mask_threshold`` set: rows with A < 0 whose mean behaviour-to-current log-prob gap
     exceeds it get advantage 0 (``rl.rollout_correction.off_policy_mask``; the behaviour policy is the sampler's
     log-probs when it returned them, else the old policy, as TRL). Logs the masked share."""
-    from mmreason.rl.rollout_correction import off_policy_mask
-    from mmreason.rollout.forward import pad_stack
-
     threshold = run.cfg.algorithm.off_policy_mask_threshold
     if threshold is None:
         return advantages
@@ -403,8 +392,6 @@ def loss_fields(
     group ids, ``train_step`` (finished steps, for annealed options) and ``rows_in`` (``prev_entropy`` = the last step's
     mean token entropy, ``step_rewards`` [N] / ``rewards`` [n] = total rewards of the step's / the mini-batch's
     rows, ``tempered_logprobs``, ``segment_progress``, ``entropy_history``)."""
-    from mmreason import rl
-
     return dict(
         aggregation=rl.aggregation_for_loss_type(a.loss_type),
         max_len=cfg.rollout.max_completion_length,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from mmreason import rl
 from mmreason.rl.losses.vps import progress_per_token, segment_bounds
 from mmreason.rollout.forward import collate
 from mmreason.types import Trajectory
@@ -37,7 +38,6 @@ def probes_of(t: Trajectory, answer: torch.Tensor, ends: list[int]) -> list[Traj
 
 def segment_progress(run, policy, minibatches, samples_of_rows, stats) -> None:
     """Set ``mb.segment_progress`` [n, T] on each mini-batch (nothing unless the loss reads ``segment_progress``)."""
-    from mmreason import rl
     from mmreason.train.update import sequence_logprobs  # update.py imports this module: a cycle
 
     a = run.cfg.algorithm

@@ -17,10 +17,10 @@ def main(out: str, overrides: list[str]) -> None:
     from mmreason.config import load_config
     from mmreason.parallel.shutdown import finish_processes
     from mmreason.train.config import TrainConfig
-    from mmreason.train.grpo import roll_out, sample_prompts
     from mmreason.train.prompts import build_prompts
     from mmreason.train.rollout_backend import close_backend, make_backend, push_at_start, sync_weights
     from mmreason.train.setup import setup_run
+    from mmreason.train.step import roll_out, sample_prompts
 
     run = setup_run(load_config(TrainConfig, None, overrides), with_rewards=False, verbose=False)
     run.rollout_backend = make_backend(run)  # None for rollout.backend=hf

@@ -12,7 +12,7 @@ import torch
 from mmreason import rl
 from mmreason.rewarding.records import RewardBatch
 from mmreason.train.config import TrainConfig, check_reward_missing
-from mmreason.train.grpo import compute_advantages
+from mmreason.train.step import compute_advantages
 from mmreason.train.table import StepTable
 
 NAN = math.nan

@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_a_bf16_policy_samples_from_a_bf16_engine(tiny_model_dir, shapes_cache, tmp_path):
     from mmreason.config import load_config
     from mmreason.train.config import TrainConfig
-    from mmreason.train.grpo import train_step
     from mmreason.train.rollout_backend import close_backend, make_backend
     from mmreason.train.setup import setup_run
+    from mmreason.train.step import train_step
 
     cfg = load_config(
         TrainConfig,

@@ -14,10 +14,10 @@ import torch
 from mmreason.cli import main
 from mmreason.rewarding.records import RewardBatch
 from mmreason.rollout.prompts import PromptInputs
-from mmreason.sampling.anchors import AnchorBuffer, StoredSuccess, all_fail
-from mmreason.train.anchors import anchor_groups
+from mmreason.sampling.anchors import AnchorBuffer, StoredSuccess, all_fail, regenerate
+from mmreason.sampling.records import Drawn, Rollouts
+from mmreason.sampling.within_step import StepPhases
 from mmreason.train.config import TrainConfig
-from mmreason.train.records import Drawn
 from mmreason.types import Sample, Trajectory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,11 +59,12 @@ def test_replay_puts_a_past_success_with_its_log_probs_into_an_all_fail_group():
 
     d, trajs, samples = _group(0, 5, [[4, 9], [4, 4]], logprobs=[[-0.5, -1.5], [-0.1, -0.2]])
     _, batch = score(run, [d, d], trajs)
-    out = anchor_groups(run, 1, [d], trajs, samples, batch, None, None, score)
-    assert out[4]["anchor/added"] == 0 and len(run.anchor_buffer) == 1
+    out = regenerate(StepPhases(run, 1, None, None, score), Rollouts([d], trajs, samples, batch))
+    assert out.metrics["anchor/added"] == 0 and len(run.anchor_buffer) == 1
     d2, trajs2, samples2 = _group(3, 5, [[4, 4], [6, 6]], logprobs=[[-0.3, -0.3], [-0.4, -0.4]])
     _, batch2 = score(run, [d2, d2], trajs2)
-    _, new_trajs, _, new_batch, metrics = anchor_groups(run, 2, [d2], trajs2, samples2, batch2, None, None, score)
+    out = regenerate(StepPhases(run, 2, None, None, score), Rollouts([d2], trajs2, samples2, batch2))
+    new_trajs, new_batch, metrics = out.trajectories, out.batch, out.metrics
     assert metrics["anchor/all_fail_groups"] == 1 and metrics["anchor/added"] == 1
     replayed = new_trajs[1]
     assert replayed.token_ids.tolist() == [1, 2, 3, 4, 9] and replayed.group_id == 3

@@ -18,11 +18,12 @@ from mmreason.sampling.hinting import (
     leaks_answer,
     needs_hint,
     parse_hints,
+    regenerate,
     solution_of,
 )
+from mmreason.sampling.records import Drawn, Rollouts
+from mmreason.sampling.within_step import StepPhases
 from mmreason.train.config import HintConfig
-from mmreason.train.hinting import hint_groups
-from mmreason.train.records import Drawn
 from mmreason.types import Sample
 
 
@@ -116,17 +117,17 @@ def test_hints_are_tried_level_by_level_until_a_rollout_succeeds():
     prompts = [Drawn(0, 10, SimpleNamespace(sample=_sample("a"))), Drawn(1, 11, SimpleNamespace(sample=_sample("b")))]
     trajs = [SimpleNamespace(group_id=g, completion_text="t") for g in (0, 0, 1, 1)]
     batch = RewardBatch(torch.tensor([[0.0], [0.0], [1.0], [0.0]]), ["acc"], torch.ones(1))
-    out_prompts, out_trajs, out_samples, out_batch, metrics = hint_groups(
-        run,
-        1,
-        prompts,
-        trajs,
-        [p.prompt.sample for p in prompts for _ in range(2)],
-        batch,
-        build,
-        roll_out,
-        score,
+    out = regenerate(
+        StepPhases(run, 1, build, roll_out, score),
+        Rollouts(prompts, trajs, [p.prompt.sample for p in prompts for _ in range(2)], batch),
         write=write,
+    )
+    out_prompts, out_trajs, out_samples, out_batch, metrics = (
+        out.prompts,
+        out.trajectories,
+        out.samples,
+        out.batch,
+        out.metrics,
     )
     assert out_batch.values[:, 0].tolist() == [1.0, 0.0, 1.0, 0.0]
     assert [t.group_id for t in out_trajs] == [0, 0, 1, 1]
@@ -149,8 +150,11 @@ def test_unusable_replies_leave_the_group_as_it_was():
     prompts = [Drawn(0, 10, SimpleNamespace(sample=_sample("a")))]
     trajs = [SimpleNamespace(group_id=0, completion_text="t") for _ in range(2)]
     batch = RewardBatch(torch.zeros(2, 1), ["acc"], torch.ones(1))
-    out_prompts, out_trajs, _, out_batch, metrics = hint_groups(
-        run, 1, prompts, trajs, [prompts[0].prompt.sample] * 2, batch, build, roll_out, score, write=write
+    out = regenerate(
+        StepPhases(run, 1, build, roll_out, score),
+        Rollouts(prompts, trajs, [prompts[0].prompt.sample] * 2, batch),
+        write=write,
     )
+    out_prompts, out_trajs, out_batch, metrics = out.prompts, out.trajectories, out.batch, out.metrics
     assert out_prompts == prompts and out_trajs == trajs and out_batch.values.tolist() == [[0.0], [0.0]]
     assert metrics["hint/prompts_needing_hint"] == 1.0 and metrics["hint/prompts_with_hints"] == 0.0  # leak refused

@@ -9,8 +9,8 @@ import pytest
 
 from mmreason.config import load_config
 from mmreason.train.config import TrainConfig
-from mmreason.train.grpo import train_step
 from mmreason.train.setup import setup_run
+from mmreason.train.step import train_step
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import types
 import accelerate.utils
 
 from mmreason.sampling.difficulty import DifficultyAugmenter
-from mmreason.train.augment import own_state, with_every_rank
+from mmreason.train.loop import own_state, with_every_rank
 
 
 def _augmenter(rewards: list[float], sample_id: str) -> DifficultyAugmenter:

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import torch
 
 from mmreason.rewarding.records import RewardBatch
-from mmreason.train import grpo
+from mmreason.sampling.records import Drawn
+from mmreason.train import step as grpo
 from mmreason.train.config import TrainConfig
-from mmreason.train.records import Drawn
 from mmreason.types import Sample, Trajectory
 
 G = 2

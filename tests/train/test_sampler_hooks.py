@@ -11,9 +11,9 @@ import pytest
 from mmreason.cli import main
 from mmreason.config import load_config
 from mmreason.train.config import TrainConfig
-from mmreason.train.grpo import roll_out
 from mmreason.train.prompts import build_prompts
 from mmreason.train.setup import setup_run
+from mmreason.train.step import roll_out
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "configs/quickstart.yaml")

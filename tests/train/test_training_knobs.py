@@ -10,10 +10,10 @@ import torch
 
 from mmreason.config import load_config
 from mmreason.train.config import TrainConfig
-from mmreason.train.grpo import compute_advantages, roll_out, sample_prompts, score
 from mmreason.train.prompts import build_prompts
 from mmreason.train.records import task_index, task_names
 from mmreason.train.setup import setup_run
+from mmreason.train.step import compute_advantages, roll_out, sample_prompts, score
 from mmreason.train.table import StepTable, build_table
 from mmreason.train.update import policy_update, split_groups
 

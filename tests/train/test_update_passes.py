@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mmreason.config import load_config
 from mmreason.rollout.forward import ModelBatch
-from mmreason.train import grpo
+from mmreason.train import step as grpo
 from mmreason.train.config import TrainConfig
 from mmreason.train.setup import setup_run
 

@@ -1,0 +1,407 @@
+"""One GRPO-family training step, read top to bottom as the flow, one timed block per phase (``time/<phase>``):
+
+    1. draw      the step's prompts (``sample_prompts``), built as model inputs (``build_prompts``)
+    2. roll out  G completions per prompt (``roll_out``: HF ``generate``, a vLLM engine, or episodes)
+    3. score     rewards [N, K] (``score``)
+       (steps 1-3 are one round, ``draw_round``; a within-step method may redo groups of it, ``regenerate``;
+       DAPO dynamic sampling draws further rounds, ``dynamic_sampling``; together: ``get_rollouts``)
+    4. advantages [N] from the step's table (``compute_advantages``), fed back to the sampler
+    5. update    num_iterations passes of mini-batch updates, one optimizer step each share (``update.py``),
+                 then the new weights pushed to the rollout engine
+
+Build, roll out and score run under one fault guard (``faults.fault_guard``); a fault on any process stops every
+process at the step's agreement point. The run around the steps (resume, eval, checkpoints, stops) is
+``loop.py``. Estimators, losses, aggregations and KL estimators are looked up by name in ``mmreason.rl``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+import torch
+
+from mmreason import rl
+from mmreason.parallel.agree import any_rank, hold, settle, stopping
+from mmreason.parallel.sharding import gathered
+from mmreason.rewarding import RewardErrorLimitExceeded
+from mmreason.rewarding.records import RewardBatch
+from mmreason.rollout.backends import EngineDiedAfterUpdate
+from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
+from mmreason.rollout.multiturn import (
+    EnvironmentStartError,
+    EpisodeStart,
+    ended_by_fault,
+    ended_by_limit,
+    episode_context,
+    run_episodes,
+)
+from mmreason.rollout.prompts import MEDIA_SECONDS
+from mmreason.rollout.row_sampling import NonFiniteLogitsError
+from mmreason.sampling import ROLLOUT_VARIANTS
+from mmreason.sampling.records import Drawn, Rollouts, no_rewards
+from mmreason.sampling.within_step import StepPhases
+from mmreason.train.collect import keep_groups, signal_groups
+from mmreason.train.config import accepted_options
+from mmreason.train.faults import RunStopped, bad_sample, fault_guard
+from mmreason.train.metrics import completion_rows, rollout_metrics
+from mmreason.train.prompts import build_prompts, prompt_of, unseen_media
+from mmreason.train.records import task_index, task_names
+from mmreason.train.rollout_backend import sync_weights
+from mmreason.train.setup import Run
+from mmreason.train.table import StepTable, build_table
+from mmreason.train.timing import PhaseTimes
+from mmreason.train.update import policy_update
+from mmreason.types import Sample, Trajectory
+
+PHASES = ("prompts", "generate", "reward", "advantages", "update")  # time/<phase> of every step
+
+
+def train_step(run: Run, step: int) -> dict[str, Any]:
+    """One step: draw -> roll out -> score (``get_rollouts``) -> advantages -> update; its metrics."""
+    timed, decoded = PhaseTimes(), MEDIA_SECONDS["video_decode"]
+    got = get_rollouts(run, step, timed)
+    metrics: dict[str, Any] = {**got.metrics, **rollout_costs(got.trajectories, decoded)}
+    if any_rank(run.accelerator, not got.trajectories):  # every process skips when one has nothing to train on
+        if got.trajectories:
+            run.event("update_skipped", step=step, reason="another process has no trajectories this step")
+        metrics["skipped_update"] = 1.0
+    else:
+        with timed("advantages"):
+            table = step_table(run, got)
+            table.advantages, table.keep = compute_advantages(run, table)
+            observe_sampler(run, got.prompts, got.trajectories, table.total)
+        with timed("update"):
+            metrics.update(update(run, table))
+        metrics.update(rollout_metrics(run, table))
+        if run.cfg.log_completions_steps and step % run.cfg.log_completions_steps == 0 and run.logger:
+            run.logger.completions(step, completion_rows(table))
+    metrics.update(timed.metrics(PHASES))
+    metrics["lr"] = run.scheduler.get_last_lr()[0]
+    metrics.update({f"count/{k}": v for k, v in run.counters.as_dict().items()})
+    return metrics
+
+
+def get_rollouts(run: Run, step: int, timed: PhaseTimes) -> Rollouts:
+    """The step's scored groups: one round drawn, rolled out and scored, redone in part by the within-step method
+    that is on, with DAPO's further rounds when on. A fault on any process stops every process here."""
+    with gathered(run.accelerator.unwrap_model(run.model)):  # a sharded model generates whole (mmreason.parallel)
+        got = draw_round(run, step, timed, sample_prompts(run))  # draw -> roll out -> score
+        got = regenerate(run, step, timed, got)  # refinement, hints, anchors or augmentation, when on
+        got = dynamic_sampling(run, step, timed, got)  # DAPO: further rounds until the groups carry signal
+    settle(run, RunStopped)
+    return got
+
+
+def update(run: Run, table: StepTable) -> dict[str, float]:
+    """The policy update (``update.py``), then the new weights pushed to the rollout engine, which samples the
+    next step with them. The step's state is complete before the push, so an engine that dies taking it leaves
+    a step that is logged, then saved as itself (``run.engine_fault``, raised by the loop)."""
+    metrics = policy_update(run, table)
+    if "entropy" in metrics:
+        run.prev_entropy = float(metrics["entropy"])  # the next step's losses that take it (DCPO)
+    try:
+        metrics.update(sync_weights(run))
+    except EngineDiedAfterUpdate as exc:
+        run.engine_fault = exc
+    return metrics
+
+
+def draw_round(run: Run, step: int, timed: PhaseTimes, drawn: list[tuple[int, int]]) -> Rollouts:
+    """Build the drawn (slot, dataset index) prompts, roll them out, score them: each phase timed, under the
+    fault guard (a failed phase leaves what it would have given: no prompts, no trajectories, NaN rewards)."""
+    prompts: list[Drawn] = []
+    trajectories: list[Trajectory] = []
+    with timed("prompts"), fault_guard(run):
+        prompts = build_prompts(run, drawn)
+    with timed("generate"), fault_guard(run):
+        trajectories = roll_out(run, prompts, step)
+    if not trajectories:
+        return Rollouts(prompts, [], [], no_rewards())
+    samples, batch = samples_of(prompts, trajectories), None
+    with timed("reward"), fault_guard(run):
+        samples, batch = score(run, prompts, trajectories)
+    return Rollouts(prompts, trajectories, samples, batch if batch is not None else nan_rewards(run, len(trajectories)))
+
+
+def within_step_method(run: Run, first_round: bool = True) -> str | None:
+    """The within-step method the config turns on (at most one; ``TrainConfig.validate``): iGRPO refinement,
+    SAGE hints, R³ / DaGRPO anchors or, on a step's first round only, difficulty-aware augmentation; None when
+    none is on. Its code is ``ROLLOUT_VARIANTS.get(name)`` (mmreason/sampling/)."""
+    for name in ("refine", "hint", "anchor"):
+        if getattr(run.cfg, name).enabled:
+            return name
+    return "augment" if first_round and run.augmenter is not None else None
+
+
+def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_round: bool = True) -> Rollouts:
+    """The round's groups as the within-step method that is on redoes them (``within_step_method``): its
+    rebuilt prompts go through this step's phases (timed as theirs), under the fault guard."""
+    name = within_step_method(run, first_round)
+    if name is None or not got.trajectories:
+        return got
+
+    def timed_prompt_of(run: Run, sample: Sample):
+        with timed("prompts"):
+            return prompt_of(run, sample)
+
+    def timed_roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
+        with timed("generate"):
+            return roll_out(run, drawn, step)
+
+    def timed_score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
+        with timed("reward"):
+            return score(run, drawn, trajectories)
+
+    out = got
+    with fault_guard(run):
+        out = ROLLOUT_VARIANTS.get(name).regenerate(
+            StepPhases(run, step, prompt_of=timed_prompt_of, roll_out=timed_roll_out, score=timed_score), got
+        )
+    return out
+
+
+def dynamic_sampling(run: Run, step: int, timed: PhaseTimes, first: Rollouts) -> Rollouts:
+    """DAPO dynamic sampling (collect.py; off without ``algorithm.dynamic_sampling``): further rounds of the same
+    phases until ``prompts_per_step`` groups carry signal or ``dynamic_sampling_max_draws`` extra draws were
+    made, then ``prompts_per_step`` groups kept and the rest counted as dropped."""
+    cfg = run.cfg
+    if not cfg.algorithm.dynamic_sampling:
+        return first
+    if not first.trajectories:
+        first.metrics["dynamic_sampling/extra_draws"] = 0.0
+        return first
+    rounds, extra = [first], 0
+    while extra < cfg.algorithm.dynamic_sampling_max_draws and any_rank(
+        run.accelerator, signal_groups(rounds, cfg.reward_missing) < cfg.prompts_per_step
+    ):
+        extra += 1
+        offset = extra * cfg.prompts_per_step * run.accelerator.num_processes  # slots stay unique: new seeds
+        more = draw_round(run, step, timed, [(slot + offset, index) for slot, index in sample_prompts(run)])
+        more = regenerate(run, step, timed, more, first_round=False)  # refinement or hints, when on
+        if more.trajectories:
+            rounds.append(more)
+    got = keep_groups(rounds, cfg.prompts_per_step, cfg.reward_missing, extra)
+    got.metrics = {**first.metrics, "dynamic_sampling/extra_draws": float(extra)}
+    run.counters.dropped_groups += got.discarded_groups
+    return got
+
+
+def rollout_costs(trajectories: list[Trajectory], decoded: float) -> dict[str, float]:
+    """Video decoding since ``decoded`` (part of time/prompts) and, for episodes, environment seconds (part of
+    time/generate) and the episodes a limit cut before the model could finish."""
+    out = {"time/video_decode": MEDIA_SECONDS["video_decode"] - decoded}
+    if any("env_seconds" in t.reward_info for t in trajectories):
+        out["time/environment"] = sum(t.reward_info.get("env_seconds", 0.0) for t in trajectories)
+        out["episodes/cut"] = sum(ended_by_limit(t) for t in trajectories)  # an observation over the limit
+        out["episodes/cut_share"] = out["episodes/cut"] / len(trajectories)
+    return out
+
+
+def step_table(run: Run, got: Rollouts) -> StepTable:
+    """The step's table: rewards, total under ``reward_missing``, groups, tasks (``algorithm.task_key``)."""
+    tasks = task_names(got.samples, run.cfg.algorithm.task_key or run.pack.task_key, run.pack.name)
+    return build_table(
+        got.trajectories,
+        got.samples,
+        got.batch,
+        got.batch.total(run.cfg.reward_missing),
+        {d.slot: d.index for d in got.prompts},
+        tasks,
+        task_index(tasks),
+    )
+
+
+# ---- the phases -------------------------------------------------------------------------------------
+
+
+def sample_prompts(run: Run) -> list[tuple[int, int]]:
+    """(slot, dataset index) of this process's slice; every process draws the same global batch."""
+    acc, n = run.accelerator, run.cfg.prompts_per_step
+    global_indices = run.sampler.next_indices(n * acc.num_processes)
+    start = acc.process_index * n
+    return list(enumerate(global_indices[start : start + n], start=start))
+
+
+def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
+    """G trajectories per prompt (single-turn, or multi-turn when the task has an environment)."""
+    r = run.cfg.rollout
+    settings = GenerationSettings(r.max_completion_length, r.temperature, r.top_p, r.top_k)
+    if stopping(run):
+        return []
+    model = run.accelerator.unwrap_model(run.model)
+    model.eval()
+    if run.pack.make_environment is not None and r.max_turns > 1:  # episodes: all of the step's together
+        trajectories = _sampled(step, lambda: _play_episodes(run, model, drawn, settings, step))
+    elif run.rollout_backend is not None:  # vLLM: the same prompts, seeds and settings
+        trajectories = run.rollout_backend.generate_groups(
+            [d.prompt for d in drawn],
+            [d.slot for d in drawn],
+            r.num_generations,
+            settings,
+            [group_seed(run.cfg.seed, step, d.key) for d in drawn],
+        )
+    else:
+        # Single-turn: all groups of the step in one generate call (one per group size when the sampler sizes
+        # the groups: Rollout-GDRO); each row samples with its own seed, derived from its group's (run seed,
+        # step, sample key), so the split over processes changes no sample.
+        trajectories = []
+        for size, part in group_sizes(run, drawn):
+            trajectories += _sampled(
+                step,
+                lambda part=part, size=size: generate_groups(
+                    model,
+                    run.processor,
+                    [d.prompt for d in part],
+                    [d.slot for d in part],
+                    size,
+                    settings,
+                    [group_seed(run.cfg.seed, step, d.key) for d in part],
+                    with_logprobs=r.hf_sampler_logprobs,
+                ),
+            )
+        order = {d.slot: k for k, d in enumerate(drawn)}
+        trajectories.sort(key=lambda t: order[t.group_id])  # stable: each group's rows keep their order
+    model.train()
+    return trajectories
+
+
+def group_sizes(run: Run, drawn: list[Drawn]) -> list[tuple[int, list[Drawn]]]:
+    """(rollouts per prompt, the prompts) in order of first size: ``rollout.num_generations`` for every prompt,
+    unless the sampler sizes the groups (``generations``: Rollout-GDRO), then one part per size."""
+    n = run.cfg.rollout.num_generations
+    sizing = getattr(run.sampler, "generations", None)
+    counts = sizing([d.index for d in drawn], n) if sizing is not None and drawn else None
+    if counts is None:
+        return [(n, drawn)] if drawn else []
+    parts: dict[int, list[Drawn]] = {}
+    for d, c in zip(drawn, counts):
+        parts.setdefault(int(c), []).append(d)
+    return list(parts.items())
+
+
+class NonFiniteModelError(RuntimeError):
+    """The policy's logits are not finite: the run stops (no checkpoint of such weights is written)."""
+
+
+def _sampled(step: int, generate):
+    """``generate()``, with non-finite logits turned into a stop that names the step."""
+    try:
+        return generate()
+    except NonFiniteLogitsError as exc:
+        raise NonFiniteModelError(
+            f"step {step}: {exc}; the policy's weights are not finite (check "
+            "model.name_or_path or the checkpoint resumed from)"
+        ) from None
+
+
+def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSettings, step: int) -> list[Trajectory]:
+    """G episodes per prompt, all played together (one generate call per turn). A sample whose environment
+    cannot start is left out of the step, like one that won't load; an environment error ends one episode."""
+    r = run.cfg.rollout
+    starts = [
+        EpisodeStart(d.prompt, run.pack.make_environment(), d.slot, i, d.key)
+        for d in drawn
+        for i in range(r.num_generations)
+    ]
+    if not starts:
+        return []
+    # Room for every turn and observation within the limits: only an over-long observation cuts an episode
+    max_context = episode_context(
+        run.cfg.data.max_prompt_length, r.max_turns, r.max_completion_length, r.max_observation_tokens
+    )
+    # vLLM: the engine samples every turn of the same contexts (run_episodes feeds it the observations' media)
+    sampler = run.rollout_backend if run.rollout_backend is not None else model
+    results = run_episodes(
+        sampler,
+        run.processor,
+        starts,
+        settings,
+        r.max_turns,
+        max_context,
+        run.cfg.seed,
+        step,
+        r.max_observation_tokens,
+        r.env_step_timeout_s,
+        with_logprobs=run.rollout_backend is None and r.hf_sampler_logprobs,
+    )
+    trajectories = []
+    for k, d in enumerate(drawn):
+        group = results[k * r.num_generations : (k + 1) * r.num_generations]
+        error = next((g for g in group if isinstance(g, EnvironmentStartError)), None)
+        if error is not None:
+            bad_sample(run, d.prompt.sample.id, error)
+            continue
+        for t in group:
+            if t.reward_info.get("unseen_media"):
+                unseen_media(run, t.reward_info["unseen_media"])
+            if ended_by_fault(t):
+                run.counters.env_faults += 1
+                run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])
+        trajectories += group
+    return trajectories
+
+
+def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
+    """Rewards [N, K] from the reward runner (errors are counted there, under max_reward_errors; past it
+    the rows are NaN and the run stops at the step's agreement point)."""
+    samples = samples_of(drawn, trajectories)
+    try:
+        batch = run.rewards(samples, trajectories)
+    except RewardErrorLimitExceeded as exc:
+        hold(run, exc)
+        batch = nan_rewards(run, len(trajectories))
+    finally:
+        run.counters.reward_errors = run.rewards.total_errors
+    for err in batch.errors:
+        run.event("reward_error", **dataclasses.asdict(err))
+    return samples, batch
+
+
+def compute_advantages(run: Run, table: StepTable) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages [N] and the keep mask [N] (estimator loss mask x dynamic-sampling filter), from the table.
+
+    The estimator gets ``algorithm.estimator_options``, the columns it declared (``needs``) from the table,
+    and ``reward_missing`` as its ``missing`` option (checked at start-up by ``check_algorithm_options``)."""
+    a = run.cfg.algorithm
+    fn = rl.ESTIMATORS.get(a.estimator)
+    options = dict(a.estimator_options)
+    accepted = accepted_options(fn)
+    if "scale_rewards" in accepted and "scale_rewards" not in options:
+        options["scale_rewards"] = a.scale_rewards
+    if "task_ids" in accepted and "task_ids" not in options:
+        options["task_ids"] = table.task_ids
+    for need in rl.needs_of(fn):
+        options[need] = table.column(need)
+    if run.cfg.reward_missing != "zero":
+        options["missing"] = run.cfg.reward_missing
+    result = rl.advantages(a.estimator, table.rewards, table.group_ids, weights=table.weights, **options)
+    keep = result.keep_mask()
+    if a.dynamic_sampling:
+        filtered = rl.dynamic_sampling_filter(table.total, table.group_ids)
+        keep = keep & filtered.keep
+        run.counters.dropped_groups += int(filtered.num_dropped)
+    return result.advantages, keep
+
+
+def observe_sampler(run: Run, drawn: list[Drawn], trajectories: list[Trajectory], total: torch.Tensor) -> None:
+    """Training feedback for adaptive samplers: per-trajectory rewards keyed by dataset index."""
+    index_of = {d.slot: d.index for d in drawn}
+    indices = torch.tensor([index_of[t.group_id] for t in trajectories])  # [N]
+    kwargs = {}
+    if "completions" in inspect.signature(run.sampler.observe).parameters:
+        kwargs["completions"] = [t.completion_text for t in trajectories]
+    run.sampler.observe([d.index for d in drawn], total, indices, **kwargs)
+
+
+def samples_of(drawn: list[Drawn], trajectories: list[Trajectory]) -> list[Sample]:
+    """The sample of each trajectory (by its group's slot)."""
+    by_slot = {d.slot: d.prompt.sample for d in drawn}
+    return [by_slot[t.group_id] for t in trajectories]
+
+
+def nan_rewards(run: Run, n: int) -> RewardBatch:
+    """Rewards of ``n`` rows that were not scored (a stop is held: they never reach an update)."""
+    k = len(run.rewards.names)
+    return RewardBatch(torch.full((n, k), float("nan")), list(run.rewards.names), torch.ones(k))
