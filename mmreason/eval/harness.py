@@ -22,6 +22,7 @@ from mmreason.eval.output import RunFiles, config_hash, elapsed_since, package_v
 from mmreason.eval.report import build_results, markdown_table, print_table
 from mmreason.eval.scoring import PromptOptions, ScoringOptions, score_task
 from mmreason.eval.tasks import EvalTask, load_tasks
+from mmreason.media.limits import media_fields
 from mmreason.rollout.generate import GenerationSettings
 
 
@@ -36,17 +37,7 @@ class EvalOutcome:
 def scoring_options(cfg: EvalConfig) -> ScoringOptions:
     g, m = cfg.gen_kwargs, cfg.model_args
     settings = GenerationSettings(g.max_new_tokens, g.temperature, g.top_p, g.top_k)
-    prompt = PromptOptions(
-        m.min_pixels,
-        m.max_pixels,
-        m.video_fps,
-        m.video_max_frames,
-        m.max_prompt_length,
-        m.system_prompt,
-        video_min_pixels=m.video_min_pixels,
-        video_max_pixels=m.video_max_pixels,
-        video_total_pixels=m.video_total_pixels,
-    )
+    prompt = PromptOptions(**media_fields(m))
     return ScoringOptions(settings, prompt, cfg.batch_size, cfg.seed, g.max_turns)
 
 
