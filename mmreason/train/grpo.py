@@ -32,7 +32,6 @@ from mmreason.rollout.multiturn import (
     episode_context,
     run_episodes,
 )
-from mmreason.rollout.prompts import MEDIA_SECONDS
 from mmreason.rollout.row_sampling import NonFiniteLogitsError
 from mmreason.train.anchors import anchor_groups
 from mmreason.train.augment import augment_groups
@@ -65,13 +64,13 @@ PHASES = ("prompts", "generate", "reward", "advantages", "update")  # time/<phas
 def train_step(run: Run, step: int) -> dict[str, Any]:
     """One step: build -> roll out -> score (more rounds of the same under dynamic sampling) -> advantages ->
     update, each phase timed as ``time/<phase>``."""
-    timed, decoded = PhaseTimes(), MEDIA_SECONDS["video_decode"]
+    timed, decoded = PhaseTimes(), run.media_time.video_decode
     with gathered(run.accelerator.unwrap_model(run.model)):  # a sharded model generates whole (mmreason.parallel)
         got = draw_round(run, step, timed, sample_prompts(run))  # build -> roll out -> score
         got = regenerate(run, step, timed, got)  # refinement, hints or augmentation of the groups, when on
         got = dynamic_sampling(run, step, timed, got)  # DAPO: further rounds until the groups carry signal, when on
     settle(run, RunStopped)  # a fault on any process stops every process here
-    metrics: dict[str, Any] = {**got.metrics, **rollout_costs(got.trajectories, decoded)}
+    metrics: dict[str, Any] = {**got.metrics, **rollout_costs(got.trajectories, run.media_time.video_decode - decoded)}
     if any_rank(run.accelerator, not got.trajectories):  # every process skips when one has nothing to train on
         if got.trajectories:
             run.event("update_skipped", step=step, reason="another process has no trajectories this step")
@@ -185,9 +184,9 @@ def dynamic_sampling(run: Run, step: int, timed: PhaseTimes, first: Rollouts) ->
 
 
 def rollout_costs(trajectories: list[Trajectory], decoded: float) -> dict[str, float]:
-    """Video decoding since ``decoded`` (part of time/prompts) and, for episodes, environment seconds (part of
-    time/generate) and the episodes a limit cut before the model could finish."""
-    out = {"time/video_decode": MEDIA_SECONDS["video_decode"] - decoded}
+    """The step's ``decoded`` seconds of video decoding (part of time/prompts) and, for episodes, environment
+    seconds (part of time/generate) and the episodes a limit cut before the model could finish."""
+    out = {"time/video_decode": decoded}
     if any("env_seconds" in t.reward_info for t in trajectories):
         out["time/environment"] = sum(t.reward_info.get("env_seconds", 0.0) for t in trajectories)
         out["episodes/cut"] = sum(ended_by_limit(t) for t in trajectories)  # an observation over the limit

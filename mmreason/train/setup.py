@@ -6,14 +6,19 @@ call small phase functions on it.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
+from accelerate import Accelerator
+from accelerate.utils import DistributedDataParallelKwargs, set_seed
+from transformers import ProcessorMixin, get_scheduler
 
 from mmreason.config import ConfigError, dump_yaml
 from mmreason.models.loading import (
@@ -24,17 +29,48 @@ from mmreason.models.loading import (
     trainable_parameters,
     vision_tower,
 )
+from mmreason.parallel.agree import any_rank
 from mmreason.parallel.sharding import is_sharded, needs_own_sharding, shard_model, wrap_classes
+from mmreason.rewarding import RewardRunner, RewardSpec
+from mmreason.rollout.prompts import MediaTime, PromptInputs
 from mmreason.rundir import RunDir, RunDirError, claim_output_dir
 from mmreason.sampling import SAMPLERS
+from mmreason.sampling.anchors import AnchorBuffer
+from mmreason.sampling.base import PromptSampler
+from mmreason.sampling.difficulty import DifficultyAugmenter
 from mmreason.sampling.stream import StreamSampler
 from mmreason.taskpack import TASKS, TaskPack
-from mmreason.train.config import TrainConfig
+from mmreason.train.config import RewardConfig, TrainConfig
 from mmreason.train.logging import RunLogger
 from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
-from mmreason.types import Sample
+from mmreason.types import Sample, Trajectory
 
 log = logging.getLogger(__name__)
+
+
+class Scheduler(Protocol):
+    """The learning-rate schedule as the loop uses it (a torch LRScheduler, or accelerate's wrapper of one)."""
+
+    def step(self) -> None: ...
+
+    def get_last_lr(self) -> list[float]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class RolloutEngine(Protocol):
+    """A rollout engine as the trainer uses it (``train/rollout_backend.py``; the vLLM backends in
+    ``mmreason.rollout.backends``): it samples the step's groups and takes the policy's weights after each update."""
+
+    is_rollout_backend: bool
+
+    def generate_groups(self, prompts: Sequence[PromptInputs], *args: Any, **kwargs: Any) -> list[Trajectory]: ...
+
+    def sync_weights(self, model: torch.nn.Module, *args: Any, **kwargs: Any) -> float: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -53,27 +89,31 @@ class Counters:
 
 @dataclass
 class Run:
+    """A run's components (built by ``setup_run``) and its state between steps; every field is declared here."""
+
     cfg: TrainConfig
-    accelerator: Any
-    model: Any
-    processor: Any
-    optimizer: Any
-    scheduler: Any
+    accelerator: Accelerator
+    model: torch.nn.Module  # prepared by accelerate (DDP-wrapped with several processes), or sharded
+    processor: ProcessorMixin
+    optimizer: torch.optim.Optimizer
+    scheduler: Scheduler
     pack: TaskPack
-    dataset: list[Sample]
-    sampler: Any
+    dataset: Sequence[Sample]  # a list, or a streamed dataset read in stream order (data.streaming)
+    sampler: PromptSampler
     logger: RunLogger | None = None
-    augmenter: Any = None  # DifficultyAugmenter when cfg.augment.enabled
-    ref_model: Any = None
-    rewards: Any = None
+    augmenter: DifficultyAugmenter | None = None  # when cfg.augment.enabled
+    ref_model: torch.nn.Module | None = None  # when algorithm.beta > 0
+    rewards: RewardRunner | None = None
     counters: Counters = field(default_factory=Counters)
+    media_time: MediaTime = field(default_factory=MediaTime)  # video header reads and decoding, summed
     step: int = 0
     prev_entropy: float = 0.0  # mean token entropy of the last update (losses that take it: DCPO)
     entropy_history: list[float] = field(default_factory=list)  # last group entropies (losses that take it: GEPO)
-    anchor_buffer: Any = None  # R³ replay: past successes per prompt (train/anchors.py), in memory only
-    rollout_backend: Any = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
+    anchor_buffer: AnchorBuffer | None = None  # R³ replay: past successes per prompt (train/anchors.py), in memory
+    rollout_backend: RolloutEngine | None = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
     engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/grpo.py)
     output: RunDir | None = None  # the claimed output_dir (lock, run id) of a run that owns it (mmreason.rundir)
+    pending_stop: BaseException | None = None  # a fault that stops the run at the next agreement point (agree.hold)
 
     @property
     def run_id(self) -> str | None:
@@ -102,9 +142,6 @@ class Run:
 
 
 def make_accelerator(cfg: TrainConfig):
-    from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs, set_seed
-
     cpu = not torch.cuda.is_available()
     trackers = [t for t in cfg.report_to if _tracker_available(t)]
     # The model's buffers are constants (rotary frequencies): no broadcast of them before every forward,
@@ -131,8 +168,6 @@ def threads_per_process() -> int | None:
 
 
 def _tracker_available(name: str) -> bool:
-    import importlib.util
-
     module = {"tensorboard": "tensorboard", "wandb": "wandb"}.get(name, name)
     if importlib.util.find_spec(module) is None:
         log.warning("report_to: %s is not installed; not logging to it", name)
@@ -155,8 +190,6 @@ def load_task_data(cfg: TrainConfig, split: str = "train") -> tuple[TaskPack, li
 
 
 def build_optimizer(cfg: TrainConfig, model, total_steps: int):
-    from transformers import get_scheduler
-
     groups = parameter_groups(model, cfg)
     # bf16 / fp16 weights: AdamW on fp32 master copies (train/precision.py); a sharded model keeps its own dtype
     sharded = is_sharded(model)
@@ -229,8 +262,6 @@ def setup_run(
 
 def claim(cfg: TrainConfig, accelerator) -> RunDir | None:
     """The main process claims ``output_dir`` (``mmreason.rundir``); when it cannot, every process raises."""
-    from mmreason.parallel.agree import any_rank
-
     output, error = None, None
     if accelerator.is_main_process:
         try:
@@ -322,16 +353,12 @@ def build_augmenter(cfg: TrainConfig):
     """The difficulty-aware augmenter of ``cfg.augment`` (None when it is off)."""
     if not cfg.augment.enabled:
         return None
-    from mmreason.sampling.difficulty import DifficultyAugmenter
-
     options = {k: v for k, v in vars(cfg.augment).items() if k != "enabled"}
     return DifficultyAugmenter(**options, seed=cfg.seed)
 
 
 def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = None):
     """The reward runner: the config's rewards, or the task pack's defaults when the config names none."""
-    from mmreason.rewarding import RewardRunner, RewardSpec
-
     specs = []
     for r in run_rewards(cfg, pack):
         ref = r.name
@@ -352,9 +379,7 @@ def run_rewards(cfg: TrainConfig, pack: TaskPack) -> list:
     return cfg.rewards or [_reward_config(r) for r in pack.rewards]
 
 
-def _reward_config(mapping: dict[str, Any]):
-    from mmreason.train.config import RewardConfig
-
+def _reward_config(mapping: dict[str, Any]) -> RewardConfig:
     m = dict(mapping)
     return RewardConfig(
         name=m.pop("name"), weight=m.pop("weight", 1.0), kwargs=m.pop("kwargs", {}), column=m.pop("column", None)
