@@ -181,6 +181,7 @@ def saved_for_backward_bytes(fn) -> tuple[object, int]:
 def bench_update(
     shape: str = "tiny",
     workload: Workload = Workload(),
+    *,
     steps: int = 5,
     warmup: int = 2,
     dtype: str = "auto",
@@ -188,7 +189,6 @@ def bench_update(
     shared_prefix: bool = True,
     gradient_checkpointing: bool = False,
     peak_tflops: float | None = None,
-    *,
     chunked_head: bool = True,
     master_weights: bool = True,
 ) -> dict:
@@ -359,13 +359,13 @@ def run(args: argparse.Namespace) -> int:
                 bench_update(
                     shape,
                     w,
-                    args.steps,
-                    args.warmup,
-                    dtype,
-                    args.attn,
-                    not args.plain,
-                    args.gradient_checkpointing,
-                    args.peak_tflops,
+                    steps=args.steps,
+                    warmup=args.warmup,
+                    dtype=dtype,
+                    attn=args.attn,
+                    shared_prefix=not args.plain,
+                    gradient_checkpointing=args.gradient_checkpointing,
+                    peak_tflops=args.peak_tflops,
                     chunked_head=head == "chunked",
                     master_weights=not args.no_master_weights,
                 )

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmreason import media
 from mmreason.eval.episodes import episode_turns, run_episode_docs
 from mmreason.eval.generate import Completion, generate_batch
 from mmreason.eval.prompts import encode_batch
@@ -62,8 +63,6 @@ def estimate_length(processor, sample: Sample, opts: PromptOptions) -> int:
     Used only to order docs; a doc whose media cannot be read estimates its text alone (it fails later,
     when its prompt is built).
     """
-    from mmreason import media
-
     total = _text_chars(sample.messages, opts.system_prompt) // 4  # ~4 characters per token: order only
     size = processor.image_processor.size
     lo = opts.min_pixels or size.get("shortest_edge") or media.IMAGE_MIN_PIXELS
@@ -195,9 +194,9 @@ def run_batch(
                 [p for _, p in built],
                 task,
                 opts.settings,
-                turns,
-                opts.prompt.max_prompt_length,
-                opts.seed,
+                max_turns=turns,
+                max_prompt_length=opts.prompt.max_prompt_length,
+                seed=opts.seed,
             )
         for (i, p), result in zip(built, played):
             if isinstance(result, Exception):  # a failed doc, like one whose media cannot be read

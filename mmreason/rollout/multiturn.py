@@ -177,13 +177,13 @@ def run_episodes(
     processor,
     starts: Sequence[EpisodeStart],
     settings: GenerationSettings,
+    *,
     max_turns: int,
     max_context: int,
     seed: int,
     step: int,
     max_observation_tokens: int | None = None,
     step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
-    *,
     with_logprobs: bool = False,
 ) -> list[Trajectory | EnvironmentStartError]:
     """Play all ``starts`` together: each turn, every live episode samples its next assistant turn in one
@@ -243,7 +243,7 @@ def run_episodes(
                 max_context,
                 max_observation_tokens,
                 step_timeout_s,
-                logprobs,
+                logprobs=logprobs,
                 hf_logprobs=hf_logprobs,
             )
     for i, e in episodes.items():
@@ -300,8 +300,8 @@ def _play_turn(
     max_context: int,
     max_observation_tokens: int | None,
     step_timeout_s: float | None,
-    logprobs: torch.Tensor | None = None,
     *,
+    logprobs: torch.Tensor | None = None,
     hf_logprobs: torch.Tensor | None = None,
 ) -> None:
     """Append one sampled assistant turn to ``e``, let its environment answer, and append the observation.
@@ -397,12 +397,12 @@ def run_episode(
         processor,
         [EpisodeStart(prompt, env, group_id, index, key)],
         settings,
-        max_turns,
-        max_context,
-        seed,
-        step,
-        max_observation_tokens,
-        step_timeout_s,
+        max_turns=max_turns,
+        max_context=max_context,
+        seed=seed,
+        step=step,
+        max_observation_tokens=max_observation_tokens,
+        step_timeout_s=step_timeout_s,
     )
     if isinstance(result, EnvironmentStartError):
         raise result
@@ -425,6 +425,7 @@ def generate_multiturn_group(
     group_id: int,
     num_generations: int,
     settings: GenerationSettings,
+    *,
     max_turns: int,
     max_context: int,
     seed: int,
@@ -437,7 +438,16 @@ def generate_multiturn_group(
     stop string. Raises ``EnvironmentStartError`` when an environment cannot start."""
     starts = [EpisodeStart(prompt, make_env(), group_id, i, key) for i in range(num_generations)]
     results = run_episodes(
-        model, processor, starts, settings, max_turns, max_context, seed, step, max_observation_tokens, step_timeout_s
+        model,
+        processor,
+        starts,
+        settings,
+        max_turns=max_turns,
+        max_context=max_context,
+        seed=seed,
+        step=step,
+        max_observation_tokens=max_observation_tokens,
+        step_timeout_s=step_timeout_s,
     )
     for r in results:
         if isinstance(r, EnvironmentStartError):

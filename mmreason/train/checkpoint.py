@@ -23,7 +23,17 @@ from typing import Any
 
 import numpy as np
 import torch
+from accelerate.utils import gather_object
+from safetensors.torch import load as load_safetensors
 
+from mmreason.parallel.agree import any_rank
+from mmreason.parallel.sharding import (
+    full_optimizer_state,
+    full_state_dict,
+    is_sharded,
+    load_full_optimizer_state,
+    load_full_state_dict,
+)
 from mmreason.paths import STATE_FILE, checkpoints
 from mmreason.train.checkpoint_verify import (
     MANIFEST,
@@ -115,9 +125,9 @@ def save_checkpoint(
     optimizer,
     scheduler,
     state: dict[str, Any],
+    *,
     processor=None,
     keep: int = 2,
-    *,
     run_id: str | None = None,
 ) -> Path | None:
     """Write checkpoint-<step> atomically; returns its path on the main process (None elsewhere).
@@ -127,9 +137,6 @@ def save_checkpoint(
 
     A failed write raises on every process: the main process's error there, a ``CheckpointError`` naming
     it on the others."""
-    from mmreason.parallel.agree import any_rank
-    from mmreason.parallel.sharding import full_optimizer_state, full_state_dict
-
     accelerator.wait_for_everyone()
     all_rng = _gather_objects(accelerator, rng_state())
     unwrapped = accelerator.unwrap_model(model)
@@ -139,7 +146,17 @@ def save_checkpoint(
         try:
             state = {**state, "run_id": run_id} if run_id is not None else state
             final = _write(
-                accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng, whole
+                accelerator,
+                output_dir,
+                step,
+                model,
+                optimizer,
+                scheduler,
+                state,
+                processor=processor,
+                keep=keep,
+                all_rng=all_rng,
+                whole=whole,
             )
         except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
             error = exc
@@ -155,7 +172,7 @@ class CheckpointError(RuntimeError):
 
 
 def _write(
-    accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng, whole=(None, None)
+    accelerator, output_dir, step, model, optimizer, scheduler, state, *, processor, keep, all_rng, whole=(None, None)
 ) -> Path:
     """The main process's part; ``whole`` = a sharded model's gathered (model, optimizer) state dicts."""
     final = Path(output_dir) / f"checkpoint-{step}"
@@ -209,8 +226,6 @@ def _fsync_tree(root: Path) -> None:
 def _gather_objects(accelerator, obj):
     if accelerator.num_processes == 1:
         return [obj]
-    from accelerate.utils import gather_object
-
     return gather_object([obj])
 
 
@@ -220,8 +235,6 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, check_
     The whole checkpoint is read into memory and checked first (``read_checkpoint``; ``check_state(state)``, the
     caller's trial of the parts it restores itself: sampler, augmenter); a ``DamagedCheckpoint`` leaves the run
     untouched. Only then is any of it applied."""
-    from mmreason.parallel.sharding import is_sharded, load_full_optimizer_state, load_full_state_dict
-
     unwrapped = accelerator.unwrap_model(model)
     loaded = read_checkpoint(path, unwrapped, optimizer, scheduler)
     if check_state is not None:
@@ -234,7 +247,7 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, check_
             ) from None
     state, rng, optimizer_state, scheduler_state, weights, adapter = loaded
     if adapter:
-        from peft import set_peft_model_state_dict
+        from peft import set_peft_model_state_dict  # heavy: imported only for a LoRA checkpoint
 
         set_peft_model_state_dict(unwrapped, weights)
     elif is_sharded(unwrapped):
@@ -255,10 +268,6 @@ def read_checkpoint(path: Path, unwrapped, optimizer, scheduler) -> tuple:
     """(state, RNG list, optimizer state, scheduler state, weights, is an adapter), every part read into memory
     and checked against the live run (``checkpoint_verify``: no special file, checksums, state, RNG states that
     apply, scheduler state, finite weights that fit the model, optimizer shapes); ``DamagedCheckpoint`` else."""
-    from safetensors.torch import load
-
-    from mmreason.parallel.sharding import is_sharded
-
     check_tree(path)
     verify_files(path)
     state = read_state(path)
@@ -272,11 +281,11 @@ def read_checkpoint(path: Path, unwrapped, optimizer, scheduler) -> tuple:
     adapter = model_dir / "adapter_model.safetensors"
     try:
         if adapter.exists():
-            weights = load(read_regular(adapter))
+            weights = load_safetensors(read_regular(adapter))
         else:
             # Load through from_pretrained, which undoes the key renaming save_pretrained applies, then copy
             # into the live (possibly wrapped) model; strict, so a mismatch can never pass silently.
-            from transformers import AutoModelForImageTextToText
+            from transformers import AutoModelForImageTextToText  # heavy: imported only when needed
 
             dtype = next(unwrapped.parameters()).dtype
             weights = AutoModelForImageTextToText.from_pretrained(str(model_dir), dtype=dtype).state_dict()

@@ -313,12 +313,12 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
         run.processor,
         starts,
         settings,
-        r.max_turns,
-        max_context,
-        run.cfg.seed,
-        step,
-        r.max_observation_tokens,
-        r.env_step_timeout_s,
+        max_turns=r.max_turns,
+        max_context=max_context,
+        seed=run.cfg.seed,
+        step=step,
+        max_observation_tokens=r.max_observation_tokens,
+        step_timeout_s=r.env_step_timeout_s,
         with_logprobs=run.rollout_backend is None and r.hf_sampler_logprobs,
     )
     trajectories = []

@@ -154,8 +154,8 @@ def _sft(run: Run, cfg: TrainConfig) -> Run:
                     run.optimizer,
                     run.scheduler,
                     state(),
-                    run.processor,
-                    cfg.save_total_limit,
+                    processor=run.processor,
+                    keep=cfg.save_total_limit,
                     run_id=run.run_id,
                 )
         if not cfg.save_steps or total % cfg.save_steps:
@@ -167,8 +167,8 @@ def _sft(run: Run, cfg: TrainConfig) -> Run:
                 run.optimizer,
                 run.scheduler,
                 state(),
-                run.processor,
-                cfg.save_total_limit,
+                processor=run.processor,
+                keep=cfg.save_total_limit,
                 run_id=run.run_id,
             )
     except RunStopped:  # before the step's update: the weights are those after step - 1
@@ -180,8 +180,8 @@ def _sft(run: Run, cfg: TrainConfig) -> Run:
             run.optimizer,
             run.scheduler,
             before,
-            run.processor,
-            cfg.save_total_limit,
+            processor=run.processor,
+            keep=cfg.save_total_limit,
             run_id=run.run_id,
         )
         raise
