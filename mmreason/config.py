@@ -62,8 +62,11 @@ class Range:
 
 
 def ranges_of(cls: type) -> dict[str, Range]:
-    """The ``RANGES`` a config dataclass declares, parsed (an unknown field name is an error)."""
-    declared = getattr(cls, "RANGES", {}) or {}
+    """The ``RANGES`` a config dataclass and its bases declare, parsed (an unknown field name is an error).
+    A class that takes fields from a shared record (``MediaLimits``) takes their ranges with them."""
+    declared: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        declared.update(vars(klass).get("RANGES") or {})
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(declared) - names)
     if unknown:
@@ -155,8 +158,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if typing.get_origin(tp) is typing.Literal:
         if value in typing.get_args(tp):
             return value
-        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(str, typing.get_args(tp)))}")
+        raise ConfigError(f"{key}: {value!r} is not {choices(typing.get_args(tp))}")
     return value
+
+
+def choices(values: tuple[Any, ...]) -> str:
+    """``a or b`` for two choices, ``one of a, b, c`` for more (the tail of a bad-choice error)."""
+    names = [str(v) for v in values]
+    return " or ".join(names) if len(names) <= 2 else f"one of {', '.join(names)}"
 
 
 def _dict_keys(cls: type, prefix: str = "") -> list[str]:

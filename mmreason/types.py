@@ -6,7 +6,7 @@ Shape letters: N trajectories, K reward components, T tokens, G rollouts per pro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -75,6 +75,27 @@ class Turn:
     end: int
 
 
+# Why an episode stopped before the model or its environment ended it (``rollout/multiturn.py``).
+EndReason = Literal["environment error", "unseen media", "observation too long", "context full"]
+
+
+@dataclass(frozen=True)
+class EpisodeEnd:
+    """An episode cut short: ``reason`` says which way, ``detail`` the particulars (the exception, the counts).
+    ``environment error`` (the environment raised or ran past its time limit) is a fault the trainer counts;
+    the others are limits. ``str()`` is the line logs and samples files show: ``"<reason>: <detail>"``."""
+
+    reason: EndReason
+    detail: str
+
+    @property
+    def fault(self) -> bool:
+        return self.reason == "environment error"
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.detail}"
+
+
 @dataclass
 class Trajectory:
     """One model attempt at a Sample.
@@ -105,6 +126,7 @@ class Trajectory:
     reward_info: dict[str, Any] = field(default_factory=dict)  # environment facts for rewards (e.g. tool windows)
     # [T] the sampler's log-prob of each sampled token (0 elsewhere), when the rollout backend returns them (vLLM)
     rollout_logprobs: torch.Tensor | None = None
+    end: EpisodeEnd | None = None  # a multi-turn episode cut short (also ``reward_info["ended"]``, as text)
 
     @property
     def completion_length(self) -> int:

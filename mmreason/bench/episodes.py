@@ -20,6 +20,7 @@ import torch
 
 def bench_episodes(
     model: str | None = None,
+    *,
     task: str = "medscope",
     task_args: dict[str, Any] | None = None,
     n: int = 8,
@@ -127,13 +128,13 @@ def run(args: argparse.Namespace) -> int:
     options = {".".join(key): value for key, value in map(parse_override, args.task_arg)}
     result = bench_episodes(
         args.model,
-        args.task,
-        options,
-        args.n,
-        args.group,
-        args.max_turns,
-        args.max_new_tokens,
-        args.temperature,
+        task=args.task,
+        task_args=options,
+        n=args.n,
+        group=args.group,
+        max_turns=args.max_turns,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
         repeats=args.repeats,
         threads=args.threads,
     )

@@ -18,6 +18,7 @@ import torch
 
 def bench_grpo_step(
     model_dir: str | None = None,
+    *,
     steps: int = 6,
     warmup: int = 1,
     threads: int = 1,
@@ -34,21 +35,22 @@ def bench_grpo_step(
     ``model_dir`` is not given."""
     return bench_grpo_steps(
         model_dir,
-        steps,
-        warmup,
-        threads,
-        num_generations,
-        prompts,
-        max_completion_length,
-        pages,
-        page_px,
-        [(backend, overrides)],
-        size,
+        steps=steps,
+        warmup=warmup,
+        threads=threads,
+        num_generations=num_generations,
+        prompts=prompts,
+        max_completion_length=max_completion_length,
+        pages=pages,
+        page_px=page_px,
+        variants=[(backend, overrides)],
+        size=size,
     )[0]
 
 
 def bench_grpo_steps(
     model_dir: str | None,
+    *,
     steps: int,
     warmup: int,
     threads: int,
@@ -165,16 +167,16 @@ def run(args: argparse.Namespace) -> int:
     rounds = [
         bench_grpo_steps(
             args.model,
-            args.steps,
-            1,
-            args.threads,
-            args.num_generations,
-            args.prompts,
-            args.max_completion_length,
-            args.pages,
-            args.page_px,
-            [(b, tuple(args.overrides) + ((f"model.dtype={d}",) if d else ())) for b, d in variants],
-            args.size,
+            steps=args.steps,
+            warmup=1,
+            threads=args.threads,
+            num_generations=args.num_generations,
+            prompts=args.prompts,
+            max_completion_length=args.max_completion_length,
+            pages=args.pages,
+            page_px=args.page_px,
+            variants=[(b, tuple(args.overrides) + ((f"model.dtype={d}",) if d else ())) for b, d in variants],
+            size=args.size,
         )
         for _ in range(max(1, args.repeats))
     ]

@@ -21,8 +21,18 @@ import time
 from dataclasses import dataclass
 
 import torch
+from rich.console import Console
+from rich.table import Table
+from transformers import AutoModelForImageTextToText
 
+from mmreason import rl
+from mmreason.bench.update_profile import print_profile
+from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
 from mmreason.models.tiny import SIZES, TinySize, model_config
+from mmreason.rollout import shared_prefix as sp
+from mmreason.rollout.forward import collate, token_logprobs
+from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
+from mmreason.types import Trajectory
 
 # Qwen2.5-VL-3B-Instruct's shape; the vocabulary and special-token ids are Qwen's.
 SHAPES: dict[str, TinySize] = {**SIZES, "3b": TinySize(151936, 2048, 36, 16, 2, 11008, 1280, 32, 16, 3420)}
@@ -71,8 +81,6 @@ class Workload:
 
 
 def build_model(shape: str, dtype: torch.dtype, attn: str, device: torch.device, seed: int = 0):
-    from transformers import AutoModelForImageTextToText
-
     size = SHAPES[shape]
     vocab = size.model_vocab or size.vocab_size
     ids = _QWEN_IDS if shape == "3b" else {name: vocab - 16 + i for i, name in enumerate(_QWEN_IDS)}
@@ -92,8 +100,6 @@ def _grid(tokens: int) -> tuple[int, int]:
 
 def synthetic_group(w: Workload, ids: dict[str, int], vocab: int, seed: int = 0) -> list:
     """G trajectories of one prompt (text, ``pages`` images, text) with random token ids and pixels."""
-    from mmreason.types import Trajectory
-
     g = torch.Generator().manual_seed(seed)
     text_ids = min(ids.values())  # ordinary tokens lie below the special ones
 
@@ -181,6 +187,7 @@ def saved_for_backward_bytes(fn) -> tuple[object, int]:
 def bench_update(
     shape: str = "tiny",
     workload: Workload = Workload(),
+    *,
     steps: int = 5,
     warmup: int = 2,
     dtype: str = "auto",
@@ -188,16 +195,9 @@ def bench_update(
     shared_prefix: bool = True,
     gradient_checkpointing: bool = False,
     peak_tflops: float | None = None,
-    *,
     chunked_head: bool = True,
     master_weights: bool = True,
 ) -> dict:
-    from mmreason import rl
-    from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
-    from mmreason.rollout import shared_prefix as sp
-    from mmreason.rollout.forward import collate, token_logprobs
-    from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
-
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch_dtype = resolve_dtype(dtype)
     attn_name = cpu_attention(resolve_attn_implementation(attn, torch_dtype), torch_dtype)
@@ -337,9 +337,6 @@ MEASURES = [
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
     if args.threads:
         torch.set_num_threads(args.threads)
     shape = args.shape or ("3b" if torch.cuda.is_available() else "tiny")
@@ -359,13 +356,13 @@ def run(args: argparse.Namespace) -> int:
                 bench_update(
                     shape,
                     w,
-                    args.steps,
-                    args.warmup,
-                    dtype,
-                    args.attn,
-                    not args.plain,
-                    args.gradient_checkpointing,
-                    args.peak_tflops,
+                    steps=args.steps,
+                    warmup=args.warmup,
+                    dtype=dtype,
+                    attn=args.attn,
+                    shared_prefix=not args.plain,
+                    gradient_checkpointing=args.gradient_checkpointing,
+                    peak_tflops=args.peak_tflops,
                     chunked_head=head == "chunked",
                     master_weights=not args.no_master_weights,
                 )
@@ -401,8 +398,6 @@ def run(args: argparse.Namespace) -> int:
                 f"{other / base:.2f}x"
             )
     if args.profile:
-        from mmreason.bench.update_profile import print_profile
-
         for v in variants:
             print_profile(console, runs[v][-1], w)
     return 0

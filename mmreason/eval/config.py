@@ -7,62 +7,36 @@ and a value of the wrong type is an error naming the key.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from mmreason.config import ConfigError, build, check_ranges, parse_override
+from mmreason.media.limits import MediaLimits
+from mmreason.models.loading import AttnImplementation, DType
+from mmreason.rollout.backends.connection import RolloutBackend, VllmConnection, VllmMode
 
 # The split name the harness asks a task pack for (``TaskPack.load(path, EVAL_SPLIT, ...)``).
 EVAL_SPLIT = "eval"
 
 
 @dataclass
-class ModelArgs:
-    """``--model_args``: how the model is loaded and how its inputs are built (each can move a score)."""
+class ModelArgs(MediaLimits, VllmConnection):
+    """``--model_args``: how the model is loaded and how its inputs are built (each can move a score).
 
-    min_pixels: int | None = None  # per image / page; None = the processor's own limits
-    max_pixels: int | None = None
-    video_fps: float = 2.0
-    video_max_frames: int = 16
-    video_min_pixels: int | None = None  # per video frame; None = min_pixels (then the processor's)
-    video_max_pixels: int | None = None  # per video frame; None = max_pixels (then the processor's)
-    video_total_pixels: int | None = None  # per clip, all frames; None = no cap
-    max_prompt_length: int = 32768  # text + visual tokens; a longer prompt is a failed sample, never cut
-    system_prompt: str | None = None
-    attn_implementation: str = "auto"  # auto | flash_attention_2 | sdpa | eager
-    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    The media and prompt limits are ``MediaLimits``' (mmreason/media/limits.py) and the server's address and
+    timeouts ``VllmConnection``'s (mmreason/rollout/backends/connection.py): the same names as a run config's
+    ``data.*`` and ``rollout.*``. A prompt over ``max_prompt_length`` is a failed sample, never cut."""
+
+    attn_implementation: AttnImplementation = "auto"
+    dtype: DType = "auto"
     adapter: str | None = None  # a LoRA adapter directory loaded (and merged) on top of --model
-    backend: str = "hf"  # hf | vllm: what generates (vllm: a vLLM engine on the same prompts, docs/vllm.md)
-    vllm_mode: str = "colocate"  # backend=vllm: colocate (an engine of its own) | server (a `mmreason vllm-serve`)
-    vllm_server_host: str = "127.0.0.1"
-    vllm_server_port: int = 8000
-    vllm_server_api_key: str | None = (
-        None  # the server's key (else $MMREASON_VLLM_API_KEY, else its token file); never saved
-    )
-    vllm_server_timeout: float = 240.0  # seconds to wait for the server to answer before the first doc
-    vllm_generate_timeout: float = 600.0  # seconds one generate call may take; past it the engine counts as dead
+    backend: RolloutBackend = "hf"  # what generates (vllm: a vLLM engine on the same prompts, docs/vllm.md)
+    vllm_mode: VllmMode = "colocate"  # backend=vllm only
 
     def validate(self) -> None:
-        if self.backend not in ("hf", "vllm"):
-            raise ConfigError(f"model_args.backend: {self.backend!r} is not hf or vllm")
-        if self.vllm_mode not in ("colocate", "server"):
-            raise ConfigError(f"model_args.vllm_mode: {self.vllm_mode!r} is not colocate or server")
         if self.vllm_mode == "server" and self.backend != "vllm":
             raise ConfigError("model_args.vllm_mode=server needs backend=vllm")
-
-    RANGES: ClassVar[dict[str, str]] = {
-        "min_pixels": "[1, inf)",
-        "max_pixels": "[1, inf)",
-        "video_fps": "(0, inf)",
-        "video_max_frames": "[1, inf)",
-        "video_min_pixels": "[1, inf)",
-        "video_max_pixels": "[1, inf)",
-        "video_total_pixels": "[1, inf)",
-        "max_prompt_length": "[1, inf)",
-        "vllm_server_port": "[1, 65535]",
-        "vllm_server_timeout": "(0, inf)",
-        "vllm_generate_timeout": "(0, inf)",
-    }
 
 
 @dataclass
@@ -116,7 +90,7 @@ class EvalConfig:
             raise ConfigError(f"--{exc}") from None
         if not self.tasks:
             raise ConfigError("--tasks is empty")
-        from mmreason.eval.tasks import parse_task_specs
+        from mmreason.eval.tasks import parse_task_specs  # here, not at the top: eval.tasks imports this module
 
         try:  # a malformed spec ("videoqa:" with no path) stops the run before the model loads
             parse_task_specs(self.tasks)
@@ -159,7 +133,5 @@ def resolve_limit(limit: float | None, n: int) -> int:
     if limit is None:
         return n
     if limit < 1:
-        import math
-
         return min(n, math.ceil(n * limit))
     return min(n, int(limit))

@@ -49,6 +49,7 @@ def run_episode_docs(
     prompts: list[PromptInputs],
     task,
     settings: GenerationSettings,
+    *,
     max_turns: int,
     max_prompt_length: int,
     seed: int,
@@ -60,7 +61,9 @@ def run_episode_docs(
         return []
     starts = [EpisodeStart(p, task.pack.make_environment(), 0, 0, key=p.sample.id) for p in prompts]
     max_context = max_prompt_length + settings.max_new_tokens * max_turns * 8  # observations fit; env bounds them
-    results = run_episodes(model, processor, starts, settings, max_turns, max_context, seed, 0)
+    results = run_episodes(
+        model, processor, starts, settings, max_turns=max_turns, max_context=max_context, seed=seed, step=0
+    )
     return [r if isinstance(r, Exception) else _record(r) for r in results]
 
 

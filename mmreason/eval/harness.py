@@ -10,10 +10,16 @@ hash names the run for resume (see ``output.py``).
 
 from __future__ import annotations
 
+import resource
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
+from tqdm.auto import tqdm
+from transformers import AutoTokenizer, set_seed
 
 from mmreason.config import to_dict
 from mmreason.eval.config import EvalConfig
@@ -22,6 +28,11 @@ from mmreason.eval.output import RunFiles, config_hash, elapsed_since, package_v
 from mmreason.eval.report import build_results, markdown_table, print_table
 from mmreason.eval.scoring import PromptOptions, ScoringOptions, score_task
 from mmreason.eval.tasks import EvalTask, load_tasks
+from mmreason.media.limits import media_fields
+from mmreason.media.pdf import PDF_STATS
+from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
+from mmreason.rollout.backends.vllm_client import VLLMClient, check_calls, check_server
+from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
 from mmreason.rollout.generate import GenerationSettings
 
 
@@ -36,17 +47,7 @@ class EvalOutcome:
 def scoring_options(cfg: EvalConfig) -> ScoringOptions:
     g, m = cfg.gen_kwargs, cfg.model_args
     settings = GenerationSettings(g.max_new_tokens, g.temperature, g.top_p, g.top_k)
-    prompt = PromptOptions(
-        m.min_pixels,
-        m.max_pixels,
-        m.video_fps,
-        m.video_max_frames,
-        m.max_prompt_length,
-        m.system_prompt,
-        video_min_pixels=m.video_min_pixels,
-        video_max_pixels=m.video_max_pixels,
-        video_total_pixels=m.video_total_pixels,
-    )
+    prompt = PromptOptions(**media_fields(m))
     return ScoringOptions(settings, prompt, cfg.batch_size, cfg.seed, g.max_turns)
 
 
@@ -54,8 +55,6 @@ def run_config(
     cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], processor, device: str
 ) -> dict[str, Any]:
     """The settings that move a score (hashed for resume), as the results file records them."""
-    from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
-
     image = processor.image_processor.size
     video = getattr(processor, "video_processor", None)
     return {
@@ -91,8 +90,6 @@ def run_config(
 
 def _tokenizer(resolved: ResolvedModel):
     """The model's tokenizer (None if it cannot be loaded alone: packs then over-count the text)."""
-    from transformers import AutoTokenizer
-
     try:
         return AutoTokenizer.from_pretrained(str(resolved.processor_dir))
     except Exception:  # the processor load below reports a broken checkpoint properly
@@ -102,11 +99,6 @@ def _tokenizer(resolved: ResolvedModel):
 def resource_use() -> dict[str, Any]:
     """What the run cost the process: peak resident memory and the PDF layer's counts (documents opened,
     pages rendered, pages served from the in-memory / on-disk cache)."""
-    import resource
-    import sys
-
-    from mmreason.media.pdf import PDF_STATS
-
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     return {
         "peak_rss_mb": round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1),
@@ -116,9 +108,6 @@ def resource_use() -> dict[str, Any]:
 
 def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcome:
     """Run every task of ``cfg``; returns the results and where they were written."""
-    from rich.console import Console
-    from transformers import set_seed
-
     console = console or Console()
     resolved = resolve_model(cfg.model, cfg.model_args.adapter)
     tokenizer = _tokenizer(resolved)  # counts prompt text for packs that fit page budgets to the prompt length
@@ -148,9 +137,6 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
 
 def vllm_engine_for_eval(resolved: ResolvedModel, args, processor):
     """A vLLM engine on ``--model``'s weights (``--model_args backend=vllm``)."""
-    from mmreason.models.loading import resolve_dtype
-    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
-
     if resolved.adapter is not None:
         raise ValueError(
             f"--model_args backend=vllm: {resolved.spec!r} is a LoRA adapter; merge it first "
@@ -172,9 +158,6 @@ def vllm_server_for_eval(cfg: EvalConfig, model, processor):
     adapter merged in) is pushed to the server first, since a server may hold any weights of the same model.
     Before any doc: an error naming host:port when nobody answers, when the server's context is shorter than
     ``max_prompt_length + max_new_tokens`` or its pixel limits differ from ``min_pixels``/``max_pixels``."""
-    from mmreason.rollout.backends.vllm_client import VLLMClient, check_calls, check_server
-    from mmreason.rollout.backends.vllm_engine import processor_kwargs
-
     args = cfg.model_args
     host, port = args.vllm_server_host, args.vllm_server_port
     client = VLLMClient(
@@ -221,8 +204,6 @@ def _evaluate_tasks(cfg: EvalConfig, console, progress, resolved, tasks, device,
 
 
 def _write_run(cfg: EvalConfig, console, progress, resolved, tasks, model, processor, config, files) -> EvalOutcome:
-    from tqdm.auto import tqdm
-
     opts = scoring_options(cfg)
     start, records, resumed = time.perf_counter(), {}, 0
     for task in tasks:

@@ -20,6 +20,10 @@ from typing import Any
 from mmreason.eval.metrics import aggregate
 from mmreason.eval.scoring import PromptOptions, ScoringOptions, score_task
 from mmreason.eval.tasks import EvalTask, load_task
+from mmreason.media.limits import media_fields
+from mmreason.parallel.agree import any_rank
+from mmreason.parallel.sharding import gathered
+from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.generate import GenerationSettings
 
 _TASKS: dict[str, EvalTask] = {}  # the eval split is loaded once per run, not once per eval
@@ -47,19 +51,7 @@ def has_eval_split(cfg, tokenizer=None, *, limit: int | None = None) -> bool:
 
 def training_options(cfg) -> ScoringOptions:
     """Greedy decoding with the run's completion limit and prompt settings; G docs per generate call."""
-    d = cfg.data
-    prompt = PromptOptions(
-        d.min_pixels,
-        d.max_pixels,
-        d.video_fps,
-        d.video_max_frames,
-        d.max_prompt_length,
-        d.system_prompt,
-        d.prompt_overflow,
-        d.video_min_pixels,
-        d.video_max_pixels,
-        d.video_total_pixels,
-    )
+    prompt = PromptOptions(**media_fields(cfg.data), overflow=cfg.data.prompt_overflow)
     settings = GenerationSettings(max_new_tokens=cfg.rollout.max_completion_length, temperature=0.0)
     return ScoringOptions(settings, prompt, batch_size=max(1, cfg.rollout.num_generations), seed=cfg.seed)
 
@@ -70,10 +62,6 @@ def evaluate_during_training(run, step: int, *, limit: int | None = None) -> dic
 
     Every process learns whether the evaluation succeeded: an exception on the main process is raised
     there and a ``RuntimeError`` naming it on the others (none is left waiting)."""
-    from mmreason.parallel.agree import any_rank
-    from mmreason.parallel.sharding import gathered
-    from mmreason.rollout.backends import EngineDied
-
     accelerator = run.accelerator
     metrics, error = {}, None
     with gathered(accelerator.unwrap_model(run.model)):  # every process: a sharded model generates whole

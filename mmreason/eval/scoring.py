@@ -19,12 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmreason import media
 from mmreason.eval.episodes import episode_turns, run_episode_docs
 from mmreason.eval.generate import Completion, generate_batch
 from mmreason.eval.prompts import encode_batch
 from mmreason.eval.tasks import EvalTask
 from mmreason.media import MediaError
-from mmreason.media.video_plan import VideoLimits
+from mmreason.media.limits import MediaLimits, PromptOverflow
 from mmreason.rollout.generate import GenerationSettings, group_seed
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong
 from mmreason.rollout.visibility import media_paths
@@ -37,25 +38,11 @@ log = logging.getLogger("mmreason.eval")
 
 
 @dataclass
-class PromptOptions:
-    """How prompts are built (media budgets); every field moves a score and is recorded."""
+class PromptOptions(MediaLimits):
+    """How prompts are built: the media and prompt limits (``MediaLimits``, as ``--model_args`` or the run's
+    ``data.*`` give them) and what a too-long prompt does; every field moves a score and is recorded."""
 
-    min_pixels: int | None = None
-    max_pixels: int | None = None
-    video_fps: float = 2.0
-    video_max_frames: int = 16
-    max_prompt_length: int = 32768
-    system_prompt: str | None = None
-    overflow: str = "filter"  # filter (a too-long prompt fails its doc) | downscale (lower pixel budgets)
-    video_min_pixels: int | None = None  # per video frame; None = min_pixels
-    video_max_pixels: int | None = None  # per video frame; None = max_pixels
-    video_total_pixels: int | None = None  # per clip; None = no cap
-
-    @property
-    def video(self) -> VideoLimits:
-        return VideoLimits(
-            self.video_fps, self.video_max_frames, self.video_min_pixels, self.video_max_pixels, self.video_total_pixels
-        )
+    overflow: PromptOverflow = "filter"  # filter: a too-long prompt fails its doc; downscale: lower pixel budgets
 
 
 @dataclass
@@ -76,8 +63,6 @@ def estimate_length(processor, sample: Sample, opts: PromptOptions) -> int:
     Used only to order docs; a doc whose media cannot be read estimates its text alone (it fails later,
     when its prompt is built).
     """
-    from mmreason import media
-
     total = _text_chars(sample.messages, opts.system_prompt) // 4  # ~4 characters per token: order only
     size = processor.image_processor.size
     lo = opts.min_pixels or size.get("shortest_edge") or media.IMAGE_MIN_PIXELS
@@ -209,9 +194,9 @@ def run_batch(
                 [p for _, p in built],
                 task,
                 opts.settings,
-                turns,
-                opts.prompt.max_prompt_length,
-                opts.seed,
+                max_turns=turns,
+                max_prompt_length=opts.prompt.max_prompt_length,
+                seed=opts.seed,
             )
         for (i, p), result in zip(built, played):
             if isinstance(result, Exception):  # a failed doc, like one whose media cannot be read

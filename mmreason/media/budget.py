@@ -119,6 +119,7 @@ def video_tokens(
     width: int,
     min_pixels: int = VIDEO_MIN_PIXELS,
     max_pixels: int = VIDEO_MAX_PIXELS,
+    *,
     temporal_patch_size: int = TEMPORAL_PATCH_SIZE,
     merge_size: int = MERGE_SIZE,
     patch_size: int = PATCH_SIZE,

@@ -10,13 +10,17 @@ import importlib.util
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
 
 from mmreason.models.families import check_checkpoint
 
 log = logging.getLogger(__name__)
+
+# The closed sets of ``model.dtype`` / ``model.attn_implementation`` (and eval's --model_args of those names).
+DType = Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"]  # auto: bf16 where CUDA has it
+AttnImplementation = Literal["auto", "flash_attention_2", "sdpa", "eager"]
 
 _DTYPES = {
     "float32": torch.float32,
@@ -33,9 +37,9 @@ class ModelConfig:
     """How to load the policy. Every field has its default here; configs override by name."""
 
     name_or_path: str = "tiny-model"  # a checkpoint directory (e.g. Qwen2.5-VL-3B-Instruct) or a run dir
-    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    dtype: DType = "auto"
     master_weights: bool = True  # bf16 / fp16 weights: the optimizer steps fp32 copies (docs/training.md)
-    attn_implementation: str = "auto"  # auto | flash_attention_2 | sdpa | eager
+    attn_implementation: AttnImplementation = "auto"  # auto: flash_attention_2 on CUDA when it imports, else sdpa
     gradient_checkpointing: bool = False
     freeze_vision_tower: bool = False
     lora: bool = False
@@ -89,7 +93,8 @@ def cpu_attention(attn: str, dtype: torch.dtype) -> str:
     attention on a machine without CUDA, where the CPU's bf16 attention kernel is the slower one; else ``attn``."""
     if attn != "sdpa" or dtype not in (torch.bfloat16, torch.float16) or torch.cuda.is_available():
         return attn
-    from mmreason.models import cpu_attention as registered  # registers sdpa_fp32 with transformers
+    # imported on use: it imports transformers (seconds) to register sdpa_fp32 with it
+    from mmreason.models import cpu_attention as registered
 
     return registered.NAME
 
@@ -122,7 +127,7 @@ def check_model_dir(path: str | Path) -> Path:
 
 def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: int | None = None):
     """The checkpoint's processor; ``min_pixels`` / ``max_pixels`` override its per-image pixel limits."""
-    from transformers import AutoProcessor
+    from transformers import AutoProcessor  # heavy (seconds): imported on use, not when a config loads
 
     check_model_dir(path)
     try:
@@ -163,7 +168,7 @@ def vision_tower(model) -> torch.nn.Module | None:
 
 def load_model(cfg: ModelConfig, *, trainable: bool = True):
     """The policy as ``cfg`` asks: dtype, attention, frozen vision tower, LoRA, gradient checkpointing."""
-    from transformers import AutoModelForImageTextToText
+    from transformers import AutoModelForImageTextToText  # heavy: imported on use, not when a config loads
 
     path = check_model_dir(cfg.name_or_path)
     check_checkpoint(path)  # a family with no adapter fails here, in one line
@@ -174,7 +179,7 @@ def load_model(cfg: ModelConfig, *, trainable: bool = True):
     except Exception as exc:
         raise ValueError(f"cannot load a model from {str(path)!r}: {exc}") from exc
     if cfg.adapter:
-        from peft import PeftModel
+        from peft import PeftModel  # heavy: imported only for an adapter
 
         model = PeftModel.from_pretrained(model, cfg.adapter, is_trainable=trainable and cfg.lora)
         if not cfg.lora:
@@ -200,7 +205,7 @@ def load_model(cfg: ModelConfig, *, trainable: bool = True):
 
 def apply_lora(model, cfg: ModelConfig):
     """Wrap with peft LoRA on the language model's projections; the vision tower is left out by default."""
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model  # heavy: imported only for LoRA
 
     targets = list(cfg.lora_target_modules)
     if not cfg.lora_include_vision:

@@ -9,7 +9,19 @@ process each helper is the local decision, without a collective.
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import torch
+import torch.distributed as dist
+from accelerate.utils import gather_object
+
+
+class Stoppable(Protocol):
+    """What the agreement helpers read and write on a run (``train.setup.Run``, which this room may not import):
+    its accelerator and the fault it holds until the next ``settle``."""
+
+    accelerator: Any
+    pending_stop: BaseException | None
 
 
 def any_rank(accelerator, flag: bool) -> bool:
@@ -24,29 +36,27 @@ def most_over_ranks(accelerator, counts: list[int]) -> list[int]:
     """The element-wise maximum of ``counts`` (same length on every process) over processes."""
     if accelerator.num_processes == 1:
         return list(counts)
-    import torch.distributed as dist
-
     value = torch.tensor(counts, dtype=torch.int64, device=accelerator.device)
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return [int(v) for v in value.tolist()]
 
 
-def hold(run, exc: BaseException) -> None:
+def hold(run: Stoppable, exc: BaseException) -> None:
     """Record a fault that stops the run; it acts at the next ``settle``, on every process together.
     The first one recorded is kept (later ones are its consequences)."""
-    if getattr(run, "pending_stop", None) is None:
+    if run.pending_stop is None:
         run.pending_stop = exc
 
 
-def stopping(run) -> bool:
+def stopping(run: Stoppable) -> bool:
     """Whether this process holds a fault (its later phases then do no work until ``settle``)."""
-    return getattr(run, "pending_stop", None) is not None
+    return run.pending_stop is not None
 
 
-def settle(run, error_type: type[Exception]) -> None:
+def settle(run: Stoppable, error_type: type[Exception]) -> None:
     """The agreement point: when any process holds a fault, every process raises ``error_type`` (the one
     that holds it with its own message and cause, the others naming it)."""
-    pending = getattr(run, "pending_stop", None)
+    pending = run.pending_stop
     acc = run.accelerator
     if not any_rank(acc, pending is not None):
         return
@@ -61,8 +71,6 @@ def settle(run, error_type: type[Exception]) -> None:
 def _gather_reasons(accelerator, reason: str | None) -> list[str | None]:
     if accelerator.num_processes == 1:
         return [reason]
-    from accelerate.utils import gather_object
-
     return gather_object([reason])
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from mmreason.rewarding.calling import CallPlan, RewardConfigError
-from mmreason.rewarding.records import RewardSpec
+from mmreason.rewarding.records import Isolation, RewardSpec
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Bound:
     provisional: bool = False  # keys == [None] assumed (a @reward without declared keys), not yet seen
 
 
-ISOLATIONS = ("auto", "process", "thread")
+ISOLATIONS: tuple[str, ...] = get_args(Isolation)
 
 
 def isolation(bound: Bound) -> str:

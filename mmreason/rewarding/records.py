@@ -6,11 +6,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
+from mmreason.rl.groups import weighted_total
 from mmreason.types import Sample, Trajectory
+
+Isolation = Literal["auto", "process", "thread"]  # where a reward's calls run (``columns.isolation``)
 
 
 class RewardErrorLimitExceeded(RuntimeError):
@@ -35,7 +38,7 @@ class RewardSpec:
     weight: float | dict[str, float] = 1.0
     kwargs: dict[str, Any] = field(default_factory=dict)
     trl_format: str = "text"
-    isolation: str = "auto"
+    isolation: Isolation = "auto"
 
 
 @dataclass(frozen=True)
@@ -90,8 +93,6 @@ class RewardBatch:
     def total(self, missing: str = "zero") -> torch.Tensor:
         """Weighted sum ``[N]``; ``missing`` (``zero`` | ``renormalize``) as ``mmreason.rl.weighted_total``,
         the same total the advantage estimators score."""
-        from mmreason.rl.groups import weighted_total
-
         return weighted_total(self.values, self.weights, missing)[0]
 
     def means(self, prefix: str = "rewards/") -> dict[str, float]:

@@ -5,8 +5,9 @@ Tokens are appended, never re-tokenized: the sampled ids of every assistant turn
 the processor (visual pads expanded, action_mask 0). The trajectory ends when the model stops without
 a tool call, the environment says done, ``max_turns`` is reached, or the context would exceed its limit.
 An exception in ``Environment.step``, or a step running past ``step_timeout_s`` (``deadline.py``), ends the
-episode with ``reward_info["ended"]`` starting "environment error" (the trainer counts it), never the run. An
-episode cut by a limit (an observation over ``max_observation_tokens``, a full context) says so in ``ended``;
+episode with ``Trajectory.end`` an ``EpisodeEnd`` of reason "environment error" (the trainer counts it), never the
+run. An episode cut by a limit (an observation over ``max_observation_tokens``, a full context, an observation whose
+media would not reach the model) says so in ``end`` (``reward_info["ended"]`` has it as text);
 ``episode_context`` is the context that no episode within the limits can fill.
 
 Episodes are played together (``run_episodes``): each turn, all live episodes sample their next assistant turn
@@ -40,20 +41,20 @@ from mmreason.rollout.generate import (
 from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs, encode
 from mmreason.rollout.row_sampling import row_seeds
 from mmreason.rollout.visibility import UnseenMedia, check_encoded, check_rendered
-from mmreason.types import Trajectory, Turn
+from mmreason.types import EndReason, EpisodeEnd, Trajectory, Turn
 
-UNSEEN_MEDIA = "unseen media"  # how ``reward_info["ended"]`` of an episode cut by an unseen observation starts
-ENVIRONMENT_ERROR = "environment error"  # how ``reward_info["ended"]`` of an episode its environment broke starts
+UNSEEN_MEDIA: EndReason = "unseen media"  # an observation's media would not reach the model
+ENVIRONMENT_ERROR: EndReason = "environment error"  # the environment raised or ran past its time limit
 
 
 def ended_by_fault(t: Trajectory) -> bool:
     """The environment raised or ran past its time limit during this episode (a counted fault)."""
-    return str(t.reward_info.get("ended") or "").startswith(ENVIRONMENT_ERROR)
+    return t.end is not None and t.end.fault
 
 
 def ended_by_limit(t: Trajectory) -> bool:
-    """A limit (an observation over ``max_observation_tokens``, a full context) cut this episode."""
-    return bool(t.reward_info.get("ended")) and not ended_by_fault(t)
+    """A limit (an observation over ``max_observation_tokens``, a full context, unseen media) cut this episode."""
+    return t.end is not None and not t.end.fault
 
 
 class EnvironmentStartError(ValueError):
@@ -119,7 +120,7 @@ class _Episode:
     turns: list[Turn] = field(default_factory=list)
     infos: list[dict] = field(default_factory=list)
     truncated: bool = False
-    ended: str | None = None
+    ended: EpisodeEnd | None = None
     finished: bool = False
     unseen: dict | None = None  # an observation's media that would not have reached the model (visibility)
     # the decoded media of the context in order (prompt, then observations), for an engine's own processor
@@ -162,11 +163,12 @@ class _Episode:
             reward_info={
                 "observations": self.infos,
                 "observation_images": self.shown_images(),
-                "ended": self.ended,
+                "ended": None if self.ended is None else str(self.ended),
                 "env_seconds": self.env_seconds,
                 "unseen_media": self.unseen,
             },
             rollout_logprobs=self.logprobs,
+            end=self.ended,
         )
 
 
@@ -175,13 +177,13 @@ def run_episodes(
     processor,
     starts: Sequence[EpisodeStart],
     settings: GenerationSettings,
+    *,
     max_turns: int,
     max_context: int,
     seed: int,
     step: int,
     max_observation_tokens: int | None = None,
     step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
-    *,
     with_logprobs: bool = False,
 ) -> list[Trajectory | EnvironmentStartError]:
     """Play all ``starts`` together: each turn, every live episode samples its next assistant turn in one
@@ -241,7 +243,7 @@ def run_episodes(
                 max_context,
                 max_observation_tokens,
                 step_timeout_s,
-                logprobs,
+                logprobs=logprobs,
                 hf_logprobs=hf_logprobs,
             )
     for i, e in episodes.items():
@@ -298,8 +300,8 @@ def _play_turn(
     max_context: int,
     max_observation_tokens: int | None,
     step_timeout_s: float | None,
-    logprobs: torch.Tensor | None = None,
     *,
+    logprobs: torch.Tensor | None = None,
     hf_logprobs: torch.Tensor | None = None,
 ) -> None:
     """Append one sampled assistant turn to ``e``, let its environment answer, and append the observation.
@@ -334,7 +336,7 @@ def _play_turn(
         # the environment decides what a finished, stopped or cut turn means
         obs = call_with_deadline(e.start.env.step, (text,), step_timeout_s)
     except Exception as exc:  # an environment bug or a hostile action ends this episode, never the run
-        e.ended = f"{ENVIRONMENT_ERROR}: {type(exc).__name__}: {str(exc)[:500]}"
+        e.ended = EpisodeEnd(ENVIRONMENT_ERROR, f"{type(exc).__name__}: {str(exc)[:500]}")
         return
     finally:
         e.env_seconds += time.perf_counter() - stepped
@@ -344,15 +346,18 @@ def _play_turn(
     try:
         obs_ids, obs_types, obs_visual = encode_observation(processor, obs, ended_with_eos, e.start.prompt.sample.id)
     except UnseenMedia as exc:  # the observation's media would not reach the model: the episode ends here
-        e.ended, e.unseen = f"{UNSEEN_MEDIA}: {exc}", exc.report
+        e.ended, e.unseen = EpisodeEnd(UNSEEN_MEDIA, str(exc)), exc.report
         return
     if max_observation_tokens is not None and obs_ids.numel() > max_observation_tokens:
-        e.ended = f"observation of {obs_ids.numel()} tokens > max_observation_tokens={max_observation_tokens}"
+        e.ended = EpisodeEnd(
+            "observation too long", f"{obs_ids.numel()} tokens > max_observation_tokens={max_observation_tokens}"
+        )
         return
     if e.ids.numel() + obs_ids.numel() + settings.max_new_tokens > max_context:
-        e.ended = (
-            f"context full: {e.ids.numel()} tokens + observation of {obs_ids.numel()} + next turn of "
-            f"{settings.max_new_tokens} > max_context={max_context}"
+        e.ended = EpisodeEnd(
+            "context full",
+            f"{e.ids.numel()} tokens + observation of {obs_ids.numel()} + next turn of "
+            f"{settings.max_new_tokens} > max_context={max_context}",
         )
         return
     e.turns.append(Turn("observation", obs.text, int(e.ids.numel()), int(e.ids.numel() + obs_ids.numel())))
@@ -392,12 +397,12 @@ def run_episode(
         processor,
         [EpisodeStart(prompt, env, group_id, index, key)],
         settings,
-        max_turns,
-        max_context,
-        seed,
-        step,
-        max_observation_tokens,
-        step_timeout_s,
+        max_turns=max_turns,
+        max_context=max_context,
+        seed=seed,
+        step=step,
+        max_observation_tokens=max_observation_tokens,
+        step_timeout_s=step_timeout_s,
     )
     if isinstance(result, EnvironmentStartError):
         raise result
@@ -420,6 +425,7 @@ def generate_multiturn_group(
     group_id: int,
     num_generations: int,
     settings: GenerationSettings,
+    *,
     max_turns: int,
     max_context: int,
     seed: int,
@@ -432,7 +438,16 @@ def generate_multiturn_group(
     stop string. Raises ``EnvironmentStartError`` when an environment cannot start."""
     starts = [EpisodeStart(prompt, make_env(), group_id, i, key) for i in range(num_generations)]
     results = run_episodes(
-        model, processor, starts, settings, max_turns, max_context, seed, step, max_observation_tokens, step_timeout_s
+        model,
+        processor,
+        starts,
+        settings,
+        max_turns=max_turns,
+        max_context=max_context,
+        seed=seed,
+        step=step,
+        max_observation_tokens=max_observation_tokens,
+        step_timeout_s=step_timeout_s,
     )
     for r in results:
         if isinstance(r, EnvironmentStartError):

@@ -6,8 +6,9 @@ Prompts are never truncated: a prompt whose text + visual tokens exceed ``max_pr
 filtered (``PromptTooLong``) or, with ``prompt_overflow: downscale``, re-built at lower pixel budgets.
 A video's frames, frame size and tokens are planned from its container header first
 (``mmreason.media.video_plan``), so a prompt that its videos alone put over the limit is filtered or
-downscaled before any frame is decoded. Time spent reading video headers and decoding frames adds up in
-``MEDIA_SECONDS["video_decode"]`` (the trainer reports it per step as ``time/video_decode``).
+downscaled before any frame is decoded. Time spent reading video headers and decoding frames adds up in the
+``MediaTime`` a caller passes as ``clock`` (a run owns one: the trainer reports it per step as
+``time/video_decode``), else in ``MEDIA_SECONDS``, the tally of prompts built outside a run.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Any
 
 import torch
 
+from mmreason import media
 from mmreason.media.budget import VIDEO_MAX_PIXELS, VIDEO_MIN_PIXELS, resolve_budget
+from mmreason.media.limits import PromptOverflow
 from mmreason.media.video import add_frame_noise, clip_cache, header_cache
 from mmreason.media.video_plan import ClipPlan, VideoLimits, plan_clip
 from mmreason.models.families import family_of_processor
@@ -69,7 +72,21 @@ class PromptInputs:
 # video headers (frame count, rate, size) kept per file, so planning a clip again opens nothing.
 CLIP_CACHE = clip_cache()
 HEADERS = header_cache()
-MEDIA_SECONDS = {"video_decode": 0.0}  # header reads + frame decoding (cache hits cost ~0), summed
+
+
+@dataclass
+class MediaTime:
+    """Seconds spent on media while prompts were built, summed: ``video_decode`` = video header reads and frame
+    decoding (cache hits cost ~0). A run owns one (``Run.media_time``); ``MEDIA_SECONDS`` serves other callers."""
+
+    video_decode: float = 0.0
+
+    def __getitem__(self, key: str) -> float:
+        """``MEDIA_SECONDS["video_decode"]``: the tally read by name."""
+        return float(getattr(self, key))
+
+
+MEDIA_SECONDS = MediaTime()  # the tally of prompts built without a ``clock`` (the eval, a script)
 
 
 def plan_videos(
@@ -78,11 +95,14 @@ def plan_videos(
     min_pixels: int | None = None,
     max_pixels: int | None = None,
     fallback: tuple[int, int] = (VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS),
+    *,
+    clock: MediaTime | None = None,
 ) -> list[ClipPlan]:
     """The sample's clips planned from their headers: frames, frame size and tokens, nothing decoded.
 
     Per-frame pixel limits: ``limits``' own, else the image limits ``min_pixels`` / ``max_pixels``, else
-    ``fallback`` (the video processor's, which then resizes the frames). Raises MediaError naming the file."""
+    ``fallback`` (the video processor's, which then resizes the frames). Header reads add to ``clock`` (default
+    ``MEDIA_SECONDS``). Raises MediaError naming the file."""
     low = limits.min_pixels if limits.min_pixels is not None else min_pixels
     high = limits.max_pixels if limits.max_pixels is not None else max_pixels
     # one limit set: the other is the media layer's default (as load_video resolves it); none: the frames keep
@@ -109,7 +129,7 @@ def plan_videos(
             if not resize and limits.total_pixels is None:
                 plans[-1] = dataclasses.replace(plans[-1], resize=False)
     finally:
-        MEDIA_SECONDS["video_decode"] += time.perf_counter() - t
+        (clock or MEDIA_SECONDS).video_decode += time.perf_counter() - t
     return plans
 
 
@@ -122,21 +142,21 @@ def load_sample_media(
     *,
     video: VideoLimits | None = None,
     plans: list[ClipPlan] | None = None,
+    clock: MediaTime | None = None,
 ) -> tuple[list, list, list]:
     """Images (incl. document pages) and videos of a sample, resized to their budgets.
 
     ``video`` (default: ``video_fps`` / ``video_max_frames`` and the image pixel limits) sets the clips'
     limits; ``plans`` (from ``plan_videos``) skips planning them again. Each clip is decoded at its plan's
-    frame size. Raises mmreason.media.MediaError naming the file when something cannot be read.
+    frame size; decoding adds to ``clock`` (default ``MEDIA_SECONDS``). Raises mmreason.media.MediaError naming
+    the file when something cannot be read.
     """
-    from mmreason import media
-
     images = [media.load_image(src, max_pixels=max_pixels, min_pixels=min_pixels) for src in sample.images]
     for page in sample.pages:
         images.append(load_page(page, min_pixels, max_pixels))
     limits = video or VideoLimits(video_fps, video_max_frames)
     if plans is None:
-        plans = plan_videos(sample, limits, min_pixels, max_pixels)
+        plans = plan_videos(sample, limits, min_pixels, max_pixels, clock=clock)
     videos, metadata = [], []
     for ref, plan in zip(sample.videos, plans):
         t = time.perf_counter()
@@ -152,7 +172,7 @@ def load_sample_media(
                 max_frames=limits.max_frames,
             )
         finally:
-            MEDIA_SECONDS["video_decode"] += time.perf_counter() - t
+            (clock or MEDIA_SECONDS).video_decode += time.perf_counter() - t
         frames = clip.frames  # [T, 3, H, W], shared with the cache: never changed in place
         if ref.noise_std > 0:
             frames = add_frame_noise(frames, ref.noise_std, ref.noise_seed)
@@ -164,8 +184,6 @@ def load_sample_media(
 def load_page(page: PageRef, min_pixels: int | None, max_pixels: int | None):
     """A document page at its own budget (resolution allocation), never above the global one (which
     ``prompt_overflow: downscale`` lowers): a PDF page rendered through the on-disk cache, or an image."""
-    from mmreason import media
-
     budgets = [b for b in (page.max_pixels, max_pixels) if b]
     budget = min(budgets) if budgets else None
     floor = min_pixels if (min_pixels is None or budget is None or min_pixels <= budget) else None
@@ -221,15 +239,17 @@ def build_prompt(
     max_pixels: int | None = None,
     video_fps: float = 2.0,
     video_max_frames: int = 16,
-    overflow: str = "filter",
+    overflow: PromptOverflow = "filter",
     system_prompt: str | None = None,
     video_limits: VideoLimits | None = None,
+    clock: MediaTime | None = None,
 ) -> PromptInputs:
     """Build the model inputs of one prompt; raise PromptTooLong (filter) or shrink budgets (downscale).
 
     ``video_limits`` (default: ``video_fps`` / ``video_max_frames`` and the image pixel limits) are the
     clips' limits. Videos are planned from their headers first: when the text and the videos' tokens alone
-    exceed ``max_prompt_length``, the prompt is filtered or downscaled before any frame is decoded."""
+    exceed ``max_prompt_length``, the prompt is filtered or downscaled before any frame is decoded. Video header
+    reads and decoding add to ``clock`` (default ``MEDIA_SECONDS``)."""
     text = render_chat(processor, sample.messages, system_prompt)
     budget = max_pixels
     limits = video_limits or VideoLimits(video_fps, video_max_frames)
@@ -239,7 +259,7 @@ def build_prompt(
     downscale = overflow == "downscale" and family.budget == "pixels"
     n_text = text_tokens(processor, text) if sample.videos else 0
     for _attempt in range(6):
-        plans = plan_videos(sample, limits, min_pixels, budget, fallback)
+        plans = plan_videos(sample, limits, min_pixels, budget, fallback, clock=clock)
         planned = n_text + sum(p.tokens - 1 for p in plans)  # a lower bound: images still count 1 each
         if plans and family.video_plan and planned > max_prompt_length:
             if not downscale:
@@ -250,7 +270,7 @@ def build_prompt(
             budget, limits = _smaller(processor, budget, limits, plans, family.pixels_per_token)
             continue
         images, videos, metadata = load_sample_media(
-            sample, min_pixels, budget, limits.fps, limits.max_frames, video=limits, plans=plans
+            sample, min_pixels, budget, limits.fps, limits.max_frames, video=limits, plans=plans, clock=clock
         )
         seen = dict(sample_id=sample.id, paths=media_paths(sample))
         check_rendered(processor, text, len(images), len(videos), named_media(sample.messages), **seen)

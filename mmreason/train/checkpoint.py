@@ -127,9 +127,9 @@ def save_checkpoint(
     optimizer,
     scheduler,
     state: dict[str, Any],
+    *,
     processor=None,
     keep: int = 2,
-    *,
     run_id: str | None = None,
 ) -> Path | None:
     """Write checkpoint-<step> atomically; returns its path on the main process (None elsewhere).
@@ -148,7 +148,17 @@ def save_checkpoint(
         try:
             state = {**state, "run_id": run_id} if run_id is not None else state
             final = _write(
-                accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng, whole
+                accelerator,
+                output_dir,
+                step,
+                model,
+                optimizer,
+                scheduler,
+                state,
+                processor=processor,
+                keep=keep,
+                all_rng=all_rng,
+                whole=whole,
             )
         except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
             error = exc
@@ -164,7 +174,7 @@ class CheckpointError(RuntimeError):
 
 
 def _write(
-    accelerator, output_dir, step, model, optimizer, scheduler, state, processor, keep, all_rng, whole=(None, None)
+    accelerator, output_dir, step, model, optimizer, scheduler, state, *, processor, keep, all_rng, whole=(None, None)
 ) -> Path:
     """The main process's part; ``whole`` = a sharded model's gathered (model, optimizer) state dicts."""
     final = Path(output_dir) / f"checkpoint-{step}"

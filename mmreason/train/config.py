@@ -16,14 +16,31 @@ from typing import Any, ClassVar, Literal
 from mmreason import rl
 from mmreason.config import ConfigError
 from mmreason.health.config import HealthConfig
+from mmreason.media.limits import MediaLimits, PromptOverflow
 from mmreason.models.loading import ModelConfig
-from mmreason.rl.loss_inputs import FIELDS
+from mmreason.rewarding.records import Isolation as RewardIsolation
+from mmreason.rl.loss_inputs import FIELDS, ImportanceSamplingLevel
 from mmreason.rl.options import check_choices, check_options, choices_of, keyword_options
-from mmreason.rl.rollout_correction import IS_MODES
+from mmreason.rollout.backends.connection import RolloutBackend, VllmConnection, VllmMode
+
+# The closed sets of strings a run config takes (the loader refuses any other value, naming the key).
+WeightSync = Literal["collective", "directory"]
+ImportanceSamplingMode = Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]  # rl IS_MODES
+ScaleRewards = Literal["group", "batch", "none"]  # rl/estimators/grpo.py SCALES
+LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo", "luspo"]  # rl/losses/aggregation.py LOSS_TYPES
+
+AnchorSource = Literal["replay", "reference", "reflect"]
+RewardOnError = Literal["none", "zero"]
+RewardMissing = Literal["zero", "renormalize"]
 
 
 @dataclass
-class DataConfig:
+class DataConfig(MediaLimits):
+    """The task's data and how its prompts are built: the media and prompt limits (``min_pixels``,
+    ``max_pixels``, ``video_fps``, ``video_max_frames``, ``video_min_pixels``, ``video_max_pixels``,
+    ``video_total_pixels``, ``max_prompt_length``, ``system_prompt``) are ``MediaLimits``' (mmreason/media/limits.py),
+    shared with the eval's ``--model_args``."""
+
     task: str = "shapes"  # a registered task pack (`mmreason list tasks`)
     train_path: str | None = None  # JSONL/parquet in the pack's data shape; None = the pack's own data
     eval_path: str | None = None
@@ -31,36 +48,17 @@ class DataConfig:
     streaming: bool = False  # read train_path as a stream (rows in a seeded shuffle buffer; a loader that takes
     # ``streaming``); the position is saved in checkpoints (mmreason/sampling/stream.py)
     shuffle_buffer: int = 1000  # streaming: rows in the shuffle buffer
-    min_pixels: int | None = None  # per image; None = the processor's own limits
-    max_pixels: int | None = None
-    video_fps: float = 2.0
-    video_max_frames: int = 16
-    video_min_pixels: int | None = None  # per video frame; None = min_pixels (then the processor's)
-    video_max_pixels: int | None = None  # per video frame; None = max_pixels (then the processor's)
-    video_total_pixels: int | None = None  # per clip, all frames (qwen-vl-utils' total_pixels); None = no cap
-    max_prompt_length: int = 4096  # text + visual tokens; longer prompts are filtered (or downscaled)
-    prompt_overflow: str = "filter"  # filter | downscale
-    system_prompt: str | None = None
+    max_prompt_length: int = 4096  # training's default (MediaLimits' is the eval's): longer prompts are filtered
+    prompt_overflow: PromptOverflow = "filter"
 
-    RANGES: ClassVar[dict[str, str]] = {
-        "min_pixels": "[1, inf)",
-        "max_pixels": "[1, inf)",
-        "video_fps": "(0, inf)",
-        "video_max_frames": "[1, inf)",
-        "video_min_pixels": "[1, inf)",
-        "video_max_pixels": "[1, inf)",
-        "video_total_pixels": "[1, inf)",
-        "max_prompt_length": "[1, inf)",
-        "shuffle_buffer": "[1, inf)",
-    }
-
-    def validate(self) -> None:
-        if self.prompt_overflow not in ("filter", "downscale"):
-            raise ConfigError(f"data.prompt_overflow: {self.prompt_overflow!r} is not filter or downscale")
+    RANGES: ClassVar[dict[str, str]] = {"shuffle_buffer": "[1, inf)"}
 
 
 @dataclass
-class RolloutConfig:
+class RolloutConfig(VllmConnection):
+    """How rollouts are sampled; the ``vllm_server_*`` and ``vllm_generate_timeout`` keys are ``VllmConnection``'s
+    (mmreason/rollout/backends/connection.py), shared with the eval's ``--model_args``."""
+
     num_generations: int = 8  # G rollouts per prompt
     max_completion_length: int = 256
     temperature: float = 1.0
@@ -72,30 +70,21 @@ class RolloutConfig:
     # environment fault); None = no limit. See mmreason/rollout/deadline.py for what can be interrupted.
     # Rollout backend (docs/vllm.md): hf = HF generate in the training process; vllm = a vLLM engine (TRL's
     # knob names below). colocate: the engine lives in the training job; server: `mmreason vllm-serve`.
-    backend: str = "hf"  # hf | vllm
-    vllm_mode: str = "colocate"  # colocate | server
+    backend: RolloutBackend = "hf"
+    vllm_mode: VllmMode = "colocate"
     vllm_gpu_memory_utilization: float = 0.3
     vllm_enable_sleep_mode: bool = False  # GPU: the engine sleeps during the update (a no-op on CPU)
     vllm_max_model_length: int | None = None  # None: max_prompt_length + max_completion_length
     vllm_tensor_parallel_size: int = 1
-    vllm_server_host: str = "127.0.0.1"
-    vllm_server_port: int = 8000
-    vllm_server_api_key: str | None = (
-        None  # the server's key (else $MMREASON_VLLM_API_KEY, else its token file); never saved
-    )
-    vllm_server_timeout: float = 240.0  # server mode: seconds to wait for `mmreason vllm-serve` to answer at the start
     vllm_weight_sync_timeout: float = 600.0  # seconds a weight push may take; past it the engine counts as dead
-    vllm_generate_timeout: float = 600.0  # seconds one generate call may take (either mode); past it: dead engine
     vllm_kv_cache_gib: float = 1.0  # CPU only: the engine's KV cache (VLLM_CPU_KVCACHE_SPACE)
     # How weights reach the engine: collective = broadcast through a process group with its workers (gloo on
     # CPU, NCCL on GPUs), in buckets of at most vllm_sync_bucket_mb; directory = a safetensors file it reloads
-    vllm_weight_sync: str = "collective"  # collective | directory
+    vllm_weight_sync: WeightSync = "collective"
     vllm_sync_bucket_mb: float = 64.0
     # Truncated importance sampling of the sampler-trainer mismatch (mmreason/rl/rollout_correction.py)
     vllm_importance_sampling_correction: bool = True
-    vllm_importance_sampling_mode: str = (
-        "token_truncate"  # token_truncate | token_mask | sequence_truncate | sequence_mask
-    )
+    vllm_importance_sampling_mode: ImportanceSamplingMode = "token_truncate"
     vllm_importance_sampling_cap: float = 2.0
     vllm_importance_sampling_min: float | None = None  # lower bound C_min (TRL's _clip_min); None = none
     # HF backend: record each sampled token's log-prob as the sampler drew it (no extra forward), so the trainer
@@ -116,10 +105,7 @@ class RolloutConfig:
         "vllm_gpu_memory_utilization": "(0, 1]",
         "vllm_max_model_length": "[1, inf)",
         "vllm_tensor_parallel_size": "[1, inf)",
-        "vllm_server_port": "[1, 65535]",
-        "vllm_server_timeout": "(0, inf)",
         "vllm_weight_sync_timeout": "(0, inf)",
-        "vllm_generate_timeout": "(0, inf)",
         "vllm_kv_cache_gib": "(0, inf)",
         "vllm_importance_sampling_cap": "[1, inf)",
         "vllm_importance_sampling_min": "[0, 1]",
@@ -137,7 +123,7 @@ class RewardConfig:
     weight: float | dict[str, float] = 1.0
     kwargs: dict[str, Any] = field(default_factory=dict)
     column: str | None = None  # the logged name (default: the registered or function name)
-    isolation: str = "auto"  # process (killable worker; default for references) | thread (default for built-ins)
+    isolation: RewardIsolation = "auto"  # auto: process (a killable worker) for references, thread for built-ins
 
     RANGES: ClassVar[dict[str, str]] = {"weight": "(-inf, inf)"}  # any finite number; a dict's values too
 
@@ -146,16 +132,16 @@ class RewardConfig:
 class AlgorithmConfig:
     estimator: str = "grpo"  # `mmreason list estimators`, or pkg.module:fn | file.py:fn
     estimator_options: dict[str, Any] = field(default_factory=dict)
-    scale_rewards: str = "group"  # group | batch | none (grpo)
+    scale_rewards: ScaleRewards = "group"  # estimators that take it (grpo)
     policy_loss: str = "clipped"  # clipped | reg_grpo | pkg.module:fn | file.py:fn
     loss_options: dict[str, Any] = field(default_factory=dict)  # the loss's own options (delta, eps_r ...)
-    loss_type: str = "grpo"  # TRL names: grpo | bnpo | dapo | dr_grpo -> the token aggregation
+    loss_type: LossType = "grpo"  # TRL's names -> the token aggregation (rl/losses/aggregation.py)
     epsilon: float = 0.2
     epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None = epsilon
-    importance_sampling_level: str = "token"  # token | sequence (GSPO)
+    importance_sampling_level: ImportanceSamplingLevel = "token"  # sequence: GSPO
     num_iterations: int = 1  # policy updates per batch of rollouts (PPO epochs)
     beta: float = 0.0  # KL coefficient to the reference model; 0 = no reference model
-    kl_estimator: str = "k3"  # k1 | k2 | k3 (= low_var_kl)
+    kl_estimator: str = "k3"  # a registered estimator: k1 | k2 | k3 (= low_var_kl) | yours (rl.register_kl_estimator)
     dynamic_sampling: bool = False  # DAPO: draw more prompts until the step has prompts_per_step groups whose
     # rewards vary (zero-variance groups left over at the cap stay out of the loss); see train/collect.py
     dynamic_sampling_max_draws: int = 3  # extra prompt batches a step may draw
@@ -229,7 +215,7 @@ class AnchorConfig:
     successes (``source: replay``) or DaGRPO's reference answer (``source: reference``) replaces one rollout."""
 
     enabled: bool = False
-    source: str = "replay"  # replay | reference | reflect (R³'s in-context reflection: roll out again with a failure)
+    source: AnchorSource = "replay"  # reflect: R³'s in-context reflection (roll out again with a failure)
     threshold: float = 0.0  # a group all fails when every total reward is <= this; a success is one above it
     buffer_size: int = 4  # replay: successes kept per prompt
     reflect_template: str = (
@@ -310,8 +296,8 @@ class TrainConfig:
     max_bad_samples: int = 20  # broken media samples skipped before the run stops (after a checkpoint)
     max_reward_errors: int = 50
     reward_timeout_s: float = 30.0
-    reward_on_error: str = "none"  # none | zero
-    reward_missing: str = "zero"  # a reward that does not apply (None) counts as: zero | renormalize
+    reward_on_error: RewardOnError = "none"
+    reward_missing: RewardMissing = "zero"  # what a reward that does not apply (None) counts as
     report_to: list[str] = field(default_factory=list)  # tensorboard | wandb, through accelerate trackers
     health: HealthConfig = field(default_factory=HealthConfig)  # run-health alarms (docs/health.md)
     num_threads: int | None = None  # torch CPU threads; unset: cores / processes on this machine when launched
@@ -348,23 +334,8 @@ class TrainConfig:
             raise ConfigError("rollout.num_generations must be >= 1")
         if self.rollout.env_step_timeout_s is not None and not self.rollout.env_step_timeout_s > 0:
             raise ConfigError("rollout.env_step_timeout_s must be positive or null (no limit)")
-        r = self.rollout
-        if r.backend not in ("hf", "vllm"):
-            raise ConfigError(f"rollout.backend: {r.backend!r} is not hf or vllm")
-        if r.vllm_mode not in ("colocate", "server"):
-            raise ConfigError(f"rollout.vllm_mode: {r.vllm_mode!r} is not colocate or server")
-        if r.vllm_weight_sync not in ("collective", "directory"):
-            raise ConfigError(f"rollout.vllm_weight_sync: {r.vllm_weight_sync!r} is not collective or directory")
-
-        if r.vllm_importance_sampling_mode not in IS_MODES:
-            raise ConfigError(
-                f"rollout.vllm_importance_sampling_mode: {r.vllm_importance_sampling_mode!r} is not "
-                f"one of {', '.join(IS_MODES)}"
-            )
         if self.steps_per_generation < 1:
             raise ConfigError("steps_per_generation must be >= 1")
-        if self.reward_missing not in ("zero", "renormalize"):
-            raise ConfigError(f"reward_missing: {self.reward_missing!r} is not zero or renormalize")
         regenerating = [k for k in ("augment", "refine", "hint", "anchor") if getattr(self, k).enabled]
         if len(regenerating) > 1:
             raise ConfigError(
@@ -373,14 +344,10 @@ class TrainConfig:
             )
         if self.hint.enabled and (self.hint.levels < 1 or self.hint.attempts < 1 or self.hint.max_hint_tokens < 1):
             raise ConfigError("hint.levels, hint.attempts and hint.max_hint_tokens must be >= 1")
-        if self.anchor.source not in ("replay", "reference", "reflect"):
-            raise ConfigError(f"anchor.source: {self.anchor.source!r} is not replay, reference or reflect")
         if self.anchor.source == "reflect" and "{draft}" not in self.anchor.reflect_template:
             raise ConfigError("anchor.reflect_template must contain {draft}")
         if self.refine.enabled and "{draft}" not in self.refine.template:
             raise ConfigError("refine.template must contain {draft}")
-        if self.reward_on_error not in ("none", "zero"):
-            raise ConfigError(f"reward_on_error: {self.reward_on_error!r} is not none or zero")
         check_output_dir(self.output_dir)
 
 

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 from mmreason.media import MediaError
-from mmreason.media.video_plan import VideoLimits
 from mmreason.parallel.agree import hold, stopping
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
 from mmreason.rollout.visibility import UnseenMedia
@@ -79,9 +78,8 @@ def prompt_of(run: Run, sample) -> PromptInputs | None:
             max_pixels=d.max_pixels,
             overflow=d.prompt_overflow,
             system_prompt=d.system_prompt,
-            video_limits=VideoLimits(
-                d.video_fps, d.video_max_frames, d.video_min_pixels, d.video_max_pixels, d.video_total_pixels
-            ),
+            video_limits=d.video,
+            clock=run.media_time,
         )
     except PromptTooLong as exc:
         run.counters.filtered_prompts += 1

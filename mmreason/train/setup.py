@@ -10,14 +10,15 @@ import importlib.util
 import inspect
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs, set_seed
-from transformers import get_scheduler
+from transformers import ProcessorMixin, get_scheduler
 
 from mmreason.config import ConfigError, dump_yaml
 from mmreason.models.loading import (
@@ -31,17 +32,45 @@ from mmreason.models.loading import (
 from mmreason.parallel.agree import any_rank
 from mmreason.parallel.sharding import is_sharded, needs_own_sharding, shard_model, wrap_classes
 from mmreason.rewarding import RewardRunner, RewardSpec
+from mmreason.rollout.prompts import MediaTime, PromptInputs
 from mmreason.rundir import RunDir, RunDirError, claim_output_dir
 from mmreason.sampling import SAMPLERS
+from mmreason.sampling.anchors import AnchorBuffer
+from mmreason.sampling.base import PromptSampler
 from mmreason.sampling.difficulty import DifficultyAugmenter
 from mmreason.sampling.stream import StreamSampler
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import RewardConfig, TrainConfig
 from mmreason.train.logging import RunLogger
 from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
-from mmreason.types import Sample
+from mmreason.types import Sample, Trajectory
 
 log = logging.getLogger(__name__)
+
+
+class Scheduler(Protocol):
+    """The learning-rate schedule as the loop uses it (a torch LRScheduler, or accelerate's wrapper of one)."""
+
+    def step(self) -> None: ...
+
+    def get_last_lr(self) -> list[float]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class RolloutEngine(Protocol):
+    """A rollout engine as the trainer uses it (``train/rollout_backend.py``; the vLLM backends in
+    ``mmreason.rollout.backends``): it samples the step's groups and takes the policy's weights after each update."""
+
+    is_rollout_backend: bool
+
+    def generate_groups(self, prompts: Sequence[PromptInputs], *args: Any, **kwargs: Any) -> list[Trajectory]: ...
+
+    def sync_weights(self, model: torch.nn.Module, *args: Any, **kwargs: Any) -> float: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -60,27 +89,31 @@ class Counters:
 
 @dataclass
 class Run:
+    """A run's components (built by ``setup_run``) and its state between steps; every field is declared here."""
+
     cfg: TrainConfig
-    accelerator: Any
-    model: Any
-    processor: Any
-    optimizer: Any
-    scheduler: Any
+    accelerator: Accelerator
+    model: torch.nn.Module  # prepared by accelerate (DDP-wrapped with several processes), or sharded
+    processor: ProcessorMixin
+    optimizer: torch.optim.Optimizer
+    scheduler: Scheduler
     pack: TaskPack
-    dataset: list[Sample]
-    sampler: Any
+    dataset: Sequence[Sample]  # a list, or a streamed dataset read in stream order (data.streaming)
+    sampler: PromptSampler
     logger: RunLogger | None = None
-    augmenter: Any = None  # DifficultyAugmenter when cfg.augment.enabled
-    ref_model: Any = None
-    rewards: Any = None
+    augmenter: DifficultyAugmenter | None = None  # when cfg.augment.enabled
+    ref_model: torch.nn.Module | None = None  # when algorithm.beta > 0
+    rewards: RewardRunner | None = None
     counters: Counters = field(default_factory=Counters)
+    media_time: MediaTime = field(default_factory=MediaTime)  # video header reads and decoding, summed
     step: int = 0
     prev_entropy: float = 0.0  # mean token entropy of the last update (losses that take it: DCPO)
     entropy_history: list[float] = field(default_factory=list)  # last group entropies (losses that take it: GEPO)
-    anchor_buffer: Any = None  # R³ replay: past successes per prompt (sampling/anchors.py), in memory only
-    rollout_backend: Any = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
+    anchor_buffer: AnchorBuffer | None = None  # R³ replay: past successes per prompt (sampling/anchors.py), in memory
+    rollout_backend: RolloutEngine | None = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
     engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/step.py)
     output: RunDir | None = None  # the claimed output_dir (lock, run id) of a run that owns it (mmreason.rundir)
+    pending_stop: BaseException | None = None  # a fault that stops the run at the next agreement point (agree.hold)
 
     @property
     def run_id(self) -> str | None:
@@ -347,7 +380,7 @@ def run_rewards(cfg: TrainConfig, pack: TaskPack) -> list:
     return cfg.rewards or [_reward_config(r) for r in pack.rewards]
 
 
-def _reward_config(mapping: dict[str, Any]):
+def _reward_config(mapping: dict[str, Any]) -> RewardConfig:
     m = dict(mapping)
     return RewardConfig(
         name=m.pop("name"), weight=m.pop("weight", 1.0), kwargs=m.pop("kwargs", {}), column=m.pop("column", None)

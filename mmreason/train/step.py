@@ -37,7 +37,6 @@ from mmreason.rollout.multiturn import (
     episode_context,
     run_episodes,
 )
-from mmreason.rollout.prompts import MEDIA_SECONDS
 from mmreason.rollout.row_sampling import NonFiniteLogitsError
 from mmreason.sampling import ROLLOUT_VARIANTS
 from mmreason.sampling.records import Drawn, Rollouts, no_rewards
@@ -60,9 +59,9 @@ PHASES = ("prompts", "generate", "reward", "advantages", "update")  # time/<phas
 
 def train_step(run: Run, step: int) -> dict[str, Any]:
     """One step: draw -> roll out -> score (``get_rollouts``) -> advantages -> update; its metrics."""
-    timed, decoded = PhaseTimes(), MEDIA_SECONDS["video_decode"]
+    timed, decoded = PhaseTimes(), run.media_time.video_decode
     got = get_rollouts(run, step, timed)
-    metrics: dict[str, Any] = {**got.metrics, **rollout_costs(got.trajectories, decoded)}
+    metrics: dict[str, Any] = {**got.metrics, **rollout_costs(got.trajectories, run.media_time.video_decode - decoded)}
     if any_rank(run.accelerator, not got.trajectories):  # every process skips when one has nothing to train on
         if got.trajectories:
             run.event("update_skipped", step=step, reason="another process has no trajectories this step")
@@ -189,9 +188,9 @@ def dynamic_sampling(run: Run, step: int, timed: PhaseTimes, first: Rollouts) ->
 
 
 def rollout_costs(trajectories: list[Trajectory], decoded: float) -> dict[str, float]:
-    """Video decoding since ``decoded`` (part of time/prompts) and, for episodes, environment seconds (part of
-    time/generate) and the episodes a limit cut before the model could finish."""
-    out = {"time/video_decode": MEDIA_SECONDS["video_decode"] - decoded}
+    """The step's ``decoded`` seconds of video decoding (part of time/prompts) and, for episodes, environment
+    seconds (part of time/generate) and the episodes a limit cut before the model could finish."""
+    out = {"time/video_decode": decoded}
     if any("env_seconds" in t.reward_info for t in trajectories):
         out["time/environment"] = sum(t.reward_info.get("env_seconds", 0.0) for t in trajectories)
         out["episodes/cut"] = sum(ended_by_limit(t) for t in trajectories)  # an observation over the limit
@@ -318,12 +317,12 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
         run.processor,
         starts,
         settings,
-        r.max_turns,
-        max_context,
-        run.cfg.seed,
-        step,
-        r.max_observation_tokens,
-        r.env_step_timeout_s,
+        max_turns=r.max_turns,
+        max_context=max_context,
+        seed=run.cfg.seed,
+        step=step,
+        max_observation_tokens=r.max_observation_tokens,
+        step_timeout_s=r.env_step_timeout_s,
         with_logprobs=run.rollout_backend is None and r.hf_sampler_logprobs,
     )
     trajectories = []

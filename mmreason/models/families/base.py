@@ -34,6 +34,12 @@ chat template, which every family ships.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
+
+Positions = Literal["mrope", "rope1d"]
+SharedPrefix = Literal["kv", "generation", "plain"]
+FrameTimes = Literal["mrope", "text", "none"]
+Budget = Literal["pixels", "tiles"]
 
 
 @dataclass(frozen=True)
@@ -44,14 +50,28 @@ class ModelFamily:
     adapter_file: str  # where it lives, for error messages
     patch_size: int
     merge_size: int
-    positions: str  # "mrope" | "rope1d"
-    shared_prefix: str  # "kv" | "generation" | "plain"
+    positions: Positions
+    shared_prefix: SharedPrefix
     never_sampled: tuple[str, ...]
     turn_end_token: str
-    frame_times: str  # "mrope" | "text" | "none"
+    frame_times: FrameTimes
     video_plan: bool = True
-    budget: str = "pixels"  # "pixels": tokens follow the pixel budget (downscale works); "tiles": fixed-size tiles
+    budget: Budget = "pixels"  # pixels: tokens follow the pixel budget (downscale works); tiles: fixed-size tiles
     grids: bool = True  # the processor returns ``*_grid_thw`` (visual tensors split per item by their grids)
+
+    def __post_init__(self) -> None:
+        """A family whose adapter names a value outside its field's closed set fails at import, naming both."""
+        for name, kind in (
+            ("positions", Positions),
+            ("shared_prefix", SharedPrefix),
+            ("frame_times", FrameTimes),
+            ("budget", Budget),
+        ):
+            if getattr(self, name) not in get_args(kind):
+                raise ValueError(
+                    f"{self.adapter_file}: {self.name}.{name}={getattr(self, name)!r} is not one of "
+                    f"{', '.join(get_args(kind))}"
+                )
 
     @property
     def pixels_per_token(self) -> int:
