@@ -5,7 +5,7 @@
     mmreason data docseeker outline --pdf FILE.pdf [--pdf ...] --out DIR [--questions 4]
     mmreason data docseeker check --data samples.json [--doc-dir DIR]     # every unusable row, named; exit 1 if any
 
-The position baseline is ``mmreason eval baseline --task docseeker`` (learncheck.py); two samples files compare
+The position baseline is ``mmreason eval baseline --task docseeker`` (baseline.py); two samples files compare
 with ``mmreason eval paired``.
 """
 

@@ -36,11 +36,11 @@ from typing import Any
 
 from mmreason.media import MediaError, pdf_page_count
 from mmreason.paths import cache_dir
+from mmreason.rewards.mmlongbench import benchmark_format
 from mmreason.rows import check_count, require_text
 from mmreason.rows import read_rows as rows_of
 from mmreason.tasks.docseeker.alr import instruction
 from mmreason.tasks.docseeker.egra import EgraSettings, describe_allocation, docseeker_transform
-from mmreason.tasks.docseeker.mmlb_score import benchmark_format
 from mmreason.tasks.docseeker.mmlongbench import BadRow, adapt_row, is_published_row
 from mmreason.tasks.docseeker.retrieval import METHODS, bm25_pages
 from mmreason.types import PageRef, Sample

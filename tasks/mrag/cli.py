@@ -5,7 +5,7 @@
     mmreason data mrag generate --out DIR [--train N] [--eval N] [--seed S]
     mmreason data mrag hitrate QUESTIONS.jsonl [--k 3]                 # top-k hit rate on hand-written questions
 
-The per-step majority baseline is ``mmreason eval baseline --task mrag`` (learncheck.py); two samples files
+The per-step majority baseline is ``mmreason eval baseline --task mrag`` (baseline.py); two samples files
 compare step by step with ``mmreason eval paired --metric routing_accuracy``.
 """
 

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.tool == "synthetic":
-        from mmreason.tasks.vision.synthetic import generate
+        from mmreason.tasks.vision.synth import generate
 
         path = generate(args.out, args.n, args.seed, args.size, [k.strip() for k in args.kinds.split(",")])
         print(f"wrote {args.n} items: {path}")

@@ -1,5 +1,6 @@
 """MMLongBench-Doc's scoring rules, per ``answer_format``, written here from the benchmark's published rules
-(``eval/eval_score.py`` of the MMLongBench-Doc repository; Ma et al., "MMLongBench-Doc", NeurIPS 2024 D&B).
+(``eval/eval_score.py`` of the MMLongBench-Doc repository; Ma et al., "MMLongBench-Doc", NeurIPS 2024 D&B). Two
+packs use them: docseeker's loader (the answer formats of published rows) and ``mmlongbench_doc``'s metrics.
 
 Both the reference and the prediction are first cleaned (``clean``): lower-cased, stripped, a parenthesised
 part removed, one leading/trailing quote removed, a leading ``$`` and a trailing ``%`` removed. Then:
