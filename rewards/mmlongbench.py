@@ -172,15 +172,3 @@ def score(reference: Any, prediction: Any, answer_format: str) -> float:
 def is_not_answerable(text: Any) -> bool:
     return clean(text) == NOT_ANSWERABLE.lower()
 
-
-def accuracy_and_f1(rows: list[tuple[float, Any, Any]]) -> tuple[float, float]:
-    """(generalized accuracy, F1) of (score, reference, prediction) rows, as defined above."""
-    if not rows:
-        return 0.0, 0.0
-    acc = sum(s for s, _, _ in rows) / len(rows)
-    answerable = [s for s, ref, _ in rows if not is_not_answerable(ref)]
-    answered = [1 for _, _, pred in rows if not is_not_answerable(pred)]
-    if not answerable or not answered:
-        return acc, 0.0
-    recall, precision = sum(answerable) / len(answerable), sum(answerable) / len(answered)
-    return acc, (2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0)

@@ -1,4 +1,5 @@
-"""Prompt samplers: uniform now; variance-aware (VAS) and difficulty-aware samplers plug in here."""
+"""Prompt samplers, registered by name: ``uniform``, ``vas`` (variance-aware) and ``gdro`` (Prompt-GDRO); and the
+within-step regenerations a config turns on (``ROLLOUT_VARIANTS``: ``augment``, ``refine``, ``hint``, ``anchor``)."""
 
 from mmreason.registry import Registry
 from mmreason.sampling import anchors, difficulty, hinting, refine
