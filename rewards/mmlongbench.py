@@ -171,4 +171,3 @@ def score(reference: Any, prediction: Any, answer_format: str) -> float:
 
 def is_not_answerable(text: Any) -> bool:
     return clean(text) == NOT_ANSWERABLE.lower()
-

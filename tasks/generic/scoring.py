@@ -36,4 +36,3 @@ def metric_format(sample: Sample, completion: str) -> float:
     """1 if the completion follows the prompt template's answer format (NaN for a plain template)."""
     score = format_of(sample, completion)
     return math.nan if score is None else float(score)
-

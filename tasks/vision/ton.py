@@ -47,4 +47,3 @@ def apply_thought_dropout(samples: list[Sample], p: float = 0.5, seed: int = 0) 
         target, dropped = thought_dropout(str(s.meta.get("trace") or ""), str(s.answer), rng, p)
         out.append(replace(s, meta={**s.meta, "target": target, "thought_dropped": dropped}))
     return out
-
