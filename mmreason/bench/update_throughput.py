@@ -22,7 +22,14 @@ from dataclasses import dataclass
 
 import torch
 
+from mmreason import rl
+from mmreason.bench.update_profile import print_profile
+from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
 from mmreason.models.tiny import SIZES, TinySize, model_config
+from mmreason.rollout import shared_prefix as sp
+from mmreason.rollout.forward import collate, token_logprobs
+from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
+from mmreason.types import Trajectory
 
 # Qwen2.5-VL-3B-Instruct's shape; the vocabulary and special-token ids are Qwen's.
 SHAPES: dict[str, TinySize] = {**SIZES, "3b": TinySize(151936, 2048, 36, 16, 2, 11008, 1280, 32, 16, 3420)}
@@ -92,7 +99,6 @@ def _grid(tokens: int) -> tuple[int, int]:
 
 def synthetic_group(w: Workload, ids: dict[str, int], vocab: int, seed: int = 0) -> list:
     """G trajectories of one prompt (text, ``pages`` images, text) with random token ids and pixels."""
-    from mmreason.types import Trajectory
 
     g = torch.Generator().manual_seed(seed)
     text_ids = min(ids.values())  # ordinary tokens lie below the special ones
@@ -192,12 +198,6 @@ def bench_update(
     chunked_head: bool = True,
     master_weights: bool = True,
 ) -> dict:
-    from mmreason import rl
-    from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
-    from mmreason.rollout import shared_prefix as sp
-    from mmreason.rollout.forward import collate, token_logprobs
-    from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
-
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch_dtype = resolve_dtype(dtype)
     attn_name = cpu_attention(resolve_attn_implementation(attn, torch_dtype), torch_dtype)
@@ -401,8 +401,6 @@ def run(args: argparse.Namespace) -> int:
                 f"{other / base:.2f}x"
             )
     if args.profile:
-        from mmreason.bench.update_profile import print_profile
-
         for v in variants:
             print_profile(console, runs[v][-1], w)
     return 0

@@ -116,6 +116,7 @@ class EvalConfig:
             raise ConfigError(f"--{exc}") from None
         if not self.tasks:
             raise ConfigError("--tasks is empty")
+        # here, not at the top: eval/tasks.py imports this module (a cycle)
         from mmreason.eval.tasks import parse_task_specs
 
         try:  # a malformed spec ("videoqa:" with no path) stops the run before the model loads

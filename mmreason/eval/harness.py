@@ -22,6 +22,10 @@ from mmreason.eval.output import RunFiles, config_hash, elapsed_since, package_v
 from mmreason.eval.report import build_results, markdown_table, print_table
 from mmreason.eval.scoring import PromptOptions, ScoringOptions, score_task
 from mmreason.eval.tasks import EvalTask, load_tasks
+from mmreason.media.pdf import PDF_STATS
+from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
+from mmreason.rollout.backends.vllm_client import VLLMClient, check_calls, check_server
+from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
 from mmreason.rollout.generate import GenerationSettings
 
 
@@ -54,7 +58,6 @@ def run_config(
     cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], processor, device: str
 ) -> dict[str, Any]:
     """The settings that move a score (hashed for resume), as the results file records them."""
-    from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
 
     image = processor.image_processor.size
     video = getattr(processor, "video_processor", None)
@@ -105,8 +108,6 @@ def resource_use() -> dict[str, Any]:
     import resource
     import sys
 
-    from mmreason.media.pdf import PDF_STATS
-
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     return {
         "peak_rss_mb": round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1),
@@ -148,8 +149,6 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
 
 def vllm_engine_for_eval(resolved: ResolvedModel, args, processor):
     """A vLLM engine on ``--model``'s weights (``--model_args backend=vllm``)."""
-    from mmreason.models.loading import resolve_dtype
-    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
 
     if resolved.adapter is not None:
         raise ValueError(
@@ -172,8 +171,6 @@ def vllm_server_for_eval(cfg: EvalConfig, model, processor):
     adapter merged in) is pushed to the server first, since a server may hold any weights of the same model.
     Before any doc: an error naming host:port when nobody answers, when the server's context is shorter than
     ``max_prompt_length + max_new_tokens`` or its pixel limits differ from ``min_pixels``/``max_pixels``."""
-    from mmreason.rollout.backends.vllm_client import VLLMClient, check_calls, check_server
-    from mmreason.rollout.backends.vllm_engine import processor_kwargs
 
     args = cfg.model_args
     host, port = args.vllm_server_host, args.vllm_server_port

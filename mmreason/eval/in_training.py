@@ -20,6 +20,9 @@ from typing import Any
 from mmreason.eval.metrics import aggregate
 from mmreason.eval.scoring import PromptOptions, ScoringOptions, score_task
 from mmreason.eval.tasks import EvalTask, load_task
+from mmreason.parallel.agree import any_rank
+from mmreason.parallel.sharding import gathered
+from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.generate import GenerationSettings
 
 _TASKS: dict[str, EvalTask] = {}  # the eval split is loaded once per run, not once per eval
@@ -69,9 +72,6 @@ def evaluate_during_training(run, step: int) -> dict[str, float]:
 
     Every process learns whether the evaluation succeeded: an exception on the main process is raised
     there and a ``RuntimeError`` naming it on the others (none is left waiting)."""
-    from mmreason.parallel.agree import any_rank
-    from mmreason.parallel.sharding import gathered
-    from mmreason.rollout.backends import EngineDied
 
     accelerator = run.accelerator
     metrics, error = {}, None

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmreason import media
 from mmreason.eval.episodes import episode_turns, run_episode_docs
 from mmreason.eval.generate import Completion, generate_batch
 from mmreason.eval.prompts import encode_batch
@@ -76,7 +77,6 @@ def estimate_length(processor, sample: Sample, opts: PromptOptions) -> int:
     Used only to order docs; a doc whose media cannot be read estimates its text alone (it fails later,
     when its prompt is built).
     """
-    from mmreason import media
 
     total = _text_chars(sample.messages, opts.system_prompt) // 4  # ~4 characters per token: order only
     size = processor.image_processor.size

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from mmreason.rl.groups import weighted_total
 from mmreason.types import Sample, Trajectory
 
 
@@ -90,7 +91,6 @@ class RewardBatch:
     def total(self, missing: str = "zero") -> torch.Tensor:
         """Weighted sum ``[N]``; ``missing`` (``zero`` | ``renormalize``) as ``mmreason.rl.weighted_total``,
         the same total the advantage estimators score."""
-        from mmreason.rl.groups import weighted_total
 
         return weighted_total(self.values, self.weights, missing)[0]
 
