@@ -1,7 +1,9 @@
 """The `mmreason` command: one subcommand per module, each with `add_arguments(parser)` and `run(args)`.
 
 Subcommand modules are imported only when used, so `mmreason list` does not pay for torch or
-transformers start-up it does not need.
+transformers start-up it does not need. This start-up time is the one reason the command's modules import
+lazily: here by name, and inside ``run`` in each pack's ``cli.py`` (``mmreason data`` imports every one of them
+to build its parser).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import argparse
 import importlib
 import os
 import sys
+
+from mmreason.parallel.shutdown import end_process
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -65,7 +69,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> None:
     """The process entry point (``python -m mmreason``, the ``mmreason`` script): ``main``, then the exit."""
-    from mmreason.parallel.shutdown import end_process
 
     end_process(main())
 

@@ -6,7 +6,9 @@ is an error naming the key, the value and the expected type. Every numeric field
 interval in its dataclass's ``RANGES`` (``"(0, 1]"``, ``"[1, inf)"``), checked whenever a config is
 built; a number is never NaN or infinite.
 
-    cfg = load_config(RunConfig, "configs/quickstart.yaml", ["rollout.temperature=0.7", "max_steps=20"])
+    cfg = load_config(TrainConfig, "configs/shapes/quickstart.yaml", ["rollout.temperature=0.7", "max_steps=20"])
+
+(``TrainConfig`` is ``mmreason.train.config.TrainConfig``; any dataclass tree loads the same way.)
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ import importlib
 import importlib.util
 import pkgutil
 
+import mmreason.tasks as packs
+
 
 def _pack_clis() -> dict[str, str]:
-    import mmreason.tasks as packs
-
     found = {}
     for info in pkgutil.iter_modules(packs.__path__):
         module = f"{packs.__name__}.{info.name}.cli"

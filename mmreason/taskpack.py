@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
+import mmreason.tasks as packs
 from mmreason.registry import Registry
 from mmreason.types import Sample
 
@@ -115,8 +116,6 @@ def loader_options(load: Callable[..., Any]) -> list[str]:
 
 
 def _load_packs() -> None:
-    import mmreason.tasks as packs
-
     for info in pkgutil.iter_modules(packs.__path__, packs.__name__ + "."):
         importlib.import_module(info.name)
     for ep in entry_points(group="mmreason.tasks"):

@@ -14,6 +14,8 @@ import math
 import re
 from typing import Any
 
+from mmreason.media import image_size
+from mmreason.media.budget import IMAGE_MAX_PIXELS, IMAGE_MIN_PIXELS, smart_resize
 from mmreason.parsing import clip, last_tag_body, squeeze_space
 from mmreason.rewarding import column, per_sample, reward
 
@@ -74,15 +76,12 @@ def original_size(sample: Any, image_index: int = 0) -> tuple[int, int] | None:
     """(height, width) of the original image: the ``image_size`` column, else the image file's header."""
     size = _size(column(sample, "image_size"))
     if size is None and len(sample.images) > image_index:
-        from mmreason.media import image_size
-
         size = image_size(sample.images[image_index])
     return size
 
 
 def resized_size(height: int, width: int, factor: int, min_pixels: int | None, max_pixels: int | None):
     """(height, width) the Qwen2-VL processor feeds the model (``mmreason.media.smart_resize``)."""
-    from mmreason.media.budget import IMAGE_MAX_PIXELS, IMAGE_MIN_PIXELS, smart_resize
 
     return smart_resize(height, width, factor, min_pixels or IMAGE_MIN_PIXELS, max_pixels or IMAGE_MAX_PIXELS)
 

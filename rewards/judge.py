@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from mmreason import media
 from mmreason.parsing import as_text, final_answer
 from mmreason.rewarding import reward
 from mmreason.rewards.accuracy import references
@@ -70,7 +71,6 @@ def render_prompt(template_path: str | Path, **values: Any) -> str:
 
 def sample_visuals(sample: Sample, max_images: int, max_frames: int, max_pixels: int) -> list:
     """The sample's pictures as RGB PIL images: its images, then frames of its first video, then pages."""
-    from mmreason import media
 
     pictures = [media.load_image(src, max_pixels=max_pixels) for src in sample.images[:max_images]]
     if sample.videos and len(pictures) < max_images + max_frames:

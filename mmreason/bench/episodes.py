@@ -17,6 +17,15 @@ from typing import Any
 
 import torch
 
+from mmreason.config import parse_override
+from mmreason.eval.config import ModelArgs
+from mmreason.eval.model import load_for_eval, resolve_model
+from mmreason.eval.scoring import PromptOptions, build_prompts
+from mmreason.eval.tasks import load_task
+from mmreason.models.tiny import build_tiny_model
+from mmreason.rollout.generate import GenerationSettings
+from mmreason.rollout.multiturn import EpisodeStart, run_episode, run_episodes
+
 
 def bench_episodes(
     model: str | None = None,
@@ -33,19 +42,10 @@ def bench_episodes(
     repeats: int = 2,
     threads: int = 1,
 ) -> dict[str, Any]:
-    from mmreason.eval.config import ModelArgs
-    from mmreason.eval.model import load_for_eval, resolve_model
-    from mmreason.eval.scoring import PromptOptions, build_prompts
-    from mmreason.eval.tasks import load_task
-    from mmreason.rollout.generate import GenerationSettings
-    from mmreason.rollout.multiturn import EpisodeStart, run_episode, run_episodes
-
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = model
         if model_dir is None:
-            from mmreason.models.tiny import build_tiny_model
-
             model_dir = str(build_tiny_model(Path(tmp) / "tiny", seed=0))
         the_task = load_task(task, None, n, task_args or {})
         if the_task.pack.make_environment is None:
@@ -122,8 +122,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import json
-
-    from mmreason.config import parse_override
 
     options = {".".join(key): value for key, value in map(parse_override, args.task_arg)}
     result = bench_episodes(

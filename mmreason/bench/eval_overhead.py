@@ -25,6 +25,7 @@ from mmreason.eval.output import RunFiles, package_versions
 from mmreason.eval.report import build_results, markdown_table
 from mmreason.eval.scoring import ScoringOptions, estimate_length, plan_batches, score_task
 from mmreason.eval.tasks import EvalTask, load_task
+from mmreason.models.tiny import build_tiny_model
 from mmreason.rollout.generate import GenerationSettings, eos_token_ids, suppressed_token_ids
 from mmreason.rollout.prompts import render_chat
 
@@ -91,8 +92,6 @@ def bench_eval_overhead(
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = model
         if model_dir is None:
-            from mmreason.models.tiny import build_tiny_model
-
             model_dir = str(build_tiny_model(Path(tmp) / "tiny", seed=0))
         device = default_device(device)
         the_task = load_task(task, None, n)

@@ -15,6 +15,14 @@ from pathlib import Path
 
 import torch
 
+from mmreason.bench.grpo_vs_trl import write_prompts
+from mmreason.config import load_config
+from mmreason.models.tiny import build_tiny_model
+from mmreason.train.config import TrainConfig
+from mmreason.train.rollout_backend import check_backend_config, close_backend, make_backend
+from mmreason.train.setup import setup_run
+from mmreason.train.step import train_step
+
 
 def bench_grpo_step(
     model_dir: str | None = None,
@@ -64,20 +72,12 @@ def bench_grpo_steps(
 ) -> list[dict]:
     """One run per variant (backend, config overrides), set up together and stepped in turns (step 1 of every
     run, then step 2, ...), so that a shared machine's load falls on all of them alike; a result per variant."""
-    from mmreason.config import load_config
-    from mmreason.models.tiny import build_tiny_model
-    from mmreason.train.config import TrainConfig
-    from mmreason.train.rollout_backend import check_backend_config, close_backend, make_backend
-    from mmreason.train.setup import setup_run
-    from mmreason.train.step import train_step
 
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = model_dir or str(build_tiny_model(Path(tmp) / "model", seed=0, size=size))
         data = ["data.task=shapes"]
         if pages:
-            from mmreason.bench.grpo_vs_trl import write_prompts
-
             (Path(tmp) / "data").mkdir()
             data = ["data.task=vision", f"data.train_path={write_prompts(Path(tmp) / 'data', pages, page_px, 8)}"]
         runs = []

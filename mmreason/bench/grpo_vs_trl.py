@@ -23,6 +23,15 @@ from pathlib import Path
 
 import torch
 
+from mmreason.config import load_config
+from mmreason.models.tiny import build_tiny_model
+from mmreason.rollout.generate import suppressed_token_ids
+from mmreason.taskpack import TASKS
+from mmreason.train.config import TrainConfig
+from mmreason.train.prompts import load_prompt
+from mmreason.train.setup import setup_run
+from mmreason.train.step import train_step
+
 QUESTION = "Which page shows the answer? Reply with the page number."
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 SETTINGS = (
@@ -61,12 +70,6 @@ def write_prompts(folder: Path, pages: int, page_px: int, count: int, seed: int 
 
 
 def run_mmreason(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) -> dict:
-    from mmreason.config import load_config
-    from mmreason.train.config import TrainConfig
-    from mmreason.train.prompts import load_prompt
-    from mmreason.train.setup import setup_run
-    from mmreason.train.step import train_step
-
     cfg = load_config(
         TrainConfig,
         None,
@@ -115,9 +118,6 @@ def run_trl(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) -> di
     from PIL import Image
     from transformers import AutoModelForImageTextToText, AutoProcessor, PrinterCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
-
-    from mmreason.rollout.generate import suppressed_token_ids
-    from mmreason.taskpack import TASKS
 
     samples = TASKS.get("vision").load(str(jsonl), "train")  # the samples mmreason trains on, as TRL rows
     data = Dataset.from_list(
@@ -262,8 +262,6 @@ def bench_grpo_vs_trl(o: argparse.Namespace) -> dict:
 
     import datasets
     import transformers
-
-    from mmreason.models.tiny import build_tiny_model
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # TRL's use of renamed transformers options
     transformers.utils.logging.disable_progress_bar()

@@ -23,6 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import mmreason.eval.harness as harness
+import mmreason.eval.scoring as scoring
+from mmreason.eval.config import EvalConfig, GenKwargs, ModelArgs
+from mmreason.eval.rescore import rescore
+from mmreason.media.video_write import write_mp4
+from mmreason.models.tiny import build_tiny_model
+
 BENCHMARKS = ("mathvista", "mmmu", "chartqa", "docvqa", "videomme")
 FILLER = "Looking at the figure carefully and reading every label, we work it out step by step. "
 
@@ -166,8 +173,6 @@ def _write(path: Path, data: Any) -> None:
 
 
 def bench_rescore(benchmark: str, n: int, repeats: int, root: Path) -> dict[str, Any]:
-    from mmreason.eval.rescore import rescore
-
     data, preds, name = BUILDERS[benchmark](n, random.Random(0))
     folder = root / benchmark
     folder.mkdir(parents=True)
@@ -207,8 +212,6 @@ def _png(path: Path, k: int) -> None:
 def _media_set(benchmark: str, n: int, folder: Path) -> Path:
     """``n`` docs of ``benchmark`` with their images (224 px) or clips (16 frames of 112 px) on disk."""
     import numpy as np
-
-    from mmreason.media.video_write import write_mp4
 
     data, _, name = BUILDERS[benchmark](n, random.Random(0))
     folder.mkdir(parents=True)
@@ -252,10 +255,6 @@ def bench_overhead(
 ) -> dict[str, Any]:
     """One ``mmreason eval`` of ``n`` docs; harness = wall - model loading - time inside ``generate_batch``."""
     from rich.console import Console
-
-    import mmreason.eval.harness as harness
-    import mmreason.eval.scoring as scoring
-    from mmreason.eval.config import EvalConfig, GenKwargs, ModelArgs
 
     data = _media_set(benchmark, n, root / f"media_{benchmark}")
     cfg = EvalConfig(
@@ -312,8 +311,6 @@ def run(args: argparse.Namespace) -> int:
         if args.overhead:
             model_dir = args.model
             if model_dir is None:
-                from mmreason.models.tiny import build_tiny_model
-
                 model_dir = str(build_tiny_model(root / "tiny", seed=0))
             bench_overhead("chartqa", model_dir, args.batch_size, args.batch_size, 4, root / "warmup")  # first calls
             for name in names:

@@ -20,6 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from mmreason.health.config import HealthConfig
+from mmreason.health.monitor import HealthMonitor
+
 ROW = (
     '{{"step": {s}, "time/video_decode": 8.98e-06, "update/shared_prefix": 1.0, "loss": {loss}, '
     '"policy_loss": {loss}, "ratio_mean": 1.0, "clip/low": 0.0, "clip/high": 0.0, "clip/region": 0.0, '
@@ -118,8 +121,6 @@ def report(run: Path) -> tuple[float, float, float, float]:
 
 def check_cost(rows: int) -> float:
     """Median ms of ``HealthMonitor.check`` after ``rows`` rows (no alarm holds)."""
-    from mmreason.health.config import HealthConfig
-    from mmreason.health.monitor import HealthMonitor
 
     history = [json.loads(ROW.format(s=s, loss=0.0, ent=1.0, r=0.5, hack=0.0, extra="")) for s in range(1, rows + 1)]
     monitor = HealthMonitor(HealthConfig(), lambda *a, **k: None, say=lambda _: None, rows=history)

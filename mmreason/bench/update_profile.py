@@ -22,6 +22,10 @@ from contextlib import contextmanager
 
 import torch
 
+from mmreason import rl
+from mmreason.rollout import forward
+from mmreason.rollout import shared_prefix as sp
+
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm")
 KINDS = {
     "matmul": MATMUL_OPS,
@@ -67,7 +71,6 @@ class _Timer:
 @contextmanager
 def _timed_logprobs(timer: _Timer):
     """Time ``rl.lm_head.logprobs_from_hidden`` as the forward path calls it (head + log-softmax)."""
-    from mmreason.rollout import forward
 
     original = forward.logprobs_from_hidden
 
@@ -86,8 +89,6 @@ def _timed_logprobs(timer: _Timer):
 
 def profile_update(model, trajectories, pad: int, optimizer, workload, *, steps: int = 3) -> dict:
     """Median seconds and FLOPs per part of the shared-prefix update of one group (see the module doc)."""
-    from mmreason import rl
-    from mmreason.rollout import shared_prefix as sp
 
     text = model.model.language_model
     calls = {"n": 0}
@@ -180,9 +181,6 @@ def _parts(model, w, med: dict[str, float], g: int) -> dict:
 def operator_shares(model, trajectories, pad: int, optimizer) -> dict[str, float]:
     """One profiled update step's self CPU time split by operator kind (``KINDS``), in seconds."""
     from torch.profiler import ProfilerActivity, profile
-
-    from mmreason import rl
-    from mmreason.rollout import shared_prefix as sp
 
     width = max(int(t.token_ids.numel()) for t in trajectories)
     mask = torch.zeros(len(trajectories), width)

@@ -14,7 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from mmreason.models.tiny import SIZES, TinySize
+from mmreason.models import ModelConfig, load_model, load_processor
+from mmreason.models.tiny import SIZES, TinySize, build_tiny_model
+from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, write_weights
 
 # vocab, text hidden / layers / heads / KV heads / MLP, vision hidden / depth / heads / MLP (heads 64 wide)
 SHAPES = {
@@ -33,10 +35,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def bench_shape(name: str, repeats: int, buckets_mb: list[float], folder: Path) -> list[dict]:
     import torch
-
-    from mmreason.models import ModelConfig, load_model, load_processor
-    from mmreason.models.tiny import build_tiny_model
-    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, write_weights
 
     shape = SHAPES.get(name) or SIZES[name]
     model_dir = build_tiny_model(folder / name, seed=0, shape=shape)

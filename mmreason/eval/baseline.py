@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from mmreason.config import parse_override
 from mmreason.eval.metrics import aggregate
 from mmreason.eval.tasks import load_task
 from mmreason.taskpack import TASKS
@@ -75,8 +76,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmreason.config import parse_override
-
     options = {".".join(key): value for key, value in map(parse_override, args.task_arg)}
     summary, records = score_baseline(args.task, args.train, args.data, options, args.limit)
     if args.samples:

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import argparse
 
+from mmreason.config import ConfigError
 from mmreason.eval import baseline, compare, paired, rescore
+from mmreason.eval.config import EvalConfig, parse_gen_kwargs, parse_kv, parse_model_args
+from mmreason.eval.harness import evaluate
+from mmreason.listing import run as list_run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,9 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace):
-    from mmreason.config import ConfigError
-    from mmreason.eval.config import EvalConfig, parse_gen_kwargs, parse_kv, parse_model_args
-
     if not args.model or not args.tasks:
         raise ConfigError("mmreason eval needs --model and --tasks (or: mmreason eval compare A.json B.json)")
     cfg = EvalConfig(
@@ -85,10 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_command == "score":
         return rescore.run(args)
     if args.tasks == "list":
-        from mmreason.listing import run as list_run
-
         return list_run(argparse.Namespace(kind="tasks"))
-    from mmreason.eval.harness import evaluate
 
     evaluate(build_config(args))
     return 0

@@ -90,7 +90,8 @@ class EvalConfig:
             raise ConfigError(f"--{exc}") from None
         if not self.tasks:
             raise ConfigError("--tasks is empty")
-        from mmreason.eval.tasks import parse_task_specs  # here, not at the top: eval.tasks imports this module
+        # here, not at the top: eval/tasks.py imports this module (a cycle)
+        from mmreason.eval.tasks import parse_task_specs
 
         try:  # a malformed spec ("videoqa:" with no path) stops the run before the model loads
             parse_task_specs(self.tasks)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from mmreason.eval.config import ModelArgs
+from mmreason.models.loading import ModelConfig, load_model, load_processor
+from mmreason.paths import checkpoints
 
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 _PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "tokenizer_config.json")
@@ -96,8 +98,6 @@ def _from_hub(spec: str) -> Path:
 
 
 def _latest_checkpoint(run_dir: Path) -> Path:
-    from mmreason.paths import checkpoints
-
     found = checkpoints(run_dir)
     if not found:
         raise FileNotFoundError(
@@ -141,7 +141,6 @@ def _has_processor(path: Path) -> bool:
 def load_for_eval(resolved: ResolvedModel, args: ModelArgs, device: str, *, with_model: bool = True):
     """(model in eval mode on ``device``, processor with left padding); ``with_model=False``: (None, processor),
     for a colocated vLLM engine that loads the weights itself."""
-    from mmreason.models.loading import ModelConfig, load_model, load_processor
 
     cfg = ModelConfig(
         name_or_path=str(resolved.weights),

@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import mmreason
 from mmreason.paths import read_jsonl
 from mmreason.rundir import DirLock, RunDirError
 
@@ -171,8 +172,6 @@ def package_versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
     import torch
-
-    import mmreason
 
     out: dict[str, str | None] = {"python": platform.python_version(), "mmreason": mmreason.__version__}
     for name in (

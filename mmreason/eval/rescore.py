@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mmreason.eval.config import parse_kv
 from mmreason.eval.output import RunFiles, config_hash, elapsed_since, package_versions
 from mmreason.eval.predictions import Prediction, read_predictions
 from mmreason.eval.report import build_results, markdown_table, print_table
@@ -148,8 +149,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
-
-    from mmreason.eval.config import parse_kv
 
     rescore(
         args.tasks,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mmreason.eval.config import EVAL_SPLIT, resolve_limit
+from mmreason.parsing import final_answer
 from mmreason.registry import first_doc_line
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.types import Sample
@@ -114,7 +115,6 @@ def _qualname(fn: Any) -> str:
 
 def default_extractor() -> tuple[Callable[[str], str], str]:
     """The answer shown as ``parsed_answer``: the shared final-answer parser (metrics parse on their own)."""
-    from mmreason.parsing import final_answer
 
     return final_answer, "mmreason.parsing.final_answer(mode=auto)"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from mmreason.health.report import write_report
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -32,8 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmreason.health.report import write_report
-
     if len(args.paths) > 2:
         raise ValueError(f"mmreason report: one or two directories, not {len(args.paths)}")
     if args.max_rows < 1 or args.max_steps < 1:

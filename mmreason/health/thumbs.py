@@ -13,6 +13,7 @@ import base64
 import io
 from pathlib import Path
 
+from mmreason import media as m
 from mmreason.paths import cache_dir
 
 SIDE = 128  # longest side of a thumbnail, pixels
@@ -67,8 +68,6 @@ class Thumbs:
         raise FileNotFoundError(f"{name!r} not found")
 
     def _load(self, media: str) -> list:
-        from mmreason import media as m
-
         if media.startswith("<"):
             raise ValueError("an in-memory image (not a file)")
         if "#page=" in media:

@@ -41,6 +41,7 @@ import numpy as np
 
 from mmreason.media.budget import VIDEO_MAX_PIXELS, VIDEO_MIN_PIXELS, smart_resize, video_tokens
 from mmreason.media.errors import MediaError
+from mmreason.media.image import max_decode_pixels
 
 DEFAULT_FPS = 2.0
 DEFAULT_MAX_FRAMES = 768
@@ -94,7 +95,6 @@ def window_frames(info: VideoInfo, start: float | None = None, end: float | None
 def check_frame_pixels(path: str, width: int, height: int) -> None:
     """Raise MediaError when a ``width`` x ``height`` frame is over the decode cap (``MMREASON_MAX_IMAGE_PIXELS``,
     as for images)."""
-    from mmreason.media.image import max_decode_pixels
 
     cap = max_decode_pixels()
     if height * width > cap:

@@ -93,7 +93,7 @@ def cpu_attention(attn: str, dtype: torch.dtype) -> str:
     attention on a machine without CUDA, where the CPU's bf16 attention kernel is the slower one; else ``attn``."""
     if attn != "sdpa" or dtype not in (torch.bfloat16, torch.float16) or torch.cuda.is_available():
         return attn
-    # imported on use: it imports transformers (seconds) to register sdpa_fp32 with it
+    # Imported on first use, not at the top: importing it registers sdpa_fp32 with transformers.
     from mmreason.models import cpu_attention as registered
 
     return registered.NAME

@@ -21,7 +21,9 @@ from typing import Any
 
 import torch
 
+from mmreason.rewarding.records import RewardSpec
 from mmreason.rewarding.registry import list_rewards
+from mmreason.rewarding.runner import RewardRunner
 from mmreason.types import Sample, Trajectory, VideoRef
 
 
@@ -119,8 +121,6 @@ def example(args: argparse.Namespace) -> tuple[Sample, Trajectory]:
 
 def run(args: argparse.Namespace) -> int:
     """Score the example and print ``{column: score}`` as JSON (null = does not apply). 1 on a failure."""
-    from mmreason.rewarding.records import RewardSpec
-    from mmreason.rewarding.runner import RewardRunner
 
     name = args.name.rsplit(":", 1)[-1].rsplit("/", 1)[-1] or "reward"
     spec = RewardSpec(name=name, ref=args.name, kwargs=_pairs(args.kwarg, "--kwarg"))

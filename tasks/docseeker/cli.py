@@ -5,8 +5,10 @@
     mmreason data docseeker outline --pdf FILE.pdf [--pdf ...] --out DIR [--questions 4]
     mmreason data docseeker check --data samples.json [--doc-dir DIR]     # every unusable row, named; exit 1 if any
 
-The position baseline is ``mmreason eval baseline --task docseeker`` (learncheck.py); two samples files compare
+The position baseline is ``mmreason eval baseline --task docseeker`` (baseline.py); two samples files compare
 with ``mmreason eval paired``.
+
+The tools not loaded with the pack are imported inside ``run``, for ``mmreason data``'s start-up (mmreason/cli.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+
+from mmreason.tasks.docseeker.data import docseeker_load
+from mmreason.tasks.docseeker.egra import EgraSettings, token_report
+from mmreason.tasks.docseeker.synth import MARK_PAGE_SIZE, PAGE_SIZE, generate
 
 ACTIONS = ("generate", "egra-report", "outline", "check")
 
@@ -68,8 +74,6 @@ def _pages(text: str) -> tuple[int, int]:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "generate":
-        from mmreason.tasks.docseeker.synth import MARK_PAGE_SIZE, PAGE_SIZE, generate
-
         if not args.out:
             raise SystemExit("mmreason data docseeker: --out DIR is required")
         lo, hi = _pages(args.pages)
@@ -94,7 +98,6 @@ def run(args: argparse.Namespace) -> int:
 
 def check(args: argparse.Namespace) -> int:
     """Print one line per row of --data that a run would skip (file, row, reason) and a summary; 1 if any."""
-    from mmreason.tasks.docseeker.data import docseeker_load
 
     if not args.data:
         raise SystemExit("mmreason data docseeker check: --data FILE is required")
@@ -108,16 +111,12 @@ def check(args: argparse.Namespace) -> int:
 
 def egra_report(args: argparse.Namespace) -> int:
     """Print visual tokens per document with and without EGRA, and the mean reduction factors."""
-    from mmreason.tasks.docseeker.data import docseeker_load
-    from mmreason.tasks.docseeker.egra import EgraSettings, token_report
 
     settings = EgraSettings(True, args.high, args.low, args.k)
     with tempfile.TemporaryDirectory() as tmp:
         if args.data:
             samples = docseeker_load(args.data, "train")
         else:
-            from mmreason.tasks.docseeker.synth import PAGE_SIZE, generate
-
             lo, hi = _pages(args.pages)
             width = args.page_width or PAGE_SIZE[0]
             size = (width, round(width * PAGE_SIZE[1] / PAGE_SIZE[0]))

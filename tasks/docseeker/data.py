@@ -36,13 +36,14 @@ from typing import Any
 
 from mmreason.media import MediaError, pdf_page_count
 from mmreason.paths import cache_dir
+from mmreason.rewards.mmlongbench import benchmark_format
 from mmreason.rows import check_count, require_text
 from mmreason.rows import read_rows as rows_of
 from mmreason.tasks.docseeker.alr import instruction
 from mmreason.tasks.docseeker.egra import EgraSettings, describe_allocation, docseeker_transform
-from mmreason.tasks.docseeker.mmlb_score import benchmark_format
 from mmreason.tasks.docseeker.mmlongbench import BadRow, adapt_row, is_published_row
 from mmreason.tasks.docseeker.retrieval import METHODS, bm25_pages
+from mmreason.tasks.docseeker.synth import MARK_PAGE_SIZE, PAGE_SIZE, generate
 from mmreason.types import PageRef, Sample
 
 TASK = "docseeker"
@@ -319,7 +320,6 @@ def docseeker_load(
     prompt does not depend on which pages are gold; ``egra_eval: gold`` is the paper's validation (gold
     pages at the high budget). ``meta["page_allocation"]`` describes the choice for results.json.
     """
-    from mmreason.tasks.docseeker.synth import MARK_PAGE_SIZE, PAGE_SIZE, generate
 
     egra = EgraSettings(use_egra, egra_high_tokens, egra_low_tokens, egra_k, egra_eval, max_prompt_length)
     if path is None:

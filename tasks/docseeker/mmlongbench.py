@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mmreason.tasks.docseeker.mmlb_score import FORMATS
+from mmreason.rewards.mmlongbench import FORMATS
 
 PUBLISHED_KEYS = ("doc_id", "question", "answer", "evidence_pages", "answer_format")
 MAX_ANSWER_CHARS = 1_000  # the published answers are at most a few hundred characters; ANLS is O(n * m)

@@ -15,18 +15,6 @@ from pathlib import Path
 
 from mmreason.media import pdf_outline, pdf_page_text
 
-KNOWN_PDFS = (
-    "/usr/share/R/doc/manual/R-data.pdf",
-    "/usr/share/R/doc/manual/R-lang.pdf",
-    "/usr/share/R/doc/manual/R-intro.pdf",
-    "/usr/share/debian-reference/debian-reference.en.pdf",
-)
-
-
-def installed_pdfs() -> list[str]:
-    """The known real manuals present on this machine."""
-    return [p for p in KNOWN_PDFS if Path(p).is_file()]
-
 
 def _normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()

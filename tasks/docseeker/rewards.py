@@ -1,12 +1,21 @@
-"""DocSeeker's own reward: the ALR format (``docseeker_format``), registered under that name when the pack's
-rewards load. The evidence and answer rewards it is weighted with (``page_fbeta``, ``anls``) are shared ones in
-``rewards/``."""
+"""DocSeeker's rewards: the pack's default list (``REWARDS``) and its own reward, the ALR format
+(``docseeker_format``), registered under that name when the pack's rewards load. The evidence and answer rewards
+it is weighted with (``page_fbeta``, ``anls``) are shared ones in ``rewards/``."""
 
 from __future__ import annotations
 
 from mmreason.parsing import MAX_CHARS, as_text, parse_dict, parse_schema
 from mmreason.rewarding import per_sample, reward
 from mmreason.tasks.docseeker.alr import HEADERS
+
+# The paper's weights (EviGRPO_reward.py); run configs may override them.
+REWARDS = [
+    {"name": "docseeker_format", "weight": 0.1},
+    {"name": "page_fbeta", "weight": 0.3, "kwargs": {"beta": 2.0, "index_base": 1}},
+    # ANLS keeps the DocVQA 0.5 threshold (the paper trains with 0): without it a fragment that half-matches
+    # every answer earns partial credit, a reward a policy can max without reading the document.
+    {"name": "anls", "weight": 0.6, "kwargs": {"threshold": 0.5, "extract": "answer_dict"}},
+]
 
 
 def docseeker_format_score(text: str) -> float:

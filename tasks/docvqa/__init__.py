@@ -1,5 +1,5 @@
 """DocVQA and InfographicVQA as published (the RRC JSON with its images, or the lmms-lab parquet), scored by
-ANLS at the 0.5 threshold (``score.py``).
+ANLS at the 0.5 threshold (``scoring.py``).
 
     mmreason eval --model M --tasks docvqa:DocVQA/val/val_v1.0.json --log_samples
     mmreason eval score --tasks docvqa:DocVQA/val/val_v1.0.json --predictions answers.json
@@ -9,14 +9,15 @@ Training on the same rows: ``task: docvqa`` with ``data.train_path`` (reward: th
 
 from mmreason.taskpack import TaskPack, register_task
 from mmreason.tasks.docvqa.data import INSTRUCTION, docvqa_load
-from mmreason.tasks.docvqa.score import docvqa_anls_metric, docvqa_breakdowns
+from mmreason.tasks.docvqa.rewards import REWARDS
+from mmreason.tasks.docvqa.scoring import docvqa_anls_metric, docvqa_breakdowns
 
 PACK = register_task(
     TaskPack(
         name="docvqa",
         description="DocVQA / InfographicVQA JSON or lmms-lab parquet as published, ANLS (0.5) with breakdowns",
         load=docvqa_load,
-        rewards=[{"name": "mmreason.tasks.docvqa.score:docvqa_reward", "weight": 1.0}],
+        rewards=REWARDS,
         metrics={"anls": docvqa_anls_metric},
         breakdowns=docvqa_breakdowns,
         prompt_template="{question}\\n" + INSTRUCTION,

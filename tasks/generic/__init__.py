@@ -9,9 +9,8 @@ same rules. ``mmreason data inspect PATH`` shows what the pack reads. More forma
 
 from mmreason.taskpack import TaskPack, register_task
 from mmreason.tasks.generic.data import generic_load
+from mmreason.tasks.generic.rewards import REWARDS
 from mmreason.tasks.generic.scoring import metric_accuracy, metric_format
-
-REWARDS = "mmreason.tasks.generic.rewards"
 
 PACK = register_task(
     TaskPack(
@@ -19,10 +18,7 @@ PACK = register_task(
         description="your image / video QA data as it is: EasyR1, TRL, verl, Video-R1 or ShareGPT rows "
         "(jsonl / json / parquet / save_to_disk / imagefolder)",
         load=generic_load,
-        rewards=[
-            {"name": f"{REWARDS}:generic_accuracy", "weight": 1.0},
-            {"name": f"{REWARDS}:generic_format", "weight": 0.1},
-        ],
+        rewards=REWARDS,
         metrics={"accuracy": metric_accuracy, "format": metric_format},
         prompt_template="{row's user text} through data.task_args.prompt_template (plain | think_boxed | "
         "think_answer | FILE.jinja)",

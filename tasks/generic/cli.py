@@ -1,5 +1,8 @@
 """`mmreason data inspect PATH`: the generic pack's view of a dataset (format, columns, media, answer kinds, one
-rendered prompt, every problem); exit 1 when there is a problem."""
+rendered prompt, every problem); exit 1 when there is a problem.
+
+The tools not loaded with the pack are imported inside ``run``, for ``mmreason data``'s start-up (mmreason/cli.py).
+"""
 
 from __future__ import annotations
 

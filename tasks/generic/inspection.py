@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import mmreason.models as models
 from mmreason.media import MediaError
 from mmreason.media.errors import require_file
 from mmreason.media.image import load_image
@@ -92,8 +93,6 @@ def rendered(sample: Sample, processor: Any = None) -> str:
     if processor is not None:
         return processor.apply_chat_template(sample.messages, add_generation_prompt=True, tokenize=False)
     import jinja2
-
-    import mmreason.models as models
 
     text = (Path(models.__file__).parent / "chat_template.jinja").read_text(encoding="utf-8")
     return jinja2.Environment().from_string(text).render(messages=sample.messages, add_generation_prompt=True)

@@ -19,6 +19,10 @@ from mmreason.rewards.mathverify import math_reward
 from mmreason.tasks.generic.answers import kind_of
 from mmreason.types import Sample, Trajectory
 
+HERE = "mmreason.tasks.generic.rewards"
+# The format reward weighs 0.1, as EasyR1's recipes weigh theirs.
+REWARDS = [{"name": f"{HERE}:generic_accuracy", "weight": 1.0}, {"name": f"{HERE}:generic_format", "weight": 0.1}]
+
 _THINK_BOXED = re.compile(r"\s*<think>(?:(?!</?think>).)*</think>(?:(?!<think>).)*\\boxed\{.*\}.*", re.DOTALL)
 MAX_FORMAT_CHARS = 20_000
 

@@ -36,8 +36,3 @@ def metric_format(sample: Sample, completion: str) -> float:
     """1 if the completion follows the prompt template's answer format (NaN for a plain template)."""
     score = format_of(sample, completion)
     return math.nan if score is None else float(score)
-
-
-def gold_completion(sample: Sample) -> str:
-    """The reference written as the template asks (the SFT target): the gold-answer baseline's completion."""
-    return str(sample.meta.get("target", sample.answer))

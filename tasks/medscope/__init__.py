@@ -13,18 +13,11 @@ docs/algorithms.md §2. Recipes: configs/medscope/medscope_sft.yaml, configs/med
 """
 
 from mmreason.taskpack import TaskPack, register_task
+from mmreason.tasks.medscope.baseline import baseline_rule
 from mmreason.tasks.medscope.data import medscope_load
 from mmreason.tasks.medscope.env import medscope_environment
-from mmreason.tasks.medscope.learncheck import baseline_rule
+from mmreason.tasks.medscope.rewards import REWARDS
 from mmreason.tasks.medscope.scoring import HIGHER_IS_BETTER, METRICS
-
-SCORING = "mmreason.tasks.medscope.scoring"
-# R = 1.0 answer + 0.5 grounding + 0.2 format; crop / frame / fidelity are logged (fidelity feeds ga_grpo)
-REWARDS = [
-    {"name": f"{SCORING}:medscope_accuracy", "weight": 1.0},
-    {"name": "tool_grounding", "weight": {"ground": 0.5, "crop": 0.0, "frame": 0.0, "fidelity": 0.0}},
-    {"name": f"{SCORING}:medscope_format", "weight": 0.2},
-]
 
 PACK = register_task(
     TaskPack(

@@ -2,12 +2,14 @@
 real echocardiography cine of pydicom-data into a video with measured questions.
 
     mmreason data medscope --out DIR --videos N --minutes MIN..MAX [--seed S] [--size PX] [--event-scale K]
-    mmreason data medscope --echo --out DIR
-"""
+    mmreason data medscope --echo --out DIR"""
 
 from __future__ import annotations
 
 import argparse
+
+from mmreason.tasks.medscope.echo import echo_rows
+from mmreason.tasks.medscope.synth import QUESTIONS_PER_VIDEO, generate
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,15 +38,12 @@ def minutes_range(text: str) -> tuple[int, int]:
 
 def run(args: argparse.Namespace) -> int:
     if args.echo:
-        from mmreason.tasks.medscope.echo import echo_rows
-
         try:
             path = echo_rows(args.out)
         except (ImportError, ValueError) as err:
             raise SystemExit(f"mmreason data medscope --echo: {err}") from None
         print(f"wrote {path}")
         return 0
-    from mmreason.tasks.medscope.synth import QUESTIONS_PER_VIDEO, generate
 
     if args.videos < 1:
         raise SystemExit("mmreason data medscope: --videos must be at least 1")

@@ -29,10 +29,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mmreason.media import MediaError, load_video, plan_frames, probe_video
+from mmreason.parsing import parse_number
 from mmreason.paths import cache_dir
 from mmreason.rows import LETTERS, check_count, gold_letter, parse_pair, read_rows, require_text, shape_of
 from mmreason.rows import where as row_where
 from mmreason.tasks.medscope import synth
+from mmreason.tasks.medscope.echo import echo_rows
 from mmreason.tasks.medscope.env import TOOL_HINT, ToolLimits
 from mmreason.tasks.medscope.trajectories import gold_trajectory
 from mmreason.types import Sample, VideoRef
@@ -59,7 +62,6 @@ def default_cache() -> Path:
 
 def global_timestamps(path: str, frames: int) -> tuple[list[float], float]:
     """Timestamps of the global view's frames and the video's length, from the header alone."""
-    from mmreason.media import plan_frames, probe_video
 
     info = probe_video(path)
     indices = plan_frames(info, num_frames=min(frames, info.num_frames))
@@ -70,8 +72,6 @@ def global_frame_files(path: str, frames: int) -> list[str]:
     """The global view's frames as PNG files (the ``frames`` view), decoded once per video and kept in the
     cache, named after the video's path, size and modification time (a changed video is decoded again)."""
     import hashlib
-
-    from mmreason.media import load_video
 
     stat = os.stat(path)
     key = hashlib.sha1(f"{os.path.abspath(path)}|{stat.st_size}|{stat.st_mtime_ns}|{frames}".encode()).hexdigest()
@@ -144,7 +144,6 @@ def _duration(value: Any) -> float | None:
 
 def _answer(row: dict[str, Any], kind_hint: str, meta: dict[str, Any]) -> tuple[str, str]:
     """(answer, answer_kind) of a row; raises ValueError saying what is wrong."""
-    from mmreason.parsing import parse_number
 
     answer, options = row["answer"], row.get("options")
     if kind_hint == "temporal_grounding":
@@ -198,8 +197,6 @@ def row_to_sample(
         path = str(Path(source).parent / path)
     cache = probe_cache if probe_cache is not None else {}
     if (path, global_view) not in cache:
-        from mmreason.media import MediaError
-
         try:
             stamps, duration = global_timestamps(path, global_frames)
             files = global_frame_files(path, len(stamps)) if global_view == "frames" else []
@@ -274,8 +271,6 @@ def medscope_load(
         raise ValueError(f"medscope: task_types {task_types} must be among {', '.join(TASK_TYPES)}")
     if path is None:
         if source == "echo":
-            from mmreason.tasks.medscope.echo import echo_rows
-
             path = str(echo_rows())
         elif source == "generated":
             count = (videos or TRAIN_VIDEOS) if split == "train" else (eval_videos or EVAL_VIDEOS)

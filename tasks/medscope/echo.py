@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmreason.media.video_write import write_mp4 as write
 from mmreason.paths import cache_dir, generated_jsonl, write_jsonl
 
 FILE = "color3d_jpeg_baseline.dcm"
@@ -53,7 +54,6 @@ def read_frames(path: Path) -> np.ndarray:
 
 def write_mp4(frames: np.ndarray, path: Path) -> Path:
     """The cine as an mp4 at half its size."""
-    from mmreason.media.video_write import write_mp4 as write
 
     return write(path, frames, FPS, size=(frames.shape[2] // 2, frames.shape[1] // 2), crf=20)
 

@@ -1,5 +1,6 @@
-"""MedScope's own reward: ``tool_grounding``, the tool-localisation reward over ``crop_video`` / ``get_frame``
-calls (registered under that name when the pack's rewards load). It reads the gold windows and scores spans with
+"""MedScope's rewards: the pack's default list (``REWARDS``: the answer and format rules of ``scoring.py`` and the
+grounding reward) and its own reward ``tool_grounding``, the tool-localisation reward over ``crop_video`` /
+``get_frame`` calls (registered under that name when the pack's rewards load). It reads the gold windows and scores spans with
 the shared temporal helpers of ``rewards/evidence.py``; docs/algorithms.md §2 gives the formulas ([proposed])."""
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ from mmreason.rewarding import column, per_sample, reward
 from mmreason.rewards.evidence import Span, decay, decay_tau, gold_spans, seconds, tiou, video_duration
 from mmreason.rewards.format import parse_tool_call
 from mmreason.types import Trajectory
+
+SCORING = "mmreason.tasks.medscope.scoring"
+# R = 1.0 answer + 0.5 grounding + 0.2 format; crop / frame / fidelity are logged (fidelity feeds ga_grpo)
+REWARDS = [
+    {"name": f"{SCORING}:medscope_accuracy", "weight": 1.0},
+    {"name": "tool_grounding", "weight": {"ground": 0.5, "crop": 0.0, "frame": 0.0, "fidelity": 0.0}},
+    {"name": f"{SCORING}:medscope_format", "weight": 0.2},
+]
 
 
 def tool_calls_of(trajectory: Trajectory, limit: int = 64) -> list[dict]:

@@ -1,5 +1,5 @@
 """MMMU (and MMMU-Pro, standard and vision) as published in the Hugging Face parquet layout, scored by MMMU's
-own parsing and evaluation rules (``score.py``), by subject, discipline, subfield and difficulty.
+own parsing and evaluation rules (``scoring.py``), by subject, discipline, subfield and difficulty.
 
     mmreason eval --model M --tasks mmmu:MMMU/ --log_samples          # a folder: every subject's parquet
     mmreason eval score --tasks mmmu:MMMU/ --predictions total_val_output.json
@@ -9,7 +9,8 @@ Training on the same rows: ``task: mmmu`` with ``data.train_path`` (reward: the 
 
 from mmreason.taskpack import TaskPack, register_task
 from mmreason.tasks.mmmu.data import mmmu_load
-from mmreason.tasks.mmmu.score import mmmu_accuracy, mmmu_breakdowns, mmmu_random_fallback
+from mmreason.tasks.mmmu.rewards import REWARDS
+from mmreason.tasks.mmmu.scoring import mmmu_accuracy, mmmu_breakdowns, mmmu_random_fallback
 
 PACK = register_task(
     TaskPack(
@@ -17,7 +18,7 @@ PACK = register_task(
         description="MMMU / MMMU-Pro parquet as published, scored by MMMU's eval_utils.py rules (subject, "
         "subfield, difficulty breakdowns; seeded random fallback counted)",
         load=mmmu_load,
-        rewards=[{"name": "mmreason.tasks.mmmu.score:mmmu_reward", "weight": 1.0}],
+        rewards=REWARDS,
         metrics={"accuracy": mmmu_accuracy, "random_fallback": mmmu_random_fallback},
         higher_is_better={"random_fallback": False},
         breakdowns=mmmu_breakdowns,

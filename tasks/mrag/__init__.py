@@ -10,17 +10,12 @@ docs/algorithms.md §7. Recipe: configs/mrag/mrag_step_grpo_tiny.yaml.
 """
 
 from mmreason.taskpack import TaskPack, register_task
+from mmreason.tasks.mrag.baseline import baseline_rule
 from mmreason.tasks.mrag.data import mrag_load
 from mmreason.tasks.mrag.env import mrag_environment
-from mmreason.tasks.mrag.learncheck import baseline_rule
-from mmreason.tasks.mrag.metrics import HIGHER_IS_BETTER, mrag_metrics
+from mmreason.tasks.mrag.rewards import REWARDS
+from mmreason.tasks.mrag.scoring import HIGHER_IS_BETTER, mrag_metrics
 from mmreason.tasks.mrag.steps import INSTRUCTION
-
-# The paper trains on the step reward alone (its parse failures score 0: a format gate); route_format is logged.
-REWARDS = [
-    {"name": "route_step", "weight": 1.0},  # similarity and kb_match are logged diagnostics (weight 0)
-    {"name": "route_format", "weight": 0.0},
-]
 
 PACK = register_task(
     TaskPack(

@@ -5,14 +5,19 @@
     mmreason data mrag generate --out DIR [--train N] [--eval N] [--seed S]
     mmreason data mrag hitrate QUESTIONS.jsonl [--k 3]                 # top-k hit rate on hand-written questions
 
-The per-step majority baseline is ``mmreason eval baseline --task mrag`` (learncheck.py); two samples files
+The per-step majority baseline is ``mmreason eval baseline --task mrag`` (baseline.py); two samples files
 compare step by step with ``mmreason eval paired --metric routing_accuracy``.
+
+The tools not loaded with the pack are imported inside ``run``, for ``mmreason data``'s start-up (mmreason/cli.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+
+from mmreason.tasks.mrag.kb import KnowledgeBaseError, KnowledgeBases, build_index, load_index
+from mmreason.tasks.mrag.synth import write_splits
 
 ACTIONS = ("build", "search", "generate", "hitrate")
 
@@ -44,16 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _kb(args: argparse.Namespace):
-    from mmreason.tasks.mrag.kb import KnowledgeBases, load_index
-
     if args.search_fn and not args.index:  # the function brings its own index
         return KnowledgeBases([], search_fn=args.search_fn)
     return load_index(args.index, args.search_fn)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmreason.tasks.mrag.kb import KnowledgeBaseError, build_index
-
     try:
         if args.action == "build":
             folder = build_index(args.index, force=args.force)
@@ -83,8 +84,6 @@ def run(args: argparse.Namespace) -> int:
                     )
                 )
             return 0
-        from mmreason.tasks.mrag.synth import write_splits
-
         if not args.out:
             raise SystemExit("mmreason data mrag generate: --out DIR is required")
         for path in write_splits(args.out, args.seed, args.train, args.eval, args.index):

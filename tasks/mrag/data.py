@@ -24,7 +24,9 @@ from typing import Any
 from mmreason.rows import check_count, require_text
 from mmreason.rows import read_rows as rows_of
 from mmreason.rows import where as row_where
+from mmreason.tasks.mrag.kb import shared_index, use_search_fn
 from mmreason.tasks.mrag.steps import GoldStep, parse_steps, render_step, step_prompt, unroll
+from mmreason.tasks.mrag.synth import generated_split
 from mmreason.types import Sample
 
 RESERVED = ("id", "question", "image", "answer", "steps", "thinks")
@@ -123,16 +125,11 @@ def mrag_load(
     search_fn: the environment's search function instead of the built-in retrievers (a registered name,
         ``pkg.module:function`` or ``path/file.py:function``; ``plugins.py``).
     """
-    from mmreason.tasks.mrag.kb import use_search_fn
 
     use_search_fn(search_fn)
     if path is None:
-        from mmreason.tasks.mrag.synth import generated_split
-
         path = str(generated_split(split, seed, train_questions, eval_questions))
     if not unrolled:  # episodes query the cached index: a missing or corrupt one is an error now, not mid-run
-        from mmreason.tasks.mrag.kb import shared_index
-
         shared_index()
     rows = read_rows(path)[:n] if n else read_rows(path)
     return [s for i, row in enumerate(rows) for s in row_to_samples(row, str(path), i, unrolled)]

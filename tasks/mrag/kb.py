@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mmreason.paths import cache_dir
+from mmreason.tasks.mrag import sources
+from mmreason.tasks.mrag.rewards import embed
 from mmreason.tasks.mrag.sources import Item
 
 INDEX_VERSION = 2  # 2: templates written out in passages (wikitext.py), month names in table dates
@@ -60,7 +62,6 @@ def terms(text: str) -> list[str]:
 
 def build_index(folder: str | Path | None = None, *, force: bool = False, max_articles: int | None = None) -> Path:
     """Build the knowledge bases into ``folder`` (default: the cache) unless a complete one is there."""
-    from mmreason.tasks.mrag import sources
 
     folder = Path(folder or default_index_dir())
     if (folder / "manifest.json").exists() and not force:
@@ -204,8 +205,6 @@ class DenseRetriever:
     def __init__(self, items: list[Item], model_path: str, pooling: str = "cls", batch_size: int = 32):
         import torch
 
-        from mmreason.tasks.mrag.rewards import embed
-
         self.items, self.model_path, self.pooling = items, model_path, pooling
         texts = [f"{i.title}: {i.text}" for i in items]
         self.vectors = torch.cat(
@@ -213,8 +212,6 @@ class DenseRetriever:
         )  # [items, D]
 
     def search(self, query: str, k: int, token_budget: int) -> list[Hit]:
-        from mmreason.tasks.mrag.rewards import embed
-
         check_query(query)
         scores = (self.vectors @ embed([query], self.model_path, self.pooling)[0]).tolist()  # [items]
         order = sorted(range(len(self.items)), key=lambda j: (-scores[j], j))
@@ -236,6 +233,7 @@ class KnowledgeBases:
         self.folder, self.dense_model = folder, dense_model
         self.search_fn = None
         if search_fn is not None:
+            # here, not at the top: plugins.py imports this module (a cycle)
             from mmreason.tasks.mrag.plugins import resolve_search_fn
 
             self.search_fn = resolve_search_fn(search_fn)
@@ -251,6 +249,7 @@ class KnowledgeBases:
         kb = KB_OF_RETRIEVER[name]
         if kb not in self._retrievers:
             if self.search_fn is not None:
+                # here, not at the top: plugins.py imports this module (a cycle)
                 from mmreason.tasks.mrag.plugins import FunctionRetriever
 
                 self._retrievers[kb] = FunctionRetriever(self.search_fn, name)
@@ -279,6 +278,7 @@ def use_search_fn(ref: str | None) -> None:
     pack's ``data.task_args.search_fn``); None goes back to the built-in retrievers. Resolved now, so a bad
     reference fails at start-up."""
     if ref is not None:
+        # here, not at the top: plugins.py imports this module (a cycle)
         from mmreason.tasks.mrag.plugins import resolve_search_fn
 
         resolve_search_fn(ref)

@@ -1,4 +1,5 @@
-"""The MRAG pack's rewards (registered when the pack's rewards load):
+"""The MRAG pack's rewards: its default list (``REWARDS``) and its own rewards (registered when the pack's rewards
+load):
 
 - ``route_format``: 1 if the completion is one valid R1-Router step (``route.parse_route_step``);
 - ``route_step``: R1-Router's step reward of the unrolled steps (Step-GRPO), below;
@@ -46,6 +47,12 @@ from mmreason.rewards.format import assistant_turns
 from mmreason.rewards.textmatch import tfidf_cosine, token_f1, vqa_normalize
 from mmreason.tasks.mrag.route import parse_route_step
 from mmreason.types import Sample, Trajectory
+
+# The paper trains on the step reward alone (its parse failures score 0: a format gate); route_format is logged.
+REWARDS = [
+    {"name": "route_step", "weight": 1.0},  # similarity and kb_match are logged diagnostics (weight 0)
+    {"name": "route_format", "weight": 0.0},
+]
 
 MAX_STEP_CHARS = 20_000
 _ENCODERS: dict[tuple[str, str], Any] = {}

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mmreason.tasks.mrag.wikitext import clean_article
+
 WIKI_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 MIN_ARTICLE_CHARS = 2_000  # shorter pages are redirects and stubs
 PASSAGE_WORDS = 100
@@ -105,8 +107,6 @@ def _passages(title: str, text: str) -> list[str]:
 
 def text_items(max_articles: int | None = None) -> list[Item]:
     from gensim.corpora.wikicorpus import extract_pages
-
-    from mmreason.tasks.mrag.wikitext import clean_article
 
     items = []
     with bz2.open(wiki_path()) as f:

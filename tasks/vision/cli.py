@@ -7,6 +7,9 @@ import argparse
 import json
 from pathlib import Path
 
+from mmreason.tasks.vision.easyvqa import easyvqa_rows
+from mmreason.tasks.vision.synth import generate
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="tool", required=True)
@@ -23,13 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.tool == "synthetic":
-        from mmreason.tasks.vision.synthetic import generate
-
         path = generate(args.out, args.n, args.seed, args.size, [k.strip() for k in args.kinds.split(",")])
         print(f"wrote {args.n} items: {path}")
     else:
-        from mmreason.tasks.vision.easyvqa import easyvqa_rows
-
         rows = easyvqa_rows(args.split)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows))

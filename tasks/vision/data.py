@@ -21,7 +21,7 @@ from typing import Any
 
 from mmreason.rows import check_count
 from mmreason.rows import read_rows as rows_of
-from mmreason.tasks.vision import easyvqa, synthetic
+from mmreason.tasks.vision import easyvqa, synth
 from mmreason.tasks.vision.ton import apply_thought_dropout, think_answer
 from mmreason.types import Sample
 
@@ -104,10 +104,10 @@ def synthetic_rows(
     split: str, n: int, seed: int, size: int = 112, kinds: list[str] | None = None
 ) -> tuple[list[dict[str, Any]], str]:
     """Generated rows (cached per split/n/seed/size/kinds) and the JSONL they came from."""
-    kinds = list(kinds or synthetic.KINDS)
+    kinds = list(kinds or synth.KINDS)
     split_seed = seed if split == "train" else seed + 10_000
     folder = default_cache() / f"synthetic-{split}-{n}-{split_seed}-{size}-{'_'.join(kinds)}"
-    jsonl = synthetic.generate(folder, n, split_seed, size, kinds)
+    jsonl = synth.generate(folder, n, split_seed, size, kinds)
     return read_rows(jsonl), str(jsonl)
 
 

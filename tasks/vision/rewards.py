@@ -1,4 +1,5 @@
-"""The vision pack's own reward: ``skip_think``, TON's skip-think diagnostic (registered under that name when the
+"""The vision pack's rewards: the default list (``REWARDS``: ``scoring.vision_accuracy``, the eval metric's rule)
+and its own reward ``skip_think``, TON's skip-think diagnostic (registered under that name when the
 pack's rewards load; ``configs/vision/ton_grpo.yaml`` logs it with weight 0), and ``skip_ratio``, the same count
 over a list of completions, which the pack's ``skip_think`` eval metric reports. Source: TON ("Think or Not?",
 arXiv 2505.16854); docs/algorithms.md §6."""
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 from mmreason.parsing import MAX_CHARS, as_text
 from mmreason.rewarding import per_sample, reward
+
+REWARDS = [{"name": "mmreason.tasks.vision.scoring:vision_accuracy", "weight": 1.0}]
 
 
 def skip_ratio(completions: list[str]) -> float:

@@ -47,10 +47,3 @@ def apply_thought_dropout(samples: list[Sample], p: float = 0.5, seed: int = 0) 
         target, dropped = thought_dropout(str(s.meta.get("trace") or ""), str(s.answer), rng, p)
         out.append(replace(s, meta={**s.meta, "target": target, "thought_dropped": dropped}))
     return out
-
-
-def dropout_ratio(samples: list[Sample]) -> float:
-    """Fraction of samples whose SFT target carries the empty thought."""
-    if not samples:
-        return 0.0
-    return sum(str(s.meta.get("target", "")).startswith(EMPTY_THOUGHT) for s in samples) / len(samples)

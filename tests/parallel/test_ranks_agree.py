@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from mmreason.sampling import UniformSampler
-from mmreason.tasks.shapes.data import generate
+from mmreason.tasks.shapes.synth import generate
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCELERATE = Path(sys.executable).parent / "accelerate"

@@ -16,9 +16,9 @@ import pytest
 from reward_factory import sample, score, traj
 
 from mmreason.rewards.textmatch import anls_score, token_f1, vqa_normalize
-from mmreason.tasks.docseeker.metrics import docseeker_accuracy, docseeker_anls
-from mmreason.tasks.mrag.metrics import answer_em, answer_f1
+from mmreason.tasks.docseeker.scoring import docseeker_accuracy, docseeker_anls
 from mmreason.tasks.mrag.rewards import route_step
+from mmreason.tasks.mrag.scoring import answer_em, answer_f1
 from mmreason.types import Sample
 
 FILLERS = [" ", "\t", "\n", "\u00a0", "\u3000", "\u2003", ".", "_", "-", "*", "\u200b", "~", "'"]

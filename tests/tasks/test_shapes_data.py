@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from mmreason.tasks.shapes.data import COLOURS, shapes_load, shapes_metric_accuracy
+from mmreason.tasks.shapes.data import shapes_load
+from mmreason.tasks.shapes.scoring import shapes_metric_accuracy
+from mmreason.tasks.shapes.synth import COLOURS
 
 
 def _digest(path: str) -> str:

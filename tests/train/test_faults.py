@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mmreason.cli import main
-from mmreason.tasks.shapes.data import generate
+from mmreason.tasks.shapes.synth import generate
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -125,7 +125,8 @@ def test_quickstart_learns_to_read_the_colour_on_held_out_images(
     """The README's main job (SFT warm-up, then GRPO), with GRPO shortened to 20 steps: the held-out accuracy
     of the in-training eval (images never trained on) ends >= 0.8, above where the warm-up left it and above
     the best image-blind answer; `mmreason eval` on the run directory agrees; the answers are colour words."""
-    from mmreason.tasks.shapes.data import COLOURS, shapes_load
+    from mmreason.tasks.shapes.data import shapes_load
+    from mmreason.tasks.shapes.synth import COLOURS
 
     sft = tmp_path / "sft"
     assert (

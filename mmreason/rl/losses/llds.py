@@ -2,8 +2,8 @@
 displacement guard).
 
 Source: "On GRPO Collapse in Search-R1: The Lazy Likelihood-Displacement Death Spiral" (Deng et al., arXiv
-2512.04220), Eq. 5 as restated with its gates in public re-implementations (the paper's body and the authors'
-code could not be read here; docs/algorithms.md §13.1 names them and the choices)::
+2512.04220), Eq. 5 with its gates as public re-implementations state them; docs/algorithms.md §13.1 names them
+and the choices::
 
     d_it    = logp_old_it - logp_theta_it                      displacement (> 0: the token's likelihood fell)
     Y_pre   = { i : A_i >= 0 }                                 responses whose likelihood should not fall

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from mmreason.rewarding import RewardRunner, RewardSpec
@@ -32,3 +34,16 @@ def completion(pages: list[int], answer: str, reasoning_header: bool = True) -> 
         "The question asks for a value.", "It is on the cited page.", "So the answer follows.", pages, answer
     )
     return text if reasoning_header else text.replace(r"\boxed{Reasoning Process}", "")
+
+
+KNOWN_PDFS = (
+    "/usr/share/R/doc/manual/R-data.pdf",
+    "/usr/share/R/doc/manual/R-lang.pdf",
+    "/usr/share/R/doc/manual/R-intro.pdf",
+    "/usr/share/debian-reference/debian-reference.en.pdf",
+)
+
+
+def installed_pdfs() -> list[str]:
+    """The known real manuals present on this machine."""
+    return [p for p in KNOWN_PDFS if Path(p).is_file()]

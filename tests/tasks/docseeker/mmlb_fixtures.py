@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+from mmreason.rewards.mmlongbench import is_not_answerable
 
 
 def _escape(text: str) -> bytes:
@@ -114,3 +117,16 @@ def write_benchmark(folder: Path, rows: list[dict] | None = None) -> Path:
         ]
     (folder / "samples.json").write_text(json.dumps(rows, indent=1))
     return folder / "samples.json"
+
+
+def accuracy_and_f1(rows: list[tuple[float, Any, Any]]) -> tuple[float, float]:
+    """(generalized accuracy, F1) of (score, reference, prediction) rows, as defined above."""
+    if not rows:
+        return 0.0, 0.0
+    acc = sum(s for s, _, _ in rows) / len(rows)
+    answerable = [s for s, ref, _ in rows if not is_not_answerable(ref)]
+    answered = [1 for _, _, pred in rows if not is_not_answerable(pred)]
+    if not answerable or not answered:
+        return acc, 0.0
+    recall, precision = sum(answerable) / len(answerable), sum(answerable) / len(answered)
+    return acc, (2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0)

@@ -65,7 +65,7 @@ def test_position_baseline_cites_the_most_frequent_training_page(tmp_path, marks
     from mmreason.cli import main
     from mmreason.eval.baseline import score_baseline
     from mmreason.eval.paired import paired
-    from mmreason.tasks.docseeker.learncheck import position_baseline
+    from mmreason.tasks.docseeker.baseline import position_baseline
 
     samples = docseeker_load(str(marks), "train")
     rows = [json.loads(line) for line in marks.read_text().splitlines()]

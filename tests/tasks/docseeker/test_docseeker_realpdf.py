@@ -8,9 +8,9 @@ import json
 import math
 
 import pytest
-from docseeker_helpers import completion, pack_runner
+from docseeker_helpers import completion, installed_pdfs, pack_runner
 
-from mmreason.tasks.docseeker.realdocs import installed_pdfs, outline_rows
+from mmreason.tasks.docseeker.realdocs import outline_rows
 
 PDFS = installed_pdfs()
 

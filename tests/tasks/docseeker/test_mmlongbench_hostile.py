@@ -14,15 +14,15 @@ import pytest
 from mmlb_fixtures import published_row, text_pdf
 
 from mmreason.eval.tasks import load_task
-from mmreason.tasks.docseeker.data import docseeker_load
-from mmreason.tasks.docseeker.mmlb_metrics import mmlongbench_metrics
-from mmreason.tasks.docseeker.mmlb_score import (
+from mmreason.rewards.mmlongbench import (
     FORMATS,
     as_list,
     clean,
     is_exact_pattern,
     score,
 )
+from mmreason.tasks.docseeker.data import docseeker_load
+from mmreason.tasks.mmlongbench_doc.scoring import mmlongbench_metrics
 
 N = 100_000
 ADVERSARIAL = [

@@ -7,11 +7,12 @@ from __future__ import annotations
 import math
 
 import pytest
+from mmlb_fixtures import accuracy_and_f1
 
 from mmreason.eval.metrics import summarize
+from mmreason.rewards.mmlongbench import clean, score
 from mmreason.tasks.docseeker.alr import answer_block
-from mmreason.tasks.docseeker.mmlb_metrics import f1_of, mmlongbench_metrics
-from mmreason.tasks.docseeker.mmlb_score import accuracy_and_f1, clean, score
+from mmreason.tasks.mmlongbench_doc.scoring import f1_of, mmlongbench_metrics
 from mmreason.types import Sample
 
 CASES = [

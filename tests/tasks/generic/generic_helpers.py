@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from mmreason.types import Sample
+
 skimage = pytest.importorskip("skimage")
 skvideo = pytest.importorskip("skvideo")
 
@@ -248,3 +250,8 @@ def _imagefolder(path: Path, png: dict[str, bytes]) -> Path:
         ],
     )
     return path
+
+
+def gold_completion(sample: Sample) -> str:
+    """The reference written as the template asks (the SFT target): the gold-answer baseline's completion."""
+    return str(sample.meta.get("target", sample.answer))

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from generic_helpers import build, small_png, write_jsonl, write_parquet
+from generic_helpers import build, gold_completion, small_png, write_jsonl, write_parquet
 
 from mmreason.cli import main
 from mmreason.eval.tasks import load_task
 from mmreason.rollout.prompts import build_prompt
 from mmreason.tasks.generic.data import generic_load
 from mmreason.tasks.generic.rewards import generic_accuracy, generic_format
-from mmreason.tasks.generic.scoring import gold_completion
 from mmreason.types import Trajectory
 
 FORMATS = {

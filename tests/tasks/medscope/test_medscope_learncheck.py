@@ -12,8 +12,8 @@ from medscope_helpers import make_data  # noqa: I001
 from mmreason.cli import main
 from mmreason.eval.baseline import score_baseline
 from mmreason.eval.paired import paired
+from mmreason.tasks.medscope.baseline import blind_rule
 from mmreason.tasks.medscope.data import medscope_load
-from mmreason.tasks.medscope.learncheck import blind_rule
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import pytest
 
 from mmreason.cli import main
 from mmreason.eval.baseline import score_baseline
+from mmreason.tasks.mrag.baseline import position_rule
 from mmreason.tasks.mrag.data import mrag_load
-from mmreason.tasks.mrag.learncheck import position_rule
 
 TABLE = "<think>x</think><sub-question>q</sub-question><ret>Table Retriever</ret>"
 ANSWER = "<think>x</think><answer>27</answer>"

@@ -10,9 +10,9 @@ from published_files import chartqa_repo, docvqa_json, png, write_parquet
 from mmreason.eval.rescore import rescore
 from mmreason.rewards.benchmark_rules import docvqa_anls
 from mmreason.tasks.chartqa.data import chartqa_load
-from mmreason.tasks.chartqa.score import chartqa_relaxed_accuracy
+from mmreason.tasks.chartqa.scoring import chartqa_relaxed_accuracy
 from mmreason.tasks.docvqa.data import docvqa_load
-from mmreason.tasks.docvqa.score import docvqa_anls_metric
+from mmreason.tasks.docvqa.scoring import docvqa_anls_metric
 from mmreason.types import Sample
 
 

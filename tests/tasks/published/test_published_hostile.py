@@ -7,15 +7,15 @@ import pytest
 from published_files import chartqa_repo, docvqa_json, mathvista_repo, mmmu_folder, videomme_set
 
 from mmreason.tasks.chartqa.data import chartqa_load
-from mmreason.tasks.chartqa.score import chartqa_relaxed_accuracy
+from mmreason.tasks.chartqa.scoring import chartqa_relaxed_accuracy
 from mmreason.tasks.docvqa.data import docvqa_load
-from mmreason.tasks.docvqa.score import docvqa_anls_metric
+from mmreason.tasks.docvqa.scoring import docvqa_anls_metric
 from mmreason.tasks.mathvista.data import mathvista_load
-from mmreason.tasks.mathvista.score import mathvista_accuracy
+from mmreason.tasks.mathvista.scoring import mathvista_accuracy
 from mmreason.tasks.mmmu.data import mmmu_load
-from mmreason.tasks.mmmu.score import mmmu_accuracy, mmmu_random_fallback
+from mmreason.tasks.mmmu.scoring import mmmu_accuracy, mmmu_random_fallback
 from mmreason.tasks.videomme.data import videomme_load
-from mmreason.tasks.videomme.score import videomme_accuracy
+from mmreason.tasks.videomme.scoring import videomme_accuracy
 
 HOSTILE = [
     "",

@@ -10,7 +10,7 @@ from published_files import MATHVISTA_ROWS, mathvista_parquet, mathvista_repo
 from mmreason.eval.paired import paired
 from mmreason.eval.rescore import rescore
 from mmreason.tasks.mathvista.data import mathvista_load
-from mmreason.tasks.mathvista.score import mathvista_accuracy, normalize_extracted_answer
+from mmreason.tasks.mathvista.scoring import mathvista_accuracy, normalize_extracted_answer
 
 
 def _norm(extraction, question_type="free_form", answer_type="float", precision=None, choices=None):

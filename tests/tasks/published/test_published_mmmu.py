@@ -10,7 +10,7 @@ from published_files import mmmu_folder, mmmu_rows, png, write_parquet
 
 from mmreason.eval.rescore import rescore
 from mmreason.tasks.mmmu.data import mmmu_load
-from mmreason.tasks.mmmu.score import (
+from mmreason.tasks.mmmu.scoring import (
     eval_open,
     mmmu_random_fallback,
     parse_multi_choice_response,

@@ -9,7 +9,7 @@ from published_files import videomme_set, write_parquet
 
 from mmreason.eval.rescore import rescore
 from mmreason.tasks.videomme.data import videomme_load
-from mmreason.tasks.videomme.score import option_letter
+from mmreason.tasks.videomme.scoring import option_letter
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from mmreason.taskpack import TASKS
 from mmreason.tasks.vision import easyvqa
 from mmreason.tasks.vision.baseline import Baseline
 from mmreason.tasks.vision.data import row_to_sample, vision_load
-from mmreason.tasks.vision.synthetic import generate
+from mmreason.tasks.vision.synth import generate
 
 needs_easyvqa = pytest.mark.skipif(not easyvqa.available(), reason="easy-vqa is not installed")
 

@@ -195,7 +195,7 @@ def test_ton_sft_then_grpo_logs_the_skip_think_ratio(tiny_model_dir, shapes_cach
 
 @pytest.mark.slow
 def test_eval_reports_skip_think_and_per_domain_accuracy(tiny_model_dir, shapes_cache, tmp_path):
-    from mmreason.tasks.vision.synthetic import generate
+    from mmreason.tasks.vision.synth import generate
 
     data = generate(tmp_path / "data", 4, seed=9, size=56)
     out = tmp_path / "eval"

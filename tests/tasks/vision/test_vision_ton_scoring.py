@@ -8,6 +8,7 @@ import random
 import pytest
 import torch
 from reward_factory import score
+from vision_helpers import dropout_ratio
 
 from mmreason.rewarding import REWARDS
 from mmreason.taskpack import TASKS
@@ -17,7 +18,6 @@ from mmreason.tasks.vision.scoring import is_correct, vision_accuracy
 from mmreason.tasks.vision.ton import (
     EMPTY_THOUGHT,
     apply_thought_dropout,
-    dropout_ratio,
     think_answer,
     thought_dropout,
 )

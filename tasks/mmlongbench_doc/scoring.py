@@ -1,4 +1,4 @@
-"""Eval metrics of the ``mmlongbench_doc`` pack: MMLongBench-Doc's scores (``mmlb_score``) per question, the
+"""Eval metrics of the ``mmlongbench_doc`` pack: MMLongBench-Doc's scores (``rewards/mmlongbench.py``) per question, the
 harness takes the mean over the questions where a metric applies (NaN elsewhere).
 
 Rows in the DocSeeker loader's own shape score too (their lower-case ``answer_format`` read as the
@@ -12,7 +12,7 @@ benchmark's; the pack without a data file evaluates DocSeeker's generated docume
   chart, image, layout; a question with two sources counts in both, as in the benchmark),
   ``accuracy_single_page`` (one evidence page), ``accuracy_cross_page`` (several, answerable),
   ``accuracy_unanswerable``, ``accuracy_len_<bucket>`` by the document's page count;
-- ``evidence_precision`` / ``_recall`` / ``_f1`` of the cited pages (DocSeeker's, real page numbers);
+- ``evidence_precision`` / ``_recall`` / ``_f1`` of the cited pages (the docseeker pack's metrics, real page numbers);
 - ``retrieval_recall``: the share of gold evidence pages among the pages page retrieval kept (recall@K of
   the retriever alone; NaN without retrieval or without gold pages).
 """
@@ -23,12 +23,8 @@ import math
 from collections.abc import Callable
 
 from mmreason.parsing import final_answer
-from mmreason.tasks.docseeker.metrics import (
-    docseeker_evidence_f1,
-    docseeker_evidence_precision,
-    docseeker_evidence_recall,
-)
-from mmreason.tasks.docseeker.mmlb_score import FORMATS, benchmark_format, is_not_answerable, score
+from mmreason.rewards.mmlongbench import FORMATS, benchmark_format, is_not_answerable, score
+from mmreason.tasks.mmlongbench_doc.data import DOCSEEKER
 from mmreason.types import Sample
 
 Metric = Callable[[Sample, str], float]
@@ -140,12 +136,8 @@ def mmlongbench_metrics() -> dict[str, Metric]:
         metrics[f"accuracy_len_{bucket}"] = where(
             f"len_{bucket}", f"documents of {bucket} pages", lambda s, lo=lo, hi=hi: lo <= _length(s) <= hi
         )
-    metrics.update(
-        evidence_precision=docseeker_evidence_precision,
-        evidence_recall=docseeker_evidence_recall,
-        evidence_f1=docseeker_evidence_f1,
-        retrieval_recall=mmlb_retrieval_recall,
-    )
+    metrics.update({name: DOCSEEKER.metrics[name] for name in ("evidence_precision", "evidence_recall", "evidence_f1")})
+    metrics["retrieval_recall"] = mmlb_retrieval_recall
     return metrics
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
-from mmreason.tasks.mrag.metrics import gold_decision
+from mmreason.tasks.mrag.scoring import gold_decision
 from mmreason.types import Sample
 
 

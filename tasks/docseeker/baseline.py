@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from mmreason.tasks.docseeker.alr import alr_text
 from mmreason.types import Sample
 
 
@@ -28,7 +29,6 @@ def position_baseline(train: list[Sample]) -> tuple[int, str]:
 
 def baseline_rule(train: list[Sample]) -> Callable[[Sample], str]:
     """The same ALR completion for every held-out document (``position_baseline``)."""
-    from mmreason.tasks.docseeker.alr import alr_text
 
     page, answer = position_baseline(train)
     text = alr_text("Position baseline.", f"Page {page}.", "The most frequent answer.", [page], answer)

@@ -1,5 +1,6 @@
 """MMLongBench-Doc's scoring rules, per ``answer_format``, written here from the benchmark's published rules
-(``eval/eval_score.py`` of the MMLongBench-Doc repository; Ma et al., "MMLongBench-Doc", NeurIPS 2024 D&B).
+(``eval/eval_score.py`` of the MMLongBench-Doc repository; Ma et al., "MMLongBench-Doc", NeurIPS 2024 D&B). Two
+packs use them: docseeker's loader (the answer formats of published rows) and ``mmlongbench_doc``'s metrics.
 
 Both the reference and the prediction are first cleaned (``clean``): lower-cased, stripped, a parenthesised
 part removed, one leading/trailing quote removed, a leading ``$`` and a trailing ``%`` removed. Then:
@@ -170,16 +171,3 @@ def score(reference: Any, prediction: Any, answer_format: str) -> float:
 
 def is_not_answerable(text: Any) -> bool:
     return clean(text) == NOT_ANSWERABLE.lower()
-
-
-def accuracy_and_f1(rows: list[tuple[float, Any, Any]]) -> tuple[float, float]:
-    """(generalized accuracy, F1) of (score, reference, prediction) rows, as defined above."""
-    if not rows:
-        return 0.0, 0.0
-    acc = sum(s for s, _, _ in rows) / len(rows)
-    answerable = [s for s, ref, _ in rows if not is_not_answerable(ref)]
-    answered = [1 for _, _, pred in rows if not is_not_answerable(pred)]
-    if not answerable or not answered:
-        return acc, 0.0
-    recall, precision = sum(answerable) / len(answerable), sum(answerable) / len(answered)
-    return acc, (2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0)

@@ -30,6 +30,7 @@ from mmreason.eval.breakdown import group_metrics, once_per_doc
 from mmreason.rewarding import per_sample
 from mmreason.rewards.benchmark_rules import rule_answer
 from mmreason.rewards.textmatch import levenshtein
+from mmreason.tasks.mathvista.judge import judge_extract  # loads a model: only when asked for
 from mmreason.types import Sample
 
 BREAKDOWN = ("question_type", "answer_type", "language", "source", "category", "task", "context", "grade", "skills")
@@ -69,8 +70,6 @@ def normalize_extracted_answer(
 def extract(sample: Sample, completion: str) -> str:
     """The answer of a completion: by rule (or by the judge model, ``extractor=judge``)."""
     if sample.meta.get("extractor") == "judge":
-        from mmreason.tasks.mathvista.judge import judge_extract  # loads a model: only when asked for
-
         return judge_extract(sample, completion)
     return rule_answer(completion, sample.meta.get("choices"))
 
