@@ -11,9 +11,9 @@ several clients into one engine call):
     POST /generate            {"requests": [encoded request], "n", "settings", "seeds": [one per row]}
                               -> {"rows": [[expanded prompt ids, sampled ids, their log-probs, truncated]]}
     POST /reload_weights      {"path": a folder inside --weights_dir holding model.safetensors} -> {"seconds"}
-    POST /init_communicator   {} -> {"port", "world_size", "rank", "backend"}: every engine worker joins a new
-                              weights group (ranks 0..W-1, worker 0 holds its store on "port"); the client
-                              joins it as "rank" (W) after this answer
+    POST /init_communicator   {"host": the client's name for this server} -> {"port", "world_size", "rank",
+                              "backend"}: every engine worker joins a new weights group (ranks 0..W-1, worker
+                              0 holds its store on "port"); the client joins it as "rank" (W) after this answer
     POST /update_weights      {"buckets": the layout (``weight_group.buckets_to_wire``)} -> {"seconds",
                               "tensors"}: every worker receives the buckets the client broadcasts meanwhile
     POST /close_communicator  {} -> {}: the workers leave the group
@@ -364,13 +364,21 @@ class EngineServer:
         from mmreason.rollout.backends.weight_group import free_port, group_backend
 
         body = await asyncio.to_thread(_parse, raw, self.limits.wire)
-        if body != {}:
-            raise WireError("init_communicator takes {}")
+        host = body.get("host") if isinstance(body, dict) and set(body) == {"host"} else None
+        if not isinstance(host, str) or not 0 < len(host) <= 255 or any(c.isspace() or c == "/" for c in host):
+            raise WireError('init_communicator takes {"host": the name or address the client reaches this server by}')
         if not self.collective:
             raise Refused(409, "this server's engines cannot join a weights group; push with /reload_weights")
         self._check_alive()
-        store_host = "127.0.0.1" if _loopback(self.bind_host) else self.bind_host
-        port, world, backend = free_port(store_host), self.engine_workers + 1, group_backend()
+        # every rank must name the store by the same host (it prefixes the group's keys): the client's name for
+        # this machine; worker 0 listens on every interface
+        store_host = host
+        bind = (
+            "127.0.0.1"
+            if _loopback(self.bind_host)
+            else ("" if self.bind_host in ("0.0.0.0", "::") else self.bind_host)
+        )
+        port, world, backend = free_port(bind), self.engine_workers + 1, group_backend()
         offsets = [sum(int(e.engine_workers) for e in self.pool.engines[:i]) for i in range(len(self.pool))]
         limit = self.weight_sync_timeout or 600.0
 
@@ -393,6 +401,7 @@ class EngineServer:
 
     async def update_weights(self, raw: bytes) -> dict:
         """Every worker receives the buckets the client broadcasts meanwhile and reloads them in place."""
+        from mmreason.rollout.backends.vllm_engine import _engine_dead
         from mmreason.rollout.backends.weight_group import buckets_from_wire
 
         _check_layout_shape(raw)
@@ -410,9 +419,14 @@ class EngineServer:
 
         def receive(i: int, engine) -> None:
             def work() -> None:
-                engine.llm.collective_rpc("mm_receive_weights", args=(wire,))
-                engine.llm.reset_prefix_cache()
-                engine.llm.llm_engine.reset_encoder_cache()
+                try:
+                    engine.llm.collective_rpc("mm_receive_weights", args=(wire,))
+                    engine.llm.reset_prefix_cache()
+                    engine.llm.llm_engine.reset_encoder_cache()
+                except Exception as exc:
+                    if _engine_dead(exc, engine.llm):
+                        raise EngineDied(f"vLLM engine died during weight sync: {exc}") from exc
+                    raise
 
             bounded(work, limit, "a weight sync", "--weight_sync_timeout")
 
