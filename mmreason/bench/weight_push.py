@@ -107,13 +107,14 @@ def bench_server_shape(name: str, repeats: int, buckets_mb: list[float], folder:
             if proc.poll() is not None:
                 raise RuntimeError(f"vllm-serve stopped:\n{log.read_text()[-2000:]}")
             time.sleep(1)
+        # one client per path (a server has one weights group: a second /init_communicator replaces it)
         clients["directory"] = VLLMClient("127.0.0.1", port, tokenizer, api_key=key, weight_sync="directory")
-        for mb in buckets_mb:
-            clients[f"collective {mb:g} MB"] = VLLMClient(
-                "127.0.0.1", port, tokenizer, api_key=key, weight_sync="collective", sync_bucket_mb=mb
-            )
+        clients["collective"] = VLLMClient("127.0.0.1", port, tokenizer, api_key=key, weight_sync="collective")
+        paths = [("directory", None), *((f"collective {mb:g} MB", mb) for mb in buckets_mb)]
         for r in range(repeats + 1):  # the first round warms every path up and is not counted
-            for path, client in clients.items():
+            for path, mb in paths:
+                client = clients["directory" if mb is None else "collective"]
+                client.sync_bucket_mb = mb or client.sync_bucket_mb
                 with torch.no_grad():
                     for p in model.parameters():
                         p.mul_(1.0 + 1e-6)  # new weights every push

@@ -167,14 +167,16 @@ def server_dp(tiny_model_dir, tmp_path_factory):
             stderr=subprocess.STDOUT,
             env=env,
         )
-    deadline = time.monotonic() + 400
-    while "ready at" not in log.read_text():
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(1)
-    yield proc, port
-    assert KEY not in log.read_text()  # the key is never logged
-    proc.terminate()
-    proc.wait(timeout=60)
+    deadline = time.monotonic() + 600  # two engines load one after the other
+    try:
+        while "ready at" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(1)
+        yield proc, port
+        assert KEY not in log.read_text()  # the key is never logged
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 def _health(port):
