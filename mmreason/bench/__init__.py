@@ -30,6 +30,10 @@ BENCHES = {
         "mmreason.bench.report_size",
         "mmreason report of a synthetic long run (time, peak RSS, size); HealthMonitor.check per step",
     ),
+    "server-clients": (
+        "mmreason.bench.server_clients",
+        "several clients of one vllm-serve at once against one after another, 1 and 2 engines",
+    ),
     "weight-push": (
         "mmreason.bench.weight_push",
         "a weight push into a vLLM engine: process group in buckets vs a safetensors directory",

@@ -1,6 +1,9 @@
 """`mmreason bench weight-push`: seconds to push a policy's weights into a colocated vLLM engine, through
 the weights group in buckets (``rollout.vllm_weight_sync: collective``) against a safetensors file the
 engine reloads (``directory``), on one engine, alternating, median of the repeats (docs/vllm.md).
+``--mode server`` times the same two paths into a ``mmreason vllm-serve`` started for the purpose (its
+``/init_communicator`` + ``/update_weights`` against a file in its weights folder + ``/reload_weights``),
+as a training run's client does them.
 
 Needs vLLM (on CPU: the venv of ``scripts/install_vllm_cpu.sh``). The models are random Qwen2.5-VL
 checkpoints of the shapes below (the built-in tokenizer and processor): nothing is downloaded.
@@ -9,7 +12,10 @@ checkpoints of the shapes below (the built-in tokenizer and processor): nothing 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--bucket-mb", default="16,64", help="comma-separated bucket sizes (MB) to time")
+    parser.add_argument(
+        "--mode", default="colocate", choices=("colocate", "server"), help="a colocated engine or a vllm-serve"
+    )
+    parser.add_argument("--data-parallel-size", type=int, default=1, help="server mode: the server's engines")
 
 
 def bench_shape(name: str, repeats: int, buckets_mb: list[float], folder: Path) -> list[dict]:
@@ -65,6 +75,61 @@ def bench_shape(name: str, repeats: int, buckets_mb: list[float], folder: Path) 
     ]
 
 
+def bench_server_shape(name: str, repeats: int, buckets_mb: list[float], folder: Path, dp: int = 1) -> list[dict]:
+    """As ``bench_shape``, into a ``mmreason vllm-serve`` of ``dp`` engines (a subprocess on a free port)."""
+    import torch
+
+    from mmreason.models import ModelConfig, load_model, load_processor
+    from mmreason.models.tiny import build_tiny_model
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+    from mmreason.rollout.backends.weight_group import free_port
+
+    shape = SHAPES.get(name) or SIZES[name]
+    model_dir = build_tiny_model(folder / name, seed=0, shape=shape)
+    model = load_model(ModelConfig(name_or_path=str(model_dir), dtype="float32"), trainable=False)
+    params = sum(p.numel() for p in model.parameters())
+    tokenizer = load_processor(model_dir).tokenizer
+    port, key, log = free_port(), os.urandom(16).hex(), folder / f"serve-{name}.log"
+    cmd = [sys.executable, "-m", "mmreason", "vllm-serve", str(model_dir), "--port", str(port)]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [*cmd, "--max_model_len", "512", "--data_parallel_size", str(dp)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "MMREASON_VLLM_API_KEY": key},
+        )
+    clients: dict[str, VLLMClient] = {}
+    times: dict[str, list[float]] = {"directory": [], **{f"collective {mb:g} MB": [] for mb in buckets_mb}}
+    try:
+        while "ready at" not in log.read_text():
+            if proc.poll() is not None:
+                raise RuntimeError(f"vllm-serve stopped:\n{log.read_text()[-2000:]}")
+            time.sleep(1)
+        # one client per path (a server has one weights group: a second /init_communicator replaces it)
+        clients["directory"] = VLLMClient("127.0.0.1", port, tokenizer, api_key=key, weight_sync="directory")
+        clients["collective"] = VLLMClient("127.0.0.1", port, tokenizer, api_key=key, weight_sync="collective")
+        paths = [("directory", None), *((f"collective {mb:g} MB", mb) for mb in buckets_mb)]
+        for r in range(repeats + 1):  # the first round warms every path up and is not counted
+            for path, mb in paths:
+                client = clients["directory" if mb is None else "collective"]
+                client.sync_bucket_mb = mb or client.sync_bucket_mb
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.mul_(1.0 + 1e-6)  # new weights every push
+                seconds = client.sync_weights(model)
+                if r:
+                    times[path].append(seconds)
+    finally:
+        for client in clients.values():
+            client.close()
+        proc.terminate()
+        proc.wait(timeout=60)
+    return [
+        {"model": f"{name} ({params / 1e6:.1f} M)", "path": path, "median_s": statistics.median(ts), "min_s": min(ts)}
+        for path, ts in times.items()
+    ]
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
     from rich.console import Console
@@ -78,8 +143,14 @@ def run(args: argparse.Namespace) -> int:
             if name not in SHAPES and name not in SIZES:
                 print(f"mmreason bench weight-push: unknown --shape {name!r} ({', '.join([*SHAPES, *SIZES])})")
                 return 2
-            rows += bench_shape(name, args.repeats, buckets, Path(tmp))
-    table = Table(title=f"weight push into a colocated vLLM engine (median of {args.repeats})")
+            if args.mode == "server":
+                rows += bench_server_shape(name, args.repeats, buckets, Path(tmp), args.data_parallel_size)
+            else:
+                rows += bench_shape(name, args.repeats, buckets, Path(tmp))
+    where = (
+        f"a vllm-serve of {args.data_parallel_size} engine(s)" if args.mode == "server" else "a colocated vLLM engine"
+    )
+    table = Table(title=f"weight push into {where} (median of {args.repeats})")
     for col in ("model", "path", "median s", "min s", "vs directory"):
         table.add_column(col)
     base = {r["model"]: r["median_s"] for r in rows if r["path"] == "directory"}

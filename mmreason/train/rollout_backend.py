@@ -41,20 +41,36 @@ def check_backend_config(cfg: TrainConfig) -> None:
         )
         raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < {what} = {need}")
     if r.vllm_mode == "server":  # the server's engine is checked where it runs; here only that it answers and fits
-        info = server_info(r.vllm_server_host, r.vllm_server_port, r.vllm_server_timeout, r.vllm_server_api_key)
-        check_server(info, r.vllm_server_host, r.vllm_server_port, need, _processor_kwargs(cfg))
-        check_calls(
-            info,
-            r.vllm_server_host,
-            r.vllm_server_port,
-            prompts=cfg.prompts_per_step,
-            n=r.num_generations,
-            max_new_tokens=r.max_completion_length,
-            names=("prompts_per_step", "rollout.num_generations", "rollout.max_completion_length"),
-        )
+        for host, port in server_hosts(cfg):
+            info = server_info(host, port, r.vllm_server_timeout, r.vllm_server_api_key)
+            check_server(info, host, port, need, _processor_kwargs(cfg))
+            check_calls(
+                info,
+                host,
+                port,
+                prompts=cfg.prompts_per_step,
+                n=r.num_generations,
+                max_new_tokens=r.max_completion_length,
+                names=("prompts_per_step", "rollout.num_generations", "rollout.max_completion_length"),
+            )
         return
     import_vllm()  # one line naming the extra when it is missing
     check_head_size(cfg.model.name_or_path)
+
+
+def server_hosts(cfg: TrainConfig) -> list[tuple[str, int]]:
+    """Every server of a server-mode run: ``vllm_server_host:vllm_server_port``, then ``vllm_server_hosts``."""
+    from mmreason.rollout.backends.vllm_client import parse_hosts
+
+    r = cfg.rollout
+    try:
+        more = parse_hosts(r.vllm_server_hosts)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return [
+        (r.vllm_server_host, r.vllm_server_port),
+        *[h for h in more if h != (r.vllm_server_host, r.vllm_server_port)],
+    ]
 
 
 def engine_context(cfg: TrainConfig) -> int:
@@ -78,14 +94,22 @@ def make_backend(run):
         return None
     if r.vllm_mode == "server":
         check_server_sharding(run)
+        acc = run.accelerator
+        # the main process pushes; a sharded model goes through the directory path (gathered on every process)
+        collective = (
+            r.vllm_weight_sync == "collective" and acc.is_main_process and not is_sharded(acc.unwrap_model(run.model))
+        )
+        hosts = server_hosts(cfg)
         return VLLMClient(
-            r.vllm_server_host,
-            r.vllm_server_port,
+            *hosts[0],
             run.processor.tokenizer,
             api_key=r.vllm_server_api_key,
             server_timeout=r.vllm_server_timeout,
             weight_sync_timeout=r.vllm_weight_sync_timeout,
             generate_timeout=r.vllm_generate_timeout,
+            hosts=hosts[1:],
+            weight_sync="collective" if collective else "directory",
+            sync_bucket_mb=r.vllm_sync_bucket_mb,
         )
 
     check_colocate_sharding(run)  # with more processes each builds an engine of its own (TRL's colocate)

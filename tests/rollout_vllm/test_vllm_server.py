@@ -149,6 +149,184 @@ def test_server_greedy_equals_hf_and_follows_pushed_weights(server, policy, tmp_
         client.close()
 
 
+KEY = "test-key-for-the-two-engine-server"
+
+
+@pytest.fixture(scope="module")
+def server_dp(tiny_model_dir, tmp_path_factory):
+    """(process, port) of ``mmreason vllm-serve --data_parallel_size 2`` on the tiny model: two engines (one per
+    core group), bound beyond loopback with a key from the environment."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("serve-dp") / "serve.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MMREASON_VLLM_API_KEY": KEY}
+    args = ["vllm-serve", str(tiny_model_dir), "--host", "0.0.0.0", "--port", str(port), "--max_model_len", "1024"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mmreason", *args, "--data_parallel_size", "2"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    deadline = time.monotonic() + 600  # two engines load one after the other
+    try:
+        while "ready at" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(1)
+        yield proc, port
+        assert KEY not in log.read_text()  # the key is never logged
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def _health(port):
+    from mmreason.rollout.backends.vllm_client import server_info
+
+    return server_info("127.0.0.1", port, 5, KEY)
+
+
+def test_two_engines_sample_the_rows_of_one_and_refuse_strangers(server, server_dp, policy, tmp_path):
+    """The same prompts and seeds give the same rows through the 2-engine server (the call's prompts spread
+    over both engines), through the 1-engine server, and through a client of both servers (the prompts
+    spread over the servers). A request without the key, or with another, is 401 and never reaches an engine."""
+    import http.client
+    import json
+
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path) * 2
+    one = VLLMClient("127.0.0.1", server[1], processor.tokenizer, server_timeout=5)
+    two = VLLMClient("127.0.0.1", server_dp[1], processor.tokenizer, api_key=KEY, server_timeout=5)
+    both = VLLMClient(
+        "127.0.0.1",
+        server_dp[1],
+        processor.tokenizer,
+        api_key=KEY,
+        hosts=[("127.0.0.1", server[1], one._key)],
+        server_timeout=5,
+    )
+    try:
+        for client in (one, two):
+            client.sync_weights(model)
+        sampled = GenerationSettings(max_new_tokens=8, temperature=1.0)
+        seeds = list(range(11, 11 + len(prompts)))
+        calls_before = _health(server_dp[1])["engine_calls"]
+
+        def rows(client):
+            return [
+                (t.token_ids.tolist(), t.rollout_logprobs.tolist())
+                for t in client.generate_groups(prompts, list(range(len(prompts))), 3, sampled, seeds)
+            ]
+
+        ref = rows(one)
+        assert rows(two) == ref and rows(both) == ref
+        assert len({str(r[0]) for r in ref}) > 3  # rows differ, so equal lists are not one repeated answer
+        info = _health(server_dp[1])
+        assert info["engines"] == 2 and all(a > b for a, b in zip(info["engine_calls"], calls_before))
+    finally:
+        for client in (one, two, both):
+            client.close()
+    for headers in ({}, {"Authorization": "Bearer not-the-key"}):
+        conn = http.client.HTTPConnection("127.0.0.1", server_dp[1], timeout=30)
+        conn.request("POST", "/generate", body=b"{}", headers={**headers, "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 401 and "key" in json.loads(resp.read())["error"]
+        conn.close()
+
+
+def test_two_clients_sampling_at_once_both_finish_with_their_own_rows(server_dp, policy, tmp_path):
+    """Two clients in two threads call the 2-engine server at once, several times: every call finishes and
+    gives the rows it gives alone (the server batches the clients' calls into shared engine calls)."""
+    import threading
+
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path)
+    sampled = GenerationSettings(max_new_tokens=8, temperature=1.0)
+    clients = [VLLMClient("127.0.0.1", server_dp[1], processor.tokenizer, api_key=KEY, server_timeout=5) for _ in "ab"]
+    try:
+        clients[0].sync_weights(model)
+        alone = [
+            [t.token_ids.tolist() for t in c.generate_groups(prompts, [0, 1, 2], 2, sampled, [k, k + 1, k + 2])]
+            for k, c in enumerate(clients)
+        ]
+        got: dict = {}
+
+        def run(k):
+            got[k] = [
+                [
+                    t.token_ids.tolist()
+                    for t in clients[k].generate_groups(prompts, [0, 1, 2], 2, sampled, [k, k + 1, k + 2])
+                ]
+                for _ in range(3)
+            ]
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert not any(t.is_alive() for t in threads)
+        assert got[0] == [alone[0]] * 3 and got[1] == [alone[1]] * 3 and alone[0] != alone[1]
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_a_collective_push_to_the_two_engine_server_gives_hf_rows_and_logprobs(server_dp, policy, tmp_path):
+    """Server mode, ``weight_sync=collective``: the client joins the server's weights group (both engines'
+    workers and the trainer: 3 ranks) and broadcasts perturbed weights in 16 KB buckets (dozens of
+    broadcasts). Then the greedy rows through the server (whichever engine serves them) equal HF
+    ``generate``'s on the pushed weights, and sampled rows' log-probs equal the trainer's."""
+    from mmreason.rollout.backends.vllm_client import VLLMClient
+    from mmreason.rollout.forward import collate, token_logprobs
+    from mmreason.rollout.generate import suppressed_token_ids
+
+    model, processor = policy
+    prompts = _prompts(processor, tmp_path) * 2
+    client = VLLMClient(
+        "127.0.0.1",
+        server_dp[1],
+        processor.tokenizer,
+        api_key=KEY,
+        server_timeout=5,
+        weight_sync="collective",
+        sync_bucket_mb=16 / 1024,
+    )
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    generator = torch.Generator().manual_seed(3)
+    try:
+        assert client.weight_group is not None and _health(server_dp[1])["engine_workers"] == 2
+        greedy = GenerationSettings(max_new_tokens=8, temperature=0.0)
+        ids = list(range(len(prompts)))
+        client.sync_weights(model)
+        before = [t.token_ids.tolist() for t in client.generate_groups(prompts, ids, 1, greedy, [0] * len(prompts))]
+        with torch.no_grad():
+            for p in model.model.language_model.parameters():
+                p.add_(torch.randn(p.shape, generator=generator) * 0.05)
+        assert client.sync_weights(model) > 0
+        ours = [t.token_ids.tolist() for t in client.generate_groups(prompts, ids, 1, greedy, [0] * len(prompts))]
+        hf = [
+            t.token_ids.tolist() for t in generate_groups(model, processor, prompts, ids, 1, greedy, [0] * len(prompts))
+        ]
+        assert ours == hf
+        assert ours != before
+        sampled = client.generate_groups(prompts, ids, 2, GenerationSettings(max_new_tokens=8, temperature=1.0), ids)
+        batch = collate(sampled, processor.tokenizer.pad_token_id)
+        with torch.no_grad():
+            logp, _ = token_logprobs(model, batch, suppressed=suppressed_token_ids(processor.tokenizer))
+        mask = batch.action_mask.bool()
+        rollout = torch.zeros_like(logp)
+        for i, t in enumerate(sampled):
+            rollout[i, : t.token_ids.numel()] = t.rollout_logprobs
+        assert mask.sum() > 0 and (logp[mask] - rollout[mask]).abs().max() < 1e-3
+    finally:
+        client.close()
+        model.load_state_dict(saved)
+
+
 def _train_args(model_dir, port, out, *extra):
     return [
         "train",

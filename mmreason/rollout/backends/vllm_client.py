@@ -11,7 +11,10 @@ in time, or answers that its engine died, is ``EngineDied`` naming host:port: th
 finished step and stops. Every call carries the server's key (``vllm_auth.client_key``: the config's, the
 environment's, or the server's token file) and a fresh challenge whose answer proves the server holds the same
 key; replies are read only up to a size the request can produce. The training process needs no vLLM of its
-own (standard library, numpy and PIL only).
+own for the directory push; the collective one (``rollout.vllm_weight_sync=collective``, the default) joins
+each server's weights group with vLLM's stateless group helper, and falls back to the directory push where
+vLLM is not installed. Several servers (``rollout.vllm_server_hosts``) share each call's prompts and all take
+every push. The client is thread-safe (``VLLMClient``).
 """
 
 from __future__ import annotations
@@ -20,10 +23,15 @@ import hmac
 import http.client
 import json
 import shutil
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import torch
 
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends import vllm_auth as auth
@@ -35,6 +43,16 @@ from mmreason.rollout.backends.vllm_engine import (
     write_weights,
 )
 from mmreason.rollout.backends.vllm_wire import encode_request, encode_settings
+from mmreason.rollout.backends.weight_group import (
+    buckets_to_wire,
+    finish_beside,
+    join_group,
+    plan_buckets,
+    policy_tensors,
+    run_beside,
+    send_buckets,
+    tensor_specs,
+)
 from mmreason.rollout.generate import GenerationSettings
 from mmreason.rollout.prompts import PromptInputs
 
@@ -139,7 +157,21 @@ def check_calls(
 
 
 class VLLMClient(EngineSampler):
-    """Samples through a ``mmreason vllm-serve`` server; the same interface as the colocated ``VLLMBackend``."""
+    """Samples through one or more ``mmreason vllm-serve`` servers; the same interface as the colocated
+    ``VLLMBackend``.
+
+    ``hosts``: more servers (``(host, port)``, or ``(host, port, key)`` for a server with a key of its own) beside
+    ``host:port``: each call's prompts are cut into
+    contiguous chunks, one per server, sampled at once, and every push reaches every server. ``weight_sync``:
+    ``collective`` joins each server's weights group (``/init_communicator``; needs vLLM's stateless group
+    helper here, else the push falls back to the directory path with one line saying so) and broadcasts the
+    policy in buckets of ``sync_bucket_mb``; ``directory`` writes a safetensors file into each server's
+    weights folder and has it reload it.
+
+    Thread-safe: ``sample`` may run from several threads at once (each call is its own connection), and
+    ``sync_weights`` / ``close`` are serialised by a lock, so a background generation thread can sample while
+    the training thread pushes (the server orders the two).
+    """
 
     def __init__(
         self,
@@ -151,20 +183,43 @@ class VLLMClient(EngineSampler):
         server_timeout: float = 240.0,
         weight_sync_timeout: float | None = 600.0,
         generate_timeout: float | None = 600.0,
+        hosts: Sequence[tuple[str, int]] = (),
+        weight_sync: str = "directory",
+        sync_bucket_mb: float = 64.0,
     ):
         self.host, self.port, self.tokenizer = host, int(port), tokenizer
         self.weight_sync_timeout, self.generate_timeout = weight_sync_timeout, generate_timeout
-        self._key = run_key(api_key, host, self.port)
-        self.info = server_info(host, self.port, server_timeout, self._key)
+        self.sync_bucket_mb = sync_bucket_mb
+        self.servers = [
+            _Server(h, p, k if k is not None else api_key, server_timeout)
+            for h, p, k in _unique([(host, port), *hosts])
+        ]
+        self._key = self.servers[0].key
+        self.info = self.servers[0].info
         self.model_dir = self.info.get("model")
         self.placeholders = {tokenizer.convert_tokens_to_ids(t) for t in ("<|image_pad|>", "<|video_pad|>")}
-        self.sync_dir = _push_dir(self.info, host, self.port)
+        self.sync_dir = self.servers[0].sync_dir
         self.sync_seconds = 0.0
+        self._lock = threading.Lock()
+        self.weight_group = None  # non-None once every server's group is joined (the trainer then skips a gather)
+        if weight_sync == "collective":
+            self.weight_group = self._join_groups()
 
     def sample(
         self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, seeds: Sequence[int]
     ) -> list[tuple[list[int], list[float], bool]]:
-        """As ``VLLMBackend.sample``, through the server."""
+        """As ``VLLMBackend.sample``, through the servers (the prompts cut into one contiguous chunk each)."""
+        chunks = _chunks(len(prompts), len(self.servers))
+        if len(chunks) <= 1:
+            return self._sample_on(self.servers[0], prompts, n, settings, seeds)
+        with ThreadPoolExecutor(max_workers=len(chunks), thread_name_prefix="mmreason-vllm-client") as pool:
+            futures = [
+                pool.submit(self._sample_on, server, prompts[a:b], n, settings, seeds[a * n : b * n])
+                for server, (a, b) in zip(self.servers, chunks)
+            ]
+            return [row for f in futures for row in f.result()]
+
+    def _sample_on(self, server: _Server, prompts, n: int, settings: GenerationSettings, seeds) -> list:
         body = {
             "requests": [encode_request(engine_request(p, self.placeholders)) for p in prompts],
             "n": int(n),
@@ -173,33 +228,120 @@ class VLLMClient(EngineSampler):
         }
         # the most the rows can take as JSON: <= 12 characters a prompt id, <= 48 a sampled id and its log-prob
         most = (1 << 16) + int(n) * sum(12 * p.length + 48 * settings.max_new_tokens + 64 for p in prompts)
-        reply = self._post("/generate", body, self.generate_timeout, "rollout.vllm_generate_timeout", most)
+        reply = self._post(server, "/generate", body, self.generate_timeout, "rollout.vllm_generate_timeout", most)
         return checked_rows(prompts, n, reply["rows"])
 
     def sync_weights(self, model, state: dict | None = None) -> float:
-        """Write ``model``'s weights (LoRA merged; ``state``: its gathered whole state dict when sharded) where
-        the server reads them and have it reload them."""
-        t = time.perf_counter()
-        write_weights(model, self.sync_dir, state)
-        self._post(
-            "/reload_weights",
-            {"path": str(self.sync_dir)},
-            self.weight_sync_timeout,
-            "rollout.vllm_weight_sync_timeout",
-            SMALL_REPLY,
-        )
-        self.sync_seconds = time.perf_counter() - t
-        return self.sync_seconds
+        """Push ``model``'s weights (LoRA merged) to every server: through its weights group in buckets, or as
+        a safetensors file (``state``: a sharded model's gathered whole state dict) it reloads."""
+        with self._lock:
+            t = time.perf_counter()
+            for server in self.servers:
+                if server.group is not None:
+                    self._push_collective(server, model)
+                else:
+                    write_weights(model, server.sync_dir, state)
+                    self._post(
+                        server,
+                        "/reload_weights",
+                        {"path": str(server.sync_dir)},
+                        self.weight_sync_timeout,
+                        "rollout.vllm_weight_sync_timeout",
+                        SMALL_REPLY,
+                    )
+            self.sync_seconds = time.perf_counter() - t
+            return self.sync_seconds
+
+    def _join_groups(self):
+        """Join every server's weights group; None (and the directory path for all) when this process cannot
+        (no vLLM here) or a server cannot (its engines were built without the workers' side)."""
+        try:
+            from vllm.distributed.utils import stateless_init_torch_distributed_process_group  # noqa: F401
+        except ImportError as exc:
+            print(
+                f"rollout.vllm_weight_sync=collective needs vLLM in the training process ({exc}); "
+                "pushing through the servers' weights folders instead",
+                file=sys.stderr,
+                flush=True,
+            )
+            return None
+        if not all(s.info.get("collective") for s in self.servers):
+            print(
+                "rollout.vllm_weight_sync=collective: a server's engines cannot join a weights group; pushing "
+                "through the servers' weights folders instead",
+                file=sys.stderr,
+                flush=True,
+            )
+            return None
+        limit = self.weight_sync_timeout or 600.0
+        for server in self.servers:
+            reply = self._post(
+                server,
+                "/init_communicator",
+                {"host": server.host},
+                limit,
+                "rollout.vllm_weight_sync_timeout",
+                SMALL_REPLY,
+            )
+            server.group_rank = int(reply["rank"])
+            try:
+                server.group = join_group(
+                    server.host,
+                    int(reply["port"]),
+                    server.group_rank,
+                    int(reply["world_size"]),
+                    reply["backend"],
+                    limit,
+                )
+            except Exception as exc:  # noqa: BLE001 - a group that cannot form: the run cannot push this way
+                raise EngineDied(
+                    f"vLLM server at {server.host}:{server.port}: joining its weights group on port "
+                    f"{reply['port']} failed ({exc!r}); the trainer must reach that port, or use "
+                    "rollout.vllm_weight_sync=directory"
+                ) from None
+        return [s.group for s in self.servers]
+
+    def _push_collective(self, server: _Server, model) -> None:
+        """Broadcast ``model``'s tensors in buckets while the server's workers receive them (its
+        ``/update_weights`` answers once they are loaded)."""
+        limit = self.weight_sync_timeout
+        deadline = None if limit is None else time.monotonic() + limit
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        with policy_tensors(model) as tensors:
+            buckets = plan_buckets(tensor_specs(tensors), int(self.sync_bucket_mb * 2**20))
+            body = {"buckets": buckets_to_wire(buckets)}
+            thread, box = run_beside(
+                lambda: self._post(
+                    server, "/update_weights", body, limit, "rollout.vllm_weight_sync_timeout", SMALL_REPLY
+                )
+            )
+            error = send_buckets(server.group, server.group_rank, buckets, tensors, device, peer_alive=thread.is_alive)
+        if error is not None and "error" in box:  # the server's answer says more than the broadcast's
+            raise box["error"]
+        if error is not None:
+            raise EngineDied(
+                f"vLLM server at {server.host}:{server.port}: weight broadcast failed: {error!r} ({RESTART})"
+            )
+        try:
+            finish_beside(thread, box, deadline, "the server's reload")
+        except TimeoutError:
+            raise EngineDied(
+                f"vLLM server at {server.host}:{server.port} did not take the weights within {limit:g} s "
+                f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})"
+            ) from None
 
     def close(self) -> None:
-        """Drop the weights directory; the server keeps running (it belongs to whoever started it)."""
-        shutil.rmtree(self.sync_dir, ignore_errors=True)
+        """Leave the weights groups and drop the weights directories; the servers keep running (they belong
+        to whoever started them)."""
+        with self._lock:
+            for server in self.servers:
+                server.close(self)
 
-    def _post(self, path: str, body: dict, timeout: float | None, knob: str, max_reply: int) -> dict:
+    def _post(self, server: _Server, path: str, body: dict, timeout: float | None, knob: str, max_reply: int) -> dict:
         """``path``'s answer; ``knob`` names the setting that bounds it (in the error when it runs out)."""
-        where = f"vLLM server at {self.host}:{self.port}"
+        where = f"vLLM server at {server.host}:{server.port}"
         try:
-            return _call(self.host, self.port, "POST", path, body, timeout, key=self._key, max_reply=max_reply)
+            return _call(server.host, server.port, "POST", path, body, timeout, key=server.key, max_reply=max_reply)
         except ServerIdentityError as exc:
             raise EngineDied(f"{exc} ({RESTART})") from None
         except TimeoutError:
@@ -210,6 +352,66 @@ class VLLMClient(EngineSampler):
             raise EngineDied(f"{where}: vLLM engine died: {exc} ({RESTART})") from None
         except (OSError, http.client.HTTPException) as exc:
             raise EngineDied(f"{where} stopped answering {path}: {exc!r} ({RESTART})") from None
+
+
+class _Server:
+    """One server a client drives: its address, key, ``/health`` answer, push folder and weights group."""
+
+    def __init__(self, host: str, port: int, api_key: str | None, server_timeout: float):
+        self.host, self.port = host, port
+        self.key = run_key(api_key, host, port)
+        self.info = server_info(host, port, server_timeout, self.key)
+        self.sync_dir = _push_dir(self.info, host, port)
+        self.group = None
+        self.group_rank = -1
+
+    def close(self, client: VLLMClient) -> None:
+        if self.group is not None:
+            group, self.group = self.group, None
+            try:
+                client._post(self, "/close_communicator", {}, 30.0, "close", SMALL_REPLY)
+            except EngineDied:
+                pass
+            try:
+                group.shutdown()
+            except Exception:  # noqa: BLE001 - a group whose peer is gone; nothing left to release
+                pass
+        shutil.rmtree(self.sync_dir, ignore_errors=True)
+
+
+def _unique(entries: Sequence[tuple]) -> list[tuple[str, int, str | None]]:
+    """``(host, port)`` or ``(host, port, key)`` entries, each server once (a key of its own, else the run's)."""
+    out: list[tuple[str, int, str | None]] = []
+    for host, port, *key in entries:
+        if all((host, int(port)) != (h, p) for h, p, _ in out):
+            out.append((host, int(port), key[0] if key else None))
+    return out
+
+
+def _chunks(count: int, parts: int) -> list[tuple[int, int]]:
+    """``count`` items cut into at most ``parts`` contiguous non-empty ranges of near-equal size."""
+    parts = max(1, min(parts, count))
+    base, extra = divmod(count, parts)
+    out, start = [], 0
+    for k in range(parts):
+        size = base + (1 if k < extra else 0)
+        out.append((start, start + size))
+        start += size
+    return out
+
+
+def parse_hosts(spec: str | None) -> list[tuple[str, int]]:
+    """``rollout.vllm_server_hosts``: ``host:port`` entries separated by commas (empty: none)."""
+    out = []
+    for item in (spec or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"rollout.vllm_server_hosts: {item!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    return out
 
 
 class _EngineDeadReply(RuntimeError):

@@ -221,7 +221,7 @@ class VLLMBackend(EngineSampler):
         self.placeholders = {tokenizer.convert_tokens_to_ids(t) for t in ("<|image_pad|>", "<|video_pad|>")}
         self.sync_seconds = 0.0
         self.weight_group = None
-        if settings.weight_sync == "collective":
+        if settings.weight_sync == "collective" and settings.mode != "server":  # a server's clients join later
             self.weight_group = self.join_weight_group()
 
     # ---- sampling ------------------------------------------------------------------------------
@@ -260,12 +260,20 @@ class VLLMBackend(EngineSampler):
         self, requests: Sequence[dict], n: int, settings: GenerationSettings, seeds: Sequence[int]
     ) -> list[tuple[list[int], list[int], list[float], bool]]:
         """vLLM requests x n rows -> [(the prompt ids vLLM expanded, sampled ids, their log-probs, truncated)]
-        in row order ``i * n + r`` (``seeds``: one per row). The server runs this on its clients' requests."""
-        expanded, params = [], []
-        for i, req in enumerate(requests):
-            for r in range(n):
-                expanded.append(req)
-                params.append(self.sampling_params(settings, seeds[i * n + r]))
+        in row order ``i * n + r`` (``seeds``: one per row)."""
+        return self.generate_many([(requests, n, settings, seeds)])[0]
+
+    def generate_many(self, calls: Sequence[tuple]) -> list[list[tuple[list[int], list[int], list[float], bool]]]:
+        """Several ``generate_requests`` calls ``(requests, n, settings, seeds)`` in one engine call (each row
+        keeps its own settings and seed, so a row does not depend on the calls it shares the engine with);
+        the rows of each call as ``generate_requests`` gives them. The server batches its clients this way."""
+        expanded, params, sizes = [], [], []
+        for requests, n, settings, seeds in calls:
+            for i, req in enumerate(requests):
+                for r in range(n):
+                    expanded.append(req)
+                    params.append(self.sampling_params(settings, seeds[i * n + r]))
+            sizes.append(len(requests) * n)
         outputs = self._bounded_generate(expanded, params)
         rows = []
         for out in outputs:
@@ -273,7 +281,11 @@ class VLLMBackend(EngineSampler):
             ids = list(c.token_ids)
             lps = [float(step[tok].logprob) for step, tok in zip(c.logprobs or [], ids)]
             rows.append((list(out.prompt_token_ids), ids, lps, c.finish_reason == "length"))
-        return rows
+        result, start = [], 0
+        for size in sizes:
+            result.append(rows[start : start + size])
+            start += size
+        return result
 
     def _bounded_generate(self, requests: list[dict], params: list) -> list:
         """``llm.generate``, or ``EngineDied`` when the engine dies or takes longer than

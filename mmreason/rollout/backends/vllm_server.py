@@ -1,51 +1,56 @@
-"""``mmreason vllm-serve MODEL``: one vLLM engine on this machine that training runs with
-``rollout.vllm_mode=server`` sample from (docs/vllm.md, "Server mode").
+"""``mmreason vllm-serve MODEL``: vLLM engines that training runs with ``rollout.vllm_mode=server`` (and
+``mmreason eval``) sample from (docs/vllm.md, "Server mode").
 
-A small HTTP server (the standard library's threading ``http.server``, JSON bodies) around the colocate
-path's engine (``VLLMBackend``):
+FastAPI on uvicorn (``vllm_http.py``), JSON bodies, around ``--data_parallel_size`` K colocate-path engines
+(``VLLMBackend``; ``vllm_pool.EnginePool`` spreads each call's prompts over them and batches the calls of
+several clients into one engine call):
 
-    GET  /health           {"model", "max_model_len", "processor_kwargs", "dead", "weights_dir", "limits",
-                            "proof"}  (no key needed; "proof" answers the client's challenge, ``vllm_auth``)
-    POST /generate         {"requests": [encoded request], "n", "settings", "seeds": [one per row]}
-                           -> {"rows": [[expanded prompt ids, sampled ids, their log-probs, truncated]]}
-    POST /reload_weights   {"path": a folder inside --weights_dir holding model.safetensors} -> {"seconds"}
+    GET  /health              {"model", "max_model_len", "processor_kwargs", "dead", "weights_dir", "limits",
+                               "engines", "engine_workers", "collective", "proof"}  (no key needed; "proof"
+                               answers the client's challenge, ``vllm_auth``)
+    POST /generate            {"requests": [encoded request], "n", "settings", "seeds": [one per row]}
+                              -> {"rows": [[expanded prompt ids, sampled ids, their log-probs, truncated]]}
+    POST /reload_weights      {"path": a folder inside --weights_dir holding model.safetensors} -> {"seconds"}
+    POST /init_communicator   {"host": the client's name for this server} -> {"port", "world_size", "rank",
+                              "backend"}: every engine worker joins a new weights group (ranks 0..W-1, worker
+                              0 holds its store on "port"); the client joins it as "rank" (W) after this answer
+    POST /update_weights      {"buckets": the layout (``weight_group.buckets_to_wire``)} -> {"seconds",
+                              "tensors"}: every worker receives the buckets the client broadcasts meanwhile
+    POST /close_communicator  {} -> {}: the workers leave the group
 
 Only its clients drive it: every endpoint but ``/health`` wants the shared key (``vllm_auth``: ``--api_key``,
 ``$MMREASON_VLLM_API_KEY``, or a token file it writes), else 401 before any body is read; a reload reads only
 inside ``--weights_dir`` (an absolute path outside it, ``..`` or a link leaving it: 403). No client can freeze
-it: each connection has its own thread and ``--read_timeout`` seconds to deliver a whole request (an idle,
-trickling or half-sent one is dropped then), at most ``--max_connections`` are held at once, and a body is
-bounded in bytes (``--max_body_mb``) and, before it is parsed, in JSON items (``vllm_wire.check_body_shape``).
-Requests are decoded by ``vllm_wire`` (JSON, arrays as base64 bytes; nothing is unpickled) within the
-limits of ``--max_requests``, ``--max_rows``, ``--max_n`` and ``--max_new_tokens``; anything malformed is 400.
-The engine serves one call at a time (a lock); reading and writing bodies happens outside it. An engine
-that died (``EngineDied``: decided by the exception's type and the engine's state) answers 503 with
-``"dead"`` from then on (the trainer stops cleanly and saves its last finished step).
+it: requests are served on one event loop, the engines in threads of their own; each connection has
+``--read_timeout`` seconds to deliver a whole request (an idle, trickling or half-sent one is dropped then), at
+most ``--max_connections`` are held at once, and a body is bounded in bytes (``--max_body_mb``) and, before
+it is parsed, in JSON items (``vllm_wire.check_body_shape``). Requests are decoded by ``vllm_wire`` (JSON,
+arrays as base64 bytes; nothing is unpickled) within ``--max_requests``, ``--max_rows``, ``--max_n`` and
+``--max_new_tokens``; anything malformed is 400. An engine that died (``EngineDied``: decided by the
+exception's type and the engine's state) makes the server answer 503 with ``"dead"`` from then on (the
+trainer stops cleanly and saves its last finished step).
 """
 
 from __future__ import annotations
 
-import io
+import asyncio
 import ipaddress
 import json
 import os
 import shutil
-import signal
 import socket
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends import vllm_auth as auth
+from mmreason.rollout.backends.vllm_pool import EnginePool, bounded, engine_env
 from mmreason.rollout.backends.vllm_wire import WireError, WireLimits, check_body_shape, decode_generate
 
-# C0 and C1 control characters (and DEL) as \xNN in the request log: a path cannot write to the terminal
-_ESCAPE = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+MAX_LAYOUT_TENSORS = 100_000  # tensors in one /update_weights layout (a 70B checkpoint has ~1,000)
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,19 @@ def add_arguments(parser) -> None:
     parser.add_argument("--gpu_memory_utilization", type=float, default=0.9)
     parser.add_argument("--max_model_len", type=int, default=None, help="the engine's context (default: the model's)")
     parser.add_argument("--tensor_parallel_size", type=int, default=1)
-    parser.add_argument("--kv_cache_gib", type=float, default=1.0, help="CPU only: the KV cache")
+    parser.add_argument(
+        "--data_parallel_size",
+        type=int,
+        default=1,
+        help="engines behind the server (one per tensor_parallel_size GPUs; on CPU one per group of cores)",
+    )
+    parser.add_argument(
+        "--batch_wait_ms",
+        type=float,
+        default=5.0,
+        help="an engine waits this long after a call arrives for other clients' calls to batch with it",
+    )
+    parser.add_argument("--kv_cache_gib", type=float, default=1.0, help="CPU only: the KV cache of each engine")
     parser.add_argument("--min_pixels", type=int, default=None, help="the trainer's data.min_pixels, when set")
     parser.add_argument("--max_pixels", type=int, default=None, help="the trainer's data.max_pixels, when set")
     parser.add_argument("--seed", type=int, default=0)
@@ -132,14 +149,42 @@ def limits_of(args, max_model_len: int) -> ServerLimits:
     for name in ("read_timeout", "max_connections", "max_body_mb", "max_requests", "max_rows", "max_n"):
         if getattr(args, name) <= 0:
             raise SystemExit(f"vllm-serve: --{name} must be > 0")
+    if args.data_parallel_size < 1 or args.batch_wait_ms < 0:
+        raise SystemExit("vllm-serve: --data_parallel_size must be >= 1 and --batch_wait_ms >= 0")
     return ServerLimits(
         read_timeout=args.read_timeout, max_connections=args.max_connections, max_body_mb=args.max_body_mb, wire=wire
     )
 
 
-def run(args) -> int:
+def build_engines(args, settings) -> list:
+    """``--data_parallel_size`` engines of ``MODEL``, each started in the environment of its core group or
+    devices (``vllm_pool.engine_env``), one after the other."""
+    import torch
+
     from mmreason.models import load_processor
-    from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
+    from mmreason.rollout.backends.vllm_engine import VLLMBackend
+
+    tokenizer = load_processor(args.model).tokenizer
+    k, engines = args.data_parallel_size, []
+    for j in range(k):
+        env = engine_env(j, k, on_cpu=not torch.cuda.is_available(), tensor_parallel_size=args.tensor_parallel_size)
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        try:
+            engines.append(VLLMBackend(args.model, tokenizer, settings))
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        if k > 1:
+            print(f"vllm-serve: engine {j + 1}/{k} ready ({env})", flush=True)
+    return engines
+
+
+def run(args) -> int:
+    from mmreason.rollout.backends.vllm_engine import VLLMSettings, processor_kwargs
 
     key = args.api_key or os.environ.get(auth.ENV)
     if not key and not _loopback(args.host):
@@ -160,33 +205,33 @@ def run(args) -> int:
         weight_sync_timeout=args.weight_sync_timeout,
         generate_timeout=args.generate_timeout,
         dtype=args.dtype,
-        weight_sync="directory",
-    )  # clients push through /reload_weights
-    backend = VLLMBackend(args.model, load_processor(args.model).tokenizer, settings)
-    max_len = backend.llm.llm_engine.model_config.max_model_len
+        weight_sync="collective",  # the workers can join a client's weights group (/init_communicator)
+    )
+    engines = build_engines(args, settings)
+    max_len = engines[0].llm.llm_engine.model_config.max_model_len
     server = EngineServer(
         (args.host, args.port),
-        backend,
+        engines,
         api_key=key or auth.new_key(),
         weights_dir=args.weights_dir,
         limits=limits_of(args, max_len),
         max_model_len=max_len,
         processor_kwargs=settings.processor_kwargs,
         token_file=token,
+        batch_wait_s=args.batch_wait_ms / 1000,
+        weight_sync_timeout=args.weight_sync_timeout,
     )
-    signal.signal(signal.SIGTERM, _interrupt)  # a plain kill shuts the engine down too
     print(
-        f"vllm-serve: {args.model} ready at http://{args.host}:{server.server_port} "
-        f"(key: {'--api_key / $' + auth.ENV if key else token}; weights from {server.weights_dir})",
+        f"vllm-serve: {args.model} ready at http://{args.host}:{server.server_port} with {len(engines)} "
+        f"engine(s) (key: {'--api_key / $' + auth.ENV if key else token}; weights from {server.weights_dir})",
         flush=True,
     )
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        server.serve_forever()  # until SIGINT / SIGTERM (uvicorn's handlers)
     finally:
         server.server_close()
-        backend.close()
+        for engine in engines:
+            engine.close()
     return 0
 
 
@@ -202,24 +247,19 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+class EngineServer:
+    """The server: its engines (``EnginePool``), key, weights folder and limits, and the endpoints' logic; the
+    HTTP side (FastAPI on uvicorn, bound at construction) is ``vllm_http``.
 
-
-class EngineServer(ThreadingHTTPServer):
-    """The HTTP server that owns the engine: a thread per connection, the engine behind a lock.
-
-    ``backend``: ``generate_requests(requests, n, settings, seeds)`` and ``reload(path)`` (``VLLMBackend``, or
-    a stand-in in the HTTP tests). ``token_file``: where the key is written for clients (removed at close).
+    ``engines``: one engine or a list (``generate_many`` or ``generate_requests``, and ``reload(path)``:
+    ``VLLMBackend``, or a stand-in in the HTTP tests). ``token_file``: where the key is written for clients
+    (removed at close).
     """
-
-    daemon_threads = True
-    request_queue_size = 64
 
     def __init__(
         self,
         address: tuple[str, int],
-        backend,
+        engines,
         *,
         api_key: str,
         max_model_len: int,
@@ -227,10 +267,17 @@ class EngineServer(ThreadingHTTPServer):
         weights_dir: str | Path | None = None,
         limits: ServerLimits | None = None,
         token_file: Path | None = None,
+        batch_wait_s: float = 0.005,
+        weight_sync_timeout: float | None = 600.0,
     ):
-        super().__init__(address, _Handler)
-        self.backend, self.api_key, self.limits = backend, api_key, limits or ServerLimits()
+        from mmreason.rollout.backends import vllm_http  # FastAPI and uvicorn: the vllm extra's, imported here
+
+        engines = list(engines) if isinstance(engines, (list, tuple)) else [engines]
+        self.pool = EnginePool(engines, batch_wait_s=batch_wait_s)
+        self.api_key, self.limits = api_key, limits or ServerLimits()
         self.max_model_len, self.processor_kwargs = max_model_len, processor_kwargs or {}
+        self.weight_sync_timeout = weight_sync_timeout
+        self.bind_host = address[0]
         self.own_weights_dir = weights_dir is None
         root = Path(weights_dir) if weights_dir else Path(tempfile.mkdtemp(prefix="mmreason-vllm-serve-"))
         if not root.is_dir():
@@ -240,49 +287,53 @@ class EngineServer(ThreadingHTTPServer):
         if token_file is not None:
             auth.write_token_file(token_file, api_key)
         self.dead: str | None = None  # the engine's death, once seen
-        self.engine_lock = threading.Lock()
-        self.slots = threading.BoundedSemaphore(self.limits.max_connections)
+        self.group: dict | None = None  # the weights group the workers are in (or joining)
+        self.http = vllm_http.HttpServer(self, address)
+
+    # ---- life ------------------------------------------------------------------------------------
+
+    @property
+    def server_port(self) -> int:
+        return self.http.port
+
+    def serve_forever(self, poll_interval: float | None = None) -> None:
+        self.http.serve()
+
+    def shutdown(self) -> None:
+        self.http.stop()
 
     def server_close(self) -> None:
-        super().server_close()
+        self.http.close()
         if self.token_file is not None:
             self.token_file.unlink(missing_ok=True)
         if self.own_weights_dir:
             shutil.rmtree(self.weights_dir, ignore_errors=True)
 
-    # ---- connections ----------------------------------------------------------------------------
+    @property
+    def engine_workers(self) -> int:
+        """The engines' workers in all (a weights group's ranks but the trainer's)."""
+        return sum(int(getattr(e, "engine_workers", 1)) for e in self.pool.engines)
 
-    def process_request(self, request, client_address) -> None:
-        """A thread for the connection while fewer than ``max_connections`` are held; else 503 at once."""
-        if not self.slots.acquire(blocking=False):
-            try:
-                request.settimeout(1.0)
-                request.sendall(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: 35\r\nConnection: close\r\n\r\n"
-                    b'{"error": "too many connections"}\r\n'
-                )
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
+    @property
+    def collective(self) -> bool:
+        """Whether the engines' workers can join a weights group (built with ``WeightReceiver``)."""
+        return all(
+            getattr(getattr(e, "settings", None), "weight_sync", None) == "collective" for e in self.pool.engines
+        )
 
-    def process_request_thread(self, request, client_address) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-    # ---- endpoints ------------------------------------------------------------------------------
+    # ---- endpoints (on the event loop; engine work in the engines' threads) ---------------------------
 
     def info(self) -> dict:
         return {
-            "model": getattr(self.backend, "model_dir", None),
+            "model": getattr(self.pool.engines[0], "model_dir", None),
             "max_model_len": self.max_model_len,
             "processor_kwargs": self.processor_kwargs,
             "dead": self.dead,
             "weights_dir": str(self.weights_dir),
+            "engines": len(self.pool),
+            "engine_workers": self.engine_workers,
+            "engine_calls": list(self.pool.batches),
+            "collective": self.collective,
             "limits": {
                 "max_body_mb": self.limits.max_body_mb,
                 "read_timeout": self.limits.read_timeout,
@@ -290,22 +341,104 @@ class EngineServer(ThreadingHTTPServer):
             },
         }
 
-    def generate(self, body) -> dict:
+    async def generate(self, raw: bytes) -> dict:
+        body = await asyncio.to_thread(_parse, raw, self.limits.wire)
         requests, n, settings, seeds = decode_generate(body, self.limits.wire)
-        with self.engine_lock:
-            self._check_alive()
-            rows = self.backend.generate_requests(requests, n, settings, seeds)
+        self._check_alive()
+        rows = await self.pool.generate(requests, n, settings, seeds)
         return {"rows": [list(row) for row in rows]}
 
-    def reload_weights(self, body) -> dict:
+    async def reload_weights(self, raw: bytes) -> dict:
+        body = await asyncio.to_thread(_parse, raw, self.limits.wire)
         if not isinstance(body, dict) or set(body) != {"path"}:
             raise WireError('reload_weights takes {"path": a folder inside the server\'s weights_dir}')
         path = self.weights_path(body["path"])
-        with self.engine_lock:
-            self._check_alive()
-            t = time.perf_counter()
-            self.backend.reload(path)
+        self._check_alive()
+        t = time.perf_counter()
+        await self.pool.on_all(lambda i, engine: engine.reload(path))
         return {"seconds": time.perf_counter() - t}
+
+    async def init_communicator(self, raw: bytes) -> dict:
+        """Every engine worker joins a new weights group (leaving the last one); answered as soon as the joins
+        have started, since they finish only once the client has joined too (within ``weight_sync_timeout``)."""
+        from mmreason.rollout.backends.weight_group import free_port, group_backend
+
+        body = await asyncio.to_thread(_parse, raw, self.limits.wire)
+        host = body.get("host") if isinstance(body, dict) and set(body) == {"host"} else None
+        if not isinstance(host, str) or not 0 < len(host) <= 255 or any(c.isspace() or c == "/" for c in host):
+            raise WireError('init_communicator takes {"host": the name or address the client reaches this server by}')
+        if not self.collective:
+            raise Refused(409, "this server's engines cannot join a weights group; push with /reload_weights")
+        self._check_alive()
+        # every rank must name the store by the same host (it prefixes the group's keys): the client's name for
+        # this machine; worker 0 listens on every interface
+        store_host = host
+        bind = (
+            "127.0.0.1"
+            if _loopback(self.bind_host)
+            else ("" if self.bind_host in ("0.0.0.0", "::") else self.bind_host)
+        )
+        port, world, backend = free_port(bind), self.engine_workers + 1, group_backend()
+        offsets = [sum(int(e.engine_workers) for e in self.pool.engines[:i]) for i in range(len(self.pool))]
+        limit = self.weight_sync_timeout or 600.0
+
+        def join(i: int, engine) -> None:
+            rpc = engine.llm.collective_rpc
+            rpc("mm_leave_weight_group")
+            bounded(
+                lambda: rpc("mm_join_weight_group", args=(store_host, port, world, backend, limit, offsets[i])),
+                limit + 30,
+                "joining the weights group",
+                "--weight_sync_timeout",
+            )
+
+        locked = asyncio.Event()
+        task = asyncio.create_task(self.pool.on_all(join, locked=locked))
+        task.add_done_callback(_log_failure("joining the weights group"))
+        await locked.wait()
+        self.group = {"port": port, "world_size": world, "rank": world - 1, "backend": backend}
+        return dict(self.group)
+
+    async def update_weights(self, raw: bytes) -> dict:
+        """Every worker receives the buckets the client broadcasts meanwhile and reloads them in place."""
+        from mmreason.rollout.backends.vllm_engine import _engine_dead
+        from mmreason.rollout.backends.weight_group import buckets_from_wire
+
+        _check_layout_shape(raw)
+        body = await asyncio.to_thread(json.loads, raw)
+        if not isinstance(body, dict) or set(body) != {"buckets"} or not isinstance(body["buckets"], list):
+            raise WireError('update_weights takes {"buckets": the layout}')
+        try:
+            buckets = buckets_from_wire(body["buckets"])
+        except (ValueError, TypeError) as exc:
+            raise WireError(f"update_weights: {exc}") from None
+        if self.group is None:
+            raise Refused(409, "no weights group: call /init_communicator first")
+        self._check_alive()
+        wire, limit = body["buckets"], self.weight_sync_timeout
+
+        def receive(i: int, engine) -> None:
+            def work() -> None:
+                try:
+                    engine.llm.collective_rpc("mm_receive_weights", args=(wire,))
+                    engine.llm.reset_prefix_cache()
+                    engine.llm.llm_engine.reset_encoder_cache()
+                except Exception as exc:
+                    if _engine_dead(exc, engine.llm):
+                        raise EngineDied(f"vLLM engine died during weight sync: {exc}") from exc
+                    raise
+
+            bounded(work, limit, "a weight sync", "--weight_sync_timeout")
+
+        t = time.perf_counter()
+        await self.pool.on_all(receive)
+        return {"seconds": time.perf_counter() - t, "tensors": sum(len(b) for b in buckets)}
+
+    async def close_communicator(self, raw: bytes) -> dict:
+        if self.group is not None and self.collective:
+            self.group = None
+            await self.pool.on_all(lambda i, engine: engine.llm.collective_rpc("mm_leave_weight_group"))
+        return {}
 
     def weights_path(self, raw) -> Path:
         """``raw`` (absolute, or relative to ``weights_dir``) as a folder inside ``weights_dir`` holding a
@@ -328,121 +461,28 @@ class EngineServer(ThreadingHTTPServer):
             raise EngineDied(self.dead)
 
 
-class _DeadlineSocket(io.RawIOBase):
-    """The connection's reading side, every read bounded by what is left of the request's deadline: a peer
-    that sends nothing, or a byte at a time, loses the connection when the deadline passes."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock, self.until = sock, time.monotonic()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        left = self.until - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the request's read deadline passed")
-        self.sock.settimeout(left)
-        return self.sock.recv_into(buffer)
+def _parse(raw: bytes, limits: WireLimits):
+    """A body's JSON, its shape within ``limits`` before it is parsed (``Refused`` 400 otherwise)."""
+    try:
+        check_body_shape(raw, limits)
+        return json.loads(raw)
+    except WireError as exc:
+        raise Refused(400, str(exc)) from None
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
+        raise Refused(400, f"request body is not JSON: {str(exc)[:200]}") from None
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: EngineServer
-    protocol_version = "HTTP/1.1"
+def _check_layout_shape(raw: bytes) -> None:
+    """A weights layout holds about two JSON arrays per tensor: more than ``MAX_LAYOUT_TENSORS`` tensors' worth
+    is refused before parsing."""
+    most = 3 * MAX_LAYOUT_TENSORS + 16
+    if raw.count(b"[") + raw.count(b"{") > most or raw.count(b",") > 8 * MAX_LAYOUT_TENSORS:
+        raise Refused(400, f"update_weights: a layout of more than {MAX_LAYOUT_TENSORS} tensors")
 
-    def setup(self) -> None:
-        super().setup()
-        self.reader = _DeadlineSocket(self.connection)
-        self.rfile = io.BufferedReader(self.reader)
 
-    def handle_one_request(self) -> None:
-        """One request, which must arrive whole within ``read_timeout`` (a kept-alive idle connection too)."""
-        self.reader.until = time.monotonic() + self.server.limits.read_timeout
-        super().handle_one_request()
+def _log_failure(what: str):
+    def done(task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            print(f"vllm-serve: {what} failed: {task.exception()!r}", file=sys.stderr, flush=True)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        if self.path != "/health":
-            return self._reply(404, {"error": "no such path"})
-        info = self.server.info()
-        challenge = self.headers.get(auth.CHALLENGE)
-        if challenge:
-            info["proof"] = auth.proof(self.server.api_key, challenge[:256])
-        self._reply(200, info)
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        routes = {"/generate": self.server.generate, "/reload_weights": self.server.reload_weights}
-        try:
-            if self.path not in routes:
-                raise Refused(404, "no such path")
-            if not auth.authorized(self.server.api_key, self.headers.get("Authorization")):
-                raise Refused(401, "missing or wrong key (send Authorization: Bearer KEY)")
-            body = self._body()
-        except Refused as exc:
-            self.close_connection = True  # the body (if any) was not read
-            return self._reply(exc.code, {"error": str(exc)}, proof=True)
-        except TimeoutError:
-            self.close_connection = True
-            return self._reply(
-                408, {"error": f"request body not received within {self.server.limits.read_timeout:g} s"}, proof=True
-            )
-        self._answer(routes[self.path], body)
-
-    def _answer(self, route, body) -> None:
-        try:
-            self._reply(200, route(body), proof=True)
-        except Refused as exc:
-            self._reply(exc.code, {"error": str(exc)}, proof=True)
-        except WireError as exc:
-            self._reply(400, {"error": str(exc)}, proof=True)
-        except EngineDied as exc:
-            self.server.dead = self.server.dead or str(exc)
-            self._reply(503, {"error": str(exc), "dead": True}, proof=True)
-        except Exception as exc:  # noqa: BLE001 - answered, so the trainer sees it instead of a dropped line
-            self._reply(500, {"error": f"{type(exc).__name__}: {exc}"}, proof=True)
-
-    def _body(self):
-        """The parsed JSON body: its length declared and within ``max_body_mb``, its shape within the
-        limits before it is parsed (``Refused`` 411 / 413 / 400 otherwise)."""
-        if self.headers.get("Transfer-Encoding"):
-            raise Refused(411, "send the body with a Content-Length")
-        declared = (self.headers.get("Content-Length") or "").strip()
-        if not declared.isdigit():
-            raise Refused(411, f"Content-Length {declared[:40]!r} is not a byte count")
-        length, most = int(declared), self.server.limits.max_body
-        if not 0 < length <= most:
-            raise Refused(
-                413, f"request body of {length} bytes (1 to {most}: --max_body_mb {self.server.limits.max_body_mb:g})"
-            )
-        raw = bytearray()
-        while len(raw) < length:  # in pieces: memory follows what arrives, not what was declared
-            piece = self.rfile.read(min(length - len(raw), 1 << 20))
-            if not piece:
-                break
-            raw += piece
-        if len(raw) < length:
-            raise Refused(400, f"request body cut at {len(raw)} of {length} bytes")
-        try:
-            check_body_shape(raw, self.server.limits.wire)
-            return json.loads(raw)
-        except WireError as exc:
-            raise Refused(400, str(exc)) from None
-        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
-            raise Refused(400, f"request body is not JSON: {str(exc)[:200]}") from None
-
-    def _reply(self, code: int, payload: dict, proof: bool = False) -> None:
-        data = json.dumps(payload).encode()
-        self.connection.settimeout(self.server.limits.read_timeout)  # a peer that does not read is dropped too
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        challenge = self.headers.get(auth.CHALLENGE) if proof and self.headers else None
-        if challenge:
-            self.send_header(auth.PROOF, auth.proof(self.server.api_key, challenge[:256]))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
-        line = f"{self.address_string()} {format % args}".translate(_ESCAPE)
-        print(f"vllm-serve: {line}", file=sys.stderr, flush=True)
+    return done

@@ -273,9 +273,12 @@ def finish_beside(thread: threading.Thread, box: dict, deadline: float | None, w
 class WeightReceiver:
     """vLLM's ``worker_extension_cls``: the worker's end of the weights group and the bucketed reload."""
 
-    def mm_join_weight_group(self, host: str, port: int, world_size: int, backend: str, timeout_s: float) -> int:
-        """Join the weights group as this worker's rank (the trainer is the last rank); returns the rank."""
-        rank = int(getattr(self, "rank", 0))
+    def mm_join_weight_group(
+        self, host: str, port: int, world_size: int, backend: str, timeout_s: float, rank_offset: int = 0
+    ) -> int:
+        """Join the weights group as this worker's rank plus ``rank_offset`` (a server's later engines follow
+        the earlier ones' workers; the trainer is the last rank); returns the rank."""
+        rank = int(getattr(self, "rank", 0)) + int(rank_offset)
         self._mm_weight_group = join_group(host, port, rank, world_size, backend, timeout_s)
         self._mm_trainer_rank = world_size - 1
         return rank

@@ -1,0 +1,253 @@
+"""The HTTP side of ``mmreason vllm-serve`` (``vllm_server.EngineServer``): FastAPI on uvicorn, as
+``trl vllm-serve``. FastAPI and uvicorn come with vLLM (the ``vllm`` extra); only the server imports them.
+
+Every request is served on one event loop; the engines run in threads of their own (``vllm_pool``), so a
+client waiting on the engine, reading its answer slowly or sending its request slowly never blocks another.
+What uvicorn does not bound by itself is bounded here:
+
+- ``_Guard`` (ASGI, before any body is read): every path but ``/health`` wants the key (401); a body must
+  declare its length (411) within ``--max_body_mb`` (413); the reply carries the proof of the client's
+  challenge; one escaped request line per request goes to stderr (never a header, so never the key).
+- ``_DeadlineH11`` (uvicorn's h11 protocol): a connection has ``--read_timeout`` seconds to deliver a request
+  line and headers, counted from when it opened or its last answer went out (uvicorn's own keep-alive timer
+  restarts with every byte, so a peer trickling a byte at a time would hold it for good), and a connection
+  over ``--max_connections`` is answered 503 and closed at once. A body gets ``--read_timeout`` seconds from
+  its headers (408 after). uvicorn's h11 also caps an incomplete request line + headers at 16 KiB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import threading
+from contextlib import asynccontextmanager
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.backends import vllm_auth as auth
+from mmreason.rollout.backends.vllm_wire import WireError
+
+# C0 and C1 control characters (and DEL) as \xNN in the request log: a path cannot write to the terminal
+_ESCAPE = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+_TOO_MANY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b'Content-Length: 35\r\nConnection: close\r\n\r\n{"error": "too many connections"}\r\n'
+)
+
+
+class HttpServer:
+    """``server``'s endpoints on a socket bound at construction (``port``: the one it got); ``serve()`` runs
+    uvicorn until ``stop()`` or a signal (in the main thread)."""
+
+    def __init__(self, server, address: tuple[str, int]):
+        self.server = server
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(address)
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        limits = server.limits
+        protocol = type(
+            "DeadlineH11",
+            (_DeadlineH11,),
+            {"read_timeout": limits.read_timeout, "max_connections": limits.max_connections},
+        )
+        config = uvicorn.Config(
+            _Guard(build_app(server), server),
+            http=protocol,
+            lifespan="on",
+            access_log=False,
+            log_level="warning",
+            timeout_keep_alive=max(1, int(limits.read_timeout)),
+            timeout_graceful_shutdown=5,
+        )
+        self.uvicorn = uvicorn.Server(config)
+        self.stopped = threading.Event()
+
+    def serve(self) -> None:
+        try:
+            self.uvicorn.run(sockets=[self.sock])
+        finally:
+            self.stopped.set()
+
+    def stop(self) -> None:
+        self.uvicorn.should_exit = True
+        self.stopped.wait(30)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _DeadlineH11(H11Protocol):
+    read_timeout = 30.0
+    max_connections = 32
+    _mm_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            transport.write(_TOO_MANY)
+            transport.close()
+            return
+        self._mm_arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._mm_arm()  # the next request on a kept-alive connection has its own deadline
+
+    def connection_lost(self, exc) -> None:
+        if self._mm_timer is not None:
+            self._mm_timer.cancel()
+        super().connection_lost(exc)
+
+    def _mm_arm(self) -> None:
+        if self._mm_timer is not None:
+            self._mm_timer.cancel()
+        self._mm_timer = self.loop.call_later(self.read_timeout, self._mm_expire)
+
+    def _mm_expire(self) -> None:
+        """No request has begun since the deadline was armed (idle, or its line / headers still arriving):
+        drop the connection. A request already in the app bounds its own body."""
+        cycle = self.cycle
+        if (cycle is None or cycle.response_complete) and not self.transport.is_closing():
+            self.transport.close()
+
+
+class _Guard:
+    """ASGI middleware: the key, the body's declared size and the proof header, before the app reads a byte."""
+
+    def __init__(self, app, server):
+        self.app, self.server = app, server
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        challenge = headers.get(auth.CHALLENGE.lower(), "")[:256]
+        status = {"code": 0}
+
+        async def send_proved(message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                if challenge and scope["path"] != "/health":
+                    proof = auth.proof(self.server.api_key, challenge)
+                    message = {
+                        **message,
+                        "headers": [*message.get("headers", []), (b"x-mmreason-proof", proof.encode())],
+                    }
+            await send(message)
+
+        try:
+            refusal = self._refusal(scope, headers)
+            if refusal is None:
+                await self.app(scope, receive, send_proved)
+            else:
+                code, text = refusal
+                await JSONResponse({"error": text}, status_code=code, headers={"Connection": "close"})(
+                    scope, receive, send_proved
+                )
+        finally:
+            client = scope.get("client") or ("-", 0)
+            line = f"{client[0]} {scope['method']} {scope['path']} {status['code']}".translate(_ESCAPE)
+            print(f"vllm-serve: {line}", file=sys.stderr, flush=True)
+
+    def _refusal(self, scope, headers: dict) -> tuple[int, str] | None:
+        path = scope["path"]
+        if path == "/health":
+            return None
+        if not auth.authorized(self.server.api_key, headers.get("authorization")):
+            return 401, "missing or wrong key (send Authorization: Bearer KEY)"
+        if scope["method"] != "POST":
+            return None  # 404 / 405 from the app
+        if headers.get("transfer-encoding"):
+            return 411, "send the body with a Content-Length"
+        declared = headers.get("content-length", "").strip()
+        if not declared.isdigit():
+            return 411, f"Content-Length {declared[:40]!r} is not a byte count"
+        length, most = int(declared), self.server.limits.max_body
+        if not 0 < length <= most:
+            return (
+                413,
+                f"request body of {length} bytes (1 to {most}: --max_body_mb {self.server.limits.max_body_mb:g})",
+            )
+        return None
+
+
+def build_app(server) -> FastAPI:
+    """The endpoints (``vllm_server``'s module docstring); errors are JSON ``{"error": ...}``."""
+    from mmreason.rollout.backends.vllm_server import Refused  # the server module imports this one
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await server.pool.start()
+        yield
+        await server.pool.stop()
+
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+
+    @app.get("/health")
+    async def health(request: Request) -> JSONResponse:
+        info = server.info()
+        challenge = request.headers.get(auth.CHALLENGE)
+        if challenge:
+            info["proof"] = auth.proof(server.api_key, challenge[:256])
+        return JSONResponse(info)
+
+    async def answer(request: Request, route) -> JSONResponse:
+        try:
+            raw = await _body(request, server.limits.read_timeout)
+            return JSONResponse(await route(raw))
+        except Refused as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.code, headers=_close(exc.code))
+        except WireError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        except EngineDied as exc:
+            server.dead = server.dead or str(exc)
+            return JSONResponse({"error": str(exc), "dead": True}, status_code=503)
+        except ClientDisconnect:
+            return JSONResponse({"error": "client went away"}, status_code=400, headers=_close(400))
+        except Exception as exc:  # noqa: BLE001 - answered, so the trainer sees it instead of a dropped line
+            return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=500)
+
+    for path, route in (
+        ("/generate", server.generate),
+        ("/reload_weights", server.reload_weights),
+        ("/init_communicator", server.init_communicator),
+        ("/update_weights", server.update_weights),
+        ("/close_communicator", server.close_communicator),
+    ):
+        app.add_api_route(path, _endpoint(answer, route), methods=["POST"])
+    return app
+
+
+def _endpoint(answer, route):
+    async def endpoint(request: Request) -> JSONResponse:
+        return await answer(request, route)
+
+    return endpoint
+
+
+def _close(code: int) -> dict:
+    return {"Connection": "close"} if code in (400, 408, 411, 413) else {}
+
+
+async def _body(request: Request, read_timeout: float) -> bytes:
+    """The whole body within ``read_timeout`` seconds of the headers (408 otherwise), exactly its declared
+    length (400 when cut)."""
+    from mmreason.rollout.backends.vllm_server import Refused
+
+    declared = int(request.headers.get("content-length", "0"))
+    try:
+        raw = await asyncio.wait_for(request.body(), timeout=read_timeout)
+    except asyncio.TimeoutError:
+        raise Refused(408, f"request body not received within {read_timeout:g} s") from None
+    if len(raw) < declared:
+        raise Refused(400, f"request body cut at {len(raw)} of {declared} bytes")
+    return raw
