@@ -87,6 +87,9 @@ class RolloutConfig:
     # CPU, NCCL on GPUs), in buckets of at most vllm_sync_bucket_mb; directory = a safetensors file it reloads
     vllm_weight_sync: str = "collective"  # collective | directory
     vllm_sync_bucket_mb: float = 64.0
+    # a LoRA policy: adapter = push only the adapter, loaded by the engine as one (where vLLM can, docs/vllm.md);
+    # merged = push the weights with LoRA merged in
+    vllm_lora: str = "adapter"  # adapter | merged
     # Truncated importance sampling of the sampler-trainer mismatch (mmreason/rl/rollout_correction.py)
     vllm_importance_sampling_correction: bool = True
     vllm_importance_sampling_mode: str = (
@@ -351,6 +354,8 @@ class TrainConfig:
             raise ConfigError(f"rollout.vllm_mode: {r.vllm_mode!r} is not colocate or server")
         if r.vllm_weight_sync not in ("collective", "directory"):
             raise ConfigError(f"rollout.vllm_weight_sync: {r.vllm_weight_sync!r} is not collective or directory")
+        if r.vllm_lora not in ("adapter", "merged"):
+            raise ConfigError(f"rollout.vllm_lora: {r.vllm_lora!r} is not adapter or merged")
         from mmreason.rl.rollout_correction import IS_MODES
 
         if r.vllm_importance_sampling_mode not in IS_MODES:
