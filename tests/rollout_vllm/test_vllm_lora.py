@@ -124,7 +124,7 @@ def test_a_lora_policy_is_pushed_as_an_adapter_and_samples_as_hf(sharp_model_dir
                 keys = list(f.keys())
             assert keys and all("lora_A" in k or "lora_B" in k for k in keys)  # only the adapter was pushed
             assert not any(backend.sync_dir.iterdir())  # and no merged weights
-            assert backend.llm.llm_engine.list_loras() == {push}  # the previous adapter is gone
+            assert set(backend.llm.llm_engine.list_loras()) == {push}  # the previous adapter is gone
             ours = _rows(backend.generate_groups(prompts, [0, 1], 1, greedy, [0, 0]))
             assert ours == _rows(generate_groups(model, processor, prompts, [0, 1], 1, greedy, [0, 0]))
             with model.disable_adapter():
@@ -140,6 +140,6 @@ def test_a_lora_policy_is_pushed_as_an_adapter_and_samples_as_hf(sharp_model_dir
         assert mask.sum() > 0 and (logp[mask] - rollout[mask]).abs().max() < 1e-3
         model.train()
         row = train_step(run, 1)  # a GRPO step samples with the adapter and pushes the updated one
-        assert row["mismatch/logprob_abs_diff_max"] < 1e-3 and backend.llm.llm_engine.list_loras() == {3}
+        assert row["mismatch/logprob_abs_diff_max"] < 1e-3 and set(backend.llm.llm_engine.list_loras()) == {3}
     finally:
         close_backend(run)
