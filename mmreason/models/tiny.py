@@ -54,6 +54,7 @@ class TinySize:
     vision_heads: int
     vision_intermediate: int
     model_vocab: int | None = None  # the model's vocabulary when larger than the tokenizer's (rows never decoded)
+    linear_head_dim: int | None = None  # Qwen3.5's linear-attention heads; None: 32 (vLLM's CPU kernel takes 64, 128)
 
 
 SIZES = {

@@ -151,8 +151,8 @@ def model_config(arch: str, size, ids: dict[str, int], vocab_size: int):
             layer_types=["linear_attention", "full_attention"] * max(size.text_layers // 2, 1),
             num_hidden_layers=2 * max(size.text_layers // 2, 1),
             linear_conv_kernel_dim=4,
-            linear_key_head_dim=HEAD_DIM,
-            linear_value_head_dim=HEAD_DIM,
+            linear_key_head_dim=size.linear_head_dim or HEAD_DIM,
+            linear_value_head_dim=size.linear_head_dim or HEAD_DIM,
             linear_num_key_heads=2,
             linear_num_value_heads=2,
             rope_parameters={

@@ -25,6 +25,7 @@ from mmreason.rollout.backends.connection import RolloutBackend, VllmConnection,
 
 # The closed sets of strings a run config takes (the loader refuses any other value, naming the key).
 WeightSync = Literal["collective", "directory"]
+VllmLora = Literal["adapter", "merged"]
 ImportanceSamplingMode = Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]  # rl IS_MODES
 ScaleRewards = Literal["group", "batch", "none"]  # rl/estimators/grpo.py SCALES
 LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo", "luspo"]  # rl/losses/aggregation.py LOSS_TYPES
@@ -82,6 +83,9 @@ class RolloutConfig(VllmConnection):
     # CPU, NCCL on GPUs), in buckets of at most vllm_sync_bucket_mb; directory = a safetensors file it reloads
     vllm_weight_sync: WeightSync = "collective"
     vllm_sync_bucket_mb: float = 64.0
+    # a LoRA policy: adapter = push only the adapter, loaded by the engine as one (where vLLM can, docs/vllm.md);
+    # merged = push the weights with LoRA merged in
+    vllm_lora: VllmLora = "adapter"  # adapter: push LoRA weights only (docs/vllm.md); merged: merge, push all
     # Truncated importance sampling of the sampler-trainer mismatch (mmreason/rl/rollout_correction.py)
     vllm_importance_sampling_correction: bool = True
     vllm_importance_sampling_mode: ImportanceSamplingMode = "token_truncate"

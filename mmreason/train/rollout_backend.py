@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from mmreason.config import ConfigError
+from mmreason.models.loading import resolve_dtype
 from mmreason.parallel.agree import any_rank
 from mmreason.parallel.sharding import full_state_dict, is_sharded
 from mmreason.rollout.backends import EngineDied, EngineDiedAfterUpdate
@@ -15,6 +16,7 @@ from mmreason.rollout.backends.vllm_client import VLLMClient, check_calls, check
 from mmreason.rollout.backends.vllm_engine import (
     VLLMBackend,
     VLLMSettings,
+    check_cpu_linear_attention,
     check_head_size,
     import_vllm,
     processor_kwargs,
@@ -56,6 +58,7 @@ def check_backend_config(cfg: TrainConfig) -> None:
         return
     import_vllm()  # one line naming the extra when it is missing
     check_head_size(cfg.model.name_or_path)
+    check_cpu_linear_attention(cfg.model.name_or_path, str(resolve_dtype(cfg.model.dtype)).removeprefix("torch."))
 
 
 def server_hosts(cfg: TrainConfig) -> list[tuple[str, int]]:
@@ -128,8 +131,24 @@ def make_backend(run):
         dtype=policy_dtype(run.model),
         weight_sync=r.vllm_weight_sync,
         sync_bucket_mb=r.vllm_sync_bucket_mb,
+        lora_rank=lora_rank(run),
     )
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
+
+
+def lora_rank(run) -> int | None:
+    """The engine's LoRA rank when the policy's LoRA is served as an adapter (``rollout.vllm_lora: adapter``
+    and vLLM can; ``vllm_lora.adapter_plan``), else None: merged pushes, with one line saying why."""
+    from mmreason.parallel.sharding import is_sharded
+    from mmreason.rollout.backends.vllm_lora import adapter_plan
+
+    model = run.accelerator.unwrap_model(run.model)
+    plan, why = adapter_plan(model, run.cfg.model.name_or_path, sharded=is_sharded(model))
+    if plan is not None and run.cfg.rollout.vllm_lora == "adapter":
+        return plan.max_lora_rank
+    if why and run.cfg.rollout.vllm_lora == "adapter" and run.accelerator.is_main_process:
+        print(f"rollout.vllm_lora=adapter: {why}; the engine gets the merged weights")
+    return None
 
 
 def check_colocate_sharding(run) -> None:
@@ -209,8 +228,9 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
 
 def push_at_start(cfg: TrainConfig, resumed: bool) -> bool:
     """Whether the engine takes the policy's weights before the first step: a resumed run's engine starts
-    from the model directory, not the checkpoint, and a server may hold any weights."""
-    return cfg.rollout.backend == "vllm" and (resumed or cfg.rollout.vllm_mode == "server")
+    from the model directory, not the checkpoint (nor ``model.adapter``), and a server may hold any weights."""
+    # model.adapter: the policy is the model directory plus an adapter the engine has not seen
+    return cfg.rollout.backend == "vllm" and (resumed or cfg.rollout.vllm_mode == "server" or bool(cfg.model.adapter))
 
 
 def close_backend(run) -> None:

@@ -166,3 +166,32 @@ def test_server_mode_refuses_shardings_whose_push_would_be_one_shard(tiny, kind,
     else:
         with pytest.raises(ConfigError, match=f"rollout.vllm_mode=server: {refused}.*main process's shard only"):
             check_server_sharding(run)
+
+
+def test_vllm_lora_is_adapter_or_merged():
+    assert load_config(TrainConfig, None, []).rollout.vllm_lora == "adapter"
+    assert load_config(TrainConfig, None, ["rollout.vllm_lora=merged"]).rollout.vllm_lora == "merged"
+    with pytest.raises(ConfigError, match="rollout.vllm_lora"):
+        load_config(TrainConfig, None, ["rollout.vllm_lora=fused"])
+
+
+def test_linear_attention_layers_need_bf16_and_64_or_128_wide_heads_on_vllms_cpu_build(tmp_path):
+    """vLLM 0.32's CPU kernel for Qwen3.5's gated-delta-net layers asserts bf16 and 64- or 128-wide heads on the
+    first generate (and the engine dies): anything else is refused before any step; full-attention models and
+    GPUs are not concerned."""
+    from transformers import AutoConfig
+
+    from mmreason.rollout.backends.vllm_engine import check_cpu_linear_attention, is_hybrid
+
+    AutoConfig.for_model("qwen3_5").save_pretrained(tmp_path / "qwen3_5")  # the hub's shape: 128-wide heads
+    AutoConfig.for_model("qwen3_5", text_config={"linear_key_head_dim": 32}).save_pretrained(tmp_path / "narrow")
+    AutoConfig.for_model("qwen3_vl").save_pretrained(tmp_path / "qwen3_vl")
+    assert is_hybrid(tmp_path / "qwen3_5") and not is_hybrid(tmp_path / "qwen3_vl")
+    for dtype in ("float32", None):
+        with pytest.raises(ValueError, match="bfloat16 only, not float32"):
+            check_cpu_linear_attention(tmp_path / "qwen3_5", dtype, on_cpu=True)
+    check_cpu_linear_attention(tmp_path / "qwen3_5", "bfloat16", on_cpu=True)
+    with pytest.raises(ValueError, match="64- or 128-wide heads only, not 32/128"):
+        check_cpu_linear_attention(tmp_path / "narrow", "bfloat16", on_cpu=True)
+    check_cpu_linear_attention(tmp_path / "narrow", "float32", on_cpu=False)
+    check_cpu_linear_attention(tmp_path / "qwen3_vl", "float32", on_cpu=True)

