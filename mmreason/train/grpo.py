@@ -35,6 +35,7 @@ from mmreason.rollout.multiturn import (
 from mmreason.rollout.prompts import MEDIA_SECONDS
 from mmreason.rollout.row_sampling import NonFiniteLogitsError
 from mmreason.train.anchors import anchor_groups
+from mmreason.train.async_rollouts import rollouts_for_step
 from mmreason.train.augment import augment_groups
 from mmreason.train.checkpoint import resume, save_checkpoint
 from mmreason.train.collect import Rollouts, keep_groups, no_rewards, signal_groups
@@ -67,7 +68,9 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     update, each phase timed as ``time/<phase>``."""
     timed, decoded = PhaseTimes(), MEDIA_SECONDS["video_decode"]
     with gathered(run.accelerator.unwrap_model(run.model)):  # a sharded model generates whole (mmreason.parallel)
-        got = draw_round(run, step, timed, sample_prompts(run))  # build -> roll out -> score
+        # ASYNC HOOK (train/async_rollouts.py): build -> roll out -> score, or with rollout.async_generation the
+        # rollouts the producer generated while the previous update ran
+        got = rollouts_for_step(run, step, timed)
         got = regenerate(run, step, timed, got)  # refinement, hints or augmentation of the groups, when on
         got = dynamic_sampling(run, step, timed, got)  # DAPO: further rounds until the groups carry signal, when on
     settle(run, RunStopped)  # a fault on any process stops every process here
