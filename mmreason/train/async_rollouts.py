@@ -57,18 +57,20 @@ def check_async_config(cfg: TrainConfig) -> None:
             f"{key} needs rollout.backend=vllm (a colocated engine or a vllm-serve server, each in its own "
             f"process); rollout.backend={r.backend} generates in the training process"
         )
+    within = "it rolls out again within a step, on the engine the next step is generating on"
     refused = [
-        ("rollout.max_turns > 1", r.max_turns > 1),
-        ("algorithm.dynamic_sampling", cfg.algorithm.dynamic_sampling),
-        *((f"{k}.enabled", getattr(cfg, k).enabled) for k in ("augment", "refine", "hint", "anchor")),
+        ("rollout.max_turns > 1", r.max_turns > 1, "episodes are not generated ahead"),
+        ("algorithm.dynamic_sampling", cfg.algorithm.dynamic_sampling, within),
+        *((f"{k}.enabled", getattr(cfg, k).enabled, within) for k in ("augment", "refine", "hint", "anchor")),
         (
-            f"sampler.name={cfg.sampler.name} (only uniform draws without the training feedback)",
+            f"sampler.name={cfg.sampler.name}",
             cfg.sampler.name != "uniform",
+            "prompts are drawn a step ahead, before the training feedback an adaptive sampler reads (use uniform)",
         ),
     ]
-    for what, on in refused:
+    for what, on, why in refused:
         if on:
-            raise ConfigError(f"{key} does not combine with {what}: it regenerates or draws within a step")
+            raise ConfigError(f"{key} does not combine with {what}: {why}")
 
 
 def rollouts_for_step(run, step: int, timed: PhaseTimes) -> Rollouts:
