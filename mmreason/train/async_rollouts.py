@@ -222,7 +222,7 @@ class AsyncRollouts:
             with self._cond:
                 self._pushing -= 1
                 self._cond.notify_all()
-        if self.max_staleness > 0:  # a step whose update was skipped held one back: its successor goes now
+        if self.max_staleness > 0:  # the new version allows one more step ahead: it starts on the idle engine
             self._fill(None)
         return out
 
