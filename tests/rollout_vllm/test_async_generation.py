@@ -50,7 +50,14 @@ def server(tiny_model_dir, tmp_path_factory):
         time.sleep(1)
     yield port
     proc.terminate()
-    proc.wait(timeout=60)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # the engine's shutdown can take half a minute on a loaded machine
+        proc.kill()
+        proc.wait(timeout=30)
+    from mmreason.rollout.backends.vllm_auth import token_file
+
+    token_file(port).unlink(missing_ok=True)  # the server removes it, unless it was killed
 
 
 def _args(model_dir, port, out, *extra):
