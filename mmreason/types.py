@@ -127,6 +127,9 @@ class Trajectory:
     # [T] the sampler's log-prob of each sampled token (0 elsewhere), when the rollout backend returns them (vLLM)
     rollout_logprobs: torch.Tensor | None = None
     end: EpisodeEnd | None = None  # a multi-turn episode cut short (also ``reward_info["ended"]``, as text)
+    # the policy version that sampled it (asynchronous generation, train/async_rollouts.py): the step whose
+    # update the engine's weights ended with; None when generated in step with the update
+    policy_version: int | None = None
 
     @property
     def completion_length(self) -> int:

@@ -38,6 +38,10 @@ BENCHES = {
         "mmreason.bench.weight_push",
         "a weight push into a vLLM engine: process group in buckets vs a safetensors directory",
     ),
+    "async-generation": (
+        "mmreason.bench.async_generation",
+        "GRPO step time with generation one step off the update vs synchronous, engine and trainer on own cores",
+    ),
 }
 
 

@@ -96,6 +96,10 @@ class RolloutConfig(VllmConnection):
     # hf_importance_sampling_correction (docs/vllm.md "Rollout-trainer mismatch")
     hf_sampler_logprobs: bool = False
     hf_importance_sampling_correction: bool = False
+    # One-step-off-policy generation (train/async_rollouts.py, docs/vllm.md): step s+1's rollouts are sampled
+    # by the engine while step s's update runs; max_staleness bounds (s - 1) - the sampling policy's version
+    async_generation: bool = False
+    max_staleness: int = 1
 
     RANGES: ClassVar[dict[str, str]] = {
         "num_generations": "[1, inf)",
@@ -114,6 +118,7 @@ class RolloutConfig(VllmConnection):
         "vllm_importance_sampling_cap": "[1, inf)",
         "vllm_importance_sampling_min": "[0, 1]",
         "vllm_sync_bucket_mb": "(0, inf)",
+        "max_staleness": "[0, inf)",
     }
 
 

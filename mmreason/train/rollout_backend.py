@@ -22,12 +22,14 @@ from mmreason.rollout.backends.vllm_engine import (
     processor_kwargs,
 )
 from mmreason.rollout.multiturn import episode_context
+from mmreason.train.async_rollouts import check_async_config
 from mmreason.train.config import TrainConfig
 
 
 def check_backend_config(cfg: TrainConfig) -> None:
     """Errors a run with rollout.backend=vllm must raise before any step (the engine is not built yet)."""
     r = cfg.rollout
+    check_async_config(cfg)  # rollout.async_generation's refusals (train/async_rollouts.py)
     if r.backend != "vllm":
         return
 
@@ -223,7 +225,9 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
         if not after_update or isinstance(error, EngineDiedAfterUpdate):
             raise error
         raise EngineDiedAfterUpdate(str(error)) from error
-    return {"time/weight_sync": time.perf_counter() - t}
+    out = {"time/weight_sync": time.perf_counter() - t}
+    producer = run.async_rollouts  # asynchronous generation: how long the push waited
+    return {**out, **producer.metrics_after_push()} if producer is not None and after_update else out
 
 
 def push_at_start(cfg: TrainConfig, resumed: bool) -> bool:
@@ -236,7 +240,7 @@ def push_at_start(cfg: TrainConfig, resumed: bool) -> bool:
 def close_backend(run) -> None:
     backend = getattr(run, "rollout_backend", None)
     if backend is not None:
-        backend.close()
+        backend.close()  # with asynchronous generation: its producer's thread first (train/async_rollouts.py)
         run.rollout_backend = None
 
 

@@ -41,6 +41,7 @@ from mmreason.rollout.row_sampling import NonFiniteLogitsError
 from mmreason.sampling import ROLLOUT_VARIANTS
 from mmreason.sampling.records import Drawn, Rollouts, no_rewards
 from mmreason.sampling.within_step import StepPhases
+from mmreason.train.async_rollouts import rollouts_for_step
 from mmreason.train.collect import keep_groups, signal_groups
 from mmreason.train.config import accepted_options
 from mmreason.train.faults import RunStopped, bad_sample, fault_guard
@@ -86,7 +87,8 @@ def get_rollouts(run: Run, step: int, timed: PhaseTimes) -> Rollouts:
     """The step's scored groups: one round drawn, rolled out and scored, redone in part by the within-step method
     that is on, with DAPO's further rounds when on. A fault on any process stops every process here."""
     with gathered(run.accelerator.unwrap_model(run.model)):  # a sharded model generates whole (mmreason.parallel)
-        got = draw_round(run, step, timed, sample_prompts(run))  # draw -> roll out -> score
+        # draw -> roll out -> score; with rollout.async_generation the rollouts generated during the last update
+        got = rollouts_for_step(run, step, timed)
         got = regenerate(run, step, timed, got)  # refinement, hints, anchors or augmentation, when on
         got = dynamic_sampling(run, step, timed, got)  # DAPO: further rounds until the groups carry signal
     settle(run, RunStopped)

@@ -1,0 +1,297 @@
+"""One-step-off-policy generation (``rollout.async_generation``; docs/vllm.md "Asynchronous generation").
+
+A producer owns the background generation and the policy version counter. Step s's prompts are drawn and
+built in the training thread (the sampler is drawn in step order, so the prompts are the synchronous run's),
+then a background thread hands them to the rollout backend's one batch call (``generate_groups``: the vLLM
+engine, which runs in its own process, or the ``mmreason vllm-serve`` client) while the training thread goes
+on with the previous step's update. The engine is shared through one lock (``EngineLock``): a weight push
+waits for the generation in flight (``async/update_wait_s``) and goes before any generation queued behind it,
+so the weights reach the engine as soon as an update finishes.
+
+Versions: the engine holds version v after the push of step v's update (v = 0: the initial weights, or the
+checkpoint's on resume). A generation for step s may start once ``(s - 1) - v <= rollout.max_staleness``;
+every trajectory carries the ``policy_version`` that sampled it and the step logs the staleness
+``(s - 1) - policy_version`` (the synchronous run's is 0). With ``max_staleness: 0`` step s is generated only
+after step s - 1's push, from the same prompts, seeds and weights as the synchronous run: the same rows.
+
+The loss treats the sampler's log-probs (``rollout_logprobs``) as the behaviour policy, through the existing
+rollout correction (``train/update.py``: truncated importance sampling, on by default with vLLM).
+
+Checkpoints: prompts drawn for steps that have not trained yet are not saved with a checkpoint; the sampler's
+state in it is the one before the oldest such draw (``RewindingSampler``), so a resumed run draws them again
+(the same prompts, seeds from (run seed, step, sample)) and generates them with the checkpoint's weights. No
+prompt is trained twice or skipped; the rows of the first resumed step may differ from the uninterrupted run's,
+which sampled them with one version older weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmreason.config import ConfigError
+from mmreason.rollout.generate import GenerationSettings, group_seed
+from mmreason.sampling.records import Drawn, Rollouts, no_rewards
+from mmreason.train.config import TrainConfig
+from mmreason.train.faults import fault_guard
+from mmreason.train.prompts import build_prompts
+from mmreason.train.timing import PhaseTimes
+from mmreason.types import Trajectory
+
+
+def check_async_config(cfg: TrainConfig) -> None:
+    """Errors before any step: what one-step-off generation cannot run with (each names its key)."""
+    r = cfg.rollout
+    if not r.async_generation:
+        return
+    key = "rollout.async_generation=true"
+    if r.backend != "vllm":
+        # HF generate would run in a thread of this process: the same cores as the update, and the weights it
+        # reads are the ones the optimizer is changing. Only an engine in its own process overlaps for real.
+        raise ConfigError(
+            f"{key} needs rollout.backend=vllm (a colocated engine or a vllm-serve server, each in its own "
+            f"process); rollout.backend={r.backend} generates in the training process"
+        )
+    within = "it rolls out again within a step, on the engine the next step is generating on"
+    refused = [
+        ("rollout.max_turns > 1", r.max_turns > 1, "episodes are not generated ahead"),
+        ("algorithm.dynamic_sampling", cfg.algorithm.dynamic_sampling, within),
+        *((f"{k}.enabled", getattr(cfg, k).enabled, within) for k in ("augment", "refine", "hint", "anchor")),
+        (
+            f"sampler.name={cfg.sampler.name}",
+            cfg.sampler.name != "uniform",
+            "prompts are drawn a step ahead, before the training feedback an adaptive sampler reads (use uniform)",
+        ),
+    ]
+    for what, on, why in refused:
+        if on:
+            raise ConfigError(f"{key} does not combine with {what}: {why}")
+
+
+def rollouts_for_step(run, step: int, timed: PhaseTimes) -> Rollouts:
+    """Step ``step``'s scored rollouts: the synchronous round (``steps.draw_round``), or with
+    ``rollout.async_generation`` the producer's, generated in the background. The one hook in ``train_step``."""
+    from mmreason.train import step as steps  # a cycle: train_step calls this hook
+
+    if not run.cfg.rollout.async_generation:
+        return steps.draw_round(run, step, timed, steps.sample_prompts(run))
+    producer = run.async_rollouts
+    if producer is None:
+        producer = run.async_rollouts = AsyncRollouts(run, step)
+    return producer.take(step, timed)
+
+
+@dataclass
+class Job:
+    """One step's generation: its prompts, then the rows the background thread returns (or its error)."""
+
+    step: int
+    prompts: list[Drawn]
+    version: int = -1  # the engine's version when the generation started
+    trajectories: list[Trajectory] = field(default_factory=list)
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class EngineLock:
+    """The backend, shared by the producer's thread and the training thread (weight pushes, the in-training
+    eval): every call holds one lock; a push waiting for it goes before the next queued generation."""
+
+    def __init__(self, backend, producer: AsyncRollouts):
+        self._backend, self._producer = backend, producer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+    def generate_groups(self, *args, **kwargs):
+        with self._producer.engine:
+            return self._backend.generate_groups(*args, **kwargs)
+
+    def sample(self, *args, **kwargs):
+        with self._producer.engine:
+            return self._backend.sample(*args, **kwargs)
+
+    def sync_weights(self, *args, **kwargs):
+        return self._producer.push(lambda: self._backend.sync_weights(*args, **kwargs))
+
+    def close(self) -> None:
+        self._producer.close()
+        self._backend.close()
+
+
+class RewindingSampler:
+    """The run's prompt sampler, whose saved state is the one before the oldest draw not yet trained: a
+    checkpoint never records prompts it does not hold rollouts for."""
+
+    def __init__(self, sampler):
+        self._sampler = sampler
+        self.pending: deque[tuple[int, dict[str, Any]]] = deque()  # (step, sampler state before its draw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sampler, name)
+
+    def draw(self, step: int, n: int) -> list[int]:
+        self.pending.append((step, copy.deepcopy(self._sampler.state_dict())))
+        return self._sampler.next_indices(n)
+
+    def trained(self, step: int) -> None:
+        while self.pending and self.pending[0][0] <= step:
+            self.pending.popleft()
+
+    def state_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self.pending[0][1]) if self.pending else self._sampler.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.pending.clear()
+        self._sampler.load_state_dict(state)
+
+
+class AsyncRollouts:
+    """The producer: draws and builds each step's prompts in the training thread, generates them in a
+    background thread as soon as the staleness bound allows, and hands them out scored, step by step."""
+
+    def __init__(self, run, first_step: int):
+        if run.accelerator.num_processes > 1:
+            raise ConfigError("rollout.async_generation=true runs with one training process")
+        self.run, self.max_staleness = run, run.cfg.rollout.max_staleness
+        self.version = first_step - 1  # the engine holds the weights of the end of the last finished step
+        self.engine = threading.RLock()
+        self._cond = threading.Condition()
+        self._queue: deque[Job] = deque()
+        self._jobs: dict[int, Job] = {}
+        self._pushing, self._closed = 0, False
+        self.last_drawn = first_step - 1
+        self.backend = run.rollout_backend
+        run.rollout_backend = EngineLock(self.backend, self)
+        self.sampler = run.sampler if isinstance(run.sampler, RewindingSampler) else RewindingSampler(run.sampler)
+        run.sampler = self.sampler
+        self._thread = threading.Thread(target=self._work, name="async-rollouts", daemon=True)
+        self._thread.start()
+
+    # ---- the training thread ----------------------------------------------------------------------------
+
+    def take(self, step: int, timed: PhaseTimes) -> Rollouts:
+        """Step ``step``'s rollouts, scored; then the next generations the staleness bound allows start."""
+        from mmreason.train import step as steps  # a cycle: train_step calls the hook that calls this
+
+        self.version = step - 1  # every earlier step's update was pushed (or skipped: the same weights)
+        if step not in self._jobs:
+            self._launch(step, timed)
+        job = self._jobs.pop(step)
+        t = time.perf_counter()
+        with timed("generate"):
+            job.done.wait()
+        waited = time.perf_counter() - t
+        self.sampler.trained(step)  # from here a checkpoint is of this step or later
+        if job.error is not None:
+            with fault_guard(self.run):
+                raise job.error
+        self._fill(timed)  # step + 1 ... generate while this step's update runs
+        prompts, trajectories = job.prompts, job.trajectories
+        staleness = [step - 1 - job.version for _ in trajectories]
+        metrics = {
+            "async/staleness_mean": sum(staleness) / len(staleness) if staleness else 0.0,
+            "async/max_staleness": float(max(staleness, default=0)),
+            "async/generation_wait_s": waited,
+        }
+        if not trajectories:
+            return Rollouts(prompts, [], [], no_rewards(), metrics=metrics)
+        samples, batch = steps.samples_of(prompts, trajectories), None
+        with timed("reward"), fault_guard(self.run):
+            samples, batch = steps.score(self.run, prompts, trajectories)
+        batch = batch if batch is not None else steps.nan_rewards(self.run, len(trajectories))
+        return Rollouts(prompts, trajectories, samples, batch, metrics=metrics)
+
+    def push(self, send) -> float:
+        """A weight push (``send``): waits for the generation in flight, goes before the queued ones; then
+        the engine's version is the finished step's and the generations it allows start."""
+        t = time.perf_counter()
+        with self._cond:
+            self._pushing += 1
+        try:
+            with self.engine:
+                self.update_wait_s = time.perf_counter() - t
+                out = send()
+                self.version = self.run.step  # before any generation can start on the new weights
+        finally:
+            with self._cond:
+                self._pushing -= 1
+                self._cond.notify_all()
+        if self.max_staleness > 0:  # the new version allows one more step ahead: it starts on the idle engine
+            self._fill(None)
+        return out
+
+    def metrics_after_push(self) -> dict[str, float]:
+        return {"async/update_wait_s": getattr(self, "update_wait_s", 0.0)}
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5.0)
+
+    def _fill(self, timed: PhaseTimes | None) -> None:
+        """Launch every step the staleness bound allows now: s with (s - 1) - version <= max_staleness."""
+        while self.last_drawn + 1 <= min(self.version + self.max_staleness + 1, self.run.cfg.max_steps):
+            self._launch(self.last_drawn + 1, timed)
+
+    def _launch(self, step: int, timed: PhaseTimes | None) -> None:
+        """Draw and build ``step``'s prompts (this thread: the sampler in step order), queue the generation."""
+        acc, n = self.run.accelerator, self.run.cfg.prompts_per_step
+        indices = self.sampler.draw(step, n * acc.num_processes)
+        drawn = list(enumerate(indices[:n]))
+        prompts: list[Drawn] = []
+        with timed("prompts") if timed is not None else _nothing(), fault_guard(self.run):
+            prompts = build_prompts(self.run, drawn)
+        job = Job(step, prompts)
+        self._jobs[step] = job
+        self.last_drawn = step
+        with self._cond:
+            self._queue.append(job)
+            self._cond.notify_all()
+
+    # ---- the background thread ------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._closed or (self._queue and not self._pushing))
+                if self._closed:
+                    return
+                job = self._queue.popleft()
+            try:
+                with self.engine:
+                    job.version = self.version
+                    job.trajectories = self._generate(job)
+            except BaseException as exc:  # noqa: BLE001 - raised in the training thread by ``take``
+                job.error = exc
+            finally:
+                job.done.set()
+
+    def _generate(self, job: Job) -> list[Trajectory]:
+        """``steps.roll_out``'s single-turn call, without touching the model (the update is using it)."""
+        r, seed = self.run.cfg.rollout, self.run.cfg.seed
+        if not job.prompts:
+            return []
+        trajectories = self.backend.generate_groups(
+            [d.prompt for d in job.prompts],
+            [d.slot for d in job.prompts],
+            r.num_generations,
+            GenerationSettings(r.max_completion_length, r.temperature, r.top_p, r.top_k),
+            [group_seed(seed, job.step, d.key) for d in job.prompts],
+        )
+        for t in trajectories:
+            t.policy_version = job.version
+        return trajectories
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
