@@ -73,6 +73,7 @@ class RolloutConfig(VllmConnection):
     # knob names below). colocate: the engine lives in the training job; server: `mmreason vllm-serve`.
     backend: RolloutBackend = "hf"
     vllm_mode: VllmMode = "colocate"
+    vllm_server_hosts: str | None = None  # more servers, "host:port,host:port": prompts spread, pushes reach all
     vllm_gpu_memory_utilization: float = 0.3
     vllm_enable_sleep_mode: bool = False  # GPU: the engine sleeps during the update (a no-op on CPU)
     vllm_max_model_length: int | None = None  # None: max_prompt_length + max_completion_length

@@ -19,7 +19,6 @@ class VllmConnection:
 
     vllm_server_host: str = "127.0.0.1"
     vllm_server_port: int = 8000
-    vllm_server_hosts: str | None = None  # more servers, "host:port,host:port": prompts spread, pushes reach all
     vllm_server_api_key: str | None = None  # the server's key (else $MMREASON_VLLM_API_KEY, else its token file);
     # never saved
     vllm_server_timeout: float = 240.0  # seconds to wait for the server to answer at the start
