@@ -151,7 +151,15 @@ def make_accelerator(cfg: TrainConfig):
     # The model's buffers are constants (rotary frequencies): no broadcast of them before every forward,
     # which would make each forward a collective that every process must run the same number of times.
     ddp = DistributedDataParallelKwargs(broadcast_buffers=False)
-    accelerator = Accelerator(cpu=cpu, log_with=trackers or None, project_dir=cfg.output_dir, kwargs_handlers=[ddp])
+    # The trainer steps the schedule itself, once per optimizer step (never after a skipped update): accelerate's
+    # default would step it once per process per step, running it N times too fast on N processes.
+    accelerator = Accelerator(
+        cpu=cpu,
+        log_with=trackers or None,
+        project_dir=cfg.output_dir,
+        kwargs_handlers=[ddp],
+        step_scheduler_with_optimizer=False,
+    )
     set_seed(cfg.seed)
     threads = cfg.num_threads or threads_per_process()
     if threads:
