@@ -40,6 +40,7 @@ from mmreason.rollout.backends.vllm_engine import (
     EngineSampler,
     checked_rows,
     engine_request,
+    placeholder_ids,
     write_weights,
 )
 from mmreason.rollout.backends.vllm_wire import encode_request, encode_settings
@@ -197,7 +198,7 @@ class VLLMClient(EngineSampler):
         self._key = self.servers[0].key
         self.info = self.servers[0].info
         self.model_dir = self.info.get("model")
-        self.placeholders = {tokenizer.convert_tokens_to_ids(t) for t in ("<|image_pad|>", "<|video_pad|>")}
+        self.placeholders = placeholder_ids(tokenizer)  # the family's visual placeholders (Qwen pads, InternVL wraps)
         self.sync_dir = self.servers[0].sync_dir
         self.sync_seconds = 0.0
         self._lock = threading.Lock()
