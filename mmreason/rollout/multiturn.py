@@ -381,6 +381,7 @@ def run_episode(
     env: Environment,
     group_id: int,
     settings: GenerationSettings,
+    *,
     max_turns: int,
     max_context: int,
     seed: int,

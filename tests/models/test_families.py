@@ -310,8 +310,9 @@ class _Scripted:
 
 
 def test_a_multi_turn_sft_replay_is_token_for_token_the_episode(loaded, one_torch_thread):
+    from rollout_helpers import run_episode
+
     from mmreason.rollout.chat_turns import turn_end
-    from mmreason.rollout.multiturn import run_episode
     from mmreason.rollout.replay import replay_episode
 
     model, processor = loaded
