@@ -8,7 +8,6 @@ from collections.abc import Callable
 import torch
 
 from mmreason.rollout import multiturn
-from mmreason.rollout.deadline import DEFAULT_STEP_TIMEOUT_S
 from mmreason.rollout.environment import Environment
 from mmreason.rollout.generate import GenerationSettings, sample_rows
 from mmreason.rollout.multiturn import EnvironmentStartError, EpisodeStart, run_episodes
@@ -16,37 +15,16 @@ from mmreason.rollout.prompts import PromptInputs
 from mmreason.rollout.row_sampling import row_seeds
 from mmreason.types import Trajectory
 
+BY_POSITION = ("max_turns", "max_context", "seed", "step", "index")  # run_episode's keyword-only settings, in order
 
-def run_episode(
-    model,
-    processor,
-    prompt: PromptInputs,
-    env: Environment,
-    group_id: int,
-    settings: GenerationSettings,
-    max_turns: int,
-    max_context: int,
-    seed: int,
-    step: int,
-    index: int,
-    **options,
-) -> Trajectory:
+
+def run_episode(model, processor, prompt, env, group_id, settings, *limits, **options) -> Trajectory:
     """``mmreason.rollout.multiturn.run_episode``, whose limits and seeds are keyword-only, called with them by
-    position (``run_episode(model, processor, prompt, env, 0, settings, 3, 4096, 0, 0, 0)``)."""
-    return multiturn.run_episode(
-        model,
-        processor,
-        prompt,
-        env,
-        group_id,
-        settings,
-        max_turns=max_turns,
-        max_context=max_context,
-        seed=seed,
-        step=step,
-        index=index,
-        **options,
-    )
+    position (``run_episode(model, processor, prompt, env, 0, settings, 3, 4096, 0, 0, 0)``: ``BY_POSITION``)."""
+    if len(limits) > len(BY_POSITION):
+        raise TypeError(f"run_episode takes at most {len(BY_POSITION)} settings by position: {BY_POSITION}")
+    named = dict(zip(BY_POSITION, limits))
+    return multiturn.run_episode(model, processor, prompt, env, group_id, settings, **named, **options)
 
 
 def generate_multiturn_group(
@@ -58,29 +36,14 @@ def generate_multiturn_group(
     num_generations: int,
     settings: GenerationSettings,
     *,
-    max_turns: int,
-    max_context: int,
-    seed: int,
-    step: int,
     key: str | None = None,
-    max_observation_tokens: int | None = None,
-    step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
+    **limits,
 ) -> list[Trajectory]:
-    """G episodes of one prompt, each against a fresh environment, played together; turns end at EOS or a
-    stop string. Raises ``EnvironmentStartError`` when an environment cannot start."""
+    """G episodes of one prompt, each against a fresh environment, played together (``run_episodes``, whose
+    keyword arguments ``limits`` are: ``max_turns``, ``max_context``, ``seed``, ``step``, ...); turns end at EOS
+    or a stop string. Raises ``EnvironmentStartError`` when an environment cannot start."""
     starts = [EpisodeStart(prompt, make_env(), group_id, i, key) for i in range(num_generations)]
-    results = run_episodes(
-        model,
-        processor,
-        starts,
-        settings,
-        max_turns=max_turns,
-        max_context=max_context,
-        seed=seed,
-        step=step,
-        max_observation_tokens=max_observation_tokens,
-        step_timeout_s=step_timeout_s,
-    )
+    results = run_episodes(model, processor, starts, settings, **limits)
     for r in results:
         if isinstance(r, EnvironmentStartError):
             raise r
