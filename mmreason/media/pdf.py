@@ -15,8 +15,8 @@ A long document is asked many questions, so within a process each file is opened
 ``OPEN_DOCUMENTS`` open documents, keyed by the file's real path, size and mtime) and each rendering is
 kept in memory (an LRU of at most ``MEMORY_CACHE_PIXELS`` pixels, keyed like the on-disk cache): a page
 is rendered once per run at each budget it is asked at. Both LRUs belong to one ``PdfCache`` per process
-(``PAGE_CACHE``), whose ``stats`` (a ``PdfStats``) counts documents opened and pages rendered (the eval results
-and ``mmreason bench`` report them); ``PDF_STATS`` is that record, read-only.
+(``PAGE_CACHE``), whose ``stats`` (a ``PdfStats``) counts documents opened and pages rendered (an eval's
+``*_results.json`` reports them under ``resources``); ``PDF_STATS`` is that record, read-only.
 """
 
 from __future__ import annotations
