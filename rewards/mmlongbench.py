@@ -118,20 +118,27 @@ def _as_float(text: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def parse_list(text: str, max_chars: int = MAX_LIST_CHARS) -> list | None:
+    """``text`` parsed as a JSON or Python list literal; None when it is not one or is over ``max_chars``."""
+    if len(text) > max_chars:
+        return None
+    for parse in (json.loads, ast.literal_eval):  # literal_eval reads literals only, never runs code
+        try:
+            parsed = parse(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(parsed, list):
+            return parsed
+    return None
+
+
 def as_list(value: Any) -> list:
     """A list answer: a list as is, a string that parses as a JSON / Python list literal, else [value]."""
     if isinstance(value, (list, tuple)):
         return list(value)
     text = str(value).strip()
-    if text.startswith("[") and len(text) <= MAX_LIST_CHARS:
-        for parse in (json.loads, ast.literal_eval):  # literal_eval reads literals only, never runs code
-            try:
-                parsed = parse(text)
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                continue
-            if isinstance(parsed, list):
-                return parsed
-    return [value]
+    parsed = parse_list(text) if text.startswith("[") else None
+    return [value] if parsed is None else parsed
 
 
 def benchmark_format(answer_format: Any) -> str:

@@ -29,7 +29,7 @@ from mmreason.eval.report import build_results, markdown_table, print_table
 from mmreason.eval.scoring import PromptOptions, ScoringOptions, score_task
 from mmreason.eval.tasks import EvalTask, load_tasks
 from mmreason.media.limits import media_fields
-from mmreason.media.pdf import PDF_STATS
+from mmreason.media.pdf import PAGE_CACHE
 from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
 from mmreason.rollout.backends.vllm_client import VLLMClient, check_calls, check_server
 from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
@@ -102,7 +102,7 @@ def resource_use() -> dict[str, Any]:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     return {
         "peak_rss_mb": round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1),
-        **{f"pdf_{k}": v for k, v in PDF_STATS.items()},
+        **{f"pdf_{k}": v for k, v in PAGE_CACHE.stats.items()},
     }
 
 

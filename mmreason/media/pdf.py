@@ -14,8 +14,9 @@ PDFium is not thread-safe: every call into it here holds one process-wide lock.
 A long document is asked many questions, so within a process each file is opened once (an LRU of
 ``OPEN_DOCUMENTS`` open documents, keyed by the file's real path, size and mtime) and each rendering is
 kept in memory (an LRU of at most ``MEMORY_CACHE_PIXELS`` pixels, keyed like the on-disk cache): a page
-is rendered once per run at each budget it is asked at. ``PDF_STATS`` counts documents opened and pages
-rendered (the eval results and ``mmreason bench`` report them).
+is rendered once per run at each budget it is asked at. Both LRUs belong to one ``PdfCache`` per process
+(``PAGE_CACHE``), whose ``stats`` (a ``PdfStats``) counts documents opened and pages rendered (an eval's
+``*_results.json`` reports them under ``resources``); ``PDF_STATS`` is that record, read-only.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +50,89 @@ _PDFIUM_LOCK = threading.RLock()
 PageSelection = int | Iterable[int] | None
 OPEN_DOCUMENTS = 128  # documents kept open per process (a handle holds the parsed cross-reference table)
 MEMORY_CACHE_PIXELS = int(os.environ.get("MMREASON_PAGE_CACHE_PIXELS", 60_000_000))  # ~180 MB of RGB pages
-PDF_STATS = {"documents_opened": 0, "pages_rendered": 0, "pages_from_memory": 0, "pages_from_disk": 0}
-_DOCUMENTS: OrderedDict[tuple, Any] = OrderedDict()  # pypdfium2 PdfDocument handles
-_RENDERED: OrderedDict[tuple, Image.Image] = OrderedDict()
-_RENDERED_PIXELS = [0]
+
+
+@dataclass
+class PdfStats(Mapping[str, int]):
+    """What the PDF layer did in this process: documents opened, pages rendered, pages served from the
+    in-memory and the on-disk cache. Read as a mapping (``stats["pages_rendered"]``, ``dict(stats)``); only
+    ``PdfCache`` adds to it."""
+
+    documents_opened: int = 0
+    pages_rendered: int = 0
+    pages_from_memory: int = 0
+    pages_from_disk: int = 0
+
+    def __getitem__(self, key: str) -> int:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return int(getattr(self, key))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(f.name for f in fields(self))
+
+    def __len__(self) -> int:
+        return len(fields(self))
+
+
+class PdfCache:
+    """The open documents and the in-memory renderings of one process, and the counts of what they did.
+
+    Callers hold ``_PDFIUM_LOCK`` (``clear`` takes it itself: it also runs at exit)."""
+
+    def __init__(self, *, open_documents: int = OPEN_DOCUMENTS, memory_pixels: int = MEMORY_CACHE_PIXELS) -> None:
+        self.open_documents = open_documents
+        self.memory_pixels = memory_pixels
+        self.stats = PdfStats()
+        self._documents: OrderedDict[tuple, Any] = OrderedDict()  # pypdfium2 PdfDocument handles
+        self._rendered: OrderedDict[tuple, Image.Image] = OrderedDict()
+        self._rendered_pixels = 0
+
+    def document(self, path: str):
+        """The open document for ``path``, from the LRU or opened now."""
+        key = _identity(path)
+        doc = self._documents.get(key)
+        if doc is not None:
+            self._documents.move_to_end(key)
+            return doc
+        doc = _open(path)
+        if not self.stats.documents_opened:  # after pypdfium2's own exit hook is registered, so it runs first
+            atexit.register(self.clear)
+        self.stats.documents_opened += 1
+        self._documents[key] = doc
+        while len(self._documents) > self.open_documents:
+            self._documents.popitem(last=False)[1].close()
+        return doc
+
+    def recall(self, key: tuple) -> Image.Image | None:
+        """The rendering kept under ``key`` (counted as served from memory), or None."""
+        image = self._rendered.get(key)
+        if image is not None:
+            self._rendered.move_to_end(key)
+            self.stats.pages_from_memory += 1
+        return image
+
+    def remember(self, key: tuple, image: Image.Image) -> None:
+        pixels = image.width * image.height
+        if pixels > self.memory_pixels:
+            return
+        self._rendered[key] = image
+        self._rendered_pixels += pixels
+        while self._rendered_pixels > self.memory_pixels:
+            old = self._rendered.popitem(last=False)[1]
+            self._rendered_pixels -= old.width * old.height
+
+    def clear(self) -> None:
+        """Close every document and drop the renderings; the counts stay."""
+        with _PDFIUM_LOCK:
+            while self._documents:
+                self._documents.popitem()[1].close()
+            self._rendered.clear()
+            self._rendered_pixels = 0
+
+
+PAGE_CACHE = PdfCache()
+PDF_STATS: Mapping[str, int] = PAGE_CACHE.stats  # read-only view of the counts (the eval results, tests)
 
 
 def _identity(path: str) -> tuple:
@@ -59,41 +140,9 @@ def _identity(path: str) -> tuple:
     return os.path.realpath(path), stat.st_size, stat.st_mtime_ns
 
 
-def _document(path: str):
-    """The open document for ``path`` (caller holds the lock), from the LRU or opened now."""
-    key = _identity(path)
-    doc = _DOCUMENTS.get(key)
-    if doc is not None:
-        _DOCUMENTS.move_to_end(key)
-        return doc
-    doc = _open(path)
-    if not PDF_STATS["documents_opened"]:  # after pypdfium2's own exit hook is registered, so it runs first
-        atexit.register(clear_pdf_caches)
-    PDF_STATS["documents_opened"] += 1
-    _DOCUMENTS[key] = doc
-    while len(_DOCUMENTS) > OPEN_DOCUMENTS:
-        _DOCUMENTS.popitem(last=False)[1].close()
-    return doc
-
-
 def clear_pdf_caches() -> None:
     """Close every cached document and drop the in-memory renderings (tests; a file replaced in place)."""
-    with _PDFIUM_LOCK:
-        while _DOCUMENTS:
-            _DOCUMENTS.popitem()[1].close()
-        _RENDERED.clear()
-        _RENDERED_PIXELS[0] = 0
-
-
-def _remember(key: tuple, image: Image.Image) -> None:
-    pixels = image.width * image.height
-    if pixels > MEMORY_CACHE_PIXELS:
-        return
-    _RENDERED[key] = image
-    _RENDERED_PIXELS[0] += pixels
-    while _RENDERED_PIXELS[0] > MEMORY_CACHE_PIXELS:
-        old = _RENDERED.popitem(last=False)[1]
-        _RENDERED_PIXELS[0] -= old.width * old.height
+    PAGE_CACHE.clear()
 
 
 def _open(path: str):
@@ -129,7 +178,7 @@ def pdf_outline(path: str | os.PathLike) -> list[tuple[str, int]]:
     """The document outline (bookmarks) as (title, 0-based page) pairs; entries without a page are left out."""
     path = require_file(path, _KIND)
     with _PDFIUM_LOCK:
-        doc = _document(path)
+        doc = PAGE_CACHE.document(path)
         out = []
         for item in doc.get_toc():
             dest = item.get_dest()
@@ -148,7 +197,7 @@ def pdf_page_texts(path: str | os.PathLike, pages: PageSelection = None) -> list
     """The text layer of each selected page (0-based; None = all); '' for a page without text."""
     path = require_file(path, _KIND)
     with _PDFIUM_LOCK:
-        doc = _document(path)
+        doc = PAGE_CACHE.document(path)
         out = []
         for i in _page_indices(path, pages, len(doc)):
             page = _load_page(doc, path, i)
@@ -171,7 +220,7 @@ def pdf_page_count(path: str | os.PathLike) -> int:
     """Number of pages; raises MediaError for a missing, encrypted or damaged file."""
     path = require_file(path, _KIND)
     with _PDFIUM_LOCK:
-        return len(_document(path))
+        return len(PAGE_CACHE.document(path))
 
 
 def _load_page(doc, path: str, index: int):
@@ -191,7 +240,7 @@ def pdf_page_sizes(path: str | os.PathLike, pages: PageSelection = None, dpi: fl
     """(height, width) in pixels of each selected page rendered at ``dpi``, without rendering."""
     path = require_file(path, _KIND)
     with _PDFIUM_LOCK:
-        doc = _document(path)
+        doc = PAGE_CACHE.document(path)
         out = []
         for i in _page_indices(path, pages, len(doc)):
             page = _load_page(doc, path, i)
@@ -241,7 +290,7 @@ def _render(path: str, page, dpi: float, budget: PixelBudget | None, index: int)
         scale = max(target[0] / page.get_height(), target[1] / page.get_width())
     try:
         image = page.render(scale=scale).to_pil().convert("RGB")  # convert copies out of PDFium's buffer
-        PDF_STATS["pages_rendered"] += 1
+        PAGE_CACHE.stats.pages_rendered += 1
     except Exception as err:
         raise MediaError(path, f"page {index} cannot be rendered ({describe(err)})", _KIND) from err
     if target is not None and image.size != (target[1], target[0]):
@@ -301,15 +350,13 @@ def render_pages(
     budget = resolve_budget(min_pixels, max_pixels, IMAGE_MIN_PIXELS, IMAGE_MAX_PIXELS)
     limits = None if budget is None else (budget.min_pixels, budget.max_pixels)
     with _PDFIUM_LOCK:
-        doc = _document(path)
+        doc = PAGE_CACHE.document(path)
         identity = _identity(path)
         images = []
         for index in _page_indices(path, pages, len(doc)):
             key = (identity, index, dpi, limits)
-            image = _RENDERED.get(key)
+            image = PAGE_CACHE.recall(key)
             if image is not None:
-                _RENDERED.move_to_end(key)
-                PDF_STATS["pages_from_memory"] += 1
                 images.append(image.copy())  # callers may change their copy
                 continue
             file = None if cache_dir is None else _cache_file(cache_dir, path, index, dpi, budget)
@@ -323,7 +370,7 @@ def render_pages(
                 if file is not None:
                     _write_cached(file, image)
             else:
-                PDF_STATS["pages_from_disk"] += 1
-            _remember(key, image)
+                PAGE_CACHE.stats.pages_from_disk += 1
+            PAGE_CACHE.remember(key, image)
             images.append(image.copy())
         return images

@@ -173,22 +173,6 @@ def sample_rows_scored(
     return new, stacked_logprobs(recorder.logprobs, new.shape[0])[:, : new.shape[1]]
 
 
-def sample_tokens(
-    model,
-    tokenizer,
-    input_ids: torch.Tensor,
-    mm_token_type_ids: torch.Tensor,
-    visual: dict[str, torch.Tensor],
-    n: int,
-    settings: GenerationSettings,
-    seed: int,
-) -> torch.Tensor:
-    """n sampled continuations of one context -> [n, L] new token ids (right-padded with pad); row r
-    samples with ``row_seeds(seed, n)[r]``, as it does inside a batched ``sample_rows`` call."""
-    context = PromptInputs(None, input_ids, mm_token_type_ids, visual)
-    return sample_rows(model, tokenizer, [context], n, settings, row_seeds(seed, n))
-
-
 def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int, mrope: bool = True):
     """Encode all but the last column of the left-padded prompts once; expand the KV cache and the M-RoPE
     deltas to n rows per prompt (``mrope`` False: 1-D positions from the attention mask, no deltas).

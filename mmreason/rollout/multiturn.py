@@ -23,7 +23,7 @@ context; its sampled tokens' log-probs are kept as the trajectory's ``rollout_lo
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -381,6 +381,7 @@ def run_episode(
     env: Environment,
     group_id: int,
     settings: GenerationSettings,
+    *,
     max_turns: int,
     max_context: int,
     seed: int,
@@ -415,44 +416,6 @@ def _merge_visual(chunks: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
         for k, v in chunk.items():
             merged.setdefault(k, []).append(v)
     return {k: torch.cat(v, dim=0) for k, v in merged.items()}
-
-
-def generate_multiturn_group(
-    model,
-    processor,
-    prompt: PromptInputs,
-    make_env: Callable[[], Environment],
-    group_id: int,
-    num_generations: int,
-    settings: GenerationSettings,
-    *,
-    max_turns: int,
-    max_context: int,
-    seed: int,
-    step: int,
-    key: str | None = None,
-    max_observation_tokens: int | None = None,
-    step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
-) -> list[Trajectory]:
-    """G episodes of one prompt, each against a fresh environment, played together; turns end at EOS or a
-    stop string. Raises ``EnvironmentStartError`` when an environment cannot start."""
-    starts = [EpisodeStart(prompt, make_env(), group_id, i, key) for i in range(num_generations)]
-    results = run_episodes(
-        model,
-        processor,
-        starts,
-        settings,
-        max_turns=max_turns,
-        max_context=max_context,
-        seed=seed,
-        step=step,
-        max_observation_tokens=max_observation_tokens,
-        step_timeout_s=step_timeout_s,
-    )
-    for r in results:
-        if isinstance(r, EnvironmentStartError):
-            raise r
-    return results
 
 
 def episode_context(max_prompt_length: int, max_turns: int, max_new_tokens: int, max_observation_tokens: int) -> int:

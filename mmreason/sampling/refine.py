@@ -1,7 +1,7 @@
 """iGRPO (arXiv 2602.09000): each prompt is rolled out again with its best draft appended; train on those.
 
-Source: "iGRPO: Self-Feedback-Driven LLM Reasoning" (Hatamizadeh et al., arXiv 2602.09000), as its abstract
-states the method (no released code was found; the body's equations were not readable here):
+Source: "iGRPO: Self-Feedback-Driven LLM Reasoning" (Hatamizadeh et al., arXiv 2602.09000); our reading of the
+method as its abstract states it (no released code was found):
 
     Stage 1   sample G drafts y_1..y_G of prompt x (no gradient) and score them with the training reward r
     select    k* = argmax_i r(y_i)                      (ties: the first; rows whose reward is NaN never win)

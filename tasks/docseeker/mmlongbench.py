@@ -25,12 +25,10 @@ cross-page breakdown) and ``evidence_left_out`` says why.
 
 from __future__ import annotations
 
-import ast
-import json
 from pathlib import Path
 from typing import Any
 
-from mmreason.rewards.mmlongbench import FORMATS
+from mmreason.rewards.mmlongbench import FORMATS, parse_list
 
 PUBLISHED_KEYS = ("doc_id", "question", "answer", "evidence_pages", "answer_format")
 MAX_ANSWER_CHARS = 1_000  # the published answers are at most a few hundred characters; ANLS is O(n * m)
@@ -52,16 +50,9 @@ def is_published_row(row: dict) -> bool:
 def _literal_list(value: Any, column: str, where: str) -> list:
     if isinstance(value, list):
         return value
-    text = str(value).strip()
-    if len(text) <= 10_000:
-        for parse in (json.loads, ast.literal_eval):  # literals only
-            try:
-                parsed = parse(text)
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                continue
-            if isinstance(parsed, list):
-                return parsed
-            break
+    parsed = parse_list(str(value).strip(), max_chars=10_000)
+    if parsed is not None:
+        return parsed
     raise BadRow(f"{where}: {column} {str(value)[:80]!r} is not a list", f"{column} not a list")
 
 

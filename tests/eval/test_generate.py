@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from PIL import Image
+from rollout_helpers import sample_tokens
 
 from mmreason.eval.generate import generate_batch
 from mmreason.rollout.generate import (
@@ -11,7 +12,6 @@ from mmreason.rollout.generate import (
     collate_left,
     cut_at_eos,
     eos_token_ids,
-    sample_tokens,
 )
 from mmreason.rollout.prompts import build_prompt
 from mmreason.rollout.row_sampling import RowSeededSampling

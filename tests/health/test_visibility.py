@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 from PIL import Image
+from rollout_helpers import generate_multiturn_group
 
 from mmreason.cli import main
 from mmreason.rollout.environment import Observation
 from mmreason.rollout.generate import GenerationSettings
-from mmreason.rollout.multiturn import UNSEEN_MEDIA, generate_multiturn_group
+from mmreason.rollout.multiturn import UNSEEN_MEDIA
 from mmreason.rollout.prompts import build_prompt
 from mmreason.rollout.visibility import UnseenMedia, check_encoded
 from mmreason.types import Sample

@@ -11,6 +11,7 @@ import json
 import pytest
 import torch
 from PIL import Image
+from rollout_helpers import generate_multiturn_group
 
 from mmreason.models import ModelConfig, load_model, load_processor
 from mmreason.models.families import family_for, family_of_model, family_of_processor
@@ -24,7 +25,6 @@ from mmreason.rollout.generate import (
     sample_rows,
     suppressed_token_ids,
 )
-from mmreason.rollout.multiturn import generate_multiturn_group
 from mmreason.rollout.prompts import (
     VISUAL_KEYS,
     PromptInputs,
@@ -310,8 +310,9 @@ class _Scripted:
 
 
 def test_a_multi_turn_sft_replay_is_token_for_token_the_episode(loaded, one_torch_thread):
+    from rollout_helpers import run_episode
+
     from mmreason.rollout.chat_turns import turn_end
-    from mmreason.rollout.multiturn import run_episode
     from mmreason.rollout.replay import replay_episode
 
     model, processor = loaded

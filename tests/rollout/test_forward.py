@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import torch
 from PIL import Image
+from rollout_helpers import sample_tokens
 
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import (
     GenerationSettings,
     generate_group,
     sample_rows,
-    sample_tokens,
 )
 from mmreason.rollout.prompts import PromptTooLong, build_prompt
 from mmreason.rollout.row_sampling import row_seeds

@@ -10,11 +10,11 @@ import time
 import pytest
 import torch
 from PIL import Image
+from rollout_helpers import generate_multiturn_group
 
 from mmreason.rollout.environment import Observation
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import GenerationSettings
-from mmreason.rollout.multiturn import generate_multiturn_group
 from mmreason.rollout.prompts import build_prompt
 from mmreason.types import Sample
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import torch
 from PIL import Image
+from rollout_helpers import sample_tokens
 
 from mmreason.rollout import generate, row_sampling
 from mmreason.rollout.forward import collate, token_logprobs
@@ -35,7 +36,7 @@ def _generate_with_scores(model, processor, prompt, n: int, seed: int, monkeypat
     suppression of vision specials and the sampler's temperature)."""
     _Recording.steps = []
     monkeypatch.setattr(generate, "RowSeededSampling", _Recording)
-    new = generate.sample_tokens(
+    new = sample_tokens(
         model,
         processor.tokenizer,
         prompt.input_ids,

@@ -189,9 +189,8 @@ class _TextEnv:
 def test_multiturn_episodes_equal_the_plain_path(trainable, tiny, one_torch_thread, env_name):
     """Episodes with observation turns (masked; images in one env, text in the other) in groups of uneven
     length: the update's log-probs and gradients equal the plain padded path, observation tokens get 0."""
+    from rollout_helpers import generate_multiturn_group
     from test_multiturn import ZoomEnv, _sample
-
-    from mmreason.rollout.multiturn import generate_multiturn_group
 
     class ShowsItsOwnImage(ZoomEnv):
         def reset(self, sample):

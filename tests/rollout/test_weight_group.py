@@ -5,6 +5,7 @@ buckets, which must deliver every tensor bit for bit under its checkpoint name."
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -13,9 +14,11 @@ from torch import nn
 
 from mmreason.rollout.backends.weight_group import (
     ALIGN,
+    broadcast_beside,
     bucket_size,
     buckets_from_wire,
     buckets_to_wire,
+    finish_beside,
     free_port,
     plan_buckets,
     policy_tensors,
@@ -103,6 +106,38 @@ def test_a_gloo_broadcast_in_small_buckets_delivers_every_tensor_exactly():
         error = send_buckets(group, 1, buckets, tensors, torch.device("cpu"), peer_alive=thread.is_alive)
         thread.join(30)
     assert error is None and not errors
+    assert list(got) == list(sent)
+    for name, t in sent.items():
+        assert got[name].dtype == t.dtype and torch.equal(got[name], t), name
+
+
+def test_broadcast_beside_delivers_the_policy_to_the_call_running_beside_it():
+    """The sender's half of both weight pushes (the in-process engine's and the server client's): the receiving
+    call gets the bucket layout as wire lists and receives, beside the broadcast, every tensor bit for bit."""
+    torch.manual_seed(0)
+    model = Tied()
+    with policy_tensors(model) as tensors:
+        sent = {n: t.clone() for n, t in tensors}
+    port, groups, got = free_port(), {}, {}
+
+    def join(rank: int) -> None:
+        store = torch.distributed.TCPStore("127.0.0.1", port, 2, rank == 0, timedelta(seconds=30))
+        groups[rank] = torch.distributed.ProcessGroupGloo(store, rank, 2, timedelta(seconds=30))
+
+    joining = threading.Thread(target=join, args=(0,), daemon=True)
+    joining.start()
+    join(1)
+    joining.join(30)
+
+    def receive(wire: list) -> int:
+        for name, t in receive_buckets(groups[0], 1, buckets_from_wire(wire), torch.device("cpu")):
+            got[name] = t.clone()
+        return len(wire)
+
+    thread, box, error = broadcast_beside(model, groups[1], 1, 64, receive)
+    buckets = finish_beside(thread, box, time.monotonic() + 30, "the receiving end")
+    assert error is None and buckets == len(plan_buckets([(n, t.dtype, tuple(t.shape)) for n, t in sent.items()], 64))
+    assert isinstance(buckets, int) and buckets > 3
     assert list(got) == list(sent)
     for name, t in sent.items():
         assert got[name].dtype == t.dtype and torch.equal(got[name], t), name

@@ -1,9 +1,9 @@
 """PlanPO: among a group's successful multi-turn episodes, fewer turns and shorter turns get larger advantages.
 
-Source: "Group Planning-Aware Policy Optimization for Multi-Turn Agentic LLMs" (the founding digest; abstract
-only); a reading of the abstract, docs/algorithms.md §15.6. With ``A_i`` the GRPO advantage of the weighted
-reward, ``S_g`` the successes of group g (total reward >= ``success_threshold``), ``n_i`` the assistant turns and
-``L_i`` the mean tokens per turn (the trainer's columns ``num_turns`` / ``mean_turn_length``)::
+Source: "Group Planning-Aware Policy Optimization for Multi-Turn Agentic LLMs" (no arXiv id matched the title); our
+reading of its abstract, docs/algorithms.md §15.6. With ``A_i`` the GRPO advantage of the weighted reward, ``S_g``
+the successes of group g (total reward >= ``success_threshold``), ``n_i`` the assistant turns and ``L_i`` the mean
+tokens per turn (the trainer's columns ``num_turns`` / ``mean_turn_length``)::
 
     z(x)_i = (mean_{S_g} x - x_i) / (std_{S_g} x + eps)                 (0 when S_g has < 2 members or x is constant)
     A'_i   = A_i + turn_weight * z(n)_i + length_weight * z(L)_i        i in S_g
@@ -50,7 +50,7 @@ def planpo(
     eps: float = 1e-6,
     missing: str = "zero",
 ) -> Tensor:
-    """PlanPO (Group Planning-Aware PO, digest reading): GRPO plus fewer-turns / shorter-turns bonuses among a group's successes.
+    """PlanPO (Group Planning-Aware PO, our reading): GRPO plus fewer-turns / shorter-turns bonuses among a group's successes.
 
     Args:
         num_turns, mean_turn_length: ``[N]`` assistant turns and mean tokens per turn (the trainer's columns).

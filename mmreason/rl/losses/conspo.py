@@ -1,6 +1,6 @@
 """ConSPO: InfoNCE over length-normalised sequence log-probs, each verified positive against its group's negatives.
 
-Source: "Revisiting RLVR from a Contrastive Perspective" (Zhang et al., arXiv 2605.12969; the founding digest; abstract only); a reading of the
+Source: "Revisiting RLVR from a Contrastive Perspective" (Zhang et al., arXiv 2605.12969); our reading of its
 abstract, docs/algorithms.md §15.5. With ``s_i = 1/|y_i| sum_t logp_theta_it`` (``[N]``, with gradient), the
 positives P_g (A_i > 0) and negatives N_g (A_i < 0) of group g, and the margin ``m`` at the step::
 

@@ -1,8 +1,8 @@
 """ERPO: entropy-gated, position-bucket-normalised token advantages anchored to the outcome advantage's sign.
 
-Source: "Token-Level Entropy-Regulated Policy Optimization" (Yu et al., arXiv 2603.28204; the founding digest; abstract only); a reading of
-the abstract, docs/algorithms.md §15.3. Over the call's active tokens, with ``H_it`` the current policy's token
-entropy (detached), ``|y_i|`` the row's length and ``B`` buckets::
+Source: "Token-Level Entropy-Regulated Policy Optimization" (Yu et al., arXiv 2603.28204); our reading of its
+abstract, docs/algorithms.md §15.3. Over the call's active tokens, with ``H_it`` the current policy's token entropy
+(detached), ``|y_i|`` the row's length and ``B`` buckets::
 
     gate:      g_it = 1 + gate_strength * sigmoid((H_it - mean H) / (std H + 1e-6))         [N, T], in (1, 1 + gs)
     bucket:    b_it = floor(B * t / |y_i|)       (relative position in the response, t = 0 .. |y_i| - 1)

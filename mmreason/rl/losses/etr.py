@@ -1,8 +1,8 @@
 """ETR, elastic trust regions: clip bounds that widen with the advantage magnitude and the group's reward variance.
 
-Source: "Outcome-Guided Elastic Trust Regions for Policy Optimization" (Zhang et al., arXiv 2601.03723; the founding digest; abstract only, no
-equations or code could be read); a reading of the abstract, docs/algorithms.md §15.1. With the clipped
-surrogate of ``clipped`` (token ratios ``r_it``, ``[N, T]``; advantages ``A_i``, ``[N]``)::
+Source: "Outcome-Guided Elastic Trust Regions for Policy Optimization" (Zhang et al., arXiv 2601.03723; no code was
+found); our reading of its abstract, docs/algorithms.md §15.1. With the clipped surrogate of ``clipped`` (token
+ratios ``r_it``, ``[N, T]``; advantages ``A_i``, ``[N]``)::
 
     micro:  m_i = 1 + micro_scale * tanh(|A_i|)                                   [N]
     macro:  v_g = Var_g(R) / ((R_max - R_min)^2 / 4)  in [0, 1]                   [N] (1 at pass rate 0.5)

@@ -1,8 +1,8 @@
 """GEPO: group-entropy asymmetric advantage shaping with thresholds adapted from the history of group entropies.
 
-Source: "Group Entropy-Controlled Policy Optimization" (the founding digest; abstract only); a reading of the
-abstract, docs/algorithms.md §15.4. With ``H_g`` the mean token entropy of group g's rows (current policy,
-detached) and ``Q`` the pooled group entropies of the history and of this call::
+Source: "Group Entropy-Controlled Policy Optimization" (no arXiv id matched the title); our reading of its abstract,
+docs/algorithms.md §15.4. With ``H_g`` the mean token entropy of group g's rows (current policy, detached) and ``Q``
+the pooled group entropies of the history and of this call::
 
     low  = quantile(Q, low_quantile),   high = quantile(Q, high_quantile)
     A'_i = shrink_positive * A_i   if A_i > 0 and H_g(i) < low      (a confident group: less over-exploitation)
@@ -81,7 +81,7 @@ def gepo(
     shrink_positive: float = 0.5,
     shrink_negative: float = 0.5,
 ) -> LossOutput:
-    """GEPO (Group Entropy-Controlled PO, digest reading): shrink A > 0 of low-entropy groups, A < 0 of high-entropy ones.
+    """GEPO (Group Entropy-Controlled PO, our reading): shrink A > 0 of low-entropy groups, A < 0 of high-entropy ones.
 
     Reads ``x.entropy`` ``[N, T]`` (without it nothing is shaped) and ``x.entropy_history`` ``[H]`` (past group
     entropies, pooled with the current ones for the thresholds).

@@ -1,9 +1,9 @@
 """R³'s structural-entropy ranking reward: failed samples of a group get relative rewards from their entropy pattern.
 
-Source: "Replay, Reflection, and Ranking Rewards" (R³; Jiang et al., arXiv 2601.19620; the founding digest;
-abstract only); a reading of the abstract, docs/algorithms.md §15.11. With ``F_g`` the failed rows of group g
-(total reward <= ``fail_threshold``; ``rewards`` passed by the trainer), ``m = |F_g|``, and each row's score
-``h_i = mean_t H_it + spread_weight * std_t H_it`` (the current policy's token entropies, detached)::
+Source: "Replay, Reflection, and Ranking Rewards" (R³; Jiang et al., arXiv 2601.19620); our reading of its abstract,
+docs/algorithms.md §15.11. With ``F_g`` the failed rows of group g (total reward <= ``fail_threshold``; ``rewards``
+passed by the trainer), ``m = |F_g|``, and each row's score ``h_i = mean_t H_it + spread_weight * std_t H_it`` (the
+current policy's token entropies, detached)::
 
     rank_i in 0 .. m-1 among F_g, the most stable (lowest score with prefer "low") ranked m-1
     b_i = rank_weight * (2 rank_i / (m - 1) - 1)        in [-rank_weight, rank_weight], sum 0 over F_g (m >= 2)

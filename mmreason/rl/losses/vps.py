@@ -1,10 +1,9 @@
 """GRPO-VPS: the trajectory advantage refined per segment by the progress of the answer's probability.
 
-Source: "Verifiable Process Supervision" (GRPO-VPS; Wang et al., arXiv 2604.20659; the founding digest; abstract
-only); a reading of the abstract, docs/algorithms.md §15.12. The trainer cuts each completion into segments
-(``segments``), and at each boundary ``b_0 = 0 < b_1 < ... < b_S = |y|`` appends the reference answer and reads
-``q_k = log P_old(answer | prompt, y_<b_k)`` (one extra forward per boundary, no Monte Carlo rollouts, no reward
-model). With ``seg(t)`` the segment of token t::
+Source: "Verifiable Process Supervision" (GRPO-VPS; Wang et al., arXiv 2604.20659); our reading of its abstract,
+docs/algorithms.md §15.12. The trainer cuts each completion into segments (``segments``), and at each boundary
+``b_0 = 0 < b_1 < ... < b_S = |y|`` appends the reference answer and reads ``q_k = log P_old(answer | prompt, y_<b_k)``
+(one extra forward per boundary, no Monte Carlo rollouts, no reward model). With ``seg(t)`` the segment of token t::
 
     progress_k  = q_k - q_{k-1}                          segment k's change of the answer's log-probability
     A_it        = A_i + progress_weight * tanh(progress_seg(t))           [N, T]   (``segment_progress`` = progress)

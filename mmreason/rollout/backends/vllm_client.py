@@ -31,8 +31,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import torch
-
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends import vllm_auth as auth
 from mmreason.rollout.backends.vllm_engine import (
@@ -45,14 +43,9 @@ from mmreason.rollout.backends.vllm_engine import (
 )
 from mmreason.rollout.backends.vllm_wire import encode_request, encode_settings
 from mmreason.rollout.backends.weight_group import (
-    buckets_to_wire,
+    broadcast_beside,
     finish_beside,
     join_group,
-    plan_buckets,
-    policy_tensors,
-    run_beside,
-    send_buckets,
-    tensor_specs,
 )
 from mmreason.rollout.generate import GenerationSettings
 from mmreason.rollout.prompts import PromptInputs
@@ -307,16 +300,15 @@ class VLLMClient(EngineSampler):
         ``/update_weights`` answers once they are loaded)."""
         limit = self.weight_sync_timeout
         deadline = None if limit is None else time.monotonic() + limit
-        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-        with policy_tensors(model) as tensors:
-            buckets = plan_buckets(tensor_specs(tensors), int(self.sync_bucket_mb * 2**20))
-            body = {"buckets": buckets_to_wire(buckets)}
-            thread, box = run_beside(
-                lambda: self._post(
-                    server, "/update_weights", body, limit, "rollout.vllm_weight_sync_timeout", SMALL_REPLY
-                )
-            )
-            error = send_buckets(server.group, server.group_rank, buckets, tensors, device, peer_alive=thread.is_alive)
+        thread, box, error = broadcast_beside(
+            model,
+            server.group,
+            server.group_rank,
+            int(self.sync_bucket_mb * 2**20),
+            lambda wire: self._post(
+                server, "/update_weights", {"buckets": wire}, limit, "rollout.vllm_weight_sync_timeout", SMALL_REPLY
+            ),
+        )
         if error is not None and "error" in box:  # the server's answer says more than the broadcast's
             raise box["error"]
         if error is not None:

@@ -37,16 +37,12 @@ from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends.vllm_lora import AdapterPushes
 from mmreason.rollout.backends.weight_group import (
     WORKER_EXTENSION,
-    buckets_to_wire,
+    broadcast_beside,
     finish_beside,
     free_port,
     group_backend,
     join_group,
-    plan_buckets,
-    policy_tensors,
     run_beside,
-    send_buckets,
-    tensor_specs,
 )
 from mmreason.rollout.deadline import StepTimeout, call_with_deadline
 from mmreason.rollout.generate import GenerationSettings, eos_token_ids, suppressed_token_ids
@@ -387,13 +383,13 @@ class VLLMBackend(EngineSampler):
         a broadcast fails (a dead worker) or the whole push takes longer than ``weight_sync_timeout``."""
         limit = self.settings.weight_sync_timeout
         deadline = None if limit is None else time.monotonic() + limit
-        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-        with policy_tensors(model) as tensors:
-            buckets = plan_buckets(tensor_specs(tensors), int(self.settings.sync_bucket_mb * 2**20))
-            thread, box = run_beside(lambda: self._receive_and_reset(buckets_to_wire(buckets)))
-            error = send_buckets(
-                self.weight_group, self.engine_workers, buckets, tensors, device, peer_alive=thread.is_alive
-            )
+        thread, box, error = broadcast_beside(
+            model,
+            self.weight_group,
+            self.engine_workers,
+            int(self.settings.sync_bucket_mb * 2**20),
+            self._receive_and_reset,
+        )
         if error is not None and "error" in box:  # the engine's side of it says more than the broadcast's
             error = box["error"]
             if not _engine_dead(error, self.llm):

@@ -257,6 +257,22 @@ def run_beside(fn: Callable[[], object]) -> tuple[threading.Thread, dict]:
     return thread, box
 
 
+def broadcast_beside(
+    model, group, src: int, bucket_bytes: int, receive: Callable[[list], object]
+) -> tuple[threading.Thread, dict, BaseException | None]:
+    """Broadcast ``model``'s tensors from rank ``src`` of ``group`` in buckets of at most ``bucket_bytes`` while
+    ``receive(wire buckets)`` (the receiving side's call: an engine RPC, a server's HTTP request) runs beside
+    (``run_beside``). Returns that call's thread and box, for ``finish_beside``, and the broadcast's first error
+    (None when every bucket went out)."""
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    with policy_tensors(model) as tensors:
+        buckets = plan_buckets(tensor_specs(tensors), bucket_bytes)
+        wire = buckets_to_wire(buckets)
+        thread, box = run_beside(lambda: receive(wire))
+        error = send_buckets(group, src, buckets, tensors, device, peer_alive=thread.is_alive)
+    return thread, box, error
+
+
 def finish_beside(thread: threading.Thread, box: dict, deadline: float | None, what: str) -> object:
     """The result of ``run_beside``'s call, waiting until ``deadline`` (monotonic; None: no limit)."""
     thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))

@@ -85,9 +85,10 @@ def test_sft_imitates_the_trajectory_with_real_observations(sft_model):
 def test_an_eval_episode_is_the_sft_replay_of_its_own_turns(sft_model, tmp_path, one_torch_thread):
     """What SFT trains on and what a rollout or eval episode feeds the model are the same tokens: the episode's
     prompt, turns and observations, replayed as an SFT target, give its ids, masks and visual inputs exactly."""
+    from rollout_helpers import run_episode
+
     from mmreason.rollout.chat_turns import turn_end
     from mmreason.rollout.generate import GenerationSettings
-    from mmreason.rollout.multiturn import run_episode
     from mmreason.rollout.replay import replay_episode
     from mmreason.train.prompts import load_prompt
     from mmreason.train.setup import setup_run

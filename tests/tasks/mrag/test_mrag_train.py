@@ -72,7 +72,9 @@ def test_online_recipe_rolls_out_episodes_against_the_knowledge_bases(tiny_model
 def test_text_only_step_prompts_sample_a_group_like_the_plain_path(tiny):
     # Most mrag prompts carry no image: the shared-prefill path of G > 1 rollouts must handle the M-RoPE deltas
     # a text-only forward leaves unset, and greedy rows must equal the one-row (no prefill) path.
-    from mmreason.rollout.generate import GenerationSettings, sample_tokens
+    from rollout_helpers import sample_tokens
+
+    from mmreason.rollout.generate import GenerationSettings
     from mmreason.rollout.prompts import build_prompt
     from mmreason.types import Sample
 
