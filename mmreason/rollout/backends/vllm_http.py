@@ -69,10 +69,13 @@ class HttpServer:
             timeout_graceful_shutdown=5,
         )
         self.uvicorn = uvicorn.Server(config)
-        self.stopped = threading.Event()
+        self.serving, self.stopped = threading.Event(), threading.Event()
 
     def serve(self) -> None:
         try:
+            if self.uvicorn.should_exit or self.sock.fileno() < 0:
+                return  # stopped (and its socket closed) before the thread got here
+            self.serving.set()
             self.uvicorn.run(sockets=[self.sock])
         finally:
             self.stopped.set()
@@ -82,6 +85,8 @@ class HttpServer:
         self.stopped.wait(30)
 
     def close(self) -> None:
+        if self.serving.is_set():  # the socket is uvicorn's until it has shut down
+            self.stop()
         self.sock.close()
 
 
