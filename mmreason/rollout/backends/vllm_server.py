@@ -38,6 +38,7 @@ import ipaddress
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -226,13 +227,21 @@ def run(args) -> int:
         f"engine(s) (key: {'--api_key / $' + auth.ENV if key else token}; weights from {server.weights_dir})",
         flush=True,
     )
+    # uvicorn stops on SIGINT / SIGTERM, then raises the signal again under the handler it found: SIGTERM's
+    # default would kill the process here, before the cleanup below (engine cores left running, the token file
+    # and weights folder left behind), so a SIGTERM ends it through the `finally` as SIGINT does
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        server.serve_forever()  # until SIGINT / SIGTERM (uvicorn's handlers)
+        server.serve_forever()
     finally:
         server.server_close()
         for engine in engines:
             engine.close()
     return 0
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(0)
 
 
 def _loopback(host: str) -> bool:
