@@ -14,6 +14,7 @@ from torch import nn
 
 from mmreason.rollout.backends.weight_group import (
     ALIGN,
+    broadcast,
     broadcast_beside,
     bucket_size,
     buckets_from_wire,
@@ -141,3 +142,37 @@ def test_broadcast_beside_delivers_the_policy_to_the_call_running_beside_it():
     assert list(got) == list(sent)
     for name, t in sent.items():
         assert got[name].dtype == t.dtype and torch.equal(got[name], t), name
+
+
+class _Work:
+    """A broadcast's handle that reports completion after ``polls`` checks (never, when None)."""
+
+    def __init__(self, polls):
+        self.polls, self.waited = polls, False
+
+    def is_completed(self):
+        if self.polls is None:
+            return False
+        self.polls -= 1
+        return self.polls < 0
+
+    def wait(self):
+        self.waited = True
+
+
+class _Group:
+    def __init__(self, work):
+        self.work = work
+
+    def broadcast(self, tensors, opts):
+        return self.work
+
+
+def test_a_send_marked_complete_after_the_receiver_answered_is_not_an_error():
+    """The receiver took every byte and its call ended before this side's send was marked complete (a loaded
+    machine): the broadcast finishes. A receiver gone while the send stays pending past the grace is an error."""
+    late = _Work(polls=200)
+    broadcast(_Group(late), torch.zeros(4, dtype=torch.uint8), 0, peer_alive=lambda: False, peer_gone_grace_s=5.0)
+    assert late.waited
+    with pytest.raises(RuntimeError, match="stopped receiving"):
+        broadcast(_Group(_Work(None)), torch.zeros(4, dtype=torch.uint8), 0, lambda: False, peer_gone_grace_s=0.05)

@@ -17,6 +17,7 @@ vllm = pytest.importorskip("vllm")
 from mmreason.rollout.generate import GenerationSettings, generate_groups, suppressed_token_ids  # noqa: E402
 from mmreason.rollout.prompts import build_prompt  # noqa: E402
 from mmreason.types import PageRef, Sample  # noqa: E402
+from tests.rollout_vllm.helpers import assert_rollout_logprobs_are_the_trainers  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 G = 3
@@ -197,7 +198,6 @@ def test_a_collective_push_in_small_buckets_gives_hfs_rows_and_logprobs(engine, 
     rows' log-probs are the trainer's, and the directory path on the same weights gives the same rows."""
     from mmreason.rollout.backends.vllm_engine import write_weights
     from mmreason.rollout.backends.weight_group import plan_buckets, policy_tensors, tensor_specs
-    from mmreason.rollout.forward import collate, token_logprobs
 
     assert engine.weight_group is not None
     model, processor = policy
@@ -221,14 +221,7 @@ def test_a_collective_push_in_small_buckets_gives_hfs_rows_and_logprobs(engine, 
         sampled = engine.generate_groups(
             prompts, [0, 1, 2], G, GenerationSettings(max_new_tokens=6, temperature=1.0), [4, 5, 6]
         )
-        batch = collate(sampled, processor.tokenizer.pad_token_id)
-        with torch.no_grad():
-            logp, _ = token_logprobs(model, batch, suppressed=suppressed_token_ids(processor.tokenizer))
-        mask = batch.action_mask.bool()
-        rollout = torch.zeros_like(logp)
-        for i, t in enumerate(sampled):
-            rollout[i, : t.token_ids.numel()] = t.rollout_logprobs
-        assert mask.sum() > 0 and (logp[mask] - rollout[mask]).abs().max() < 1e-3
+        assert_rollout_logprobs_are_the_trainers(model, processor, sampled)
         write_weights(model, engine.sync_dir)
         engine.reload(engine.sync_dir)
         assert [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, greedy, [0, 0, 0])] == hf
@@ -456,7 +449,6 @@ def test_multiturn_episodes_sample_through_the_engine_with_the_observations_medi
     """Episodes whose observations carry an image and video frames: every turn's context reaches the engine
     with the trainer's ids (``sample`` checks each request), greedy episodes equal the HF path's turn by turn,
     and a sampled episode's ``rollout_logprobs`` are the trainer's log-probs on its action tokens (0 elsewhere)."""
-    from mmreason.rollout.forward import collate, token_logprobs
     from mmreason.rollout.multiturn import EpisodeStart, run_episodes
 
     model, processor = policy
@@ -481,15 +473,9 @@ def test_multiturn_episodes_sample_through_the_engine_with_the_observations_medi
         assert int((a.mm_token_type_ids[obs.start : obs.end] == 2).sum()) > 0  # the clip's tokens are in the context
         assert b.rollout_logprobs is None and a.rollout_logprobs.shape == a.token_ids.shape
     sampled = play(engine, GenerationSettings(max_new_tokens=6, temperature=1.0))
-    batch = collate(sampled, processor.tokenizer.pad_token_id)
-    with torch.no_grad():
-        logp, _ = token_logprobs(model, batch, suppressed=suppressed_token_ids(processor.tokenizer))
-    mask = batch.action_mask.bool()
-    rollout = torch.zeros_like(logp)
-    for i, t in enumerate(sampled):
-        rollout[i, : t.token_ids.numel()] = t.rollout_logprobs
+    for t in sampled:
         assert not t.rollout_logprobs[t.action_mask == 0].any()
-    assert mask.sum() > 0 and (logp[mask] - rollout[mask]).abs().max() < 1e-3
+    assert_rollout_logprobs_are_the_trainers(model, processor, sampled)
 
 
 def _kill_engine(backend) -> None:

@@ -3,43 +3,32 @@ log-prob gap is that of two bf16 implementations (far above fp32's ~1e-7, far be
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 vllm = pytest.importorskip("vllm")
 
+from tests.rollout_vllm.helpers import colocated_run  # noqa: E402
+
 pytestmark = pytest.mark.vllm
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_bf16_policy_samples_from_a_bf16_engine(tiny_model_dir, shapes_cache, tmp_path):
-    from mmreason.config import load_config
-    from mmreason.train.config import TrainConfig
-    from mmreason.train.rollout_backend import close_backend, make_backend
-    from mmreason.train.setup import setup_run
+    from mmreason.train.rollout_backend import close_backend
     from mmreason.train.step import train_step
 
-    cfg = load_config(
-        TrainConfig,
-        str(ROOT / "configs" / "quickstart.yaml"),
-        [
-            f"model.name_or_path={tiny_model_dir}",
-            f"output_dir={tmp_path}",
-            "model.dtype=bfloat16",
-            "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
-            "rollout.backend=vllm",
-            "rollout.num_generations=4",
-            "rollout.max_completion_length=4",
-            "prompts_per_step=2",
-            "max_steps=2",
-            "eval_steps=0",
-            "num_threads=1",
-        ],
+    run = colocated_run(
+        tiny_model_dir,
+        tmp_path,
+        "model.dtype=bfloat16",
+        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+        "rollout.num_generations=4",
+        "rollout.max_completion_length=4",
+        "prompts_per_step=2",
+        "max_steps=2",
+        "eval_steps=0",
+        "num_threads=1",
     )
-    run = setup_run(cfg, verbose=False)
-    run.rollout_backend = make_backend(run)
     try:
         assert run.rollout_backend.llm.llm_engine.model_config.dtype == torch.bfloat16
         assert next(run.model.parameters()).dtype == torch.bfloat16

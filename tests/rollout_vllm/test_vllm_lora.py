@@ -5,7 +5,6 @@ model. One engine for the module (vLLM's CPU build); the fallback rules need non
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,16 +12,14 @@ from PIL import Image
 
 vllm = pytest.importorskip("vllm")
 
-from mmreason.config import load_config  # noqa: E402
 from mmreason.models import ModelConfig, load_model  # noqa: E402
 from mmreason.rollout.backends.vllm_lora import adapter_plan  # noqa: E402
-from mmreason.rollout.generate import GenerationSettings, generate_groups, suppressed_token_ids  # noqa: E402
+from mmreason.rollout.generate import GenerationSettings, generate_groups  # noqa: E402
 from mmreason.rollout.prompts import build_prompt  # noqa: E402
-from mmreason.train.config import TrainConfig  # noqa: E402
 from mmreason.types import Sample  # noqa: E402
+from tests.rollout_vllm.helpers import assert_rollout_logprobs_are_the_trainers, colocated_run  # noqa: E402
 
 pytestmark = pytest.mark.vllm
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -85,30 +82,22 @@ def _rows(trajectories):
 def test_a_lora_policy_is_pushed_as_an_adapter_and_samples_as_hf(sharp_model_dir, shapes_cache, tmp_path):
     from safetensors import safe_open
 
-    from mmreason.rollout.forward import collate, token_logprobs
     from mmreason.train.grpo import train_step
-    from mmreason.train.rollout_backend import close_backend, make_backend
-    from mmreason.train.setup import setup_run
+    from mmreason.train.rollout_backend import close_backend
 
-    cfg = load_config(
-        TrainConfig,
-        str(ROOT / "configs" / "quickstart.yaml"),
-        [
-            f"model.name_or_path={sharp_model_dir}",
-            f"output_dir={tmp_path}",
-            "model.lora=true",
-            "model.lora_r=8",
-            "rollout.backend=vllm",
-            "rollout.num_generations=2",
-            "rollout.max_completion_length=4",
-            "prompts_per_step=2",
-            "max_steps=1",
-            "eval_steps=0",
-            "num_threads=1",
-        ],
+    run = colocated_run(
+        sharp_model_dir,
+        tmp_path,
+        "model.lora=true",
+        "model.lora_r=8",
+        "rollout.num_generations=2",
+        "rollout.max_completion_length=4",
+        "prompts_per_step=2",
+        "max_steps=1",
+        "eval_steps=0",
+        "num_threads=1",
     )
-    run = setup_run(cfg, verbose=False)
-    run.rollout_backend = backend = make_backend(run)
+    backend = run.rollout_backend
     try:
         model, processor = run.accelerator.unwrap_model(run.model), run.processor
         assert backend.adapters is not None and backend.weight_group is None  # no full-weight path at all
@@ -130,14 +119,7 @@ def test_a_lora_policy_is_pushed_as_an_adapter_and_samples_as_hf(sharp_model_dir
             with model.disable_adapter():
                 assert ours != _rows(generate_groups(model, processor, prompts, [0, 1], 1, greedy, [0, 0]))
         sampled = backend.generate_groups(prompts, [0, 1], 3, GenerationSettings(max_new_tokens=6), [4, 5])
-        batch = collate(sampled, processor.tokenizer.pad_token_id)
-        with torch.no_grad():
-            logp, _ = token_logprobs(model, batch, suppressed=suppressed_token_ids(processor.tokenizer))
-        mask = batch.action_mask.bool()
-        rollout = torch.zeros_like(logp)
-        for i, t in enumerate(sampled):
-            rollout[i, : t.token_ids.numel()] = t.rollout_logprobs
-        assert mask.sum() > 0 and (logp[mask] - rollout[mask]).abs().max() < 1e-3
+        assert_rollout_logprobs_are_the_trainers(model, processor, sampled)
         model.train()
         row = train_step(run, 1)  # a GRPO step samples with the adapter and pushes the updated one
         assert row["mismatch/logprob_abs_diff_max"] < 1e-3 and set(backend.llm.llm_engine.list_loras()) == {3}

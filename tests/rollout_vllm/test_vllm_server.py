@@ -1,14 +1,13 @@
 """Server mode on the tiny model: ``mmreason vllm-serve`` in a subprocess on a free port, training runs and
-the client sampling through it. One server for the module (~30 s to start); the last test kills it.
-Skipped where vLLM is not installed."""
+the client sampling through it. The 1-engine server is the session's (tests/rollout_vllm/conftest.py, shared with
+test_vllm_serve_async.py; every test pushes the weights it needs); the last test kills it. Skipped where vLLM is
+not installed."""
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,51 +19,11 @@ vllm = pytest.importorskip("vllm")
 from mmreason.rollout.generate import GenerationSettings, generate_groups  # noqa: E402
 from mmreason.rollout.prompts import build_prompt  # noqa: E402
 from mmreason.types import Sample  # noqa: E402
+from tests.rollout_vllm.helpers import ROOT, start_server, stop_server  # noqa: E402
+from tests.rollout_vllm.helpers import assert_rollout_logprobs_are_the_trainers as _assert_logprobs  # noqa: E402
+from tests.rollout_vllm.helpers import server_train_args as _train_args  # noqa: E402
 
 pytestmark = pytest.mark.vllm
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tiny_model_dir, tmp_path_factory):
-    """(process, port) of ``mmreason vllm-serve`` on the tiny model."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mmreason",
-                "vllm-serve",
-                str(tiny_model_dir),
-                "--port",
-                str(port),
-                "--max_model_len",
-                "1024",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    deadline = time.monotonic() + 300
-    while "ready at" not in log.read_text():
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(1)
-    yield proc, port
-    if proc.poll() is None:
-        proc.terminate()
-        proc.wait(timeout=60)
-    from mmreason.rollout.backends.vllm_auth import token_file
-
-    token_file(port).unlink(missing_ok=True)  # the server removes it, unless it was killed
 
 
 @pytest.fixture(scope="module")
@@ -156,27 +115,15 @@ KEY = "test-key-for-the-two-engine-server"
 def server_dp(tiny_model_dir, tmp_path_factory):
     """(process, port) of ``mmreason vllm-serve --data_parallel_size 2`` on the tiny model: two engines (one per
     core group), bound beyond loopback with a key from the environment."""
-    port = free_port()
     log = tmp_path_factory.mktemp("serve-dp") / "serve.log"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MMREASON_VLLM_API_KEY": KEY}
-    args = ["vllm-serve", str(tiny_model_dir), "--host", "0.0.0.0", "--port", str(port), "--max_model_len", "1024"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mmreason", *args, "--data_parallel_size", "2"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    deadline = time.monotonic() + 600  # two engines load one after the other
+    args = ["--host", "0.0.0.0", "--data_parallel_size", "2"]
+    # two engines load one after the other
+    proc, port = start_server(tiny_model_dir, log, *args, env={"MMREASON_VLLM_API_KEY": KEY}, deadline_s=600)
     try:
-        while "ready at" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(1)
         yield proc, port
         assert KEY not in log.read_text()  # the key is never logged
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        stop_server(proc, port)
 
 
 def _health(port):
@@ -281,8 +228,6 @@ def test_a_collective_push_to_the_two_engine_server_gives_hf_rows_and_logprobs(s
     broadcasts). Then the greedy rows through the server (whichever engine serves them) equal HF
     ``generate``'s on the pushed weights, and sampled rows' log-probs equal the trainer's."""
     from mmreason.rollout.backends.vllm_client import VLLMClient
-    from mmreason.rollout.forward import collate, token_logprobs
-    from mmreason.rollout.generate import suppressed_token_ids
 
     model, processor = policy
     prompts = _prompts(processor, tmp_path) * 2
@@ -314,38 +259,10 @@ def test_a_collective_push_to_the_two_engine_server_gives_hf_rows_and_logprobs(s
         assert ours == hf
         assert ours != before
         sampled = client.generate_groups(prompts, ids, 2, GenerationSettings(max_new_tokens=8, temperature=1.0), ids)
-        batch = collate(sampled, processor.tokenizer.pad_token_id)
-        with torch.no_grad():
-            logp, _ = token_logprobs(model, batch, suppressed=suppressed_token_ids(processor.tokenizer))
-        mask = batch.action_mask.bool()
-        rollout = torch.zeros_like(logp)
-        for i, t in enumerate(sampled):
-            rollout[i, : t.token_ids.numel()] = t.rollout_logprobs
-        assert mask.sum() > 0 and (logp[mask] - rollout[mask]).abs().max() < 1e-3
+        _assert_logprobs(model, processor, sampled)
     finally:
         client.close()
         model.load_state_dict(saved)
-
-
-def _train_args(model_dir, port, out, *extra):
-    return [
-        "train",
-        str(ROOT / "configs" / "quickstart.yaml"),
-        f"model.name_or_path={model_dir}",
-        f"output_dir={out}",
-        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
-        "rollout.backend=vllm",
-        "rollout.vllm_mode=server",
-        f"rollout.vllm_server_port={port}",
-        "rollout.vllm_server_timeout=5",
-        "rollout.num_generations=2",
-        "rollout.max_completion_length=4",
-        "prompts_per_step=2",
-        "eval_steps=0",
-        "logging_steps=1",
-        "num_threads=1",
-        *extra,
-    ]
 
 
 def test_train_in_server_mode_pushes_every_step_and_samples_the_trainers_weights(

@@ -1,5 +1,5 @@
 """rollout.async_generation: what it refuses before any step (one line naming the key) and the sampler state a
-checkpoint saves (no engine needed; the runs themselves are tests/rollout_vllm/test_async_generation.py)."""
+checkpoint saves (no engine needed; the runs themselves are tests/rollout_vllm/test_vllm_serve_async.py)."""
 
 from __future__ import annotations
 

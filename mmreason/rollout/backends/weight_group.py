@@ -109,10 +109,19 @@ def buckets_from_wire(wire: list) -> list[list[Entry]]:
     return out
 
 
-def broadcast(group, tensor: torch.Tensor, src: int, peer_alive: Callable[[], bool] | None = None) -> None:
+def broadcast(
+    group,
+    tensor: torch.Tensor,
+    src: int,
+    peer_alive: Callable[[], bool] | None = None,
+    *,
+    peer_gone_grace_s: float = 5.0,
+) -> None:
     """``tensor`` from group rank ``src`` to every rank of ``group`` (a stateless group: by its own ranks).
     ``peer_alive``: polled while the broadcast is pending; when it turns False (the receiving call ended,
-    e.g. with an error) the wait stops with an error instead of lasting until the group's timeout."""
+    e.g. with an error) and the broadcast is still pending ``peer_gone_grace_s`` later, the wait stops with an
+    error instead of lasting until the group's timeout. The grace is for a receiver that took every byte and
+    answered before this side's send was marked complete (seen on a loaded machine)."""
     from torch.distributed import BroadcastOptions
 
     opts = BroadcastOptions()
@@ -120,8 +129,11 @@ def broadcast(group, tensor: torch.Tensor, src: int, peer_alive: Callable[[], bo
     opts.rootTensor = 0
     work = group.broadcast([tensor], opts)
     if peer_alive is not None:
+        gone_at = None
         while not work.is_completed():
-            if not peer_alive():
+            if gone_at is None and not peer_alive():
+                gone_at = time.monotonic()
+            if gone_at is not None and time.monotonic() - gone_at > peer_gone_grace_s:
                 raise RuntimeError("the engine stopped receiving the weights")
             time.sleep(0.0005)
     work.wait()

@@ -1,14 +1,14 @@
 """One-step-off-policy generation (``rollout.async_generation``) through ``mmreason vllm-serve`` on the tiny
 model: ``max_staleness: 0`` is the synchronous run; ``max_staleness: 1`` samples each step with the weights of
 one update before and logs it; a run killed with ``kill -9`` and resumed trains the prompts of an
-uninterrupted run, step for step. One server for the module. Skipped where vLLM is not installed."""
+uninterrupted run, step for step. The session's server (tests/rollout_vllm/conftest.py); each run pushes its weights
+before step 1. Skipped where vLLM is not installed."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,67 +20,13 @@ from safetensors.torch import load_file
 
 pytest.importorskip("vllm")
 
+from tests.rollout_vllm.helpers import ROOT, server_train_args  # noqa: E402
+
 pytestmark = pytest.mark.vllm
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tiny_model_dir, tmp_path_factory):
-    """The port of a ``mmreason vllm-serve`` on the tiny model."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mmreason", "vllm-serve", str(tiny_model_dir), "--port", str(port)]
-            + ["--max_model_len", "1024"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    deadline = time.monotonic() + 300
-    while "ready at" not in log.read_text():
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(1)
-    yield port
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # the engine's shutdown can take half a minute on a loaded machine
-        proc.kill()
-        proc.wait(timeout=30)
-    from mmreason.rollout.backends.vllm_auth import token_file
-
-    token_file(port).unlink(missing_ok=True)  # the server removes it, unless it was killed
 
 
 def _args(model_dir, port, out, *extra):
-    return [
-        "train",
-        str(ROOT / "configs" / "quickstart.yaml"),
-        f"model.name_or_path={model_dir}",
-        f"output_dir={out}",
-        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
-        "rollout.backend=vllm",
-        "rollout.vllm_mode=server",
-        f"rollout.vllm_server_port={port}",
-        "rollout.vllm_server_timeout=5",
-        "rollout.num_generations=4",
-        "rollout.max_completion_length=4",
-        "prompts_per_step=2",
-        "eval_steps=0",
-        "logging_steps=1",
-        "log_completions_steps=1",
-        "save_steps=1",
-        "num_threads=1",
-        *extra,
-    ]
+    return server_train_args(model_dir, port, out, "log_completions_steps=1", "save_steps=1", *extra, generations=4)
 
 
 def _rows(out: Path, name: str) -> dict[int, list[dict]]:
@@ -102,11 +48,11 @@ def _weights(out: Path, step: int) -> dict[str, torch.Tensor]:
 
 
 @pytest.fixture(scope="module")
-def synchronous(server, tiny_model_dir, shapes_cache, tmp_path_factory):
+def synchronous(shared_server, tiny_model_dir, shapes_cache, tmp_path_factory):
     from mmreason.cli import main
 
     out = tmp_path_factory.mktemp("sync") / "run"
-    assert main(_args(tiny_model_dir, server, out, "max_steps=3")) == 0
+    assert main(_args(tiny_model_dir, shared_server.get()[1], out, "max_steps=3")) == 0
     return out
 
 
@@ -116,7 +62,9 @@ def test_max_staleness_0_gives_the_synchronous_rows_and_weights(synchronous, ser
     from mmreason.cli import main
 
     out = tmp_path / "async0"
-    args = _args(tiny_model_dir, server, out, "max_steps=3", "rollout.async_generation=true", "rollout.max_staleness=0")
+    args = _args(
+        tiny_model_dir, server[1], out, "max_steps=3", "rollout.async_generation=true", "rollout.max_staleness=0"
+    )
     assert main(args) == 0
     assert _rows(out, "completions.jsonl") == _rows(synchronous, "completions.jsonl")
     want, got = _weights(synchronous, 3), _weights(out, 3)
@@ -133,7 +81,7 @@ def test_max_staleness_1_samples_with_the_previous_weights_and_corrects(synchron
     from mmreason.cli import main
 
     out = tmp_path / "async1"
-    assert main(_args(tiny_model_dir, server, out, "max_steps=3", "rollout.async_generation=true")) == 0
+    assert main(_args(tiny_model_dir, server[1], out, "max_steps=3", "rollout.async_generation=true")) == 0
     ids = {s: [r["sample_id"] for r in rows] for s, rows in _rows(out, "completions.jsonl").items()}
     assert ids == {s: [r["sample_id"] for r in rows] for s, rows in _rows(synchronous, "completions.jsonl").items()}
     rows = {s: r for s, (r,) in _rows(out, "metrics.jsonl").items()}
@@ -154,16 +102,16 @@ def test_kill_9_then_resume_trains_the_uninterrupted_runs_prompts(server, tiny_m
 
     steps, extra = "max_steps=4", ("rollout.async_generation=true",)
     straight = tmp_path / "straight"
-    assert main(_args(tiny_model_dir, server, straight, steps, *extra)) == 0
+    assert main(_args(tiny_model_dir, server[1], straight, steps, *extra)) == 0
     out = tmp_path / "killed"
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "mmreason", *_args(tiny_model_dir, server, out, steps, *extra)]
+    command = [sys.executable, "-m", "mmreason", *_args(tiny_model_dir, server[1], out, steps, *extra)]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while not (out / "checkpoint-2").exists() and proc.poll() is None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL  # killed mid-run, not finished
-    assert main(_args(tiny_model_dir, server, out, steps, *extra, "resume=auto")) == 0
+    assert main(_args(tiny_model_dir, server[1], out, steps, *extra, "resume=auto")) == 0
     ids = {s: sorted(r["sample_id"] for r in rows) for s, rows in _rows(out, "completions.jsonl").items()}
     assert ids == {s: sorted(r["sample_id"] for r in rows) for s, rows in _rows(straight, "completions.jsonl").items()}
     assert sorted(ids) == [1, 2, 3, 4]
