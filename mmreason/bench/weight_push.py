@@ -20,9 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 from mmreason.models import ModelConfig, load_model, load_processor
 from mmreason.models.tiny import SIZES, TinySize, build_tiny_model
+from mmreason.rollout.backends.vllm_client import VLLMClient
 from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, write_weights
+from mmreason.rollout.backends.weight_group import free_port
 
 # vocab, text hidden / layers / heads / KV heads / MLP, vision hidden / depth / heads / MLP (heads 64 wide)
 SHAPES = {
@@ -77,12 +81,6 @@ def bench_shape(name: str, repeats: int, buckets_mb: list[float], folder: Path) 
 
 def bench_server_shape(name: str, repeats: int, buckets_mb: list[float], folder: Path, dp: int = 1) -> list[dict]:
     """As ``bench_shape``, into a ``mmreason vllm-serve`` of ``dp`` engines (a subprocess on a free port)."""
-    import torch
-
-    from mmreason.models import ModelConfig, load_model, load_processor
-    from mmreason.models.tiny import build_tiny_model
-    from mmreason.rollout.backends.vllm_client import VLLMClient
-    from mmreason.rollout.backends.weight_group import free_port
 
     shape = SHAPES.get(name) or SIZES[name]
     model_dir = build_tiny_model(folder / name, seed=0, shape=shape)

@@ -21,6 +21,7 @@ from mmreason.rollout.backends.vllm_engine import (
     import_vllm,
     processor_kwargs,
 )
+from mmreason.rollout.backends.vllm_lora import adapter_plan
 from mmreason.rollout.multiturn import episode_context
 from mmreason.train.async_rollouts import check_async_config
 from mmreason.train.config import TrainConfig
@@ -141,8 +142,6 @@ def make_backend(run):
 def lora_rank(run) -> int | None:
     """The engine's LoRA rank when the policy's LoRA is served as an adapter (``rollout.vllm_lora: adapter``
     and vLLM can; ``vllm_lora.adapter_plan``), else None: merged pushes, with one line saying why."""
-    from mmreason.parallel.sharding import is_sharded
-    from mmreason.rollout.backends.vllm_lora import adapter_plan
 
     model = run.accelerator.unwrap_model(run.model)
     plan, why = adapter_plan(model, run.cfg.model.name_or_path, sharded=is_sharded(model))

@@ -408,8 +408,6 @@ def _loss_options(
 ) -> dict[str, Any]:
     """What reaches the loss, by name (the keyword form of ``rl.policy_loss``): the fields of ``loss_fields``
     its contract takes, then its options."""
-    from mmreason import rl
-
     takes = rl.contract_of(rl.POLICY_LOSSES.get(a.policy_loss)).takes
     fields = loss_fields(a, cfg, ref_logprobs, group_ids, train_step, rows_in)
     return {k: v for k, v in fields.items() if k in takes} | dict(a.loss_options)
