@@ -164,6 +164,7 @@ class AsyncRollouts:
         self._queue: deque[Job] = deque()
         self._jobs: dict[int, Job] = {}
         self._pushing, self._closed = 0, False
+        self.update_wait_s = 0.0  # the last push's wait for the generation in flight
         self.last_drawn = first_step - 1
         self.backend = run.rollout_backend
         run.rollout_backend = EngineLock(self.backend, self)
@@ -226,7 +227,7 @@ class AsyncRollouts:
         return out
 
     def metrics_after_push(self) -> dict[str, float]:
-        return {"async/update_wait_s": getattr(self, "update_wait_s", 0.0)}
+        return {"async/update_wait_s": self.update_wait_s}
 
     def close(self) -> None:
         with self._cond:
