@@ -1,0 +1,221 @@
+"""`mmreason data examples --out DIR [--layouts NAME,...] [--rows N]`: a few rows in every published layout a pack
+reads, with pictures and clips drawn here (nothing downloaded), so the docs' commands run as written.
+
+A pack offers its layouts in ``tasks/<pack>/examples.py``: ``LAYOUTS = {name: write}``, where
+``write(out, scenes)`` writes the layout's files under ``out`` (at the paths the benchmark or tool publishes them)
+and returns the main one. The engine finds those modules by name, never by import (tests/test_layering.py).
+
+Every picture is a ``Scene`` whose answers are drawn in it: ``count`` shapes of one ``colour`` on white, so the
+colour, the count or the colour's option letter is checkable and a tiny run's reward means something.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import io
+import json
+import pkgutil
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+import mmreason.tasks as packs
+from mmreason.media.video_write import write_mp4
+
+COLOURS = {"red": (220, 40, 40), "green": (40, 160, 60), "blue": (40, 80, 220), "yellow": (230, 190, 20)}
+SHAPES = ("square", "circle", "triangle")
+LETTERS = "ABCD"
+MAX_COUNT = 3
+
+
+@dataclass(frozen=True)
+class Scene:
+    """``count`` shapes of one ``colour`` on white: the picture, and the answers it shows."""
+
+    colour: str
+    shape: str
+    count: int
+
+    @property
+    def name(self) -> str:
+        """A file stem naming what is drawn (the same scene, the same file)."""
+        return f"{self.colour}_{self.shape}_{self.count}"
+
+    @property
+    def letter(self) -> str:
+        """The colour's letter among ``colour_options()``."""
+        return LETTERS[list(COLOURS).index(self.colour)]
+
+
+def colour_options() -> list[str]:
+    """The colours in option order (A red, B green, C blue, D yellow)."""
+    return list(COLOURS)
+
+
+def scenes(rows: int, seed: int = 0) -> list[Scene]:
+    """``rows`` scenes drawn with ``seed`` (which orders the colours, shapes and counts): the even rows alone, and
+    the odd ones alone, show every colour and every count when ``rows`` allows (layouts ask one on each)."""
+    rng = random.Random(seed)
+    colours, shapes, counts = list(COLOURS), list(SHAPES), list(range(1, MAX_COUNT + 1))
+    for order in (colours, shapes, counts):
+        rng.shuffle(order)
+    return [
+        Scene(colours[k // 2 % len(colours)], shapes[(k // 4 + k) % len(shapes)], counts[k % len(counts)])
+        for k in range(rows)
+    ]
+
+
+def draw(scene: Scene, size: int = 64, *, shift: int = 0) -> Image.Image:
+    """The scene as an RGB picture ``size`` px square; ``shift`` moves every shape right (a clip's frames)."""
+    image = Image.new("RGB", (size, size), (255, 255, 255))
+    pen = ImageDraw.Draw(image)
+    cell = size // scene.count
+    side = max(4, int(cell * 0.6))
+    for k in range(scene.count):
+        x0 = k * cell + (cell - side) // 2 + shift
+        y0 = (size - side) // 2
+        box = (x0, y0, x0 + side - 1, y0 + side - 1)
+        fill = COLOURS[scene.colour]
+        if scene.shape == "square":
+            pen.rectangle(box, fill=fill)
+        elif scene.shape == "circle":
+            pen.ellipse(box, fill=fill)
+        else:
+            pen.polygon([(x0 + side // 2, y0), (x0, y0 + side - 1), (x0 + side - 1, y0 + side - 1)], fill=fill)
+    return image
+
+
+def png(scene: Scene, size: int = 64) -> bytes:
+    """The scene's picture as PNG bytes."""
+    out = io.BytesIO()
+    draw(scene, size).save(out, format="PNG")
+    return out.getvalue()
+
+
+def write_png(folder: Path, scene: Scene, size: int = 64) -> Path:
+    """``folder/<scene>.png``; its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{scene.name}.png"
+    path.write_bytes(png(scene, size))
+    return path
+
+
+def write_clip(path: Path, scene: Scene, *, frames: int = 8, size: int = 32, fps: int = 4) -> Path:
+    """A short mp4 of the scene, its shapes moving right a pixel every second frame."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_mp4(path, (np.asarray(draw(scene, size, shift=k // 2)) for k in range(frames)), fps=fps)
+
+
+def _coloured(image: Image.Image) -> np.ndarray:
+    """[H, W] True where a pixel is coloured (not white, grey or black: channels at least 60 apart)."""
+    pixels = np.asarray(image.convert("RGB"), dtype=int)
+    return (pixels.max(axis=-1) - pixels.min(axis=-1)) > 60
+
+
+def colour_shown(image: Image.Image) -> str | None:
+    """The named colour nearest the mean of the picture's coloured pixels (None: none coloured); reads back
+    what ``draw`` drew, through PNG or a video codec."""
+    mask = _coloured(image)
+    if not mask.any():
+        return None
+    mean = np.asarray(image.convert("RGB"), dtype=float)[mask].mean(axis=0)
+    return min(COLOURS, key=lambda c: float(((np.asarray(COLOURS[c]) - mean) ** 2).sum()))
+
+
+def shapes_shown(image: Image.Image) -> int:
+    """How many separate (4-connected) blobs of coloured pixels the picture has."""
+    mask = _coloured(image)
+    seen = np.zeros_like(mask)
+    blobs = 0
+    for start in zip(*np.nonzero(mask)):
+        if seen[start]:
+            continue
+        blobs += 1
+        stack = [start]
+        seen[start] = True
+        while stack:
+            y, x = stack.pop()
+            for ny, nx in ((y + 1, x), (y - 1, x), (y, x + 1), (y, x - 1)):
+                if 0 <= ny < mask.shape[0] and 0 <= nx < mask.shape[1] and mask[ny, nx] and not seen[ny, nx]:
+                    seen[ny, nx] = True
+                    stack.append((ny, nx))
+    return blobs
+
+
+def write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """``rows`` as one parquet file (nested values as Arrow structs and lists, bytes as binary)."""
+    import pyarrow as pa  # heavy: only the parquet layouts need it
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """``data`` as one JSON document."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+Writer = Callable[[Path, list[Scene]], Path]
+
+
+def pack_modules(leaf: str) -> dict[str, str]:
+    """pack -> ``mmreason.tasks.<pack>.<leaf>`` for every pack that has that module (found, not imported)."""
+    found = {}
+    for info in pkgutil.iter_modules(packs.__path__):
+        module = f"{packs.__name__}.{info.name}.{leaf}"
+        if info.ispkg and importlib.util.find_spec(module) is not None:
+            found[info.name] = module
+    return found
+
+
+def layouts() -> dict[str, Writer]:
+    """Every pack's example layouts, by name."""
+    out: dict[str, Writer] = {}
+    for pack, module in sorted(pack_modules("examples").items()):
+        for name, write in importlib.import_module(module).LAYOUTS.items():
+            if name in out:
+                raise ValueError(f"example layout {name!r} is offered twice (again by tasks/{pack}/examples.py)")
+            out[name] = write
+    return out
+
+
+def write_examples(out: str | Path, names: list[str] | None = None, *, rows: int = 8, seed: int = 0) -> dict[str, Path]:
+    """Write the ``names`` layouts (default: all) with ``rows`` rows each under ``out``; name -> main path."""
+    known = layouts()
+    unknown = [n for n in names or [] if n not in known]
+    if unknown:
+        raise ValueError(f"--layouts: no layout {', '.join(map(repr, unknown))}; layouts: {', '.join(known)}")
+    if rows < 1:
+        raise ValueError(f"--rows {rows}: at least 1")
+    drawn = scenes(rows, seed)
+    return {name: known[name](Path(out), drawn) for name in names or known}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="the folder the layouts' files go under (their own paths)")
+    parser.add_argument(
+        "--layouts",
+        default=None,
+        help="comma-separated layout names (default: all; an unknown name lists them)",
+    )
+    parser.add_argument("--rows", type=int, default=8, help="rows per layout")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    names = [n.strip() for n in args.layouts.split(",") if n.strip()] if args.layouts else None
+    written = write_examples(args.out, names, rows=args.rows, seed=args.seed)
+    for name, path in written.items():
+        print(f"{name}: {path}")
+    return 0
