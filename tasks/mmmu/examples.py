@@ -1,14 +1,19 @@
 """MMMU's example layout (``mmreason data examples --layouts mmmu``): one folder per subject of
 ``MMMU/<Subject>/validation-00000-of-00001.parquet`` with the Hugging Face columns (``image_1`` .. ``image_7``
 as ``{"bytes", "path"}`` structs, ``options`` as the text of a Python list); ``Art``: multiple-choice questions on
-the shapes' colour (the answer a letter), ``Math``: open questions on their count."""
+the shapes' colour (the answer a letter), ``Math``: open questions on their count. ``mmmu_pro``: MMMU-Pro's vision
+setting, ``MMMU_Pro/vision/test-00000-of-00001.parquet`` (``id``, ``image``: the question as a screenshot,
+``options``, ``answer``, ``subject``)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
-from mmreason.examples import Scene, colour_options, png, write_parquet
+from PIL import Image, ImageDraw
+
+from mmreason.examples import Scene, colour_options, draw, png, write_parquet
 
 IMAGES = 7
 
@@ -43,4 +48,31 @@ def mmmu(out: Path, drawn: list[Scene]) -> Path:
     return folder
 
 
-LAYOUTS = {"mmmu": mmmu}
+def screenshot(scene: Scene) -> bytes:
+    """MMMU-Pro's vision setting: the question, its options and the picture in one image (PNG bytes)."""
+    image = Image.new("RGB", (200, 112), (255, 255, 255))
+    pen = ImageDraw.Draw(image)
+    pen.text((4, 2), "What colour are the shapes?", fill=(0, 0, 0))
+    for k, colour in enumerate(colour_options()):
+        pen.text((136, 24 + 14 * k), f"{'ABCD'[k]}. {colour}", fill=(0, 0, 0))
+    image.paste(draw(scene), (4, 24))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+def mmmu_pro(out: Path, drawn: list[Scene]) -> Path:
+    rows = [
+        {
+            "id": f"test_Art_{k + 1}",
+            "image": {"bytes": screenshot(scene), "path": f"{scene.name}.png"},
+            "options": str(colour_options()),
+            "answer": scene.letter,
+            "subject": "Art",
+        }
+        for k, scene in enumerate(drawn)
+    ]
+    return write_parquet(out / "MMMU_Pro" / "vision" / "test-00000-of-00001.parquet", rows)
+
+
+LAYOUTS = {"mmmu": mmmu, "mmmu_pro": mmmu_pro}

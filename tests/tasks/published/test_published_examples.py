@@ -22,7 +22,7 @@ LETTER = {"red": "A", "green": "B", "blue": "C", "yellow": "D"}  # the option or
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
     root = tmp_path_factory.mktemp("examples")
-    layouts = "chartqa,docvqa,mathvista,mmmu,videomme"
+    layouts = "chartqa,docvqa,mathvista,mmmu,mmmu_pro,videomme"
     assert main(["data", "examples", "--out", str(root), "--layouts", layouts, "--rows", str(ROWS)]) == 0
     return root
 
@@ -66,6 +66,13 @@ def test_mmmu_subject_folders_letters_and_open_answers(out):
     assert [s.answer for s in samples] == [LETTER[s.colour] for s in drawn[0::2]] + [str(s.count) for s in drawn[1::2]]
     art = samples[0]
     assert art.meta["options"] == list(LETTER) and LETTER[colour_shown(_picture(art))] == art.answer
+
+
+def test_mmmu_pro_vision_screenshots_show_the_colour_asked(out):
+    samples = mmmu_load(str(out / "MMMU_Pro" / "vision" / "test-00000-of-00001.parquet"))
+    assert {(s.meta["setting"], s.meta["benchmark"]) for s in samples} == {("vision", "MMMU-Pro")}
+    for sample, scene in zip(samples, scenes(ROWS)):
+        assert sample.answer == LETTER[scene.colour] == LETTER[colour_shown(_picture(sample))]
 
 
 def test_videomme_clips_show_the_colour_asked(out):
