@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from mmreason.examples import write_parquet
+from mmreason.paths import write_jsonl
 from mmreason.types import Sample
 
 skimage = pytest.importorskip("skimage")
@@ -30,19 +32,6 @@ def small_png(name: str, side: int = 64) -> bytes:
         out = io.BytesIO()
         img.convert("RGB").resize((side, side)).save(out, format="PNG")
     return out.getvalue()
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-def write_parquet(path: Path, rows: list[dict]) -> Path:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pq.write_table(pa.Table.from_pylist(rows), path)
-    return path
 
 
 def build(root: Path) -> dict[str, Path]:

@@ -9,10 +9,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 from PIL import Image
 
+from mmreason.examples import write_parquet
 from mmreason.media.video_write import write_mp4
 
 
@@ -24,12 +23,6 @@ def png(path: Path | None = None, colour: tuple[int, int, int] = (200, 30, 30), 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(buffer.getvalue())
     return buffer.getvalue()
-
-
-def write_parquet(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), path)
-    return path
 
 
 # ---- MathVista: data/testmini.json (an object keyed by pid) and images/ -----------------------------------
