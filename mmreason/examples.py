@@ -113,6 +113,15 @@ def write_clip(path: Path, scene: Scene, *, frames: int = 8, size: int = 32, fps
     return write_mp4(path, (np.asarray(draw(scene, size, shift=k // 2)) for k in range(frames)), fps=fps)
 
 
+def other_answer(answer: str) -> str:
+    """A wrong answer of the same kind as an example's ``answer`` (another count, option letter or colour): what
+    a reward or metric must score 0 where the gold answer scores 1."""
+    if answer.isdigit():
+        return str(int(answer) + 1)
+    order = list(LETTERS if answer in LETTERS else COLOURS)
+    return order[(order.index(answer) + 1) % len(order)]
+
+
 def _coloured(image: Image.Image) -> np.ndarray:
     """[H, W] True where a pixel is coloured (not white, grey or black: channels at least 60 apart)."""
     pixels = np.asarray(image.convert("RGB"), dtype=int)

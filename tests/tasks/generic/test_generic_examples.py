@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mmreason.cli import main
-from mmreason.examples import COLOURS, colour_shown, scenes, shapes_shown
+from mmreason.examples import colour_shown, other_answer, scenes, shapes_shown
 from mmreason.media.image import load_image
 from mmreason.tasks.generic.data import generic_load
 from mmreason.tasks.generic.rewards import generic_accuracy
@@ -78,18 +78,10 @@ def _traj(text: str) -> Trajectory:
     return Trajectory("", 0, torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long), 0, text)
 
 
-def _wrong(answer: str) -> str:
-    """Another count, option letter or colour."""
-    if answer.isdigit():
-        return str(int(answer) % 3 + 1)
-    order = list("ABCD" if len(answer) == 1 else COLOURS)
-    return order[(order.index(answer) + 1) % len(order)]
-
-
 def test_the_reward_tells_the_gold_answer_from_another(out):
     for layout in ("easyr1", "videor1"):
         for sample in _load(out, layout):
-            texts = [f"\\boxed{{{a}}}" for a in (sample.answer, _wrong(sample.answer))]
+            texts = [f"\\boxed{{{a}}}" for a in (sample.answer, other_answer(sample.answer))]
             got = generic_accuracy([sample, sample], [_traj(t) for t in texts])
             assert got == [1.0, 0.0], (layout, sample.id, sample.answer)
 
@@ -100,3 +92,10 @@ def test_inspect_finds_no_problem_in_any_layout(out, capsys):
         assert main(["data", "inspect", str(out / name), *columns]) == 0, layout
         report = capsys.readouterr().out
         assert f"format {fmt}" in report and f"{ROWS} rows" in report and "problems: 0" in report, report
+
+
+def test_an_unknown_layout_is_one_line_naming_the_known_ones(tmp_path, capsys):
+    assert main(["data", "examples", "--out", str(tmp_path), "--layouts", "easyr1,easyR2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mmreason data: error: --layouts: no layout 'easyR2'; layouts: ") and "videomme" in err
+    assert not list(tmp_path.iterdir())  # nothing written

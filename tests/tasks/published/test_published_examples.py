@@ -3,11 +3,14 @@ pack reads it unchanged, every row with the answer its picture or clip shows (re
 
 from __future__ import annotations
 
+import json
+
 import av
 import pytest
 
 from mmreason.cli import main
-from mmreason.examples import colour_shown, scenes, shapes_shown
+from mmreason.eval.rescore import rescore
+from mmreason.examples import colour_shown, other_answer, scenes, shapes_shown
 from mmreason.media.image import load_image
 from mmreason.tasks.chartqa.data import chartqa_load
 from mmreason.tasks.docvqa.data import docvqa_load
@@ -80,3 +83,28 @@ def test_videomme_clips_show_the_colour_asked(out):
     assert len(samples) == ROWS and "with subtitles: 8 of 8 videos have a .srt" in samples.notes
     for sample, scene in zip(samples, scenes(ROWS)):
         assert sample.answer == LETTER[scene.colour] == LETTER[colour_shown(_picture(sample))]
+
+
+@pytest.mark.parametrize(
+    "spec, load, metric",
+    [
+        ("chartqa:ChartQA Dataset/test", chartqa_load, "relaxed_accuracy"),
+        ("docvqa:DocVQA/val/val_v1.0.json", docvqa_load, "anls"),
+        ("mathvista:MathVista/data/testmini.json", mathvista_load, "accuracy"),
+        ("mmmu:MMMU", mmmu_load, "accuracy"),
+        ("mmmu:MMMU_Pro/vision/test-00000-of-00001.parquet", mmmu_load, "accuracy"),
+        ("videomme:Video-MME/videomme/test-00000-of-00001.parquet", videomme_load, "accuracy"),
+    ],
+)
+def test_the_benchmark_scores_the_gold_answers_1_and_others_0(out, tmp_path, spec, load, metric):
+    pack, path = spec.split(":", 1)
+    samples = load(str(out / path))
+    gold = [s.answer[0] if isinstance(s.answer, list) else s.answer for s in samples]
+    for name, answers, expected in (("gold", gold, 1.0), ("other", [other_answer(a) for a in gold], 0.0)):
+        preds = tmp_path / f"{name}.jsonl"
+        preds.write_text(
+            "".join(json.dumps({"question_id": s.id, "response": a}) + "\n" for s, a in zip(samples, answers))
+        )
+        results, _ = rescore(f"{pack}:{out / path}", str(preds), output_path=str(tmp_path / name))
+        (task,) = results["results"].values()
+        assert task[f"{metric},none"] == expected, (spec, name)
