@@ -11,7 +11,7 @@ import argparse
 import importlib
 
 from mmreason import examples
-from mmreason.examples import pack_modules
+from mmreason.registry import pack_modules
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

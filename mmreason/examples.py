@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import io
 import json
-import pkgutil
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,8 +24,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-import mmreason.tasks as packs
 from mmreason.media.video_write import write_mp4
+from mmreason.registry import pack_modules
 
 COLOURS = {"red": (220, 40, 40), "green": (40, 160, 60), "blue": (40, 80, 220), "yellow": (230, 190, 20)}
 SHAPES = ("square", "circle", "triangle")
@@ -176,16 +174,6 @@ def write_json(path: Path, data: Any) -> Path:
 
 
 Writer = Callable[[Path, list[Scene]], Path]
-
-
-def pack_modules(leaf: str) -> dict[str, str]:
-    """pack -> ``mmreason.tasks.<pack>.<leaf>`` for every pack that has that module (found, not imported)."""
-    found = {}
-    for info in pkgutil.iter_modules(packs.__path__):
-        module = f"{packs.__name__}.{info.name}.{leaf}"
-        if info.ispkg and importlib.util.find_spec(module) is not None:
-            found[info.name] = module
-    return found
 
 
 def layouts() -> dict[str, Writer]:

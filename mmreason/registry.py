@@ -7,12 +7,26 @@ closest match, so a typo in a config is caught at start-up rather than mid-run.
 from __future__ import annotations
 
 import difflib
+import importlib
+import importlib.util
+import pkgutil
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from mmreason.references import is_reference, resolve_reference
 
 T = TypeVar("T")
+
+
+def pack_modules(leaf: str) -> dict[str, str]:
+    """pack -> ``mmreason.tasks.<pack>.<leaf>`` for every pack that has that module (found, not imported)."""
+    packs = importlib.import_module("mmreason.tasks")  # by name: the engine never imports a pack's code
+    found = {}
+    for info in pkgutil.iter_modules(packs.__path__):
+        module = f"{packs.__name__}.{info.name}.{leaf}"
+        if info.ispkg and importlib.util.find_spec(module) is not None:
+            found[info.name] = module
+    return found
 
 
 def closest(name: str, candidates: list[str] | tuple[str, ...]) -> str | None:

@@ -13,14 +13,13 @@ third-party package adds rewards by declaring, in its own pyproject::
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-from mmreason.registry import Registry
+from mmreason.registry import Registry, pack_modules
 
 ENTRY_POINT_GROUP = "mmreason.rewards"
 
@@ -44,10 +43,8 @@ def _load_rewards() -> None:
     package = importlib.import_module("mmreason.rewards")
     for module in pkgutil.iter_modules(package.__path__, prefix=package.__name__ + "."):
         importlib.import_module(module.name)
-    tasks = importlib.import_module("mmreason.tasks")  # a pack's own rewards: its ``rewards`` module
-    for pack in pkgutil.iter_modules(tasks.__path__, prefix=tasks.__name__ + "."):
-        if pack.ispkg and importlib.util.find_spec(f"{pack.name}.rewards") is not None:
-            importlib.import_module(f"{pack.name}.rewards")
+    for module_name in pack_modules("rewards").values():  # a pack's own rewards: its ``rewards`` module
+        importlib.import_module(module_name)
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
             obj = point.load()
