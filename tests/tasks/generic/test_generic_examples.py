@@ -7,9 +7,10 @@ from __future__ import annotations
 import av
 import pytest
 import torch
+from examples_readback import colour_shown, other_answer, shapes_shown
 
 from mmreason.cli import main
-from mmreason.examples import colour_shown, other_answer, scenes, shapes_shown
+from mmreason.examples import scenes
 from mmreason.media.image import load_image
 from mmreason.tasks.generic.data import generic_load
 from mmreason.tasks.generic.rewards import generic_accuracy

@@ -7,10 +7,11 @@ import json
 
 import av
 import pytest
+from examples_readback import colour_shown, other_answer, shapes_shown
 
 from mmreason.cli import main
 from mmreason.eval.rescore import rescore
-from mmreason.examples import colour_shown, other_answer, scenes, shapes_shown
+from mmreason.examples import scenes
 from mmreason.media.image import load_image
 from mmreason.tasks.chartqa.data import chartqa_load
 from mmreason.tasks.docvqa.data import docvqa_load
