@@ -1,11 +1,17 @@
-"""FSDP2 where accelerate does not apply it, and gathering a sharded model's parameters to generate.
+"""FSDP2 by the trainer itself, on CPUs and GPUs alike, and gathering a sharded model's parameters to generate.
 
-accelerate 1.15 turns FSDP on only for accelerator devices: on the CPU (``Accelerator(cpu=True)``) a launch
-with ``distributed_type: FSDP`` runs as multi-CPU DDP. When the launcher asked for FSDP2
-(``ACCELERATE_USE_FSDP=true``, ``FSDP_VERSION=2``) and the accelerator is multi-CPU, the trainer shards the
-model itself with torch's ``fully_shard``: each module whose class the config names
-(``fsdp_transformer_layer_cls_to_wrap``: decoder layers and vision blocks) is one FSDP unit, the root holds
-the rest (embeddings, merger, head). ``accelerator.prepare`` then sees only the optimizer and scheduler.
+One code path: a launch with ``distributed_type: FSDP`` and ``fsdp_version: 2`` never goes through accelerate's
+own FSDP preparation (which applies only on accelerators, so no CPU test could run it). The trainer builds its
+Accelerator as plain data parallel (``plain_accelerator_env``) and shards the model itself with torch's
+``fully_shard``, from the launcher's keys: each module whose class the config names
+(``fsdp_transformer_layer_cls_to_wrap``: decoder layers and vision blocks) is one FSDP unit, the root holds the
+rest (embeddings, merger, head). ``accelerator.prepare`` then sees only the optimizer and scheduler. CI runs this
+path on two CPU processes over gloo; a GPU runs the same functions over NCCL.
+
+Precision (``sharding_dtypes``): the sharded parameters are the fp32 master weights whenever the run computes in
+bf16 / fp16 (``model.dtype: bfloat16``, or accelerate's ``mixed_precision``), and FSDP2's ``MixedPrecisionPolicy``
+casts each unit to the compute dtype when it is gathered, and reduces gradients in fp32 (as accelerate's FSDP2
+preparation does). FSDP version 1 is refused at start-up.
 
 Generation runs many forwards whose number differs between processes (early stops, uneven prompts, the
 main process alone in the in-training eval), so it must not all-gather per forward: ``gathered(model)``,
@@ -28,9 +34,57 @@ def fsdp2_requested() -> bool:
     )
 
 
+def fsdp_requested() -> bool:
+    """Whether the launcher's config asked for FSDP (any version)."""
+    return os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+
+
 def needs_own_sharding(accelerator) -> bool:
-    """FSDP2 was asked for and accelerate did not apply it (the CPU: a multi-CPU accelerator)."""
-    return fsdp2_requested() and accelerator.distributed_type.value == "MULTI_CPU"
+    """FSDP2 was asked for: the trainer shards the model itself, on every device (``shard_model``)."""
+    return fsdp2_requested()
+
+
+def ensure_process_group(device: torch.device) -> None:
+    """A process group for ``fully_shard`` when the launcher started no collective (FSDP2 on one process):
+    a world of one over gloo (CPU) or NCCL (CUDA), so that the sharded path is the multi-process one."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
+
+
+@contextmanager
+def plain_accelerator_env():
+    """Inside the block accelerate's environment says plain data parallel: the Accelerator built there never
+    prepares FSDP itself (``shard_model`` does, the same on CPUs and GPUs). FSDP version 1 is refused."""
+    if not fsdp_requested():
+        yield
+        return
+    if not fsdp2_requested():
+        raise ValueError(
+            "fsdp_config.fsdp_version: 1 is not supported; set fsdp_version: 2 (configs/accelerate/fsdp.yaml)"
+        )
+    saved = os.environ["ACCELERATE_USE_FSDP"]
+    os.environ["ACCELERATE_USE_FSDP"] = "false"
+    try:
+        yield
+    finally:
+        os.environ["ACCELERATE_USE_FSDP"] = saved
+
+
+def sharding_dtypes(model_dtype: torch.dtype, mixed_precision: str) -> tuple[torch.dtype, torch.dtype | None]:
+    """(dtype of the sharded parameters, compute dtype or None): fp32 masters sharded and units cast to bf16 /
+    fp16 when gathered, when the model is loaded in bf16 / fp16 or accelerate's ``mixed_precision`` asks; else
+    the model's own dtype with no cast."""
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(mixed_precision)
+    if model_dtype in (torch.bfloat16, torch.float16):
+        return torch.float32, model_dtype
+    if low is not None:
+        return torch.float32, low
+    return model_dtype, None
 
 
 def wrap_classes() -> list[str]:
@@ -39,10 +93,19 @@ def wrap_classes() -> list[str]:
     return [n.strip() for n in names.split(",") if n.strip()]
 
 
-def shard_model(model, classes: list[str], reshard_after_forward: bool | None = None):
+def shard_model(
+    model,
+    classes: list[str],
+    reshard_after_forward: bool | None = None,
+    *,
+    mixed_precision: str = "no",
+    device: torch.device | str | None = None,
+):
     """``fully_shard`` every module whose class name is in ``classes``, then the root; returns the model.
-    A class name that matches no module is an error naming the classes the model has."""
-    from torch.distributed.fsdp import fully_shard
+    A class name that matches no module is an error naming the classes the model has. The parameters are
+    sharded in ``sharding_dtypes``' storage dtype (fp32 masters for a bf16 run) onto ``device`` (the
+    accelerator's), each unit cast to the compute dtype when gathered; gradients are reduced in fp32."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     if reshard_after_forward is None:
         reshard_after_forward = os.environ.get("FSDP_RESHARD_AFTER_FORWARD", "true").lower() == "true"
@@ -53,10 +116,16 @@ def shard_model(model, classes: list[str], reshard_after_forward: bool | None = 
             f"fsdp_transformer_layer_cls_to_wrap: {', '.join(missing)} not in the model; its module "
             f"classes include {', '.join(sorted(n for n in found if 'Layer' in n or 'Block' in n))}"
         )
+    storage, compute = sharding_dtypes(next(model.parameters()).dtype, mixed_precision)
+    model.to(dtype=storage)
+    if device is not None:
+        model.to(device)
+    policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32) if compute is not None else None
+    options = {"reshard_after_forward": reshard_after_forward, **({"mp_policy": policy} if policy else {})}
     for module in list(model.modules()):
         if type(module).__name__ in classes:
-            fully_shard(module, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, reshard_after_forward=reshard_after_forward)
+            fully_shard(module, **options)
+    fully_shard(model, **options)
     return model
 
 

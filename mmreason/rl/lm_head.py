@@ -7,7 +7,11 @@ backward recomputes the chunk's logits from its hidden states (one more LM-head 
 forms the logits' gradient in closed form (``_ChunkLogprobs``), freeing it before the next chunk. The values are those of
 ``logprobs_from_logits`` / ``entropy_from_logits`` on the full logits, to fp32 rounding (tests/rl).
 
-The logits are made in the weight's dtype (bf16 matmuls for a bf16 model) and everything after them in fp32.
+The logits are made in the compute dtype and everything after them in fp32. The compute dtype is autocast's
+when autocast is on for the hidden states' device (accelerate's ``mixed_precision``: the head then computes as
+the model's own head would inside its autocast forward), else the weight's (bf16 matmuls for a bf16 model):
+hidden states and weight are cast to it once, before the chunks, and their gradients come back in their own
+dtypes through the casts.
 """
 
 from __future__ import annotations
@@ -94,6 +98,19 @@ class _ChunkLogprobs(torch.autograd.Function):
         return grad_hidden, grad_weight, grad_bias, None, None, None, None
 
 
+def compute_dtype(hidden: Tensor, weight: Tensor) -> torch.dtype:
+    """The dtype the head's matmul runs in: autocast's on ``hidden``'s device when it is on, else ``weight``'s."""
+    device = hidden.device.type
+    if torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return weight.dtype
+
+
+def _in_compute_dtype(hidden: Tensor, weight: Tensor, bias: Tensor | None):
+    dtype = compute_dtype(hidden, weight)
+    return hidden.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype)
+
+
 def logprobs_from_hidden(
     hidden: Tensor,
     weight: Tensor,
@@ -119,6 +136,7 @@ def logprobs_from_hidden(
             f"need hidden [M, d], weight [V, d] and targets [M]; got {tuple(hidden.shape)}, "
             f"{tuple(weight.shape)}, {tuple(targets.shape)}"
         )
+    hidden, weight, bias = _in_compute_dtype(hidden, weight, bias)
     step = max(1, chunk_rows or HIDDEN_CHUNK_ELEMENTS // max(1, weight.shape[0]))
     mask = torch.as_tensor(list(suppressed), dtype=torch.long, device=hidden.device) if suppressed else None
     targets = targets.long()

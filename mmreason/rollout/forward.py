@@ -30,6 +30,8 @@ class ModelBatch:
     visual_parts: list[dict[str, torch.Tensor]] = field(default_factory=list)  # every trajectory's, in order
     device: torch.device | str | None = None
     _visual: dict[str, torch.Tensor] | None = field(default=None, repr=False)
+    # what the model's forward runs: these rows, then vision stand-ins (``with_stand_ins``); None: these rows
+    forward_batch: ModelBatch | None = field(default=None, repr=False)
 
     @property
     def visual(self) -> dict[str, torch.Tensor]:
@@ -55,6 +57,40 @@ class ModelBatch:
             self.visual_parts,
             device,
             built,
+            None if self.forward_batch is None else self.forward_batch.to(device),
+        )
+
+    def with_stand_ins(self, rows: list[Trajectory], pad_token_id: int) -> ModelBatch:
+        """This batch with ``rows`` (``rollout.stand_ins``) appended for the forward only: log-probs, masks and
+        every caller still see this batch's rows; the stand-ins' one trained token each enters the log-probs
+        with weight 0 (``token_logprobs``), so their vision inputs run forward and backward and change nothing."""
+        if not rows:
+            return self
+        extra = collate(rows, pad_token_id)
+        width = max(self.input_ids.shape[1], extra.input_ids.shape[1])
+
+        def join(a: torch.Tensor, b: torch.Tensor, value: float) -> torch.Tensor:
+            a = torch.nn.functional.pad(a, (0, width - a.shape[1]), value=value)
+            b = torch.nn.functional.pad(b, (0, width - b.shape[1]), value=value)
+            return torch.cat([a, b.to(a.device)])
+
+        joined = ModelBatch(
+            join(self.input_ids, extra.input_ids, pad_token_id),
+            join(self.attention_mask, extra.attention_mask, 0),
+            join(self.mm_token_type_ids, extra.mm_token_type_ids, 0),
+            join(self.action_mask, extra.action_mask, 0.0),
+            [*self.visual_parts, *extra.visual_parts],
+            self.device,
+        )
+        return ModelBatch(
+            self.input_ids,
+            self.attention_mask,
+            self.mm_token_type_ids,
+            self.action_mask,
+            self.visual_parts,
+            self.device,
+            self._visual,
+            joined,
         )
 
     def model_kwargs(self) -> dict[str, torch.Tensor]:
@@ -118,6 +154,10 @@ def token_logprobs(
     divide by the temperature); a trained token that is suppressed gets log-prob 0. ``chunked`` (where the
     head allows it, ``chunkable_head``): no [M, V] logits are kept for backward (``rl.lm_head``).
     """
+    if batch.forward_batch is not None:
+        return _with_stand_ins(
+            model, batch, with_entropy, temperature=temperature, suppressed=suppressed, chunked=chunked
+        )
     reset_position_state(model)  # state left by generate(); positions must be recomputed
     n, t = batch.input_ids.shape
     first = first_action_position(batch.action_mask)  # the transformer's last layer runs from here on only
@@ -135,6 +175,19 @@ def token_logprobs(
     logprobs = lp.new_zeros(n, t).masked_scatter(where, lp)
     entropy = None if ent is None else ent.new_zeros(n, t).masked_scatter(where, ent)
     return logprobs, entropy
+
+
+def _with_stand_ins(
+    model, batch: ModelBatch, with_entropy: bool, **options
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``token_logprobs`` of ``batch``'s rows from a forward over ``batch.forward_batch`` (these rows, then the
+    vision stand-ins). The stand-ins' log-probs are added times 0 to every returned log-prob: the values are
+    unchanged, and the backward reaches their vision inputs on every process (a zero gradient)."""
+    assert batch.forward_batch is not None
+    n, t = batch.input_ids.shape
+    logprobs, entropy = token_logprobs(model, batch.forward_batch, with_entropy, **options)  # [N + S, T']
+    tie = torch.nan_to_num(logprobs[n:].sum(), nan=0.0, posinf=0.0, neginf=0.0) * 0.0
+    return logprobs[:n, :t] + tie, None if entropy is None else entropy[:n, :t]
 
 
 def head_logprobs(

@@ -30,7 +30,15 @@ from mmreason.models.loading import (
     vision_tower,
 )
 from mmreason.parallel.agree import any_rank
-from mmreason.parallel.sharding import is_sharded, needs_own_sharding, shard_model, wrap_classes
+from mmreason.parallel.sharding import (
+    ensure_process_group,
+    is_sharded,
+    needs_own_sharding,
+    plain_accelerator_env,
+    shard_model,
+    sharding_dtypes,
+    wrap_classes,
+)
 from mmreason.rewarding import RewardRunner, RewardSpec
 from mmreason.rollout.prompts import MediaTime, PromptInputs
 from mmreason.rundir import RunDir, RunDirError, claim_output_dir
@@ -161,13 +169,14 @@ def make_accelerator(cfg: TrainConfig):
     ddp = DistributedDataParallelKwargs(broadcast_buffers=False)
     # The trainer steps the schedule itself, once per optimizer step (never after a skipped update): accelerate's
     # default would step it once per process per step, running it N times too fast on N processes.
-    accelerator = Accelerator(
-        cpu=cpu,
-        log_with=trackers or None,
-        project_dir=cfg.output_dir,
-        kwargs_handlers=[ddp],
-        step_scheduler_with_optimizer=False,
-    )
+    with plain_accelerator_env():  # FSDP2 is the trainer's own, on every device (parallel/sharding.py)
+        accelerator = Accelerator(
+            cpu=cpu,
+            log_with=trackers or None,
+            project_dir=cfg.output_dir,
+            kwargs_handlers=[ddp],
+            step_scheduler_with_optimizer=False,
+        )
     set_seed(cfg.seed)
     threads = cfg.num_threads or threads_per_process()
     if threads:
@@ -211,7 +220,8 @@ def load_task_data(cfg: TrainConfig, split: str = "train") -> tuple[TaskPack, li
 
 def build_optimizer(cfg: TrainConfig, model, total_steps: int):
     groups = parameter_groups(model, cfg)
-    # bf16 / fp16 weights: AdamW on fp32 master copies (train/precision.py); a sharded model keeps its own dtype
+    # bf16 / fp16 weights: AdamW on fp32 master copies (train/precision.py); a sharded model's parameters are
+    # already fp32 masters (parallel/sharding.py)
     sharded = is_sharded(model)
     master = cfg.model.master_weights and needs_master_weights(model.parameters()) and not sharded
     # optim=adamw_torch_fused: one kernel over all tensors (a sharded model keeps the foreach loop)
@@ -321,24 +331,16 @@ def _components(
                 getattr(getattr(cfg, "rollout", None), "backend", "hf"),
             )
         )
-    if needs_own_sharding(accelerator):  # FSDP2 asked for where accelerate does not apply it (the CPU)
-        model = shard_model(model, wrap_classes())
-        if verbose:
-            print(
-                f"fsdp2: each {' / '.join(wrap_classes())} and the root sharded over {accelerator.num_processes} "
-                "processes (torch fully_shard: accelerate applies FSDP on accelerators only)"
-            )
+    model = place_model(model, accelerator, verbose=verbose)
     ref_model = None
     if cfg.algorithm.beta > 0:
         ref_cfg = ModelConfig(**{**cfg.model.__dict__, "lora": False, "gradient_checkpointing": False})
         ref_model = load_model(ref_cfg, trainable=False).to(accelerator.device)
     pack, dataset = load_task_data(cfg)
     steps = total_steps if total_steps is not None else cfg.max_steps
-    optimizer, scheduler = build_optimizer(cfg, model, steps * cfg.algorithm.num_iterations * cfg.steps_per_generation)
-    if is_sharded(model):
-        optimizer, scheduler = accelerator.prepare(optimizer, scheduler)
-    else:
-        model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    model, optimizer, scheduler = prepare_training(
+        cfg, accelerator, model, steps * cfg.algorithm.num_iterations * cfg.steps_per_generation
+    )
     sampler = make_sampler(cfg, dataset)
     rewards = build_rewards(cfg, pack, config_dir) if with_rewards else None
     return Run(
@@ -355,6 +357,34 @@ def _components(
         rewards=rewards,
         augmenter=build_augmenter(cfg),
     )
+
+
+def place_model(model, accelerator, *, verbose: bool = False):
+    """The policy on its device before anything refers to its parameters (the optimizer, its fp32 masters):
+    sharded by the trainer under FSDP2 (``parallel.sharding``, the same on CPUs and GPUs), else moved to the
+    accelerator's device (where accelerate's ``prepare`` would move it, after the optimizer had copied it)."""
+    if not needs_own_sharding(accelerator):
+        return model.to(accelerator.device)
+    ensure_process_group(accelerator.device)
+    storage, compute = sharding_dtypes(next(model.parameters()).dtype, accelerator.mixed_precision)
+    model = shard_model(model, wrap_classes(), mixed_precision=accelerator.mixed_precision, device=accelerator.device)
+    if verbose:
+        print(
+            f"fsdp2: each {' / '.join(wrap_classes())} and the root sharded over {accelerator.num_processes} "
+            f"process(es) (torch fully_shard); parameters in {storage}, computed in {compute or storage}"
+        )
+    return model
+
+
+def prepare_training(cfg: TrainConfig, accelerator, model, total_steps: int):
+    """(model, optimizer, scheduler) prepared by accelerate: the optimizer is built on the placed model's own
+    parameters (``place_model``), so its fp32 masters (``MasterWeightAdamW``) live beside them on their device;
+    a sharded model is not handed to ``prepare`` (it is already sharded and placed)."""
+    optimizer, scheduler = build_optimizer(cfg, model, total_steps)
+    if is_sharded(model):
+        optimizer, scheduler = accelerator.prepare(optimizer, scheduler)
+        return model, optimizer, scheduler
+    return accelerator.prepare(model, optimizer, scheduler)
 
 
 def make_sampler(cfg: TrainConfig, dataset):

@@ -14,10 +14,10 @@ import time
 import torch
 
 from mmreason.config import load_config
-from mmreason.parallel.agree import any_rank, settle
+from mmreason.parallel.agree import any_rank, equal_minibatches, settle
 from mmreason.parallel.shutdown import finish_processes
 from mmreason.rollout.chat_turns import turn_end
-from mmreason.rollout.forward import collate, token_logprobs
+from mmreason.rollout.forward import ModelBatch, collate, token_logprobs
 from mmreason.rollout.prompts import PromptInputs
 from mmreason.rollout.replay import replay_episode
 from mmreason.train.config import TrainConfig
@@ -26,6 +26,7 @@ from mmreason.train.loop import Method, run_loop
 from mmreason.train.prompts import load_prompt
 from mmreason.train.setup import Run, setup_run
 from mmreason.train.update import gradients_finite
+from mmreason.train.vision_calls import match_vision_calls
 from mmreason.types import Trajectory
 
 
@@ -71,6 +72,20 @@ def replayed_example(run: Run, prompt: PromptInputs, index: int) -> Trajectory |
         return None
 
 
+def sft_minibatches(run: Run, examples: list[Trajectory]) -> list[tuple[ModelBatch, float]]:
+    """The step's examples as (collated mini-batch, weight): as many mini-batches on every process, each with
+    the same vision calls (a process with fewer repeats one with weight 0; ``agree.equal_minibatches``,
+    ``vision_calls.match_vision_calls``), so no process waits in a collective the others skip."""
+    size = run.cfg.mini_batch_size
+    rows = list(range(len(examples)))
+    chunks = [rows[i : i + size] for i in range(0, len(rows), size)]
+    _, (chunks,), (weights,) = equal_minibatches(run.accelerator, [rows], [chunks], 1)
+    pad = run.processor.tokenizer.pad_token_id
+    members = [[examples[i] for i in chunk] for chunk in chunks]
+    batches = match_vision_calls(run, [(m, collate(m, pad).to(run.device)) for m in members])
+    return list(zip(batches, weights))
+
+
 def sft_step(run: Run, step: int) -> dict[str, float]:
     """One step: the step's examples (past ``max_bad_samples`` broken ones, every process stops together),
     token-mean NLL of their targets over mini-batches, one optimizer step (skipped when not finite)."""
@@ -81,13 +96,12 @@ def sft_step(run: Run, step: int) -> dict[str, float]:
     settle(run, RunStopped)
     if any_rank(acc, not examples):  # every process skips when one has nothing to train on
         return {"skipped_update": 1.0}
-    pad = run.processor.tokenizer.pad_token_id
     total_tokens = sum(e.completion_length for e in examples)
     losses = []
-    for i in range(0, len(examples), run.cfg.mini_batch_size):
-        batch = collate(examples[i : i + run.cfg.mini_batch_size], pad).to(run.device)
-        logp, _ = token_logprobs(run.model, batch)
-        loss = -(logp * batch.action_mask).sum() / total_tokens  # token mean over the whole step
+    for batch, weight in sft_minibatches(run, examples):
+        with run.accelerator.autocast():  # the head in the run's precision too (rl.lm_head)
+            logp, _ = token_logprobs(run.model, batch)
+        loss = -(logp * batch.action_mask).sum() / total_tokens * weight  # token mean over the whole step
         run.accelerator.backward(loss)
         losses.append(float(loss.detach()))
     grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), run.cfg.max_grad_norm)

@@ -22,6 +22,7 @@ from mmreason.train.minibatches import length_sorted_minibatches
 from mmreason.train.records import task_index
 from mmreason.train.setup import Run
 from mmreason.train.table import StepTable
+from mmreason.train.vision_calls import match_vision_calls, needs_matching, without_stand_ins
 from mmreason.train.vps import segment_progress
 from mmreason.types import Trajectory
 
@@ -149,18 +150,18 @@ def group_entropy_values(entropy, mask, group_ids) -> list[float]:
 
 def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:
     """The kept trajectories in ``steps_per_generation`` shares of whole groups, each in length-sorted
-    mini-batches of at most ``mini_batch_size`` (as many on every process: ``agree.equal_minibatches``)."""
+    mini-batches of at most ``mini_batch_size`` (as many on every process: ``agree.equal_minibatches``), each
+    making the same vision calls on every process (``vision_calls.match_vision_calls``)."""
     cfg = run.cfg
     pad = run.processor.tokenizer.pad_token_id
     parts = split_groups([t.group_id for t in trajs], cfg.steps_per_generation)  # [[row, ...] per step]
     chunks = [length_sorted_minibatches(part, trajs, cfg.mini_batch_size) for part in parts]  # longest first
     parts, chunks, weights = equal_minibatches(run.accelerator, parts, chunks, cfg.steps_per_generation)
+    members = [[[trajs[i] for i in rows] for rows in cs] for cs in chunks]
+    batches = iter(match_vision_calls(run, [(m, collate(m, pad).to(run.device)) for ms in members for m in ms]))
     shares = []
-    for part, cs, ws in zip(parts, chunks, weights):
-        minibatches = []
-        for rows, weight in zip(cs, ws):
-            members = [trajs[i] for i in rows]
-            minibatches.append(MiniBatch(rows, members, collate(members, pad).to(run.device), weight))
+    for part, cs, ms, ws in zip(parts, chunks, members, weights):
+        minibatches = [MiniBatch(rows, m, next(batches), weight) for rows, m, weight in zip(cs, ms, ws)]
         shares.append(Share(part, minibatches, float(sum(trajs[i].completion_length for i in part))))
     return shares
 
@@ -237,15 +238,19 @@ def sequence_logprobs(
     if temperature is not None:
         sampling["temperature"] = temperature
     if uses_shared_prefix(run, model, trajectories):
-        return shared_prefix.shared_prefix_logprobs(
-            model,
-            trajectories,
-            batch.input_ids.shape[1],
-            run.processor.tokenizer.pad_token_id,
-            with_entropy,
-            **sampling,
-        )
-    return token_logprobs(model, batch, with_entropy, **sampling)
+        with run.accelerator.autocast():
+            return shared_prefix.shared_prefix_logprobs(
+                model,
+                trajectories,
+                batch.input_ids.shape[1],
+                run.processor.tokenizer.pad_token_id,
+                with_entropy,
+                **sampling,
+            )
+    if not needs_matching(run.accelerator, model):
+        batch = without_stand_ins(batch)
+    with run.accelerator.autocast():  # the head computes in the run's precision too (rl.lm_head)
+        return token_logprobs(model, batch, with_entropy, **sampling)
 
 
 def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, fields, band, stats, model=None):
