@@ -4,13 +4,14 @@ accelerate 1.15 turns FSDP on only for accelerator devices: on the CPU (``Accele
 with ``distributed_type: FSDP`` runs as multi-CPU DDP. When the launcher asked for FSDP2
 (``ACCELERATE_USE_FSDP=true``, ``FSDP_VERSION=2``) and the accelerator is multi-CPU, the trainer shards the
 model itself with torch's ``fully_shard``: each module whose class the config names
-(``fsdp_transformer_layer_cls_to_wrap``: decoder layers and vision blocks) is one FSDP unit, the root holds
+(``fsdp_transformer_layer_cls_to_wrap``: decoder layers and vision blocks; the model family's own when the
+config names none or another family's, ``train/launch_checks.py``) is one FSDP unit, the root holds
 the rest (embeddings, merger, head). ``accelerator.prepare`` then sees only the optimizer and scheduler.
 
 Generation runs many forwards whose number differs between processes (early stops, uneven prompts, the
 main process alone in the in-training eval), so it must not all-gather per forward: ``gathered(model)``,
-entered by every process together, all-gathers every unit once and keeps them whole until the block ends
-(as DeepSpeed's ZeRO-3 ``GatheredParameters`` does). Inside, the model runs without any collective.
+entered by every process together, all-gathers every unit once and keeps them whole until the block ends.
+Inside, the model runs without any collective.
 """
 
 from __future__ import annotations
