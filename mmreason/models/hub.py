@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -33,12 +32,19 @@ def resolve_model_dir(spec: str | Path, key: str = "model.name_or_path") -> Path
         return Path(snapshot_download(str(spec)))
     except LocalEntryNotFoundError as exc:  # offline (HF_HUB_OFFLINE=1 or no network) and not in the cache
         raise FileNotFoundError(
-            f"{key}={str(spec)!r}: not a local directory and not in the Hugging Face cache "
-            f"({os.environ.get('HF_HUB_CACHE') or 'HF_HOME/hub'}) while offline: download it first "
-            f"(`hf download {spec}`) or give a checkpoint directory"
+            f"{key}={str(spec)!r}: no such directory, and not in the Hugging Face cache "
+            f"({_cache_dir()}) while offline: download the hub id first (`hf download {spec}`) or give a "
+            "checkpoint directory (`mmreason tiny-model DIR` builds one)"
         ) from exc
     except Exception as exc:  # unknown repo, gated, network: the user needs the id and the reason
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise FileNotFoundError(
-            f"{key}={str(spec)!r}: not a local directory and cannot be fetched from the hub: {reason}"
+            f"{key}={str(spec)!r}: no such directory, and the hub cannot give it: {reason}"
         ) from exc
+
+
+def _cache_dir() -> str:
+    """The hub cache ``snapshot_download`` reads (``HF_HUB_CACHE``, default ``HF_HOME/hub``)."""
+    from huggingface_hub import constants
+
+    return str(constants.HF_HUB_CACHE)
