@@ -7,7 +7,7 @@ others wait, so the numbers match `mmreason eval --limit eval_limit` on the save
 ``<output_dir>/eval/step-<step>_samples_<task>.jsonl``; the returned metrics are ``eval/<task>/<metric>``.
 The model is generated from unwrapped (``accelerator.unwrap_model``); a model the trainer sharded with
 FSDP2 (``mmreason.parallel.sharding``) has its parameters gathered on every process first, so the main process
-generates alone without collectives. A model sharded by DeepSpeed ZeRO-3 cannot generate on one process alone.
+generates alone without collectives.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from mmreason.eval.config import ModelArgs
+from mmreason.models.hub import is_hub_id, resolve_model_dir
 from mmreason.models.loading import ModelConfig, load_model, load_processor
 from mmreason.paths import checkpoints
 
-_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 _PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "tokenizer_config.json")
 
 
@@ -85,16 +85,9 @@ def resolve_model(spec: str, adapter: str | None = None) -> ResolvedModel:
 
 
 def _from_hub(spec: str) -> Path:
-    if not _HUB_ID.match(spec):
+    if not is_hub_id(spec):
         raise FileNotFoundError(f"--model {spec!r} does not exist")
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(spec))
-    except Exception as exc:  # offline, unknown repo, gated: the user needs the id and the reason
-        raise FileNotFoundError(
-            f"--model {spec!r} is not a local directory and cannot be fetched from the hub: {exc}"
-        ) from exc
+    return resolve_model_dir(spec, key="--model")
 
 
 def _latest_checkpoint(run_dir: Path) -> Path:
@@ -129,7 +122,7 @@ def _existing(name: str, relative_to: Path, adapter_dir: Path) -> Path:
     for candidate in (Path(name), relative_to / name):
         if candidate.exists():
             return candidate
-    if _HUB_ID.match(name):
+    if is_hub_id(name):
         return _from_hub(name)
     raise FileNotFoundError(f"LoRA adapter {str(adapter_dir)!r}: its base model {name!r} does not exist")
 

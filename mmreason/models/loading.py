@@ -1,7 +1,8 @@
 """Load a policy (and its processor) from any ``from_pretrained`` directory.
 
 Attention implementation and dtype are chosen for the hardware unless the config says otherwise:
-flash_attention_2 when it imports on CUDA, else PyTorch SDPA; bf16 on CUDA with bf16 support, else fp32.
+flash_attention_2 when it imports on a CUDA GPU of compute capability 8.0 or newer (Ampere), else PyTorch SDPA;
+bf16 on a CUDA GPU with native bf16 (Ampere or newer), else fp32.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import ClassVar, Literal
 import torch
 
 from mmreason.models.families import check_checkpoint
+from mmreason.models.hub import resolve_model_dir
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ class ModelConfig:
     name_or_path: str = "tiny-model"  # a checkpoint directory (e.g. Qwen2.5-VL-3B-Instruct) or a run dir
     dtype: DType = "auto"
     master_weights: bool = True  # bf16 / fp16 weights: the optimizer steps fp32 copies (docs/training.md)
-    attn_implementation: AttnImplementation = "auto"  # auto: flash_attention_2 on CUDA when it imports, else sdpa
+    attn_implementation: AttnImplementation = "auto"  # auto: flash_attention_2 on Ampere+ when it imports, else sdpa
     gradient_checkpointing: bool = False
     freeze_vision_tower: bool = False
     lora: bool = False
@@ -56,8 +58,8 @@ class ModelConfig:
 
 
 def resolve_dtype(name: str) -> torch.dtype:
-    if name == "auto":
-        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+    if name == "auto":  # native bf16 only: torch emulates it before Ampere (V100, T4), slowly
+        if torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False):
             return torch.bfloat16
         return torch.float32
     try:
@@ -79,7 +81,9 @@ def resolve_attn_implementation(name: str, dtype: torch.dtype | None = None) -> 
     if not torch.cuda.is_available():
         return "sdpa"
     dtype = dtype if dtype is not None else resolve_dtype("auto")
-    if importlib.util.find_spec("flash_attn") is None:
+    if torch.cuda.get_device_capability() < (8, 0):
+        log.info("flash-attn 2 needs compute capability 8.0 (Ampere) or newer: using SDPA attention")
+    elif importlib.util.find_spec("flash_attn") is None:
         log.info("flash-attn not installed: using SDPA attention")
     elif dtype not in (torch.bfloat16, torch.float16):
         log.info("flash-attn needs bf16 or fp16 weights; %s uses SDPA attention", dtype)
@@ -101,8 +105,8 @@ def cpu_attention(attn: str, dtype: torch.dtype) -> str:
 
 def backend_note(attn_implementation: str, dtype: torch.dtype | None = None, generation: str = "hf") -> str:
     """One line saying which attention, dtype and generation backend a run uses, for the run header."""
-    have = {name: importlib.util.find_spec(name) is not None for name in ("flash_attn", "deepspeed")}
-    parts = [f"attention: {attn_implementation}" + ("" if have["flash_attn"] else " (flash-attn not installed)")]
+    flash = importlib.util.find_spec("flash_attn") is not None
+    parts = [f"attention: {attn_implementation}" + ("" if flash else " (flash-attn not installed)")]
     if dtype is not None:
         parts.append(f"dtype: {str(dtype).removeprefix('torch.')}")
     parts.append(
@@ -110,14 +114,13 @@ def backend_note(attn_implementation: str, dtype: torch.dtype | None = None, gen
         if generation == "vllm"
         else "generation: HF generate (vLLM: rollout.backend=vllm)"
     )
-    if not have["deepspeed"]:
-        parts.append("deepspeed not installed (DDP/FSDP only)")
     return "; ".join(parts)
 
 
 def check_model_dir(path: str | Path) -> Path:
-    """A clear error for a directory that cannot hold a checkpoint, before transformers tries."""
-    p = Path(path)
+    """The checkpoint directory of ``path`` (a hub id resolves through ``hub.resolve_model_dir``, as in
+    ``mmreason eval``), or a clear error for one that cannot hold a checkpoint, before transformers tries."""
+    p = resolve_model_dir(path)
     if not p.exists():
         raise FileNotFoundError(f"model directory {str(p)!r} does not exist (build one with `mmreason tiny-model DIR`)")
     if p.is_dir() and not (p / "config.json").exists() and not (p / "adapter_config.json").exists():
@@ -129,7 +132,7 @@ def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: 
     """The checkpoint's processor; ``min_pixels`` / ``max_pixels`` override its per-image pixel limits."""
     from transformers import AutoProcessor  # heavy (seconds): imported on use, not when a config loads
 
-    check_model_dir(path)
+    path = check_model_dir(path)
     try:
         processor = AutoProcessor.from_pretrained(str(path))
     except Exception as exc:  # transformers raises many types; the user needs the path and the reason

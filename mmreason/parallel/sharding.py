@@ -4,7 +4,8 @@ One code path: a launch with ``distributed_type: FSDP`` and ``fsdp_version: 2`` 
 own FSDP preparation (which applies only on accelerators, so no CPU test could run it). The trainer builds its
 Accelerator as plain data parallel (``plain_accelerator_env``) and shards the model itself with torch's
 ``fully_shard``, from the launcher's keys: each module whose class the config names
-(``fsdp_transformer_layer_cls_to_wrap``: decoder layers and vision blocks) is one FSDP unit, the root holds the
+(``fsdp_transformer_layer_cls_to_wrap``: decoder layers and vision blocks; the model family's own when the
+config names none or another family's, ``train/launch_checks.py``) is one FSDP unit, the root holds the
 rest (embeddings, merger, head). ``accelerator.prepare`` then sees only the optimizer and scheduler. CI runs this
 path on two CPU processes over gloo; a GPU runs the same functions over NCCL.
 
@@ -15,8 +16,8 @@ preparation does). FSDP version 1 is refused at start-up.
 
 Generation runs many forwards whose number differs between processes (early stops, uneven prompts, the
 main process alone in the in-training eval), so it must not all-gather per forward: ``gathered(model)``,
-entered by every process together, all-gathers every unit once and keeps them whole until the block ends
-(as DeepSpeed's ZeRO-3 ``GatheredParameters`` does). Inside, the model runs without any collective.
+entered by every process together, all-gathers every unit once and keeps them whole until the block ends.
+Inside, the model runs without any collective.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def plain_accelerator_env():
         raise ValueError(
             "fsdp_config.fsdp_version: 1 is not supported; set fsdp_version: 2 (configs/accelerate/fsdp.yaml)"
         )
+    # transformers loads real weights on the main process alone under this flag, for accelerate's FSDP
+    # preparation to broadcast them; the trainer's own sharding needs them loaded on every process.
+    os.environ["FSDP_CPU_RAM_EFFICIENT_LOADING"] = "false"
     saved = os.environ["ACCELERATE_USE_FSDP"]
     os.environ["ACCELERATE_USE_FSDP"] = "false"
     try:

@@ -14,7 +14,7 @@ Shape letters: N trajectories, T tokens, M rows of the whole step, H past group 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from torch import Tensor
@@ -57,6 +57,18 @@ class LossInputs:
     tempered_logprobs: Tensor | None = None  # [N, T] behaviour log-probs at the loss's temperature (DCPO)
     token_ids: Tensor | None = None  # [N, T] the micro-batch's token ids
     segment_progress: Tensor | None = None  # [N, T] GRPO-VPS segment progress of each token
+
+    def on_device(self) -> LossInputs:
+        """The record with every tensor on ``logprobs``' device. The trainer builds the group ids, rewards and
+        entropy history on the CPU beside log-probs on the GPU; moving them here, once, before any loss runs,
+        keeps every loss free of device bookkeeping (``tests/rl/losses/test_loss_device.py``)."""
+        device = self.logprobs.device
+        moved = {
+            f.name: value.to(device)
+            for f in fields(self)
+            if isinstance(value := getattr(self, f.name), Tensor) and value.device != device
+        }
+        return replace(self, **moved) if moved else self
 
 
 TENSORS = ("logprobs", "old_logprobs", "advantages", "mask")

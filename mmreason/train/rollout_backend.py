@@ -160,7 +160,7 @@ def check_colocate_sharding(run) -> None:
     if (
         acc.num_processes > 1
         and run.cfg.rollout.vllm_weight_sync == "directory"
-        and (is_sharded(acc.unwrap_model(run.model)) or acc.distributed_type.value in ("FSDP", "DEEPSPEED"))
+        and (is_sharded(acc.unwrap_model(run.model)) or acc.distributed_type.value == "FSDP")
     ):
         raise ConfigError(
             "rollout.vllm_mode=colocate with a sharded model and more than one process needs "
@@ -171,15 +171,12 @@ def check_colocate_sharding(run) -> None:
 def check_server_sharding(run) -> None:
     """Server mode pushes the whole policy from the main process. An FSDP2 model (torch ``fully_shard``) is
     gathered first (``mmreason.parallel.sharding.full_state_dict``, every process); the shardings it cannot
-    gather whole are refused before any step: DeepSpeed ZeRO-3, FSDP1 wrappers, and a LoRA adapter on a
-    sharded model (its merge needs the whole base weights)."""
+    gather whole are refused before any step: FSDP1 wrappers, and a LoRA adapter on a sharded model (its
+    merge needs the whole base weights). DeepSpeed never gets here (``train/launch_checks.py``)."""
     acc = run.accelerator
     kind = acc.distributed_type.value
     inner = acc.unwrap_model(run.model)
-    plugin = getattr(acc.state, "deepspeed_plugin", None)
-    if kind == "DEEPSPEED" and plugin is not None and getattr(plugin, "zero_stage", 0) == 3:
-        why = "DeepSpeed ZeRO-3 shards the parameters"
-    elif kind == "FSDP" and not is_sharded(inner):
+    if kind == "FSDP" and not is_sharded(inner):
         why = "FSDP1 wraps the model (only FSDP2, fsdp_version: 2, is gathered)"
     elif is_sharded(inner) and hasattr(inner, "merge_adapter"):
         why = "a LoRA adapter on a sharded model is not merged for the push"
@@ -187,7 +184,7 @@ def check_server_sharding(run) -> None:
         return
     raise ConfigError(
         f"rollout.vllm_mode=server: {why}, so the weight push would write the main process's "
-        "shard only; use DDP or ZeRO-1/2, FSDP2 with full fine-tuning, or rollout.backend=hf"
+        "shard only; use DDP, FSDP2 with full fine-tuning, or rollout.backend=hf"
     )
 
 

@@ -50,6 +50,7 @@ from mmreason.sampling.records import Rollouts
 from mmreason.sampling.stream import StreamSampler
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import RewardConfig, TrainConfig
+from mmreason.train.launch_checks import check_launch
 from mmreason.train.logging import RunLogger
 from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
 from mmreason.train.timing import PhaseTimes
@@ -278,6 +279,7 @@ def setup_run(
     and refuse one that holds anything unless ``resume`` or ``overwrite_output_dir`` (``claim``); the caller
     gives the lock back with ``Run.release``."""
     TASKS.get(cfg.data.task).check_options(cfg.data.task_args, key="data.task_args")  # before anything loads
+    check_launch(cfg)  # DeepSpeed, pre-Ampere bf16 / flash-attn refused; FSDP units (train/launch_checks.py)
     accelerator = make_accelerator(cfg)
     output = claim(cfg, accelerator) if own_output_dir else None
     try:

@@ -7,13 +7,18 @@ import pytest
 from mmreason.models import ModelConfig, load_model, resolve_attn_implementation, trainable_parameters
 
 
-def _pretend(monkeypatch, cuda: bool, flash_attn: bool):
+def _pretend(monkeypatch, cuda: bool, flash_attn: bool, capability: tuple[int, int] = (9, 0)):
     import importlib.util
 
     import torch
 
     real = importlib.util.find_spec
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    # torch reports bf16 on a pre-Ampere GPU through emulation; natively only from compute capability 8.0
+    monkeypatch.setattr(
+        torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation or capability >= (8, 0)
+    )
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
@@ -22,23 +27,34 @@ def _pretend(monkeypatch, cuda: bool, flash_attn: bool):
 
 
 @pytest.mark.parametrize(
-    "cuda,flash_attn,dtype,expected",
+    "cuda,flash_attn,dtype,capability,expected",
     [
-        (True, True, "bfloat16", "flash_attention_2"),
-        (True, True, "float16", "flash_attention_2"),
-        (True, True, "float32", "sdpa"),  # flash-attn has no fp32 kernels
-        (True, False, "bfloat16", "sdpa"),
-        (False, True, "bfloat16", "sdpa"),
+        (True, True, "bfloat16", (8, 0), "flash_attention_2"),
+        (True, True, "float16", (9, 0), "flash_attention_2"),
+        (True, True, "float32", (9, 0), "sdpa"),  # flash-attn has no fp32 kernels
+        (True, False, "bfloat16", (9, 0), "sdpa"),
+        (False, True, "bfloat16", (9, 0), "sdpa"),
+        (True, True, "float16", (7, 5), "sdpa"),  # T4: flash-attn 2 needs Ampere
     ],
 )
-def test_auto_attention_is_flash_attention_2_only_on_cuda_with_half_precision(
-    monkeypatch, cuda, flash_attn, dtype, expected
+def test_auto_attention_is_flash_attention_2_only_on_ampere_cuda_with_half_precision(
+    monkeypatch, cuda, flash_attn, dtype, capability, expected
 ):
     import torch
 
-    _pretend(monkeypatch, cuda, flash_attn)
+    _pretend(monkeypatch, cuda, flash_attn, capability)
     assert resolve_attn_implementation("auto", getattr(torch, dtype)) == expected
     assert resolve_attn_implementation("eager", getattr(torch, dtype)) == "eager"
+
+
+@pytest.mark.parametrize("capability, expected", [((7, 0), "float32"), ((8, 0), "bfloat16"), ((9, 0), "bfloat16")])
+def test_auto_dtype_is_bf16_only_where_the_gpu_has_it_natively(monkeypatch, capability, expected):
+    import torch
+
+    from mmreason.models.loading import resolve_dtype
+
+    _pretend(monkeypatch, True, False, capability)
+    assert resolve_dtype("auto") == getattr(torch, expected)
 
 
 def test_explicit_flash_attention_without_the_package_is_a_clear_error(monkeypatch):

@@ -136,19 +136,17 @@ def test_a_vllm_server_that_is_not_there_is_one_line_naming_host_and_port_before
 
 
 @pytest.mark.parametrize(
-    "kind, zero_stage, refused",
+    "kind, refused",
     [
-        ("MULTI_CPU", None, None),
-        ("MULTI_GPU", None, None),
-        ("DEEPSPEED", 2, None),
-        ("DEEPSPEED", 3, "DeepSpeed ZeRO-3"),
-        ("FSDP", None, "FSDP1 wraps the model"),
+        ("MULTI_CPU", None),
+        ("MULTI_GPU", None),
+        ("FSDP", "FSDP1 wraps the model"),
     ],
 )
-def test_server_mode_refuses_shardings_whose_push_would_be_one_shard(tiny, kind, zero_stage, refused):
-    """Server mode pushes from the main process: ZeRO-3 and an FSDP1 wrapper (the model is not an FSDP2
-    module that ``full_state_dict`` gathers) are refused before any step; DDP and ZeRO-1/2 hold whole weights.
-    (FSDP2 itself, gathered, runs in tests/rollout_vllm/test_vllm_server.py.)"""
+def test_server_mode_refuses_shardings_whose_push_would_be_one_shard(tiny, kind, refused):
+    """Server mode pushes from the main process: an FSDP1 wrapper (the model is not an FSDP2 module that
+    ``full_state_dict`` gathers) is refused before any step; DDP holds whole weights. (FSDP2 itself, gathered,
+    runs in tests/rollout_vllm/test_vllm_server.py; DeepSpeed is refused at start-up, tests/train/test_launch_checks.py.)"""
     from types import SimpleNamespace
 
     from accelerate.utils import DistributedType
@@ -156,10 +154,7 @@ def test_server_mode_refuses_shardings_whose_push_would_be_one_shard(tiny, kind,
     from mmreason.train.rollout_backend import check_server_sharding
 
     model, _ = tiny
-    plugin = SimpleNamespace(zero_stage=zero_stage) if zero_stage else None
-    acc = SimpleNamespace(
-        distributed_type=DistributedType(kind), state=SimpleNamespace(deepspeed_plugin=plugin), unwrap_model=lambda m: m
-    )
+    acc = SimpleNamespace(distributed_type=DistributedType(kind), unwrap_model=lambda m: m)
     run = SimpleNamespace(accelerator=acc, model=model)
     if refused is None:
         check_server_sharding(run)

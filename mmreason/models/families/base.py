@@ -26,6 +26,11 @@ Everything that differs between VLM families and that the engine needs lives her
 - ``budget``: ``"pixels"`` when the visual tokens follow the pixel budget (``prompt_overflow: downscale``
   works), ``"tiles"`` when an image becomes fixed-size tiles (InternVL): an over-long prompt is skipped.
 - ``grids``: the processor returns ``*_grid_thw``, by which a batch's visual tensors are cut per item.
+- ``fsdp_units``: the module classes FSDP shards one by one (the decoder layer and the vision block), per
+  ``model_type`` of the checkpoint's config or of its ``text_config`` / ``vision_config`` (InternVL's decoder is
+  its text model's: Qwen2, Qwen3, Llama); ``units_for(config)`` picks a checkpoint's. The trainer wraps these
+  when the accelerate config names no ``fsdp_transformer_layer_cls_to_wrap`` or names classes that are not
+  the family's (``train/launch_checks.py``); ``tests/models/test_fsdp_units.py`` builds every family and finds them.
 
 The chat-turn delimiters are not stored: ``rollout/chat_turns.py`` reads them from the checkpoint's own
 chat template, which every family ships.
@@ -58,6 +63,7 @@ class ModelFamily:
     video_plan: bool = True
     budget: Budget = "pixels"  # pixels: tokens follow the pixel budget (downscale works); tiles: fixed-size tiles
     grids: bool = True  # the processor returns ``*_grid_thw`` (visual tensors split per item by their grids)
+    fsdp_units: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (model_type, FSDP unit class names) pairs
 
     def __post_init__(self) -> None:
         """A family whose adapter names a value outside its field's closed set fails at import, naming both."""
@@ -72,6 +78,14 @@ class ModelFamily:
                     f"{self.adapter_file}: {self.name}.{name}={getattr(self, name)!r} is not one of "
                     f"{', '.join(get_args(kind))}"
                 )
+
+    def units_for(self, config: dict) -> tuple[str, ...]:
+        """The FSDP unit classes of a checkpoint's ``config.json`` (as a dict): those declared for its
+        ``model_type`` and for its text and vision configs' model types, in that order."""
+        by_type = dict(self.fsdp_units)
+        types = [config.get("model_type")]
+        types += [(config.get(k) or {}).get("model_type") for k in ("text_config", "vision_config")]
+        return tuple(dict.fromkeys(c for t in types if t in by_type for c in by_type[t]))
 
     @property
     def pixels_per_token(self) -> int:

@@ -36,6 +36,14 @@ INTERNVL = ModelFamily(
     video_plan=False,
     budget="tiles",
     grids=False,
+    # the vision layer, and the decoder layer of its text model (text_config.model_type: InternVL3's Qwen2,
+    # InternVL3.5's Qwen3, a Llama decoder)
+    fsdp_units=(
+        ("internvl", ("InternVLVisionLayer",)),
+        ("qwen2", ("Qwen2DecoderLayer",)),
+        ("qwen3", ("Qwen3DecoderLayer",)),
+        ("llama", ("LlamaDecoderLayer",)),
+    ),
 )
 
 FAMILIES = (INTERNVL,)

@@ -33,6 +33,7 @@ QWEN2_VL = ModelFamily(
     never_sampled=QWEN_VISION_SPECIALS,
     turn_end_token="<|im_end|>",
     frame_times="none",
+    fsdp_units=(("qwen2_vl", ("Qwen2VLDecoderLayer", "Qwen2VLVisionBlock")),),
 )
 
 QWEN2_5_VL = ModelFamily(
@@ -47,6 +48,7 @@ QWEN2_5_VL = ModelFamily(
     never_sampled=QWEN_VISION_SPECIALS,
     turn_end_token="<|im_end|>",
     frame_times="mrope",
+    fsdp_units=(("qwen2_5_vl", ("Qwen2_5_VLDecoderLayer", "Qwen2_5_VLVisionBlock")),),
 )
 
 FAMILIES = (QWEN2_VL, QWEN2_5_VL)

@@ -26,6 +26,10 @@ QWEN3_VL = ModelFamily(
     turn_end_token="<|im_end|>",
     frame_times="text",
     video_plan=False,
+    fsdp_units=(
+        ("qwen3_vl", ("Qwen3VLTextDecoderLayer", "Qwen3VLVisionBlock")),
+        ("qwen3_vl_moe", ("Qwen3VLMoeTextDecoderLayer", "Qwen3VLMoeVisionBlock")),
+    ),
 )
 
 # Qwen3.5: the same vision tower (no DeepStack) and positions, and a hybrid decoder whose linear-attention
@@ -48,6 +52,7 @@ QWEN3_5 = ModelFamily(
     turn_end_token="<|im_end|>",
     frame_times="text",
     video_plan=False,
+    fsdp_units=(("qwen3_5", ("Qwen3_5DecoderLayer", "Qwen3_5VisionBlock")),),
 )
 
 FAMILIES = (QWEN3_VL, QWEN3_5)

@@ -58,7 +58,7 @@ def tensor_form(loss: Callable[..., LossOutput], name: str | None = None) -> Cal
         check_options("policy loss", label, call, keywords)
         taken = {k: keywords.pop(k) for k in contract.takes if k in keywords}
         x = LossInputs(logprobs, old_logprobs, advantages, mask, **{**contract.defaults, **taken})
-        return loss(x, **keywords)
+        return loss(x.on_device(), **keywords)
 
     call.__signature__ = signature  # type: ignore[attr-defined]
     call.__name__ = call.__qualname__ = label
@@ -89,6 +89,7 @@ def call_loss(fn: Callable[..., LossOutput], x: LossInputs, options: dict[str, A
     missing = missing_needs(fn, x)
     if missing:
         raise TypeError(f"policy loss {fn.__name__!r} needs {', '.join(missing)}; the trainer left it unset")
+    x = x.on_device()  # the trainer's CPU-side fields (group ids, rewards) join log-probs' device once, here
     contract = contract_of(fn)
     if contract.call == "inputs":
         return fn(x, **options)
