@@ -37,20 +37,17 @@ def mixed_data(tmp_path_factory):
     """A JSONL in EasyR1's layout: text-only, one image, two images and a video row, then the same again."""
     out = tmp_path_factory.mktemp("mixed")
     subprocess.run(
-        [sys.executable, "-m", "mmreason", "data", "examples", "--out", str(out), "--layouts", "easyr1"],
+        [sys.executable, "-m", "mmreason", "data", "examples", "--out", str(out), "--layouts", "easyr1,videor1"],
         check=True,
         capture_output=True,
     )
-    m = "media/"
+    pngs = sorted(p.relative_to(out).as_posix() for p in (out / "media").glob("*.png"))
+    mp4 = sorted(p.relative_to(out).as_posix() for p in (out / "media").glob("*.mp4"))[0]
     rows = [
-        {"problem": "What is two plus two? Answer with a number.", "answer": "4", "images": [], "videos": []},
-        {"problem": "<image>What colour are the shapes?", "answer": "blue", "images": [m + "blue_square_1.png"]},
-        {
-            "problem": "<image><image>Are the colours the same? Answer yes or no.",
-            "answer": "no",
-            "images": [m + "red_circle_2.png", m + "green_square_2.png"],
-        },
-        {"problem": "<video>What colour is the moving shape?", "answer": "red", "videos": [m + "red_circle_2.mp4"]},
+        {"problem": "What is two plus two? Answer with a number.", "answer": "4"},
+        {"problem": "<image>What colour are the shapes?", "answer": "blue", "images": pngs[:1]},
+        {"problem": "<image><image>Are the colours the same? Answer yes or no.", "answer": "no", "images": pngs[1:3]},
+        {"problem": "<video>What colour is the moving shape?", "answer": "red", "videos": [mp4]},
     ]
     path = out / "mixed.jsonl"
     path.write_text("".join(json.dumps({"images": [], "videos": [], **r}) + "\n" for r in rows * 2))
@@ -76,7 +73,7 @@ def accelerate_config(tmp_path: Path, launch_name: str, mixed_precision: str) ->
     text = (ROOT / "configs" / "accelerate" / LAUNCH[launch_name]).read_text()
     assert 'mixed_precision: "no"' in text
     path = tmp_path / f"{launch_name}_{mixed_precision}.yaml"
-    path.write_text(text.replace('mixed_precision: "no"', f"mixed_precision: {mixed_precision}"))
+    path.write_text(text.replace('mixed_precision: "no"', f'mixed_precision: "{mixed_precision}"'))
     return path
 
 
@@ -109,14 +106,18 @@ def test_two_grpo_steps(launch_name, precision, tiny_model_dir, mixed_data, shap
         "max_steps=2",
         "rollout.num_generations=2",
         "rollout.max_completion_length=4",
+        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",  # varies on the random model's output: updates run
     ]
     done = launch(accelerate_config(tmp_path, launch_name, mixed), ["train", *args], env, tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    steps = [r for r in rows if "loss" in r]
-    assert [r["step"] for r in steps] == [1, 2]
-    assert all(r.get("skipped_update", 0) == 0 for r in steps), steps  # both updates ran
-    assert [r["step"] for r in rows if any(k.startswith("eval/") for k in r)] == [0, 2]
+    steps = [r for r in rows if "reward/mean" in r]
+    assert [r["step"] for r in steps] == [1, 2], rows
+    assert all(r.get("skipped_update", 0) == 0 for r in steps), steps  # no update skipped
+    evals = [r for r in rows if any(k.startswith("eval/") for k in r)]
+    assert [r["step"] for r in evals] == [0, 2]
+    assert all(v == 0 for r in evals for k, v in r.items() if k.endswith("/n_failed")), evals
+    assert not (out / "events.log").exists() or "bad_sample" not in (out / "events.log").read_text()
     if launch_name == "fsdp2":
         assert "fsdp2:" in done.stdout and "computed in torch.bfloat16" in done.stdout or precision == "fp32"
 
