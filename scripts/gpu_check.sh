@@ -8,6 +8,7 @@
 #   fsdp2-1proc      accelerate launch, FSDP2 on one process (configs/accelerate/fsdp_gpu1.yaml)
 #   grpo-7b          mmreason bench grpo-shape --shape 7b: two GRPO steps of a random-init model of
 #                    Qwen2.5-VL-7B's published sizes, built on the GPU (gradient checkpointing, chunked head)
+#   vllm-colocate    where vllm is installed (not on the lent machines): bench grpo-step, HF against vLLM
 # Each check runs under its own `timeout`, capped by what is left of the total budget (GPU_CHECK_BUDGET_S,
 # 450 s); a failing check does not stop the next. Outputs and logs: WORK_DIR (default: a new temporary folder).
 # Before a lent machine: `bash scripts/gpu_wheels.sh` here, then carry gpu_wheels/ with the tree.
@@ -91,11 +92,17 @@ launched() { # NAME CONFIG: two GRPO steps of the tiny model under accelerate la
         x "$PY" -m mmreason.bench.gpu_check steps "$W/$1" --expect 2 | tee "$W/$1.figure"
 }
 
+vllm_colocate() { # the GRPO step split and generated tokens/s of HF generate and colocated vLLM
+    x "$PY" -m mmreason bench grpo-step --size small --backend hf,vllm --max-completion-length 128 \
+        --set rollout.vllm_gpu_memory_utilization=0.3 | tee "$W/vllm.out" &&
+        x grep -o "vllm / hf: .*" "$W/vllm.out" >"$W/vllm-colocate.figure"
+}
+
 grpo_shape() { # SHAPE: two GRPO steps of a random-init model of that shape, built on the device
     x "$PY" -m mmreason bench grpo-shape --shape "$1" --steps 2 --json "$W/grpo-shape.json" &&
         x "$PY" -m mmreason.bench.gpu_check bench "$W/grpo-shape.json" | tee "$W/grpo-$1.figure"
 }
-export -f install_deps cuda_tests main_job launched grpo_shape
+export -f install_deps cuda_tests main_job launched vllm_colocate grpo_shape
 
 [[ $MODE == gpu ]] && { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true; }
 check install 90 install_deps
@@ -111,6 +118,11 @@ else
     check accelerate-bf16 75 "launched accelerate-bf16 configs/accelerate/gpu1_bf16.yaml"
     check fsdp2-1proc 90 "launched fsdp2-1proc configs/accelerate/fsdp_gpu1.yaml"
     check grpo-7b 150 "grpo_shape 7b"
+    if [[ $MODE == dry-run ]] || "$PY" -c "import vllm" 2>/dev/null; then
+        check vllm-colocate 120 vllm_colocate
+    else
+        skip vllm-colocate "vllm not installed"
+    fi
 fi
 echo
 echo "GPU check ($MODE), $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), outputs in $W:"

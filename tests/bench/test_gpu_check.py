@@ -18,7 +18,7 @@ import yaml
 from mmreason.bench import gpu_check
 
 ROOT = Path(__file__).resolve().parents[2]
-GPU_CHECKS = ["install", "cuda-tests", "main-job", "accelerate-bf16", "fsdp2-1proc", "grpo-7b"]
+GPU_CHECKS = ["install", "cuda-tests", "main-job", "accelerate-bf16", "fsdp2-1proc", "grpo-7b", "vllm-colocate"]
 # The project's dependencies and extras that the GPU machine's image lacks (scripts/gpu_wheels.sh carries some).
 ABSENT = (
     "datasets decord av pypdfium2 qwen_vl_utils math_verify latex2sympy2_extended orjson easy_vqa rank_bm25 trl "
@@ -96,7 +96,7 @@ def _check_command(argv: list[str], bad: list[str]) -> None:
             return
         if rest[0] in ("train", "sft"):
             load_config(TrainConfig, ROOT / args.config, list(args.overrides))
-    elif module == "mmreason.bench.gpu_check":
+    elif module == "mmreason.bench.gpu_check":  # the figure commands
         assert rest[0] in ("accuracy", "steps", "bench")
 
 
