@@ -13,10 +13,10 @@
 # 450 s); a failing check does not stop the next. Outputs and logs: WORK_DIR (default: a new temporary folder).
 # Before a lent machine: `bash scripts/gpu_wheels.sh` here, then carry gpu_wheels/ with the tree.
 # --cpu: the parts that run without a GPU, at reduced size (main job 2 + 2 steps, no accuracy bar; the bench
-# on the tiny shape); --dry-run: print each check's commands, run none (tests/bench/test_gpu_check.py runs both).
+# on the tiny shape); --dry-run: print each check's commands, run none (tests/bench/test_gpu_check.py runs it).
 # Usage: bash scripts/gpu_check.sh [--cpu | --dry-run] [WORK_DIR]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 MODE=gpu
 case "${1:-}" in --cpu | --dry-run) MODE=${1#--} && shift ;; esac
 export W=${1:-$(mktemp -d /tmp/gpu_check.XXXXXX)}

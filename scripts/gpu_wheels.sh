@@ -26,6 +26,6 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
     -d "$OUT" "${WHEELS[@]}"
 wheels=$(du -cb "$OUT"/*.whl | tail -n 1 | cut -f 1)
 tree=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f 1)
-echo "$(ls "$OUT"/*.whl | wc -l) wheels, $((wheels / 1024)) KiB; with the tree ($((tree / 1024)) KiB):" \
+echo "$(find "$OUT" -name "*.whl" | wc -l) wheels, $((wheels / 1024)) KiB; with the tree ($((tree / 1024)) KiB):" \
     "$(((wheels + tree) / 1048576)) MiB of the 64 MiB a device call carries"
 ((wheels + tree < 60 * 1048576)) || { echo "gpu_wheels.sh: over 60 MiB with the tree: carry fewer wheels" >&2; exit 1; }

@@ -170,11 +170,14 @@ def _update(policy: _Policy, trajectories: list[Trajectory]) -> float:
     batch = collate(trajectories, pad).to(device)
     if "pixel_values" in batch.visual:
         batch.visual["pixel_values"] = batch.visual["pixel_values"].to(dtype)
-    options = {"suppressed": suppressed_token_ids(policy.tokenizer), "chunked": policy.chunked_head}
+    suppressed, chunked = suppressed_token_ids(policy.tokenizer), policy.chunked_head
     if policy.shared_prefix:
-        logp = sp.shared_prefix_logprobs(policy.model, trajectories, batch.input_ids.shape[1], pad, **options)[0]
+        width = batch.input_ids.shape[1]
+        logp = sp.shared_prefix_logprobs(
+            policy.model, trajectories, width, pad, suppressed=suppressed, chunked=chunked
+        )[0]
     else:
-        logp = token_logprobs(policy.model, batch, **options)[0]
+        logp = token_logprobs(policy.model, batch, suppressed=suppressed, chunked=chunked)[0]
     out = rl.policy_loss("clipped", logp, logp.detach(), adv, batch.action_mask)
     out.loss.backward()
     return float(out.loss.detach())
