@@ -64,6 +64,8 @@ class IdTable:
 
 @dataclass
 class StepRecord:
+    """One step's times (generation, forward and backward, clipping and AdamW), token counts, loss and norm."""
+
     generate_s: float
     update_s: float  # forward and backward of every trajectory
     optimizer_s: float
@@ -76,6 +78,8 @@ class StepRecord:
 
 @dataclass
 class ShapeRun:
+    """A bench run: what was built and how it stepped (``--json`` writes it with the medians)."""
+
     shape: str
     parameters: int
     device_name: str
