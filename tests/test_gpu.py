@@ -1,6 +1,6 @@
 """CUDA checks, skipped without a GPU: the shared-prefix update on the device, half precision with the
 attention the loader picks (flash-attention 2 when installed), and a short GRPO run of the real CLI.
-`bash scripts/gpu_check.sh` runs these and the update-throughput bench in one go."""
+`bash scripts/gpu_check.sh` runs these first of its checks (docs/training.md, "GPU check")."""
 
 from __future__ import annotations
 

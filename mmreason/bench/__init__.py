@@ -22,6 +22,10 @@ BENCHES = {
         "mmreason.bench.update_throughput",
         "policy-update tokens/s and MFU of a random-init model (3b shape on a GPU)",
     ),
+    "grpo-shape": (
+        "mmreason.bench.grpo_shape",
+        "GRPO steps (generate, update) of a random-init model built on the device (7b shape on a GPU)",
+    ),
     "server-body": (
         "mmreason.bench.server_body",
         "a hostile vllm-serve body: parsed whole against refused by the shape count",

@@ -34,8 +34,14 @@ from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
 from mmreason.types import Trajectory
 
-# Qwen2.5-VL-3B-Instruct's shape; the vocabulary and special-token ids are Qwen's.
-SHAPES: dict[str, TinySize] = {**SIZES, "3b": TinySize(151936, 2048, 36, 16, 2, 11008, 1280, 32, 16, 3420)}
+# Qwen2.5-VL-3B-Instruct's and -7B-Instruct's shapes (their published config.json: text hidden size, layers,
+# heads, KV heads, MLP width; vision width, depth, heads, MLP width); the vocabulary and special-token ids are
+# Qwen's. The 7B one has 8.29 B parameters (tests/bench/test_grpo_shape.py counts them on the meta device).
+QWEN_SHAPES: dict[str, TinySize] = {
+    "3b": TinySize(151936, 2048, 36, 16, 2, 11008, 1280, 32, 16, 3420),
+    "7b": TinySize(152064, 3584, 28, 28, 4, 18944, 1280, 32, 16, 3420),
+}
+SHAPES: dict[str, TinySize] = {**SIZES, **QWEN_SHAPES}
 _QWEN_IDS = {
     "<|endoftext|>": 151643,
     "<|im_start|>": 151644,
@@ -46,7 +52,7 @@ _QWEN_IDS = {
     "<|image_pad|>": 151655,
     "<|video_pad|>": 151656,
 }
-_FULL_ATTENTION_BLOCKS = {"3b": [7, 15, 23, 31]}
+_FULL_ATTENTION_BLOCKS = {"3b": [7, 15, 23, 31], "7b": [7, 15, 23, 31]}
 # Dense bf16 peak of common accelerators (TFLOP/s), matched on the CUDA device name; --peak-tflops overrides.
 PEAK_TFLOPS = {
     "H200": 989.4,
@@ -80,11 +86,18 @@ class Workload:
         return 4 * self.pages * self.image_tokens
 
 
-def build_model(shape: str, dtype: torch.dtype, attn: str, device: torch.device, seed: int = 0):
+def shape_config(shape: str):
+    """The Qwen2.5-VL config of a named shape and its special-token ids (Qwen's for the Qwen shapes), built
+    without weights: the meta device counts its parameters, ``build_model`` initialises them."""
     size = SHAPES[shape]
     vocab = size.model_vocab or size.vocab_size
-    ids = _QWEN_IDS if shape == "3b" else {name: vocab - 16 + i for i, name in enumerate(_QWEN_IDS)}
-    config = model_config("qwen2_5_vl", size, ids, vocab, _FULL_ATTENTION_BLOCKS.get(shape))
+    ids = _QWEN_IDS if shape in QWEN_SHAPES else {name: vocab - 16 + i for i, name in enumerate(_QWEN_IDS)}
+    return model_config("qwen2_5_vl", size, ids, vocab, _FULL_ATTENTION_BLOCKS.get(shape)), ids
+
+
+def build_model(shape: str, dtype: torch.dtype, attn: str, device: torch.device, seed: int = 0):
+    """A random-init model of a named shape on ``device`` (on a GPU, allocated there: no CPU copy)."""
+    config, ids = shape_config(shape)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         with torch.device(device):
@@ -285,14 +298,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shape",
         choices=sorted(SHAPES),
         default=None,
-        help="model shape (default: 3b on CUDA, tiny on CPU; qwen-vocab: 32 M, Qwen's vocabulary)",
+        help="model shape (default: 3b on CUDA, tiny on CPU; qwen-vocab: 32 M, Qwen's vocabulary; 3b, 7b: "
+        "Qwen2.5-VL-3B's and -7B's)",
     )
     parser.add_argument("--pages", type=int, default=8, help="images in the prompt")
     parser.add_argument(
-        "--image-tokens", type=int, default=None, help="visual tokens per image (default: 256 for 3b, 64 otherwise)"
+        "--image-tokens", type=int, default=None, help="visual tokens per image (default: 256 for 3b, 7b; 64 otherwise)"
     )
     parser.add_argument("--prompt-text", type=int, default=96, help="text tokens in the prompt")
-    parser.add_argument("--completion-len", type=int, default=None, help="default: 512 for 3b, 64 otherwise")
+    parser.add_argument("--completion-len", type=int, default=None, help="default: 512 for 3b, 7b; 64 otherwise")
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
@@ -340,7 +354,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     shape = args.shape or ("3b" if torch.cuda.is_available() else "tiny")
-    big = shape == "3b"
+    big = shape in QWEN_SHAPES
     w = Workload(
         pages=args.pages,
         image_tokens=args.image_tokens or (256 if big else 64),
