@@ -37,6 +37,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "serve a vLLM engine on this machine for training runs with rollout.vllm_mode=server",
     ),
     "report": ("mmreason.health.cli", "one self-contained HTML report of a run or eval directory (or two compared)"),
+    "export": (
+        "mmreason.train.export",
+        "a run's checkpoint as a Hugging Face model folder (LoRA merged, processor beside it) for transformers / vLLM",
+    ),
 }
 
 

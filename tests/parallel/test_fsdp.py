@@ -1,7 +1,8 @@
 """FSDP2 on two CPU processes (gloo) through `accelerate launch` and configs/accelerate/fsdp_cpu.yaml: the
 model is sharded (torch fully_shard: accelerate applies FSDP only on accelerators), rollouts and the
 in-training eval generate with the parameters gathered, and the first update equals a single-process run
-at the same global batch (which tests/parallel/test_ddp.py shows DDP equals too)."""
+at the same global batch (which tests/parallel/test_ddp.py shows DDP equals too); the run's checkpoint exports
+whole (`mmreason export`)."""
 
 from __future__ import annotations
 
@@ -94,6 +95,13 @@ def test_fsdp2_generates_evaluates_and_its_first_update_equals_single_process(ti
         moved += int(delta_b.abs().max() > lr / 2)
         torch.testing.assert_close(delta_a, delta_b, atol=lr * 1e-2, rtol=0, msg=k)
     assert moved > 10
+    # `mmreason export` reads the sharded run's checkpoint whole: every tensor as the checkpoint holds it
+    # (tests/train/test_export.py shows an export's outputs equal the policy's on one-process runs)
+    from mmreason.cli import main
+
+    assert main(["export", str(tmp_path / "fsdp"), str(tmp_path / "fsdp-hf")]) == 0
+    exported = load_file(tmp_path / "fsdp-hf" / "model.safetensors")
+    assert exported.keys() == a.keys() and all(torch.equal(exported[k], a[k]) for k in a)
 
 
 def test_wrap_classes_must_exist_in_the_model(tiny):
