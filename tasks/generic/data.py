@@ -235,7 +235,8 @@ def generic_load(
         raise ValueError(f"turns={turns!r}: not one of {', '.join(TURNS)}")
     if columns is not None and not isinstance(columns, dict):
         raise ValueError(f"columns={columns!r}: give a mapping {{role: column}}, e.g. {{prompt: question}}")
-    templates.template(prompt_template)  # a bad template fails before any row is read
+    templates.render(prompt_template, "a question")  # a bad template (or one naming an undefined variable) fails
+    # before any row is read: rendered per row, it would make every row a skip
     source = open_source(str(path), split, streaming=streaming)
     fmt, cols = detect(source.columns, label=source.label, forced=format, renames=columns)
     reader = Reader(source, fmt, cols, prompt_template)
