@@ -82,7 +82,7 @@ def nothing_usable(run, step: int) -> RunStopped:
     would train on nothing and end as if it had trained. Names the counts so far (``events.log`` each skip)."""
     c = run.counters
     return RunStopped(
-        f"step {step}: no usable sample: every prompt drawn was skipped (so far {c.bad_samples} broken, "
+        f"no usable sample: every prompt drawn for step {step} was skipped (so far {c.bad_samples} broken, "
         f"{c.filtered_prompts} over data.max_prompt_length, {c.unseen_media} with media the model would not see; "
         f"each named in {run.cfg.output_dir}/events.log)"
     )
