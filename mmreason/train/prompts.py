@@ -81,6 +81,8 @@ def prompt_of(run: Run, sample) -> PromptInputs | None:
             system_prompt=d.system_prompt,
             video_limits=d.video,
             clock=run.media_time,
+            max_images=d.max_images,
+            max_videos=d.max_videos,
         )
     except PromptTooLong as exc:
         run.counters.filtered_prompts += 1
