@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         # (MMREASON_DEBUG=1 shows it).
         if _is_user_error(exc) and not os.environ.get("MMREASON_DEBUG"):
             print(f"mmreason {args.command}: error: {exc}", file=sys.stderr)
-            return 2
+            return int(getattr(exc, "exit_code", 2))  # a run stopped by SIGTERM: 143 (mmreason.train.signals)
         raise
 
 
@@ -77,8 +77,21 @@ def entry() -> None:
     end_process(main())
 
 
+# Raised on bad input by the standard library with the file named in the message (``[Errno 13] Permission denied:
+# 'out/x'``); subclasses are not included on purpose (a ``UnicodeDecodeError`` names no file: readers word it).
+USER_ERRORS = (
+    ValueError,
+    FileNotFoundError,
+    KeyError,
+    PermissionError,
+    FileExistsError,
+    IsADirectoryError,
+    NotADirectoryError,
+)
+
+
 def _is_user_error(exc: BaseException) -> bool:
-    return type(exc).__module__.startswith("mmreason") or type(exc) in (ValueError, FileNotFoundError, KeyError)
+    return type(exc).__module__.startswith("mmreason") or type(exc) in USER_ERRORS
 
 
 if __name__ == "__main__":

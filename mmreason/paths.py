@@ -75,7 +75,7 @@ class JsonLines(list):
 def _record(raw: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(raw.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors; too deep
         return None
     return value if isinstance(value, dict) else None
 

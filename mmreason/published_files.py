@@ -14,11 +14,11 @@ skips on purpose (DocVQA's test split has no answers) are counted in ``Loaded.sk
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
+from mmreason.files import decode, lone_surrogate, max_data_bytes, parse_json, read_bytes
 from mmreason.rows import read_rows
 from mmreason.types import Sample
 
@@ -45,15 +45,17 @@ class Loaded(list):
 
 def _json_table(path: Path, pack: str) -> list[dict[str, Any]]:
     label = f"{pack} data file {str(path)!r}"
-    head = path.read_bytes()[:4096].decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
-    if not head.startswith("{") or path.suffix == ".jsonl":
+    if path.suffix == ".jsonl":
+        return read_rows(path, pack)
+    text = decode(read_bytes(path, f"{pack} data file", max_data_bytes()), label)  # bounded; BOM dropped
+    if not text.lstrip(" \t\r\n").startswith("{"):
         return read_rows(path, pack)
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (ValueError, UnicodeDecodeError) as err:
+        data = parse_json(text, label)
+    except ValueError:
         if path.suffix != ".json":
             return read_rows(path, pack)  # JSON Lines whose first line is an object
-        raise ValueError(f"{label}: not valid JSON ({err})") from None
+        raise
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         rows = data["data"]
     elif isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
@@ -65,6 +67,9 @@ def _json_table(path: Path, pack: str) -> list[dict[str, Any]]:
     for k, row in enumerate(rows):
         if not isinstance(row, dict):
             raise ValueError(f"{label}: row {k} is a JSON {type(row).__name__}, not an object")
+        bad = lone_surrogate(row)
+        if bad:
+            raise ValueError(f"{label}: row {k}: field {bad!r} holds a lone surrogate (not valid Unicode text)")
     return rows
 
 
@@ -101,6 +106,8 @@ def image_field(value: Any, base: Path, where: str, field: str) -> str | bytes |
     if value is None or value == "":
         return None
     if isinstance(value, dict):
+        if isinstance(value.get("bytes"), str):  # bytes(str) fails with "string argument without an encoding"
+            raise ValueError(f"{where}: {field}'s 'bytes' is text (a str), not image bytes")
         if value.get("bytes"):
             return bytes(value["bytes"])
         value = value.get("path")

@@ -24,6 +24,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mmreason.files import decode, lone_surrogate, max_data_bytes, parse_json, read_bytes, regular_file
+
 LETTERS = "ABCDEFGHIJ"  # option letters of a multiple-choice row, at most ten options
 _PAIR_TEXT = re.compile(r"\s*\[\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\]\s*")
 
@@ -92,40 +94,11 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _bad_text(value: Any, path: str = "") -> str | None:
-    """The path of the first string (or key) in ``value`` that is not encodable text, else None."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return path or "the row"
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = _bad_text(key, path) or _bad_text(item, f"{path}.{key}" if path else str(key))
-            if found:
-                return found
-    elif isinstance(value, list):
-        for k, item in enumerate(value):
-            found = _bad_text(item, f"{path}[{k}]")
-            if found:
-                return found
-    return None
-
-
 def _json_rows(path: Path, label: str) -> list[dict[str, Any]]:
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise ValueError(f"{label}: line {line}: byte {data[err.start]:#04x} is not UTF-8 text") from None
-    stripped = text.lstrip("\ufeff \t\r\n")
+    text = decode(read_bytes(path, "data file", max_data_bytes()), label)  # a leading BOM dropped
+    stripped = text.lstrip(" \t\r\n")
     if stripped.startswith("["):  # one JSON array of rows
-        try:
-            items = json.loads(stripped)
-        except ValueError as err:
-            raise ValueError(f"{label}: not a JSON array of rows ({err})") from None
+        items = parse_json(stripped, f"{label}: a JSON array of rows")
         return [_check_row(item, label, f"row {k}") for k, item in enumerate(items)]
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -133,6 +106,8 @@ def _json_rows(path: Path, label: str) -> list[dict[str, Any]]:
             continue
         try:
             item = json.loads(line)
+        except RecursionError:
+            raise ValueError(f"{label}: line {number}: JSON nested too deeply to read") from None
         except ValueError as err:
             raise ValueError(f"{label}: line {number} is not JSON ({err})") from None
         rows.append(_check_row(item, label, f"line {number}"))
@@ -142,7 +117,7 @@ def _json_rows(path: Path, label: str) -> list[dict[str, Any]]:
 def _check_row(item: Any, label: str, at: str) -> dict[str, Any]:
     if not isinstance(item, dict):
         raise ValueError(f"{label}: {at} is a JSON {type(item).__name__}, not an object (one row per line)")
-    bad = _bad_text(item)
+    bad = lone_surrogate(item)
     if bad:
         raise ValueError(f"{label}: {at}: field {bad!r} holds a lone surrogate (not valid Unicode text)")
     return item
@@ -161,10 +136,6 @@ def _parquet_rows(path: Path, label: str) -> list[dict[str, Any]]:
 def read_rows(path: str | Path, pack: str) -> list[dict[str, Any]]:
     """The rows of ``path`` (``.parquet``: parquet; anything else: JSON Lines or a JSON array), values as
     written; FileNotFoundError / ValueError naming ``pack``'s data file otherwise."""
-    path = Path(path)
+    path = regular_file(path, f"{pack} data file")  # not a folder, FIFO or device: a line, never a hang
     label = f"{pack} data file {str(path)!r}"
-    if not path.exists():
-        raise FileNotFoundError(f"{label} does not exist")
-    if path.is_dir():
-        raise ValueError(f"{label} is a folder, not a JSONL or parquet file")
     return _parquet_rows(path, label) if path.suffix == ".parquet" else _json_rows(path, label)

@@ -8,11 +8,12 @@ delta is ``value_i - value_0`` with the standard error of a difference of two in
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from mmreason.files import MAX_TEXT_BYTES, parse_json, read_text
 
 
 @dataclass
@@ -33,12 +34,8 @@ class Row:
 
 def load_results(path: str | Path) -> dict[str, Any]:
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"results file {str(p)!r} does not exist")
-    try:
-        data = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"results file {str(p)!r} is not JSON: {exc}") from None
+    label = f"results file {str(p)!r}"
+    data = parse_json(read_text(p, "results file", MAX_TEXT_BYTES), label)  # a regular file, bounded
     if not isinstance(data, dict) or "results" not in data:
         raise ValueError(f"{str(p)!r} is not an `mmreason eval` results file (no 'results' key)")
     return data

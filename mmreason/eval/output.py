@@ -37,12 +37,23 @@ def config_hash(config: dict[str, Any]) -> str:
 
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # never a half-written .tmp beside the run's files
+        raise
     tmp.replace(path)
 
 
 def _dumps(record: dict[str, Any]) -> str:
-    return json.dumps(record, ensure_ascii=False, default=str)
+    """One record as a JSON line, UTF-8 as written; a string holding a lone surrogate (a response read from a
+    predictions file, say) is written \\u-escaped instead, valid JSON that reads back the same."""
+    text = json.dumps(record, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(record, default=str)
+    return text
 
 
 @dataclass

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmreason.files import MAX_PREDICTIONS_BYTES, lone_surrogate, read_text, regular_file
+
 ID_KEYS = ("pid", "id", "questionId", "question_id", "doc_id")
 RESPONSE_KEYS = ("response", "filtered_resps", "resps", "prediction", "pred", "output", "text")
 
@@ -71,11 +73,13 @@ def _from_record(record: Any, where: str, key: Any = None) -> tuple[str, Predict
 
 def _records(path: Path) -> list[tuple[Any, Any, str]]:
     """(key or None, record, where) in file order."""
-    text = path.read_text(encoding="utf-8-sig")
+    text = read_text(path, "predictions file", MAX_PREDICTIONS_BYTES)  # a regular file, bounded; BOM dropped
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
             data = json.loads(text)
+        except RecursionError:
+            raise ValueError(f"{path}: JSON nested too deeply to read") from None
         except ValueError:
             data = None  # JSON Lines
         if isinstance(data, dict):
@@ -87,6 +91,8 @@ def _records(path: Path) -> list[tuple[Any, Any, str]]:
         if line.strip():
             try:
                 out.append((None, json.loads(line), f"{path}: line {n}"))
+            except RecursionError:
+                raise ValueError(f"{path}: line {n}: JSON nested too deeply to read") from None
             except ValueError as err:
                 raise ValueError(
                     f"{path}: line {n} is not JSON ({err}); a predictions file is JSON or JSON Lines"
@@ -96,11 +102,12 @@ def _records(path: Path) -> list[tuple[Any, Any, str]]:
 
 def read_predictions(path: str | Path) -> dict[str, Prediction]:
     """id -> its saved answer, from any of the shapes of the module doc."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"predictions file {str(path)!r} does not exist")
+    path = regular_file(path, "predictions file")  # a folder or a FIFO is named as such, never "does not exist"
     out: dict[str, Prediction] = {}
     for key, record, where in _records(path):
+        bad = lone_surrogate(record)
+        if bad:  # valid JSON, no valid text: the samples file written from it could not be encoded
+            raise ValueError(f"{where}: field {bad!r} holds a lone surrogate (not valid Unicode text)")
         found = _from_record(record, where, key)
         if found is None:
             continue

@@ -15,7 +15,14 @@ from typing import Any
 import torch
 
 from mmreason.models.families import family_of_processor
-from mmreason.rollout.prompts import PromptInputs, build_prompt, frame_times, load_sample_media, render_chat
+from mmreason.rollout.prompts import (
+    PromptInputs,
+    build_prompt,
+    check_media_count,
+    frame_times,
+    load_sample_media,
+    render_chat,
+)
 from mmreason.types import Sample
 
 
@@ -29,6 +36,8 @@ def build_one(processor, sample: Sample, opts) -> PromptInputs:
         overflow=opts.overflow,
         system_prompt=opts.system_prompt,
         video_limits=opts.video,
+        max_images=opts.max_images,
+        max_videos=opts.max_videos,
     )
 
 
@@ -74,6 +83,7 @@ def encode_batch(
     docs, texts, images, videos, metadata, n_images, n_videos, shown, media = [], [], [], [], [], [], [], [], []
     for k, sample in enumerate(samples):
         try:
+            check_media_count(sample, opts.max_images, opts.max_videos)  # before any medium is decoded
             ims, vids, meta = load_sample_media(
                 sample, opts.min_pixels, opts.max_pixels, opts.video_fps, opts.video_max_frames, video=opts.video
             )

@@ -31,8 +31,9 @@ from mmreason.rollout.prompts import PromptInputs, PromptTooLong
 from mmreason.rollout.visibility import media_paths
 from mmreason.types import Sample
 
-# What a broken doc raises while its prompt is built (the trainer skips the same kinds).
-SAMPLE_ERRORS = (MediaError, PromptTooLong, OSError, ValueError)
+# What a broken doc raises while its prompt is built: anything (a row's value of an unexpected type fails inside a
+# library with a TypeError as well as a ValueError); it fails that doc alone, counted, as the trainer skips it.
+SAMPLE_ERRORS = (MediaError, PromptTooLong, Exception)
 
 log = logging.getLogger("mmreason.eval")
 

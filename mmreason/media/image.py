@@ -47,8 +47,13 @@ def _open(src: ImageSource) -> Image.Image:
     if isinstance(src, Image.Image):
         return src
     if isinstance(src, dict):
-        if src.get("bytes") is not None:
-            return _open_bytes(bytes(src["bytes"]), _name(src))
+        data = src.get("bytes")
+        if data is not None and not isinstance(data, (bytes, bytearray, memoryview)):
+            # bytes("...") fails with "string argument without an encoding", which names nothing
+            kind = "text (a str)" if isinstance(data, str) else f"a {type(data).__name__}"
+            raise MediaError(_name(src), f"the image dict's 'bytes' is {kind}, not bytes", _KIND)
+        if data is not None:
+            return _open_bytes(bytes(data), _name(src))
         if src.get("path"):
             return _open(src["path"])
         raise MediaError(_name(src), "image dict has neither 'bytes' nor 'path'", _KIND)

@@ -1,7 +1,7 @@
 """The media and prompt limits of a run or an eval, declared once (``MediaLimits``).
 
 Training (``data.*`` in a run config), evaluation (``--model_args``) and the eval's prompt builder
-(``PromptOptions``) all hold these nine settings under the same flat names, by taking their fields from
+(``PromptOptions``) all hold these eleven settings under the same flat names, by taking their fields from
 ``MediaLimits``; ``limits.video`` is the clip-level view the video planner reads (``VideoLimits``).
 """
 
@@ -31,6 +31,8 @@ class MediaLimits:
     video_total_pixels: int | None = None  # per clip, all frames (qwen-vl-utils' total_pixels); None = no cap
     max_prompt_length: int = 32768  # text + visual tokens; a prompt is never cut (see ``PromptOverflow``)
     system_prompt: str | None = None
+    max_images: int = 64  # images a prompt may hold (document pages apart), counted before any is decoded
+    max_videos: int = 8  # videos a prompt may hold, counted before any is opened
 
     RANGES: ClassVar[dict[str, str]] = {
         "min_pixels": "[1, inf)",
@@ -41,6 +43,8 @@ class MediaLimits:
         "video_max_pixels": "[1, inf)",
         "video_total_pixels": "[1, inf)",
         "max_prompt_length": "[1, inf)",
+        "max_images": "[1, inf)",
+        "max_videos": "[1, inf)",
     }
 
     @property

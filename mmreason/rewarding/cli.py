@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from mmreason.files import MAX_TEXT_BYTES, read_text
 from mmreason.rewarding.records import RewardSpec
 from mmreason.rewarding.registry import list_rewards
 from mmreason.rewarding.runner import RewardRunner
@@ -30,7 +31,7 @@ from mmreason.types import Sample, Trajectory, VideoRef
 def _value(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read: kept as the string
         return text
 
 
@@ -78,8 +79,7 @@ def _completion(args: argparse.Namespace) -> str:
         return args.completion
     if args.completion_file == "-":
         return sys.stdin.read()
-    with open(args.completion_file, encoding="utf-8") as handle:
-        return handle.read()
+    return read_text(args.completion_file, "completion file", MAX_TEXT_BYTES)  # a regular file, bounded, UTF-8
 
 
 def _length(args: argparse.Namespace, completion: str) -> int:

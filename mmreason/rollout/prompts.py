@@ -243,13 +243,17 @@ def build_prompt(
     system_prompt: str | None = None,
     video_limits: VideoLimits | None = None,
     clock: MediaTime | None = None,
+    max_images: int | None = None,
+    max_videos: int | None = None,
 ) -> PromptInputs:
     """Build the model inputs of one prompt; raise PromptTooLong (filter) or shrink budgets (downscale).
 
     ``video_limits`` (default: ``video_fps`` / ``video_max_frames`` and the image pixel limits) are the
     clips' limits. Videos are planned from their headers first: when the text and the videos' tokens alone
     exceed ``max_prompt_length``, the prompt is filtered or downscaled before any frame is decoded. Video header
-    reads and decoding add to ``clock`` (default ``MEDIA_SECONDS``)."""
+    reads and decoding add to ``clock`` (default ``MEDIA_SECONDS``). Before anything is read the media are counted
+    (``check_media_count``) and the text's tokens: text alone over ``max_prompt_length`` decodes nothing."""
+    check_media_count(sample, max_images, max_videos)
     text = render_chat(processor, sample.messages, system_prompt)
     budget = max_pixels
     limits = video_limits or VideoLimits(video_fps, video_max_frames)
@@ -257,7 +261,12 @@ def build_prompt(
     family = family_of_processor(processor)
     # tiles: a smaller pixel budget gives the same tokens, so an over-long prompt is skipped
     downscale = overflow == "downscale" and family.budget == "pixels"
-    n_text = text_tokens(processor, text) if sample.videos else 0
+    n_text = text_tokens(processor, text) if sample.videos or sample.images or sample.pages else 0
+    if n_text > max_prompt_length:  # no budget makes the text shorter: filtered before any medium is read
+        raise PromptTooLong(
+            f"sample {sample.id!r}: its text alone has {n_text} tokens (nothing decoded) > max_prompt_length "
+            f"{max_prompt_length}"
+        )
     for _attempt in range(6):
         plans = plan_videos(sample, limits, min_pixels, budget, fallback, clock=clock)
         planned = n_text + sum(p.tokens - 1 for p in plans)  # a lower bound: images still count 1 each
@@ -290,6 +299,16 @@ def build_prompt(
     raise PromptTooLong(
         f"sample {sample.id!r}: prompt has {ids.numel()} tokens (text + visual) > max_prompt_length {max_prompt_length}"
     )
+
+
+def check_media_count(sample: Sample, max_images: int | None, max_videos: int | None) -> None:
+    """Refuse a sample with more images (pages apart: they have their own cap) or videos than the limits, before
+    any is read (300 images of one row decoded took 8 GB); ValueError naming the sample, the count and the key."""
+    for what, items, cap in (("images", sample.images, max_images), ("videos", sample.videos, max_videos)):
+        if cap is not None and len(items) > cap:
+            raise ValueError(
+                f"sample {sample.id!r}: {len(items):,} {what}, over max_{what} = {cap} (counted before any is read)"
+            )
 
 
 def _smaller(

@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 from mmreason.paths import read_jsonl, seal_jsonl
 
 APPENDED = ("metrics.jsonl", "completions.jsonl", "events.log", "unseen_media.jsonl")  # JSON Lines a run appends to
+STEP_LOGS = ("metrics.jsonl", "completions.jsonl")  # one row (or group of rows) per step: what replay would repeat
 
 
 def _clean(value: Any) -> Any:
@@ -45,6 +46,8 @@ class RunLogger:
             self.dir.mkdir(parents=True, exist_ok=True)
             for name in APPENDED:  # a line a kill cut short is never glued to the next run's first row
                 seal_jsonl(self.dir / name)
+            for name in STEP_LOGS:  # the steps a resumed run replays are logged once, by the replay
+                drop_steps_after(self.dir / name, start_step)
 
             self.bar = tqdm(total=total_steps, initial=start_step, desc="train", dynamic_ncols=True)
         if self.trackers:
@@ -110,6 +113,34 @@ def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
         else:
             out[f"{prefix}{k}"] = str(v)
     return out
+
+
+def drop_steps_after(path: Path, start: int) -> int:
+    """Remove the rows of ``path`` logged for steps after ``start`` (a run resumed from checkpoint ``start``
+    replays them: killed after logging a step, before saving it), and for step 0 too when ``start`` is 0 (the
+    eval before step 1 is run again). The file is rewritten whole (atomically) only when a row goes; the rows
+    kept are byte for byte as they were. Returns how many rows were dropped. (``events.log`` and
+    ``unseen_media.jsonl`` keep everything: they say what happened, replayed or not.)"""
+    if not path.is_file():
+        return 0
+    lines = path.read_bytes().split(b"\n")
+    kept = [raw for raw in lines if raw.strip() and not _replayed(raw, start)]
+    dropped = sum(1 for raw in lines if raw.strip()) - len(kept)
+    if dropped:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(b"".join(raw + b"\n" for raw in kept))
+        tmp.replace(path)
+    return dropped
+
+
+def _replayed(raw: bytes, start: int) -> bool:
+    try:
+        step = json.loads(raw).get("step")
+    except (ValueError, AttributeError, RecursionError):  # a broken line is left to the readers, who skip it
+        return False
+    if isinstance(step, bool) or not isinstance(step, int):
+        return False
+    return step > start or (start == 0 and step == 0)
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:

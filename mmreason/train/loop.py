@@ -6,6 +6,7 @@
     end         the last step saved (unless ``save_steps`` just did)
     a stop      a fault limit passed, a reward error limit, a dead engine (every process together, at the step's
                 agreement point): the last finished step saved, and one line saying how to go on
+    a signal    SIGTERM: the step in progress finished, then the same (``signals.py``); a second one: at once
 
 What a checkpoint holds beside the weights is ``state(run)``, and ``load_state`` is its mirror (both here, with
 ``check_state``, the trial on copies that lets resume refuse a state before any part of it is applied).
@@ -24,6 +25,8 @@ import accelerate.utils
 from mmreason.config import to_dict
 from mmreason.eval.in_training import evaluate_during_training, has_eval_split
 from mmreason.health.monitor import HealthMonitor
+from mmreason.parallel.agree import any_rank
+from mmreason.paths import checkpoints
 from mmreason.rewarding import RewardErrorLimitExceeded
 from mmreason.rollout.backends import EngineDied, EngineDiedAfterUpdate
 from mmreason.train.checkpoint import resume, save_checkpoint
@@ -31,6 +34,7 @@ from mmreason.train.faults import RunStopped
 from mmreason.train.logging import RunLogger, read_metrics
 from mmreason.train.rollout_backend import close_backend, make_backend, push_at_start, sync_weights
 from mmreason.train.setup import Run
+from mmreason.train.signals import Interrupted, StopRequest
 
 STOPS = (RunStopped, RewardErrorLimitExceeded, EngineDied)  # what stops a run with a checkpoint first
 
@@ -81,7 +85,9 @@ def run_loop(run: Run, method: Method) -> Run:
     health = monitor(run, start) if method.samples_policy else None
     run.step = start
     before = state(run)
+    signals = StopRequest()
     try:
+        signals.install()  # SIGTERM: the step in progress ends, is saved, the run stops (signals.py)
         if method.samples_policy:
             start_engine(run, resumed is not None)
         if evals.steps and (start == 0 or eval_pending):
@@ -91,6 +97,8 @@ def run_loop(run: Run, method: Method) -> Run:
                 health.check(start, first)
             run.logger.step(start, first, advance=False)
         for step in range(start + 1, total + 1):
+            if any_rank(run.accelerator, signals.signum is not None):  # every process stops at the same step
+                raise interrupted(run, signals, last=step - 1, start=start, resumed_from=ckpt)
             run.step = step
             before = state(run)  # a fault inside this step saves step - 1 with this: resume replays the step
             metrics = method.step(run, step)
@@ -107,9 +115,12 @@ def run_loop(run: Run, method: Method) -> Run:
                 save(run, step)
         if not cfg.save_steps or total % cfg.save_steps:
             save(run, total)
+    except Interrupted:
+        raise
     except STOPS as exc:
         raise stopped(run, exc, start=start, before=before, resumed_from=ckpt, eval_steps=evals.steps) from exc
     finally:
+        signals.uninstall()
         close_backend(run)
         run.logger.close()
     return run
@@ -231,6 +242,19 @@ def stopped(
         f"run stopped before step {start + 1}: {exc}; last checkpoint: {resumed_from} "
         "(nothing ran since; resume=auto starts from it)"
     )
+
+
+def interrupted(run: Run, signals: StopRequest, *, last: int, start: int, resumed_from) -> Interrupted:
+    """Save step ``last`` (finished; unless ``save_steps`` just did, or nothing ran since the checkpoint resumed
+    from) and say how to go on (``signals.py``)."""
+    cfg = run.cfg
+    if last > start:
+        done = cfg.save_steps and last % cfg.save_steps == 0
+        path = checkpoints(cfg.output_dir)[-1] if done else save(run, last)
+        where = f"last checkpoint: {path} (step {last}, finished; resume=auto continues with step {last + 1})"
+    else:
+        where = f"last checkpoint: {resumed_from} (nothing ran since; resume=auto starts from it)"
+    return Interrupted(f"run stopped by {signals.name} after step {last}; {where}", signals.signum or 15)
 
 
 # ---- watching a run that samples its policy ------------------------------------------------------------------

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mmreason.media import MediaError
 from mmreason.parallel.agree import hold, stopping
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong, build_prompt
 from mmreason.rollout.visibility import UnseenMedia
 from mmreason.sampling.records import Drawn
-from mmreason.train.faults import RunStopped, bad_sample
+from mmreason.train.faults import RunStopped, bad_sample, say_skip
 from mmreason.train.setup import Run
 
 
@@ -45,6 +44,8 @@ def unseen_media(run: Run, report: dict) -> None:
     """Count and dump (ids, counts, paths) a prompt or observation whose media would not reach the model."""
     run.counters.unseen_media += 1
     run.event("unseen_media", **report)
+    reason = f"its media would not reach the model (details: {unseen_dump(run)})"
+    say_skip(run, "media unseen", run.counters.unseen_media, str(report.get("sample_id", "?")), reason)
     path = unseen_dump(run)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
@@ -59,10 +60,10 @@ def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | No
     """
     try:
         row = run.dataset[index]  # a lazily read row (a streamed one) the loader may refuse only now
-    except ValueError as exc:
+        sample = run.pack.prepare(row, split=split, seed=run.cfg.seed, step=run.step)
+    except Exception as exc:  # noqa: BLE001 - any one row's failure is that row's counted skip
         bad_sample(run, f"row {index}", exc)
         return None
-    sample = run.pack.prepare(row, split=split, seed=run.cfg.seed, step=run.step)
     return prompt_of(run, sample)
 
 
@@ -80,12 +81,15 @@ def prompt_of(run: Run, sample) -> PromptInputs | None:
             system_prompt=d.system_prompt,
             video_limits=d.video,
             clock=run.media_time,
+            max_images=d.max_images,
+            max_videos=d.max_videos,
         )
     except PromptTooLong as exc:
         run.counters.filtered_prompts += 1
         run.event("prompt_filtered", sample_id=sample.id, reason=str(exc))
+        say_skip(run, "prompt over data.max_prompt_length", run.counters.filtered_prompts, sample.id, str(exc))
     except UnseenMedia as exc:
         unseen_media(run, exc.report)
-    except (MediaError, OSError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - broken media, or a value a library chokes on (TypeError): counted
         bad_sample(run, sample.id, exc)
     return None

@@ -21,7 +21,7 @@ from mmreason.rollout.forward import ModelBatch, collate, token_logprobs
 from mmreason.rollout.prompts import PromptInputs
 from mmreason.rollout.replay import replay_episode
 from mmreason.train.config import TrainConfig
-from mmreason.train.faults import RunStopped, bad_sample
+from mmreason.train.faults import RunStopped, bad_sample, nothing_usable
 from mmreason.train.loop import Method, run_loop
 from mmreason.train.prompts import load_prompt
 from mmreason.train.setup import Run, setup_run
@@ -37,8 +37,12 @@ def sft_example(run: Run, index: int) -> Trajectory | None:
         return None
     if run.pack.make_environment is not None and run.cfg.rollout.max_turns > 1:
         return replayed_example(run, prompt, index)  # a tool trajectory, its observations real
-    text = run.pack.target_text(prompt.sample) + turn_end(run.processor).strip()  # the model learns to stop
-    target = run.processor.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"][0]
+    try:
+        text = run.pack.target_text(prompt.sample) + turn_end(run.processor).strip()  # the model learns to stop
+        target = run.processor.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"][0]
+    except Exception as exc:  # noqa: BLE001 - a target the pack cannot write (a bad answer value): counted
+        bad_sample(run, prompt.sample.id, exc)
+        return None
     target = target[: run.cfg.rollout.max_completion_length]
     ids = torch.cat([prompt.input_ids, target])
     mask = torch.zeros_like(ids)
@@ -67,7 +71,7 @@ def replayed_example(run: Run, prompt: PromptInputs, index: int) -> Trajectory |
             turn_end(run.processor).strip(),
             index,
         )
-    except (ValueError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - any one sample's failure is its counted skip
         bad_sample(run, prompt.sample.id, exc)
         return None
 
@@ -94,6 +98,8 @@ def sft_step(run: Run, step: int) -> dict[str, float]:
     indices = run.sampler.next_indices(n * acc.num_processes)[acc.process_index * n : (acc.process_index + 1) * n]
     examples = [e for e in (sft_example(run, i) for i in indices) if e is not None]
     settle(run, RunStopped)
+    if not any_rank(acc, bool(examples)):  # no process has an example: stop rather than train on nothing
+        raise nothing_usable(run, step)
     if any_rank(acc, not examples):  # every process skips when one has nothing to train on
         return {"skipped_update": 1.0}
     total_tokens = sum(e.completion_length for e in examples)

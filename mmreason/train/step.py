@@ -44,7 +44,7 @@ from mmreason.sampling.within_step import StepPhases
 from mmreason.train.async_rollouts import rollouts_for_step
 from mmreason.train.collect import keep_groups, signal_groups
 from mmreason.train.config import accepted_options
-from mmreason.train.faults import RunStopped, bad_sample, fault_guard
+from mmreason.train.faults import RunStopped, bad_sample, fault_guard, nothing_usable
 from mmreason.train.metrics import completion_rows, rollout_metrics
 from mmreason.train.prompts import build_prompts, prompt_of, unseen_media
 from mmreason.train.records import task_index, task_names
@@ -62,6 +62,8 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     """One step: draw -> roll out -> score (``get_rollouts``) -> advantages -> update; its metrics."""
     timed, decoded = PhaseTimes(), run.media_time.video_decode
     got = get_rollouts(run, step, timed)
+    if not any_rank(run.accelerator, bool(got.trajectories)):  # no process has a sample to train on
+        raise nothing_usable(run, step)
     metrics: dict[str, Any] = {**got.metrics, **rollout_costs(got.trajectories, run.media_time.video_decode - decoded)}
     if any_rank(run.accelerator, not got.trajectories):  # every process skips when one has nothing to train on
         if got.trajectories:

@@ -26,6 +26,9 @@ from mmreason.tasks.generic.storage import Source, open_source
 from mmreason.types import Sample
 
 MAX_META_CHARS = 2_000  # a column value longer than this (as text) stays out of the sample's meta
+# Turns of one conversation (ShareGPT ``conversations``, TRL ``messages``): each assistant turn's prefix is a
+# sample under ``turns=all``, so a row of T turns costs O(T^2) (one 30,000-turn row: 41-105 s, 7.4 GB to inspect)
+MAX_TURNS = 512
 TURNS = ("last", "all")
 
 
@@ -42,6 +45,12 @@ class Reader:
         return where(self.source.label, index, row)
 
     def parts(self, row: dict[str, Any], index: int) -> Parts:
+        turns = row.get(self.cols.get("prompt", ""))
+        if isinstance(turns, list) and len(turns) > MAX_TURNS:  # counted before any turn is read
+            raise ValueError(
+                f"{self.where(index, row)}: field {self.cols['prompt']!r} has {len(turns):,} turns, over the cap "
+                f"of {MAX_TURNS} (MAX_TURNS in tasks/generic/data.py)"
+            )
         try:
             return self.fmt.to_parts(row, self.cols)
         except (ValueError, TypeError, AttributeError, KeyError) as err:
@@ -235,7 +244,8 @@ def generic_load(
         raise ValueError(f"turns={turns!r}: not one of {', '.join(TURNS)}")
     if columns is not None and not isinstance(columns, dict):
         raise ValueError(f"columns={columns!r}: give a mapping {{role: column}}, e.g. {{prompt: question}}")
-    templates.template(prompt_template)  # a bad template fails before any row is read
+    templates.render(prompt_template, "a question")  # a bad template (or one naming an undefined variable) fails
+    # before any row is read: rendered per row, it would make every row a skip
     source = open_source(str(path), split, streaming=streaming)
     fmt, cols = detect(source.columns, label=source.label, forced=format, renames=columns)
     reader = Reader(source, fmt, cols, prompt_template)

@@ -53,8 +53,13 @@ def image_source(value: Any, base: Path | None) -> Any:
                 raise ValueError("an image data URL whose base64 payload does not decode") from None
         return local_path(value, base)
     if isinstance(value, dict):
-        if value.get("bytes") is not None:
-            return {"bytes": value["bytes"], "path": value.get("path")}
+        data = value.get("bytes")
+        if isinstance(data, str):  # base64 text belongs in a data URL; as 'bytes' it fails mid-step
+            raise ValueError("an image dict whose 'bytes' is text (a str), not bytes (base64? give a data URL)")
+        if data is not None and not isinstance(data, (bytes, bytearray)):
+            raise ValueError(f"an image dict whose 'bytes' is a {type(data).__name__}, not bytes")
+        if data is not None:
+            return {"bytes": data, "path": value.get("path")}
         path = value.get("path") or value.get("image")
         if isinstance(path, str):
             return local_path(path, base)

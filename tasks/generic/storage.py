@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mmreason.files import regular_file
 from mmreason.rows import read_rows
 
 JSON_SUFFIXES = (".jsonl", ".json")
@@ -55,6 +56,8 @@ def open_source(path: str, split: str = "train", *, streaming: bool = False) -> 
         raise FileNotFoundError(f"{label} does not exist")
     if p.is_file():
         return _files([str(p)], label, p.parent, streaming)
+    if not p.is_dir():
+        regular_file(p, "generic data")  # a FIFO, device or socket: one line naming it, never a hang
     if (p / "state.json").is_file() or (p / "dataset_dict.json").is_file():
         return _from_disk(p, label, split, streaming)
     if (p / "metadata.jsonl").is_file() or (p / "metadata.csv").is_file():
@@ -160,7 +163,11 @@ def _stream_rows(ds: Any, files: list[str], kind: str) -> int:
 def _from_disk(p: Path, label: str, split: str, streaming: bool) -> Source:
     import datasets
 
-    ds = datasets.load_from_disk(str(p))
+    try:
+        ds = datasets.load_from_disk(str(p))
+    except Exception as err:  # noqa: BLE001 - pyarrow / datasets: a damaged folder (missing shard, bad state.json)
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"{label}: cannot be read as a save_to_disk folder ({type(err).__name__}: {first})") from None
     if isinstance(ds, datasets.DatasetDict):
         names = [split, *(("test", "validation") if split != "train" else ()), *ds]
         ds = ds[next(n for n in names if n in ds)]

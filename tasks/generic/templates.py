@@ -14,6 +14,8 @@ from pathlib import Path
 
 import jinja2
 
+from mmreason.files import MAX_TEMPLATE_BYTES, read_text
+
 BUILTIN = {
     "plain": "{{ content }}",
     "think_boxed": (
@@ -38,7 +40,7 @@ def template(name: str) -> jinja2.Template:
     if not path.is_file():
         raise ValueError(f"prompt_template={name!r}: not a built-in ({', '.join(BUILTIN)}) nor a template file")
     try:
-        return env.from_string(path.read_text(encoding="utf-8"))
+        return env.from_string(read_text(path, "prompt template", MAX_TEMPLATE_BYTES))
     except jinja2.TemplateSyntaxError as err:
         raise ValueError(f"prompt_template {name!r}: line {err.lineno}: {err.message}") from None
 
@@ -52,7 +54,7 @@ def render(name: str, content: str) -> str:
 
 def answer_style(name: str) -> str:
     """How the template asks for the answer: ``boxed``, ``answer_tag`` or ``plain`` (a file: by its text)."""
-    text = BUILTIN.get(name) or (Path(name).read_text(encoding="utf-8") if Path(name).is_file() else "")
+    text = BUILTIN.get(name) or (read_text(name, "prompt template", MAX_TEMPLATE_BYTES) if Path(name).is_file() else "")
     if "<think>" in text and "boxed" in text:
         return "think_boxed"
     if "<think>" in text and "<answer>" in text:

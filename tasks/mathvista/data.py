@@ -16,6 +16,7 @@ type, ``Solution:``. ``mathvista_row`` turns one row into a ``Sample`` (training
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,9 @@ def _precision(value: Any, where: str, answer_type: str) -> int | None:
         if answer_type == "float":
             raise ValueError(f"{where}: answer_type 'float' needs a precision (decimal places)")
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or float(value) != int(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{where}: precision {value!r} is not a whole number of decimal places")
+    if float(value) != int(value):
         raise ValueError(f"{where}: precision {value!r} is not a whole number of decimal places")
     return int(value)
 
