@@ -14,12 +14,11 @@ skips on purpose (DocVQA's test split has no answers) are counted in ``Loaded.sk
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from mmreason.rows import read_rows
+from mmreason.rows import DuplicateKey, bad_value, duplicate_line, loads, read_rows
 from mmreason.types import Sample
 
 
@@ -49,7 +48,9 @@ def _json_table(path: Path, pack: str) -> list[dict[str, Any]]:
     if not head.startswith("{") or path.suffix == ".jsonl":
         return read_rows(path, pack)
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
+        data = loads(path.read_text(encoding="utf-8-sig"))
+    except DuplicateKey as err:
+        raise ValueError(duplicate_line(label, "an object", err)) from None
     except (ValueError, UnicodeDecodeError) as err:
         if path.suffix != ".json":
             return read_rows(path, pack)  # JSON Lines whose first line is an object
@@ -65,6 +66,9 @@ def _json_table(path: Path, pack: str) -> list[dict[str, Any]]:
     for k, row in enumerate(rows):
         if not isinstance(row, dict):
             raise ValueError(f"{label}: row {k} is a JSON {type(row).__name__}, not an object")
+        bad = bad_value(row)
+        if bad:
+            raise ValueError(f"{label}: row {k}: {bad}")
     return rows
 
 
