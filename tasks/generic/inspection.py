@@ -70,17 +70,15 @@ def inspect_dataset(
 
 
 def media_problems(reader: Reader, sample: Sample, index: int, row: dict, decode: bool) -> list[str]:
-    """Missing media files and images that do not open, one line each (file, row, field)."""
+    """The media a run would skip, one line each (file, row, field): missing files, images that do not decode
+    or have a shape the processor refuses, videos that do not open or are a still picture."""
     out = []
     for role, refs in (("images", sample.images), ("videos", [v.path for v in sample.videos])):
         field = reader.cols.get(role, reader.cols.get("media", role))
         for k, ref in enumerate(refs):
             try:
                 if role == "images" and decode:
-                    image = load_image(ref)
-                    smart_resize(
-                        image.height, image.width, min_pixels=IMAGE_MIN_PIXELS, max_pixels=IMAGE_MAX_PIXELS
-                    )  # aspect ratio
+                    check_image(ref)
                 elif isinstance(ref, str):
                     require_file(ref, role[:-1])
                     if role == "videos" and decode:
