@@ -16,6 +16,7 @@ ROLES = {
     "images": ("images",),
     "videos": ("videos",),
     "choices": ("choices", "options"),
+    "kind": ("answer_type", "problem_type"),
 }
 
 
@@ -54,6 +55,7 @@ def to_parts(row: dict[str, Any], cols: dict[str, str]) -> Parts:
         images=[_image(v) for v in images],
         videos=[_video(v) for v in videos],
         choices=choices_column(row, cols),
+        kind=column(row, cols, "kind"),
         history=history,
         system=system,
     )

@@ -188,6 +188,19 @@ def test_a_file_no_format_reads_whole_is_one_line_naming_the_unread_column(tmp_p
     generic_load(str(path), format="easyr1")
 
 
+def test_a_verl_parquet_that_kept_problem_type_reads_it_as_the_answer_kind(tmp_path):
+    # verl's RLHFDataset rows (data_source / prompt / images / reward_model) that kept Video-R1's problem_type
+    row = {
+        "data_source": "Video-R1",
+        "prompt": [{"role": "user", "content": "<image>What number is on the door?"}],
+        "images": [{"bytes": small_png("astronaut"), "path": None}],
+        "problem_type": "OCR",
+        "reward_model": {"style": "rule", "ground_truth": "12"},
+    }
+    sample = generic_load(str(write_parquet(tmp_path / "train.parquet", [row])))[0]
+    assert sample.meta["format"] == "verl" and sample.meta["answer_kind"] == "anls"  # not "numeric" by its shape
+
+
 # ---- 3. R1-style references ---------------------------------------------------------------------------------
 
 
