@@ -1,5 +1,7 @@
-"""`mmreason data examples --out DIR [--layouts NAME,...] [--rows N]`: a few rows in every published layout a pack
-reads, with pictures and clips drawn here (nothing downloaded), so the docs' commands run as written.
+"""`mmreason data examples --out DIR [--layouts NAME,...] [--rows N] [--force]`: a few rows in every published
+layout a pack reads, with pictures and clips drawn here (nothing downloaded), so the docs' commands run as
+written. A file already under ``DIR`` with the name of one it would write stops it before anything is written
+(``--force`` replaces them).
 
 A pack offers its layouts in ``tasks/<pack>/examples.py``: ``LAYOUTS = {name: write}``, where
 ``write(out, scenes)`` writes the layout's files under ``out`` (at the paths the benchmark or tool publishes them)
@@ -15,7 +17,10 @@ import argparse
 import importlib
 import io
 import json
+import os
 import random
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,16 +147,43 @@ def layouts() -> dict[str, Writer]:
     return out
 
 
-def write_examples(out: str | Path, names: list[str] | None = None, *, rows: int = 8, seed: int = 0) -> dict[str, Path]:
-    """Write the ``names`` layouts (default: all) with ``rows`` rows each under ``out``; name -> main path."""
+def write_examples(
+    out: str | Path, names: list[str] | None = None, *, rows: int = 8, seed: int = 0, force: bool = False
+) -> dict[str, Path]:
+    """Write the ``names`` layouts (default: all) with ``rows`` rows each under ``out``; name -> main path.
+
+    Every file is written to a hidden folder inside ``out`` first and moved into place only when none of them
+    would replace a file already there (``force``: replace them): ``--out data`` must not overwrite the user's
+    own ``data/train.jsonl``."""
     known = layouts()
     unknown = [n for n in names or [] if n not in known]
     if unknown:
         raise ValueError(f"--layouts: no layout {', '.join(map(repr, unknown))}; layouts: {', '.join(known)}")
     if rows < 1:
         raise ValueError(f"--rows {rows}: at least 1")
-    drawn = scenes(rows, seed)
-    return {name: known[name](Path(out), drawn) for name in names or known}
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".examples-", dir=out))
+    except OSError as err:
+        raise ValueError(f"--out {str(out)!r}: cannot write there ({err.strerror or type(err).__name__})") from None
+    try:
+        drawn = scenes(rows, seed)
+        written = {name: known[name](staging, drawn) for name in names or known}
+        files = sorted(p.relative_to(staging) for p in staging.rglob("*") if p.is_file())
+        taken = [f for f in files if (out / f).exists() or (out / f).is_symlink()]
+        if taken and not force:
+            more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""
+            raise ValueError(
+                f"--out {str(out)!r}: {str(out / taken[0])!r} already exists{more}; nothing was written "
+                "(choose another --out, or add --force to replace them)"
+            )
+        for f in files:
+            (out / f).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / f, out / f)
+        return {name: out / path.relative_to(staging) for name, path in written.items()}
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -163,11 +195,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rows", type=int, default=8, help="rows per layout")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--force", action="store_true", help="replace files of the same names already under --out")
 
 
 def run(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.layouts.split(",") if n.strip()] if args.layouts else None
-    written = write_examples(args.out, names, rows=args.rows, seed=args.seed)
+    written = write_examples(args.out, names, rows=args.rows, seed=args.seed, force=args.force)
     for name, path in written.items():
         print(f"{name}: {path}")
     return 0

@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mmreason.files import decode, lone_surrogate, max_data_bytes, parse_json, read_bytes
-from mmreason.rows import read_rows
+from mmreason.files import decode, max_data_bytes, read_bytes
+from mmreason.rows import DuplicateKey, bad_value, duplicate_line, loads, read_rows
 from mmreason.types import Sample
 
 
@@ -51,11 +51,15 @@ def _json_table(path: Path, pack: str) -> list[dict[str, Any]]:
     if not text.lstrip(" \t\r\n").startswith("{"):
         return read_rows(path, pack)
     try:
-        data = parse_json(text, label)
-    except ValueError:
+        data = loads(text)
+    except DuplicateKey as err:
+        raise ValueError(duplicate_line(label, "an object", err)) from None
+    except RecursionError:
+        raise ValueError(f"{label}: JSON nested too deeply to read (thousands of levels)") from None
+    except ValueError as err:
         if path.suffix != ".json":
             return read_rows(path, pack)  # JSON Lines whose first line is an object
-        raise
+        raise ValueError(f"{label}: not valid JSON ({err})") from None
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         rows = data["data"]
     elif isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
@@ -67,9 +71,9 @@ def _json_table(path: Path, pack: str) -> list[dict[str, Any]]:
     for k, row in enumerate(rows):
         if not isinstance(row, dict):
             raise ValueError(f"{label}: row {k} is a JSON {type(row).__name__}, not an object")
-        bad = lone_surrogate(row)
+        bad = bad_value(row)
         if bad:
-            raise ValueError(f"{label}: row {k}: field {bad!r} holds a lone surrogate (not valid Unicode text)")
+            raise ValueError(f"{label}: row {k}: {bad}")
     return rows
 
 

@@ -7,8 +7,10 @@ strings ``"007"`` and ``"1.10"`` into the numbers 7 and 1.1 when other rows held
 hold one type each and are read by pyarrow as they are.
 
 Anything the reader cannot accept is one ``ValueError`` line naming the pack, the file and the line or row:
-bytes that are not UTF-8, a line that is not JSON, a row that is not an object, and a string holding a lone
-UTF-16 surrogate (``"\\ud800"`` is valid JSON but no valid text: tokenizers and log writers fail on it later).
+bytes that are not UTF-8, a line that is not JSON, a row that is not an object, a string holding a lone
+UTF-16 surrogate (``"\\ud800"`` is valid JSON but no valid text: tokenizers and log writers fail on it later),
+``NaN`` / ``Infinity`` (Python's ``json`` writes and reads them, JSON has no such value: an answer ``NaN`` would
+become the text "nan"), and a key written twice in one object (readers keep the last without a word).
 
 The pack-side helpers ``where``, ``check_count`` and ``require_text`` word the errors of one row's fields the same
 way in every pack: ``{file}: row {index} (id {id!r}): {field} ...``; ``parse_pair`` (a ``[start, end]`` time
@@ -24,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mmreason.files import decode, lone_surrogate, max_data_bytes, parse_json, read_bytes, regular_file
+from mmreason.files import decode, max_data_bytes, read_bytes, regular_file
 
 LETTERS = "ABCDEFGHIJ"  # option letters of a multiple-choice row, at most ten options
 _PAIR_TEXT = re.compile(r"\s*\[\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\]\s*")
@@ -94,18 +96,91 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+class Constant:
+    """``NaN`` / ``Infinity`` / ``-Infinity`` as the strict reader meets them (``_check_row`` names the field)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+class DuplicateKey(ValueError):
+    """A key written twice in one JSON object."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` that refuses a key written twice in one object (``DuplicateKey``) and keeps ``NaN`` /
+    ``Infinity`` as ``Constant`` for the caller to name (``bad_value``)."""
+    return json.loads(text, object_pairs_hook=_object, parse_constant=Constant)
+
+
+def duplicate_line(label: str, at: str, err: DuplicateKey) -> str:
+    return f"{label}: {at}: key {err.args[0]!r} is written twice in one object (a reader keeps only the last)"
+
+
+def bad_value(value: Any) -> str | None:
+    """What is wrong with the first unusable value of a row read by ``loads`` (a lone surrogate, ``NaN`` /
+    ``Infinity``), naming its field; None when there is none."""
+    found = _bad_text(value)
+    if found is None:
+        return None
+    path, what = found
+    if isinstance(what, Constant):
+        return f"field {path!r} is {what.text}, which is not JSON (write null, a number or a string)"
+    return f"field {path!r} holds a lone surrogate (not valid Unicode text)"
+
+
+def _bad_text(value: Any) -> tuple[str, Any] | None:
+    """(the path, the value) of the first string (or key) in ``value`` that is not encodable text, or of the
+    first ``Constant``; None when there is none. Iterative: any depth JSON gives is walked."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, Constant):
+            return at or "the row", item
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return at or "the row", item
+        elif isinstance(item, dict):
+            for key, inner in reversed(list(item.items())):
+                stack.append((inner, f"{at}.{key}" if at else str(key)))
+                stack.append((key, at))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{at}[{k}]") for k, inner in reversed(list(enumerate(item))))
+    return None
+
+
 def _json_rows(path: Path, label: str) -> list[dict[str, Any]]:
     text = decode(read_bytes(path, "data file", max_data_bytes()), label)  # a leading BOM dropped
     stripped = text.lstrip(" \t\r\n")
     if stripped.startswith("["):  # one JSON array of rows
-        items = parse_json(stripped, f"{label}: a JSON array of rows")
+        try:
+            items = loads(stripped)
+        except DuplicateKey as err:
+            raise ValueError(duplicate_line(label, "an object", err)) from None
+        except RecursionError:
+            raise ValueError(f"{label}: a JSON array of rows: JSON nested too deeply to read") from None
+        except ValueError as err:
+            raise ValueError(f"{label}: not a JSON array of rows ({err})") from None
         return [_check_row(item, label, f"row {k}") for k, item in enumerate(items)]
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = loads(line)
+        except DuplicateKey as err:
+            raise ValueError(duplicate_line(label, f"line {number}", err)) from None
         except RecursionError:
             raise ValueError(f"{label}: line {number}: JSON nested too deeply to read") from None
         except ValueError as err:
@@ -117,9 +192,9 @@ def _json_rows(path: Path, label: str) -> list[dict[str, Any]]:
 def _check_row(item: Any, label: str, at: str) -> dict[str, Any]:
     if not isinstance(item, dict):
         raise ValueError(f"{label}: {at} is a JSON {type(item).__name__}, not an object (one row per line)")
-    bad = lone_surrogate(item)
+    bad = bad_value(item)
     if bad:
-        raise ValueError(f"{label}: {at}: field {bad!r} holds a lone surrogate (not valid Unicode text)")
+        raise ValueError(f"{label}: {at}: {bad}")
     return item
 
 

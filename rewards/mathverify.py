@@ -4,19 +4,22 @@ math-verify's own timeouts use ``signal.alarm``, which only works in the main th
 runner calls rewards in worker threads. So the timeouts are off there and the work is bounded here
 instead: the answer text is short (the last ``<answer>`` / ``\\boxed{}`` / the completion's tail), and a
 parsed expression is refused before ``verify`` evaluates it when it holds towers of powers, huge
-exponents or factorials (``9^{9^{9^9}}`` would otherwise run for ever).
+exponents or factorials (``9^{9^{9^9}}`` would otherwise run for ever). A Python power ``3**2`` is read as
+``3^2`` (math-verify alone reads it as 3).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 from typing import Any
 
 from mmreason.parsing import as_text, final_answer, squeeze_space
 from mmreason.rewarding import column, per_sample, reward
 
+_PY_POWER = re.compile(r"(?<=[\w)\]}])\*\*(?=[\w(\[{])")  # a ** between operands (not **bold**)
 MAX_ANSWER_CHARS = 1_000
 MAX_NODES = 400
 MAX_POWER_DIGITS = 10_000  # a power whose result would have more decimal digits is refused
@@ -88,7 +91,9 @@ def _is_tame(expr: Any) -> bool:
 
 
 def _parse(text: str, mv: Any, timeout: int | None) -> list:
-    parsed = mv.parse(squeeze_space(text[:MAX_ANSWER_CHARS]), parsing_timeout=timeout)  # long runs: slow
+    # Python's power ``3**2`` as LaTeX's ``3^2``: math-verify's LaTeX reader takes ``3**2`` as 3
+    text = _PY_POWER.sub("^", squeeze_space(text[:MAX_ANSWER_CHARS]))
+    parsed = mv.parse(text, parsing_timeout=timeout)  # long runs: slow
     return [p for p in parsed if is_tame(p)] if all(is_tame(p) for p in parsed) else []
 
 

@@ -9,13 +9,15 @@
   struct.
 
 The doc id is ``questionId``. A row without answers (the test split: answers are kept by the RRC server) is
-skipped and counted ("no answers (test split)"). Prompt (lmms-eval's ``docvqa`` / ``infovqa``):
+skipped and counted ("no answers (test split)"); a row whose ``answers`` is written but empty (``[]``, or only
+blank strings) is refused: ANLS against nothing scores every response 0. Prompt (lmms-eval's ``docvqa`` / ``infovqa``):
 ``{question}\\nAnswer the question using a single word or phrase.`` ``docvqa_row`` turns one row into a
 ``Sample``.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +48,19 @@ def docvqa_row(row: dict[str, Any], index: int, source: str, image_dir: str | No
     qid = text_field(row, "questionId", where)
     question = text_field(row, "question", where)
     answers = row.get("answers")
-    if answers is None or (isinstance(answers, (list, tuple)) and not answers):
+    if answers is None:
         raise NoAnswers(f"{where}: no answers")
     if isinstance(answers, str):
         answers = [answers]
-    if not isinstance(answers, (list, tuple)) or not all(isinstance(a, (str, int, float)) for a in answers):
+    if not isinstance(answers, (list, tuple)) or not all(
+        isinstance(a, str) or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a))
+        for a in answers
+    ):
         raise ValueError(f"{where}: answers is not a list of strings")
+    if not any(str(a).strip() for a in answers):
+        raise ValueError(
+            f"{where}: answers is {list(answers)!r}: no answer to score against (every response would score 0)"
+        )
     image = _image(row, source, image_dir, where)
     if image is None:
         raise ValueError(f"{where}: no image ('image' or 'image_local_name')")

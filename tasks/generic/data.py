@@ -14,6 +14,7 @@ checked when it is drawn (a refused row is a counted skip), the position kept by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,8 @@ from typing import Any
 from mmreason.rows import where
 from mmreason.tasks.generic import media, templates
 from mmreason.tasks.generic.answers import REWARD_OF_KIND, first_reference, kind_of
-from mmreason.tasks.generic.formats import Format, Parts, detect
+from mmreason.tasks.generic.formats import Format, Parts, detect, unread
+from mmreason.tasks.generic.formats.common import has_reasoning, strip_answer_tag
 from mmreason.tasks.generic.storage import Source, open_source
 from mmreason.types import Sample
 
@@ -40,6 +42,7 @@ class Reader:
     fmt: Format
     cols: dict[str, str]
     template: str = "plain"
+    asks_own: int = 0  # rows checked that carry their own answer-format instruction (a think template skipped)
 
     def where(self, index: int, row: Any) -> str:
         return where(self.source.label, index, row)
@@ -52,18 +55,24 @@ class Reader:
                 f"of {MAX_TURNS} (MAX_TURNS in tasks/generic/data.py)"
             )
         try:
-            return self.fmt.to_parts(row, self.cols)
+            return references(self.fmt.to_parts(row, self.cols))
         except (ValueError, TypeError, AttributeError, KeyError) as err:
             raise ValueError(f"{self.where(index, row)}: {err}") from None
 
     def answer(self, parts: Parts, row: dict[str, Any], index: int) -> str | list[str]:
         """The reference as text (a JSON number as written back as text), or a list of references."""
         value, name = parts.answer, self.cols.get("answer", "answer")
-        if isinstance(value, (list, tuple)) and value and all(_scalar(v) for v in value):
-            return [_text(v) for v in value]
-        if _scalar(value) and _text(value).strip():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        odd = next((v for v in values if isinstance(v, float) and not math.isfinite(v)), None)
+        if odd is not None:  # parquet NaN / inf (JSON's NaN / Infinity are refused by the reader)
+            raise ValueError(f"{self.where(index, row)}: field {name!r} (the answer) is {odd!r}, not a value")
+        if isinstance(value, (list, tuple)) and all(_scalar(v) for v in value):
+            if any(_text(v).strip() for v in value):
+                return [_text(v) for v in value]
+        elif _scalar(value) and _text(value).strip():
             return _text(value)
-        shown = "empty" if value in (None, "", []) else f"a {type(value).__name__}"
+        empty = value in (None, "") or (isinstance(value, (list, tuple)) and all(_scalar(v) for v in value))
+        shown = "empty" if empty else f"a {type(value).__name__}"
         raise ValueError(f"{self.where(index, row)}: field {name!r} (the answer) is {shown}, not a string")
 
     def problems(self, row: dict[str, Any], index: int) -> list[str]:
@@ -73,6 +82,7 @@ class Reader:
             self.answer(parts, row, index)
         except ValueError as err:
             return [str(err)]
+        self.asks_own += templates.row_style(self.template, parts.text, parts.system) is not None
         out = []
         mismatch = media.check_counts(parts)
         if mismatch:
@@ -110,21 +120,21 @@ class Reader:
             if mismatch:
                 raise ValueError(f"{self.where(index, row)}: placeholders do not match the media: {mismatch}")
         kind = kind_of(answer, signal=parts.kind, choices=parts.choices)
+        text, style = templates.render_row(self.template, parts.text, parts.system)
         meta = self.meta(row)
         meta.update(
             answer_kind=kind,
             reward=REWARD_OF_KIND[kind],
-            answer_format=templates.answer_style(self.template),
+            answer_format=style,
             format=self.fmt.name,
-            target=parts.target
-            or templates.target_text(self.template, first_reference(answer), str(row.get("process") or "")),
+            target=parts.target or templates.target_text(style, first_reference(answer), str(row.get("process") or "")),
         )
         if parts.choices:
             meta["choices"] = list(parts.choices)
         base = self.source.base
         return Sample(
             id=sid,
-            messages=media.chat(parts, templates.render(self.template, parts.text)),
+            messages=media.chat(parts, text),
             answer=answer,
             images=[media.image_source(v, base) for v in parts.images],
             videos=[media.video_source(v, base) for v in parts.videos],
@@ -140,6 +150,20 @@ class Reader:
             for k, v in row.items()
             if k not in used and v is not None and not isinstance(v, bytes) and len(str(v)) <= MAX_META_CHARS
         }
+
+
+def references(parts: Parts) -> Parts:
+    """``parts`` with its reference freed of R1-style tags: ``<answer>X</answer>`` -> X, and a whole completion
+    ``<think>...</think><answer>X</answer>`` -> X, that completion becoming the SFT target (every format, so a
+    TRL or EasyR1 reference written so scores a right answer 1)."""
+    value = parts.answer
+    if has_reasoning(value) and parts.target is None:
+        parts.target = value.strip()
+    if isinstance(value, (list, tuple)):
+        parts.answer = [strip_answer_tag(v) for v in value]
+    else:
+        parts.answer = strip_answer_tag(value)
+    return parts
 
 
 def _scalar(value: Any) -> bool:
@@ -249,15 +273,23 @@ def generic_load(
     source = open_source(str(path), split, streaming=streaming)
     fmt, cols = detect(source.columns, label=source.label, forced=format, renames=columns)
     reader = Reader(source, fmt, cols, prompt_template)
+    left = unread(fmt, source.columns, columns)
     print(
         f"generic: {source.label}: format {fmt.name}{' (forced)' if format else ' (detected)'}, "
         f"{source.storage}, {source.num_rows:,} rows; columns "
-        + ", ".join(f"{role}={col}" for role, col in cols.items()),
+        + ", ".join(f"{role}={col}" for role, col in cols.items())
+        + (f"; left unread: {', '.join(repr(col) for col, _, _ in left)}" if left else ""),
         flush=True,
     )
     if streaming:
         return StreamSamples(reader, source.stream, source.num_rows, buffer_size, n)
     index = check_rows(reader, source.rows, limit=n, turns=turns)
+    if reader.asks_own:
+        print(
+            f"generic: {source.label}: {reader.asks_own:,} rows ask for their own answer format (<think> / \\boxed / "
+            f"<answer>): prompt_template {prompt_template} is not added to them (their own is kept)",
+            flush=True,
+        )
     return RowSamples(reader, source.rows, index, n)
 
 

@@ -2,8 +2,10 @@
 
 The detected format and its column map, the row count, media per row (min / median / max), the answer kinds
 and the reward each gets, one prompt rendered exactly as the model sees it (chat template applied, visual
-placeholders shown), and every problem found (file, row, field): rows the loader refuses, media files that are
-missing or do not open as images. Exit 1 when there is a problem.
+placeholders shown), and every problem found (file, row, field): rows the loader refuses, and the media a run
+would skip: files that are missing, images that do not decode or whose shape the processor refuses (an aspect
+ratio over 200, e.g. 60000 x 1), videos whose container does not open as a video (a text file) or that are a
+still picture (a PNG given as a video). Exit 1 when there is a problem.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from typing import Any
 
 import mmreason.models as models
 from mmreason.media import MediaError
+from mmreason.media.budget import IMAGE_MAX_PIXELS, IMAGE_MIN_PIXELS, VIDEO_MAX_PIXELS, VIDEO_MIN_PIXELS, smart_resize
 from mmreason.media.errors import require_file
 from mmreason.media.image import load_image
+from mmreason.media.video import probe_video
 from mmreason.tasks.generic.answers import REWARD_OF_KIND
 from mmreason.tasks.generic.data import Reader, iter_rows
 from mmreason.tasks.generic.formats import detect
@@ -66,19 +70,54 @@ def inspect_dataset(
 
 
 def media_problems(reader: Reader, sample: Sample, index: int, row: dict, decode: bool) -> list[str]:
-    """Missing media files and images that do not open, one line each (file, row, field)."""
+    """The media a run would skip, one line each (file, row, field): missing files, images that do not decode
+    or have a shape the processor refuses, videos that do not open or are a still picture."""
     out = []
     for role, refs in (("images", sample.images), ("videos", [v.path for v in sample.videos])):
         field = reader.cols.get(role, reader.cols.get("media", role))
         for k, ref in enumerate(refs):
             try:
                 if role == "images" and decode:
-                    load_image(ref)
+                    check_image(ref)
                 elif isinstance(ref, str):
                     require_file(ref, role[:-1])
+                    if role == "videos" and decode:
+                        check_video(ref)
             except (MediaError, OSError, ValueError, TypeError) as err:
                 out.append(f"{reader.where(index, row)}: field {field!r}[{k}]: {err}")
     return out
+
+
+def check_image(ref: Any) -> None:
+    """MediaError when the image does not decode or has a shape the processor refuses (aspect ratio over 200)."""
+    image = load_image(ref)
+    try:
+        smart_resize(image.height, image.width, min_pixels=IMAGE_MIN_PIXELS, max_pixels=IMAGE_MAX_PIXELS)
+    except ValueError as err:
+        raise MediaError(ref if isinstance(ref, str) else "<bytes>", str(err), "image") from None
+
+
+STILL_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "gif", "tiff_pipe")
+
+
+def check_video(path: str) -> None:
+    """MediaError when ``path`` does not open as a video (its header, nothing decoded), is a still picture
+    (FFmpeg reads a PNG as a one-frame video: a run shows the model a still), or has frames the processor
+    refuses (an aspect ratio over 200)."""
+    import av
+
+    info = probe_video(path)
+    try:
+        with av.open(path) as container:
+            kind = container.format.name
+    except Exception:  # probe_video opened it with another backend: no container name to check
+        kind = ""
+    if any(name in STILL_FORMATS for name in kind.split(",")):
+        raise MediaError(path, f"a still picture ({kind}), not a video: give it as an image", "video")
+    try:
+        smart_resize(info.height, info.width, min_pixels=VIDEO_MIN_PIXELS, max_pixels=VIDEO_MAX_PIXELS)
+    except ValueError as err:
+        raise MediaError(path, str(err), "video") from None
 
 
 def spread(counts: list[int]) -> dict[str, float]:

@@ -5,10 +5,16 @@ the template sees ``content`` (the row's user text, placeholders included).
     plain         the text as it is
     think_boxed   think in <think></think>, then the final answer in \\boxed{}
     think_answer  think in <think></think>, then the final answer in <answer></answer>
+
+A row whose text (or system prompt) already asks for an answer format (it names ``<think>``, ``\\boxed`` or ``<answer>``: verl's
+preprocessed parquets append EasyR1's think / ``\\boxed{}`` instruction, verl's Video-R1 rows "Put your answer
+in <answer></answer>") keeps its own: ``think_boxed`` / ``think_answer`` are not added to it a second time, and
+its answer format is read from its text (``row_style``).
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,6 +34,10 @@ BUILTIN = {
         "then give the final answer inside <answer> </answer> tags."
     ),
 }
+
+
+THINK_TEMPLATES = ("think_boxed", "think_answer")  # the built-ins that ask for a format (not added twice)
+_ASKS = re.compile(r"<think>|\\boxed|<answer>")
 
 
 @lru_cache(maxsize=16)
@@ -52,9 +62,26 @@ def render(name: str, content: str) -> str:
         raise ValueError(f"prompt_template {name!r}: {err.message} (a template sees only 'content')") from None
 
 
-def answer_style(name: str) -> str:
-    """How the template asks for the answer: ``boxed``, ``answer_tag`` or ``plain`` (a file: by its text)."""
-    text = BUILTIN.get(name) or (read_text(name, "prompt template", MAX_TEMPLATE_BYTES) if Path(name).is_file() else "")
+def row_style(name: str, content: str, system: str | None = None) -> str | None:
+    """The answer format a row's own text (its user text or system prompt) asks for when it asks for one and
+    ``name`` is a think template (then the template is not applied: ``think_boxed``, ``think_answer`` or
+    ``plain`` for a bare ``<answer>`` ask); None otherwise."""
+    text = f"{system or ''}\n{content}"
+    if name not in THINK_TEMPLATES or not _ASKS.search(text):
+        return None
+    return _style_of(text)
+
+
+def render_row(name: str, content: str, system: str | None = None) -> tuple[str, str]:
+    """(the user text the model sees, the answer format asked for): the template applied, unless the row
+    carries its own answer-format instruction (``row_style``)."""
+    own = row_style(name, content, system)
+    if own is not None:
+        return content, own
+    return render(name, content), answer_style(name)
+
+
+def _style_of(text: str) -> str:
     if "<think>" in text and "boxed" in text:
         return "think_boxed"
     if "<think>" in text and "<answer>" in text:
@@ -62,9 +89,14 @@ def answer_style(name: str) -> str:
     return "plain"
 
 
-def target_text(name: str, answer: str, reasoning: str = "") -> str:
-    """The SFT text for a gold answer in the template's answer format."""
-    style = answer_style(name)
+def answer_style(name: str) -> str:
+    """How the template asks for the answer: ``boxed``, ``answer_tag`` or ``plain`` (a file: by its text)."""
+    text = BUILTIN.get(name) or (read_text(name, "prompt template", MAX_TEMPLATE_BYTES) if Path(name).is_file() else "")
+    return _style_of(text)
+
+
+def target_text(style: str, answer: str, reasoning: str = "") -> str:
+    """The SFT text for a gold answer in an answer format (``answer_style`` / ``row_style``)."""
     if style == "think_boxed":
         return f"<think>{reasoning}</think> \\boxed{{{answer}}}"
     if style == "think_answer":

@@ -5,6 +5,8 @@ or all together, and MMMU-Pro's two settings.
                 "explanation": str, "image_1": {"bytes", "path"}, ..., "image_7": ..., "img_type": "['Paintings']",
                 "answer": "B" (open: the answer text), "topic_difficulty": "Easy" | "Medium" | "Hard",
                 "question_type": "multiple-choice" | "open", "subfield": str}
+               (MMMU's own eval files write "short-answer": every question type but "multiple-choice" is
+               open, as its ``eval_utils.py`` and ``main_eval_only.py`` treat them)
     MMMU-Pro:  standard (10 options): the same columns without ``question_type`` (all multiple-choice) and with
                ``subject``; vision: ``{"id", "image" (the question as a screenshot), "options", "answer",
                "subject"}``.
@@ -29,7 +31,7 @@ from mmreason.published_files import Loaded, image_field, row_where, table_rows,
 from mmreason.rewards.benchmark_rules import option_list
 from mmreason.types import Sample
 
-QUESTION_TYPES = ("multiple-choice", "open")
+QUESTION_TYPES = ("multiple-choice", "open")  # as the HF parquet writes them; any other text is open too
 MAX_IMAGES = 7
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # letters as the benchmark gives them: A + k (MMMU-Pro has 12-option rows)
 MC_INSTRUCTION = "Answer with the option's letter from the given choices directly."
@@ -119,8 +121,9 @@ def mmmu_row(row: dict[str, Any], index: int, source: str, setting: str = "auto"
     rid = text_field(row, "id", row_where(source, index, row.get("id")))
     where = row_where(source, index, rid)
     qtype = row.get("question_type", "multiple-choice")  # MMMU-Pro has no question_type: all multiple-choice
-    if qtype not in QUESTION_TYPES:
-        raise ValueError(f"{where}: question_type {qtype!r} is not one of {', '.join(QUESTION_TYPES)}")
+    if not isinstance(qtype, str) or not qtype.strip():
+        raise ValueError(f"{where}: question_type {qtype!r} is not multiple-choice, open or short-answer")
+    # kept as written (the breakdown shows it); MMMU's eval_utils.py: every type but multiple-choice is open
     options = option_list(row.get("options"), where) if qtype == "multiple-choice" else []
     if qtype == "multiple-choice" and not 1 <= len(options) <= len(LETTERS):  # MMMU-Pro has a one-option row
         raise ValueError(f"{where}: {len(options)} options (multiple-choice needs 1 to {len(LETTERS)})")

@@ -9,7 +9,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reward_factory import sample, traj
+from reward_factory import sample, score, traj
 
 from mmreason.rewarding import REWARDS, reward_info
 
@@ -213,3 +213,11 @@ def test_an_out_of_range_tool_argument_is_invalid_not_an_error():
     assert runner.total_errors == 0 and not batch.errors
     assert batch.column("tool_call_valid").item() == 0.0  # neither call is in range
     assert batch.column("tool_grounding/fidelity").item() == 0.0  # and neither touches the evidence
+
+
+def test_a_python_power_is_its_value_not_its_base():
+    # math-verify's LaTeX reader alone takes "3**2" as 3: a completion naming the base scored as right
+    assert score("math", "<answer>3**2</answer>", "3") == 0.0
+    assert score("math", "<answer>3**2</answer>", "9") == 1.0
+    assert score("math", "<answer>(x+1)**2</answer>", "(x+1)^2") == 1.0
+    assert score("math", "The answer is **9**.", "9") == 1.0  # markdown bold is not a power

@@ -5,7 +5,10 @@ candidate column names (the first present wins), says which roles it needs, and 
 (the user text with its ``<image>`` / ``<video>`` placeholders, the media as written, the reference answer and
 the row's own answer-kind signal). Detection tries the formats in registration order and takes the first
 whose required roles are all present (and its ``marks``, columns only it has, as named; and every role
-``columns`` renames); ``format=NAME`` forces one; ``columns={role: column}`` renames.
+``columns`` renames) and that leaves no column unread that another format reads as media, a media type, an
+answer kind or options (``KEPT_ROLES``: a Video-R1 file whose ``solution`` is called ``answer`` must not be read
+as EasyR1 without its clips); when every fitting format would, the error names the columns. ``format=NAME``
+forces one (the columns it leaves unread are printed); ``columns={role: column}`` renames.
 
     register_format(Format(name="mine", roles={"prompt": ("question",), "answer": ("label",)},
                            required=("prompt", "answer"), to_parts=my_row_to_parts))
@@ -82,6 +85,7 @@ class Format:
 
 
 FORMATS: dict[str, Format] = {}
+KEPT_ROLES = ("images", "videos", "media", "media_type", "kind", "choices")  # never dropped without a word
 
 
 def register_format(fmt: Format, *, before: str | None = None) -> Format:
@@ -110,9 +114,18 @@ def detect(
         candidates = [FORMATS[forced]]
     else:
         candidates = list(FORMATS.values())
-    for fmt in candidates:
-        if not fmt.missing(columns, renames) and (forced or fits(fmt, columns, renames)):
+    fitting = [f for f in candidates if not f.missing(columns, renames) and (forced or fits(f, columns, renames))]
+    for fmt in fitting:
+        if forced or not unread(fmt, columns, renames):
             return fmt, fmt.resolve(columns, renames)
+    if fitting:
+        left = unread(fitting[0], columns, renames)
+        raise ValueError(
+            f"{label}: format {fitting[0].name!r} fits the columns but would leave "
+            + ", ".join(f"{col!r} (read by {', '.join(who)} as {role})" for col, role, who in left)
+            + f" unread, and no format reads them all; columns present: {', '.join(map(repr, columns))}; "
+            "rename with data.task_args.columns={ROLE: COLUMN} or force one with data.task_args.format=NAME"
+        )
     best = min(
         candidates,
         key=lambda f: (
@@ -122,6 +135,23 @@ def detect(
         ),
     )
     raise ValueError(_missing_line(label, best, columns, renames, forced is not None))
+
+
+def unread(
+    fmt: Format, columns: Iterable[str], renames: dict[str, str] | None = None
+) -> list[tuple[str, str, list[str]]]:
+    """(column, role, the formats that read it so) for each present column that some format reads in a
+    ``KEPT_ROLES`` role and ``fmt`` (with ``renames``) does not read at all."""
+    columns = list(columns)
+    used = set(fmt.resolve(columns, renames).values())
+    out = []
+    for col in columns:
+        if col in used:
+            continue
+        readers = [(f.name, role) for f in FORMATS.values() for role in KEPT_ROLES if col in f.roles.get(role, ())]
+        if readers:
+            out.append((col, readers[0][1], list(dict.fromkeys(name for name, _ in readers))))
+    return out
 
 
 def fits(fmt: Format, columns: list[str], renames: dict[str, str] | None) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmreason.tasks.generic.formats import Format, Parts, register_format
-from mmreason.tasks.generic.formats.common import as_list, column
+from mmreason.tasks.generic.formats.common import as_list, choices_column, column, text_column
 
 ROLES = {
     "prompt": ("problem",),
@@ -20,12 +20,12 @@ ROLES = {
 
 def to_parts(row: dict[str, Any], cols: dict[str, str]) -> Parts:
     return Parts(
-        text=str(column(row, cols, "prompt") or ""),
+        text=text_column(row, cols, "prompt"),
         answer=column(row, cols, "answer"),
         images=as_list(column(row, cols, "images")),
         videos=as_list(column(row, cols, "videos")),
         kind=column(row, cols, "kind"),
-        choices=column(row, cols, "choices"),
+        choices=choices_column(row, cols),
     )
 
 

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from mmreason.tasks.generic.formats import Format, Parts, register_format
-from mmreason.tasks.generic.formats.common import as_list, column, split_chat
+from mmreason.tasks.generic.formats.common import Inline, as_list, choices_column, column, media_of, split_chat
 
 ROLES = {
     "prompt": ("prompt",),
@@ -16,6 +16,7 @@ ROLES = {
     "images": ("images",),
     "videos": ("videos",),
     "choices": ("choices", "options"),
+    "kind": ("answer_type", "problem_type"),
 }
 
 
@@ -44,13 +45,17 @@ def ground_truth(value: Any, name: str) -> Any:
 
 
 def to_parts(row: dict[str, Any], cols: dict[str, str]) -> Parts:
-    system, history, text = split_chat(column(row, cols, "prompt"), f"column {cols['prompt']!r}")
+    what, inline = f"column {cols['prompt']!r}", Inline()
+    system, history, text = split_chat(column(row, cols, "prompt"), what, inline)
+    images, videos = as_list(column(row, cols, "images")), as_list(column(row, cols, "videos"))
+    images, videos = media_of(inline, images, videos, what)
     return Parts(
         text=text,
         answer=ground_truth(column(row, cols, "answer"), cols["answer"]),
-        images=[_image(v) for v in as_list(column(row, cols, "images"))],
-        videos=[_video(v) for v in as_list(column(row, cols, "videos"))],
-        choices=column(row, cols, "choices"),
+        images=[_image(v) for v in images],
+        videos=[_video(v) for v in videos],
+        choices=choices_column(row, cols),
+        kind=column(row, cols, "kind"),
         history=history,
         system=system,
     )

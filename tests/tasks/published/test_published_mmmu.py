@@ -135,7 +135,7 @@ def test_mmmu_pro_standard_and_vision_rows(tmp_path):
     "change, message",
     [
         ({"options": "['a', 'b'"}, "options \"['a', 'b'\" does not parse as a list of options"),
-        ({"question_type": "essay"}, "question_type 'essay' is not one of multiple-choice, open"),
+        ({"question_type": " "}, "question_type ' ' is not multiple-choice, open or short-answer"),
         ({"answer": "AB"}, "answer 'AB' is not an option letter A to Z"),
     ],
 )
