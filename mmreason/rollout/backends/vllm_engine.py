@@ -31,13 +31,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.backends.vllm_inprocess import IN_PROCESS, file_tensors, launcher_env, sharing_distributed_state
 from mmreason.rollout.backends.vllm_lora import AdapterPushes
 from mmreason.rollout.backends.vllm_placement import (
     EnginePlacement,
@@ -236,11 +237,13 @@ class VLLMBackend(EngineSampler):
         # an engine in this process joins the trainer's torch.distributed world when it has one (vLLM builds its
         # groups from it); vLLM's shutdown must then leave that world to the trainer
         self.trainer_world = self.placement is not None and torch.distributed.is_initialized()
-        if self.placement is not None:  # vLLM's external launcher reads this process's place from the environment
-            os.environ.update(placement_env(self.placement, os.environ, master_port=free_port()))
-            if self.placement.device is not None:
-                torch.cuda.set_device(self.placement.device)
-        self.llm = vllm.LLM(**kwargs)
+        if self.placement is not None and self.placement.device is not None:
+            torch.cuda.set_device(self.placement.device)
+        # vLLM's external launcher reads this process's place from the environment while the engine is built
+        with launcher_env(placement_env(self.placement, os.environ, master_port=free_port()) if self.placement else {}):
+            self.llm = vllm.LLM(**kwargs)
+        if self.placement is not None:
+            IN_PROCESS.append(self)
         self.sync_dir = Path(tempfile.mkdtemp(prefix="mmreason-vllm-weights-"))
         vocab = self.llm.llm_engine.model_config.get_vocab_size()
         banned = set(suppressed_token_ids(tokenizer))
@@ -425,7 +428,12 @@ class VLLMBackend(EngineSampler):
             raise
 
     def _reload_workers(self, weights_dir) -> None:
-        if isinstance(weights_dir, str):
+        if isinstance(weights_dir, str) and self.placement is not None:
+            # in this process the engine's config is this process's: vLLM's reload from a path would make that
+            # path the model's (the processor is then looked for there), so the file's tensors are streamed
+            stream = file_tensors(Path(weights_dir) / "model.safetensors")
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": stream, "is_checkpoint_format": True})
+        elif isinstance(weights_dir, str):
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": weights_dir})
         elif not self.llm.llm_engine.add_lora(weights_dir):
             raise RuntimeError(f"vLLM did not load the adapter {weights_dir.lora_path}")
@@ -442,34 +450,15 @@ class VLLMBackend(EngineSampler):
             shutil.rmtree(self.adapters.root, ignore_errors=True)
         engine = getattr(self, "llm", None)
         if engine is not None:
-            shutdown = getattr(engine.llm_engine, "engine_core", None)
-            if shutdown is not None and hasattr(shutdown, "shutdown"):
-                with keeping_default_group(getattr(self, "trainer_world", False)):
-                    shutdown.shutdown()
+            in_process = self in IN_PROCESS
+            if in_process:
+                IN_PROCESS.remove(self)
+            core = getattr(engine.llm_engine, "engine_core", None)
+            if core is not None and hasattr(core, "shutdown"):
+                shared = sharing_distributed_state(others=bool(IN_PROCESS), keep_world=self.trainer_world)
+                with shared if in_process else nullcontext():
+                    core.shutdown()
             self.llm = None
-
-
-@contextmanager
-def keeping_default_group(keep: bool):
-    """While vLLM's in-process engine shuts down (``cleanup_dist_env_and_memory``), its call that destroys the
-    default process group (no group named) is skipped when ``keep``: that group is the trainer's. Its own groups
-    (named) are destroyed as usual."""
-    if not keep:
-        yield
-        return
-    import torch.distributed as dist
-
-    destroy = dist.destroy_process_group
-
-    def destroy_named_only(group=None):
-        if group is not None:
-            destroy(group)
-
-    dist.destroy_process_group = destroy_named_only
-    try:
-        yield
-    finally:
-        dist.destroy_process_group = destroy
 
 
 @dataclass(frozen=True)
