@@ -49,7 +49,7 @@ def check_backend_config(cfg: TrainConfig) -> None:
             "max_observation_tokens)"
         )
         raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < {what} = {need}")
-    check_engine_placement(cfg, on_cpu=not torch.cuda.is_available())
+    check_engine_settings(cfg, on_cpu=not torch.cuda.is_available())
     if r.vllm_mode == "server":  # the server's engine is checked where it runs; here only that it answers and fits
         for host, port in server_hosts(cfg):
             info = server_info(host, port, r.vllm_server_timeout, r.vllm_server_api_key)
@@ -69,7 +69,7 @@ def check_backend_config(cfg: TrainConfig) -> None:
     check_cpu_linear_attention(cfg.model.name_or_path, str(resolve_dtype(cfg.model.dtype)).removeprefix("torch."))
 
 
-def check_engine_placement(cfg: TrainConfig, *, on_cpu: bool) -> None:
+def check_engine_settings(cfg: TrainConfig, *, on_cpu: bool) -> None:
     """The engine settings no test runs end to end are refused before the model loads, each in one line naming
     the setting and what to use instead (docs/vllm.md, "Placement" and "Sleep mode")."""
     r = cfg.rollout

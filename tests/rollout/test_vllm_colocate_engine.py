@@ -137,10 +137,10 @@ def test_a_level_2_sleep_never_samples_weights_that_were_dropped():
     ],
 )
 def test_engine_settings_no_test_runs_are_refused_in_one_line(overrides, on_cpu, message):
-    from mmreason.train.rollout_backend import check_engine_placement
+    from mmreason.train.rollout_backend import check_engine_settings
 
     cfg = load_config(TrainConfig, None, ["rollout.backend=vllm", *overrides])
     with pytest.raises(ConfigError, match=message) as info:
-        check_engine_placement(cfg, on_cpu=on_cpu)
+        check_engine_settings(cfg, on_cpu=on_cpu)
     assert "\n" not in str(info.value) and str(info.value).startswith("rollout.vllm_")
-    check_engine_placement(load_config(TrainConfig, None, ["rollout.backend=vllm"]), on_cpu=on_cpu)
+    check_engine_settings(load_config(TrainConfig, None, ["rollout.backend=vllm"]), on_cpu=on_cpu)

@@ -337,6 +337,7 @@ class VLLMBackend(EngineSampler):
             raise
 
     def _generate(self, requests: list[dict], params: list) -> list:
+        self._on_engine_device()  # a thread of its own (the deadline's): CUDA's current device is per thread
         lora = self.adapters.request if self.adapters is not None else None
         return self.llm.generate(requests, params, use_tqdm=False, lora_request=lora)
 
@@ -389,6 +390,12 @@ class VLLMBackend(EngineSampler):
 
         self._bounded_reload(load)
 
+    def _on_engine_device(self) -> None:
+        """Make this thread's current CUDA device the in-process engine's (each new thread starts on device
+        0; the engine's worker, on ``cuda:LOCAL_RANK``, runs in whichever thread calls it)."""
+        if self.placement is not None and self.placement.device is not None:
+            torch.cuda.set_device(self.placement.device)
+
     def _worker_device(self) -> torch.device:
         if self.placement is not None and self.placement.device is not None:
             return torch.device("cuda", self.placement.device)
@@ -415,8 +422,13 @@ class VLLMBackend(EngineSampler):
         ``settings.weight_sync_timeout`` (a reload blocked on a dead engine would otherwise wait forever; the
         call is left behind in a daemon thread and the engine is never used again)."""
         limit = self.settings.weight_sync_timeout
+
+        def on_device() -> None:
+            self._on_engine_device()
+            fn()
+
         try:
-            call_with_deadline(fn, (), limit, what="vllm-weight-sync")
+            call_with_deadline(on_device, (), limit, what="vllm-weight-sync")
         except StepTimeout:
             raise EngineDied(
                 f"vLLM engine did not finish a weight sync within {limit:g} s "
