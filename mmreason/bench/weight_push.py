@@ -1,6 +1,6 @@
-"""`mmreason bench weight-push`: seconds to push a policy's weights into a colocated vLLM engine, through
-the weights group in buckets (``rollout.vllm_weight_sync: collective``) against a safetensors file the
-engine reloads (``directory``), on one engine, alternating, median of the repeats (docs/vllm.md).
+"""`mmreason bench weight-push`: seconds to push a policy's weights into a colocated vLLM engine, in-process
+through its worker (``rollout.vllm_weight_sync: collective``) against a safetensors file the engine reloads
+(``directory``), on one engine, alternating, median of the repeats (docs/vllm.md).
 ``--mode server`` times the same two paths into a ``mmreason vllm-serve`` started for the purpose (its
 ``/init_communicator`` + ``/update_weights`` against a file in its weights folder + ``/reload_weights``),
 as a training run's client does them.
@@ -40,14 +40,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shape", default="22m,32m", help=f"comma-separated model shapes: {', '.join([*SHAPES, *SIZES])}"
     )
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--bucket-mb", default="16,64", help="comma-separated bucket sizes (MB) to time")
+    parser.add_argument(
+        "--bucket-mb", default="16,64", help="server mode: comma-separated bucket sizes (MB) of the group push to time"
+    )
     parser.add_argument(
         "--mode", default="colocate", choices=("colocate", "server"), help="a colocated engine or a vllm-serve"
     )
     parser.add_argument("--data-parallel-size", type=int, default=1, help="server mode: the server's engines")
 
 
-def bench_shape(name: str, repeats: int, buckets_mb: list[float], folder: Path) -> list[dict]:
+def bench_shape(name: str, repeats: int, folder: Path) -> list[dict]:
     import torch
 
     shape = SHAPES.get(name) or SIZES[name]
@@ -55,22 +57,21 @@ def bench_shape(name: str, repeats: int, buckets_mb: list[float], folder: Path) 
     model = load_model(ModelConfig(name_or_path=str(model_dir), dtype="float32"), trainable=False)
     params = sum(p.numel() for p in model.parameters())
     engine = VLLMBackend(model_dir, load_processor(model_dir).tokenizer, VLLMSettings(max_model_length=512))
-    times: dict[str, list[float]] = {"directory": [], **{f"collective {mb:g} MB": [] for mb in buckets_mb}}
+    times: dict[str, list[float]] = {"directory": [], "in-process": []}  # colocated: no buckets, no group
     try:
         for r in range(repeats + 1):  # the first round warms both paths up and is not counted
-            with torch.no_grad():
-                for p in model.parameters():
-                    p.mul_(1.0 + 1e-6)  # new weights every push
-            t = time.perf_counter()
-            write_weights(model, engine.sync_dir)
-            engine.reload(engine.sync_dir)
-            if r:
-                times["directory"].append(time.perf_counter() - t)
-            for mb in buckets_mb:
-                engine.settings.sync_bucket_mb = mb
-                seconds = engine.sync_weights(model)
+            for path in times:
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.mul_(1.0 + 1e-6)  # new weights every push
+                t = time.perf_counter()
+                if path == "directory":
+                    write_weights(model, engine.sync_dir)
+                    engine.reload(engine.sync_dir)
+                else:
+                    engine.sync_weights(model)
                 if r:
-                    times[f"collective {mb:g} MB"].append(seconds)
+                    times[path].append(time.perf_counter() - t)
     finally:
         engine.close()
     return [
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
             if args.mode == "server":
                 rows += bench_server_shape(name, args.repeats, buckets, Path(tmp), args.data_parallel_size)
             else:
-                rows += bench_shape(name, args.repeats, buckets, Path(tmp))
+                rows += bench_shape(name, args.repeats, Path(tmp))
     where = (
         f"a vllm-serve of {args.data_parallel_size} engine(s)" if args.mode == "server" else "a colocated vLLM engine"
     )

@@ -50,7 +50,8 @@ def finish_processes(accelerator, thread_timeout_s: float = 5.0) -> list[str]:
     of the worker threads still running."""
     import torch.distributed as dist
 
-    distributed = dist.is_available() and dist.is_initialized()
+    # the run's group only: one process alone has none of its own (a group there is a colocated vLLM engine's)
+    distributed = accelerator.num_processes > 1 and dist.is_available() and dist.is_initialized()
     if distributed:
         accelerator.wait_for_everyone()
     running = join_workers(thread_timeout_s)

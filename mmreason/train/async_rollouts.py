@@ -3,7 +3,7 @@
 A producer owns the background generation and the policy version counter. Step s's prompts are drawn and
 built in the training thread (the sampler is drawn in step order, so the prompts are the synchronous run's),
 then a background thread hands them to the rollout backend's one batch call (``generate_groups``: the vLLM
-engine, which runs in its own process, or the ``mmreason vllm-serve`` client) while the training thread goes
+engine, in this process with weights of its own, or the ``mmreason vllm-serve`` client) while the training thread goes
 on with the previous step's update. The engine is shared through one lock (``EngineLock``): a weight push
 waits for the generation in flight (``async/update_wait_s``) and goes before any generation queued behind it,
 so the weights reach the engine as soon as an update finishes.
@@ -51,10 +51,11 @@ def check_async_config(cfg: TrainConfig) -> None:
     key = "rollout.async_generation=true"
     if r.backend != "vllm":
         # HF generate would run in a thread of this process: the same cores as the update, and the weights it
-        # reads are the ones the optimizer is changing. Only an engine in its own process overlaps for real.
+        # reads are the ones the optimizer is changing. An engine holds weights of its own (colocated, in this
+        # process since docs/vllm.md "The colocated engine"; or a server's).
         raise ConfigError(
-            f"{key} needs rollout.backend=vllm (a colocated engine or a vllm-serve server, each in its own "
-            f"process); rollout.backend={r.backend} generates in the training process"
+            f"{key} needs rollout.backend=vllm (a colocated engine or a vllm-serve server, each with weights of "
+            f"its own); rollout.backend={r.backend} generates from the weights being trained"
         )
     within = "it rolls out again within a step, on the engine the next step is generating on"
     refused = [

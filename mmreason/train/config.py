@@ -75,13 +75,14 @@ class RolloutConfig(VllmConnection):
     vllm_mode: VllmMode = "colocate"
     vllm_server_hosts: str | None = None  # more servers, "host:port,host:port": prompts spread, pushes reach all
     vllm_gpu_memory_utilization: float = 0.3
-    vllm_enable_sleep_mode: bool = False  # GPU: the engine sleeps during the update (a no-op on CPU)
+    vllm_enable_sleep_mode: bool = False  # colocate, GPU: the engine sleeps during the update (refused on CPU)
     vllm_max_model_length: int | None = None  # None: max_prompt_length + max_completion_length
-    vllm_tensor_parallel_size: int = 1
+    vllm_tensor_parallel_size: int = 1  # colocate: 1 (more is refused before the model loads); server: the server's
     vllm_weight_sync_timeout: float = 600.0  # seconds a weight push may take; past it the engine counts as dead
     vllm_kv_cache_gib: float = 1.0  # CPU only: the engine's KV cache (VLLM_CPU_KVCACHE_SPACE)
-    # How weights reach the engine: collective = broadcast through a process group with its workers (gloo on
-    # CPU, NCCL on GPUs), in buckets of at most vllm_sync_bucket_mb; directory = a safetensors file it reloads
+    # How weights reach the engine: collective = colocated: in-process through its worker; server mode: a
+    # broadcast through a process group (gloo on CPU, NCCL on GPUs) in buckets of at most vllm_sync_bucket_mb;
+    # directory = a safetensors file it reloads
     vllm_weight_sync: WeightSync = "collective"
     vllm_sync_bucket_mb: float = 64.0
     # a LoRA policy: adapter = push only the adapter, loaded by the engine as one (where vLLM can, docs/vllm.md);

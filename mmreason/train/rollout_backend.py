@@ -5,7 +5,10 @@ or with ``rollout.vllm_mode=server`` a client of a ``mmreason vllm-serve`` serve
 
 from __future__ import annotations
 
+import os
 import time
+
+import torch
 
 from mmreason.config import ConfigError
 from mmreason.models.loading import resolve_dtype
@@ -22,6 +25,7 @@ from mmreason.rollout.backends.vllm_engine import (
     processor_kwargs,
 )
 from mmreason.rollout.backends.vllm_lora import adapter_plan
+from mmreason.rollout.backends.vllm_placement import EnginePlacement, engine_placement
 from mmreason.rollout.multiturn import episode_context
 from mmreason.train.async_rollouts import check_async_config
 from mmreason.train.config import TrainConfig
@@ -45,6 +49,7 @@ def check_backend_config(cfg: TrainConfig) -> None:
             "max_observation_tokens)"
         )
         raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < {what} = {need}")
+    check_engine_settings(cfg, on_cpu=not torch.cuda.is_available())
     if r.vllm_mode == "server":  # the server's engine is checked where it runs; here only that it answers and fits
         for host, port in server_hosts(cfg):
             info = server_info(host, port, r.vllm_server_timeout, r.vllm_server_api_key)
@@ -62,6 +67,30 @@ def check_backend_config(cfg: TrainConfig) -> None:
     import_vllm()  # one line naming the extra when it is missing
     check_head_size(cfg.model.name_or_path)
     check_cpu_linear_attention(cfg.model.name_or_path, str(resolve_dtype(cfg.model.dtype)).removeprefix("torch."))
+
+
+def check_engine_settings(cfg: TrainConfig, *, on_cpu: bool) -> None:
+    """The engine settings no test runs end to end are refused before the model loads, each in one line naming
+    the setting and what to use instead (docs/vllm.md, "Placement" and "Sleep mode")."""
+    r = cfg.rollout
+    if r.vllm_mode == "colocate" and r.vllm_tensor_parallel_size > 1:
+        raise ConfigError(
+            f"rollout.vllm_tensor_parallel_size={r.vllm_tensor_parallel_size} in colocate mode: the processes of "
+            "a tensor-parallel group would have to sample the same prompts together, which the step and the "
+            "in-training eval do not do; use 1 (an engine per process), or rollout.vllm_mode=server with "
+            "`mmreason vllm-serve --tensor_parallel_size N`"
+        )
+    if not r.vllm_enable_sleep_mode:
+        return
+    if r.vllm_mode == "server":
+        why = "applies to colocate mode only (a vllm-serve keeps its own GPUs)"
+    elif r.async_generation:
+        why = "cannot put the engine to sleep during the update while rollout.async_generation samples in it"
+    elif on_cpu:
+        why = "needs a GPU (vLLM's CPU build has no sleep mode)"
+    else:
+        return
+    raise ConfigError(f"rollout.vllm_enable_sleep_mode=true {why}; set it false")
 
 
 def server_hosts(cfg: TrainConfig) -> list[tuple[str, int]]:
@@ -119,24 +148,53 @@ def make_backend(run):
         )
 
     check_colocate_sharding(run)  # with more processes each builds an engine of its own (TRL's colocate)
-    max_len = r.vllm_max_model_length or engine_context(cfg)
-    settings = VLLMSettings(
+    settings = engine_settings(cfg, lora_rank=lora_rank(run))
+    return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings, placement_of(run.accelerator, cfg))
+
+
+def engine_settings(cfg: TrainConfig, *, lora_rank: int | None = None) -> VLLMSettings:
+    """The colocated engine's settings from the run's config. Its dtype is the configured load dtype
+    (``model.dtype``), never a live parameter's: accelerate upcasts those to fp32 under FSDP2, which would
+    build a 7B engine in fp32."""
+    r = cfg.rollout
+    return VLLMSettings(
         mode=r.vllm_mode,
         gpu_memory_utilization=r.vllm_gpu_memory_utilization,
         enable_sleep_mode=r.vllm_enable_sleep_mode,
-        max_model_length=max_len,
+        max_model_length=r.vllm_max_model_length or engine_context(cfg),
         tensor_parallel_size=r.vllm_tensor_parallel_size,
         kv_cache_gib=r.vllm_kv_cache_gib,
         seed=cfg.seed,
         processor_kwargs=_processor_kwargs(cfg),
         weight_sync_timeout=r.vllm_weight_sync_timeout,
         generate_timeout=r.vllm_generate_timeout,
-        dtype=policy_dtype(run.model),
+        dtype=load_dtype(cfg),
         weight_sync=r.vllm_weight_sync,
         sync_bucket_mb=r.vllm_sync_bucket_mb,
-        lora_rank=lora_rank(run),
+        lora_rank=lora_rank,
     )
-    return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings)
+
+
+def load_dtype(cfg: TrainConfig) -> str:
+    """``model.dtype`` resolved as the loader resolves it (``auto``: bf16 on a GPU that has it, else fp32), by
+    name (``bfloat16``)."""
+    return str(resolve_dtype(cfg.model.dtype)).removeprefix("torch.")
+
+
+def placement_of(acc, cfg: TrainConfig) -> EnginePlacement:
+    """This process's colocated engine placement (``vllm_placement.engine_placement``) from accelerate's view
+    of it; ``LOCAL_WORLD_SIZE`` (set by torchrun / accelerate launch) is its machine's process count."""
+    try:
+        return engine_placement(
+            rank=acc.process_index,
+            local_rank=acc.local_process_index,
+            world_size=acc.num_processes,
+            local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", acc.num_processes)),
+            tensor_parallel_size=cfg.rollout.vllm_tensor_parallel_size,
+            on_cpu=not torch.cuda.is_available(),
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def lora_rank(run) -> int | None:
@@ -201,8 +259,9 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
     error: EngineDied | None = None
     model = acc.unwrap_model(run.model)
     # directory: a sharded (FSDP2) model is gathered whole first (every process; the main one holds it all);
-    # collective: the backend gathers one tensor at a time while it sends
-    whole = None if getattr(backend, "weight_group", None) is not None else full_state_dict(model)
+    # colocated in-process push, or a server's weights group: the backend gathers one tensor at a time
+    streams = getattr(backend, "streams_weights", False) or getattr(backend, "weight_group", None) is not None
+    whole = None if streams else full_state_dict(model)
     # colocate: every process pushes to its own engine; server mode with more processes: one server, one push
     if acc.is_main_process or acc.num_processes == 1 or getattr(backend, "per_process", False):
         try:
@@ -240,6 +299,10 @@ def close_backend(run) -> None:
         run.rollout_backend = None
 
 
-def policy_dtype(model) -> str:
-    """The policy's parameter dtype by name (``bfloat16``): the sampler runs in the trainer's precision."""
-    return str(next(model.parameters()).dtype).removeprefix("torch.")
+def rest_engine(run) -> None:
+    """The step's rollouts are done: a colocated engine with ``rollout.vllm_enable_sleep_mode`` gives its GPU
+    memory back for the update (``vllm_sleep.py``; it wakes its weights for the push, its KV cache for the
+    next generate call)."""
+    backend = getattr(run, "rollout_backend", None)
+    if backend is not None and run.cfg.rollout.vllm_enable_sleep_mode:
+        backend.sleep()

@@ -48,7 +48,7 @@ from mmreason.train.faults import RunStopped, bad_sample, fault_guard, nothing_u
 from mmreason.train.metrics import completion_rows, rollout_metrics
 from mmreason.train.prompts import build_prompts, prompt_of, unseen_media
 from mmreason.train.records import task_index, task_names
-from mmreason.train.rollout_backend import sync_weights
+from mmreason.train.rollout_backend import rest_engine, sync_weights
 from mmreason.train.setup import Run
 from mmreason.train.table import StepTable, build_table
 from mmreason.train.timing import PhaseTimes
@@ -100,7 +100,9 @@ def get_rollouts(run: Run, step: int, timed: PhaseTimes) -> Rollouts:
 def update(run: Run, table: StepTable) -> dict[str, float]:
     """The policy update (``update.py``), then the new weights pushed to the rollout engine, which samples the
     next step with them. The step's state is complete before the push, so an engine that dies taking it leaves
-    a step that is logged, then saved as itself (``run.engine_fault``, raised by the loop)."""
+    a step that is logged, then saved as itself (``run.engine_fault``, raised by the loop). With
+    ``rollout.vllm_enable_sleep_mode`` the engine sleeps through the update (``rest_engine``)."""
+    rest_engine(run)
     metrics = policy_update(run, table)
     if "entropy" in metrics:
         run.prev_entropy = float(metrics["entropy"])  # the next step's losses that take it (DCPO)

@@ -5,9 +5,6 @@ One engine is loaded for the module (~30 s); every test shares it. Skipped where
 
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
 import torch
 from PIL import Image
@@ -191,15 +188,16 @@ def test_after_a_push_greedy_equals_hf_and_a_perturbation_changes_it(engine, pol
         engine.sync_weights(model)
 
 
-def test_a_collective_push_in_small_buckets_gives_hfs_rows_and_logprobs(engine, policy, tmp_path_factory):
-    """The engine joined the weights group when it was built (``vllm_weight_sync: collective``, the default).
-    Perturbed weights pushed in 16 KB buckets (dozens of broadcasts; fused layers such as q/k/v split across
-    buckets): greedy rows equal HF ``generate``'s on those weights and differ from the rows before, sampled
-    rows' log-probs are the trainer's, and the directory path on the same weights gives the same rows."""
+def test_the_in_process_push_gives_hfs_rows_and_logprobs_without_a_process_group(engine, policy, tmp_path_factory):
+    """The colocated engine lives in this process (vLLM's external launcher) and joined no weights group
+    (``vllm_weight_sync: collective``, the default, pushes in-process). Perturbed weights pushed through the
+    worker's ``reload_weights``: greedy rows equal HF ``generate``'s on those weights and differ from the rows
+    before, sampled rows' log-probs are the trainer's, and the directory path on the same weights gives the
+    same rows."""
     from mmreason.rollout.backends.vllm_engine import write_weights
-    from mmreason.rollout.backends.weight_group import plan_buckets, policy_tensors, tensor_specs
 
-    assert engine.weight_group is not None
+    assert engine.weight_group is None and engine.streams_weights
+    assert engine.llm.llm_engine.vllm_config.parallel_config.distributed_executor_backend == "external_launcher"
     model, processor = policy
     prompts = _prompts(processor, tmp_path_factory)
     greedy = GenerationSettings(max_new_tokens=8, temperature=0.0)
@@ -210,10 +208,7 @@ def test_a_collective_push_in_small_buckets_gives_hfs_rows_and_logprobs(engine, 
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn(p.shape, generator=generator) * 0.05)
-    engine.settings.sync_bucket_mb = 1 / 64
     try:
-        with policy_tensors(model) as tensors:
-            assert len(plan_buckets(tensor_specs(tensors), 2**14)) > 20
         assert engine.sync_weights(model) > 0
         ours = [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, greedy, [0, 0, 0])]
         hf = [t.token_ids.tolist() for t in generate_groups(model, processor, prompts, [0, 1, 2], 1, greedy, [0, 0, 0])]
@@ -226,7 +221,6 @@ def test_a_collective_push_in_small_buckets_gives_hfs_rows_and_logprobs(engine, 
         engine.reload(engine.sync_dir)
         assert [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, greedy, [0, 0, 0])] == hf
     finally:
-        engine.settings.sync_bucket_mb = 64.0
         model.load_state_dict(saved)
         engine.sync_weights(model)
 
@@ -478,16 +472,23 @@ def test_multiturn_episodes_sample_through_the_engine_with_the_observations_medi
     assert_rollout_logprobs_are_the_trainers(model, processor, sampled)
 
 
-def _kill_engine(backend) -> None:
-    for proc in backend.llm.llm_engine.engine_core.resources.engine_manager.processes:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join(timeout=30)
+def _engine_reports_death(backend, at: str) -> None:
+    """The colocated engine's core (in this process) reports itself dead, vLLM's ``EngineDeadError``, at its
+    next ``at``: ``step_fn`` (a generate call) or ``collective_rpc`` (a weight push). An engine in the trainer's
+    process cannot be killed apart from it; this is what a run sees of an engine core that failed. (A server
+    killed for real: tests/rollout_vllm/test_vllm_server.py.)"""
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    def dead(*args, **kwargs):
+        raise EngineDeadError()
+
+    setattr(backend.llm.llm_engine.engine_core.engine_core, at, dead)
 
 
 def test_an_engine_that_dies_mid_run_stops_with_a_checkpoint_and_resume_finishes(
     tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys
 ):
-    """A 3-step run whose engine-core process is killed (SIGKILL) right after step 1's weight push: step 2's
+    """A 3-step run whose engine core reports itself dead right after step 1's weight push: step 2's
     generation finds the engine dead before its update, the run saves step 1 (the only checkpoint: save_steps=0)
     and stops with a message naming the engine and the checkpoint; a run with ``resume=auto`` builds a new
     engine and finishes steps 2 and 3."""
@@ -503,7 +504,7 @@ def test_an_engine_that_dies_mid_run_stops_with_a_checkpoint_and_resume_finishes
         seconds = push(self, model, state)
         pushes.append(seconds)
         if len(pushes) == 1:
-            _kill_engine(self)
+            _engine_reports_death(self, "step_fn")
         return seconds
 
     out = tmp_path / "run"
@@ -526,8 +527,8 @@ def test_a_weight_push_that_hangs_saves_the_finished_step_as_itself_and_resume_i
     tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys
 ):
     """A 3-step run with ``rollout.vllm_weight_sync_timeout=10`` (room for step 1's real push on a loaded
-    machine) whose engine is killed during step 2's weight
-    push and whose reload then never returns (the hang seen on CPU; here the reload call blocks for good).
+    machine) whose reload never returns in step 2's weight push (the hang seen on CPU with an engine killed
+    mid-reload; here the reload call blocks for good).
     The push gives up after 10 s and the run stops cleanly. Step 2's optimizer update had finished, so the
     checkpoint is ``checkpoint-2`` holding exactly the weights that were being pushed (not step 1's, and never
     step 2's weights under step 1's number); ``resume=auto`` builds a new engine, pushes them and runs step 3."""
@@ -546,7 +547,6 @@ def test_a_weight_push_that_hangs_saves_the_finished_step_as_itself_and_resume_i
     def reload_then_hang(self, weights_dir):
         pushed.append(load_file(str(Path(weights_dir) / "model.safetensors")))
         if len(pushed) == 2:
-            _kill_engine(self)
             threading.Event().wait()  # never returns
         return reload(self, weights_dir)
 
@@ -613,30 +613,29 @@ def test_a_generate_call_that_hangs_stops_the_run_with_the_last_finished_step(
     assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]
 
 
-def test_an_engine_killed_before_a_collective_push_saves_the_finished_step(
+def test_an_engine_that_dies_taking_the_in_process_push_saves_the_finished_step(
     tiny_model_dir, shapes_cache, tmp_path, monkeypatch, capsys
 ):
-    """The collective push (the default) to an engine whose process was killed (SIGKILL) just before step 2's
-    push: the broadcast fails at once instead of waiting out the group's timeout, and since step 2's update
-    had finished the run saves it as ``checkpoint-2`` and stops, naming the weight sync and ``resume=auto``.
-    Step 2 was due an in-training eval (``eval_steps=2``), which the failed push skipped: ``resume=auto`` runs
-    it before step 3."""
+    """The in-process push (the default) to an engine whose core reports itself dead as step 2's push reaches
+    its worker: since step 2's update had finished the run saves it as ``checkpoint-2`` and stops, naming the
+    weight sync and ``resume=auto``. Step 2 was due an in-training eval (``eval_steps=2``), which the failed
+    push skipped: ``resume=auto`` runs it before step 3."""
     from mmreason.cli import main
     from mmreason.rollout.backends.vllm_engine import VLLMBackend
 
-    push, pushes = VLLMBackend.push_collective, []
+    push, pushes = VLLMBackend.push_in_process, []
 
-    def kill_then_push(self, model):
+    def die_then_push(self, model):
         pushes.append(model)
         if len(pushes) == 2:
-            _kill_engine(self)
+            _engine_reports_death(self, "collective_rpc")
         return push(self, model)
 
     import json
 
     out = tmp_path / "run"
     args = _three_step_vllm_run(tiny_model_dir, out) + ["eval_steps=2", "eval_limit=4"]
-    monkeypatch.setattr(VLLMBackend, "push_collective", kill_then_push)
+    monkeypatch.setattr(VLLMBackend, "push_in_process", die_then_push)
     assert main(args) == 2
     err = capsys.readouterr().err
     assert len(pushes) == 2 and "run stopped after step 2's update" in err
@@ -645,7 +644,7 @@ def test_an_engine_killed_before_a_collective_push_saves_the_finished_step(
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [(r["step"], "eval/shapes/accuracy" in r) for r in rows] == [(0, True), (1, False), (2, False)]
     # resume: step 2's eval, which the failed push skipped, runs first (on the pushed checkpoint), then step 3
-    monkeypatch.setattr(VLLMBackend, "push_collective", push)
+    monkeypatch.setattr(VLLMBackend, "push_in_process", push)
     assert main(args + ["resume=auto"]) == 0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [(r["step"], "eval/shapes/accuracy" in r) for r in rows[3:]] == [(2, True), (3, False)]

@@ -1,5 +1,6 @@
 """Colocate mode with 2 training processes (``accelerate launch``, gloo): each process builds a vLLM engine of
-its own, joins it through a weights group of its own, pushes its weights to it and samples its own prompts.
+its own inside itself (``external_launcher``, on the two processes' world), pushes its weights to it in-process
+and samples its own prompts.
 Skipped where vLLM or the accelerate CLI is missing."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ ACCELERATE = Path(sys.executable).parent / "accelerate"
 @pytest.mark.skipif(not ACCELERATE.exists(), reason="accelerate CLI not installed")
 def test_two_processes_with_an_engine_each_sample_what_one_process_samples(tiny_model_dir, shapes_cache, tmp_path):
     """Every group, and every row of it, that 2 processes (3 prompts each, each through its own engine, after
-    a collective push on each) sample is token for token what 1 process sampling all 6 prompts gets: each
+    an in-process push on each) sample is token for token what 1 process sampling all 6 prompts gets: each
     row's seed comes from (run seed, step, sample id), not from the process or the engine."""
     script = ROOT / "tests" / "parallel" / "step_rollouts_main.py"
 

@@ -10,15 +10,18 @@ other prompts of the call or on how prompts are split over processes. Vision spe
 sampled (``allowed_token_ids`` leaves them out); stop strings and ``max_completion_length`` are the HF
 path's.
 
-Weights follow training: a LoRA policy that vLLM can serve as an adapter pushes only its adapter, loaded under
-a new id (``vllm_lora.py``); otherwise ``sync_weights(model)`` broadcasts the policy's weights (LoRA merged, vision tower
-included) to every worker through a process group in bounded buckets (``weight_group.py``; the default,
-``weight_sync="collective"``), or writes them as safetensors to a directory and has every worker reload them
-(``reload_weights``), then drops the engine's prefix and encoder caches. On CPU this is the path that works (oneDNN repacks linear
-weights, so ``load_weights`` on a running model does not); the same directory serves a server on this
-machine (``vllm_server.py``, ``vllm_client.py``). The reload is bounded (``weight_sync_timeout``) and so is
-every generate call (``generate_timeout``): an engine that stops answering is reported as dead, never waited
-on forever.
+Where the engine runs and what it is built with come from ``vllm_placement.py`` (pure functions the tests
+call): colocated, the engine lives in the training process itself (vLLM's ``external_launcher``), on that
+process's device. Weights follow training: a LoRA policy that vLLM can serve as an adapter pushes only its
+adapter, loaded under a new id (``vllm_lora.py``); otherwise ``sync_weights(model)`` hands the colocated
+engine's worker the policy's tensors in this process (LoRA merged, vision tower included; ``reload_weights``,
+one tensor at a time; the default, ``weight_sync="collective"``; no process group: those are for server mode,
+``weight_group.py``), or writes them as safetensors to a directory and has every worker reload them, then
+drops the engine's prefix and encoder caches. ``reload_weights`` is the loader that works on CPU too (oneDNN
+repacks linear weights, so ``load_weights`` on a running model does not); the same directory serves a server
+on this machine (``vllm_server.py``, ``vllm_client.py``). The reload is bounded (``weight_sync_timeout``) and
+so is every generate call (``generate_timeout``): an engine that stops answering is reported as dead, never
+waited on forever. ``rollout.vllm_enable_sleep_mode`` is ``vllm_sleep.py``.
 """
 
 from __future__ import annotations
@@ -28,22 +31,24 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.backends.vllm_inprocess import IN_PROCESS, file_tensors, launcher_env, sharing_distributed_state
 from mmreason.rollout.backends.vllm_lora import AdapterPushes
-from mmreason.rollout.backends.weight_group import (
-    WORKER_EXTENSION,
-    broadcast_beside,
-    finish_beside,
-    free_port,
-    group_backend,
-    join_group,
-    run_beside,
+from mmreason.rollout.backends.vllm_placement import (
+    EnginePlacement,
+    ModelFacts,
+    engine_kwargs,
+    engine_placement,
+    placement_env,
 )
+from mmreason.rollout.backends.vllm_sleep import EngineSleep
+from mmreason.rollout.backends.weight_group import free_port, policy_tensors, whole
 from mmreason.rollout.deadline import StepTimeout, call_with_deadline
 from mmreason.rollout.generate import GenerationSettings, eos_token_ids, suppressed_token_ids
 from mmreason.rollout.prompts import PromptInputs
@@ -203,7 +208,11 @@ class VLLMBackend(EngineSampler):
 
     per_process = True  # every training process pushes its weights to its own engine
 
-    def __init__(self, model_dir: str | Path, tokenizer, settings: VLLMSettings):
+    def __init__(
+        self, model_dir: str | Path, tokenizer, settings: VLLMSettings, placement: EnginePlacement | None = None
+    ):
+        """Build the engine. Colocate mode (``settings.mode``): in this process, at ``placement`` (one process
+        alone when None; ``vllm_placement.engine_placement``); server mode: vLLM's own engine-core process."""
         self.model_dir = str(model_dir)
         self.tokenizer = tokenizer
         self.settings = settings
@@ -214,39 +223,27 @@ class VLLMBackend(EngineSampler):
         on_cpu = not torch.cuda.is_available()
         if on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(settings.kv_cache_gib))))
-        max_len = settings.max_model_length or _max_positions(model_dir)
-        # No chunked prefill: a partly prefilled request's sampled token is discarded and its seeded generator
-        # rewound, which CPU generators cannot do; whole prompts per scheduling step keep every row's stream.
-        kwargs = dict(
-            model=self.model_dir,
-            max_model_len=max_len,
-            seed=settings.seed,
-            enable_chunked_prefill=False,
-            max_num_batched_tokens=max(max_len, 16384),
-            limit_mm_per_prompt={"image": settings.limit_images, "video": settings.limit_videos},
-            tensor_parallel_size=settings.tensor_parallel_size,
-            # a hybrid decoder's (Qwen3.5's linear-attention layers) prefix caching needs chunked prefill in vLLM
-            enable_prefix_caching=not is_hybrid(model_dir),
-            logprobs_mode="processed_logprobs",
-        )  # after temperature and the banned tokens, as the trainer's
-        if settings.processor_kwargs:
-            kwargs["mm_processor_kwargs"] = dict(settings.processor_kwargs)
+        self.colocated = settings.mode != "server"
+        if self.colocated and placement is None:
+            placement = engine_placement(
+                rank=0, local_rank=0, world_size=1, local_world_size=1, tensor_parallel_size=1, on_cpu=on_cpu
+            )
+        self.placement = placement if self.colocated else None
+        facts = ModelFacts(self.model_dir, settings.max_model_length or _max_positions(model_dir), is_hybrid(model_dir))
+        kwargs = engine_kwargs(settings, facts, on_cpu=on_cpu, placement=self.placement)
         self.adapters = (
             AdapterPushes(Path(tempfile.mkdtemp(prefix="mmreason-vllm-lora-"))) if settings.lora_rank else None
         )
-        if self.adapters is not None:  # only the adapter is pushed: no weights group, no full reloads
-            kwargs.update(enable_lora=True, max_lora_rank=settings.lora_rank, max_loras=1)
-        elif settings.weight_sync == "collective":
-            kwargs["worker_extension_cls"] = WORKER_EXTENSION
-        if on_cpu:
-            kwargs.update(enforce_eager=True, dtype=settings.dtype or "float32")
-        else:
-            if settings.dtype:
-                kwargs.update(dtype=settings.dtype)
-            kwargs.update(
-                gpu_memory_utilization=settings.gpu_memory_utilization, enable_sleep_mode=settings.enable_sleep_mode
-            )
-        self.llm = vllm.LLM(**kwargs)
+        # an engine in this process joins the trainer's torch.distributed world when it has one (vLLM builds its
+        # groups from it); vLLM's shutdown must then leave that world to the trainer
+        self.trainer_world = self.placement is not None and torch.distributed.is_initialized()
+        if self.placement is not None and self.placement.device is not None:
+            torch.cuda.set_device(self.placement.device)
+        # vLLM's external launcher reads this process's place from the environment while the engine is built
+        with launcher_env(placement_env(self.placement, os.environ, master_port=free_port()) if self.placement else {}):
+            self.llm = vllm.LLM(**kwargs)
+        if self.placement is not None:
+            IN_PROCESS.append(self)
         self.sync_dir = Path(tempfile.mkdtemp(prefix="mmreason-vllm-weights-"))
         vocab = self.llm.llm_engine.model_config.get_vocab_size()
         banned = set(suppressed_token_ids(tokenizer))
@@ -254,11 +251,8 @@ class VLLMBackend(EngineSampler):
         self.eos = eos_token_ids(tokenizer)
         self.placeholders = placeholder_ids(tokenizer)
         self.sync_seconds = 0.0
-        self.weight_group = None
-        if (
-            settings.weight_sync == "collective" and settings.mode != "server" and self.adapters is None
-        ):  # a server's clients join later
-            self.weight_group = self.join_weight_group()
+        self.weight_group = None  # server mode: a client's group, joined later (/init_communicator); colocate: none
+        self.sleeper = EngineSleep(self.llm, enabled=settings.enable_sleep_mode, keeps_base=self.adapters is not None)
 
     # ---- sampling ------------------------------------------------------------------------------
 
@@ -302,7 +296,9 @@ class VLLMBackend(EngineSampler):
     def generate_many(self, calls: Sequence[tuple]) -> list[list[tuple[list[int], list[int], list[float], bool]]]:
         """Several ``generate_requests`` calls ``(requests, n, settings, seeds)`` in one engine call (each row
         keeps its own settings and seed, so a row does not depend on the calls it shares the engine with);
-        the rows of each call as ``generate_requests`` gives them. The server batches its clients this way."""
+        the rows of each call as ``generate_requests`` gives them. The server batches its clients this way.
+        A sleeping engine (``rollout.vllm_enable_sleep_mode``) wakes its KV cache first."""
+        self.sleeper.before_generation()
         expanded, params, sizes = [], [], []
         for requests, n, settings, seeds in calls:
             for i, req in enumerate(requests):
@@ -341,21 +337,24 @@ class VLLMBackend(EngineSampler):
             raise
 
     def _generate(self, requests: list[dict], params: list) -> list:
+        self._on_engine_device()  # a thread of its own (the deadline's): CUDA's current device is per thread
         lora = self.adapters.request if self.adapters is not None else None
         return self.llm.generate(requests, params, use_tqdm=False, lora_request=lora)
 
     # ---- weights -------------------------------------------------------------------------------
 
     def sync_weights(self, model, state: dict[str, torch.Tensor] | None = None) -> float:
-        """Push ``model``'s weights (LoRA merged in) to the engine; returns the seconds it took. Collective:
-        through the weights group, in buckets (a sharded model gathered one tensor at a time, every process
-        of its mesh calling this together). Directory: written as safetensors (``state``: a sharded model's
-        gathered whole state dict) and reloaded by every worker."""
+        """Push ``model``'s weights (LoRA merged in) to the engine; returns the seconds it took. Colocated,
+        ``weight_sync="collective"``: in this process, the worker loading the policy's tensors themselves
+        (``push_in_process``; a sharded model gathered one tensor at a time, every process of its mesh calling
+        this together). Directory: written as safetensors (``state``: a sharded model's gathered whole state
+        dict) and reloaded by every worker. A sleeping engine's weights are woken first (``EngineSleep``)."""
         t = time.perf_counter()
+        self.sleeper.before_push()
         if self.adapters is not None:
             self.push_adapter(model)
-        elif self.weight_group is not None:
-            self.push_collective(model)
+        elif self.streams_weights:
+            self.push_in_process(model)
         else:
             write_weights(model, self.sync_dir, state)
             self.reload(self.sync_dir)
@@ -363,48 +362,44 @@ class VLLMBackend(EngineSampler):
         return self.sync_seconds
 
     @property
+    def streams_weights(self) -> bool:
+        """Whether a push hands the engine the policy's tensors one at a time (the trainer gathers none whole):
+        the colocated engine with ``weight_sync="collective"``."""
+        return self.colocated and self.settings.weight_sync == "collective" and self.adapters is None
+
+    @property
     def engine_workers(self) -> int:
         return int(self.llm.llm_engine.vllm_config.parallel_config.world_size)
 
-    def join_weight_group(self):
-        """The trainer's end of the weights group with every worker of this engine (rank = the number of
-        workers; worker 0 holds the rendezvous store on a free local port)."""
-        host, port, world = "127.0.0.1", free_port(), self.engine_workers + 1
-        limit = self.settings.weight_sync_timeout or 600.0
-        thread, box = run_beside(
-            lambda: self.llm.collective_rpc("mm_join_weight_group", args=(host, port, world, group_backend(), limit))
-        )
-        group = join_group(host, port, world - 1, world, group_backend(), limit)
-        finish_beside(thread, box, time.monotonic() + limit, "the engine joining the weights group")
-        return group
+    def push_in_process(self, model) -> None:
+        """The colocated push: this process's worker (the engine lives in this process, ``external_launcher``)
+        reloads the policy's tensors as the trainer holds them, through vLLM's in-place ``reload_weights``
+        (checkpoint format; the loader the CPU build needs), one tensor at a time (a sharded one gathered
+        just before it is loaded, then freed). No process group, no copy through a communicator: NCCL refuses
+        one whose two ranks share a GPU. Bounded by ``weight_sync_timeout`` as a reload."""
+        device = self._worker_device()
 
-    def push_collective(self, model) -> None:
-        """Broadcast ``model``'s tensors to the workers in buckets while they reload them; ``EngineDied`` when
-        a broadcast fails (a dead worker) or the whole push takes longer than ``weight_sync_timeout``."""
-        limit = self.settings.weight_sync_timeout
-        deadline = None if limit is None else time.monotonic() + limit
-        thread, box, error = broadcast_beside(
-            model,
-            self.weight_group,
-            self.engine_workers,
-            int(self.settings.sync_bucket_mb * 2**20),
-            self._receive_and_reset,
-        )
-        if error is not None and "error" in box:  # the engine's side of it says more than the broadcast's
-            error = box["error"]
-            if not _engine_dead(error, self.llm):
-                raise error  # the engine refused the weights (its error says why); it is not dead
-        try:
-            if error is not None:
-                raise error
-            finish_beside(thread, box, deadline, "the engine's reload")
-        except TimeoutError:
-            raise EngineDied(
-                f"vLLM engine did not finish a weight sync within {limit:g} s "
-                f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})"
-            ) from None
-        except Exception as exc:  # a broadcast to a dead worker, or the engine core reporting itself dead
-            raise EngineDied(f"vLLM engine died during weight sync: {exc!r} ({RESTART})") from exc
+        def load() -> None:
+            with policy_tensors(model) as tensors:
+                stream = ((name, whole(t).detach().to(device)) for name, t in tensors)
+                self.llm.collective_rpc(
+                    "reload_weights", kwargs={"weights_iterator": stream, "is_checkpoint_format": True}
+                )
+            self.llm.reset_prefix_cache()
+            self.llm.llm_engine.reset_encoder_cache()
+
+        self._bounded_reload(load)
+
+    def _on_engine_device(self) -> None:
+        """Make this thread's current CUDA device the in-process engine's (each new thread starts on device
+        0; the engine's worker, on ``cuda:LOCAL_RANK``, runs in whichever thread calls it)."""
+        if self.placement is not None and self.placement.device is not None:
+            torch.cuda.set_device(self.placement.device)
+
+    def _worker_device(self) -> torch.device:
+        if self.placement is not None and self.placement.device is not None:
+            return torch.device("cuda", self.placement.device)
+        return torch.device("cpu")
 
     def push_adapter(self, model) -> None:
         """Write the policy's LoRA adapter (only the adapter) and load it into the engine under a new id; the
@@ -416,21 +411,24 @@ class VLLMBackend(EngineSampler):
         self.reload(request)
         self.adapters.loaded(request, self.llm.llm_engine)
 
-    def _receive_and_reset(self, wire: list) -> None:
-        self.llm.collective_rpc("mm_receive_weights", args=(wire,))
-        self.llm.reset_prefix_cache()
-        self.llm.llm_engine.reset_encoder_cache()
-
     def reload(self, weights_dir) -> None:
         """Every worker reloads the weights in ``weights_dir`` (a ``LoRARequest``: the engine loads that
-        adapter), then the prefix and encoder caches are dropped;
-        ``EngineDied`` when the engine dies or takes longer than ``settings.weight_sync_timeout`` (a reload
-        blocked on a dead engine core would otherwise wait forever; the call is left behind in a daemon
-        thread and the engine is never used again)."""
+        adapter), then the prefix and encoder caches are dropped (``_bounded_reload``)."""
+        what = weights_dir if not isinstance(weights_dir, (str, Path)) else str(weights_dir)
+        self._bounded_reload(lambda: self._reload_workers(what))
+
+    def _bounded_reload(self, fn) -> None:
+        """``fn()`` (a reload), or ``EngineDied`` when the engine dies or takes longer than
+        ``settings.weight_sync_timeout`` (a reload blocked on a dead engine would otherwise wait forever; the
+        call is left behind in a daemon thread and the engine is never used again)."""
         limit = self.settings.weight_sync_timeout
+
+        def on_device() -> None:
+            self._on_engine_device()
+            fn()
+
         try:
-            what = weights_dir if not isinstance(weights_dir, (str, Path)) else str(weights_dir)
-            call_with_deadline(self._reload_workers, (what,), limit, what="vllm-weight-sync")
+            call_with_deadline(on_device, (), limit, what="vllm-weight-sync")
         except StepTimeout:
             raise EngineDied(
                 f"vLLM engine did not finish a weight sync within {limit:g} s "
@@ -442,7 +440,12 @@ class VLLMBackend(EngineSampler):
             raise
 
     def _reload_workers(self, weights_dir) -> None:
-        if isinstance(weights_dir, str):
+        if isinstance(weights_dir, str) and self.placement is not None:
+            # in this process the engine's config is this process's: vLLM's reload from a path would make that
+            # path the model's (the processor is then looked for there), so the file's tensors are streamed
+            stream = file_tensors(Path(weights_dir) / "model.safetensors")
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": stream, "is_checkpoint_format": True})
+        elif isinstance(weights_dir, str):
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": weights_dir})
         elif not self.llm.llm_engine.add_lora(weights_dir):
             raise RuntimeError(f"vLLM did not load the adapter {weights_dir.lora_path}")
@@ -450,28 +453,23 @@ class VLLMBackend(EngineSampler):
         self.llm.llm_engine.reset_encoder_cache()
 
     def sleep(self) -> None:
-        if self.settings.enable_sleep_mode and torch.cuda.is_available():
-            self.llm.sleep(level=1)
-
-    def wake_up(self) -> None:
-        if self.settings.enable_sleep_mode and torch.cuda.is_available():
-            self.llm.wake_up()
+        """Release the engine's GPU memory for the update (``rollout.vllm_enable_sleep_mode``; ``EngineSleep``)."""
+        self.sleeper.after_generation()
 
     def close(self) -> None:
         shutil.rmtree(self.sync_dir, ignore_errors=True)
         if getattr(self, "adapters", None) is not None:
             shutil.rmtree(self.adapters.root, ignore_errors=True)
-        group, self.weight_group = getattr(self, "weight_group", None), None
-        if group is not None:
-            try:
-                group.shutdown()
-            except Exception:  # noqa: BLE001 - a group whose peer is gone; nothing left to release
-                pass
         engine = getattr(self, "llm", None)
         if engine is not None:
-            shutdown = getattr(engine.llm_engine, "engine_core", None)
-            if shutdown is not None and hasattr(shutdown, "shutdown"):
-                shutdown.shutdown()
+            in_process = self in IN_PROCESS
+            if in_process:
+                IN_PROCESS.remove(self)
+            core = getattr(engine.llm_engine, "engine_core", None)
+            if core is not None and hasattr(core, "shutdown"):
+                shared = sharing_distributed_state(others=bool(IN_PROCESS), keep_world=self.trainer_world)
+                with shared if in_process else nullcontext():
+                    core.shutdown()
             self.llm = None
 
 

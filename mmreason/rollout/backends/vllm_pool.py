@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.backends.vllm_placement import server_devices
 from mmreason.rollout.deadline import StepTimeout, call_with_deadline
 
 
@@ -174,13 +175,21 @@ def core_groups(k: int, cores: Sequence[int] | None = None) -> list[list[int]]:
     return out
 
 
-def engine_env(j: int, k: int, *, on_cpu: bool, tensor_parallel_size: int = 1) -> dict[str, str]:
+def engine_env(
+    j: int,
+    k: int,
+    *,
+    on_cpu: bool,
+    tensor_parallel_size: int = 1,
+    visible: str | None = None,
+    device_count: int = 0,
+) -> dict[str, str]:
     """The environment engine ``j`` of ``k`` is started with (its engine-core process inherits it): on CPU its
-    core group (``VLLM_CPU_OMP_THREADS_BIND``), on GPUs its ``tensor_parallel_size`` devices. One engine keeps
-    vLLM's own placement."""
+    core group (``VLLM_CPU_OMP_THREADS_BIND``), on GPUs its ``tensor_parallel_size`` devices, taken from the
+    server's own device list (``visible``: its ``CUDA_VISIBLE_DEVICES``; ``vllm_placement.server_devices``).
+    One engine keeps vLLM's own placement."""
     if k == 1:
         return {}
     if on_cpu:
         return {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, core_groups(k)[j]))}
-    first = j * tensor_parallel_size
-    return {"CUDA_VISIBLE_DEVICES": ",".join(str(d) for d in range(first, first + tensor_parallel_size))}
+    return {"CUDA_VISIBLE_DEVICES": server_devices(visible, device_count, j, tensor_parallel_size, k)}

@@ -167,8 +167,15 @@ def build_engines(args, settings) -> list:
 
     tokenizer = load_processor(args.model).tokenizer
     k, engines = args.data_parallel_size, []
-    for j in range(k):
-        env = engine_env(j, k, on_cpu=not torch.cuda.is_available(), tensor_parallel_size=args.tensor_parallel_size)
+    on_cpu, visible = not torch.cuda.is_available(), os.environ.get("CUDA_VISIBLE_DEVICES")
+    count = 0 if on_cpu else torch.cuda.device_count()
+    envs = [  # every engine's devices before the first loads: a list too short is one line, at once
+        engine_env(
+            j, k, on_cpu=on_cpu, tensor_parallel_size=args.tensor_parallel_size, visible=visible, device_count=count
+        )
+        for j in range(k)
+    ]
+    for j, env in enumerate(envs):
         saved = {name: os.environ.get(name) for name in env}
         os.environ.update(env)
         try:

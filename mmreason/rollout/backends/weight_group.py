@@ -1,6 +1,9 @@
-"""Weights through a process group (``rollout.vllm_weight_sync: collective``, docs/vllm.md).
+"""Weights through a process group to a ``mmreason vllm-serve`` (server mode, ``rollout.vllm_weight_sync:
+collective``, docs/vllm.md). A colocated engine never joins one: it lives in the trainer's process and takes
+the weights in-process (``vllm_engine.VLLMBackend.push_in_process``); NCCL refuses a communicator whose two
+ranks share a GPU.
 
-The trainer process and the engine's workers join one process group built by vLLM's
+The trainer process and the server's engine workers join one process group built by vLLM's
 ``stateless_init_torch_distributed_process_group`` (gloo on CPU, NCCL on GPUs; it leaves torch's default
 group, the trainer's own, alone), as TRL's ``vllm-serve`` does. The engine's W workers are ranks 0..W-1
 (worker 0 holds the rendezvous store), the trainer is rank W.
