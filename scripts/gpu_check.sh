@@ -12,8 +12,8 @@
 # Each check runs under its own `timeout`, capped by what is left of the total budget (GPU_CHECK_BUDGET_S,
 # 450 s); a failing check does not stop the next. Outputs and logs: WORK_DIR (default: a new temporary folder).
 # Before a lent machine: `bash scripts/gpu_wheels.sh` here, then carry gpu_wheels/ with the tree.
-# --cpu: the parts that run without a GPU, at reduced size (main job 2 + 2 steps, no accuracy bar; the bench
-# on the tiny shape); --dry-run: print each check's commands, run none (tests/bench/test_gpu_check.py runs it).
+# --cpu: the parts that run without a GPU, at reduced size (main job 2 + 2 steps, no accuracy bar; the two
+# launcher configs on the CPU, the same code; the bench on the tiny shape); --dry-run: print each check's commands, run none (tests/bench/test_gpu_check.py runs it).
 # Usage: bash scripts/gpu_check.sh [--cpu | --dry-run] [WORK_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -109,8 +109,8 @@ check install 90 install_deps
 if [[ $MODE == cpu ]]; then
     skip cuda-tests "needs CUDA"
     check main-job 240 main_job
-    skip accelerate-bf16 "GPU config"
-    skip fsdp2-1proc "GPU config"
+    check accelerate-bf16 120 "launched accelerate-bf16 configs/accelerate/gpu1_bf16.yaml"
+    check fsdp2-1proc 120 "launched fsdp2-1proc configs/accelerate/fsdp_gpu1.yaml"
     check grpo-tiny 120 "grpo_shape tiny"
 else
     check cuda-tests 120 cuda_tests
