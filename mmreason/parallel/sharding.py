@@ -107,8 +107,9 @@ def shard_model(
 ):
     """``fully_shard`` every module whose class name is in ``classes``, then the root; returns the model.
     A class name that matches no module is an error naming the classes the model has. The parameters are
-    sharded in ``sharding_dtypes``' storage dtype (fp32 masters for a bf16 run) onto ``device`` (the
-    accelerator's), each unit cast to the compute dtype when gathered; gradients are reduced in fp32."""
+    sharded in ``sharding_dtypes``' storage dtype (fp32 masters for a bf16 run) over every process, on
+    ``device``'s kind (the accelerator's; CUDA takes each process's current device), each unit cast to the
+    compute dtype when gathered; gradients are reduced in fp32."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     if reshard_after_forward is None:
@@ -120,17 +121,34 @@ def shard_model(
             f"fsdp_transformer_layer_cls_to_wrap: {', '.join(missing)} not in the model; its module "
             f"classes include {', '.join(sorted(n for n in found if 'Layer' in n or 'Block' in n))}"
         )
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
     storage, compute = sharding_dtypes(next(model.parameters()).dtype, mixed_precision)
-    model.to(dtype=storage)
-    if device is not None:
-        model.to(device)
+    kind = torch.device(device).type if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+    mesh = init_device_mesh(kind, (dist.get_world_size(),))
     policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32) if compute is not None else None
-    options = {"reshard_after_forward": reshard_after_forward, **({"mp_policy": policy} if policy else {})}
+    options = {
+        "mesh": mesh,
+        "reshard_after_forward": reshard_after_forward,
+        **({"mp_policy": policy} if policy else {}),
+    }
+    # Unit by unit, each cast to the storage dtype just before fully_shard moves it to the mesh's device and
+    # keeps this process's shard: no whole-model fp32 copy on the host or the device.
     for module in list(model.modules()):
         if type(module).__name__ in classes:
+            _cast_unsharded(module, storage)
             fully_shard(module, **options)
+    _cast_unsharded(model, storage)
     fully_shard(model, **options)
     return model
+
+
+def _cast_unsharded(module, dtype: torch.dtype) -> None:
+    """Cast ``module``'s floating-point parameters that are not sharded yet to ``dtype`` (in place)."""
+    for p in module.parameters():
+        if not hasattr(p, "to_local") and p.is_floating_point() and p.dtype != dtype:
+            p.data = p.data.to(dtype)
 
 
 def is_sharded(model) -> bool:
