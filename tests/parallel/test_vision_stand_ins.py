@@ -4,6 +4,7 @@ train/vision_calls.py)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from mmreason.rollout.forward import collate, token_logprobs
@@ -49,3 +50,14 @@ def test_a_stand_in_changes_no_log_prob_and_gives_the_tower_a_zero_gradient(tiny
     assert all(p.grad is not None and not p.grad.any() for p in tower)  # ran, forward and backward, weight 0
     for n, g in grads.items():
         torch.testing.assert_close(dict(model.named_parameters())[n].grad, g, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("arch, video_call", [("qwen3_vl", "video"), ("qwen3_5", "video"), ("internvl", "image")])
+def test_every_family_builds_its_stand_ins(arch, video_call, tmp_path):
+    """Each family's own processor makes the rows; InternVL feeds video frames as images (no separate call)."""
+    from mmreason.models import load_processor
+    from mmreason.models.tiny import build_tiny_model
+
+    processor = load_processor(build_tiny_model(tmp_path / arch, seed=0, arch=arch))
+    assert calls([stand_in(processor, "image")]) == {"image"}
+    assert calls([stand_in(processor, "video")]) == {video_call}
