@@ -131,3 +131,37 @@ def test_sft_on_mixed_modalities(launch_name, tiny_model_dir, mixed_data, tmp_pa
     assert done.returncode == 0, done.stderr[-4000:]
     steps = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in steps if "loss" in r] == [1, 2, 3, 4]
+
+
+def test_a_process_with_no_usable_sample_runs_to_the_end(tiny_model_dir, mixed_data, shapes_cache, tmp_path):
+    """FSDP2, 2 processes: at step 1 process 1's only prompt names an image that does not exist (a counted bad
+    sample), so it has nothing to train on while process 0 does; both skip that update together and step 2 trains."""
+    from mmreason.sampling.uniform import UniformSampler
+
+    rows = [json.loads(x) for x in mixed_data.read_text().splitlines()]
+    sampler = UniformSampler(len(rows), seed=0)  # the recipe's seed: every process draws the same 2 prompts
+    first, second = sampler.next_indices(2), sampler.next_indices(2)
+    broken = first[1]  # process 1 takes the second prompt of each step
+    rows[broken] = {**rows[broken], "problem": "<image>What is shown?", "images": ["media/no-such.png"], "videos": []}
+    assert broken not in second
+    data = tmp_path / "broken.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "media").symlink_to(mixed_data.parent / "media")
+    env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "run"
+    args = [
+        str(ROOT / "configs" / "generic" / "grpo_tiny.yaml"),
+        *common(tiny_model_dir, out, data, "float32"),
+        "max_steps=2",
+        "max_bad_samples=4",
+        "rollout.num_generations=2",
+        "rollout.max_completion_length=4",
+        "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
+    ]
+    done = launch(accelerate_config(tmp_path, "fsdp2", "no"), ["train", *args], env, tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    steps = {r["step"]: r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())}
+    assert steps[1].get("skipped_update") == 1.0  # both processes skipped step 1's update together
+    events = [json.loads(x) for x in (out / "events.log").read_text().splitlines()]
+    assert [(e["rank"], e["event"]) for e in events if e["event"] == "bad_sample"] == [(1, "bad_sample")]
+    assert "skipped_update" not in steps[2] and steps[2]["grad_norm"] > 0
