@@ -32,9 +32,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends import vllm_auth as auth
 from mmreason.rollout.backends.vllm_wire import WireError
+from mmreason.terminal import printable
 
-# C0 and C1 control characters (and DEL) as \xNN in the request log: a path cannot write to the terminal
-_ESCAPE = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
 _TOO_MANY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
     b'Content-Length: 35\r\nConnection: close\r\n\r\n{"error": "too many connections"}\r\n'
@@ -160,7 +159,8 @@ class _Guard:
                 )
         finally:
             client = scope.get("client") or ("-", 0)
-            line = f"{client[0]} {scope['method']} {scope['path']} {status['code']}".translate(_ESCAPE)
+            # control characters as \xNN: a path cannot write to the terminal
+            line = printable(f"{client[0]} {scope['method']} {scope['path']} {status['code']}", keep="")
             print(f"vllm-serve: {line}", file=sys.stderr, flush=True)
 
     def _refusal(self, scope, headers: dict) -> tuple[int, str] | None:
