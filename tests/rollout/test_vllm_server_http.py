@@ -193,8 +193,8 @@ def test_stalled_connections_do_not_delay_another_clients_request(serve):
         s.close()
 
 
-def test_stalled_connections_are_dropped_after_the_read_timeout_and_connections_are_capped(serve):
-    _, port = serve(read_timeout=1.5, max_connections=4)
+def test_stalled_connections_are_dropped_after_the_read_timeout_and_calls_are_capped(serve):
+    _, port = serve(read_timeout=1.5, header_timeout=1.5, max_connections=1)
     kept = raw_socket(port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
     read_reply(kept)
     idle, cut_body = (
@@ -207,8 +207,8 @@ def test_stalled_connections_are_dropped_after_the_read_timeout_and_connections_
         ),
     )
     trickle = raw_socket(port, b"G")
-    # a fifth connection while four are held: answered 503 at once
-    assert b"503" in closed_within(raw_socket(port), 20).split(b"\r\n")[0]
+    # a second call with the key while one is in progress (its body cut): answered 503 at once; /health is not
+    assert call(port, "POST", "/generate", GOOD)[0] == 503 and call(port, "GET", "/health", key=None)[0] == 200
     for _ in range(100):  # one byte every 0.1 s never completes a request line: dropped at the deadline
         try:
             trickle.send(b"E")

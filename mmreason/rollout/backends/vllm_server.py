@@ -22,8 +22,10 @@ Only its clients drive it: every endpoint but ``/health`` wants the shared key (
 ``$MMREASON_VLLM_API_KEY``, or a token file it writes), else 401 before any body is read; a reload reads only
 inside ``--weights_dir`` (an absolute path outside it, ``..`` or a link leaving it: 403). No client can freeze
 it: requests are served on one event loop, the engines in threads of their own; each connection has
-``--read_timeout`` seconds to deliver a whole request (an idle, trickling or half-sent one is dropped then), at
-most ``--max_connections`` are held at once, and a body is bounded in bytes (``--max_body_mb``) and, before
+``--header_timeout`` seconds to send a request's headers and ``--read_timeout`` more for its body (an idle,
+trickling or half-sent one is dropped then); connections waiting for their headers take no slot and are
+capped per address (the longest waiting is closed), at most ``--max_connections`` calls with the key are in
+progress at once, and a body is bounded in bytes (``--max_body_mb``) and, before
 it is parsed, in JSON items (``vllm_wire.check_body_shape``). Requests are decoded by ``vllm_wire`` (JSON,
 arrays as base64 bytes; nothing is unpickled) within ``--max_requests``, ``--max_rows``, ``--max_n`` and
 ``--max_new_tokens``; anything malformed is 400. An engine that died (``EngineDied``: decided by the
@@ -58,8 +60,11 @@ MAX_LAYOUT_TENSORS = 100_000  # tensors in one /update_weights layout (a 70B che
 class ServerLimits:
     """What one client may take of the server (its flags)."""
 
-    read_timeout: float = 30.0  # seconds a connection has to deliver one whole request (line, headers, body)
-    max_connections: int = 32  # connections held at once; more are answered 503 and closed
+    read_timeout: float = 30.0  # seconds a request has to deliver its body once its headers are in
+    header_timeout: float = 10.0  # seconds a connection has to send a request's line and headers
+    max_connections: int = 32  # calls with the key in progress at once; one more is answered 503
+    max_waiting: int = 256  # connections waiting for their headers at once; one more closes the longest waiting
+    max_waiting_per_address: int = 32  # the same, of one client address
     max_body_mb: float = 256.0  # request body
     wire: WireLimits = WireLimits()
 
@@ -129,9 +134,26 @@ def add_arguments(parser) -> None:
     )
     d, w = ServerLimits(), WireLimits()
     parser.add_argument(
-        "--read_timeout", type=float, default=d.read_timeout, help="seconds a connection has to send one whole request"
+        "--read_timeout", type=float, default=d.read_timeout, help="seconds a request has to send its body"
     )
-    parser.add_argument("--max_connections", type=int, default=d.max_connections)
+    parser.add_argument(
+        "--header_timeout",
+        type=float,
+        default=d.header_timeout,
+        help="seconds a connection has to send a request's line and headers",
+    )
+    parser.add_argument(
+        "--max_connections", type=int, default=d.max_connections, help="calls with the key in progress at once"
+    )
+    parser.add_argument(
+        "--max_waiting", type=int, default=d.max_waiting, help="connections waiting for their headers at once"
+    )
+    parser.add_argument(
+        "--max_waiting_per_address",
+        type=int,
+        default=d.max_waiting_per_address,
+        help="connections of one address waiting for their headers at once",
+    )
     parser.add_argument("--max_body_mb", type=float, default=d.max_body_mb, help="largest request body (MiB)")
     parser.add_argument("--max_requests", type=int, default=w.max_requests, help="prompts per /generate call")
     parser.add_argument("--max_rows", type=int, default=w.max_rows, help="prompts x n per /generate call")
@@ -147,14 +169,13 @@ def limits_of(args, max_model_len: int) -> ServerLimits:
         max_new_tokens=args.max_new_tokens or max_model_len,
         max_prompt_tokens=max_model_len,
     )
-    for name in ("read_timeout", "max_connections", "max_body_mb", "max_requests", "max_rows", "max_n"):
+    flags = ("read_timeout", "header_timeout", "max_connections", "max_waiting", "max_waiting_per_address")
+    for name in (*flags, "max_body_mb", "max_requests", "max_rows", "max_n"):
         if getattr(args, name) <= 0:
             raise SystemExit(f"vllm-serve: --{name} must be > 0")
     if args.data_parallel_size < 1 or args.batch_wait_ms < 0:
         raise SystemExit("vllm-serve: --data_parallel_size must be >= 1 and --batch_wait_ms >= 0")
-    return ServerLimits(
-        read_timeout=args.read_timeout, max_connections=args.max_connections, max_body_mb=args.max_body_mb, wire=wire
-    )
+    return ServerLimits(**{name: getattr(args, name) for name in flags}, max_body_mb=args.max_body_mb, wire=wire)
 
 
 def build_engines(args, settings) -> list:
@@ -346,6 +367,7 @@ class EngineServer:
             "limits": {
                 "max_body_mb": self.limits.max_body_mb,
                 "read_timeout": self.limits.read_timeout,
+                "header_timeout": self.limits.header_timeout,
                 **asdict(self.limits.wire),
             },
         }
