@@ -17,6 +17,7 @@ import threading
 import time
 import tracemalloc
 
+import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")  # the server's web stack comes with vLLM (the vllm extra)
@@ -284,9 +285,11 @@ def test_reloads_read_only_inside_the_weights_dir(serve, tmp_path):
     root = server.weights_dir
     outside = tmp_path / "outside"
     outside.mkdir()
-    (outside / "model.safetensors").write_bytes(b"x")
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.zeros(2, dtype="float32")}, str(outside / "model.safetensors"))
     (root / "push").mkdir()
-    (root / "push" / "model.safetensors").write_bytes(b"x")
+    (root / "push" / "model.safetensors").write_bytes((outside / "model.safetensors").read_bytes())
     (root / "link").symlink_to(outside)
     (root / "filelink").mkdir()
     (root / "filelink" / "model.safetensors").symlink_to(outside / "model.safetensors")
