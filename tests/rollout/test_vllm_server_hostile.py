@@ -154,19 +154,26 @@ def test_a_weights_group_nobody_joins_holds_generate_only_until_its_join_deadlin
     assert status == 409 and "no weights group" in reply["error"]
 
 
-def _safetensors(folder):
+def _safetensors(folder, size=2):
     from safetensors.numpy import save_file
 
     folder.mkdir()
-    save_file({"w": __import__("numpy").zeros(2, dtype="float32")}, str(folder / "model.safetensors"))
+    save_file({"w": __import__("numpy").zeros(size, dtype="float32")}, str(folder / "model.safetensors"))
 
 
-def test_a_failed_reload_refuses_generate_until_a_push_succeeds(start):
+def test_a_failed_reload_refuses_generate_until_a_push_succeeds(start, tmp_path):
     """Before: the failed reload answered 500 with /health "ok", and the next /generate sampled the
-    half-replaced weights (vLLM's engine died of it)."""
+    half-replaced weights (vLLM's engine died of it). A file that is no safetensors, or gives a tensor of the
+    served checkpoint another shape (which left vLLM's engine unable to take any weights again), is 400
+    before any engine reads it."""
     engine = Collective()
+    _safetensors(tmp_path / "served")
+    engine.model_dir = str(tmp_path / "served")
     server, port = start(engine)
     _safetensors(server.weights_dir / "push")
+    _safetensors(server.weights_dir / "reshaped", size=3)
+    status, reply, _ = call(port, "POST", "/reload_weights", {"path": "reshaped"})
+    assert status == 400 and "w [3] (served: [2])" in reply["error"] and engine.reloads == []
     (server.weights_dir / "junk").mkdir()
     (server.weights_dir / "junk" / "model.safetensors").write_bytes(b"\xff" * 64)
     status, reply, _ = call(port, "POST", "/reload_weights", {"path": "junk"})

@@ -58,6 +58,7 @@ from mmreason.rollout.backends.vllm_wire import (
     check_safetensors,
     decode_generate,
     parse_json,
+    safetensors_shapes,
 )
 
 MAX_LAYOUT_TENSORS = 100_000  # tensors in one /update_weights layout (a 70B checkpoint has ~1,000)
@@ -363,6 +364,7 @@ class EngineServer:
         self.joining: float | None = None  # when the workers began joining a group (None: not joining)
         self._join_task: asyncio.Task | None = None
         self.weights_failed: str | None = None  # why the last push failed (the weights may be half-replaced)
+        self.served_shapes = safetensors_shapes(getattr(self.pool.engines[0], "model_dir", None) or "")
         self.http = vllm_http.HttpServer(self, address)
 
     # ---- life ------------------------------------------------------------------------------------
@@ -440,7 +442,7 @@ class EngineServer:
         if not isinstance(body, dict) or set(body) != {"path"}:
             raise WireError('reload_weights takes {"path": a folder inside the server\'s weights_dir}')
         path = self.weights_path(body["path"])
-        await asyncio.to_thread(check_safetensors, path / "model.safetensors")
+        await asyncio.to_thread(check_safetensors, path / "model.safetensors", self.served_shapes)
         self._check_alive()
         t = time.perf_counter()
         await self._pushing(self.pool.on_all(lambda i, engine: engine.reload(path)))

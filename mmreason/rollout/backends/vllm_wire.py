@@ -95,9 +95,35 @@ def parse_json(raw: bytes):
 MAX_SAFETENSORS_HEADER = 100 << 20  # bytes of a safetensors header (the format's own bound)
 
 
-def check_safetensors(path: Path) -> None:
-    """Refuse (``WireError``) a ``model.safetensors`` whose header does not parse or whose tensors' byte ranges do not
-    fit the file, before any engine reads it: a reload that fails half-way leaves the weights half-replaced."""
+def check_safetensors(path: Path, shapes: dict[str, list] | None = None) -> None:
+    """Refuse (``WireError``) a ``model.safetensors`` whose header does not parse, whose tensors' byte ranges do
+    not fit the file, or (``shapes``: the served checkpoint's, ``safetensors_shapes``) that gives a tensor of
+    the served model another shape, before any engine reads it: vLLM's reload of a wrong shape fails half-way
+    and leaves the engine unable to take any weights again (seen on vLLM 0.32's CPU build)."""
+    entries = _safetensors_header(path)
+    wrong = [k for k, v in entries.items() if k in (shapes or {}) and v.get("shape") != shapes[k]]  # type: ignore[index]
+    if wrong:
+        k = wrong[0]
+        raise WireError(
+            f"reload_weights: {path.name}: {len(wrong)} tensor(s) of another shape than the served model's, "
+            f"e.g. {k[:120]} {entries[k].get('shape')} (served: {shapes[k]})"  # type: ignore[index]
+        )
+
+
+def safetensors_shapes(model_dir: str | Path) -> dict[str, list]:
+    """Tensor name -> shape of every ``*.safetensors`` file of a checkpoint folder (headers only); {} when it
+    has none or one does not parse."""
+    out: dict[str, list] = {}
+    try:
+        for file in sorted(Path(model_dir).glob("*.safetensors")):
+            out.update({k: v.get("shape") for k, v in _safetensors_header(file).items()})
+    except (OSError, WireError):
+        return {}
+    return out
+
+
+def _safetensors_header(path: Path) -> dict[str, dict]:
+    """The tensor entries of a safetensors file's header, each checked to lie inside the file."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(8)
@@ -118,6 +144,7 @@ def check_safetensors(path: Path) -> None:
     )
     if not ok:
         raise WireError(f"reload_weights: {path.name}: its header does not describe tensors inside the file")
+    return entries  # type: ignore[return-value]
 
 
 def _keys(d: Any, what: str, allowed: set[str], required: set[str] = frozenset()) -> dict:
