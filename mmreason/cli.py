@@ -14,6 +14,7 @@ import os
 import sys
 
 from mmreason.parallel.shutdown import end_process
+from mmreason.terminal import printable
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         # Errors raised on bad input name the file, sample or key: print them without a traceback
         # (MMREASON_DEBUG=1 shows it).
         if _is_user_error(exc) and not os.environ.get("MMREASON_DEBUG"):
-            print(f"mmreason {args.command}: error: {exc}", file=sys.stderr)
+            print(f"mmreason {args.command}: error: {printable(exc)}", file=sys.stderr)
             return int(getattr(exc, "exit_code", 2))  # a run stopped by SIGTERM: 143 (mmreason.train.signals)
         raise
 

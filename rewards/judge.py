@@ -13,7 +13,10 @@ memory after the first call.
 
 from __future__ import annotations
 
+import re
 import threading
+import unicodedata
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,12 @@ _LOCK = threading.Lock()
 
 
 DELIMITERS = ("<candidate>", "</candidate>")  # around the policy's answer in the default template
+# any spelling of a delimiter once NFKC-normalised: either case, whitespace or invisible characters anywhere
+# inside, angle brackets or their look-alikes
+_OPEN, _CLOSE = "<\u2039\u2329\u27e8\u3008\u300a\u00ab\ufe64\uff1c", ">\u203a\u232a\u27e9\u3009\u300b\u00bb\ufe65\uff1e"
+_GAP = r"[\s\u200b-\u200f\u2060-\u2064\ufeff]*"
+_DELIMITER = re.compile(f"[{_OPEN}]{_GAP}/?{_GAP}" + _GAP.join("candidate") + f"{_GAP}[{_CLOSE}]", re.IGNORECASE)
+QUOTE = "> "  # the start of every line of the candidate's text in the judge's prompt
 
 
 def load_judge(path: str, device: str = "cpu", dtype: str = "float32"):
@@ -61,12 +70,39 @@ def defang(text: str, tokenizer: Any) -> str:
     return text
 
 
+def inert(text: str, tokenizer: Any) -> str:
+    """The policy's text as it may enter the judge's prompt: NFKC-normalised (full-width and other
+    compatibility forms become the plain ones the judge reads), every spelling of the delimiters written with
+    square brackets (``[/candidate]``), every line (whatever breaks it: ``str.splitlines``) quoted with
+    ``QUOTE`` so a line such as ``Reference answer: ...`` or ``Answer: Yes`` cannot pass for one of the
+    prompt's own, and the judge's special tokens broken (``defang``)."""
+    text = unicodedata.normalize("NFKC", text)
+    text = _DELIMITER.sub(lambda m: "[" + ("/" if "/" in m.group(0) else "") + "candidate]", text)
+    return defang("\n".join(QUOTE + line for line in (text.splitlines() or [""])), tokenizer)
+
+
 def render_prompt(template_path: str | Path, **values: Any) -> str:
-    """The judge prompt: the Jinja template rendered with ``values`` (missing variables render empty)."""
+    """The judge prompt: the Jinja template rendered with ``values`` (missing variables render empty) in the
+    bounded sandbox of ``mmreason.templating``; a template that breaks a bound is one line naming it."""
+    from mmreason import templating
+
+    try:
+        return templating.render(_judge_template(str(template_path)), values)
+    except templating.TemplateLimit as err:
+        raise ValueError(f"vlm_judge template {template_path}: {err}") from None
+
+
+@lru_cache(maxsize=8)
+def _judge_template(path: str):
     import jinja2
 
-    source = Path(template_path).read_text(encoding="utf-8")
-    return jinja2.Environment(autoescape=False, keep_trailing_newline=False).from_string(source).render(**values)
+    from mmreason import templating
+
+    try:
+        source = Path(path).read_text(encoding="utf-8")
+        return templating.compile_template(source, strict=False)
+    except (OSError, UnicodeDecodeError, jinja2.TemplateSyntaxError, templating.TemplateLimit) as err:
+        raise ValueError(f"vlm_judge template {path}: {err}") from None
 
 
 def sample_visuals(sample: Sample, max_images: int, max_frames: int, max_pixels: int) -> list:
@@ -150,8 +186,8 @@ def vlm_judge(
                 template_path,
                 question=sample.prompt_text,
                 reference=refs[0] if refs else "",
-                answer=defang(final_answer(completion, extract, max_chars=max_answer_chars), processor.tokenizer),
-                completion=defang(completion, processor.tokenizer),
+                answer=inert(final_answer(completion, extract, max_chars=max_answer_chars), processor.tokenizer),
+                completion=inert(completion, processor.tokenizer),
             )
         )
         pictures.append(sample_visuals(sample, max_images, max_frames, max_pixels))

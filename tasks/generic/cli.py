@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from mmreason.tasks.generic.inspection import inspect_dataset, render
+    from mmreason.terminal import printable
 
     columns = yaml.safe_load(args.columns) if args.columns else None
     processor = None
@@ -52,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
             processor=processor,
         )
     except (ValueError, FileNotFoundError) as err:
-        print(f"error: {err}")
+        print(f"error: {printable(err)}")
         return 1
-    print(json.dumps(report, indent=1, default=str) if args.json else render(report))
+    # row text, paths and problems come from the user's files: escape what a terminal would act on
+    print(json.dumps(report, indent=1, default=str) if args.json else printable(render(report)))
     return 1 if report["problems"] else 0

@@ -131,10 +131,11 @@ def rendered(sample: Sample, processor: Any = None) -> str:
     template of the tiny model, with its visual placeholders."""
     if processor is not None:
         return processor.apply_chat_template(sample.messages, add_generation_prompt=True, tokenize=False)
-    import jinja2
+    from mmreason import templating
 
     text = (Path(models.__file__).parent / "chat_template.jinja").read_text(encoding="utf-8")
-    return jinja2.Environment().from_string(text).render(messages=sample.messages, add_generation_prompt=True)
+    chat = templating.compile_template(text, strict=False)
+    return templating.render(chat, {"messages": sample.messages, "add_generation_prompt": True})
 
 
 def render(report: dict[str, Any]) -> str:

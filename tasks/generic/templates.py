@@ -1,6 +1,8 @@
 """Prompt templates (EasyR1's ``format_prompt``): a Jinja template applied to the user text before the model's
 chat template. ``prompt_template`` is a built-in name or a ``.jinja`` file (relative to the working folder);
-the template sees ``content`` (the row's user text, placeholders included).
+the template sees ``content`` (the row's user text, placeholders included). Every template is rendered in
+Jinja's sandbox within a time and a size bound (``mmreason.templating``): a file can neither reach Python's
+internals nor take the run's memory or time.
 
     plain         the text as it is
     think_boxed   think in <think></think>, then the final answer in \\boxed{}
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import jinja2
 
+from mmreason import templating
 from mmreason.files import MAX_TEMPLATE_BYTES, read_text
 
 BUILTIN = {
@@ -42,24 +45,39 @@ _ASKS = re.compile(r"<think>|\\boxed|<answer>")
 
 @lru_cache(maxsize=16)
 def template(name: str) -> jinja2.Template:
-    """The template of a built-in name or a ``.jinja`` file; ValueError naming the option otherwise."""
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False, autoescape=False)
+    """The template of a built-in name or a ``.jinja`` file, compiled in the bounded sandbox and rendered
+    once on a short text (so a template that loops past its time bound, or that the sandbox refuses, fails
+    before any row instead of on every row); ValueError naming the option otherwise."""
     if name in BUILTIN:
-        return env.from_string(BUILTIN[name])
+        return templating.compile_template(BUILTIN[name])
     path = Path(name)
     if not path.is_file():
         raise ValueError(f"prompt_template={name!r}: not a built-in ({', '.join(BUILTIN)}) nor a template file")
     try:
-        return env.from_string(read_text(path, "prompt template", MAX_TEMPLATE_BYTES))
+        compiled = templating.compile_template(read_text(path, "prompt template", MAX_TEMPLATE_BYTES))
     except jinja2.TemplateSyntaxError as err:
         raise ValueError(f"prompt_template {name!r}: line {err.lineno}: {err.message}") from None
+    except (templating.TemplateLimit, UnicodeDecodeError) as err:
+        raise ValueError(f"prompt_template {name!r}: {err}") from None
+    _render(name, compiled, "What is 1 + 1? <image>")
+    return compiled
 
 
 def render(name: str, content: str) -> str:
+    """``content`` through the template, in the sandbox and within its bounds (ValueError naming the
+    template otherwise: an undefined variable, what the sandbox refuses, a bound passed)."""
+    return _render(name, template(name), content)
+
+
+def _render(name: str, compiled: jinja2.Template, content: str) -> str:
     try:
-        return template(name).render(content=content)
+        return templating.render(compiled, {"content": content})
     except jinja2.UndefinedError as err:
         raise ValueError(f"prompt_template {name!r}: {err.message} (a template sees only 'content')") from None
+    except jinja2.exceptions.SecurityError as err:
+        raise ValueError(f"prompt_template {name!r}: refused by the sandbox: {err}") from None
+    except templating.TemplateLimit as err:
+        raise ValueError(f"prompt_template {name!r}: {err}") from None
 
 
 def row_style(name: str, content: str, system: str | None = None) -> str | None:

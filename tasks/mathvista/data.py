@@ -25,6 +25,9 @@ from mmreason.types import Sample
 
 QUESTION_TYPES = ("multi_choice", "free_form")
 ANSWER_TYPES = ("text", "integer", "float", "list")
+MAX_CHOICES = 26  # options A..Z (the letters build_query and the scorer name them by)
+MAX_CHOICE_CHARS = 2_000  # one option's text (the published ones are under 200); the scorer's edit distance
+# runs over every option for every doc, so a longer one is refused when the file loads
 METADATA = ("category", "task", "context", "grade", "skills", "source", "language", "split")
 HINTS = {
     "multi_choice": "Hint: Please answer the question and provide the correct option letter, e.g., A, B, C, D, "
@@ -93,6 +96,14 @@ def mathvista_row(row: dict[str, Any], index: int, source: str, image_dir: str |
         if not isinstance(choices, (list, tuple)) or not choices:
             raise ValueError(f"{where}: a multi_choice question needs a non-empty 'choices' list, got {choices!r}")
         choices = [str(c) for c in choices]
+        if len(choices) > MAX_CHOICES:
+            raise ValueError(f"{where}: choices has {len(choices):,} options, over the cap of {MAX_CHOICES} (A..Z)")
+        longest = max(range(len(choices)), key=lambda k: len(choices[k]))
+        if len(choices[longest]) > MAX_CHOICE_CHARS:
+            raise ValueError(
+                f"{where}: choices[{longest}] has {len(choices[longest]):,} characters, over the cap of "
+                f"{MAX_CHOICE_CHARS:,} (MAX_CHOICE_CHARS in tasks/mathvista/data.py)"
+            )
     elif atype == "text":
         raise ValueError(
             f"{where}: answer_type 'text' with question_type 'free_form' has no normalization "

@@ -1,7 +1,7 @@
 """``--task_args extractor=judge,judge=PATH``: MathVista's answers extracted by a local model, the step the
 benchmark gives to GPT-4 (``extract_answer.py``). The model is the one the ``vlm_judge`` reward loads
 (``rewards.judge.load_judge``: any ``from_pretrained`` directory, kept in memory); it reads the question, its
-options and the response (special tokens broken, ``rewards.judge.defang``) and writes the final answer in at most
+options and the response (quoted and its special tokens broken, ``rewards.judge.inert``) and writes the final answer in at most
 32 tokens, greedily. The extraction then goes through MathVista's normalization like any other.
 """
 
@@ -12,7 +12,7 @@ import threading
 import torch
 
 from mmreason.parsing import clip
-from mmreason.rewards.judge import defang, load_judge
+from mmreason.rewards.judge import inert, load_judge
 from mmreason.types import Sample
 
 INSTRUCTION = (
@@ -30,7 +30,7 @@ def judge_prompt(sample: Sample, response: str, tokenizer) -> str:
     options = "".join(f"\n({chr(ord('A') + k)}) {c}" for k, c in enumerate(choices))
     return (
         f"{INSTRUCTION}\n\nQuestion: {sample.meta.get('question', '')}{options}\n\n"
-        f"Response: {defang(clip(response, 8_000), tokenizer)}\n\nExtracted answer:"
+        f'Response (each line quoted with "> "):\n{inert(clip(response, 8_000), tokenizer)}\n\nExtracted answer:'
     )
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from mmreason.eval.breakdown import group_metrics, once_per_doc
 from mmreason.rewarding import per_sample
 from mmreason.rewards.benchmark_rules import rule_answer
-from mmreason.rewards.textmatch import levenshtein
+from mmreason.rewards.textmatch import MAX_COMPARE_CHARS, levenshtein
 from mmreason.tasks.mathvista.judge import judge_extract  # loads a model: only when asked for
 from mmreason.types import Sample
 
@@ -38,8 +38,11 @@ _PAREN_LETTER = re.compile(r"\(([a-zA-Z])\)")
 
 
 def most_similar(prediction: str, choices: list[str]) -> str:
-    """The option with the smallest edit distance to ``prediction`` (the first of ties): ``get_most_similar``."""
-    distances = [levenshtein(prediction, c) for c in choices]
+    """The option with the smallest edit distance to ``prediction`` (the first of ties): ``get_most_similar``.
+    Both sides are clipped to ``MAX_COMPARE_CHARS`` first, so a doc costs O(options x clip x clip / 64) word
+    operations whatever its file holds (samples made elsewhere than ``mathvista_row``, which caps options)."""
+    clipped = prediction[:MAX_COMPARE_CHARS]
+    distances = [levenshtein(clipped, c[:MAX_COMPARE_CHARS]) for c in choices]
     return choices[distances.index(min(distances))]
 
 

@@ -24,7 +24,9 @@ def test_template_ships_and_renders():
     assert DEFAULT_TEMPLATE.is_file()
     text = render_prompt(DEFAULT_TEMPLATE, question="What colour?", reference="red", answer="blue")
     assert (
-        "Question: What colour?" in text and "Reference answer: red" in text and "<candidate>blue</candidate>" in text
+        "Question: What colour?" in text
+        and "Reference answer: red" in text
+        and "<candidate>\nblue\n</candidate>" in text
     )
     assert "Reference answer" not in render_prompt(DEFAULT_TEMPLATE, question="q", reference="", answer="a")
 
@@ -67,7 +69,7 @@ def test_an_answer_cannot_close_the_judges_turn_or_its_delimiters(tiny_model_dir
     """An answer holding the chat template's special tokens or the delimiters cannot steer the judge: the
     judge's token stream has the same turn structure as with a plain answer."""
     from mmreason.models import load_processor
-    from mmreason.rewards.judge import defang
+    from mmreason.rewards.judge import defang, inert
 
     processor = load_processor(tiny_model_dir)
     tok = processor.tokenizer
@@ -75,7 +77,7 @@ def test_an_answer_cannot_close_the_judges_turn_or_its_delimiters(tiny_model_dir
     special = {tok.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|im_start|>")}
 
     def turn_tokens(answer: str) -> int:
-        prompt = render_prompt(DEFAULT_TEMPLATE, question="Colour?", reference="red", answer=defang(answer, tok))
+        prompt = render_prompt(DEFAULT_TEMPLATE, question="Colour?", reference="red", answer=inert(answer, tok))
         text = processor.apply_chat_template(
             [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
             add_generation_prompt=True,

@@ -8,11 +8,15 @@ What uvicorn does not bound by itself is bounded here:
 - ``_Guard`` (ASGI, before any body is read): every path but ``/health`` wants the key (401); a body must
   declare its length (411) within ``--max_body_mb`` (413); the reply carries the proof of the client's
   challenge; one escaped request line per request goes to stderr (never a header, so never the key).
-- ``_DeadlineH11`` (uvicorn's h11 protocol): a connection has ``--read_timeout`` seconds to deliver a request
-  line and headers, counted from when it opened or its last answer went out (uvicorn's own keep-alive timer
-  restarts with every byte, so a peer trickling a byte at a time would hold it for good), and a connection
-  over ``--max_connections`` is answered 503 and closed at once. A body gets ``--read_timeout`` seconds from
-  its headers (408 after). uvicorn's h11 also caps an incomplete request line + headers at 16 KiB.
+- ``_DeadlineH11`` (uvicorn's h11 protocol): a connection has ``--header_timeout`` seconds to deliver a
+  request line and headers, counted from when it opened or its last answer went out (uvicorn's own
+  keep-alive timer restarts with every byte, so a peer trickling a byte at a time would hold it for good);
+  at most ``--max_waiting_per_address`` connections of one address (``--max_waiting`` in all) wait for
+  their headers at once, one more closing the longest-waiting. Waiting connections hold no slot: anyone can
+  open them, so they must never keep ``/health`` or a key holder's call out. A body gets ``--read_timeout``
+  seconds from its headers (408 after). uvicorn's h11 also caps an incomplete request line + headers at 16 KiB.
+- ``_Guard`` again: at most ``--max_connections`` calls with the key are in progress at once (one more: 503);
+  ``/health`` and refusals never take one.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import asyncio
 import socket
 import sys
 import threading
+from collections import Counter
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -32,13 +37,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends import vllm_auth as auth
 from mmreason.rollout.backends.vllm_wire import WireError
-
-# C0 and C1 control characters (and DEL) as \xNN in the request log: a path cannot write to the terminal
-_ESCAPE = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-_TOO_MANY = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    b'Content-Length: 35\r\nConnection: close\r\n\r\n{"error": "too many connections"}\r\n'
-)
+from mmreason.terminal import printable
 
 
 class HttpServer:
@@ -57,7 +56,11 @@ class HttpServer:
         protocol = type(
             "DeadlineH11",
             (_DeadlineH11,),
-            {"read_timeout": limits.read_timeout, "max_connections": limits.max_connections},
+            {
+                "header_timeout": limits.header_timeout,
+                "max_waiting": limits.max_waiting,
+                "max_waiting_per_address": limits.max_waiting_per_address,
+            },
         )
         config = uvicorn.Config(
             _Guard(build_app(server), server),
@@ -65,7 +68,7 @@ class HttpServer:
             lifespan="on",
             access_log=False,
             log_level="warning",
-            timeout_keep_alive=max(1, int(limits.read_timeout)),
+            timeout_keep_alive=max(1, int(limits.header_timeout)),
             timeout_graceful_shutdown=5,
         )
         self.uvicorn = uvicorn.Server(config)
@@ -91,38 +94,64 @@ class HttpServer:
 
 
 class _DeadlineH11(H11Protocol):
-    read_timeout = 30.0
-    max_connections = 32
+    """uvicorn's h11 protocol with the server's connection bounds. A connection is *waiting* from when it
+    opens, or its last answer went out, until a request's line and headers have arrived: it holds nothing
+    but a socket, whoever it is. So waiting connections never count against the calls' slots; they have
+    ``header_timeout`` seconds to send their headers, and at most ``max_waiting_per_address`` of one address
+    (``max_waiting`` in all) wait at once: one more closes the one of that address that has waited longest
+    (in all: of the address with the most waiting). A client that sends its request at once is never the
+    longest waiting, so slow or idle connections re-opened as fast as they are dropped cannot keep it out."""
+
+    header_timeout = 10.0
+    max_waiting = 256
+    max_waiting_per_address = 32
     _mm_timer: asyncio.TimerHandle | None = None
+    _mm_since = 0.0  # when it began waiting
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
-            transport.write(_TOO_MANY)
-            transport.close()
-            return
-        self._mm_arm()
+        self._mm_host = self.client[0] if self.client else ""
+        self._mm_wait()
+        self._mm_make_room()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._mm_arm()  # the next request on a kept-alive connection has its own deadline
+        self._mm_wait()  # the next request on a kept-alive connection has its own deadline
 
     def connection_lost(self, exc) -> None:
         if self._mm_timer is not None:
             self._mm_timer.cancel()
         super().connection_lost(exc)
 
-    def _mm_arm(self) -> None:
+    def _mm_waiting(self) -> bool:
+        return (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing()
+
+    def _mm_wait(self) -> None:
         if self._mm_timer is not None:
             self._mm_timer.cancel()
-        self._mm_timer = self.loop.call_later(self.read_timeout, self._mm_expire)
+        self._mm_since = self.loop.time()
+        self._mm_timer = self.loop.call_later(self.header_timeout, self._mm_expire)
 
     def _mm_expire(self) -> None:
         """No request has begun since the deadline was armed (idle, or its line / headers still arriving):
         drop the connection. A request already in the app bounds its own body."""
-        cycle = self.cycle
-        if (cycle is None or cycle.response_complete) and not self.transport.is_closing():
+        if self._mm_waiting():
             self.transport.close()
+
+    def _mm_make_room(self) -> None:
+        """Close the longest-waiting connection of this address when it has too many waiting, else of the
+        address with the most waiting when too many wait in all."""
+        waiting = [c for c in self.connections if isinstance(c, _DeadlineH11) and c._mm_waiting()]
+        mine = [c for c in waiting if c._mm_host == self._mm_host]
+        if len(mine) > self.max_waiting_per_address:
+            victims = mine
+        elif len(waiting) > self.max_waiting:
+            counts = Counter(c._mm_host for c in waiting)
+            host = max(counts, key=counts.__getitem__)
+            victims = [c for c in waiting if c._mm_host == host]
+        else:
+            return
+        min(victims, key=lambda c: c._mm_since).transport.close()
 
 
 class _Guard:
@@ -130,6 +159,7 @@ class _Guard:
 
     def __init__(self, app, server):
         self.app, self.server = app, server
+        self.calls = 0  # authorized calls in progress (their slots: --max_connections)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -149,8 +179,14 @@ class _Guard:
                     }
             await send(message)
 
+        counted = False
         try:
             refusal = self._refusal(scope, headers)
+            if refusal is None and scope["path"] != "/health":
+                if self.calls >= self.server.limits.max_connections:
+                    refusal = 503, f"{self.calls} calls in progress (--max_connections); try again"
+                else:
+                    self.calls, counted = self.calls + 1, True
             if refusal is None:
                 await self.app(scope, receive, send_proved)
             else:
@@ -159,8 +195,11 @@ class _Guard:
                     scope, receive, send_proved
                 )
         finally:
+            if counted:
+                self.calls -= 1
             client = scope.get("client") or ("-", 0)
-            line = f"{client[0]} {scope['method']} {scope['path']} {status['code']}".translate(_ESCAPE)
+            # control characters as \xNN: a path cannot write to the terminal
+            line = printable(f"{client[0]} {scope['method']} {scope['path']} {status['code']}", keep="")
             print(f"vllm-serve: {line}", file=sys.stderr, flush=True)
 
     def _refusal(self, scope, headers: dict) -> tuple[int, str] | None:

@@ -22,8 +22,10 @@ Only its clients drive it: every endpoint but ``/health`` wants the shared key (
 ``$MMREASON_VLLM_API_KEY``, or a token file it writes), else 401 before any body is read; a reload reads only
 inside ``--weights_dir`` (an absolute path outside it, ``..`` or a link leaving it: 403). No client can freeze
 it: requests are served on one event loop, the engines in threads of their own; each connection has
-``--read_timeout`` seconds to deliver a whole request (an idle, trickling or half-sent one is dropped then), at
-most ``--max_connections`` are held at once, and a body is bounded in bytes (``--max_body_mb``) and, before
+``--header_timeout`` seconds to send a request's headers and ``--read_timeout`` more for its body (an idle,
+trickling or half-sent one is dropped then); connections waiting for their headers take no slot and are
+capped per address (the longest waiting is closed), at most ``--max_connections`` calls with the key are in
+progress at once, and a body is bounded in bytes (``--max_body_mb``) and, before
 it is parsed, in JSON items (``vllm_wire.check_body_shape``). Requests are decoded by ``vllm_wire`` (JSON,
 arrays as base64 bytes; nothing is unpickled) within ``--max_requests``, ``--max_rows``, ``--max_n`` and
 ``--max_new_tokens``; anything malformed is 400. An engine that died (``EngineDied``: decided by the
@@ -35,13 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import os
 import shutil
 import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -49,7 +51,15 @@ from pathlib import Path
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends import vllm_auth as auth
 from mmreason.rollout.backends.vllm_pool import EnginePool, bounded, engine_env
-from mmreason.rollout.backends.vllm_wire import WireError, WireLimits, check_body_shape, decode_generate
+from mmreason.rollout.backends.vllm_wire import (
+    WireError,
+    WireLimits,
+    check_body_shape,
+    check_safetensors,
+    decode_generate,
+    parse_json,
+    safetensors_shapes,
+)
 
 MAX_LAYOUT_TENSORS = 100_000  # tensors in one /update_weights layout (a 70B checkpoint has ~1,000)
 
@@ -58,8 +68,11 @@ MAX_LAYOUT_TENSORS = 100_000  # tensors in one /update_weights layout (a 70B che
 class ServerLimits:
     """What one client may take of the server (its flags)."""
 
-    read_timeout: float = 30.0  # seconds a connection has to deliver one whole request (line, headers, body)
-    max_connections: int = 32  # connections held at once; more are answered 503 and closed
+    read_timeout: float = 30.0  # seconds a request has to deliver its body once its headers are in
+    header_timeout: float = 10.0  # seconds a connection has to send a request's line and headers
+    max_connections: int = 32  # calls with the key in progress at once; one more is answered 503
+    max_waiting: int = 256  # connections waiting for their headers at once; one more closes the longest waiting
+    max_waiting_per_address: int = 32  # the same, of one client address
     max_body_mb: float = 256.0  # request body
     wire: WireLimits = WireLimits()
 
@@ -117,6 +130,13 @@ def add_arguments(parser) -> None:
         help="seconds one generate call may take before the engine counts as dead",
     )
     parser.add_argument(
+        "--join_timeout",
+        type=float,
+        default=120.0,
+        help="seconds a client has to join the weights group /init_communicator opens (and a push's buckets "
+        "to arrive one after another); the engines wait for nothing else meanwhile",
+    )
+    parser.add_argument(
         "--api_key",
         default=None,
         help=f"the key clients must send (default ${auth.ENV}; without either one is made and "
@@ -129,9 +149,26 @@ def add_arguments(parser) -> None:
     )
     d, w = ServerLimits(), WireLimits()
     parser.add_argument(
-        "--read_timeout", type=float, default=d.read_timeout, help="seconds a connection has to send one whole request"
+        "--read_timeout", type=float, default=d.read_timeout, help="seconds a request has to send its body"
     )
-    parser.add_argument("--max_connections", type=int, default=d.max_connections)
+    parser.add_argument(
+        "--header_timeout",
+        type=float,
+        default=d.header_timeout,
+        help="seconds a connection has to send a request's line and headers",
+    )
+    parser.add_argument(
+        "--max_connections", type=int, default=d.max_connections, help="calls with the key in progress at once"
+    )
+    parser.add_argument(
+        "--max_waiting", type=int, default=d.max_waiting, help="connections waiting for their headers at once"
+    )
+    parser.add_argument(
+        "--max_waiting_per_address",
+        type=int,
+        default=d.max_waiting_per_address,
+        help="connections of one address waiting for their headers at once",
+    )
     parser.add_argument("--max_body_mb", type=float, default=d.max_body_mb, help="largest request body (MiB)")
     parser.add_argument("--max_requests", type=int, default=w.max_requests, help="prompts per /generate call")
     parser.add_argument("--max_rows", type=int, default=w.max_rows, help="prompts x n per /generate call")
@@ -139,22 +176,35 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max_new_tokens", type=int, default=None, help="per row (default: --max_model_len)")
 
 
-def limits_of(args, max_model_len: int) -> ServerLimits:
+def limits_of(args, max_model_len: int, **engine) -> ServerLimits:
+    """The flags' limits; ``engine``: what the loaded engine knows (``vocab_size``, ``image_token``,
+    ``video_token``: ``engine_facts``). A prompt is at most ``max_model_len - 1`` ids (one left to sample)."""
     wire = WireLimits(
         max_requests=args.max_requests,
         max_rows=args.max_rows,
         max_n=args.max_n,
         max_new_tokens=args.max_new_tokens or max_model_len,
-        max_prompt_tokens=max_model_len,
+        max_prompt_tokens=max(1, max_model_len - 1),
+        **engine,
     )
-    for name in ("read_timeout", "max_connections", "max_body_mb", "max_requests", "max_rows", "max_n"):
+    flags = ("read_timeout", "header_timeout", "max_connections", "max_waiting", "max_waiting_per_address")
+    for name in (*flags, "max_body_mb", "max_requests", "max_rows", "max_n", "join_timeout"):
         if getattr(args, name) <= 0:
             raise SystemExit(f"vllm-serve: --{name} must be > 0")
     if args.data_parallel_size < 1 or args.batch_wait_ms < 0:
         raise SystemExit("vllm-serve: --data_parallel_size must be >= 1 and --batch_wait_ms >= 0")
-    return ServerLimits(
-        read_timeout=args.read_timeout, max_connections=args.max_connections, max_body_mb=args.max_body_mb, wire=wire
-    )
+    return ServerLimits(**{name: getattr(args, name) for name in flags}, max_body_mb=args.max_body_mb, wire=wire)
+
+
+def engine_facts(engine) -> dict:
+    """The engine's vocabulary size and, for Qwen-style pads, the image and video placeholder ids (so a call
+    whose media do not match its placeholders is 400 before it reaches the engine)."""
+    facts = {"vocab_size": int(engine.llm.llm_engine.model_config.get_vocab_size())}
+    vocab = engine.tokenizer.get_vocab()
+    for key, token in (("image_token", "<|image_pad|>"), ("video_token", "<|video_pad|>")):
+        if token in vocab:
+            facts[key] = int(vocab[token])
+    return facts
 
 
 def build_engines(args, settings) -> list:
@@ -222,7 +272,8 @@ def run(args) -> int:
         engines,
         api_key=key or auth.new_key(),
         weights_dir=args.weights_dir,
-        limits=limits_of(args, max_len),
+        limits=limits_of(args, max_len, **engine_facts(engines[0])),
+        join_timeout=args.join_timeout,
         max_model_len=max_len,
         processor_kwargs=settings.processor_kwargs,
         token_file=token,
@@ -241,14 +292,26 @@ def run(args) -> int:
     try:
         server.serve_forever()
     finally:
+        # an engine thread still inside a call (a weights group nobody joined, a hung engine) must not keep
+        # the process: the cleanup gets CLEANUP_S seconds, then the process ends anyway
+        threading.Thread(target=_exit_after, args=(CLEANUP_S,), name="vllm-serve-exit", daemon=True).start()
         server.server_close()
         for engine in engines:
             engine.close()
     return 0
 
 
+CLEANUP_S = 30.0  # seconds vllm-serve's shutdown may take before the process exits without it
+
+
 def _exit_on_sigterm(signum, frame) -> None:
     raise SystemExit(0)
+
+
+def _exit_after(seconds: float) -> None:
+    time.sleep(seconds)
+    print(f"vllm-serve: shutdown took over {seconds:g} s; exiting without it", file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 def _loopback(host: str) -> bool:
@@ -285,6 +348,7 @@ class EngineServer:
         token_file: Path | None = None,
         batch_wait_s: float = 0.005,
         weight_sync_timeout: float | None = 600.0,
+        join_timeout: float = 120.0,
     ):
         from mmreason.rollout.backends import vllm_http  # FastAPI and uvicorn: the vllm extra's, imported here
 
@@ -292,7 +356,7 @@ class EngineServer:
         self.pool = EnginePool(engines, batch_wait_s=batch_wait_s)
         self.api_key, self.limits = api_key, limits or ServerLimits()
         self.max_model_len, self.processor_kwargs = max_model_len, processor_kwargs or {}
-        self.weight_sync_timeout = weight_sync_timeout
+        self.weight_sync_timeout, self.join_timeout = weight_sync_timeout, join_timeout
         self.bind_host = address[0]
         self.own_weights_dir = weights_dir is None
         root = Path(weights_dir) if weights_dir else Path(tempfile.mkdtemp(prefix="mmreason-vllm-serve-"))
@@ -304,6 +368,10 @@ class EngineServer:
             auth.write_token_file(token_file, api_key)
         self.dead: str | None = None  # the engine's death, once seen
         self.group: dict | None = None  # the weights group the workers are in (or joining)
+        self.joining: float | None = None  # when the workers began joining a group (None: not joining)
+        self._join_task: asyncio.Task | None = None
+        self.weights_failed: str | None = None  # why the last push failed (the weights may be half-replaced)
+        self.served_shapes = safetensors_shapes(getattr(self.pool.engines[0], "model_dir", None) or "")
         self.http = vllm_http.HttpServer(self, address)
 
     # ---- life ------------------------------------------------------------------------------------
@@ -350,17 +418,29 @@ class EngineServer:
             "engine_workers": self.engine_workers,
             "engine_calls": list(self.pool.batches),
             "collective": self.collective,
+            "weights": self.weights_state(),
             "limits": {
                 "max_body_mb": self.limits.max_body_mb,
                 "read_timeout": self.limits.read_timeout,
+                "header_timeout": self.limits.header_timeout,
                 **asdict(self.limits.wire),
             },
         }
+
+    def weights_state(self) -> str:
+        """What ``/health`` says of the weights: ``ok``, a group being joined, or the last push's failure."""
+        if self.weights_failed:
+            return f"a weight push failed ({self.weights_failed}); /generate is refused until one succeeds"
+        if self.joining is not None:
+            return f"joining a weights group for {time.monotonic() - self.joining:.0f} s (--join_timeout)"
+        return "ok"
 
     async def generate(self, raw: bytes) -> dict:
         body = await asyncio.to_thread(_parse, raw, self.limits.wire)
         requests, n, settings, seeds = decode_generate(body, self.limits.wire)
         self._check_alive()
+        if self.weights_failed:  # sampling half-replaced weights kills the engine (vLLM 0.32 on CPU) or lies
+            raise Refused(409, self.weights_state())
         rows = await self.pool.generate(requests, n, settings, seeds)
         return {"rows": [list(row) for row in rows]}
 
@@ -369,10 +449,23 @@ class EngineServer:
         if not isinstance(body, dict) or set(body) != {"path"}:
             raise WireError('reload_weights takes {"path": a folder inside the server\'s weights_dir}')
         path = self.weights_path(body["path"])
+        await asyncio.to_thread(check_safetensors, path / "model.safetensors", self.served_shapes)
         self._check_alive()
         t = time.perf_counter()
-        await self.pool.on_all(lambda i, engine: engine.reload(path))
+        await self._pushing(self.pool.on_all(lambda i, engine: engine.reload(path)))
         return {"seconds": time.perf_counter() - t}
+
+    async def _pushing(self, push) -> None:
+        """Await a weight push; a failure (not a death) leaves the weights unknown: ``/generate`` is refused
+        and ``/health`` says so until a push succeeds."""
+        try:
+            await push
+        except EngineDied:
+            raise
+        except Exception as exc:
+            self.weights_failed = f"{type(exc).__name__}: {str(exc)[:300]}"
+            raise
+        self.weights_failed = None
 
     async def init_communicator(self, raw: bytes) -> dict:
         """Every engine worker joins a new weights group (leaving the last one); answered as soon as the joins
@@ -396,7 +489,7 @@ class EngineServer:
         )
         port, world, backend = free_port(bind), self.engine_workers + 1, group_backend()
         offsets = [sum(int(e.engine_workers) for e in self.pool.engines[:i]) for i in range(len(self.pool))]
-        limit = self.weight_sync_timeout or 600.0
+        limit = self.join_timeout  # the client joins as soon as it has the answer: the engines wait no longer
 
         def join(i: int, engine) -> None:
             rpc = engine.llm.collective_rpc
@@ -405,15 +498,23 @@ class EngineServer:
                 lambda: rpc("mm_join_weight_group", args=(store_host, port, world, backend, limit, offsets[i])),
                 limit + 30,
                 "joining the weights group",
-                "--weight_sync_timeout",
+                "--join_timeout",
             )
 
         locked = asyncio.Event()
-        task = asyncio.create_task(self.pool.on_all(join, locked=locked))
+        self.group, self.joining = None, time.monotonic()
+        task = self._join_task = asyncio.create_task(self.pool.on_all(join, locked=locked))
         task.add_done_callback(_log_failure("joining the weights group"))
+        task.add_done_callback(self._joined)
         await locked.wait()
         self.group = {"port": port, "world_size": world, "rank": world - 1, "backend": backend}
         return dict(self.group)
+
+    def _joined(self, task: asyncio.Task) -> None:
+        """The join ended: the group stands, or (failed, nobody joined in time) there is none."""
+        self.joining = None
+        if task.cancelled() or task.exception() is not None:
+            self.group = None
 
     async def update_weights(self, raw: bytes) -> dict:
         """Every worker receives the buckets the client broadcasts meanwhile and reloads them in place."""
@@ -421,13 +522,17 @@ class EngineServer:
         from mmreason.rollout.backends.weight_group import buckets_from_wire
 
         _check_layout_shape(raw)
-        body = await asyncio.to_thread(json.loads, raw)
+        body = await asyncio.to_thread(parse_json, raw)
         if not isinstance(body, dict) or set(body) != {"buckets"} or not isinstance(body["buckets"], list):
             raise WireError('update_weights takes {"buckets": the layout}')
         try:
             buckets = buckets_from_wire(body["buckets"])
         except (ValueError, TypeError) as exc:
-            raise WireError(f"update_weights: {exc}") from None
+            raise WireError(f"update_weights: {str(exc)[:300]}") from None
+        if not buckets or not all(buckets):
+            raise WireError("update_weights: the layout must hold at least one bucket, none of them empty")
+        if self._join_task is not None and not self._join_task.done():  # its client joined: the workers finish
+            await asyncio.wait({self._join_task}, timeout=self.join_timeout + 30)
         if self.group is None:
             raise Refused(409, "no weights group: call /init_communicator first")
         self._check_alive()
@@ -447,7 +552,7 @@ class EngineServer:
             bounded(work, limit, "a weight sync", "--weight_sync_timeout")
 
         t = time.perf_counter()
-        await self.pool.on_all(receive)
+        await self._pushing(self.pool.on_all(receive))
         return {"seconds": time.perf_counter() - t, "tensors": sum(len(b) for b in buckets)}
 
     async def close_communicator(self, raw: bytes) -> dict:
@@ -481,11 +586,9 @@ def _parse(raw: bytes, limits: WireLimits):
     """A body's JSON, its shape within ``limits`` before it is parsed (``Refused`` 400 otherwise)."""
     try:
         check_body_shape(raw, limits)
-        return json.loads(raw)
     except WireError as exc:
         raise Refused(400, str(exc)) from None
-    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
-        raise Refused(400, f"request body is not JSON: {str(exc)[:200]}") from None
+    return parse_json(raw)
 
 
 def _check_layout_shape(raw: bytes) -> None:

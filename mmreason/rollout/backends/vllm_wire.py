@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,6 +54,9 @@ class WireLimits:
     max_prompt_tokens: int = 32768  # the engine's context
     limit_images: int = 16  # per prompt, as the engine's limit_mm_per_prompt
     limit_videos: int = 4
+    vocab_size: int = MAX_TOKEN_ID  # token ids are below this (the engine's vocabulary)
+    image_token: int | None = None  # the collapsed image placeholder id: one run of it per image (Qwen's pads)
+    video_token: int | None = None  # the same for videos
 
     def max_containers(self) -> int:
         """JSON objects and arrays a valid body can hold: a few per request, per image and per video."""
@@ -77,6 +82,69 @@ def check_body_shape(raw: bytes, limits: WireLimits) -> None:
         raise WireError(
             f"request body holds {items} items; a call within the server's limits holds at most {limits.max_items()}"
         )
+
+
+def parse_json(raw: bytes):
+    """``raw`` as JSON; ``WireError`` for what is not JSON, not UTF-8, or nested too deep."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise WireError(f"request body is not JSON: {str(exc)[:200]}") from None
+
+
+MAX_SAFETENSORS_HEADER = 100 << 20  # bytes of a safetensors header (the format's own bound)
+
+
+def check_safetensors(path: Path, shapes: dict[str, list] | None = None) -> None:
+    """Refuse (``WireError``) a ``model.safetensors`` whose header does not parse, whose tensors' byte ranges do
+    not fit the file, or (``shapes``: the served checkpoint's, ``safetensors_shapes``) that gives a tensor of
+    the served model another shape, before any engine reads it: vLLM's reload of a wrong shape fails half-way
+    and leaves the engine unable to take any weights again (seen on vLLM 0.32's CPU build)."""
+    entries = _safetensors_header(path)
+    wrong = [k for k, v in entries.items() if k in (shapes or {}) and v.get("shape") != shapes[k]]  # type: ignore[index]
+    if wrong:
+        k = wrong[0]
+        raise WireError(
+            f"reload_weights: {path.name}: {len(wrong)} tensor(s) of another shape than the served model's, "
+            f"e.g. {k[:120]} {entries[k].get('shape')} (served: {shapes[k]})"  # type: ignore[index]
+        )
+
+
+def safetensors_shapes(model_dir: str | Path) -> dict[str, list]:
+    """Tensor name -> shape of every ``*.safetensors`` file of a checkpoint folder (headers only); {} when it
+    has none or one does not parse."""
+    out: dict[str, list] = {}
+    try:
+        for file in sorted(Path(model_dir).glob("*.safetensors")):
+            out.update({k: v.get("shape") for k, v in _safetensors_header(file).items()})
+    except (OSError, WireError):
+        return {}
+    return out
+
+
+def _safetensors_header(path: Path) -> dict[str, dict]:
+    """The tensor entries of a safetensors file's header, each checked to lie inside the file."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 2 <= length <= min(MAX_SAFETENSORS_HEADER, size - 8):
+            raise WireError(f"reload_weights: {path.name} is not a safetensors file (header of {length} bytes)")
+        try:
+            header = json.loads(f.read(length))
+        except (ValueError, RecursionError):
+            header = None
+    entries = {k: v for k, v in header.items() if k != "__metadata__"} if isinstance(header, dict) else None
+    ok = bool(entries) and all(
+        isinstance(v, dict)
+        and isinstance(v.get("data_offsets"), list)
+        and len(v["data_offsets"]) == 2
+        and all(isinstance(x, int) and 0 <= x <= size - 8 - length for x in v["data_offsets"])
+        for v in entries.values()
+    )
+    if not ok:
+        raise WireError(f"reload_weights: {path.name}: its header does not describe tensors inside the file")
+    return entries  # type: ignore[return-value]
 
 
 def _keys(d: Any, what: str, allowed: set[str], required: set[str] = frozenset()) -> dict:
@@ -145,7 +213,10 @@ def decode_array(d: dict) -> np.ndarray:
     raw = _b64(d["data"], "array data")
     if len(raw) != math.prod(shape) * np.dtype(dtype).itemsize:
         raise WireError(f"array of shape {shape} and dtype {dtype} does not fit its {len(raw)} bytes")
-    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise WireError(f"array of shape {shape} holds NaN or infinite values")
+    return array
 
 
 def encode_image(image: Image.Image) -> dict:
@@ -164,9 +235,12 @@ def decode_image(d: dict) -> Image.Image:
     ):
         raise WireError(f"bad image header: mode={_show(mode)} size={_show(size)}")
     try:
-        return Image.frombytes(mode, tuple(size), _b64(d["data"], "image data"))
+        image = Image.frombytes(mode, tuple(size), _b64(d["data"], "image data"))
     except ValueError as exc:
         raise WireError(f"image {mode} {size}: {exc}") from None
+    if mode == "F" and not np.isfinite(np.asarray(image)).all():
+        raise WireError(f"image {mode} {size} holds NaN or infinite values")
+    return image
 
 
 def encode_request(req: dict) -> dict:
@@ -189,6 +263,8 @@ def decode_request(d: dict, limits: WireLimits | None = None) -> dict:
     ids = _list(d["prompt_token_ids"], "prompt_token_ids", limits.max_prompt_tokens)
     if not ids or not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < MAX_TOKEN_ID for t in ids):
         raise WireError("prompt_token_ids must be a non-empty list of token ids")
+    if max(ids) >= limits.vocab_size:
+        raise WireError(f"prompt_token_ids: id {max(ids)} is outside the vocabulary of {limits.vocab_size}")
     req: dict[str, Any] = {"prompt_token_ids": ids}
     media: dict[str, Any] = {}
     images = _list(d.get("images") or [], "images", limits.limit_images)
@@ -203,6 +279,8 @@ def decode_request(d: dict, limits: WireLimits | None = None) -> dict:
             )
             for v in videos
         ]
+    _check_placeholders(ids, len(images), limits.image_token, "image")
+    _check_placeholders(ids, len(videos), limits.video_token, "video")
     if media:
         req["multi_modal_data"] = media
     kwargs = d.get("mm_processor_kwargs")
@@ -212,6 +290,16 @@ def decode_request(d: dict, limits: WireLimits | None = None) -> dict:
             raise WireError("mm_processor_kwargs.do_sample_frames must be true or false")
         req["mm_processor_kwargs"] = kwargs
     return req
+
+
+def _check_placeholders(ids: list[int], given: int, token: int | None, what: str) -> None:
+    """One run of the ``token`` placeholder per image (video) given: the engine expands each run into that
+    item's tokens, and a count that differs fails inside the engine."""
+    if token is None:
+        return
+    runs = sum(1 for k, t in enumerate(ids) if t == token and (k == 0 or ids[k - 1] != token))
+    if runs != given:
+        raise WireError(f"{given} {what}(s) for {runs} {what} placeholder(s) in prompt_token_ids")
 
 
 def decode_metadata(meta: Any) -> dict:

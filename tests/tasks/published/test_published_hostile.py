@@ -55,3 +55,38 @@ def test_every_scorer_returns_a_score_on_hostile_output(docs, response):
         for sample in samples:
             value = metric(sample, response)
             assert value != value or 0.0 <= value <= 1.0, (metric.__name__, sample.id)  # NaN: does not apply
+
+
+# ---- hostile benchmark files -----------------------------------------------------------------------------
+
+
+def test_mathvista_options_past_their_cap_are_one_line_naming_the_row(tmp_path):
+    """A 1 MB option (each doc's scoring measured the edit distance to it: 2.1 s a doc) or 27 options are
+    refused when the file loads, naming the file, the row and the field."""
+    import json
+
+    from published_files import MATHVISTA_ROWS
+
+    from mmreason.tasks.mathvista.data import MAX_CHOICE_CHARS, MAX_CHOICES
+
+    for choices, said in (
+        (["a", "x" * 1_000_000], f"choices[1] has 1,000,000 characters, over the cap of {MAX_CHOICE_CHARS:,}"),
+        ([str(k) for k in range(MAX_CHOICES + 1)], f"choices has 27 options, over the cap of {MAX_CHOICES}"),
+    ):
+        path = mathvista_repo(tmp_path / str(len(choices)))
+        rows = {**MATHVISTA_ROWS, "3": {**MATHVISTA_ROWS["3"], "choices": choices}}
+        path.write_text(json.dumps(rows))
+        with pytest.raises(ValueError) as err:
+            mathvista_load(str(path))
+        assert said in str(err.value) and "testmini.json" in str(err.value) and "3" in str(err.value)
+        assert "\n" not in str(err.value)
+
+
+def test_mathvista_edit_distance_is_clipped():
+    """Options compared beyond ``MAX_COMPARE_CHARS`` characters cost nothing more: two options equal in their
+    first 20,000 characters tie (the first wins), however they differ after."""
+    from mmreason.rewards.textmatch import MAX_COMPARE_CHARS
+    from mmreason.tasks.mathvista.scoring import most_similar
+
+    head = "y" * MAX_COMPARE_CHARS
+    assert most_similar(head, [head + "z" * 50_000, head]) == head + "z" * 50_000
