@@ -1,4 +1,4 @@
-"""Settings that training, evaluation and prompts share are declared once: ``MediaLimits`` (the nine media and
+"""Settings that training, evaluation and prompts share are declared once: ``MediaLimits`` (the eleven media and
 prompt limits) and ``VllmConnection`` (a vLLM server's address and timeouts); the users' flat keys still work."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _declared_in(cls: type) -> set[str]:
 
 
 def test_each_shared_setting_is_declared_once():
-    assert len(MEDIA) == 9 and len(CONNECTION) == 5
+    assert len(MEDIA) == 11 and len(CONNECTION) == 5  # max_images and max_videos joined the nine
     for cls in (DataConfig, ModelArgs, PromptOptions):
         assert issubclass(cls, MediaLimits)
         # the training default of max_prompt_length (4096, the eval's is 32768) is the one re-stated value
