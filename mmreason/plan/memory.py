@@ -342,7 +342,7 @@ def plan(shape: ModelShape, s: RunSettings, gpu_memory_gib: float) -> Plan:
 Change = tuple[str, dict]
 
 
-def candidate_changes(s: RunSettings) -> list[Change]:
+def candidate_changes(shape: ModelShape, s: RunSettings, gpu_memory_gib: float) -> list[Change]:
     out: list[Change] = []
     if not s.gradient_checkpointing:
         out.append(("model.gradient_checkpointing=true", {"gradient_checkpointing": True}))
@@ -352,10 +352,19 @@ def candidate_changes(s: RunSettings) -> list[Change]:
         out.append(("rollout.vllm_enable_sleep_mode=true", {"vllm_sleep": True}))
     if s.beta > 0:
         out.append(("algorithm.beta=0", {"beta": 0.0}))
+    if s.rollout_backend == "vllm" and s.vllm_mode == "colocate":
+        # the engine's weights and 2 GiB of KV cache: the least a smaller share can be
+        least = math.ceil((shape.parameters() * _dtypes(s)[1] / GIB + 2) / gpu_memory_gib * 20) / 20
+        if least < s.vllm_gpu_memory_utilization:
+            out.append((f"rollout.vllm_gpu_memory_utilization={least:g}", {"vllm_gpu_memory_utilization": least}))
     size = s.mini_batch_size
     while size > 1:
         size = max(1, size // 2)
         out.append((f"mini_batch_size={size}", {"mini_batch_size": size}))
+    if s.sharding != "fsdp" and s.dtype != "float32" and s.master_weights:
+        out.append(("model.master_weights=false", {"master_weights": False}))
+    if not s.fused_optimizer and s.device == "cuda" and s.sharding != "fsdp":
+        out.append(("optim=adamw_torch_fused", {"fused_optimizer": True}))
     if not s.lora:
         out.append(("model.lora=true", {"lora": True}))
     return out
@@ -367,12 +376,12 @@ def what_fits(shape: ModelShape, s: RunSettings, gpu_memory_gib: float) -> tuple
     chosen: list[str] = []
     current = plan(shape, s, gpu_memory_gib)
     # a single change first: the least disruptive that fits alone
-    for name, change in candidate_changes(s):
+    for name, change in candidate_changes(shape, s, gpu_memory_gib):
         p = plan(shape, replace(s, **change), gpu_memory_gib)
         if p.fits:
             return [name], p
     settings = s
-    for name, change in candidate_changes(s):
+    for name, change in candidate_changes(shape, s, gpu_memory_gib):
         trial = replace(settings, **change)
         p = plan(shape, trial, gpu_memory_gib)
         if p.peak < current.peak:
