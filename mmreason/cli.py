@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "mmreason.bench",
         "benchmarks: grpo-step, grpo-vs-trl, eval-overhead, episodes, update-throughput, published, weight-push, ...",
     ),
+    "plan": (
+        "mmreason.plan.cli",
+        "per-GPU memory of a recipe from the model's config.json (no weights): will it fit, and what would make it",
+    ),
     "plot": ("mmreason.train.plot", "write PNG training curves of a run directory"),
     "vllm-serve": (
         "mmreason.rollout.backends.vllm_server",

@@ -42,6 +42,10 @@ BENCHES = {
         "mmreason.bench.weight_push",
         "a weight push into a vLLM engine: process group in buckets vs a safetensors directory",
     ),
+    "plan-check": (
+        "mmreason.bench.plan_check",
+        "mmreason plan's predicted peak memory against one measured GRPO update (tiny, base, qwen-vocab)",
+    ),
     "async-generation": (
         "mmreason.bench.async_generation",
         "GRPO step time with generation one step off the update vs synchronous, engine and trainer on own cores",
