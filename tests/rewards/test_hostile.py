@@ -13,7 +13,10 @@ from reward_factory import sample, score, traj
 
 from mmreason.rewarding import REWARDS, reward_info
 
-MODEL_REWARDS = {"vlm_judge", "served_judge"}  # need a model (a directory, a server): test_judge.py, test_served_judge.py
+MODEL_REWARDS = {
+    "vlm_judge",
+    "served_judge",
+}  # need a model (a directory, a server): test_judge.py, test_served_judge.py
 PER_CALL_SECONDS = 10.0  # generous for a loaded 2-core machine; typical calls take milliseconds
 
 
