@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 
@@ -128,7 +129,7 @@ def shard_model(
     kind = torch.device(device).type if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
     mesh = init_device_mesh(kind, (dist.get_world_size(),))
     policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32) if compute is not None else None
-    options = {
+    options: dict[str, Any] = {
         "mesh": mesh,
         "reshard_after_forward": reshard_after_forward,
         **({"mp_policy": policy} if policy else {}),

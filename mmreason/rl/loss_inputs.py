@@ -63,7 +63,7 @@ class LossInputs:
         entropy history on the CPU beside log-probs on the GPU; moving them here, once, before any loss runs,
         keeps every loss free of device bookkeeping (``tests/rl/losses/test_loss_device.py``)."""
         device = self.logprobs.device
-        moved = {
+        moved: dict[str, Any] = {
             f.name: value.to(device)
             for f in fields(self)
             if isinstance(value := getattr(self, f.name), Tensor) and value.device != device
