@@ -79,8 +79,9 @@ def test_one_file_grpo_matches_the_trainer(tiny_model_dir, shapes_cache, tmp_pat
         assert mine["loss"] == pytest.approx(theirs["loss"], abs=1e-6), step
         assert mine["grad_norm"] == pytest.approx(theirs["grad_norm"], rel=1e-4), step
     # The weights: Adam divides by sqrt(v) + 1e-8, so a gradient entry near 1e-8 turns a rounding difference of
-    # the two log-prob paths into a visible one; the updates as a whole agree to 5e-5 (measured), far below 1e-3.
+    # the two log-prob paths into a visible one. The updates as a whole agree to 1e-5 (measured); AdamW's beta2
+    # at 0.999 instead of 0.99 moves them by 1e-3.
     theirs = torch.cat([(p.detach() - b).flatten() for p, b in zip(trained.parameters(), before)])
     mine = torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])
     assert theirs.norm() > 0
-    assert (mine - theirs).norm() <= 1e-3 * theirs.norm()
+    assert (mine - theirs).norm() <= 1e-4 * theirs.norm()
