@@ -1,18 +1,18 @@
-"""GRPO in one file: the tiny model learns the colours of the shapes pack, one step top to bottom.
+"""GRPO in one file: the main job's GRPO (configs/quickstart.yaml) from draw to optimizer step, top to bottom.
 
-    mmreason tiny-model runs/tiny-model
-    python examples/grpo_in_one_file.py runs/tiny-model
+    mmreason tiny-model runs/tiny-model && mmreason sft configs/quickstart_sft.yaml    # the warm-up checkpoint
+    python examples/grpo_in_one_file.py runs/quickstart-sft/checkpoint-30/model
 
 Each step: draw prompts -> generate G completions each -> reward them -> group-normalised advantages ->
-clipped-surrogate loss -> gradient clip and AdamW step. The hyperparameters are those of
-configs/quickstart.yaml, and the numbers are the trainer's: tests/test_grpo_in_one_file.py runs this file beside
-``mmreason.train.step.train_step`` on that recipe and asserts equal rewards, advantages, losses, gradient
-norms and weights over 3 steps. Read this first, then mmreason/train/step.py, loop.py and update.py.
+clipped-surrogate loss -> gradient clip and AdamW step. The numbers are the trainer's: tests/test_grpo_in_one_file.py
+runs this file beside ``mmreason.train.step.train_step`` and asserts equal rewards, advantages, losses, gradient
+norms and weight updates over 3 steps. Read this first, then mmreason/train/step.py, loop.py and update.py.
 
 How it departs from textbook GRPO (DeepSeekMath, arXiv 2402.03300), as the trainer does by default:
 
 1. On-policy: one update per batch of rollouts, so the ratio exp(logp - logp_old) is 1 and the clip never
-   acts; the surrogate is written out anyway (it matters as soon as num_iterations > 1).
+   acts; the surrogate is written out anyway (it matters as soon as num_iterations > 1). The loss's value is
+   then -mean(A), about 0 in every step: its gradient, not its value, moves the policy.
 2. No KL penalty and no reference model (beta = 0, as DAPO and Dr. GRPO recommend).
 3. Advantages use the population std (ddof 0) + 1e-6, and a group whose rewards are all equal gets exactly 0.
 4. Each rollout samples from its own seeded stream: seeds derive from (run seed, step, group, row), so the
@@ -20,12 +20,13 @@ How it departs from textbook GRPO (DeepSeekMath, arXiv 2402.03300), as the train
 5. Log-probs are taken at the sampling temperature with the never-sampled vision tokens at -inf, so they are
    the log-probs of the distribution the completions were drawn from.
 6. The loss is the mean over completions of each completion's mean token loss (TRL's loss_type "grpo").
+7. The gradient's norm is clipped at 1 before AdamW (betas 0.9 / 0.99, no weight decay, constant rate).
 
 What it reuses from the library, where writing it again would be noise: the tiny model loader
 (``models.loading``), the shapes pack's data and its reward (``TASKS``, ``REWARDS``), the prompt builder
 (chat template + image -> input ids and pixel tensors, ``rollout.prompts.build_prompt``) and the decoding loop
-(HF ``generate`` with one seeded inverse-CDF draw per row, ``rollout.generate.sample_rows``). The trainer
-around the same step adds what a real run needs: several processes, vLLM, checkpoints, evaluation, faults.
+(HF ``generate`` with one seeded inverse-CDF draw per row, ``rollout.generate.sample_rows``). Around the same
+step the trainer adds what a real run needs: several processes, vLLM, mini-batches, checkpoints, eval, faults.
 """
 
 from __future__ import annotations
@@ -203,8 +204,8 @@ def completion_logprobs(model, processor, rollouts: list[Rollout]) -> tuple[torc
 
 
 def clipped_surrogate(logp, old_logp, advantages, mask) -> torch.Tensor:
-    """-min(ratio A, clip(ratio, 1 -+ CLIP_EPS) A) per token [N, T], averaged over each completion's tokens,
-    then over completions (rl/losses/clipped.py and aggregation.py)."""
+    """-min(ratio A, clip(ratio, 1 - CLIP_EPS, 1 + CLIP_EPS) A) per token [N, T], averaged over each completion's
+    tokens, then over completions (rl/losses/clipped.py and aggregation.py)."""
     ratio = torch.exp((logp - old_logp).clamp(-20, 20))  # [N, T]
     a = advantages[:, None]  # [N, 1]
     per_token = -torch.min(ratio * a, ratio.clamp(1 - CLIP_EPS, 1 + CLIP_EPS) * a)  # [N, T]
@@ -243,8 +244,7 @@ def adamw_step(params, moments, t: int) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python examples/grpo_in_one_file.py MODEL_DIR   (mmreason tiny-model MODEL_DIR first)")
-    torch.manual_seed(SEED)
+        sys.exit("usage: python examples/grpo_in_one_file.py MODEL_DIR   (a checkpoint's model folder)")
     policy, processor = load_policy(sys.argv[1])
     train_set = TASKS.get("shapes").load(None, "train")
     for step, metrics in enumerate(train(policy, processor, train_set), start=1):
