@@ -59,7 +59,6 @@ def trainer_steps(model_dir, out) -> tuple[list[dict], torch.nn.Module]:
     return metrics, run.accelerator.unwrap_model(run.model)
 
 
-@pytest.mark.slow
 def test_one_file_grpo_matches_the_trainer(tiny_model_dir, shapes_cache, tmp_path, one_torch_thread, monkeypatch):
     expected, trained = trainer_steps(tiny_model_dir, tmp_path / "run")
     grpo = one_file(monkeypatch)
