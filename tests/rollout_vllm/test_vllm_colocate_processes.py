@@ -22,10 +22,15 @@ ACCELERATE = Path(sys.executable).parent / "accelerate"
 
 
 @pytest.mark.skipif(not ACCELERATE.exists(), reason="accelerate CLI not installed")
-def test_two_processes_with_an_engine_each_sample_what_one_process_samples(tiny_model_dir, shapes_cache, tmp_path):
+@pytest.mark.parametrize("launcher, mixed_precision", [("ddp_cpu.yaml", "no"), ("fsdp_cpu.yaml", "bf16")])
+def test_two_processes_with_an_engine_each_sample_what_one_process_samples(
+    launcher, mixed_precision, tiny_model_dir, shapes_cache, tmp_path
+):
     """Every group, and every row of it, that 2 processes (3 prompts each, each through its own engine, after
     an in-process push on each) sample is token for token what 1 process sampling all 6 prompts gets: each
-    row's seed comes from (run seed, step, sample id), not from the process or the engine."""
+    row's seed comes from (run seed, step, sample id), not from the process or the engine. Under DDP, and under
+    FSDP2 with accelerate's bf16 mixed precision (the push gathers the sharded fp32 masters; the engine runs in
+    ``model.dtype``)."""
     script = ROOT / "tests" / "parallel" / "step_rollouts_main.py"
 
     def overrides(out, prompts):
@@ -47,12 +52,15 @@ def test_two_processes_with_an_engine_each_sample_what_one_process_samples(tiny_
         ]
 
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    config = tmp_path / launcher
+    text = (ROOT / "configs" / "accelerate" / launcher).read_text()
+    config.write_text(text.replace('mixed_precision: "no"', f'mixed_precision: "{mixed_precision}"'))
     two = subprocess.run(
         [
             str(ACCELERATE),
             "launch",
             "--config_file",
-            str(ROOT / "configs/accelerate/ddp_cpu.yaml"),
+            str(config),
             str(script),
             str(tmp_path / "two.json"),
             *overrides(tmp_path / "two", 3),
