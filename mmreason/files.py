@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -117,16 +118,31 @@ def parse_json(text: str | bytes, label: str) -> Any:
 
 def lone_surrogate(value: Any, path: str = "") -> str | None:
     """The path of the first string (or key) in ``value`` that is not encodable text (a lone UTF-16 surrogate
-    such as ``"\\ud800"``: valid JSON, no valid text), else None. Iterative: any depth JSON gives is walked."""
+    such as ``"\\ud800"``: valid JSON, no valid text), else None."""
+    found = first_value(value, not_text, path)
+    return None if found is None else found[0] or "the value"
+
+
+def not_text(item: Any) -> bool:
+    """Whether ``item`` is a string that UTF-8 cannot encode (it holds a lone surrogate)."""
+    if not isinstance(item, str):
+        return False
+    try:
+        item.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def first_value(value: Any, test: Callable[[Any], bool], path: str = "") -> tuple[str, Any] | None:
+    """(its path, it) for the first value, key or item in ``value`` (JSON-like) that ``test`` accepts, else None.
+    Iterative: any depth JSON gives is walked."""
     stack = [(value, path)]
     while stack:
         item, at = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return at or "the value"
-        elif isinstance(item, dict):
+        if test(item):
+            return at, item
+        if isinstance(item, dict):
             for key, inner in reversed(list(item.items())):
                 stack.append((inner, f"{at}.{key}" if at else str(key)))
                 stack.append((key, at))

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mmreason.files import decode, max_data_bytes, read_bytes, regular_file
+from mmreason.files import decode, first_value, max_data_bytes, not_text, read_bytes, regular_file
 
 LETTERS = "ABCDEFGHIJ"  # option letters of a multiple-choice row, at most ten options
 _PAIR_TEXT = re.compile(r"\s*\[\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\]\s*")
@@ -140,24 +140,9 @@ def bad_value(value: Any) -> str | None:
 
 def _bad_text(value: Any) -> tuple[str, Any] | None:
     """(the path, the value) of the first string (or key) in ``value`` that is not encodable text, or of the
-    first ``Constant``; None when there is none. Iterative: any depth JSON gives is walked."""
-    stack: list[tuple[Any, str]] = [(value, "")]
-    while stack:
-        item, at = stack.pop()
-        if isinstance(item, Constant):
-            return at or "the row", item
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return at or "the row", item
-        elif isinstance(item, dict):
-            for key, inner in reversed(list(item.items())):
-                stack.append((inner, f"{at}.{key}" if at else str(key)))
-                stack.append((key, at))
-        elif isinstance(item, list):
-            stack.extend((inner, f"{at}[{k}]") for k, inner in reversed(list(enumerate(item))))
-    return None
+    first ``Constant``; None when there is none."""
+    found = first_value(value, lambda item: isinstance(item, Constant) or not_text(item))
+    return None if found is None else (found[0] or "the row", found[1])
 
 
 def _json_rows(path: Path, label: str) -> list[dict[str, Any]]:
