@@ -1,5 +1,5 @@
 """FSDP2 on two CPU processes (gloo) through `accelerate launch` and configs/accelerate/fsdp_cpu.yaml: the
-model is sharded (torch fully_shard: accelerate applies FSDP only on accelerators), rollouts and the
+model is sharded by the trainer (torch fully_shard, the same code a GPU runs), rollouts and the
 in-training eval generate with the parameters gathered, and the first update equals a single-process run
 at the same global batch (which tests/parallel/test_ddp.py shows DDP equals too); the run's checkpoint exports
 whole (`mmreason export`)."""
