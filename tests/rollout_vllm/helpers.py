@@ -29,6 +29,9 @@ def start_server(model_dir, log: Path, *args: str, env: dict | None = None, dead
     log's end."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env or {})}
+    # vLLM sets this for the in-process engines earlier tests built in this process; a server runs its own
+    # engine process, as a user's does
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
     command = [sys.executable, "-m", "mmreason", "vllm-serve", str(model_dir), "--port", str(port)]
     with open(log, "w") as out:
         proc = subprocess.Popen(

@@ -440,9 +440,10 @@ class VLLMBackend(EngineSampler):
             raise
 
     def _reload_workers(self, weights_dir) -> None:
-        if isinstance(weights_dir, str) and self.placement is not None:
+        if isinstance(weights_dir, str) and (self.placement is not None or engine_in_process()):
             # in this process the engine's config is this process's: vLLM's reload from a path would make that
-            # path the model's (the processor is then looked for there), so the file's tensors are streamed
+            # path the model's (the processor is then looked for there, in a push folder that is removed next),
+            # so the file's tensors are streamed
             stream = file_tensors(Path(weights_dir) / "model.safetensors")
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": stream, "is_checkpoint_format": True})
         elif isinstance(weights_dir, str):
@@ -629,3 +630,9 @@ def _engine_dead(exc: BaseException, llm) -> bool:
         return True
     core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
     return bool(getattr(getattr(core, "resources", None), "engine_dead", False))
+
+
+def engine_in_process() -> bool:
+    """Whether vLLM runs its engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, which vLLM
+    itself sets for ``external_launcher`` engines and which a server started from such a process inherits)."""
+    return os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0"
