@@ -50,6 +50,7 @@ from pathlib import Path
 
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends import vllm_auth as auth
+from mmreason.rollout.backends.vllm_inprocess import launcher_env
 from mmreason.rollout.backends.vllm_pool import EnginePool, bounded, engine_env
 from mmreason.rollout.backends.vllm_wire import (
     WireError,
@@ -226,16 +227,8 @@ def build_engines(args, settings) -> list:
         for j in range(k)
     ]
     for j, env in enumerate(envs):
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
-        try:
+        with launcher_env(env):  # this engine's devices while it is built, the server's own after
             engines.append(VLLMBackend(args.model, tokenizer, settings))
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
         if k > 1:
             print(f"vllm-serve: engine {j + 1}/{k} ready ({env})", flush=True)
     return engines
