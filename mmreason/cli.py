@@ -41,6 +41,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "mmreason.rollout.backends.vllm_server",
         "serve a vLLM engine on this machine for training runs with rollout.vllm_mode=server",
     ),
+    "env-serve": (
+        "mmreason.rollout.env_server",
+        "serve an environment (module:Factory) over HTTP, one session per episode, for runs in another process",
+    ),
     "report": ("mmreason.health.cli", "one self-contained HTML report of a run or eval directory (or two compared)"),
     "export": (
         "mmreason.train.export",

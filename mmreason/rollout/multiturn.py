@@ -248,7 +248,19 @@ def run_episodes(
             )
     for i, e in episodes.items():
         results[i] = e.trajectory()
+        close_environment(e.start.env, step_timeout_s)
     return results
+
+
+def close_environment(env: Environment, timeout_s: float | None) -> None:
+    """Call the environment's optional ``close()`` once its episode is over (an environment served over HTTP
+    ends its server session); a close that raises or hangs past ``timeout_s`` is ignored."""
+    close = getattr(env, "close", None)
+    if callable(close):
+        try:
+            call_with_deadline(close, (), timeout_s, what="close")
+        except Exception:  # noqa: BLE001 - the trajectory is complete; what the close frees is the env's business
+            pass
 
 
 def _is_engine(model) -> bool:

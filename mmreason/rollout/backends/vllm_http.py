@@ -44,7 +44,9 @@ class HttpServer:
     """``server``'s endpoints on a socket bound at construction (``port``: the one it got); ``serve()`` runs
     uvicorn until ``stop()`` or a signal (in the main thread)."""
 
-    def __init__(self, server, address: tuple[str, int]):
+    def __init__(self, server, address: tuple[str, int], app=None):
+        """``app``: the endpoints (default ``build_app(server)``: vllm-serve's; ``mmreason env-serve`` gives its
+        own), served behind the same guard and connection bounds."""
         self.server = server
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
@@ -63,7 +65,7 @@ class HttpServer:
             },
         )
         config = uvicorn.Config(
-            _Guard(build_app(server), server),
+            _Guard(app if app is not None else build_app(server), server),
             http=protocol,
             lifespan="on",
             access_log=False,
@@ -200,7 +202,7 @@ class _Guard:
             client = scope.get("client") or ("-", 0)
             # control characters as \xNN: a path cannot write to the terminal
             line = printable(f"{client[0]} {scope['method']} {scope['path']} {status['code']}", keep="")
-            print(f"vllm-serve: {line}", file=sys.stderr, flush=True)
+            print(f"{getattr(self.server, 'log_name', 'vllm-serve')}: {line}", file=sys.stderr, flush=True)
 
     def _refusal(self, scope, headers: dict) -> tuple[int, str] | None:
         path = scope["path"]
