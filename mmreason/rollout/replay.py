@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import torch
 
+from mmreason.rollout.deadline import DEFAULT_STEP_TIMEOUT_S
 from mmreason.rollout.environment import Environment
-from mmreason.rollout.multiturn import encode_observation
+from mmreason.rollout.multiturn import close_environment, encode_observation
 from mmreason.rollout.prompts import PromptInputs
 from mmreason.types import Trajectory, Turn
 
@@ -37,7 +38,17 @@ def split_turns(text: str, stop_strings: tuple[str, ...]) -> list[str]:
 def replay_episode(
     processor, prompt: PromptInputs, env: Environment, target: str, turn_end: str, index: int = 0
 ) -> Trajectory:
-    """Prompt + the target's turns with the environment's observations between them (module doc)."""
+    """Prompt + the target's turns with the environment's observations between them (module doc); the
+    environment's optional ``close()`` is called after (a served environment ends its session)."""
+    try:
+        return _replay(processor, prompt, env, target, turn_end, index)
+    finally:
+        close_environment(env, DEFAULT_STEP_TIMEOUT_S)
+
+
+def _replay(
+    processor, prompt: PromptInputs, env: Environment, target: str, turn_end: str, index: int = 0
+) -> Trajectory:
     tokenizer = processor.tokenizer
     sample = prompt.sample
     turns = split_turns(target, tuple(getattr(env, "stop_strings", ())))

@@ -27,6 +27,7 @@ from mmreason.rollout.environment import Observation  # noqa: E402
 from mmreason.rollout.generate import GenerationSettings  # noqa: E402
 from mmreason.rollout.multiturn import ENVIRONMENT_ERROR, ended_by_fault  # noqa: E402
 from mmreason.rollout.prompts import build_prompt  # noqa: E402
+from mmreason.rollout.replay import replay_episode  # noqa: E402
 from mmreason.types import Sample  # noqa: E402
 
 KEY = "episodes-test-key-0123456789"
@@ -108,6 +109,19 @@ def test_a_dead_server_or_a_raising_environment_ends_episodes_as_faults(tiny, se
             assert ended_by_fault(t) and t.end.reason == ENVIRONMENT_ERROR and said in t.end.detail
             assert [turn.role for turn in t.turns] == ["assistant"]  # the first turn's answer was the fault
     assert server.info()["sessions"] == 0 and server.info()["counts"]["env_errors"] == 2
+
+
+def test_an_sft_replay_through_the_server_closes_its_session(tiny, served):
+    _, processor = tiny
+    server, url = served
+    prompt = build_prompt(processor, _sample(), max_prompt_length=1024)
+    target = '<tool_call>{"name": "zoom"}</tool_call>It is blue.'
+    t = replay_episode(processor, prompt, http_environment(url, api_key=KEY)(), target, "<|im_end|>")
+    assert [turn.role for turn in t.turns] == ["assistant", "observation", "assistant"]
+    assert (
+        t.turns[1].text == "zoom 1:" and int((t.mm_token_type_ids[t.turns[1].start : t.turns[1].end] == 1).sum()) == 4
+    )
+    assert server.info()["counts"]["opened"] == 1 and server.info()["sessions"] == 0
 
 
 PACK = """
