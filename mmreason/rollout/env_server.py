@@ -33,6 +33,7 @@ import secrets
 import signal
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -288,6 +289,10 @@ def build_app(server: EnvServer):
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        # the environments' code runs in these threads: one per call that may be in progress (asyncio's default
+        # pool has cores + 4, so a machine's worth of slow tools would queue the other episodes' steps)
+        workers = server.limits.max_connections + 4
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(workers, thread_name_prefix="env-serve"))
         task = asyncio.create_task(server.expire_forever())
         yield
         task.cancel()

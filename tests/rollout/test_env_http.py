@@ -176,3 +176,37 @@ def test_the_server_refuses_malformed_calls(serve):
     code, body = post("/reset", {"sample": {"id": "x", "messages": [], "videos": [{"path": "a", "bogus": 1}]}})
     assert code == 400 and "videos[0]" in body["error"]
     assert server.info()["sessions"] == 0
+
+
+class GateEnv(CropEnv):
+    """``wait`` in the action holds the step until the test opens the gate."""
+
+    gate = threading.Event()
+
+    def step(self, action_text: str) -> Observation:
+        if "wait" in action_text:
+            assert GateEnv.gate.wait(20)
+        return super().step(action_text)
+
+
+def test_a_slow_step_holds_neither_other_episodes_nor_a_second_step_of_its_own(serve):
+    server, url = serve(GateEnv)
+    GateEnv.gate.clear()
+    slow, other = HttpEnvironment(url, api_key=KEY), HttpEnvironment(url, api_key=KEY, timeout_s=5)
+    slow.reset(_sample("slow"))
+    other.reset(_sample("other"))
+    got = {}
+    thread = threading.Thread(target=lambda: got.update(obs=slow.step("wait")))
+    thread.start()
+    try:
+        while not any(s.busy for s in server.sessions.values()):  # the slow step is inside the environment
+            time.sleep(0.01)
+        assert other.step("ab").text == "crop 16"  # served while the slow step waits (a 5 s client limit)
+        twin = HttpEnvironment(url, api_key=KEY, timeout_s=5)
+        twin.episode_id, twin.sample_id = slow.episode_id, "slow"
+        with pytest.raises(EnvironmentServerError, match=r"409.*a step is in progress"):
+            twin.step("ab")
+    finally:
+        GateEnv.gate.set()
+        thread.join(30)
+    assert got["obs"].text == "crop 32"
