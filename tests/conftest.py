@@ -45,3 +45,16 @@ def shapes_cache(tmp_path_factory):
     path = tmp_path_factory.mktemp("cache")
     os.environ["MMREASON_CACHE"] = str(path)
     return path
+
+
+def pytest_collection_modifyitems(config, items):
+    """Put every test of a module that starts processes with ``accelerate launch`` on one xdist worker
+    (``--dist loadgroup``): those launches share accelerate's default port, so they must not overlap."""
+    launches: dict[str, bool] = {}
+    for item in items:
+        path = str(item.path)
+        if path not in launches:
+            text = item.path.read_text(errors="replace")
+            launches[path] = '"launch"' in text and "accelerate" in text
+        if launches[path]:
+            item.add_marker(pytest.mark.xdist_group("processes"))
