@@ -111,7 +111,7 @@ def test_the_readme_is_a_front_door():
     lines = _text(README).splitlines()
     assert len(lines) <= 250, f"README.md has {len(lines)} lines; per-pack material goes to docs/tasks/<pack>.md"
     blocks = _bash_blocks(README)
-    assert blocks[0].strip() == SETUP and blocks[1].strip() == "python -m pytest -q"  # the two commands, first
+    assert blocks[0].strip() == SETUP and blocks[1].strip() == "python -m pytest -q -n 2"  # the two commands, first
     for pack in sorted(p.parent.name for p in (ROOT / "tasks").glob("*/__init__.py")):
         assert f"| `{pack}` |" in _text(README), f"the README's task-pack table has no line for {pack!r}"
         assert (ROOT / "docs" / "tasks" / f"{pack}.md").is_file(), f"docs/tasks/{pack}.md is missing"
