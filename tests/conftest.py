@@ -9,7 +9,13 @@ import torch
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# Under xdist (the README's `-n 2`) each worker gets one core's worth: one torch thread, and one for the
+# processes a test starts; otherwise at most two.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+else:
+    torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
 @pytest.fixture
@@ -45,3 +51,16 @@ def shapes_cache(tmp_path_factory):
     path = tmp_path_factory.mktemp("cache")
     os.environ["MMREASON_CACHE"] = str(path)
     return path
+
+
+def pytest_collection_modifyitems(config, items):
+    """Put every test of a module that starts processes with ``accelerate launch`` on one xdist worker
+    (``--dist loadgroup``): those launches share accelerate's default port, so they must not overlap."""
+    launches: dict[str, bool] = {}
+    for item in items:
+        path = str(item.path)
+        if path not in launches:
+            text = item.path.read_text(errors="replace")
+            launches[path] = '"launch"' in text and "accelerate" in text
+        if launches[path]:
+            item.add_marker(pytest.mark.xdist_group("processes"))

@@ -53,9 +53,9 @@ def ensure_process_group(device: torch.device) -> None:
 
     if dist.is_initialized():
         return
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29533")
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
+    # An in-memory store: a world of one needs no rendezvous, so no port can clash with another run's.
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
 
 
 @contextmanager

@@ -82,31 +82,31 @@ def test_a_run_with_a_reward_thread_still_running_exits_0(tiny_model_dir, shapes
     not ACCELERATE.exists() and shutil.which("accelerate") is None, reason="accelerate CLI not installed"
 )
 @pytest.mark.parametrize("config", ["ddp_cpu.yaml", "fsdp_cpu.yaml"])
-def test_two_process_runs_exit_0_on_every_rank_again_and_again(tiny_model_dir, shapes_cache, tmp_path, config):
-    """Two-process runs, twice per launcher config, each with a worker thread still running at the end."""
+def test_two_process_runs_exit_0_on_every_rank(tiny_model_dir, shapes_cache, tmp_path, config):
+    """A two-process run per launcher config, with a worker thread still running at the end (the first-hour
+    matrix, tests/parallel/test_first_hour_matrix.py, launches each config again, six more times)."""
     reward = tmp_path / "slow_reward.py"
     reward.write_text(SLOW_REWARD)
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1"}
-    for attempt in range(2):
-        out = tmp_path / f"run{attempt}"
-        done = subprocess.run(
-            [
-                str(ACCELERATE),
-                "launch",
-                "--config_file",
-                str(ROOT / "configs" / "accelerate" / config),
-                "-m",
-                "mmreason",
-                "train",
-                *_args(tiny_model_dir, out, reward, 2),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=tmp_path,
-        )
-        _check(done, out)
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [
+            str(ACCELERATE),
+            "launch",
+            "--config_file",
+            str(ROOT / "configs" / "accelerate" / config),
+            "-m",
+            "mmreason",
+            "train",
+            *_args(tiny_model_dir, out, reward, 2),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    _check(done, out)
 
 
 def test_a_run_called_in_process_returns_to_its_caller_with_a_worker_thread_still_running(
