@@ -82,7 +82,8 @@ def logprobs_in_head(
             suppressed=suppressed,
             with_entropy=with_entropy,
         )
-        return torch.stack([lp] if ent is None else [lp, ent], dim=-1)[None]
+        # a fresh tensor, not a view: FSDP2 hooks the unit's output for its backward
+        return torch.stack([lp[None]] if ent is None else [lp[None], ent[None]], dim=-1)
 
     with lm_head_rows(model, rows):
         head.forward = forward  # an instance attribute: the module's __call__ (and its hooks) stay
