@@ -46,6 +46,10 @@ BENCHES = {
         "mmreason.bench.plan_check",
         "mmreason plan's predicted peak memory against one measured GRPO update (tiny, base, qwen-vocab)",
     ),
+    "fsdp-memory": (
+        "mmreason.bench.fsdp_memory",
+        "the FSDP2 update's peak memory on CPU processes, before and after the sharded-update memory savers",
+    ),
     "async-generation": (
         "mmreason.bench.async_generation",
         "GRPO step time with generation one step off the update vs synchronous, engine and trainer on own cores",

@@ -105,12 +105,20 @@ def shard_model(
     *,
     mixed_precision: str = "no",
     device: torch.device | str | None = None,
+    frozen: bool = False,
 ):
     """``fully_shard`` every module whose class name is in ``classes``, then the root; returns the model.
     A class name that matches no module is an error naming the classes the model has. The parameters are
     sharded in ``sharding_dtypes``' storage dtype (fp32 masters for a bf16 run) over every process, on
     ``device``'s kind (the accelerator's; CUDA takes each process's current device), each unit cast to the
-    compute dtype when gathered; gradients are reduced in fp32."""
+    compute dtype when gathered; gradients are reduced in fp32.
+
+    The units reshard after forward as the launcher says (``fsdp_reshard_after_forward``); the root keeps its
+    parameters from its forward to its backward (FSDP2's own choice for a root: its backward starts at once
+    with the LM head and ends with the embeddings, so resharding in between saves nothing and costs a second
+    all-gather). ``frozen`` (the reference model, never trained): every parameter is sharded in its own dtype,
+    no cast when gathered (it computes as the whole copy it replaces did), and every unit, the root too,
+    reshards after each forward (no backward ever frees it)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     if reshard_after_forward is None:
@@ -126,6 +134,8 @@ def shard_model(
     from torch.distributed.device_mesh import init_device_mesh
 
     storage, compute = sharding_dtypes(next(model.parameters()).dtype, mixed_precision)
+    if frozen:
+        storage, compute, reshard_after_forward = next(model.parameters()).dtype, None, True
     kind = torch.device(device).type if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
     mesh = init_device_mesh(kind, (dist.get_world_size(),))
     policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32) if compute is not None else None
@@ -141,7 +151,7 @@ def shard_model(
             _cast_unsharded(module, storage)
             fully_shard(module, **options)
     _cast_unsharded(model, storage)
-    fully_shard(model, **options)
+    fully_shard(model, **{**options, "reshard_after_forward": frozen})
     return model
 
 
@@ -159,11 +169,14 @@ def is_sharded(model) -> bool:
 
 
 @contextmanager
-def gathered(model):
+def gathered(model, *, whole: bool = True):
     """Every process enters together: a sharded model's parameters are all-gathered once and stay whole
     until the block ends, so forwards inside (``generate``) need no collective and may differ in number
-    between processes, or run on one process only. Anything else is yielded as it is."""
-    if not is_sharded(model):
+    between processes, or run on one process only. On exit every unit is resharded and gets back its own
+    ``reshard_after_forward`` (the root's, the launcher's, or one set by hand). ``whole=False`` (the block
+    runs no forward of this model, e.g. a vLLM engine generates) gathers nothing: the model stays sharded.
+    Anything else is yielded as it is."""
+    if not whole or not is_sharded(model):
         yield model
         return
     from torch.distributed.fsdp import FSDPModule
@@ -172,8 +185,9 @@ def gathered(model):
     # The root's state must be set up before any unit runs on its own (generation may call the vision
     # tower directly); the root's first forward would do this, and there may have been none yet.
     model._get_fsdp_state()._lazy_init()
+    own = [reshards_after_forward(unit) for unit in units]
     for unit in units:
-        unit.set_reshard_after_forward(False)
+        unit.set_reshard_after_forward(False, recurse=False)
         unit.unshard()
     # transformers' generate() syncs every decoding step across processes for a module FSDP manages
     # (``synced_gpus``); with the parameters whole there is nothing to sync.
@@ -183,10 +197,16 @@ def gathered(model):
         yield model
     finally:
         model._is_fsdp_managed_module = managed
-        reshard = os.environ.get("FSDP_RESHARD_AFTER_FORWARD", "true").lower() == "true"
-        for unit in units:
+        for unit, reshard in zip(units, own):
             unit.reshard()
-            unit.set_reshard_after_forward(reshard)
+            unit.set_reshard_after_forward(reshard, recurse=False)
+
+
+def reshards_after_forward(unit) -> bool:
+    """Whether FSDP2 unit ``unit`` frees its gathered parameters after each forward (its param group's
+    post-forward mesh is set; torch has no public reader of it)."""
+    groups = unit._get_fsdp_state()._fsdp_param_groups
+    return any(g.post_forward_mesh_info is not None for g in groups)
 
 
 def full_state_dict(model) -> dict[str, torch.Tensor] | None:

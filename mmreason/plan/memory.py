@@ -25,14 +25,15 @@ sum; a fixed allowance for the CUDA context, NCCL buffers and allocator fragment
   checkpointing (transformers' per-layer checkpoint) each layer keeps only its input (``rh``) and one layer is
   recomputed at a time. Backward adds a working set: the residual stream's gradient and one MLP's gradients.
 - **The LM head** sees only the completion tokens. Chunked (``rl/lm_head.py``) it keeps a few fp32
-  ``[c x V]`` chunks of ``HIDDEN_CHUNK_ELEMENTS`` and one ``[V x h]`` weight gradient; as whole logits (a head
-  the trainer cannot chunk: under FSDP2 today, ``rollout/forward.py`` ``chunkable_head``) it keeps the logits,
+  ``[c x V]`` chunks of ``HIDDEN_CHUNK_ELEMENTS`` and one ``[V x h]`` weight gradient (under FSDP2 inside the
+  head's forward, ``rollout/sharded_head.py``); as whole logits (a head the trainer cannot chunk: LoRA-wrapped,
+  or ``chunked_sharded_head=False`` for the trainer before it chunked a sharded head) it keeps the logits,
   their suppressed-id copy, the fp32 log-softmax input and, with the entropy kept differentiable as today, the
   entropy's fp32 graph (``rl/logits.py``).
-- **Reference model** (``algorithm.beta > 0``): a full unsharded copy in the model's dtype on every GPU today
-  (``train/setup.py``).
+- **Reference model** (``algorithm.beta > 0``): in the model's dtype, sharded like the policy under FSDP2 (1/N
+  on each GPU), a full copy on one process or under DDP (``train/setup.py`` ``place_reference``).
 - **Rollout**: HF generation keeps every row's KV cache; under FSDP2 the whole policy is gathered in the compute
-  dtype for the rollout phase (``parallel/sharding.py`` ``gathered``). A colocated vLLM engine holds
+  dtype for HF generation (``parallel/sharding.py`` ``gathered``), not when a vLLM engine generates. A colocated vLLM engine holds
   ``rollout.vllm_gpu_memory_utilization`` of the card (its weights and KV cache), during the update too unless
   ``rollout.vllm_enable_sleep_mode``.
 
@@ -67,10 +68,10 @@ BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 class TrainerMemory:
     """Where the trainer keeps what (``TODAY``: this version's choices)."""
 
-    reference: Literal["replicated", "sharded", "offloaded"] = "replicated"
-    rollout_gather: bool = True  # FSDP2: the whole policy gathered for the rollout phase
+    reference: Literal["replicated", "sharded", "offloaded"] = "sharded"
+    rollout_gather: bool = False  # FSDP2: the whole policy gathered for the rollout phase even when vLLM generates
     offload_in_rollout: bool = False  # parameters, gradients and optimizer state on the CPU while generating
-    chunked_sharded_head: bool = False  # the chunked LM head on a sharded head
+    chunked_sharded_head: bool = True  # the chunked LM head on a sharded head (rollout/sharded_head.py)
     sharded_masters: bool = True  # FSDP2 shards fp32 masters for a bf16 run, whatever model.master_weights says
     entropy_graph: bool = True  # whole-logits entropy kept differentiable
 
@@ -286,7 +287,7 @@ def rollout(shape: ModelShape, s: RunSettings, gpu_memory_gib: float) -> list[It
     items = []
     if (
         s.sharding == "fsdp"
-        and s.trainer.rollout_gather
+        and (s.rollout_backend != "vllm" or s.trainer.rollout_gather)
         and not (s.rollout_backend == "vllm" and s.vllm_mode == "server")
     ):
         items.append(Item("policy gathered for rollouts", shape.parameters() * e, ("rollout",), "parallel/sharding.py"))

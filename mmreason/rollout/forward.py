@@ -152,29 +152,48 @@ def token_logprobs(
     ``temperature`` and ``suppressed`` must be the sampler's (``rollout.temperature``, the suppressed vision
     specials), so log-probs are those of the distribution the completions were drawn from (as TRL and verl
     divide by the temperature); a trained token that is suppressed gets log-prob 0. ``chunked`` (where the
-    head allows it, ``chunkable_head``): no [M, V] logits are kept for backward (``rl.lm_head``).
+    head allows it, ``chunkable_head``; an FSDP2-sharded head computes them in its forward,
+    ``rollout.sharded_head``): no [M, V] logits are kept for backward (``rl.lm_head``).
     """
     if batch.forward_batch is not None:
         return _with_stand_ins(
             model, batch, with_entropy, temperature=temperature, suppressed=suppressed, chunked=chunked
         )
     reset_position_state(model)  # state left by generate(); positions must be recomputed
+    sampling = {"temperature": temperature, "suppressed": suppressed}
     n, t = batch.input_ids.shape
     first = first_action_position(batch.action_mask)  # the transformer's last layer runs from here on only
     trained = batch.action_mask[:, first:].bool()  # [N, T - first]: the tokens that get a log-prob
     # hidden state first - 1 + j predicts token first + j; the last position predicts nothing
     rows = torch.nn.functional.pad(trained, (0, 1))
     head = chunkable_head(model) if chunked else None
-    with lm_head_rows(model, rows, hidden=head is not None):
-        out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)
     targets = batch.input_ids[:, first:][trained]  # [M]
-    lp, ent = head_logprobs(
-        out.logits[0], targets, head, with_entropy=with_entropy, temperature=temperature, suppressed=suppressed
-    )
+    if chunked and head is None and _sharded_head(model) is not None:  # FSDP2: the head computes them itself
+        lp, ent = _logprobs_in_sharded_head(model, batch, rows, targets, t - first + 1, with_entropy, **sampling)
+    else:
+        with lm_head_rows(model, rows, hidden=head is not None):
+            out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)
+        lp, ent = head_logprobs(out.logits[0], targets, head, with_entropy=with_entropy, **sampling)
     where = torch.nn.functional.pad(trained, (first, 0))  # [N, T]
     logprobs = lp.new_zeros(n, t).masked_scatter(where, lp)
     entropy = None if ent is None else ent.new_zeros(n, t).masked_scatter(where, ent)
     return logprobs, entropy
+
+
+def _sharded_head(model):
+    from mmreason.rollout.sharded_head import sharded_head
+
+    return sharded_head(model)
+
+
+def _logprobs_in_sharded_head(model, batch: ModelBatch, rows, targets, keep: int, with_entropy: bool, **sampling):
+    """[M] log-probs (and entropies) of ``targets`` from one forward whose FSDP2-sharded LM head computes them
+    chunk by chunk with its gathered weight (``rollout.sharded_head``): no [M, V] logits kept."""
+    from mmreason.rollout.sharded_head import logprobs_in_head
+
+    with logprobs_in_head(model, rows, targets, with_entropy=with_entropy, **sampling) as read:
+        out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=keep)
+    return read.split(out.logits)
 
 
 def _with_stand_ins(
@@ -224,8 +243,9 @@ def head_logprobs(
 
 
 def chunkable_head(model) -> torch.nn.Linear | None:
-    """The model's LM head when log-probs can be taken from its input chunk by chunk: a plain ``nn.Linear``
-    with local weights (not a LoRA-wrapped head, not an FSDP shard); None otherwise (the logits path)."""
+    """The model's LM head when log-probs can be taken from its input chunk by chunk after the forward: a plain
+    ``nn.Linear`` with local weights (not a LoRA-wrapped head); None otherwise (the logits path, or for an FSDP2
+    shard the head's own forward: ``rollout.sharded_head``)."""
     inner = getattr(model, "module", model)
     head = inner.get_output_embeddings()
     if type(head) is not torch.nn.Linear or hasattr(head.weight, "to_local"):

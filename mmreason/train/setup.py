@@ -337,7 +337,7 @@ def _components(
     ref_model = None
     if cfg.algorithm.beta > 0:
         ref_cfg = ModelConfig(**{**cfg.model.__dict__, "lora": False, "gradient_checkpointing": False})
-        ref_model = load_model(ref_cfg, trainable=False).to(accelerator.device)
+        ref_model = place_reference(load_model(ref_cfg, trainable=False), accelerator)
     pack, dataset = load_task_data(cfg)
     steps = total_steps if total_steps is not None else cfg.max_steps
     model, optimizer, scheduler = prepare_training(
@@ -376,6 +376,14 @@ def place_model(model, accelerator, *, verbose: bool = False):
             f"process(es) (torch fully_shard); parameters in {storage}, computed in {compute or storage}"
         )
     return model
+
+
+def place_reference(model, accelerator):
+    """The reference model placed like the policy: sharded over the processes under FSDP2 (in its own dtype,
+    every unit resharded after each forward: ``shard_model(frozen=True)``), else a whole copy on the device."""
+    if not needs_own_sharding(accelerator):
+        return model.to(accelerator.device)
+    return shard_model(model, wrap_classes(), device=accelerator.device, frozen=True)
 
 
 def prepare_training(cfg: TrainConfig, accelerator, model, total_steps: int):

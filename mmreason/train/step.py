@@ -49,6 +49,7 @@ from mmreason.train.metrics import completion_rows, rollout_metrics
 from mmreason.train.prompts import build_prompts, prompt_of, unseen_media
 from mmreason.train.records import task_index, task_names
 from mmreason.train.rollout_backend import rest_engine, sync_weights
+from mmreason.train.rollout_gather import rollouts_run_policy
 from mmreason.train.setup import Run
 from mmreason.train.table import StepTable, build_table
 from mmreason.train.timing import PhaseTimes
@@ -88,7 +89,8 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
 def get_rollouts(run: Run, step: int, timed: PhaseTimes) -> Rollouts:
     """The step's scored groups: one round drawn, rolled out and scored, redone in part by the within-step method
     that is on, with DAPO's further rounds when on. A fault on any process stops every process here."""
-    with gathered(run.accelerator.unwrap_model(run.model)):  # a sharded model generates whole (mmreason.parallel)
+    # a sharded model generates whole (mmreason.parallel); not gathered at all when a vLLM engine generates
+    with gathered(run.accelerator.unwrap_model(run.model), whole=rollouts_run_policy(run)):
         # draw -> roll out -> score; with rollout.async_generation the rollouts generated during the last update
         got = rollouts_for_step(run, step, timed)
         got = regenerate(run, step, timed, got)  # refinement, hints, anchors or augmentation, when on

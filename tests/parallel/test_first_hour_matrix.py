@@ -8,7 +8,8 @@ process per step and one row per mini-batch, so the processes' mini-batches diff
 in-training eval runs on the same mix. Before the vision stand-ins (rollout/stand_ins.py) FSDP2 died at step 2 with
 a gloo size mismatch (one process ran the vision blocks, the other did not); before the head computed in the run's
 precision (rl/lm_head.py) every bf16-mixed-precision cell with a bf16 model died at its first update. SFT on the
-same mix under DDP and FSDP2 (each died at step 2) is the last two cells.
+same mix under DDP and FSDP2 (each died at step 2) is the last two cells. The FSDP2 cells keep a reference model
+too (``algorithm.beta``), sharded like the policy: its forwards are collectives as well.
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def test_two_grpo_steps(launch_name, precision, tiny_model_dir, mixed_data, shap
         "rollout.num_generations=2",
         "rollout.max_completion_length=4",
         "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",  # varies on the random model's output: updates run
+        # FSDP2: a reference model too, sharded like the policy (its forwards are collectives, stand-ins matched)
+        *(["algorithm.beta=0.04"] if launch_name == "fsdp2" else []),
     ]
     done = launch(accelerate_config(tmp_path, launch_name, mixed), ["train", *args], env, tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -135,16 +135,23 @@ def test_7b_full_parameters_on_one_40gb_card_does_not_fit():
     assert not plan(shape, replace(s, gpus=2), 40).fits
 
 
-def test_today_trainer_keeps_a_full_reference_and_gathers_the_policy():
-    """With this version's placement the 7B run on 8 x 40 GB does not fit (an unsharded bf16 reference on every
-    GPU, the whole policy gathered for the rollouts); beta 0 and LoRA are what make it fit."""
+def test_today_trainer_shards_the_reference_and_keeps_the_policy_sharded_while_vllm_generates():
+    """With this version's placement under FSDP2 (the reference sharded like the policy, no whole-policy gather
+    while vLLM generates, the chunked head on the sharded head) the 7B run on 8 x 40 GB misses by the reference
+    alone (no offloading while generating, unlike EasyR1): beta 0 makes it fit. The placement before
+    (a whole reference on every GPU, the policy gathered for the rollouts, whole logits) needed twice the card."""
     shape, s = _easyr1("Qwen/Qwen2.5-VL-7B-Instruct", 8, bf16=False)
     today = replace(s, trainer=TODAY)
     names = {i.name for i in plan(shape, today, 40).items}
-    assert {"reference model", "policy gathered for rollouts"} <= names
+    assert {"reference model (sharded)", "LM head (chunked)"} <= names
+    assert not names & {"reference model", "policy gathered for rollouts", "LM head (whole logits)"}
     assert not plan(shape, today, 40).fits
     changes, fixed = what_fits(shape, today, 40)
-    assert fixed.fits and "algorithm.beta=0" in changes
+    assert fixed.fits and changes == ["algorithm.beta=0"]
+    before = replace(s, trainer=replace(TODAY, reference="replicated", rollout_gather=True, chunked_sharded_head=False))
+    old_names = {i.name for i in plan(shape, before, 40).items}
+    assert {"reference model", "policy gathered for rollouts", "LM head (whole logits)"} <= old_names
+    assert plan(shape, before, 40).peak > 2 * 40 * GIB
 
 
 def test_cli_plans_a_recipe_from_the_model_folder(tiny_model_dir, capsys):
