@@ -10,10 +10,10 @@ import json
 import os
 import signal
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import torch
 from PIL import Image
 
@@ -155,25 +155,30 @@ def _trained(out: Path) -> dict[int, list[str]]:
     return {s: sorted(groups.values()) for s, groups in by_step.items()}
 
 
-def _stop_after_first_step(metrics: Path) -> threading.Thread:
+def _stop_after_first_step(metrics: Path, over: threading.Event) -> threading.Thread:
+    """SIGTERM to this process once the run logged its first step (the run loop notes it and stops after the
+    step in progress, as ``timeout`` or SLURM would stop it); nothing once ``over`` is set."""
+
     def watch():
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
+        while not over.wait(0.01):
             if metrics.exists() and metrics.read_text().strip():
-                os.kill(os.getpid(), signal.SIGTERM)  # noted by the run loop: it stops after the step
+                os.kill(os.getpid(), signal.SIGTERM)
                 return
-            time.sleep(0.01)
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread
 
 
+@pytest.mark.slow
 def test_k_step_off_episodes_stopped_in_flight_resume_without_loss_or_repeat(tiny_model_dir, shapes_cache, tmp_path):
-    out = tmp_path / "run"
-    watcher = _stop_after_first_step(out / "metrics.jsonl")
-    assert main(_args(tiny_model_dir, out, 200)) == 128 + signal.SIGTERM
-    watcher.join()
+    out, over = tmp_path / "run", threading.Event()
+    watcher = _stop_after_first_step(out / "metrics.jsonl", over)
+    try:
+        assert main(_args(tiny_model_dir, out, 200)) == 128 + signal.SIGTERM
+    finally:
+        over.set()
+        watcher.join()
     before = _trained(out)
     last = max(before)
     assert sorted(before) == list(range(1, last + 1)) and last < 200
