@@ -130,6 +130,10 @@ class Trajectory:
     # the policy version that sampled it (asynchronous generation, train/async_rollouts.py): the step whose
     # update the engine's weights ended with; None when generated in step with the update
     policy_version: int | None = None
+    # [T] the policy version that sampled each token (-1 where nothing was sampled: prompt, observations); an
+    # asynchronous episode continues across a weight push at its next turn, so its turns may differ. None when
+    # generated in step with the update
+    token_versions: torch.Tensor | None = None
 
     @property
     def completion_length(self) -> int:

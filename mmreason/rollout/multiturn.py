@@ -23,7 +23,8 @@ context; its sampled tokens' log-probs are kept as the trajectory's ``rollout_lo
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -43,6 +44,9 @@ from mmreason.rollout.row_sampling import row_seeds
 from mmreason.rollout.visibility import UnseenMedia, check_encoded, check_rendered
 from mmreason.types import EndReason, EpisodeEnd, Trajectory, Turn
 
+# Asynchronous generation's hold on the engine for one turn's sampling call (train/async_rollouts.py): entered
+# around each turn's call, it yields the policy version the engine holds during it
+TurnGate = Callable[[], AbstractContextManager[int]]
 UNSEEN_MEDIA: EndReason = "unseen media"  # an observation's media would not reach the model
 ENVIRONMENT_ERROR: EndReason = "environment error"  # the environment raised or ran past its time limit
 
@@ -128,6 +132,7 @@ class _Episode:
     videos: list = field(default_factory=list)
     video_metadata: list = field(default_factory=list)
     logprobs: torch.Tensor | None = None  # [len(ids)] the engine's log-probs of sampled tokens (0 elsewhere)
+    versions: torch.Tensor | None = None  # [len(ids)] the policy version of each sampled token (-1 elsewhere)
 
     def shown_images(self) -> list:
         """The observations' images the model was actually shown (the context's images past the prompt's)."""
@@ -169,6 +174,7 @@ class _Episode:
             },
             rollout_logprobs=self.logprobs,
             end=self.ended,
+            token_versions=self.versions,
         )
 
 
@@ -185,6 +191,7 @@ def run_episodes(
     max_observation_tokens: int | None = None,
     step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
     with_logprobs: bool = False,
+    turn_gate: TurnGate | None = None,
 ) -> list[Trajectory | EnvironmentStartError]:
     """Play all ``starts`` together: each turn, every live episode samples its next assistant turn in one
     batched ``generate`` call (``sample_rows``; with an engine as ``model``, one engine call), then each
@@ -198,6 +205,9 @@ def run_episodes(
     (default 60; None: no limit). A turn ends at EOS or at one of the environment's ``stop_strings`` (one pack
     per call: the first start's), which replace ``settings.stop_strings``. With an engine, or with HF generation
     and ``with_logprobs``, each trajectory carries the sampler's log-probs of its assistant tokens (0 elsewhere).
+    ``turn_gate`` (asynchronous generation) is held around each turn's sampling call only, so a weight push can
+    land between two turns of an episode (a partial rollout); each trajectory's ``token_versions`` then records
+    the version the gate yielded for every sampled token.
     """
     if starts:
         settings = replace(settings, stop_strings=tuple(getattr(starts[0].env, "stop_strings", ())))
@@ -226,12 +236,14 @@ def run_episodes(
             videos=list(p.videos),
             video_metadata=list(p.video_metadata),
             logprobs=torch.zeros(p.length) if _is_engine(model) or with_logprobs else None,
+            versions=torch.full((p.length,), -1, dtype=torch.long) if turn_gate is not None else None,
         )
     for turn in range(max_turns):
         live = [e for e in episodes.values() if not e.finished]
         if not live:
             break
-        rows = _sample_turn(model, processor.tokenizer, live, settings, seed, step, turn, with_logprobs)
+        with turn_gate() if turn_gate is not None else nullcontext(-1) as version:
+            rows = _sample_turn(model, processor.tokenizer, live, settings, seed, step, turn, with_logprobs)
         for e, (row, logprobs, hf_logprobs) in zip(live, rows):
             _play_turn(
                 processor,
@@ -245,6 +257,7 @@ def run_episodes(
                 step_timeout_s,
                 logprobs=logprobs,
                 hf_logprobs=hf_logprobs,
+                version=version,
             )
     for i, e in episodes.items():
         results[i] = e.trajectory()
@@ -315,6 +328,7 @@ def _play_turn(
     *,
     logprobs: torch.Tensor | None = None,
     hf_logprobs: torch.Tensor | None = None,
+    version: int = -1,
 ) -> None:
     """Append one sampled assistant turn to ``e``, let its environment answer, and append the observation.
     ``logprobs``: an engine's row (no padding; it stopped at EOS, a stop string or the limit) and its log-probs.
@@ -339,6 +353,8 @@ def _play_turn(
     e.mask = torch.cat([e.mask, torch.ones_like(action)])
     if e.logprobs is not None:
         e.logprobs = torch.cat([e.logprobs, logprobs if logprobs is not None else torch.zeros(action.numel())])
+    if e.versions is not None:
+        e.versions = torch.cat([e.versions, torch.full((action.numel(),), version, dtype=torch.long)])
     e.turns.append(Turn("assistant", text, start, int(e.ids.numel())))
     ended_with_eos = action.numel() > 0 and int(action[-1]) in eos
     e.truncated = truncated and not any(text.endswith(s) for s in settings.stop_strings)
@@ -378,6 +394,8 @@ def _play_turn(
     e.mask = torch.cat([e.mask, torch.zeros_like(obs_ids)])
     if e.logprobs is not None:
         e.logprobs = torch.cat([e.logprobs, torch.zeros(obs_ids.numel())])
+    if e.versions is not None:
+        e.versions = torch.cat([e.versions, torch.full((obs_ids.numel(),), -1, dtype=torch.long)])
     if obs_visual:
         e.visual.append(obs_visual)
     e.images.extend(obs.images)

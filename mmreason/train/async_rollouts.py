@@ -1,27 +1,35 @@
-"""One-step-off-policy generation (``rollout.async_generation``; docs/vllm.md "Asynchronous generation").
+"""Off-policy generation, one or k steps ahead (``rollout.async_generation``; docs/training.md "Asynchronous
+generation", docs/vllm.md).
 
 A producer owns the background generation and the policy version counter. Step s's prompts are drawn and
 built in the training thread (the sampler is drawn in step order, so the prompts are the synchronous run's),
 then a background thread hands them to the rollout backend's one batch call (``generate_groups``: the vLLM
-engine, in this process with weights of its own, or the ``mmreason vllm-serve`` client) while the training thread goes
+engine, in this process with weights of its own, or the ``mmreason vllm-serve`` client; with
+``rollout.backend: hf`` a frozen copy of the policy, ``async_episodes.PolicyCopy``) while the training thread goes
 on with the previous step's update. The engine is shared through one lock (``EngineLock``): a weight push
 waits for the generation in flight (``async/update_wait_s``) and goes before any generation queued behind it,
 so the weights reach the engine as soon as an update finishes.
 
+Episodes (a task with an environment and ``rollout.max_turns > 1``) hold the engine one turn at a time
+(``async_episodes.play_episodes``): a push lands between two turns and the episode goes on under the new
+weights (a partial rollout); each token's version is on the trajectory (``token_versions``) and its log-prob
+under that version is the behaviour policy the per-token importance correction divides by.
+
 Versions: the engine holds version v after the push of step v's update (v = 0: the initial weights, or the
 checkpoint's on resume). A generation for step s may start once ``(s - 1) - v <= rollout.max_staleness``;
-every trajectory carries the ``policy_version`` that sampled it and the step logs the staleness
-``(s - 1) - policy_version`` (the synchronous run's is 0). With ``max_staleness: 0`` step s is generated only
+every trajectory carries the ``policy_version`` of its first turn and the version of each token, and the step logs
+the staleness ``(s - 1) - version`` (``async_episodes.version_metrics``; the synchronous run's is 0). With ``max_staleness: 0`` step s is generated only
 after step s - 1's push, from the same prompts, seeds and weights as the synchronous run: the same rows.
 
 The loss treats the sampler's log-probs (``rollout_logprobs``) as the behaviour policy, through the existing
-rollout correction (``train/update.py``: truncated importance sampling, on by default with vLLM).
+rollout correction (``train/update.py``: truncated importance sampling, on by default, per token).
 
 Checkpoints: prompts drawn for steps that have not trained yet are not saved with a checkpoint; the sampler's
 state in it is the one before the oldest such draw (``RewindingSampler``), so a resumed run draws them again
 (the same prompts, seeds from (run seed, step, sample)) and generates them with the checkpoint's weights. No
-prompt is trained twice or skipped; the rows of the first resumed step may differ from the uninterrupted run's,
-which sampled them with one version older weights.
+prompt is trained twice or skipped; the rows of the first resumed steps may differ from the uninterrupted run's,
+which sampled them with older weights. The prompts a stop leaves drawn but untrained are named in the run's
+``async_redrawn`` event.
 """
 
 from __future__ import annotations
@@ -30,12 +38,23 @@ import copy
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from mmreason.config import ConfigError
-from mmreason.rollout.generate import GenerationSettings, group_seed
+from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
 from mmreason.sampling.records import Drawn, Rollouts, no_rewards
+from mmreason.train.async_episodes import (
+    Played,
+    PolicyCopy,
+    account_episodes,
+    is_episodic,
+    play_episodes,
+    stamp_versions,
+    version_metrics,
+)
 from mmreason.train.config import TrainConfig
 from mmreason.train.faults import fault_guard
 from mmreason.train.prompts import build_prompts
@@ -49,17 +68,10 @@ def check_async_config(cfg: TrainConfig) -> None:
     if not r.async_generation:
         return
     key = "rollout.async_generation=true"
-    if r.backend != "vllm":
-        # HF generate would run in a thread of this process: the same cores as the update, and the weights it
-        # reads are the ones the optimizer is changing. An engine holds weights of its own (colocated, in this
-        # process since docs/vllm.md "The colocated engine"; or a server's).
-        raise ConfigError(
-            f"{key} needs rollout.backend=vllm (a colocated engine or a vllm-serve server, each with weights of "
-            f"its own); rollout.backend={r.backend} generates from the weights being trained"
-        )
+    # rollout.backend=hf samples from a frozen copy of the policy (async_episodes.PolicyCopy), never from the
+    # weights the optimizer is changing; an engine holds weights of its own
     within = "it rolls out again within a step, on the engine the next step is generating on"
     refused = [
-        ("rollout.max_turns > 1", r.max_turns > 1, "episodes are not generated ahead"),
         ("algorithm.dynamic_sampling", cfg.algorithm.dynamic_sampling, within),
         *((f"{k}.enabled", getattr(cfg, k).enabled, within) for k in ("augment", "refine", "hint", "anchor")),
         (
@@ -94,6 +106,7 @@ class Job:
     prompts: list[Drawn]
     version: int = -1  # the engine's version when the generation started
     trajectories: list[Trajectory] = field(default_factory=list)
+    played: Played | None = None  # episodes: one entry per episode, counted when the step takes them
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -168,7 +181,10 @@ class AsyncRollouts:
         self.update_wait_s = 0.0  # the last push's wait for the generation in flight
         self.last_drawn = first_step - 1
         self.backend = run.rollout_backend
-        run.rollout_backend = EngineLock(self.backend, self)
+        # rollout.backend=hf: a frozen copy of the policy samples (its weights taken at each push, push_copy)
+        self.copy = PolicyCopy(run.accelerator.unwrap_model(run.model)) if self.backend is None else None
+        if self.backend is not None:
+            run.rollout_backend = EngineLock(self.backend, self)
         self.sampler = run.sampler if isinstance(run.sampler, RewindingSampler) else RewindingSampler(run.sampler)
         run.sampler = self.sampler
         self._thread = threading.Thread(target=self._work, name="async-rollouts", daemon=True)
@@ -180,7 +196,7 @@ class AsyncRollouts:
         """Step ``step``'s rollouts, scored; then the next generations the staleness bound allows start."""
         from mmreason.train import step as steps  # a cycle: train_step calls the hook that calls this
 
-        self.version = step - 1  # every earlier step's update was pushed (or skipped: the same weights)
+        self.version = max(self.version, step - 1)  # every earlier step's update was pushed (or skipped)
         if step not in self._jobs:
             self._launch(step, timed)
         job = self._jobs.pop(step)
@@ -189,17 +205,14 @@ class AsyncRollouts:
             job.done.wait()
         waited = time.perf_counter() - t
         self.sampler.trained(step)  # from here a checkpoint is of this step or later
-        if job.error is not None:
-            with fault_guard(self.run):
-                raise job.error
-        self._fill(timed)  # step + 1 ... generate while this step's update runs
         prompts, trajectories = job.prompts, job.trajectories
-        staleness = [step - 1 - job.version for _ in trajectories]
-        metrics = {
-            "async/staleness_mean": sum(staleness) / len(staleness) if staleness else 0.0,
-            "async/max_staleness": float(max(staleness, default=0)),
-            "async/generation_wait_s": waited,
-        }
+        with fault_guard(self.run):
+            if job.error is not None:
+                raise job.error
+            if job.played is not None:  # episodes: counted here, in the training thread
+                trajectories = account_episodes(self.run, prompts, job.played)
+        self._fill(timed)  # step + 1 ... generate while this step's update runs
+        metrics = {**version_metrics(step, trajectories), "async/generation_wait_s": waited}
         if not trajectories:
             return Rollouts(prompts, [], [], no_rewards(), metrics=metrics)
         samples, batch = steps.samples_of(prompts, trajectories), None
@@ -209,8 +222,8 @@ class AsyncRollouts:
         return Rollouts(prompts, trajectories, samples, batch, metrics=metrics)
 
     def push(self, send) -> float:
-        """A weight push (``send``): waits for the generation in flight, goes before the queued ones; then
-        the engine's version is the finished step's and the generations it allows start."""
+        """A weight push (``send``): waits for the generation (or the episode turn) in flight, goes before the
+        queued ones; then the engine's version is the finished step's and the generations it allows start."""
         t = time.perf_counter()
         with self._cond:
             self._pushing += 1
@@ -227,14 +240,29 @@ class AsyncRollouts:
             self._fill(None)
         return out
 
+    def push_copy(self, model) -> dict[str, float]:
+        """The push of an HF run: the policy copy takes ``model``'s weights (``rollout_backend.sync_weights``)."""
+        t = time.perf_counter()
+        assert self.copy is not None
+        copy_ = self.copy
+        self.push(lambda: copy_.load(model))
+        return {"time/weight_sync": time.perf_counter() - t, **self.metrics_after_push()}
+
     def metrics_after_push(self) -> dict[str, float]:
         return {"async/update_wait_s": self.update_wait_s}
 
     def close(self) -> None:
+        """Stop the producer; the prompts drawn and not trained are named (a resumed run draws them again)."""
         with self._cond:
+            if self._closed:
+                return
             self._closed = True
             self._cond.notify_all()
         self._thread.join(timeout=5.0)
+        ahead = sorted(self._jobs)
+        if ahead:
+            ids = [d.prompt.sample.id for s in ahead for d in self._jobs[s].prompts]
+            self.run.event("async_redrawn", steps=ahead, sample_ids=ids)
 
     def _fill(self, timed: PhaseTimes | None) -> None:
         """Launch every step the staleness bound allows now: s with (s - 1) - version <= max_staleness."""
@@ -266,29 +294,55 @@ class AsyncRollouts:
                     return
                 job = self._queue.popleft()
             try:
-                with self.engine:
-                    job.version = self.version
-                    job.trajectories = self._generate(job)
+                self._generate(job)
             except BaseException as exc:  # noqa: BLE001 - raised in the training thread by ``take``
                 job.error = exc
             finally:
                 job.done.set()
 
-    def _generate(self, job: Job) -> list[Trajectory]:
-        """``steps.roll_out``'s single-turn call, without touching the model (the update is using it)."""
+    @contextmanager
+    def _turn(self) -> Iterator[int]:
+        """Hold the engine for one sampling call, after any push waiting for it; yields its version."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed or not self._pushing)
+        with self.engine:
+            if self._closed:
+                raise RuntimeError("the producer closed while an episode was in flight")
+            yield self.version
+
+    def _generate(self, job: Job) -> None:
+        """``steps.roll_out`` in the background: one batch call, or the step's episodes one turn at a time,
+        without touching the model being trained."""
         r, seed = self.run.cfg.rollout, self.run.cfg.seed
         if not job.prompts:
-            return []
-        trajectories = self.backend.generate_groups(
-            [d.prompt for d in job.prompts],
-            [d.slot for d in job.prompts],
-            r.num_generations,
-            GenerationSettings(r.max_completion_length, r.temperature, r.top_p, r.top_k),
-            [group_seed(seed, job.step, d.key) for d in job.prompts],
-        )
-        for t in trajectories:
-            t.policy_version = job.version
-        return trajectories
+            return
+        sampler = self.backend if self.backend is not None else self.copy.model  # type: ignore[union-attr]
+        with_logprobs = self.backend is None  # an engine returns its log-probs anyway
+        if is_episodic(self.run):
+            versions: list[int] = []
+
+            @contextmanager
+            def gate() -> Iterator[int]:
+                with self._turn() as version:
+                    versions.append(version)
+                    yield version
+
+            job.played = play_episodes(self.run, sampler, job.prompts, job.step, gate, with_logprobs=with_logprobs)
+            job.version = min(versions, default=self.version)
+            for t in job.played:
+                if isinstance(t, Trajectory):
+                    t.policy_version = job.version
+            return
+        with self._turn() as version:
+            job.version = version
+            settings = GenerationSettings(r.max_completion_length, r.temperature, r.top_p, r.top_k)
+            seeds = [group_seed(seed, job.step, d.key) for d in job.prompts]
+            args = ([d.prompt for d in job.prompts], [d.slot for d in job.prompts], r.num_generations, settings, seeds)
+            if self.backend is not None:
+                job.trajectories = self.backend.generate_groups(*args)
+            else:
+                job.trajectories = generate_groups(sampler, self.run.processor, *args, with_logprobs=True)
+        stamp_versions(job.trajectories, job.version)
 
 
 class _nothing:

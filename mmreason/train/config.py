@@ -98,8 +98,9 @@ class RolloutConfig(VllmConnection):
     # hf_importance_sampling_correction (docs/vllm.md "Rollout-trainer mismatch")
     hf_sampler_logprobs: bool = False
     hf_importance_sampling_correction: bool = False
-    # One-step-off-policy generation (train/async_rollouts.py, docs/vllm.md): step s+1's rollouts are sampled
-    # by the engine while step s's update runs; max_staleness bounds (s - 1) - the sampling policy's version
+    # Off-policy generation (train/async_rollouts.py, docs/training.md): the next steps' rollouts (episodes too)
+    # are sampled by the engine, or with backend hf a copy of the policy, while step s's update runs;
+    # max_staleness bounds (s - 1) - the sampling policy's version (0 = synchronous, 1 = one-step-off)
     async_generation: bool = False
     max_staleness: int = 1
 

@@ -252,8 +252,9 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
     step is finished and is saved as itself. The push at the start (a resumed run, or a server that holds
     some other weights) raises plain ``EngineDied``."""
     backend = getattr(run, "rollout_backend", None)
-    if backend is None:
-        return {}
+    if backend is None:  # hf; asynchronous generation's policy copy takes the weights (train/async_rollouts.py)
+        producer = getattr(run, "async_rollouts", None)
+        return producer.push_copy(run.accelerator.unwrap_model(run.model)) if producer and after_update else {}
     acc = run.accelerator
     t = time.perf_counter()
     error: EngineDied | None = None
@@ -294,6 +295,9 @@ def push_at_start(cfg: TrainConfig, resumed: bool) -> bool:
 
 def close_backend(run) -> None:
     backend = getattr(run, "rollout_backend", None)
+    producer = getattr(run, "async_rollouts", None)
+    if producer is not None:  # asynchronous generation: its thread stops before the engine
+        producer.close()
     if backend is not None:
         backend.close()  # with asynchronous generation: its producer's thread first (train/async_rollouts.py)
         run.rollout_backend = None

@@ -79,6 +79,10 @@ class RolloutProducer(Protocol):
 
     def metrics_after_push(self) -> dict[str, float]: ...
 
+    def push_copy(self, model: torch.nn.Module) -> dict[str, float]: ...
+
+    def close(self) -> None: ...
+
 
 class RolloutEngine(Protocol):
     """A rollout engine as the trainer uses it (``train/rollout_backend.py``; the vLLM backends in

@@ -338,8 +338,10 @@ def off_policy_masked(run: Run, trajectories, logp, old, mask, advantages, stats
 def corrects_with_sampler(run: Run) -> bool:
     """Whether the sampler's log-probs act on the update (importance weights, the off-policy mask's behaviour
     policy): always with a vLLM engine; with HF generation (``rollout.hf_sampler_logprobs``, which records them
-    for the mismatch metrics) only when ``rollout.hf_importance_sampling_correction`` asks."""
-    return run.rollout_backend is not None or run.cfg.rollout.hf_importance_sampling_correction
+    for the mismatch metrics) only when ``rollout.hf_importance_sampling_correction`` asks, or when they come
+    from an older policy (``rollout.async_generation``: the behaviour policy of each token is its version's)."""
+    r = run.cfg.rollout
+    return run.rollout_backend is not None or r.hf_importance_sampling_correction or r.async_generation
 
 
 def _to_width(x: torch.Tensor, width: int) -> torch.Tensor:

@@ -1,5 +1,6 @@
 """rollout.async_generation: what it refuses before any step (one line naming the key) and the sampler state a
-checkpoint saves (no engine needed; the runs themselves are tests/rollout_vllm/test_vllm_serve_async.py)."""
+checkpoint saves (no engine needed; the runs themselves are tests/rollout_vllm/test_vllm_serve_async.py and, with
+HF and episodes, tests/train/test_async_episodes.py)."""
 
 from __future__ import annotations
 
@@ -22,15 +23,16 @@ def test_defaults_are_off_and_one_step_of_staleness():
         load_config(TrainConfig, None, ["rollout.max_staleness=-1"])
 
 
-def test_hf_generation_is_refused_naming_the_key():
-    with pytest.raises(ConfigError, match=r"rollout.async_generation=true needs rollout.backend=vllm"):
-        check_async_config(_cfg())
+def test_hf_generation_and_episodes_are_accepted():
+    """HF samples from a frozen copy of the policy (train/async_episodes.py); episodes are generated ahead."""
+    check_async_config(_cfg())
+    check_async_config(_cfg("rollout.max_turns=3", "rollout.max_staleness=2"))
+    check_async_config(_cfg("rollout.backend=vllm", "rollout.max_turns=3"))
 
 
 @pytest.mark.parametrize(
     "override, named",
     [
-        ("rollout.max_turns=2", "rollout.max_turns"),
         ("algorithm.dynamic_sampling=true", "algorithm.dynamic_sampling"),
         ("refine.enabled=true", "refine.enabled"),
         ("sampler.name=difficulty", "sampler.name=difficulty"),
