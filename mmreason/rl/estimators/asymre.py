@@ -23,7 +23,7 @@ from mmreason.rl.groups import weighted_total
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("asymre")
+@register_estimator("asymre", provenance="authors' code")
 def asymre(
     rewards: Tensor, group_ids: Tensor, weights: Tensor, *, shift: float = -0.1, missing: str = "zero"
 ) -> Tensor:

@@ -42,7 +42,7 @@ def group_correlation_sum(rewards: Tensor, valid: Tensor, index: Tensor, num_gro
     return rho.sum(dim=(1, 2)).clamp(min=0.0)  # rounding can take a cancelling sum below 0
 
 
-@register_estimator("corr_grpo")
+@register_estimator("corr_grpo", provenance="summaries")
 def corr_grpo(
     rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6, missing: str = "zero"
 ) -> Tensor:

@@ -42,7 +42,7 @@ def difficulty_weights(difficulty: Tensor, live: Tensor, temperature: float) -> 
     return weights
 
 
-@register_estimator("dgpo")
+@register_estimator("dgpo", provenance="authors' code")
 def dgpo(
     rewards: Tensor,
     group_ids: Tensor,

@@ -23,7 +23,7 @@ from mmreason.rl.groups import group_index, weighted_total
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("disco")
+@register_estimator("disco", provenance="authors' code")
 def disco(
     rewards: Tensor, group_ids: Tensor, weights: Tensor, *, threshold: float = 1.0, missing: str = "zero"
 ) -> Tensor:

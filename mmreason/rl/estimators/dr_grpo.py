@@ -17,7 +17,7 @@ from mmreason.rl.groups import weighted_total
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("dr_grpo")
+@register_estimator("dr_grpo", provenance="equations")
 def dr_grpo(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, missing: str = "zero") -> Tensor:
     """Dr. GRPO: r - group mean, no std division (removes the question-difficulty bias)."""
     total, valid = weighted_total(rewards, weights, missing)

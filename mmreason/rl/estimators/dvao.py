@@ -20,7 +20,7 @@ from mmreason.rl.groups import centred, group_index, group_stats
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("dvao")
+@register_estimator("dvao", provenance="proposed")
 def dvao(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6) -> Tensor:
     """DVAO: sum of centred objectives over the sum of their group stds (spread-weighted) [proposed form]."""
     valid = ~torch.isnan(rewards)  # [N, K]

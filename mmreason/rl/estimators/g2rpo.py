@@ -47,7 +47,7 @@ def normal_scores(values: Tensor, set_ids: Tensor) -> Tensor:
     return torch.where(size[run] == n, torch.zeros_like(mean_q), mean_q)
 
 
-@register_estimator("g2rpo")
+@register_estimator("g2rpo", provenance="equations")
 def g2rpo(
     rewards: Tensor,
     group_ids: Tensor,

@@ -53,7 +53,7 @@ def evidence_weighted(
     return adv * w
 
 
-@register_estimator("ga_grpo", needs=("fidelity",))
+@register_estimator("ga_grpo", needs=("fidelity",), provenance="proposed")
 def ga_grpo(
     rewards: Tensor,
     group_ids: Tensor,

@@ -22,7 +22,7 @@ from mmreason.rl.groups import centred, group_index, group_stats, scalar_group_s
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("gdpo")
+@register_estimator("gdpo", provenance="summaries")
 def gdpo(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6) -> Tensor:
     """GDPO: z-score each component per group, weighted sum, then z-score over the whole batch."""
     valid = ~torch.isnan(rewards)  # [N, K]

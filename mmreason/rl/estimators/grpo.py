@@ -38,7 +38,7 @@ def grpo_core(total: Tensor, valid: Tensor, group_ids: Tensor, scale_rewards: st
     return torch.where(valid, diff, torch.zeros_like(diff))
 
 
-@register_estimator("grpo")
+@register_estimator("grpo", provenance="equations")
 def grpo(
     rewards: Tensor,
     group_ids: Tensor,

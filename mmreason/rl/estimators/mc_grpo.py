@@ -28,7 +28,7 @@ from mmreason.rl.registries import register_estimator
 SCALES = ("none", "std", "mad")
 
 
-@register_estimator("mc_grpo")
+@register_estimator("mc_grpo", provenance="authors' code")
 def mc_grpo(
     rewards: Tensor,
     group_ids: Tensor,

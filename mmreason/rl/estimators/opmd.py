@@ -38,7 +38,7 @@ def group_baseline(total: Tensor, valid: Tensor, group_ids: Tensor, baseline: st
     return mean[index], has
 
 
-@register_estimator("opmd")
+@register_estimator("opmd", provenance="authors' code")
 def opmd(
     rewards: Tensor,
     group_ids: Tensor,

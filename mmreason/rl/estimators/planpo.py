@@ -35,7 +35,7 @@ def success_z(values: Tensor, success: Tensor, index: Tensor, num_groups: int, e
     return torch.where(success & ~const, z, torch.zeros_like(z))
 
 
-@register_estimator("planpo", needs=("num_turns", "mean_turn_length"))
+@register_estimator("planpo", needs=("num_turns", "mean_turn_length"), provenance="abstract only")
 def planpo(
     rewards: Tensor,
     group_ids: Tensor,

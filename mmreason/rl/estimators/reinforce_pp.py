@@ -36,7 +36,7 @@ def batch_whiten(x: Tensor, valid: Tensor, eps: float) -> Tensor:
     return torch.where(valid, out, torch.zeros_like(out))
 
 
-@register_estimator("reinforce_pp")
+@register_estimator("reinforce_pp", provenance="equations")
 def reinforce_pp(
     rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6, missing: str = "zero"
 ) -> Tensor:
@@ -45,7 +45,7 @@ def reinforce_pp(
     return batch_whiten(total, valid, eps)
 
 
-@register_estimator("reinforce_pp_baseline")
+@register_estimator("reinforce_pp_baseline", provenance="equations")
 def reinforce_pp_baseline(
     rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6, missing: str = "zero"
 ) -> Tensor:

@@ -17,7 +17,7 @@ from mmreason.rl.groups import group_index, group_stats, weighted_total
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("rloo")
+@register_estimator("rloo", provenance="equations")
 def rloo(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, missing: str = "zero") -> Tensor:
     """RLOO: r minus the mean of the other rollouts of the group, G/(G-1)(r - mean)."""
     total, valid = weighted_total(rewards, weights, missing)  # [N], [N]

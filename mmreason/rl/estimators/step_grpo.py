@@ -17,7 +17,7 @@ from mmreason.rl.groups import step_group_ids, weighted_total
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("step_grpo", needs=("step_index",))
+@register_estimator("step_grpo", needs=("step_index",), provenance="authors' code")
 def step_grpo(
     rewards: Tensor, group_ids: Tensor, weights: Tensor, *, step_index: Tensor, eps: float = 1e-6, missing: str = "zero"
 ) -> Tensor:

@@ -26,7 +26,7 @@ from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
-@register_policy_loss("cispo")
+@register_policy_loss("cispo", provenance="equations")
 def cispo(x: LossInputs, *, epsilon_max: float = 5.0, epsilon_min: float | None = None) -> LossOutput:
     """CISPO (MiniMax-M1, arXiv 2506.13585): -sg(clip(ratio, eps_min, eps_max)) * A * logp, every token keeps a gradient.
 

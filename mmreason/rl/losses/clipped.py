@@ -33,7 +33,7 @@ from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
-@register_policy_loss("clipped", reads=("epsilon", "epsilon_high", "importance_sampling_level"))
+@register_policy_loss("clipped", reads=("epsilon", "epsilon_high", "importance_sampling_level"), provenance="equations")
 def clipped(x: LossInputs, *, delta: float | None = None) -> LossOutput:
     """Clipped surrogate (PPO/GRPO) with clip-higher and token- or sequence-level (GSPO) ratios.
 

@@ -82,7 +82,7 @@ def conspo_objective(
     return -(log_p[take]).mean()
 
 
-@register_policy_loss("conspo", reads=("train_step",))
+@register_policy_loss("conspo", reads=("train_step",), provenance="abstract only")
 def conspo(
     x: LossInputs,
     *,

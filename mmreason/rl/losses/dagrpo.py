@@ -67,7 +67,7 @@ def conflict_mask(
     return torch.tensor(out, dtype=torch.bool, device=advantages.device)
 
 
-@register_policy_loss("dagrpo", reads=("epsilon", "epsilon_high", "token_ids"))
+@register_policy_loss("dagrpo", reads=("epsilon", "epsilon_high", "token_ids"), provenance="abstract only")
 def dagrpo(
     x: LossInputs, *, similarity_threshold: float = 0.8, ngram: int = 2, mask_rows: Literal["both", "negative"] = "both"
 ) -> LossOutput:

@@ -81,6 +81,7 @@ def dcpo_advantages(
 
 @register_policy_loss(
     "dcpo",
+    provenance="authors' code",
     reads=("epsilon", "epsilon_high"),
     needs=("tempered_logprobs", "rewards", "step_rewards", "prev_entropy"),
 )

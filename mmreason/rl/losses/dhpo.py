@@ -50,7 +50,7 @@ def entropy_weight(entropy: Tensor | None, mask: Tensor, sharpness: float) -> Te
     return torch.where(mask > 0, torch.sigmoid(sharpness * z), torch.full_like(h, 0.5))
 
 
-@register_policy_loss("dhpo", reads=("epsilon", "epsilon_high", "entropy"))
+@register_policy_loss("dhpo", reads=("epsilon", "epsilon_high", "entropy"), provenance="abstract only")
 def dhpo(
     x: LossInputs,
     *,

@@ -53,7 +53,7 @@ def group_objective(
     return torch.where(both, pos_mean - neg_term, torch.zeros_like(pos_mean))
 
 
-@register_policy_loss("disco", needs=("group_ids",))
+@register_policy_loss("disco", needs=("group_ids",), provenance="authors' code")
 def disco(
     x: LossInputs,
     *,

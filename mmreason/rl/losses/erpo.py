@@ -56,7 +56,7 @@ def erpo_weights(entropy: Tensor | None, mask: Tensor, *, gate_strength: float, 
     return torch.where(m, w, torch.ones_like(w))
 
 
-@register_policy_loss("erpo", reads=("epsilon", "epsilon_high", "entropy"))
+@register_policy_loss("erpo", reads=("epsilon", "epsilon_high", "entropy"), provenance="abstract only")
 def erpo(
     x: LossInputs,
     *,

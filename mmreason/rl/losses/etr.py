@@ -75,7 +75,7 @@ def elastic_epsilons(
     return (epsilon * widen).clamp(max=max_epsilon), (epsilon_high * widen).clamp(max=max_epsilon), weight
 
 
-@register_policy_loss("etr", reads=("epsilon", "epsilon_high", "rewards"))
+@register_policy_loss("etr", reads=("epsilon", "epsilon_high", "rewards"), provenance="abstract only")
 def etr(
     x: LossInputs,
     *,

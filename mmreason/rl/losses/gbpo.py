@@ -48,6 +48,7 @@ def target_ratio(
 
 @register_policy_loss(
     "gbpo",
+    provenance="authors' code",
     reads=("epsilon", "epsilon_high"),
     needs=("group_ids",),
     defaults={"aggregation": "token_mean", "epsilon": 0.3},

@@ -72,7 +72,10 @@ def gepo_advantages(
     return advantages * scale
 
 
-@register_policy_loss("gepo", reads=("epsilon", "epsilon_high", "entropy", "entropy_history"))
+@register_policy_loss(
+    "gepo", reads=("epsilon", "epsilon_high", "entropy", "entropy_history"),
+    provenance="abstract only",
+)
 def gepo(
     x: LossInputs,
     *,

@@ -71,7 +71,7 @@ def log_power_mean(log_x: Tensor, mask: Tensor, p: float) -> Tensor:
     return torch.where(count > 0, out, torch.zeros_like(out))
 
 
-@register_policy_loss("holder", reads=("epsilon", "train_step"))
+@register_policy_loss("holder", reads=("epsilon", "train_step"), provenance="authors' code")
 def holder(
     x: LossInputs,
     *,
@@ -117,7 +117,7 @@ def pooled_surrogate(x: LossInputs, level: str, exponent: float, log_bounds: tup
     return finish(p, per_row[:, None], row, clipped=clip_fractions(row, p.advantages, math.exp(lo), math.exp(hi)))
 
 
-@register_policy_loss("gmpo")
+@register_policy_loss("gmpo", provenance="equations")
 def gmpo(x: LossInputs, *, epsilon_log: float = 0.4) -> LossOutput:
     """GMPO (Geometric-Mean Policy Optimization, arXiv 2507.20673): HölderPO's token level at p = 0.
 

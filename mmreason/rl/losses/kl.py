@@ -19,26 +19,26 @@ from torch import Tensor
 from mmreason.rl.registries import KL_ESTIMATORS, register_kl_estimator
 
 
-@register_kl_estimator("k1")
+@register_kl_estimator("k1", provenance="equations")
 def k1(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     """k1: log pi - log pi_ref (unbiased, high variance)."""
     return logprobs.float() - ref_logprobs.float()
 
 
-@register_kl_estimator("k2")
+@register_kl_estimator("k2", provenance="equations")
 def k2(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     """k2: (log pi - log pi_ref)^2 / 2 (biased, low variance)."""
     return 0.5 * (logprobs.float() - ref_logprobs.float()).square()
 
 
-@register_kl_estimator("k3")
+@register_kl_estimator("k3", provenance="equations")
 def k3(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     """k3 / low_var_kl: exp(ref - logp) - (ref - logp) - 1, clamped to [-10, 10] (unbiased, >= 0)."""
     log_ratio = (ref_logprobs.float() - logprobs.float()).clamp(-20.0, 20.0)
     return (torch.exp(log_ratio) - log_ratio - 1.0).clamp(-10.0, 10.0)
 
 
-KL_ESTIMATORS.add("low_var_kl", k3)
+KL_ESTIMATORS.add("low_var_kl", k3, provenance="equations")
 
 
 def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, estimator: str = "k3") -> Tensor:

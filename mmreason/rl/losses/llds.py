@@ -77,7 +77,10 @@ def llds_term(
     return (disp.clamp(min=0.0) * active).sum() / total, opened
 
 
-@register_policy_loss("llds", reads=("epsilon", "epsilon_high", "importance_sampling_level"))
+@register_policy_loss(
+    "llds", reads=("epsilon", "epsilon_high", "importance_sampling_level"),
+    provenance="re-implementations",
+)
 def llds(x: LossInputs, *, llds_coef: float = 0.1, gate: Gate = "response") -> LossOutput:
     """LLDS (Lazy Likelihood Displacement guard, arXiv 2512.04220): clipped surrogate + llds_coef * L_LLDS.
 

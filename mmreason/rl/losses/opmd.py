@@ -25,7 +25,7 @@ from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
-@register_policy_loss("opmd", defaults={"aggregation": "token_mean"})
+@register_policy_loss("opmd", defaults={"aggregation": "token_mean"}, provenance="authors' code")
 def opmd(x: LossInputs, *, tau: float = 1.0) -> LossOutput:
     """OPMD / AsymRE loss (arXiv 2509.24203): -A logp / (1 + tau), no ratio and no clip.
 

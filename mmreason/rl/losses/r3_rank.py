@@ -46,7 +46,7 @@ def ranking_bonus(
     return torch.where(failed & (count >= 2), bonus, torch.zeros_like(bonus))
 
 
-@register_policy_loss("r3_rank", reads=("epsilon", "epsilon_high", "entropy", "rewards"))
+@register_policy_loss("r3_rank", reads=("epsilon", "epsilon_high", "entropy", "rewards"), provenance="abstract only")
 def r3_rank(
     x: LossInputs,
     *,

@@ -41,7 +41,7 @@ def predicted_advantages(rho: Tensor, index: Tensor, num_groups: int, keep: Tens
     return dev / torch.sqrt(var[index] + eps_r**2)
 
 
-@register_policy_loss("reg_grpo", needs=("group_ids",))
+@register_policy_loss("reg_grpo", needs=("group_ids",), provenance="equations")
 def reg_grpo(x: LossInputs, *, eps_r: float = 1e-2) -> LossOutput:
     """Reg-GRPO: squared error between target advantages and group-normalised sequence log-ratios.
 

@@ -30,7 +30,7 @@ from mmreason.rl.registries import register_policy_loss
 HALF_GRADIENT = 2 * math.acosh(math.sqrt(2.0))  # tau |r - 1| beyond which sech^2(tau (r - 1) / 2) < 1/2
 
 
-@register_policy_loss("sapo", reads=("importance_sampling_level",))
+@register_policy_loss("sapo", reads=("importance_sampling_level",), provenance="equations")
 def sapo(x: LossInputs, *, tau_pos: float = 1.0, tau_neg: float = 1.05) -> LossOutput:
     """SAPO (Soft Adaptive PO, arXiv 2511.20347): -4/tau sigmoid(tau (ratio - 1)) * A, tau_pos for A > 0, tau_neg otherwise.
 

@@ -58,7 +58,7 @@ def progress_per_token(answer_logprobs: list[float], ends: list[int], length: in
     return out
 
 
-@register_policy_loss("vps", reads=("epsilon", "epsilon_high", "segment_progress"))
+@register_policy_loss("vps", reads=("epsilon", "epsilon_high", "segment_progress"), provenance="abstract only")
 def vps(
     x: LossInputs,
     *,
