@@ -1,6 +1,6 @@
 """CorrGRPO: correlation-normalised multi-reward GRPO.
 
-Source: arXiv 2609.36820 (a public summary of the full paper); docs/algorithms.md §8.3.
+Source: arXiv 2609.36820 (a public summary of the full paper); docs/methods/estimators.md#corr_grpo.
 With total reward ``R = sum_l w_l r_l``, GRPO divides by ``std(R) = sqrt(sum_lm Cov(w_l r_l, w_m r_m))``,
 which large-scale rewards dominate. CorrGRPO keeps the centred numerator and swaps covariances for Pearson
 correlations:
@@ -9,7 +9,7 @@ correlations:
 
 Rows/columns of zero-variance components are 0 (all constant -> A = 0). Within a group this is a positive
 multiple of the GRPO advantage; correlated rewards are de-duplicated. With positive weights ``rho`` is the
-plain correlation of the raw components (the unweighted ``sum rho`` of docs/algorithms.md §8.3); a negative weight flips
+plain correlation of the raw components (the unweighted ``sum rho`` of docs/methods/estimators.md#corr_grpo); a negative weight flips
 the sign of its correlations, a zero weight removes its component.
 
 Caution: when the standardised components cancel (e.g. G = 2 and two anti-correlated rewards),

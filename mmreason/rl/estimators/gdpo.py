@@ -1,6 +1,6 @@
 """GDPO: group reward-decoupled normalisation of multi-component rewards.
 
-Source: arXiv 2601.05242 (paper summaries); docs/algorithms.md §8.1.
+Source: arXiv 2601.05242 (paper summaries); docs/methods/estimators.md#gdpo.
 
     z_{k,i} = (r_{k,i} - mean_{g,k}) / (std_{g,k} + eps)     per group, per component
     s_i     = sum_k w_k z_{k,i}

@@ -1,7 +1,7 @@
 """PlanPO: among a group's successful multi-turn episodes, fewer turns and shorter turns get larger advantages.
 
 Source: "Group Planning-Aware Policy Optimization for Multi-Turn Agentic LLMs" (no arXiv id matched the title); our
-reading of its abstract, docs/algorithms.md §15.6. With ``A_i`` the GRPO advantage of the weighted reward, ``S_g``
+reading of its abstract, docs/methods/estimators.md#planpo. With ``A_i`` the GRPO advantage of the weighted reward, ``S_g``
 the successes of group g (total reward >= ``success_threshold``), ``n_i`` the assistant turns and ``L_i`` the mean
 tokens per turn (the trainer's columns ``num_turns`` / ``mean_turn_length``)::
 

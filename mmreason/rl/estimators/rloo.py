@@ -1,7 +1,7 @@
 """RLOO: leave-one-out baseline.
 
 Source: Ahmadian et al., "Back to Basics: Revisiting REINFORCE Style Optimization..." (arXiv 2402.14740);
-docs/algorithms.md §8.8.
+docs/methods/estimators.md#rloo.
 
     A_i = r_i - 1/(G-1) sum_{j != i} r_j  =  G/(G-1) (r_i - mean_g(r))
 

@@ -1,4 +1,4 @@
-"""Token aggregations: how a per-token loss ``[N, T]`` becomes one scalar (docs/algorithms.md §0).
+"""Token aggregations: how a per-token loss ``[N, T]`` becomes one scalar (docs/methods/aggregation-and-kl.md#token-aggregation).
 
 | name                      | formula                                   | used by           | TRL loss_type |
 |---------------------------|-------------------------------------------|-------------------|---------------|

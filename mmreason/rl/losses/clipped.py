@@ -1,7 +1,7 @@
 """The PPO/GRPO clipped surrogate with clip-higher, dual-clip and sequence-level importance sampling.
 
 Sources: PPO (Schulman et al., 2017); GRPO (arXiv 2402.03300); clip-higher from DAPO (arXiv 2503.14476);
-sequence-level ratio from GSPO (arXiv 2507.18071) as TRL 1.16 implements it; docs/algorithms.md §0.
+sequence-level ratio from GSPO (arXiv 2507.18071) as TRL 1.16 implements it; docs/methods/losses.md#clipped.
 
     rho_it = exp(logp_theta - logp_old)                                  importance_sampling_level="token"
     rho_i  = exp(1/|y_i| sum_t (logp_theta - logp_old))                   importance_sampling_level="sequence"

@@ -2,7 +2,7 @@
 
 Source: Cui et al., "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models" (arXiv
 2505.22617, section 5); verl ``core_algos.compute_policy_loss_kl_cov`` / ``compute_policy_loss_clip_cov``;
-docs/algorithms.md §14.3. Over the active tokens of the call (D of them), with ``logp`` detached::
+docs/methods/losses.md#kl_cov. Over the active tokens of the call (D of them), with ``logp`` detached::
 
     cov_it = (A_it - mean(A)) (logp_it - mean(logp))                          [N, T]
     KL-Cov:   S = the top ``k = max(1, floor(kl_cov_ratio D))`` tokens by cov

@@ -5,7 +5,7 @@ Divergence", 2020). With ``log r = ref - logp`` on tokens sampled from the polic
 - ``k2``: ``(logp - ref)^2 / 2`` (biased, low variance)
 - ``k3`` / ``low_var_kl``: ``exp(ref - logp) - (ref - logp) - 1`` (unbiased, >= 0, low variance). TRL's
   GRPO KL. Like verl's ``low_var_kl`` the log-ratio is clamped to [-20, 20] (no overflow) and the result
-  to [-10, 10] (docs/algorithms.md §0); TRL does not clamp, so values agree only inside those bounds.
+  to [-10, 10] (docs/methods/aggregation-and-kl.md#k3); TRL does not clamp, so values agree only inside those bounds.
 
 All take ``logprobs [N, T]`` and ``ref_logprobs [N, T]`` and return ``[N, T]`` fp32; masking is the
 caller's job.

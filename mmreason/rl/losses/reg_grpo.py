@@ -1,7 +1,7 @@
 """Reg-GRPO (DeepVideo-R1): regress the policy's normalised log-likelihood ratios onto the advantages.
 
 Source: "DeepVideo-R1: Video Reinforcement Fine-Tuning via Difficulty-aware Regressive GRPO"
-(arXiv 2506.07464), Sec. 3.2, App. A, reconstructed from the text; docs/algorithms.md §3.
+(arXiv 2506.07464), Sec. 3.2, App. A, reconstructed from the text; docs/methods/losses.md#reg_grpo.
 
     rho_i     = sum_t (logp_theta - logp_old)                 sequence log-ratio over response tokens
     A_theta,i = (rho_i - mean_g rho) / sqrt(var_g(rho) + eps_r^2)

@@ -1,4 +1,4 @@
-"""The digest readings ETR, DHPO, ERPO, GEPO and ConSPO (docs/algorithms.md §15): the behaviour each abstract
+"""The digest readings ETR, DHPO, ERPO, GEPO and ConSPO (docs/algorithms.md#readings-of-abstracts): the behaviour each abstract
 states, on numbers worked by hand. Rows of one token unless said; old log-prob 0, so logp = log r.
 
 ETR, epsilon 0.2, micro_scale 0.5, macro off: eps_i = 0.2 (1 + 0.5 tanh|A_i|)
