@@ -18,9 +18,9 @@ Rewards" (THUDM/CaRR). The procedure is read from the authors' reward server
 
 The mix is the config's: give this reward weight ``a`` and the outcome reward (``anls``, ``accuracy`` ...)
 weight ``1 - a``. The authors identify entities and judge support with an LLM; here both are deterministic
-(marked differences in docs/methods/packs.md#carr_rubric): an entity is identified when the response names its gold identity (column
-``rubric_entities``; ``E0`` defaults to the reference answer), and a filled rubric is supported when one cited
-evidence unit contains every entity name the rubric holds.
+(marked differences in docs/methods/packs.md#carr_rubric): an entity is identified when the response names its gold
+identity (column ``rubric_entities``; ``E0`` defaults to the reference answer), and a filled rubric is supported when
+one cited evidence unit contains every entity name the rubric holds.
 
 Evidence (``evidence``): ``"observations"``: the texts the environment returned in the trajectory (routing:
 the passages of the knowledge bases the model chose to query); ``"pages"``: the texts (column ``page_texts``,

@@ -34,8 +34,8 @@ def step_group_ids(sample_ids: Sequence[Hashable] | Tensor, step_indices: Sequen
     """Group ids for Step-GRPO: one group per (sample id, step index) pair, ``[N]`` long.
 
     Each step prompt of an unrolled gold trajectory is its own RL prompt, so its G rollouts form a group and
-    are z-scored only against each other (R1-Router, docs/methods/estimators.md#step_grpo). ``sample_ids`` may be strings
-    or integers. Ids are numbered in order of first appearance.
+    are z-scored only against each other (R1-Router, docs/methods/estimators.md#step_grpo). ``sample_ids`` may be
+    strings or integers. Ids are numbered in order of first appearance.
     """
     if isinstance(sample_ids, Tensor) and isinstance(step_indices, Tensor):
         if sample_ids.shape != step_indices.shape or sample_ids.dim() != 1:

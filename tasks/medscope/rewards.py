@@ -1,7 +1,8 @@
 """MedScope's rewards: the pack's default list (``REWARDS``: the answer and format rules of ``scoring.py`` and the
 grounding reward) and its own reward ``tool_grounding``, the tool-localisation reward over ``crop_video`` /
 ``get_frame`` calls (registered under that name when the pack's rewards load). It reads the gold windows and scores spans with
-the shared temporal helpers of ``rewards/evidence.py``; docs/methods/packs.md#medscope gives the formulas ([proposed])."""
+the shared temporal helpers of ``rewards/evidence.py``; docs/methods/packs.md#medscope gives the formulas
+([proposed])."""
 
 from __future__ import annotations
 

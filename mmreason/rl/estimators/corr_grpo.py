@@ -9,8 +9,8 @@ correlations:
 
 Rows/columns of zero-variance components are 0 (all constant -> A = 0). Within a group this is a positive
 multiple of the GRPO advantage; correlated rewards are de-duplicated. With positive weights ``rho`` is the
-plain correlation of the raw components (the unweighted ``sum rho`` of docs/methods/estimators.md#corr_grpo); a negative weight flips
-the sign of its correlations, a zero weight removes its component.
+plain correlation of the raw components (the unweighted ``sum rho`` of docs/methods/estimators.md#corr_grpo); a
+negative weight flips the sign of its correlations, a zero weight removes its component.
 
 Caution: when the standardised components cancel (e.g. G = 2 and two anti-correlated rewards),
 ``sum rho = 0`` and the denominator is ``sqrt(eps)``: advantages become large; gradient clipping bounds the

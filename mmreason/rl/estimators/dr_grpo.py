@@ -1,6 +1,7 @@
 """Dr. GRPO advantage: the group-centred reward, without the std division.
 
-Source: "Understanding R1-Zero-Like Training: A Critical Perspective" (Liu et al., 2025); docs/methods/estimators.md#dr_grpo.
+Source: "Understanding R1-Zero-Like Training: A Critical Perspective" (Liu et al., 2025);
+docs/methods/estimators.md#dr_grpo.
 
     A_i = r_i - mean_g(r)
 

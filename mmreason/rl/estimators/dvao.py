@@ -1,7 +1,8 @@
 """DVAO: dynamic variance-adaptive combination of per-objective advantages.
 
-Source: arXiv 2605.25604 (abstract and summaries only); the exact form is ours [proposed]; docs/methods/estimators.md#dvao.
-Each objective's weight inside a group grows with its reward spread, ``w_k = std_k / sum_j std_j``:
+Source: arXiv 2605.25604 (abstract and summaries only); the exact form is ours [proposed];
+docs/methods/estimators.md#dvao. Each objective's weight inside a group grows with its reward spread,
+``w_k = std_k / sum_j std_j``:
 
     A_i = sum_k w_k (r_{k,i} - mean_k) / (std_k + eps)  ~=  sum_k (r_{k,i} - mean_k) / sum_j std_j
 

@@ -9,8 +9,8 @@ Source: DeepSeekMath (arXiv 2402.03300); docs/methods/estimators.md#grpo.
 Liu et al. 2025 / TRL), ``"none"`` no division (Dr. GRPO).
 
 Departures from TRL 1.16 (``_generate_and_score_completions``): std is the population std (ddof 0) where TRL
-uses Bessel's correction, and ``eps = 1e-6`` where TRL adds 1e-4; both follow docs/methods/estimators.md#grpo. Groups whose
-rewards are all equal get exactly 0 (the mean is the common value, not a rounding of it).
+uses Bessel's correction, and ``eps = 1e-6`` where TRL adds 1e-4; both follow docs/methods/estimators.md#grpo. Groups
+whose rewards are all equal get exactly 0 (the mean is the common value, not a rounding of it).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Source: arXiv 2601.22582, code lotusroot-kim/MC-GRPO; docs/methods/estimators.md
 
     m = lower median of the group's rewards,   A_i = (r_i - m) / s
 
-with ``scale``: ``"none"`` (s = 1, the worked example of docs/methods/estimators.md#mc_grpo), ``"std"`` (population std of the
-G+1 rewards + eps) or ``"mad"`` (median |r - m| + eps; the reference code divides by MAD + 1e-3).
+with ``scale``: ``"none"`` (s = 1, the worked example of docs/methods/estimators.md#mc_grpo), ``"std"`` (population std
+of the G+1 rewards + eps) or ``"mad"`` (median |r - m| + eps; the reference code divides by MAD + 1e-3).
 Sampling G+1 (odd) rollouts makes the median one of them; that pivot rollout has A = 0 and is excluded from
 backprop *and* from the loss normalisation, so G rollouts are trained at the cost of plain G-rollout GRPO.
 The pivot is the first row, in a stable ascending sort (= lowest original index among ties), whose reward

@@ -4,7 +4,8 @@ Source: "Group-Relative REINFORCE Is Secretly an Off-Policy Algorithm: Demystify
 About GRPO and Its Friends" (Yao et al., arXiv 2509.24203; first in the Trinity-RFT report, arXiv 2505.17826,
 App. A), read from the authors' implementation (modelscope/Trinity-RFT
 ``trinity/algorithm/advantage_fn/opmd_advantage.py``); docs/methods/estimators.md#opmd. Train it with the ``opmd``
-policy loss (``mmreason/rl/losses/opmd.py``), as the authors do; ``asymre`` (docs/methods/estimators.md#asymre) shares the baseline code.
+policy loss (``mmreason/rl/losses/opmd.py``), as the authors do; ``asymre`` (docs/methods/estimators.md#asymre) shares
+the baseline code.
 
 With ``r`` the weighted total and a group of G >= 2 valid rollouts::
 

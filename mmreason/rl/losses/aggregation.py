@@ -1,4 +1,5 @@
-"""Token aggregations: how a per-token loss ``[N, T]`` becomes one scalar (docs/methods/aggregation-and-kl.md#token-aggregation).
+"""Token aggregations: how a per-token loss ``[N, T]`` becomes one scalar
+(docs/methods/aggregation-and-kl.md#token-aggregation).
 
 | name                      | formula                                   | used by           | TRL loss_type |
 |---------------------------|-------------------------------------------|-------------------|---------------|

@@ -2,7 +2,8 @@
 leave the loss, so their gradients do not cancel.
 
 Source: "Distinctiveness-Aware GRPO" (Xie et al., arXiv 2512.06337); our reading of its abstract,
-docs/methods/losses.md#dagrpo. With ``U_i`` the set of token n-grams of row i's trained tokens (``token_ids`` ``[N, T]`` under ``mask``)::
+docs/methods/losses.md#dagrpo. With ``U_i`` the set of token n-grams of row i's trained tokens (``token_ids``
+``[N, T]`` under ``mask``)::
 
     sim_ij  = |U_i ∩ U_j| / |U_i ∪ U_j|                                 (judge-free; 1 - sim is the distinctiveness)
     pair    = i, j in one group, sim_ij >= similarity_threshold and A_i A_j < 0
