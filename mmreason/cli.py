@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "mmreason.models.tiny",
         "write a tiny random-weight VLM checkpoint (Qwen2.5-VL, or --arch FAMILY; no download)",
     ),
-    "list": ("mmreason.listing", "list registered tasks, rewards or estimators"),
+    "list": ("mmreason.listing", "list a registry: tasks, rewards, or methods with their provenance"),
     "train": ("mmreason.train.cli", "GRPO-family RL training from a YAML recipe"),
     "data": ("mmreason.datacmd", "a task pack's data tools: synthetic generators and converters"),
     "eval": ("mmreason.eval.cli", "evaluate a model or run directory on task packs (lmms-eval layout)"),

@@ -17,6 +17,17 @@ from mmreason.references import is_reference, resolve_reference
 
 T = TypeVar("T")
 
+# Where a method's formula comes from, as `mmreason list` prints it (docs/algorithms.md#provenance).
+PROVENANCES = {
+    "equations": "the paper's equations or text",
+    "authors' code": "the authors' released code is the specification",
+    "re-implementations": "public re-implementations restate it; not checked against the paper or its code",
+    "summaries": "read from published summaries of the paper",
+    "abstract only": "a stated reading of the abstract; each open choice is an option with a default",
+    "proposed": "the paper gives the idea without a formula; the formula is ours",
+    "standard": "a convention of the field, not one paper's method",
+}
+
 
 def pack_modules(leaf: str) -> dict[str, str]:
     """pack -> ``mmreason.tasks.<pack>.<leaf>`` for every pack that has that module (found, not imported)."""
@@ -56,20 +67,28 @@ class Registry(Generic[T]):
         self.kind = kind
         self.item_type = item_type  # what a reference must name: an instance of this type (None: a callable)
         self._items: dict[str, T] = {}
+        self._provenance: dict[str, str] = {}  # name -> a key of PROVENANCES
         self._loader = loader  # imports the modules that fill this registry, once, on first lookup
         self._loaded = loader is None
 
-    def register(self, name: str | None = None, *, replace: bool = False) -> Callable[[T], T]:
+    def register(
+        self, name: str | None = None, *, replace: bool = False, provenance: str | None = None
+    ) -> Callable[[T], T]:
         def decorator(obj: T) -> T:
             key = name or getattr(obj, "__name__", None)
             if not key:
                 raise ValueError(f"a {self.kind} needs a name")
-            self.add(key, obj, replace=replace)
+            self.add(key, obj, replace=replace, provenance=provenance)
             return obj
 
         return decorator
 
-    def add(self, name: str, obj: T, *, replace: bool = False) -> None:
+    def add(self, name: str, obj: T, *, replace: bool = False, provenance: str | None = None) -> None:
+        """Register ``obj`` as ``name``; ``provenance`` (a key of ``PROVENANCES``) says where its formula comes from."""
+        if provenance is not None:
+            if provenance not in PROVENANCES:
+                raise ValueError(f"{self.kind} {name!r}: provenance {provenance!r} is not one of {sorted(PROVENANCES)}")
+            self._provenance[name] = provenance
         old = self._items.get(name)
         if old is not None and old is not obj and not replace:
             if _qualname(old) == _qualname(obj):  # the same module imported twice (e.g. a re-run file)
@@ -113,5 +132,10 @@ class Registry(Generic[T]):
         yield from sorted(self._items.items())
 
     def describe(self) -> list[tuple[str, str]]:
-        """(name, one-line doc) rows for `mmreason list`."""
+        """Return (name, one-line doc) rows for `mmreason list`."""
         return [(name, first_doc_line(obj)) for name, obj in self.items()]
+
+    def provenance(self, name: str) -> str:
+        """Return where the method ``name`` comes from (``PROVENANCES``), or "" when its registration said nothing."""
+        self._ensure_loaded()
+        return self._provenance.get(name, "")

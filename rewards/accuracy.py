@@ -149,7 +149,7 @@ def recall_score(prediction: str, refs: list[str], strict_words: int = 5) -> flo
 
     One reference of at most ``strict_words`` words: 1 if all its tokens are in the prediction, else 0.
     One longer reference: the token recall. Several references: 1 if any is fully recalled, else 0.
-    Source: R1-Router ``Easy-R1/verl/utils/reward_score/step.py``; docs/algorithms.md §7.
+    Source: R1-Router ``Easy-R1/verl/utils/reward_score/step.py``; docs/methods/packs.md#r1-router.
     """
     pred = vqa_normalize(prediction)
     norm = [vqa_normalize(r) for r in refs]

@@ -4,7 +4,7 @@ fills in, that the evidence it cites supports, and that connect to the final ans
 Source: "Chaining the Evidence: Robust Reinforcement Learning for Deep Search Agents with Citation-Aware Rubric
 Rewards" (THUDM/CaRR). The procedure is read from the authors' reward server
 (``deepsearch_rm_with_rubrics/launch_server.py``: ``get_rubric_reward``, ``fill_rubric_with_entity_value``,
-``extract_citation_content``, ``get_reward``); docs/algorithms.md §12.3.
+``extract_citation_content``, ``get_reward``); docs/methods/packs.md#carr_rubric.
 
     rubrics     c_1..c_m, single-hop statements over entities <E0> (the final answer), <E1>, <E2>, ...
     identify    v(E_k) = the identity the response states for E_k, or none
@@ -18,9 +18,9 @@ Rewards" (THUDM/CaRR). The procedure is read from the authors' reward server
 
 The mix is the config's: give this reward weight ``a`` and the outcome reward (``anls``, ``accuracy`` ...)
 weight ``1 - a``. The authors identify entities and judge support with an LLM; here both are deterministic
-(marked differences in §12.3): an entity is identified when the response names its gold identity (column
-``rubric_entities``; ``E0`` defaults to the reference answer), and a filled rubric is supported when one cited
-evidence unit contains every entity name the rubric holds.
+(marked differences in docs/methods/packs.md#carr_rubric): an entity is identified when the response names its gold
+identity (column ``rubric_entities``; ``E0`` defaults to the reference answer), and a filled rubric is supported when
+one cited evidence unit contains every entity name the rubric holds.
 
 Evidence (``evidence``): ``"observations"``: the texts the environment returned in the trajectory (routing:
 the passages of the knowledge bases the model chose to query); ``"pages"``: the texts (column ``page_texts``,
@@ -146,7 +146,7 @@ def carr_rubric(
     ``rubric_entities`` (dict E<k> -> gold name or list of names; E0 defaults to ``answer``), and for
     ``evidence="pages"`` ``page_texts`` (the document's page texts, 1-based). Sub-scores: ``rubric`` (the
     reward) and ``supported`` (logged: the share of rubrics the evidence supports, connected or not).
-    Source: THUDM/CaRR ``launch_server.py::get_rubric_reward``; docs/algorithms.md §12.3.
+    Source: THUDM/CaRR ``launch_server.py::get_rubric_reward``; docs/methods/packs.md#carr_rubric.
     """
     rubric, supported = [], []
     for sample, trajectory in zip(samples, trajectories):

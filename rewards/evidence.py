@@ -66,7 +66,7 @@ def page_fbeta(sample, trajectory, *, beta: float = 2.0, index_base: int = 1):
     0-based data such as DocSeeker's raw ``gt_page``). Gold ``[-1]`` (or empty) means "no specific
     evidence page": the reward is None, and a total with ``RewardBatch.total(missing="renormalize")``
     reproduces DocSeeker's rule ``(0.1 R_fmt + 0.6 R_ans) / 0.7``. No dict answer scores 0.
-    Source: DocSeeker ``EviGRPO_reward.py::page_reward``; docs/algorithms.md §1.
+    Source: DocSeeker ``EviGRPO_reward.py::page_reward``; docs/methods/packs.md#docseeker.
     """
     raw = column(sample, "evidence_pages")
     gold = _pages(raw if raw is not None else [])
@@ -194,7 +194,7 @@ def temporal_iou(sample, trajectory):
     """tIoU of the answered span (<span>[s, e]</span> or "[s, e]" / "s to e") with the gold window(s).
 
     Columns: ``span`` ([start, end] seconds, or a list of windows: the best counts). None without a gold
-    span; 0 when no span can be read. Source: MedScope (proposed form); docs/algorithms.md §2.
+    span; 0 when no span can be read. Source: MedScope (proposed form); docs/methods/packs.md#medscope.
     """
     return span_tiou(column(sample, "span"), trajectory.completion_text)
 

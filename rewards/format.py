@@ -38,7 +38,7 @@ def think_answer_format(
 
     kwargs: ``answer_tag`` (TON's GUI task uses "action"); ``strip``: ignore whitespace around the whole
     completion (the TON source applies ``re.fullmatch`` to the raw text: set False for that).
-    Source: TON ``src/r1-v/src/open_r1/grpo.py`` format reward; docs/algorithms.md §6.
+    Source: TON ``src/r1-v/src/open_r1/grpo.py`` format reward; docs/methods/packs.md#ton.
     """
     text = _text(trajectory, max_chars)
     return float(text is not None and think_answer_bodies(text, answer_tag, strip) is not None)
@@ -93,7 +93,7 @@ def tool_call_format(sample, trajectory, *, require_answer: bool = True, max_tur
     """1 if every assistant turn is think+tool_call (JSON name/arguments) and the last is think+answer.
 
     kwargs: ``require_answer``: the last turn must answer (False accepts a trajectory cut off after a
-    call); ``max_turns``: more assistant turns than this score 0. Format: docs/algorithms.md §2.
+    call); ``max_turns``: more assistant turns than this score 0. Format: docs/methods/packs.md#medscope.
     """
     turns = assistant_turns(trajectory)
     if not turns or len(turns) > max_turns:

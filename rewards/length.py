@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mmreason.rewarding import column, per_sample, reward
 
-# (L_min, L_low, L_high, L_max) in tokens, [proposed] in docs/algorithms.md §4.
+# (L_min, L_low, L_high, L_max) in tokens, [proposed] in docs/methods/trainer.md#length-trapezoid.
 LENGTH_PROFILES: dict[str, tuple[int, int, int, int]] = {
     "perception": (1, 8, 256, 1024),
     "reasoning": (64, 512, 3072, 4096),
@@ -64,7 +64,7 @@ def overlong(length: float, max_length: float, cache: float) -> float:
         R = 0                              if |y| <= L_max - L_cache
         R = ((L_max - L_cache) - |y|) / L_cache   if L_max - L_cache < |y| <= L_max
         R = -1                             if |y| > L_max
-    Source: DAPO (arXiv 2503.14476), "Soft Overlong Punishment"; docs/algorithms.md §8.7.
+    Source: DAPO (arXiv 2503.14476), "Soft Overlong Punishment"; docs/methods/trainer.md#dapo.
     """
     if cache <= 0 or cache > max_length:
         raise ValueError(f"need 0 < L_cache <= L_max, got L_cache={cache}, L_max={max_length}")

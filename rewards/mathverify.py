@@ -119,7 +119,7 @@ def math_reward(sample, trajectory, *, extract: str = "auto", string_fallback: b
     Columns: ``answer`` (LaTeX or plain, e.g. "\\frac{1}{2}" or "0.5"). The answer is the last
     ``<answer>`` body, else ``\\boxed{}``, else the completion's tail; with ``string_fallback`` an exact
     match of the stripped answer text also counts (TON's fallback). None without a reference.
-    Source: TON ``src/r1-v/src/open_r1/grpo.py::accuracy_reward``; docs/algorithms.md §6.
+    Source: TON ``src/r1-v/src/open_r1/grpo.py::accuracy_reward``; docs/methods/packs.md#ton.
     """
     ref = column(sample, "answer")
     if ref is None or not as_text(ref).strip():

@@ -1,5 +1,6 @@
-"""The docs hold: no citation of a document outside the repository, every ``docs/algorithms.md §N`` names a
-section it has, the README stays a front door (at most 250 lines, its two commands first, a line per pack and per
+"""The docs hold: no citation of a document outside the repository, every cited method anchor
+(``docs/methods/losses.md#cispo``) names a heading its page has, every registered method has its heading, the README
+stays a front door (at most 250 lines, its two commands first, a line per pack and per
 engine file), and every `mmreason ...` command in the docs parses with the real CLI."""
 
 from __future__ import annotations
@@ -10,12 +11,21 @@ import shlex
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "algorithms.md"
+DOCS = ROOT / "docs"
 SCANNED = ("mmreason", "tasks", "rewards", "configs", "tests", "docs", "README.md")
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".jinja", ".txt", ".toml", ".cfg", ".json"}
 MISSING_DOC = "ALGORITHMS" + ".md"  # a document that is not part of the repository
-CITATION = re.compile(r"docs/algorithms\.md((?:\s*(?:,|and|-|–)?\s*§\s?\d+(?:\.\d+)*)+)")
-SECTION = re.compile(r"^#{2,4}\s+(\d+(?:\.\d+)*)\.?\s", re.MULTILINE)
+CITATION = re.compile(r"docs/((?:methods/)?[\w-]+\.md)#([\w-]+)")  # docs/methods/losses.md#cispo
+OLD_CITATION = re.compile(r"algorithms\.md\)?\s*§")  # the section numbers these anchors replaced
+# registry kind (`mmreason list KIND`) -> the page that holds a heading per registered name
+METHOD_PAGES = {
+    "estimators": "methods/estimators.md",
+    "losses": "methods/losses.md",
+    "aggregations": "methods/aggregation-and-kl.md",
+    "kl": "methods/aggregation-and-kl.md",
+    "samplers": "methods/samplers.md",
+    "rollouts": "methods/within-step.md",
+}
 
 
 def _files():
@@ -39,20 +49,75 @@ def test_nothing_cites_a_document_the_repository_does_not_have():
         for n, line in enumerate(_text(f).splitlines(), 1)
         if MISSING_DOC in line
     ]
-    assert not offenders, f"cite docs/algorithms.md §N instead of {MISSING_DOC}: {offenders}"
+    assert not offenders, f"cite docs/methods/<kind>.md#<name> instead of {MISSING_DOC}: {offenders}"
 
 
-def test_every_cited_section_exists():
-    sections = set(SECTION.findall(_text(DOC)))
-    assert {"0", "1", "2", "8.7"} <= sections, sections
-    cited = {}
+def slug(heading: str) -> str:
+    """Return GitHub's anchor for a heading: lower case, punctuation but ``-`` and ``_`` dropped, spaces to ``-``."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    """Return the anchors of a markdown page's headings (code blocks skipped; a repeated slug gets ``-1``, ``-2``)."""
+    found: set[str] = set()
+    text = re.sub(r"```.*?```", "", _text(page), flags=re.DOTALL)
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*$", text, re.MULTILINE):
+        base, n = slug(heading), 0
+        while (base if n == 0 else f"{base}-{n}") in found:
+            n += 1
+        found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def test_slugs_follow_github():
+    assert slug("`reinforce_pp_baseline`") == "reinforce_pp_baseline"
+    assert slug("On-policy, the ratio losses are GRPO") == "on-policy-the-ratio-losses-are-grpo"
+    assert slug("DeepVideo-R1") == "deepvideo-r1" and slug("Log-probs") == "log-probs"
+
+
+def test_every_cited_anchor_exists():
+    cited: dict[tuple[str, str], list[str]] = {}
     for f in _files():
-        for match in CITATION.finditer(_text(f)):
-            for number in re.findall(r"\d+(?:\.\d+)*", match.group(1)):
-                cited.setdefault(number, []).append(str(f.relative_to(ROOT)))
-    assert cited, "no file cites docs/algorithms.md"
-    unknown = {n: where for n, where in cited.items() if n not in sections}
-    assert not unknown, f"docs/algorithms.md has no section {sorted(unknown)}: cited in {unknown}"
+        for page, anchor in CITATION.findall(_text(f)):
+            cited.setdefault((page, anchor), []).append(str(f.relative_to(ROOT)))
+    assert len(cited) >= 60, f"only {len(cited)} method anchors cited"
+    unknown = {
+        f"docs/{page}#{anchor}": where
+        for (page, anchor), where in cited.items()
+        if not (DOCS / page).is_file() or anchor not in anchors(DOCS / page)
+    }
+    assert not unknown, f"cited anchors with no heading: {unknown}"
+
+
+def test_nothing_cites_a_section_number():
+    offenders = [
+        f"{f.relative_to(ROOT)}:{n}"
+        for f in _files()
+        for n, line in enumerate(_text(f).splitlines(), 1)
+        if OLD_CITATION.search(line) or (f.parent.name == "methods" and "§" in line)
+    ]
+    assert not offenders, f"cite a method by anchor (docs/methods/losses.md#cispo), not by section: {offenders}"
+
+
+def test_links_between_the_docs_name_headings_that_exist():
+    bad = []
+    for path in sorted(DOCS.rglob("*.md")):
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", _text(path)):
+            page = (path.parent / target) if target else path
+            if page.suffix == ".md" and page.is_file() and anchor not in anchors(page):
+                bad.append(f"{path.relative_to(ROOT)} -> {target}#{anchor}")
+    assert not bad, bad
+
+
+def test_every_registered_method_has_its_heading():
+    from mmreason.listing import provenances
+
+    missing = []
+    for kind, page in METHOD_PAGES.items():
+        headings = anchors(DOCS / page)
+        missing += [f"{page}#{name}" for name in provenances(kind) if name not in headings]
+    assert not missing, f"registered methods without a heading of their own: {missing}"
 
 
 def _runtime_strings(code: str):

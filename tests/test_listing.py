@@ -1,5 +1,6 @@
 """`mmreason list estimators|losses` shows every registered method, and the GRPO-family methods of
-docs/algorithms.md §11 with the arXiv id of their paper."""
+docs/methods/estimators.md and docs/methods/losses.md with the arXiv id of their paper, and the provenance of
+every method, as the docs state it under the method's heading."""
 
 from mmreason.cli import main
 from mmreason.listing import rows
@@ -16,7 +17,8 @@ PAPERS = {
     },
     "rollouts": {"refine": "2602.09000", "hint": "2602.03143", "augment": "2506.07464"},
 }
-# docs/algorithms.md §14-15: the anchors' objectives and the digest's readings (GEPO and PlanPO: the digest's title)
+# the anchors' objectives (docs/methods/losses.md#on-policy-the-ratio-losses-are-grpo) and the readings of
+# abstracts (docs/algorithms.md#readings-of-abstracts) (GEPO and PlanPO: the digest's title)
 PAPERS["estimators"] |= {
     "reinforce_pp": "2501.03262",
     "reinforce_pp_baseline": "2501.03262",

@@ -1,6 +1,6 @@
 """DAPO dynamic sampling: drop groups whose rewards are all equal (they carry no GRPO gradient).
 
-Source: DAPO (arXiv 2503.14476), Sec. 3.2; docs/algorithms.md §8.7. The caller keeps sampling prompts until the
+Source: DAPO (arXiv 2503.14476), Sec. 3.2; docs/methods/trainer.md#dapo. The caller keeps sampling prompts until the
 batch is full of mixed groups (with a cap on extra rounds); an empty result is a normal outcome.
 """
 

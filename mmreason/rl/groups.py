@@ -34,8 +34,8 @@ def step_group_ids(sample_ids: Sequence[Hashable] | Tensor, step_indices: Sequen
     """Group ids for Step-GRPO: one group per (sample id, step index) pair, ``[N]`` long.
 
     Each step prompt of an unrolled gold trajectory is its own RL prompt, so its G rollouts form a group and
-    are z-scored only against each other (R1-Router, docs/algorithms.md §7). ``sample_ids`` may be strings
-    or integers. Ids are numbered in order of first appearance.
+    are z-scored only against each other (R1-Router, docs/methods/estimators.md#step_grpo). ``sample_ids`` may be
+    strings or integers. Ids are numbered in order of first appearance.
     """
     if isinstance(sample_ids, Tensor) and isinstance(step_indices, Tensor):
         if sample_ids.shape != step_indices.shape or sample_ids.dim() != 1:
@@ -103,7 +103,7 @@ def weighted_total(rewards: Tensor, weights: Tensor, missing: str = "zero") -> t
     ``sum_{k applies} w_k r_k * sum_k w_k / sum_{k applies} w_k`` (DocSeeker's "no specific evidence page":
     ``(0.1 R_fmt + 0.6 R_ans) / 0.7``). A row whose every component is NaN is invalid: no reward applies, so
     it takes no part in any baseline, its total is 0 and its advantage is 0 (TRL's convention).
-    docs/algorithms.md §9.2.
+    docs/methods/trainer.md#reward_missing.
     """
     if missing not in MISSING_RULES:
         raise ValueError(f"missing must be one of {MISSING_RULES}, got {missing!r}")

@@ -53,17 +53,20 @@ AGGREGATIONS: Registry[Callable[..., Any]] = Registry(
 KL_ESTIMATORS: Registry[Callable[..., Any]] = Registry("KL estimator", loader=_importer("mmreason.rl.losses.kl"))
 
 
-def register_estimator(name: str | None = None, *, replace: bool = False, needs: tuple[str, ...] = ()):
+def register_estimator(
+    name: str | None = None, *, replace: bool = False, needs: tuple[str, ...] = (), provenance: str | None = None
+):
     """Decorator: register an advantage estimator under ``name`` (default: the function name).
 
     ``needs``: per-trajectory columns ``[N]`` the estimator takes as keyword arguments of the same name
     (``fidelity``, ``step_index`` ...). The trainer checks at start-up that the run can produce each one (a
-    reward sub-score or a sample column of that name) and passes it from the step's table.
+    reward sub-score or a sample column of that name) and passes it from the step's table. ``provenance``:
+    where its formula comes from (a key of ``mmreason.registry.PROVENANCES``; `mmreason list` prints it).
     """
 
     def decorator(fn):
         fn.needs = tuple(needs)
-        return ESTIMATORS.register(name, replace=replace)(fn)
+        return ESTIMATORS.register(name, replace=replace, provenance=provenance)(fn)
 
     return decorator
 
@@ -92,12 +95,14 @@ def register_policy_loss(
     reads: tuple[str, ...] = (),
     needs: tuple[str, ...] = (),
     defaults: Mapping[str, Any] | None = None,
+    provenance: str | None = None,
 ):
     """Decorator: register a policy loss ``fn(x: LossInputs, **options) -> LossOutput`` under ``name``.
 
     ``reads``: the extra LossInputs fields it reads (``epsilon``, ``entropy``, ``rewards`` ...); ``needs``: the
     fields it cannot do without; ``defaults``: its own defaults of fields for a caller that sets none. An option
     typed ``Literal[...]`` is checked on every call: another value raises ``ValueError`` naming it.
+    ``provenance``: where its formula comes from (a key of ``mmreason.registry.PROVENANCES``).
     """
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -111,16 +116,16 @@ def register_policy_loss(
             return fn(x, **options)
 
         declared = loss_contract(reads=reads, needs=needs, defaults=defaults)(checked)
-        return POLICY_LOSSES.register(name, replace=replace)(declared)
+        return POLICY_LOSSES.register(name, replace=replace, provenance=provenance)(declared)
 
     return decorator
 
 
-def register_aggregation(name: str | None = None, *, replace: bool = False):
+def register_aggregation(name: str | None = None, *, replace: bool = False, provenance: str | None = None):
     """Decorator: register a token aggregation under ``name``."""
-    return AGGREGATIONS.register(name, replace=replace)
+    return AGGREGATIONS.register(name, replace=replace, provenance=provenance)
 
 
-def register_kl_estimator(name: str | None = None, *, replace: bool = False):
+def register_kl_estimator(name: str | None = None, *, replace: bool = False, provenance: str | None = None):
     """Decorator: register a per-token KL estimator under ``name``."""
-    return KL_ESTIMATORS.register(name, replace=replace)
+    return KL_ESTIMATORS.register(name, replace=replace, provenance=provenance)

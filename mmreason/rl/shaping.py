@@ -12,7 +12,7 @@ from torch import Tensor
 def length_trapezoid(lengths: Tensor, l_min: float, l_low: float, l_high: float, l_max: float) -> Tensor:
     """Length reward ``[N]`` in [0, 1]: 0 outside [l_min, l_max], 1 on [l_low, l_high], linear between.
 
-    Source: OpenVLThinkerV2 (arXiv 2604.08539), Sec. 2.3; docs/algorithms.md §4::
+    Source: OpenVLThinkerV2 (arXiv 2604.08539), Sec. 2.3; docs/methods/trainer.md#length-trapezoid::
 
         R_len = 0                              L < l_min or L > l_max
               = (L - l_min) / (l_low - l_min)  l_min <= L < l_low
@@ -32,7 +32,7 @@ def length_trapezoid(lengths: Tensor, l_min: float, l_low: float, l_high: float,
 def overlong_penalty(lengths: Tensor, max_len: float, cache_len: float) -> Tensor:
     """DAPO soft overlong punishment ``[N]`` in [-1, 0].
 
-    Source: DAPO (arXiv 2503.14476), Eq. 13; docs/algorithms.md §8.7::
+    Source: DAPO (arXiv 2503.14476), Eq. 13; docs/methods/trainer.md#dapo::
 
         0                                     |y| <= max_len - cache_len
         ((max_len - cache_len) - |y|) / cache_len   in (max_len - cache_len, max_len]
@@ -55,7 +55,7 @@ def entropy_band_penalty(
 ) -> Tensor:
     """Two-sided entropy shaping, a scalar to add to the loss as ``lambda_ent * L_ent``.
 
-    Source: OpenVLThinkerV2 (arXiv 2604.08539), Sec. 2.3; docs/algorithms.md §4. Per task ``tau``,
+    Source: OpenVLThinkerV2 (arXiv 2604.08539), Sec. 2.3; docs/methods/trainer.md#entropy-band. Per task ``tau``,
     ``H_tau`` = mean token entropy (nats) over that task's response tokens, and::
 
         L_ent = sum_tau max(0, H_tau - H_max,tau) + max(0, H_min,tau - H_tau)

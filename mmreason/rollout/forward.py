@@ -3,7 +3,8 @@
 Right padding with an attention mask; every sample's visual tensors are concatenated in batch order,
 which is the order the model consumes them in. Log-probs are aligned with tokens: ``logprobs[:, t]`` is
 log p(token_t | tokens_<t) under the sampling distribution (temperature, suppressed tokens), computed for
-trained tokens only (``action_mask``; 0 elsewhere): the LM head runs on those positions alone. The math is ``mmreason.rl.logprobs_from_logits`` / ``entropy_from_logits``; docs/algorithms.md §9.1.
+trained tokens only (``action_mask``; 0 elsewhere): the LM head runs on those positions alone. The math is
+``mmreason.rl.logprobs_from_logits`` / ``entropy_from_logits``; docs/methods/trainer.md#log-probs.
 """
 
 from __future__ import annotations

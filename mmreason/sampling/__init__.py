@@ -16,17 +16,17 @@ from mmreason.sampling.uniform import UniformSampler
 from mmreason.sampling.vas import VASSampler
 
 SAMPLERS: Registry = Registry("sampler")
-SAMPLERS.add("uniform", UniformSampler)
-SAMPLERS.add("vas", VASSampler)
-SAMPLERS.add("gdro", GDROSampler)
+SAMPLERS.add("uniform", UniformSampler, provenance="standard")
+SAMPLERS.add("vas", VASSampler, provenance="equations")
+SAMPLERS.add("gdro", GDROSampler, provenance="abstract only")
 
 # Within-step methods a config turns on by its block name (``augment`` / ``refine`` / ``hint`` / ``anchor``: at most
 # one); each module's ``regenerate`` is called by the step (mmreason/train/step.py); ``mmreason list rollouts`` lists
 # them with their papers.
 ROLLOUT_VARIANTS: Registry = Registry("rollout variant")
-ROLLOUT_VARIANTS.add("augment", difficulty)
-ROLLOUT_VARIANTS.add("refine", refine)
-ROLLOUT_VARIANTS.add("hint", hinting)
-ROLLOUT_VARIANTS.add("anchor", anchors)
+ROLLOUT_VARIANTS.add("augment", difficulty, provenance="proposed")
+ROLLOUT_VARIANTS.add("refine", refine, provenance="abstract only")
+ROLLOUT_VARIANTS.add("hint", hinting, provenance="authors' code")
+ROLLOUT_VARIANTS.add("anchor", anchors, provenance="abstract only")
 
 __all__ = ["ROLLOUT_VARIANTS", "SAMPLERS", "PromptSampler", "UniformSampler"]

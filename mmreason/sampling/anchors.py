@@ -1,6 +1,6 @@
 """Anchors for all-fail groups: R³ replay of past successes (arXiv 2601.19620) or DaGRPO's reference (arXiv 2512.06337).
 
-Sources (our readings of both abstracts, docs/algorithms.md §15.10):
+Sources (our readings of both abstracts, docs/methods/within-step.md#anchor):
 "Replay, Reflection, and Ranking Rewards" (R³; Jiang et al., arXiv 2601.19620): when a group's advantages collapse,
 good past trajectories of the same prompt are recalled into the group, their stored log-probs making an importance
 weight possible. "Distinctiveness-Aware GRPO" (DaGRPO; Xie et al., arXiv 2512.06337): for hard prompts with no

@@ -2,7 +2,7 @@
 harder, then regenerate it.
 
 Source: "DeepVideo-R1: Video Reinforcement Fine-Tuning via Difficulty-aware Regressive GRPO" (arXiv 2506.07464),
-Sec. 3.3; docs/algorithms.md §3. The scaling rules are [proposed] (the paper gives their direction only).
+Sec. 3.3; docs/methods/within-step.md#augment. The scaling rules are [proposed] (the paper gives their direction only).
 
     buffer    FIFO of the last W (100) group mean rewards
     ΔR(x)     = mean(buffer) - (1/G) sum_i r_i(x)           > 0: harder than recent prompts; < 0: easier

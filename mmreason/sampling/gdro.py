@@ -1,7 +1,7 @@
 """Prompt-GDRO: a multiplicative-weights bandit over pass@k difficulty bins that up-weights bins that stay hard.
 
 Source: "Group Distributionally Robust Optimization-Driven RL for LLM Reasoning" (Panaganti et al., arXiv
-2601.19280); our reading of its abstract, docs/algorithms.md §15.7. Per prompt x the sampler keeps an EMA pass rate
+2601.19280); our reading of its abstract, docs/methods/samplers.md#gdro. Per prompt x the sampler keeps an EMA pass rate
 ``p_x`` of its rollouts (reward >= ``success_threshold``) and classifies it online by ``pass@k = 1 - (1 - p_x)^k``
 into the bins cut at ``edges`` (bin 0 the hardest); prompts never seen form one more bin. Per bin b::
 

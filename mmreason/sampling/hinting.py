@@ -22,7 +22,7 @@ replies per prompt (the authors retry a failed parse up to 3 times; here the att
 the first reply that parses is used). A hint that states a reference answer is refused
 (``hint.refuse_answer_leak``). A group without a usable hint, or whose hinted prompt cannot be built, keeps its
 rollouts; the step trains on the groups as they end (hinted prompt included). Choices and differences:
-docs/algorithms.md §12.2.
+docs/methods/within-step.md#hint.
 """
 
 from __future__ import annotations

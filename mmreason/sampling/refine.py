@@ -9,7 +9,7 @@ method as its abstract states it (no released code was found):
               sample G refinements of x', score them with r, and train on them with the configured estimator
               and loss (GRPO: A_i = (r_i - mean r) / (std r + eps) within the refinement group)
 
-Choices the abstract leaves open, named in docs/algorithms.md §12.1: the wording that introduces the draft
+Choices the abstract leaves open, named in docs/methods/within-step.md#refine: the wording that introduces the draft
 (``DEFAULT_TEMPLATE``), a cap on the draft's length (``max_draft_chars``, the draft's start is kept), and the
 budget (G drafts + G refinements per prompt: twice GRPO's rollouts, where the paper matches budgets).
 

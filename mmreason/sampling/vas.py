@@ -1,7 +1,7 @@
 """Variance-Aware Sampling (VAS): draw prompts whose rollouts are likely to disagree.
 
 Source: MMR1 (arXiv 2509.21268, section 3, Alg. 1) and its code ``LengSicong/MMR1``
-(``verl/curriculum/metrics.py``, ``verl/curriculum/samplers.py``); docs/algorithms.md §5.
+(``verl/curriculum/metrics.py``, ``verl/curriculum/samplers.py``); docs/methods/samplers.md#vas.
 
 Scores of a prompt x from the rewards r_1..r_N and completions y_1..y_N of N rollouts:
 
@@ -14,7 +14,7 @@ A batch of B prompts holds ``floor(lambda * B)`` draws with replacement in propo
 ``B - floor(lambda * B)`` draws from a seeded permutation of every index (without replacement, wrapping
 around; its position persists across refreshes and checkpoints); the two lists are interleaved.
 
-Departures, marked [proposed] in docs/algorithms.md §5: OVS is the population variance of whatever rewards the
+Departures, marked [proposed] in docs/methods/samplers.md#vas: OVS is the population variance of whatever rewards the
 sampler is given, which equals the paper's P(1 - P) exactly when they are the 0/1 accuracy (the trainer's
 online feedback is the weighted total reward); TDS follows the paper (1 - self-BLEU, higher = more
 diverse), not the code (raw self-BLEU with a positive weight). Prompts never scored take the highest

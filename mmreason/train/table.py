@@ -5,7 +5,7 @@ beyond the rewards declare it (``@register_estimator("ga_grpo", needs=("fidelity
 declared column from, in order: a reward column of that name or a reward sub-score ``<reward>/<name>``
 (e.g. ``tool_grounding/fidelity``), then a column every trajectory has (``TRAJECTORY_COLUMNS``: ``num_turns``,
 ``mean_turn_length``), then the sample column of that name (``step_index`` of an unrolled step prompt). ``check_needs`` verifies at start-up that the run can produce every declared column.
-docs/algorithms.md §9.3.
+docs/methods/trainer.md#declared-columns.
 """
 
 from __future__ import annotations

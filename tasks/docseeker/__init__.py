@@ -3,9 +3,10 @@ reward and Evidence-Guided Resolution Allocation (EGRA). Two stages: SFT on ALR 
 
 Reward: ``0.1 docseeker_format + 0.3 page_fbeta + 0.6 anls`` with ``reward_missing: renormalize`` (a
 "no specific page" sample gets ``(0.1 R_fmt + 0.6 R_ans) / 0.7``). Paper: "DocSeeker: Structured Visual
-Reasoning with Evidence Grounding for Long Document Understanding" (arXiv 2604.12812); docs/algorithms.md
-§1. Recipes: configs/docseeker/docseeker_sft.yaml, configs/docseeker/docseeker_grpo.yaml (and their *_tiny variants).
-The ``mmlongbench_doc`` pack (``tasks/mmlongbench_doc/``) scores the same data by MMLongBench-Doc's rules.
+Reasoning with Evidence Grounding for Long Document Understanding" (arXiv 2604.12812);
+docs/methods/packs.md#docseeker. Recipes: configs/docseeker/docseeker_sft.yaml,
+configs/docseeker/docseeker_grpo.yaml (and their *_tiny variants). The ``mmlongbench_doc`` pack
+(``tasks/mmlongbench_doc/``) scores the same data by MMLongBench-Doc's rules.
 """
 
 from mmreason.taskpack import TaskPack, register_task

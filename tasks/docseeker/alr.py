@@ -14,7 +14,7 @@ r"""The Analysis -> Localization -> Reasoning (ALR) output format of DocSeeker, 
 
 Page numbers are 1-based, as the prompt labels the pages ("Page 1:", "Page 2:", ...). The reward side of
 the format is the registered ``docseeker_format`` reward (``rewards.py``); this module writes it.
-Source: DocSeeker ``ALR_data_generate/data/output_data/example/ALR_data.json``; docs/algorithms.md §1.
+Source: DocSeeker ``ALR_data_generate/data/output_data/example/ALR_data.json``; docs/methods/packs.md#docseeker.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ else the processor shrinks the sharp pages again).
     off:        every page at the high budget (``use_egra: false``, every split).
 
 Defaults: high 1024 tokens, low 256, k = 5. Source: DocSeeker ``EviGRPO/verl/utils/dataset/rl_dataset.py``
-(``update_image_list``, ``post_process_image``); docs/algorithms.md §1. As there, S may overlap gold,
+(``update_image_list``, ``post_process_image``); docs/methods/packs.md#docseeker. As there, S may overlap gold,
 and in training a [-1] sample gets only S at the high budget.
 """
 

@@ -47,7 +47,7 @@ def docseeker_format_score(text: str) -> float:
 def docseeker_format(sample, trajectory, *, max_chars: int = MAX_CHARS) -> float:
     r"""DocSeeker ALR format: think with the 3 \boxed{} headers in order, then a JSON answer dict.
 
-    Source: DocSeeker ``EviGRPO_reward.py::format_reward``; docs/algorithms.md §1 (R_fmt).
+    Source: DocSeeker ``EviGRPO_reward.py::format_reward``; docs/methods/packs.md#docseeker (R_fmt).
     """
     text = as_text(trajectory.completion_text)
     return 0.0 if len(text) > max_chars else docseeker_format_score(text)

@@ -9,7 +9,8 @@ temporal_grounding / grounded_qa), generated minutes-long procedure videos with 
 Rewards: the answer and format rules (``scoring.py``) and the pack's ``tool_grounding`` (``rewards.py``).
 Two stages: SFT on generated tool trajectories (``trajectories.py``), then GA-GRPO. Paper: "MedScope:
 Incentivizing 'Think with Videos' for Clinical Reasoning via Coarse-to-Fine Tool Calling" (arXiv 2602.13332);
-docs/algorithms.md §2. Recipes: configs/medscope/medscope_sft.yaml, configs/medscope/medscope_ga_grpo.yaml (+ ``_tiny``).
+docs/methods/packs.md#medscope. Recipes: configs/medscope/medscope_sft.yaml, configs/medscope/medscope_ga_grpo.yaml (+
+``_tiny``).
 """
 
 from mmreason.taskpack import TaskPack, register_task

@@ -1,7 +1,8 @@
 """MedScope's rewards: the pack's default list (``REWARDS``: the answer and format rules of ``scoring.py`` and the
 grounding reward) and its own reward ``tool_grounding``, the tool-localisation reward over ``crop_video`` /
 ``get_frame`` calls (registered under that name when the pack's rewards load). It reads the gold windows and scores spans with
-the shared temporal helpers of ``rewards/evidence.py``; docs/algorithms.md §2 gives the formulas ([proposed])."""
+the shared temporal helpers of ``rewards/evidence.py``; docs/methods/packs.md#medscope gives the formulas
+([proposed])."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def tool_grounding(
     half the video T (anti-hacking); R_frame = mean_k decay(t_k); ground = the weighted mean of the
     terms that occurred, 0 without any call, None without a gold window. ``fidelity`` (logged) is the
     fraction of calls that touch the window (tIoU > 0, or t inside), for evidence-weighted advantages.
-    Columns: ``span``, ``duration`` (optional, for T and tau). docs/algorithms.md §2 ([proposed]).
+    Columns: ``span``, ``duration`` (optional, for T and tau). docs/methods/packs.md#medscope ([proposed]).
     """
     spans = gold_spans(column(sample, "span"))
     if not spans:

@@ -6,7 +6,7 @@ Offline Step-GRPO, the paper's way: every gold step becomes its own prompt with 
 steps by 0.5 sub-question similarity + 0.5 single-KB match and final steps by answer recall. Data: user rows
 (``data.py``) or questions generated from the local knowledge bases. Paper: "R1-Router: Learning to Route
 Queries Across Knowledge Bases for Step-wise Retrieval-Augmented Reasoning" (Peng et al.);
-docs/algorithms.md §7. Recipe: configs/mrag/mrag_step_grpo_tiny.yaml.
+docs/methods/packs.md#r1-router. Recipe: configs/mrag/mrag_step_grpo_tiny.yaml.
 """
 
 from mmreason.taskpack import TaskPack, register_task

@@ -20,7 +20,7 @@ uses w = 0: there a wrong answer and a needless retrieval both score 0).
 ``sim`` is the paper's cosine of dense embeddings (BGE-M3) when ``embedding_model`` names a local
 ``from_pretrained`` directory; by default a lexical stand-in that needs no model: token F1 of the
 VQA-normalised questions (``similarity="token_f1"``) or the cosine of TF-IDF vectors with IDF from the
-batch's questions (``similarity="tfidf"``). Similarities are clamped to [0, 1] (docs/algorithms.md §7).
+batch's questions (``similarity="tfidf"``). Similarities are clamped to [0, 1] (docs/methods/packs.md#r1-router).
 
 The episode reward of online multi-turn rollouts (the offline, unrolled steps use ``route_step``).
 
@@ -133,7 +133,7 @@ def route_step(
     ``step_type`` ("ret" / "ans"; optional, see ``step_type``). ``answer_decision_weight``: the share of a
     final step's score given for answering at all (default 0, the paper's). Sub-scores: ``step`` (weighted),
     ``similarity`` and ``kb_match`` (logged; None on final steps). Source: R1-Router (Peng et al.),
-    ``Easy-R1/verl/utils/reward_score/step.py``; docs/algorithms.md §7.
+    ``Easy-R1/verl/utils/reward_score/step.py``; docs/methods/packs.md#r1-router.
     """
     if not 0.0 <= answer_decision_weight <= 1.0:
         raise ValueError(f"answer_decision_weight must be in [0, 1], got {answer_decision_weight}")
@@ -173,7 +173,7 @@ def route_step(
 def route_format(sample, trajectory, *, max_chars: int = MAX_CHARS) -> float:
     """1 if the completion is a valid R1-Router step: think+sub-question+ret(one known KB) or think+answer.
 
-    Source: R1-Router ``src/prompt.py`` step format; docs/algorithms.md §7.
+    Source: R1-Router ``src/prompt.py`` step format; docs/methods/packs.md#r1-router.
     """
     text = as_text(trajectory.completion_text)
     return float(len(text) <= max_chars and parse_route_step(text) is not None)

@@ -1,6 +1,6 @@
 """One R1-Router step, parsed with the shared bounded parser (tags only, nothing evaluated): an intermediate
 ``<think/><sub-question>q</sub-question><ret>KB</ret>`` naming exactly one known knowledge base, or the final
-``<think/><answer/>``. Source: R1-Router ``src/prompt.py``; docs/algorithms.md §7."""
+``<think/><answer/>``. Source: R1-Router ``src/prompt.py``; docs/methods/packs.md#r1-router."""
 
 from __future__ import annotations
 

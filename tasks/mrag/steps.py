@@ -8,7 +8,8 @@ A gold trajectory is ``steps`` (each ``{sub_question, kb, answer?}``) then the f
     <think>..</think><answer>answer</answer>                               (k = len(steps),  step_type "ans")
 
 so a trajectory with ``S`` gold steps gives ``S + 1`` prompts, ``step_index`` 0..S, each its own group.
-Source: R1-Router (Peng et al.) ``src/prompt.py``, ``Easy-R1/verl/utils/rl_dataset.py``; docs/algorithms.md §7.
+Source: R1-Router (Peng et al.) ``src/prompt.py``, ``Easy-R1/verl/utils/rl_dataset.py``;
+docs/methods/packs.md#r1-router.
 """
 
 from __future__ import annotations

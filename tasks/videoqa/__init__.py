@@ -9,7 +9,7 @@ from their frames (``real.py``). The video reaches the model through the engine'
 ``data.video_fps`` up to ``data.video_max_frames`` frames under the video pixel limits
 (``data.video_min_pixels`` / ``video_max_pixels`` / ``video_total_pixels``), planned from the header. Reward ``mmreason.tasks.videoqa.scoring:videoqa_accuracy``; eval metrics: accuracy (overall and per
 answer type), mIoU and R@0.3 / 0.5 / 0.7 on span questions. Paper: "DeepVideo-R1: Video Reinforcement
-Fine-Tuning via Difficulty-aware Regressive GRPO" (arXiv 2506.07464); docs/algorithms.md §3.
+Fine-Tuning via Difficulty-aware Regressive GRPO" (arXiv 2506.07464); docs/methods/packs.md#deepvideo-r1.
 """
 
 from mmreason.taskpack import TaskPack, register_task

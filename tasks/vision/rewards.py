@@ -2,7 +2,7 @@
 and its own reward ``skip_think``, TON's skip-think diagnostic (registered under that name when the
 pack's rewards load; ``configs/vision/ton_grpo.yaml`` logs it with weight 0), and ``skip_ratio``, the same count
 over a list of completions, which the pack's ``skip_think`` eval metric reports. Source: TON ("Think or Not?",
-arXiv 2505.16854); docs/algorithms.md §6."""
+arXiv 2505.16854); docs/methods/packs.md#ton."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 With probability ``p`` (0.5 in the released SFT sets) an example's reasoning trace is replaced by the
 empty thought, literally ``<think>\\n\\n</think>``, so the model learns that skipping is allowed; GRPO then
 decides per question (the format reward accepts the empty thought). Source: ``kokolerk/TON``
-``src/eval/aitz_evaluate/sft_grpo_data.py``; docs/algorithms.md §6.
+``src/eval/aitz_evaluate/sft_grpo_data.py``; docs/methods/packs.md#ton.
 
 Each example draws independently from a generator seeded by (seed, example id): the same example is
 dropped (or kept) in every epoch and every run with that seed, whatever the data order.

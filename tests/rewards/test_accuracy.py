@@ -142,7 +142,7 @@ def test_vqa_exact_and_recall():
     assert score("vqa_exact", "<answer>Two dogs.</answer>", "2 dogs") == 1.0
     assert score("vqa_exact", "<answer>the red bus</answer>", ["bus", "red bus"]) == 1.0
     assert score("vqa_exact", "<answer>red car</answer>", "red bus") == 0.0
-    # R1-Router rule (docs/algorithms.md §7)
+    # R1-Router rule (docs/methods/packs.md#r1-router)
     assert recall_score("it was built in 1889", ["1889"]) == 1.0  # short gold: full recall needed
     assert recall_score("the tower in paris", ["eiffel tower"]) == 0.0  # short gold, recall 0.5 -> 0
     long_gold = "the tower was designed by gustave eiffel company"  # 6 tokens after dropping 'the'

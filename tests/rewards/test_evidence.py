@@ -20,7 +20,7 @@ def docseeker_answer(pages, answer, think=THINK):
 
 
 def test_fbeta_worked_example():
-    # docs/algorithms.md §1: P={2,3}, T={3,4,5} -> p=0.5, q=1/3, F_2 = 0.3571
+    # docs/methods/packs.md#docseeker: P={2,3}, T={3,4,5} -> p=0.5, q=1/3, F_2 = 0.3571
     assert fbeta({2, 3}, {3, 4, 5}) == pytest.approx(0.3571, abs=1e-4)
     assert fbeta({3, 4, 5}, {3, 4, 5}) == 1.0
     assert fbeta(set(), {1}) == 0.0 and fbeta({9}, {1}) == 0.0
@@ -79,7 +79,7 @@ def test_docseeker_reward_worked_examples():
 
 
 def test_temporal_iou_worked_examples():
-    # docs/algorithms.md §2: tIoU([0,10],[5,15]) = 1/3; disjoint -> 0
+    # docs/methods/packs.md#medscope: tIoU([0,10],[5,15]) = 1/3; disjoint -> 0
     assert tiou((0, 10), (5, 15)) == pytest.approx(1 / 3)
     assert tiou((0, 1), (2, 3)) == 0.0
     assert tiou((1, 1), (1, 1)) == 0.0

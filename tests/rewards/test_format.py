@@ -10,7 +10,7 @@ from mmreason.types import Turn
 
 
 def test_think_answer_format_accepts_ton_empty_thought():
-    # docs/algorithms.md §6: the format reward of the empty-think string is 1.
+    # docs/methods/packs.md#ton: the format reward of the empty-think string is 1.
     assert score("think_answer_format", "<think>\n\n</think><answer>1</answer>") == 1.0
     assert score("think_answer_format", "<think>reasoning</think>\n<answer>B</answer>") == 1.0
     assert score("think_answer_format", "<think>\n\n</think><answer>1</answer>", kwargs={"strip": False}) == 1.0

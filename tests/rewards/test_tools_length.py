@@ -96,7 +96,7 @@ def test_length_trapezoid_reward_counts_trained_tokens_only():
 
 
 def test_dapo_overlong_penalty():
-    # docs/algorithms.md §8.7: at |y| = L_max - L_cache / 2 the penalty is -0.5
+    # docs/methods/trainer.md#dapo: at |y| = L_max - L_cache / 2 the penalty is -0.5
     assert overlong(20480 - 2048, 20480, 4096) == pytest.approx(-0.5)
     assert overlong(16384, 20480, 4096) == 0.0
     assert overlong(20480, 20480, 4096) == -1.0

@@ -1,4 +1,4 @@
-"""DAPO dynamic sampling filter (docs/algorithms.md §8.7)."""
+"""DAPO dynamic sampling filter (docs/methods/trainer.md#dapo)."""
 
 import torch
 

@@ -123,7 +123,8 @@ def test_updates_raise_expected_reward(estimator, aggregation):
     assert end > start + 0.8, (start, end)  # from 0.5 towards the optimum 1.5
 
 
-# The methods of docs/algorithms.md §11 on the same toy policy: (estimator, its options, loss, loss options).
+# The GRPO-family methods (docs/methods/estimators.md, docs/methods/losses.md) on the same toy policy: (estimator, its
+# options, loss, loss options).
 FAMILY = [
     ("dgpo", {}, "clipped", {}),
     ("opmd", {"baseline": "logavgexp"}, "opmd", {}),

@@ -22,7 +22,7 @@ BUILTIN = [
     "opmd",
     "disco",
 ]
-# asymre is left out of the zero checks: an all-equal group gets -shift by design (docs/algorithms.md §11.3)
+# asymre is left out of the zero checks: an all-equal group gets -shift by design (docs/methods/estimators.md#asymre)
 # reward values with many ties and awkward binary fractions
 VALUES = st.sampled_from([0.0, 0.1, 0.2, 1.0 / 3.0, 0.5, 0.7, 1.0, -1.0, 2.5, 100.0])
 

@@ -1,4 +1,5 @@
-"""Length trapezoid, DAPO overlong penalty and the entropy band (docs/algorithms.md §4 and §8.7)."""
+"""Length trapezoid, DAPO overlong penalty and the entropy band (docs/methods/trainer.md#length-trapezoid,
+docs/methods/trainer.md#entropy-band, docs/methods/trainer.md#dapo)."""
 
 import pytest
 import torch

@@ -1,5 +1,5 @@
-"""Anchors for all-fail groups (docs/algorithms.md §15.10): R³ replay of a prompt's past success with its stored
-log-probs, DaGRPO's reference answer. The step function runs on hand-made groups with the trainer's real config;
+"""Anchors for all-fail groups (docs/methods/within-step.md#anchor): R³ replay of a prompt's past success with its
+stored log-probs, DaGRPO's reference answer. The step function runs on hand-made groups with the trainer's real config;
 the reference source also trains two quickstart steps from a config."""
 
 from __future__ import annotations

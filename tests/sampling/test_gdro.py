@@ -1,4 +1,4 @@
-"""Prompt-GDRO (docs/algorithms.md §15.7): pass@k bins, the bandit up-weights a bin that stays hard, seeded draws
+"""Prompt-GDRO (docs/methods/samplers.md#gdro): pass@k bins, the bandit up-weights a bin that stays hard, seeded draws
 and checkpoints.
 
 pass rate 0.1, k = 4: pass@4 = 1 - 0.9^4 = 0.3439 -> bin 1 of edges (0.2, 0.5, 0.8); pass rate 0 -> bin 0;

@@ -1,4 +1,5 @@
-"""Every GRPO-family method of docs/algorithms.md §11 trains two steps of the quickstart from a config alone: the
+"""Every GRPO-family method of docs/methods/estimators.md and docs/methods/losses.md (DGPO, OPMD, AsymRE,
+DisCO, HölderPO, GBPO) trains two steps of the quickstart from a config alone: the
 run finishes, each step's loss is finite and some step has a non-zero gradient, and the advantages the trainer logs equal
 ``mmreason.rl.advantages`` on the logged rewards (so the config reached the registered function)."""
 

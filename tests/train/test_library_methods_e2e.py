@@ -1,4 +1,5 @@
-"""Every loss, estimator and sampler of docs/algorithms.md §14-15 trains two steps of the quickstart from a config
+"""Every loss, estimator and sampler of docs/methods/losses.md#on-policy-the-ratio-losses-are-grpo and
+docs/algorithms.md#readings-of-abstracts trains two steps of the quickstart from a config
 alone: the run finishes, each step's loss is finite, some step has a non-zero gradient, the logged advantages are
 those of the named estimator (the config reached it), and each method's own trace is in the run (the off-policy
 mask's share, GEPO's kept group entropies, the GDRO sampler's state)."""

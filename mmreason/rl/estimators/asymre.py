@@ -3,7 +3,7 @@
 Source: "Asymmetric REINFORCE for off-Policy Reinforcement Learning: Balancing positive and negative rewards"
 (Arnal et al., arXiv 2506.20520), as the off-policy REINFORCE family's implementation computes it
 (modelscope/Trinity-RFT ``trinity/algorithm/advantage_fn/asymre_advantage.py``, trained there with the
-``opmd`` loss); docs/algorithms.md §11.3. With ``r`` the weighted total and a group of G >= 2 valid rollouts::
+``opmd`` loss); docs/methods/estimators.md#asymre. With ``r`` the weighted total and a group of G >= 2 valid rollouts::
 
     A_i = r_i - (mean_g r + shift),     shift = -0.1
 
@@ -23,7 +23,7 @@ from mmreason.rl.groups import weighted_total
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("asymre")
+@register_estimator("asymre", provenance="authors' code")
 def asymre(
     rewards: Tensor, group_ids: Tensor, weights: Tensor, *, shift: float = -0.1, missing: str = "zero"
 ) -> Tensor:

@@ -1,6 +1,6 @@
 """CorrGRPO: correlation-normalised multi-reward GRPO.
 
-Source: arXiv 2609.36820 (a public summary of the full paper); docs/algorithms.md §8.3.
+Source: arXiv 2609.36820 (a public summary of the full paper); docs/methods/estimators.md#corr_grpo.
 With total reward ``R = sum_l w_l r_l``, GRPO divides by ``std(R) = sqrt(sum_lm Cov(w_l r_l, w_m r_m))``,
 which large-scale rewards dominate. CorrGRPO keeps the centred numerator and swaps covariances for Pearson
 correlations:
@@ -9,8 +9,8 @@ correlations:
 
 Rows/columns of zero-variance components are 0 (all constant -> A = 0). Within a group this is a positive
 multiple of the GRPO advantage; correlated rewards are de-duplicated. With positive weights ``rho`` is the
-plain correlation of the raw components (the unweighted ``sum rho`` of docs/algorithms.md §8.3); a negative weight flips
-the sign of its correlations, a zero weight removes its component.
+plain correlation of the raw components (the unweighted ``sum rho`` of docs/methods/estimators.md#corr_grpo); a
+negative weight flips the sign of its correlations, a zero weight removes its component.
 
 Caution: when the standardised components cancel (e.g. G = 2 and two anti-correlated rewards),
 ``sum rho = 0`` and the denominator is ``sqrt(eps)``: advantages become large; gradient clipping bounds the
@@ -42,7 +42,7 @@ def group_correlation_sum(rewards: Tensor, valid: Tensor, index: Tensor, num_gro
     return rho.sum(dim=(1, 2)).clamp(min=0.0)  # rounding can take a cancelling sum below 0
 
 
-@register_estimator("corr_grpo")
+@register_estimator("corr_grpo", provenance="summaries")
 def corr_grpo(
     rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6, missing: str = "zero"
 ) -> Tensor:

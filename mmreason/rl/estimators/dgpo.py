@@ -3,7 +3,7 @@
 Source: "Harder Is Better: Boosting Mathematical Reasoning via Difficulty-Aware GRPO and Multi-Aspect Question
 Reformulation" (Dai et al., ICLR 2026, arXiv 2601.20614); the formulas are read from the authors' code
 (AMAP-ML/MathForge, ``trl-0.20.0/trl/trainer/grpo_trainer.py::_generate_and_score_completions``, the
-``enable_dgpo`` / ``enable_dgpo_dqw`` branches); docs/algorithms.md §11.1.
+``enable_dgpo`` / ``enable_dgpo_dqw`` branches); docs/methods/estimators.md#dgpo.
 
 GRPO's std normalisation gives a group a total update ``sum_i |A_i|`` that is smaller for hard questions
 (one success in G) than for medium ones. DGPO fixes the total (DGAE) and then tilts it towards hard questions
@@ -42,7 +42,7 @@ def difficulty_weights(difficulty: Tensor, live: Tensor, temperature: float) -> 
     return weights
 
 
-@register_estimator("dgpo")
+@register_estimator("dgpo", provenance="authors' code")
 def dgpo(
     rewards: Tensor,
     group_ids: Tensor,

@@ -2,7 +2,7 @@
 
 Source: "DisCO: Reinforcing Large Reasoning Models with Discriminative Constrained Optimization" (Li et al.,
 arXiv 2505.12366), read from the authors' code (Optimization-AI/DisCO,
-``verl/verl/trainer/ppo/core_algos.py::compute_policy_loss_disco_logL`` and siblings); docs/algorithms.md §11.4.
+``verl/verl/trainer/ppo/core_algos.py::compute_policy_loss_disco_logL`` and siblings); docs/methods/estimators.md#disco.
 DisCO has no advantage: its loss contrasts the scores of correct and incorrect answers of each question. This
 estimator only hands the loss the labels, in the advantage slot::
 
@@ -23,7 +23,7 @@ from mmreason.rl.groups import group_index, weighted_total
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("disco")
+@register_estimator("disco", provenance="authors' code")
 def disco(
     rewards: Tensor, group_ids: Tensor, weights: Tensor, *, threshold: float = 1.0, missing: str = "zero"
 ) -> Tensor:

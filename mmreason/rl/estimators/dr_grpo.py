@@ -1,6 +1,7 @@
 """Dr. GRPO advantage: the group-centred reward, without the std division.
 
-Source: "Understanding R1-Zero-Like Training: A Critical Perspective" (Liu et al., 2025); docs/algorithms.md §8.6.
+Source: "Understanding R1-Zero-Like Training: A Critical Perspective" (Liu et al., 2025);
+docs/methods/estimators.md#dr_grpo.
 
     A_i = r_i - mean_g(r)
 
@@ -17,7 +18,7 @@ from mmreason.rl.groups import weighted_total
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("dr_grpo")
+@register_estimator("dr_grpo", provenance="equations")
 def dr_grpo(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, missing: str = "zero") -> Tensor:
     """Dr. GRPO: r - group mean, no std division (removes the question-difficulty bias)."""
     total, valid = weighted_total(rewards, weights, missing)

@@ -1,7 +1,8 @@
 """DVAO: dynamic variance-adaptive combination of per-objective advantages.
 
-Source: arXiv 2605.25604 (abstract and summaries only); the exact form is ours [proposed]; docs/algorithms.md §8.2.
-Each objective's weight inside a group grows with its reward spread, ``w_k = std_k / sum_j std_j``:
+Source: arXiv 2605.25604 (abstract and summaries only); the exact form is ours [proposed];
+docs/methods/estimators.md#dvao. Each objective's weight inside a group grows with its reward spread,
+``w_k = std_k / sum_j std_j``:
 
     A_i = sum_k w_k (r_{k,i} - mean_k) / (std_k + eps)  ~=  sum_k (r_{k,i} - mean_k) / sum_j std_j
 
@@ -20,7 +21,7 @@ from mmreason.rl.groups import centred, group_index, group_stats
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("dvao")
+@register_estimator("dvao", provenance="proposed")
 def dvao(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6) -> Tensor:
     """DVAO: sum of centred objectives over the sum of their group stds (spread-weighted) [proposed form]."""
     valid = ~torch.isnan(rewards)  # [N, K]

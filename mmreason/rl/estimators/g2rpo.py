@@ -1,6 +1,6 @@
 """G²RPO: rewards mapped through their ranks onto standard-normal quantiles.
 
-Source: OpenVLThinkerV2 (arXiv 2604.08539), Sec. 2.2, Alg. 1; docs/algorithms.md §4.
+Source: OpenVLThinkerV2 (arXiv 2604.08539), Sec. 2.2, Alg. 1; docs/methods/estimators.md#g2rpo.
 
 For the reward set {R_1..R_n}: sort, give ranks k = 1..n, ``p_k = (k - 0.5)/n``,
 ``q_k = Phi^-1(p_k) = sqrt(2) erfinv(2 p_k - 1)``; every reward value gets the mean of the quantiles of all
@@ -47,7 +47,7 @@ def normal_scores(values: Tensor, set_ids: Tensor) -> Tensor:
     return torch.where(size[run] == n, torch.zeros_like(mean_q), mean_q)
 
 
-@register_estimator("g2rpo")
+@register_estimator("g2rpo", provenance="equations")
 def g2rpo(
     rewards: Tensor,
     group_ids: Tensor,

@@ -1,7 +1,7 @@
 """GA-GRPO: evidence-weighted advantages (MedScope), usable after any estimator.
 
 Source: MedScope (arXiv 2602.13332) describes the idea only; the formula is ours [proposed];
-docs/algorithms.md §2. Given a per-rollout evidence fidelity ``F_i in [0, 1]`` (share of the rollout's
+docs/methods/estimators.md#ga_grpo. Given a per-rollout evidence fidelity ``F_i in [0, 1]`` (share of the rollout's
 tool calls that hit the gold evidence window) and base advantages ``A_i``:
 
     A_i > 0:  w_i = (1 + a F_i) / (1 + a mean_g F)
@@ -53,7 +53,7 @@ def evidence_weighted(
     return adv * w
 
 
-@register_estimator("ga_grpo", needs=("fidelity",))
+@register_estimator("ga_grpo", needs=("fidelity",), provenance="proposed")
 def ga_grpo(
     rewards: Tensor,
     group_ids: Tensor,

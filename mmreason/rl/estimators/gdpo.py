@@ -1,6 +1,6 @@
 """GDPO: group reward-decoupled normalisation of multi-component rewards.
 
-Source: arXiv 2601.05242 (paper summaries); docs/algorithms.md §8.1.
+Source: arXiv 2601.05242 (paper summaries); docs/methods/estimators.md#gdpo.
 
     z_{k,i} = (r_{k,i} - mean_{g,k}) / (std_{g,k} + eps)     per group, per component
     s_i     = sum_k w_k z_{k,i}
@@ -22,7 +22,7 @@ from mmreason.rl.groups import centred, group_index, group_stats, scalar_group_s
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("gdpo")
+@register_estimator("gdpo", provenance="summaries")
 def gdpo(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6) -> Tensor:
     """GDPO: z-score each component per group, weighted sum, then z-score over the whole batch."""
     valid = ~torch.isnan(rewards)  # [N, K]

@@ -1,6 +1,6 @@
 """GRPO: the group z-score of the weighted reward.
 
-Source: DeepSeekMath (arXiv 2402.03300); docs/algorithms.md §0.
+Source: DeepSeekMath (arXiv 2402.03300); docs/methods/estimators.md#grpo.
 
     A_i = (r_i - mean_g(r)) / (std(r) + eps),    r_i = sum_k w_k r_{i,k}
 
@@ -9,8 +9,8 @@ Source: DeepSeekMath (arXiv 2402.03300); docs/algorithms.md §0.
 Liu et al. 2025 / TRL), ``"none"`` no division (Dr. GRPO).
 
 Departures from TRL 1.16 (``_generate_and_score_completions``): std is the population std (ddof 0) where TRL
-uses Bessel's correction, and ``eps = 1e-6`` where TRL adds 1e-4; both follow docs/algorithms.md §0. Groups whose
-rewards are all equal get exactly 0 (the mean is the common value, not a rounding of it).
+uses Bessel's correction, and ``eps = 1e-6`` where TRL adds 1e-4; both follow docs/methods/estimators.md#grpo. Groups
+whose rewards are all equal get exactly 0 (the mean is the common value, not a rounding of it).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def grpo_core(total: Tensor, valid: Tensor, group_ids: Tensor, scale_rewards: st
     return torch.where(valid, diff, torch.zeros_like(diff))
 
 
-@register_estimator("grpo")
+@register_estimator("grpo", provenance="equations")
 def grpo(
     rewards: Tensor,
     group_ids: Tensor,

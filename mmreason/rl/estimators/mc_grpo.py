@@ -1,11 +1,11 @@
 """MC-GRPO: median-centred advantages over G+1 rollouts, with the median "pivot" left out of the loss.
 
-Source: arXiv 2601.22582, code lotusroot-kim/MC-GRPO; docs/algorithms.md §8.4.
+Source: arXiv 2601.22582, code lotusroot-kim/MC-GRPO; docs/methods/estimators.md#mc_grpo.
 
     m = lower median of the group's rewards,   A_i = (r_i - m) / s
 
-with ``scale``: ``"none"`` (s = 1, the worked example of docs/algorithms.md §8.4), ``"std"`` (population std of the
-G+1 rewards + eps) or ``"mad"`` (median |r - m| + eps; the reference code divides by MAD + 1e-3).
+with ``scale``: ``"none"`` (s = 1, the worked example of docs/methods/estimators.md#mc_grpo), ``"std"`` (population std
+of the G+1 rewards + eps) or ``"mad"`` (median |r - m| + eps; the reference code divides by MAD + 1e-3).
 Sampling G+1 (odd) rollouts makes the median one of them; that pivot rollout has A = 0 and is excluded from
 backprop *and* from the loss normalisation, so G rollouts are trained at the cost of plain G-rollout GRPO.
 The pivot is the first row, in a stable ascending sort (= lowest original index among ties), whose reward
@@ -28,7 +28,7 @@ from mmreason.rl.registries import register_estimator
 SCALES = ("none", "std", "mad")
 
 
-@register_estimator("mc_grpo")
+@register_estimator("mc_grpo", provenance="authors' code")
 def mc_grpo(
     rewards: Tensor,
     group_ids: Tensor,

@@ -3,8 +3,9 @@
 Source: "Group-Relative REINFORCE Is Secretly an Off-Policy Algorithm: Demystifying Some Myths
 About GRPO and Its Friends" (Yao et al., arXiv 2509.24203; first in the Trinity-RFT report, arXiv 2505.17826,
 App. A), read from the authors' implementation (modelscope/Trinity-RFT
-``trinity/algorithm/advantage_fn/opmd_advantage.py``); docs/algorithms.md §11.2. Train it with the ``opmd``
-policy loss (``mmreason/rl/losses/opmd.py``), as the authors do; ``asymre`` (§11.3) shares the baseline code.
+``trinity/algorithm/advantage_fn/opmd_advantage.py``); docs/methods/estimators.md#opmd. Train it with the ``opmd``
+policy loss (``mmreason/rl/losses/opmd.py``), as the authors do; ``asymre`` (docs/methods/estimators.md#asymre) shares
+the baseline code.
 
 With ``r`` the weighted total and a group of G >= 2 valid rollouts::
 
@@ -38,7 +39,7 @@ def group_baseline(total: Tensor, valid: Tensor, group_ids: Tensor, baseline: st
     return mean[index], has
 
 
-@register_estimator("opmd")
+@register_estimator("opmd", provenance="authors' code")
 def opmd(
     rewards: Tensor,
     group_ids: Tensor,

@@ -1,9 +1,9 @@
 """PlanPO: among a group's successful multi-turn episodes, fewer turns and shorter turns get larger advantages.
 
 Source: "Group Planning-Aware Policy Optimization for Multi-Turn Agentic LLMs" (no arXiv id matched the title); our
-reading of its abstract, docs/algorithms.md §15.6. With ``A_i`` the GRPO advantage of the weighted reward, ``S_g``
-the successes of group g (total reward >= ``success_threshold``), ``n_i`` the assistant turns and ``L_i`` the mean
-tokens per turn (the trainer's columns ``num_turns`` / ``mean_turn_length``)::
+reading of its abstract, docs/methods/estimators.md#planpo. With ``A_i`` the GRPO advantage of the weighted reward,
+``S_g`` the successes of group g (total reward >= ``success_threshold``), ``n_i`` the assistant turns and ``L_i`` the
+mean tokens per turn (the trainer's columns ``num_turns`` / ``mean_turn_length``)::
 
     z(x)_i = (mean_{S_g} x - x_i) / (std_{S_g} x + eps)                 (0 when S_g has < 2 members or x is constant)
     A'_i   = A_i + turn_weight * z(n)_i + length_weight * z(L)_i        i in S_g
@@ -35,7 +35,7 @@ def success_z(values: Tensor, success: Tensor, index: Tensor, num_groups: int, e
     return torch.where(success & ~const, z, torch.zeros_like(z))
 
 
-@register_estimator("planpo", needs=("num_turns", "mean_turn_length"))
+@register_estimator("planpo", needs=("num_turns", "mean_turn_length"), provenance="abstract only")
 def planpo(
     rewards: Tensor,
     group_ids: Tensor,

@@ -3,7 +3,7 @@
 Source: Hu et al., "REINFORCE++: Stabilizing Critic-Free Policy Optimization with Global Advantage
 Normalization" (arXiv 2501.03262); verl ``compute_reinforce_plus_plus_outcome_advantage`` and
 ``compute_reinforce_plus_plus_baseline_outcome_advantage``; OpenRLHF ``advantage_estimator``;
-docs/algorithms.md §14.4. With ``r_i`` the weighted reward and the batch's valid rows B::
+docs/methods/estimators.md#reinforce_pp. With ``r_i`` the weighted reward and the batch's valid rows B::
 
     reinforce_pp:           A_i = (r_i - mean_B(r)) / (std_B(r) + eps)
     reinforce_pp_baseline:  d_i = r_i - mean_g(r)  (group mean),   A_i = (d_i - mean_B(d)) / (std_B(d) + eps)
@@ -36,7 +36,7 @@ def batch_whiten(x: Tensor, valid: Tensor, eps: float) -> Tensor:
     return torch.where(valid, out, torch.zeros_like(out))
 
 
-@register_estimator("reinforce_pp")
+@register_estimator("reinforce_pp", provenance="equations")
 def reinforce_pp(
     rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6, missing: str = "zero"
 ) -> Tensor:
@@ -45,7 +45,7 @@ def reinforce_pp(
     return batch_whiten(total, valid, eps)
 
 
-@register_estimator("reinforce_pp_baseline")
+@register_estimator("reinforce_pp_baseline", provenance="equations")
 def reinforce_pp_baseline(
     rewards: Tensor, group_ids: Tensor, weights: Tensor, *, eps: float = 1e-6, missing: str = "zero"
 ) -> Tensor:

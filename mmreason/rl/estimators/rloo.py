@@ -1,7 +1,7 @@
 """RLOO: leave-one-out baseline.
 
 Source: Ahmadian et al., "Back to Basics: Revisiting REINFORCE Style Optimization..." (arXiv 2402.14740);
-docs/algorithms.md §8.8.
+docs/methods/estimators.md#rloo.
 
     A_i = r_i - 1/(G-1) sum_{j != i} r_j  =  G/(G-1) (r_i - mean_g(r))
 
@@ -17,7 +17,7 @@ from mmreason.rl.groups import group_index, group_stats, weighted_total
 from mmreason.rl.registries import register_estimator
 
 
-@register_estimator("rloo")
+@register_estimator("rloo", provenance="equations")
 def rloo(rewards: Tensor, group_ids: Tensor, weights: Tensor, *, missing: str = "zero") -> Tensor:
     """RLOO: r minus the mean of the other rollouts of the group, G/(G-1)(r - mean)."""
     total, valid = weighted_total(rewards, weights, missing)  # [N], [N]

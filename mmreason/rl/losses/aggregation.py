@@ -1,4 +1,5 @@
-"""Token aggregations: how a per-token loss ``[N, T]`` becomes one scalar (docs/algorithms.md §0).
+"""Token aggregations: how a per-token loss ``[N, T]`` becomes one scalar
+(docs/methods/aggregation-and-kl.md#token-aggregation).
 
 | name                      | formula                                   | used by           | TRL loss_type |
 |---------------------------|-------------------------------------------|-------------------|---------------|
@@ -49,26 +50,26 @@ class Normalisers:
     max_len: int
 
 
-@register_aggregation("seq_mean_token_mean")
+@register_aggregation("seq_mean_token_mean", provenance="standard")
 def seq_mean_token_mean(per_token_loss: Tensor, mask: Tensor, norm: Normalisers) -> Tensor:
     """GRPO: mean over sequences of each sequence's mean over its own tokens."""
     per_seq = (per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)  # [N]
     return per_seq.sum() / norm.num_seqs
 
 
-@register_aggregation("token_mean")
+@register_aggregation("token_mean", provenance="standard")
 def token_mean(per_token_loss: Tensor, mask: Tensor, norm: Normalisers) -> Tensor:
     """DAPO / BNPO: sum over all active tokens divided by their count (every token weighs the same)."""
     return (per_token_loss * mask).sum() / norm.num_tokens
 
 
-@register_aggregation("seq_mean_token_sum_norm")
+@register_aggregation("seq_mean_token_sum_norm", provenance="standard")
 def seq_mean_token_sum_norm(per_token_loss: Tensor, mask: Tensor, norm: Normalisers) -> Tensor:
     """Dr. GRPO: token sum divided by a constant S * L_max (no length bias)."""
     return (per_token_loss * mask).sum() / (norm.num_seqs * norm.max_len)
 
 
-@register_aggregation("seq_mean_token_sum")
+@register_aggregation("seq_mean_token_sum", provenance="standard")
 def seq_mean_token_sum(per_token_loss: Tensor, mask: Tensor, norm: Normalisers) -> Tensor:
     """LUSPO: mean over sequences of each sequence's token sum."""
     return (per_token_loss * mask).sum() / norm.num_seqs

@@ -1,7 +1,7 @@
 """CISPO: a clipped, stop-gradient importance weight times a REINFORCE term, so every token keeps a gradient.
 
 Source: MiniMax-M1 (arXiv 2506.13585, section 3.1); the bound ``epsilon_max`` of ScaleRL (arXiv 2510.13786);
-TRL 1.16 ``loss_type="cispo"``; docs/algorithms.md §14.1. With ``r_it = exp(logp_theta_it - logp_old_it)``::
+TRL 1.16 ``loss_type="cispo"``; docs/methods/losses.md#cispo. With ``r_it = exp(logp_theta_it - logp_old_it)``::
 
     w_it = sg(clip(r_it, epsilon_min, epsilon_max))      [N, T]   sg = stop-gradient (a constant)
     l_it = -w_it A_i logp_theta_it                                 d l / d logp = -w_it A_i, never 0 for A != 0
@@ -26,7 +26,7 @@ from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
-@register_policy_loss("cispo")
+@register_policy_loss("cispo", provenance="equations")
 def cispo(x: LossInputs, *, epsilon_max: float = 5.0, epsilon_min: float | None = None) -> LossOutput:
     """CISPO (MiniMax-M1, arXiv 2506.13585): -sg(clip(ratio, eps_min, eps_max)) * A * logp, every token keeps a gradient.
 

@@ -1,7 +1,7 @@
 """The PPO/GRPO clipped surrogate with clip-higher, dual-clip and sequence-level importance sampling.
 
 Sources: PPO (Schulman et al., 2017); GRPO (arXiv 2402.03300); clip-higher from DAPO (arXiv 2503.14476);
-sequence-level ratio from GSPO (arXiv 2507.18071) as TRL 1.16 implements it; docs/algorithms.md §0.
+sequence-level ratio from GSPO (arXiv 2507.18071) as TRL 1.16 implements it; docs/methods/losses.md#clipped.
 
     rho_it = exp(logp_theta - logp_old)                                  importance_sampling_level="token"
     rho_i  = exp(1/|y_i| sum_t (logp_theta - logp_old))                   importance_sampling_level="sequence"
@@ -33,7 +33,7 @@ from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
-@register_policy_loss("clipped", reads=("epsilon", "epsilon_high", "importance_sampling_level"))
+@register_policy_loss("clipped", reads=("epsilon", "epsilon_high", "importance_sampling_level"), provenance="equations")
 def clipped(x: LossInputs, *, delta: float | None = None) -> LossOutput:
     """Clipped surrogate (PPO/GRPO) with clip-higher and token- or sequence-level (GSPO) ratios.
 

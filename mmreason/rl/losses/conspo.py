@@ -1,7 +1,7 @@
 """ConSPO: InfoNCE over length-normalised sequence log-probs, each verified positive against its group's negatives.
 
 Source: "Revisiting RLVR from a Contrastive Perspective" (Zhang et al., arXiv 2605.12969); our reading of its
-abstract, docs/algorithms.md §15.5. With ``s_i = 1/|y_i| sum_t logp_theta_it`` (``[N]``, with gradient), the
+abstract, docs/methods/losses.md#conspo. With ``s_i = 1/|y_i| sum_t logp_theta_it`` (``[N]``, with gradient), the
 positives P_g (A_i > 0) and negatives N_g (A_i < 0) of group g, and the margin ``m`` at the step::
 
     per_positive:  l_i = -log( e^{(s_i - m)/tau} / (e^{(s_i - m)/tau} + sum_{j in N_g} e^{s_j/tau}) ),  i in P_g
@@ -82,7 +82,7 @@ def conspo_objective(
     return -(log_p[take]).mean()
 
 
-@register_policy_loss("conspo", reads=("train_step",))
+@register_policy_loss("conspo", reads=("train_step",), provenance="abstract only")
 def conspo(
     x: LossInputs,
     *,

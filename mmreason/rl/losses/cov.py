@@ -2,7 +2,7 @@
 
 Source: Cui et al., "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models" (arXiv
 2505.22617, section 5); verl ``core_algos.compute_policy_loss_kl_cov`` / ``compute_policy_loss_clip_cov``;
-docs/algorithms.md §14.3. Over the active tokens of the call (D of them), with ``logp`` detached::
+docs/methods/losses.md#kl_cov. Over the active tokens of the call (D of them), with ``logp`` detached::
 
     cov_it = (A_it - mean(A)) (logp_it - mean(logp))                          [N, T]
     KL-Cov:   S = the top ``k = max(1, floor(kl_cov_ratio D))`` tokens by cov
@@ -40,7 +40,7 @@ def token_covariance(logprobs: Tensor, advantages: Tensor, mask: Tensor) -> Tens
     return torch.where(m, cov, torch.zeros_like(cov))
 
 
-@register_policy_loss("kl_cov")
+@register_policy_loss("kl_cov", provenance="equations")
 def kl_cov(x: LossInputs, *, kl_cov_ratio: float = 0.0002, kl_coef: float = 1.0) -> LossOutput:
     """KL-Cov (arXiv 2505.22617): -ratio * A, plus kl_coef |log-ratio| on the top kl_cov_ratio tokens by covariance.
 
@@ -63,7 +63,7 @@ def kl_cov(x: LossInputs, *, kl_cov_ratio: float = 0.0002, kl_coef: float = 1.0)
     return finish(p, per_token, ratio, region=masked_mean(selected.float(), p.mask))
 
 
-@register_policy_loss("clip_cov", reads=("epsilon", "epsilon_high", "train_step"))
+@register_policy_loss("clip_cov", reads=("epsilon", "epsilon_high", "train_step"), provenance="equations")
 def clip_cov(
     x: LossInputs, *, clip_ratio: float = 0.0002, clip_cov_lb: float = 1.0, clip_cov_ub: float = 5.0, seed: int = 0
 ) -> LossOutput:

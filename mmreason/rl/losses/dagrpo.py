@@ -1,8 +1,9 @@
 """DaGRPO's sequence-level gradient rectification: near-duplicate rollouts of a group with opposite advantages
 leave the loss, so their gradients do not cancel.
 
-Source: "Distinctiveness-Aware GRPO" (Xie et al., arXiv 2512.06337); our reading of its abstract, docs/algorithms.md
-§15.8. With ``U_i`` the set of token n-grams of row i's trained tokens (``token_ids`` ``[N, T]`` under ``mask``)::
+Source: "Distinctiveness-Aware GRPO" (Xie et al., arXiv 2512.06337); our reading of its abstract,
+docs/methods/losses.md#dagrpo. With ``U_i`` the set of token n-grams of row i's trained tokens (``token_ids``
+``[N, T]`` under ``mask``)::
 
     sim_ij  = |U_i ∩ U_j| / |U_i ∪ U_j|                                 (judge-free; 1 - sim is the distinctiveness)
     pair    = i, j in one group, sim_ij >= similarity_threshold and A_i A_j < 0
@@ -13,7 +14,7 @@ What is the paper's: masking pairs of samples in a group whose distinctiveness i
 conflict (sequence-level gradient rectification); off-policy anchor responses for hard prompts with no positive.
 What is ours: the distinctiveness score (token n-gram Jaccard in place of the paper's fine-grained judge scoring),
 the threshold (0.8), n = 2, masking only pairs of opposite sign, and which members are masked. The anchors are not
-built (docs/algorithms.md §15.8). ``token_ids`` are the mini-batch's token ids, passed by the trainer.
+built (docs/methods/losses.md#dagrpo). ``token_ids`` are the mini-batch's token ids, passed by the trainer.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def conflict_mask(
     return torch.tensor(out, dtype=torch.bool, device=advantages.device)
 
 
-@register_policy_loss("dagrpo", reads=("epsilon", "epsilon_high", "token_ids"))
+@register_policy_loss("dagrpo", reads=("epsilon", "epsilon_high", "token_ids"), provenance="abstract only")
 def dagrpo(
     x: LossInputs, *, similarity_threshold: float = 0.8, ngram: int = 2, mask_rows: Literal["both", "negative"] = "both"
 ) -> LossOutput:

@@ -4,7 +4,7 @@ temperature-shifted likelihood ratio of the successful rollouts, steered by the 
 Source: "Distribution-Centric Policy Optimization Dominates Exploration-Exploitation Trade-off" (Li et al.,
 arXiv 2601.12730), read from the authors' code ``597358816/DCPO``, ``verl/trainer/ray_trainer.py``: ``RayPPOTrainer.fit`` branch
 ``alg == "DCPO"`` and ``_compute_bool_reward_by_score``; defaults from ``verl/trainer/config.py``
-(``entropy_base = 0.5``); docs/algorithms.md §12.4. The authors' code is the specification.
+(``entropy_base = 0.5``); docs/methods/losses.md#dcpo. The authors' code is the specification.
 
     H            mean token entropy of the previous step's update (0 before the first step, as in the code)
     T'           = temperature_high (1.2) if H <= entropy_base else temperature_low (0.8)
@@ -81,6 +81,7 @@ def dcpo_advantages(
 
 @register_policy_loss(
     "dcpo",
+    provenance="authors' code",
     reads=("epsilon", "epsilon_high"),
     needs=("tempered_logprobs", "rewards", "step_rewards", "prev_entropy"),
 )

@@ -1,7 +1,7 @@
 """DHPO: the token-level (GRPO) and sequence-level (GSPO) clipped surrogates, each clipped in its own range, mixed.
 
 Source: "Orchestrating Tokens and Sequences: Dynamic Hybrid Policy Optimization" (Min et al., arXiv 2601.05607); our
-reading of its abstract, docs/algorithms.md §15.2. With ``r_it = exp(logp_theta_it - logp_old_it)`` and
+reading of its abstract, docs/methods/losses.md#dhpo. With ``r_it = exp(logp_theta_it - logp_old_it)`` and
 ``s_i = exp(mean_t log r_it)`` (GSPO's ratio, gradient to every token as in ``clipped``)::
 
     token branch:     u_it = min(r_it A_i, clip(r_it, 1 - epsilon, 1 + epsilon_high) A_i)          [N, T]
@@ -50,7 +50,7 @@ def entropy_weight(entropy: Tensor | None, mask: Tensor, sharpness: float) -> Te
     return torch.where(mask > 0, torch.sigmoid(sharpness * z), torch.full_like(h, 0.5))
 
 
-@register_policy_loss("dhpo", reads=("epsilon", "epsilon_high", "entropy"))
+@register_policy_loss("dhpo", reads=("epsilon", "epsilon_high", "entropy"), provenance="abstract only")
 def dhpo(
     x: LossInputs,
     *,

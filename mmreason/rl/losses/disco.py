@@ -3,7 +3,7 @@
 Source: "DisCO: Reinforcing Large Reasoning Models with Discriminative Constrained Optimization" (Li et al.,
 arXiv 2505.12366), read from the authors' code (Optimization-AI/DisCO,
 ``verl/verl/trainer/ppo/core_algos.py``: ``compute_policy_loss_disco_logL`` / ``_Lratio`` and the DisCO-b
-variants ``compute_policy_loss_discob_*``); docs/algorithms.md §11.4.
+variants ``compute_policy_loss_discob_*``); docs/methods/losses.md#disco.
 
 Labels come in the advantage slot from the ``disco`` estimator (+1 positive, -1 negative, 0 = not used). With
 response tokens ``t`` of rollout ``i`` and ``|y_i|`` its length::
@@ -53,7 +53,7 @@ def group_objective(
     return torch.where(both, pos_mean - neg_term, torch.zeros_like(pos_mean))
 
 
-@register_policy_loss("disco", needs=("group_ids",))
+@register_policy_loss("disco", needs=("group_ids",), provenance="authors' code")
 def disco(
     x: LossInputs,
     *,

@@ -1,7 +1,7 @@
 """ERPO: entropy-gated, position-bucket-normalised token advantages anchored to the outcome advantage's sign.
 
 Source: "Token-Level Entropy-Regulated Policy Optimization" (Yu et al., arXiv 2603.28204); our reading of its
-abstract, docs/algorithms.md §15.3. Over the call's active tokens, with ``H_it`` the current policy's token entropy
+abstract, docs/methods/losses.md#erpo. Over the call's active tokens, with ``H_it`` the current policy's token entropy
 (detached), ``|y_i|`` the row's length and ``B`` buckets::
 
     gate:      g_it = 1 + gate_strength * sigmoid((H_it - mean H) / (std H + 1e-6))         [N, T], in (1, 1 + gs)
@@ -56,7 +56,7 @@ def erpo_weights(entropy: Tensor | None, mask: Tensor, *, gate_strength: float, 
     return torch.where(m, w, torch.ones_like(w))
 
 
-@register_policy_loss("erpo", reads=("epsilon", "epsilon_high", "entropy"))
+@register_policy_loss("erpo", reads=("epsilon", "epsilon_high", "entropy"), provenance="abstract only")
 def erpo(
     x: LossInputs,
     *,

@@ -1,7 +1,7 @@
 """ETR, elastic trust regions: clip bounds that widen with the advantage magnitude and the group's reward variance.
 
 Source: "Outcome-Guided Elastic Trust Regions for Policy Optimization" (Zhang et al., arXiv 2601.03723; no code was
-found); our reading of its abstract, docs/algorithms.md §15.1. With the clipped surrogate of ``clipped`` (token
+found); our reading of its abstract, docs/methods/losses.md#etr. With the clipped surrogate of ``clipped`` (token
 ratios ``r_it``, ``[N, T]``; advantages ``A_i``, ``[N]``)::
 
     micro:  m_i = 1 + micro_scale * tanh(|A_i|)                                   [N]
@@ -75,7 +75,7 @@ def elastic_epsilons(
     return (epsilon * widen).clamp(max=max_epsilon), (epsilon_high * widen).clamp(max=max_epsilon), weight
 
 
-@register_policy_loss("etr", reads=("epsilon", "epsilon_high", "rewards"))
+@register_policy_loss("etr", reads=("epsilon", "epsilon_high", "rewards"), provenance="abstract only")
 def etr(
     x: LossInputs,
     *,

@@ -2,7 +2,7 @@
 
 Source: "Bounded Ratio Reinforcement Learning" (Ao et al., arXiv 2604.18578), read from the authors' code
 (bounded-ratio-rl/bounded_ratio_rl ``src/verl/trainer/ppo/core_algos.py``: ``compute_gbpo_outcome_advantage_and_target``
-and ``compute_policy_loss_gbpo``; defaults from its README); docs/algorithms.md §11.6.
+and ``compute_policy_loss_gbpo``; defaults from its README); docs/methods/losses.md#gbpo.
 
 The bounded-ratio problem ``max E[rho A]`` s.t. ``1 - eps_l <= rho <= 1 + eps_h`` has the closed-form optimum
 ``rho* = 1 + eps_h`` where the action beats the (group) median and ``1 - eps_l`` where it does not; GBPO
@@ -48,6 +48,7 @@ def target_ratio(
 
 @register_policy_loss(
     "gbpo",
+    provenance="authors' code",
     reads=("epsilon", "epsilon_high"),
     needs=("group_ids",),
     defaults={"aggregation": "token_mean", "epsilon": 0.3},

@@ -1,7 +1,7 @@
 """GEPO: group-entropy asymmetric advantage shaping with thresholds adapted from the history of group entropies.
 
 Source: "Group Entropy-Controlled Policy Optimization" (no arXiv id matched the title); our reading of its abstract,
-docs/algorithms.md §15.4. With ``H_g`` the mean token entropy of group g's rows (current policy, detached) and ``Q``
+docs/methods/losses.md#gepo. With ``H_g`` the mean token entropy of group g's rows (current policy, detached) and ``Q``
 the pooled group entropies of the history and of this call::
 
     low  = quantile(Q, low_quantile),   high = quantile(Q, high_quantile)
@@ -72,7 +72,11 @@ def gepo_advantages(
     return advantages * scale
 
 
-@register_policy_loss("gepo", reads=("epsilon", "epsilon_high", "entropy", "entropy_history"))
+@register_policy_loss(
+    "gepo",
+    reads=("epsilon", "epsilon_high", "entropy", "entropy_history"),
+    provenance="abstract only",
+)
 def gepo(
     x: LossInputs,
     *,

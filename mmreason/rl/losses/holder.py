@@ -3,7 +3,7 @@
 Source: "Hölder Policy Optimisation" (Le, Chen et al., arXiv 2605.12058), read from the authors' code
 (YihangChen9/HolderPO ``train_zero_math_holder.py``: ``ZeroMathLearner.learning_step`` branches ``holder`` and
 ``holder_token``, ``_get_current_holder_p``; settings of ``scripts/qwen2.5-math-7b-holder.sh``);
-docs/algorithms.md §11.5. With ``Delta_it = logp_theta_it - logp_old_it``, ``r_it = exp(Delta_it)``::
+docs/methods/losses.md#holder. With ``Delta_it = logp_theta_it - logp_old_it``, ``r_it = exp(Delta_it)``::
 
     M_p(x_i) = (1/|y_i| sum_t x_it^p)^(1/p)                (p -> 0: the geometric mean exp(mean_t log x_it))
     level "sequence":  rho_i = M_p(r_i),   l_i = -min(rho_i A_i, clip(rho_i, 1 - eps, 1 + eps) A_i)
@@ -71,7 +71,7 @@ def log_power_mean(log_x: Tensor, mask: Tensor, p: float) -> Tensor:
     return torch.where(count > 0, out, torch.zeros_like(out))
 
 
-@register_policy_loss("holder", reads=("epsilon", "train_step"))
+@register_policy_loss("holder", reads=("epsilon", "train_step"), provenance="authors' code")
 def holder(
     x: LossInputs,
     *,
@@ -117,7 +117,7 @@ def pooled_surrogate(x: LossInputs, level: str, exponent: float, log_bounds: tup
     return finish(p, per_row[:, None], row, clipped=clip_fractions(row, p.advantages, math.exp(lo), math.exp(hi)))
 
 
-@register_policy_loss("gmpo")
+@register_policy_loss("gmpo", provenance="equations")
 def gmpo(x: LossInputs, *, epsilon_log: float = 0.4) -> LossOutput:
     """GMPO (Geometric-Mean Policy Optimization, arXiv 2507.20673): HölderPO's token level at p = 0.
 

@@ -2,7 +2,7 @@
 displacement guard).
 
 Source: "On GRPO Collapse in Search-R1: The Lazy Likelihood-Displacement Death Spiral" (Deng et al., arXiv
-2512.04220), Eq. 5 with its gates as public re-implementations state them; docs/algorithms.md §13.1 names them
+2512.04220), Eq. 5 with its gates as public re-implementations state them; docs/methods/losses.md#llds names them
 and the choices::
 
     d_it    = logp_old_it - logp_theta_it                      displacement (> 0: the token's likelihood fell)
@@ -77,7 +77,11 @@ def llds_term(
     return (disp.clamp(min=0.0) * active).sum() / total, opened
 
 
-@register_policy_loss("llds", reads=("epsilon", "epsilon_high", "importance_sampling_level"))
+@register_policy_loss(
+    "llds",
+    reads=("epsilon", "epsilon_high", "importance_sampling_level"),
+    provenance="re-implementations",
+)
 def llds(x: LossInputs, *, llds_coef: float = 0.1, gate: Gate = "response") -> LossOutput:
     """LLDS (Lazy Likelihood Displacement guard, arXiv 2512.04220): clipped surrogate + llds_coef * L_LLDS.
 

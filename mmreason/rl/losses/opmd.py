@@ -3,7 +3,7 @@
 Source: "Group-Relative REINFORCE Is Secretly an Off-Policy Algorithm: Demystifying Some Myths About GRPO and
 Its Friends" (Yao et al., arXiv 2509.24203), read from the authors' implementation (modelscope/Trinity-RFT
 ``trinity/algorithm/policy_loss_fn/opmd_policy_loss.py``, the loss of both their ``opmd`` and ``asymre``
-algorithms); docs/algorithms.md §11.2::
+algorithms); docs/methods/losses.md#opmd::
 
     l_it = -A_i logp_theta_it / (1 + tau)          then aggregated over response tokens (default token mean)
 
@@ -25,7 +25,7 @@ from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
-@register_policy_loss("opmd", defaults={"aggregation": "token_mean"})
+@register_policy_loss("opmd", defaults={"aggregation": "token_mean"}, provenance="authors' code")
 def opmd(x: LossInputs, *, tau: float = 1.0) -> LossOutput:
     """OPMD / AsymRE loss (arXiv 2509.24203): -A logp / (1 + tau), no ratio and no clip.
 

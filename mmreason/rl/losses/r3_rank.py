@@ -1,7 +1,7 @@
 """R³'s structural-entropy ranking reward: failed samples of a group get relative rewards from their entropy pattern.
 
 Source: "Replay, Reflection, and Ranking Rewards" (R³; Jiang et al., arXiv 2601.19620); our reading of its abstract,
-docs/algorithms.md §15.11. With ``F_g`` the failed rows of group g (total reward <= ``fail_threshold``; ``rewards``
+docs/methods/losses.md#r3_rank. With ``F_g`` the failed rows of group g (total reward <= ``fail_threshold``; ``rewards``
 passed by the trainer), ``m = |F_g|``, and each row's score ``h_i = mean_t H_it + spread_weight * std_t H_it`` (the
 current policy's token entropies, detached)::
 
@@ -46,7 +46,7 @@ def ranking_bonus(
     return torch.where(failed & (count >= 2), bonus, torch.zeros_like(bonus))
 
 
-@register_policy_loss("r3_rank", reads=("epsilon", "epsilon_high", "entropy", "rewards"))
+@register_policy_loss("r3_rank", reads=("epsilon", "epsilon_high", "entropy", "rewards"), provenance="abstract only")
 def r3_rank(
     x: LossInputs,
     *,

@@ -1,7 +1,7 @@
 """Reg-GRPO (DeepVideo-R1): regress the policy's normalised log-likelihood ratios onto the advantages.
 
 Source: "DeepVideo-R1: Video Reinforcement Fine-Tuning via Difficulty-aware Regressive GRPO"
-(arXiv 2506.07464), Sec. 3.2, App. A, reconstructed from the text; docs/algorithms.md §3.
+(arXiv 2506.07464), Sec. 3.2, App. A, reconstructed from the text; docs/methods/losses.md#reg_grpo.
 
     rho_i     = sum_t (logp_theta - logp_old)                 sequence log-ratio over response tokens
     A_theta,i = (rho_i - mean_g rho) / sqrt(var_g(rho) + eps_r^2)
@@ -41,7 +41,7 @@ def predicted_advantages(rho: Tensor, index: Tensor, num_groups: int, keep: Tens
     return dev / torch.sqrt(var[index] + eps_r**2)
 
 
-@register_policy_loss("reg_grpo", needs=("group_ids",))
+@register_policy_loss("reg_grpo", needs=("group_ids",), provenance="equations")
 def reg_grpo(x: LossInputs, *, eps_r: float = 1e-2) -> LossOutput:
     """Reg-GRPO: squared error between target advantages and group-normalised sequence log-ratios.
 

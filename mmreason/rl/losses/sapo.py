@@ -1,7 +1,7 @@
 """SAPO: a smooth, temperature-controlled gate in place of the hard clip, asymmetric in the advantage's sign.
 
 Source: "Soft Adaptive Policy Optimization" (Qwen, arXiv 2511.20347); TRL 1.16 ``loss_type="sapo"``;
-docs/algorithms.md §14.2. With ``r_it = exp(logp_theta_it - logp_old_it)`` and ``tau = tau_pos`` for ``A > 0``,
+docs/methods/losses.md#sapo. With ``r_it = exp(logp_theta_it - logp_old_it)`` and ``tau = tau_pos`` for ``A > 0``,
 ``tau_neg`` otherwise::
 
     f(r) = 4 / tau * sigmoid(tau (r - 1))           [N, T]     f(1) = 2 / tau,  f'(r) = 4 sigmoid' = sech^2(tau (r-1)/2)
@@ -30,7 +30,7 @@ from mmreason.rl.registries import register_policy_loss
 HALF_GRADIENT = 2 * math.acosh(math.sqrt(2.0))  # tau |r - 1| beyond which sech^2(tau (r - 1) / 2) < 1/2
 
 
-@register_policy_loss("sapo", reads=("importance_sampling_level",))
+@register_policy_loss("sapo", reads=("importance_sampling_level",), provenance="equations")
 def sapo(x: LossInputs, *, tau_pos: float = 1.0, tau_neg: float = 1.05) -> LossOutput:
     """SAPO (Soft Adaptive PO, arXiv 2511.20347): -4/tau sigmoid(tau (ratio - 1)) * A, tau_pos for A > 0, tau_neg otherwise.
 

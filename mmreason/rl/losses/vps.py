@@ -1,7 +1,7 @@
 """GRPO-VPS: the trajectory advantage refined per segment by the progress of the answer's probability.
 
 Source: "Verifiable Process Supervision" (GRPO-VPS; Wang et al., arXiv 2604.20659); our reading of its abstract,
-docs/algorithms.md §15.12. The trainer cuts each completion into segments (``segments``), and at each boundary
+docs/methods/losses.md#vps. The trainer cuts each completion into segments (``segments``), and at each boundary
 ``b_0 = 0 < b_1 < ... < b_S = |y|`` appends the reference answer and reads ``q_k = log P_old(answer | prompt, y_<b_k)``
 (one extra forward per boundary, no Monte Carlo rollouts, no reward model). With ``seg(t)`` the segment of token t::
 
@@ -58,7 +58,7 @@ def progress_per_token(answer_logprobs: list[float], ends: list[int], length: in
     return out
 
 
-@register_policy_loss("vps", reads=("epsilon", "epsilon_high", "segment_progress"))
+@register_policy_loss("vps", reads=("epsilon", "epsilon_high", "segment_progress"), provenance="abstract only")
 def vps(
     x: LossInputs,
     *,

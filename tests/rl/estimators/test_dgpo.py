@@ -1,5 +1,5 @@
 """DGPO (Harder Is Better, arXiv 2601.20614): MAD-normalised advantages and difficulty-aware question weights
-(docs/algorithms.md §11.1), checked against the formulas of the authors' code worked by hand.
+(docs/methods/estimators.md#dgpo), checked against the formulas of the authors' code worked by hand.
 
 Worked example (two groups of G = 4, one constant group):
 

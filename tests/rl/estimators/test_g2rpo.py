@@ -1,4 +1,4 @@
-"""G²RPO: rank -> normal quantile with tie averaging (docs/algorithms.md §4)."""
+"""G²RPO: rank -> normal quantile with tie averaging (docs/methods/estimators.md#g2rpo)."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Evidence-weighted advantages for GA-GRPO (docs/algorithms.md §2)."""
+"""Evidence-weighted advantages for GA-GRPO (docs/methods/estimators.md#ga_grpo)."""
 
 import pytest
 import torch

@@ -1,4 +1,5 @@
-"""GRPO (group / batch / no std), Dr. GRPO and RLOO by hand (docs/algorithms.md §0, §8.1, §8.6, §8.8)."""
+"""GRPO (group / batch / no std), Dr. GRPO and RLOO by hand (docs/methods/estimators.md#grpo,
+docs/methods/estimators.md#dr_grpo, docs/methods/estimators.md#rloo)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""MC-GRPO: median baseline over G+1 rollouts and the pivot mask (docs/algorithms.md §8.4)."""
+"""MC-GRPO: median baseline over G+1 rollouts and the pivot mask (docs/methods/estimators.md#mc_grpo)."""
 
 import pytest
 import torch

@@ -1,4 +1,5 @@
-"""GDPO, DVAO and CorrGRPO on the shared example r1 = [1,1,0,0], r2 = [1,0,0,0] (docs/algorithms.md §8.1-§8.3)."""
+"""GDPO, DVAO and CorrGRPO on the shared example r1 = [1,1,0,0], r2 = [1,0,0,0] (docs/methods/estimators.md#gdpo,
+docs/methods/estimators.md#dvao, docs/methods/estimators.md#corr_grpo)."""
 
 import torch
 

@@ -1,4 +1,5 @@
-"""OPMD and AsymRE advantages, the off-policy REINFORCE family (docs/algorithms.md §11.2, §11.3), checked against
+"""OPMD and AsymRE advantages, the off-policy REINFORCE family (docs/methods/estimators.md#opmd,
+docs/methods/estimators.md#asymre), checked against
 the formulas of the authors' implementation worked by hand.
 
     OPMD, baseline "mean", r = [1, 0, 0, 0]: mean 0.25 -> A = [0.75, -0.25, -0.25, -0.25]

@@ -1,4 +1,4 @@
-"""PlanPO (docs/algorithms.md §15.6) by hand, and every registered estimator on groups of unequal size.
+"""PlanPO (docs/methods/estimators.md#planpo) by hand, and every registered estimator on groups of unequal size.
 
 PlanPO, one group, rewards [1, 1, 1, 0], turns [2, 3, 4, 1], mean turn lengths [10, 10, 10, 5]:
     GRPO: mean 0.75, std 0.433013 -> successes 0.577350, failure -1.732051

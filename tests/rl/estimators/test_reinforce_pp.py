@@ -1,4 +1,4 @@
-"""REINFORCE++ and REINFORCE++-baseline (docs/algorithms.md §14.4), by hand.
+"""REINFORCE++ and REINFORCE++-baseline (docs/methods/estimators.md#reinforce_pp), by hand.
 
 rewards [1, 0, 0, 0], groups [0, 0, 1, 1]:
     reinforce_pp: batch mean 0.25, std sqrt(0.25 * 0.75) = 0.433013 -> [1.732051, -0.577350 x 3]

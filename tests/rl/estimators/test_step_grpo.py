@@ -1,4 +1,4 @@
-"""Step-GRPO: every (sample, step) prompt is its own group (docs/algorithms.md §7)."""
+"""Step-GRPO: every (sample, step) prompt is its own group (docs/methods/estimators.md#step_grpo)."""
 
 import torch
 

@@ -1,4 +1,4 @@
-"""Token aggregations by hand, and the TRL loss_type mapping (docs/algorithms.md §0)."""
+"""Token aggregations by hand, and the TRL loss_type mapping (docs/methods/aggregation-and-kl.md#token-aggregation)."""
 
 import pytest
 import torch

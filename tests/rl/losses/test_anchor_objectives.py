@@ -1,4 +1,5 @@
-"""CISPO, SAPO, GMPO, KL-Cov / Clip-Cov (docs/algorithms.md §14), worked by hand from their formulas.
+"""CISPO, SAPO, GMPO, KL-Cov / Clip-Cov (docs/methods/losses.md#on-policy-the-ratio-losses-are-grpo), worked by hand
+from their formulas.
 
 One token per row, old log-prob 0, so logp = log r and d loss / d logp is the gradient through the ratio.
 
@@ -155,8 +156,8 @@ def test_empty_mask_gives_zero_loss(name):
     [("cispo", {}), ("sapo", {}), ("gmpo", {}), ("kl_cov", {"kl_cov_ratio": 0.5}), ("etr", {}), ("dhpo", {})],
 )
 def test_on_policy_the_gradient_is_grpos(name, options):
-    """docs/algorithms.md §14: at ratio 1 (one optimizer step per batch) these losses give the clipped surrogate's
-    gradient; they differ only off-policy."""
+    """docs/methods/losses.md#on-policy-the-ratio-losses-are-grpo: at ratio 1 (one optimizer step per batch) these
+    losses give the clipped surrogate's gradient; they differ only off-policy."""
     torch.manual_seed(3)
     lp, adv = torch.randn(3, 4), torch.tensor([1.0, -0.5, 0.0])
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]]).float()

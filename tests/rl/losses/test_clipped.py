@@ -1,4 +1,5 @@
-"""The clipped surrogate: ratios, clip-higher, dual clip, GSPO ratio, metrics, masks, dtypes."""
+"""The clipped surrogate (docs/methods/losses.md#clipped): ratios, clip-higher, dual clip, GSPO ratio, metrics, masks,
+dtypes."""
 
 import math
 

@@ -1,6 +1,7 @@
 """DCPO (arXiv 2601.12730), checked against the authors' ``verl/trainer/ray_trainer.py`` (``fit``, branch
 ``alg == "DCPO"``): T' from the last step's entropy, alpha from the entropy gap and the step's accuracy, and
-A' = (1 - alpha) A + alpha [r > 0.05] pi_old^{T'} / pi_old fed to the clipped surrogate."""
+A' = (1 - alpha) A + alpha [r > 0.05] pi_old^{T'} / pi_old fed to the clipped surrogate
+(docs/methods/losses.md#dcpo)."""
 
 from __future__ import annotations
 

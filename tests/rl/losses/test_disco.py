@@ -1,5 +1,5 @@
 """DisCO (arXiv 2505.12366): labels from the ``disco`` estimator and the constrained discriminative loss
-(docs/algorithms.md §11.4), worked by hand from the formulas of the authors' code.
+(docs/methods/losses.md#disco), worked by hand from the formulas of the authors' code.
 
 One group, rewards [1, 1, 0, 0] -> labels [+1, +1, -1, -1]; one response token each, scores s = logp =
 [-1, -2, -0.5, -3]; on-policy (old = logp), so the KL penalty is 0.

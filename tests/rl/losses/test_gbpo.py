@@ -1,5 +1,5 @@
 """GBPO (Bounded Ratio RL, arXiv 2604.18578): the bounded target ratio and the |A|-weighted L1 regression
-(docs/algorithms.md §11.6), worked by hand from the formulas of the authors' code.
+(docs/methods/losses.md#gbpo), worked by hand from the formulas of the authors' code.
 
 Group rewards [1, 0, 0, 0] -> GRPO A = [1.732051, -0.577350 x 3]; the median of A (even G: mean of the middle
 two) is -0.577350, so with T = 1e-4: s = [1, 0.5, 0.5, 0.5] and target = 0.7 + 0.6 s = [1.3, 1.0, 1.0, 1.0]

@@ -1,5 +1,5 @@
-"""HölderPO (arXiv 2605.12058): the Hölder p-mean ratio, both levels, and the p schedules (docs/algorithms.md
-§11.5), worked by hand from the formulas of the authors' code.
+"""HölderPO (arXiv 2605.12058): the Hölder p-mean ratio, both levels, and the p schedules
+(docs/methods/losses.md#holder), worked by hand from the formulas of the authors' code.
 
 One row, two tokens with ratios r = [2, 0.5] (log-ratios [ln 2, -ln 2]), epsilon = 0.2.
 Sequence level, rho = M_p(r) = ((2^p + 0.5^p)/2)^(1/p):

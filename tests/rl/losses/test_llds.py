@@ -1,5 +1,5 @@
 """LLDS (arXiv 2512.04220, Eq. 5): the likelihood-preserving term added to the clipped surrogate
-(docs/algorithms.md §13.1), worked by hand.
+(docs/methods/losses.md#llds), worked by hand.
 
 Three rows, old log-probs 0, mask [[1,1,1],[1,1,0],[1,1,1]] (8 trained tokens), A = [+1, -1, 0]:
   row 0: new = [-0.5, 0.2, 0.1] -> d = old - new = [0.5, -0.2, -0.1], sum 0.2 > 0: gate open,

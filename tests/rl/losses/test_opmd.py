@@ -1,4 +1,4 @@
-"""The OPMD policy loss -A logp / (1 + tau) (docs/algorithms.md §11.2), worked by hand.
+"""The OPMD policy loss -A logp / (1 + tau) (docs/methods/losses.md#opmd), worked by hand.
 
 Two rows, tau = 1, token_mean over the 3 active tokens:
     logp = [[log 0.5, log 0.25], [log 0.8, (masked)]],  A = [1, -2]

@@ -1,5 +1,5 @@
-"""The digest readings ETR, DHPO, ERPO, GEPO and ConSPO (docs/algorithms.md §15): the behaviour each abstract
-states, on numbers worked by hand. Rows of one token unless said; old log-prob 0, so logp = log r.
+"""The digest readings ETR, DHPO, ERPO, GEPO and ConSPO (docs/algorithms.md#readings-of-abstracts): the behaviour each
+abstract states, on numbers worked by hand. Rows of one token unless said; old log-prob 0, so logp = log r.
 
 ETR, epsilon 0.2, micro_scale 0.5, macro off: eps_i = 0.2 (1 + 0.5 tanh|A_i|)
     A = 0.5 -> eps 0.246212;  A = 2 -> eps 0.296403.  Ratio 1.27 on both rows: row 1 is clipped (1.27 > 1.246212,

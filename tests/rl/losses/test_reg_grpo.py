@@ -1,4 +1,4 @@
-"""Reg-GRPO: regression of normalised sequence log-ratios onto advantages (docs/algorithms.md §3)."""
+"""Reg-GRPO: regression of normalised sequence log-ratios onto advantages (docs/methods/losses.md#reg_grpo)."""
 
 import pytest
 import torch

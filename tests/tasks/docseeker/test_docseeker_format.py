@@ -19,7 +19,7 @@ def test_docseeker_format_worked_examples():
         '{"evidence_pages": [6], "answer": "Page 6"}', "{'evidence_pages': [6], 'answer': 'Page 6'}"
     )
     assert score("docseeker_format", single_quoted) == 1.0
-    # missing \boxed{Reasoning Process} -> R_fmt = 0 (docs/algorithms.md §1)
+    # missing \boxed{Reasoning Process} -> R_fmt = 0 (docs/methods/packs.md#docseeker)
     assert score("docseeker_format", DOCSEEKER_OK.replace("\\boxed{Reasoning Process}", "")) == 0.0
     # headers out of order
     swapped = DOCSEEKER_OK.replace("Evidence Localization", "TMP").replace("Reasoning Process", "Evidence Localization")

@@ -1,5 +1,5 @@
 """The pack's reward, 0.1 format + 0.3 page F2 + 0.6 ANLS with the "no specific page" rule, end to end:
-rows -> loader -> Sample.meta -> RewardRunner -> RewardBatch.total(renormalize). docs/algorithms.md §1."""
+rows -> loader -> Sample.meta -> RewardRunner -> RewardBatch.total(renormalize). docs/methods/packs.md#docseeker."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """MedScope's own reward, ``tool_grounding`` (tasks/medscope/rewards.py): 0.7 crop tIoU + 0.3 distance-decayed
-frame hits, long crops scaled down, ``fidelity`` the share of calls that touch the evidence (docs/algorithms.md §2).
-Scored through the registry by name, so these also check the pack's rewards module registers it."""
+frame hits, long crops scaled down, ``fidelity`` the share of calls that touch the evidence
+(docs/methods/packs.md#medscope). Scored through the registry by name, so these also check the pack's rewards module
+registers it."""
 
 from __future__ import annotations
 

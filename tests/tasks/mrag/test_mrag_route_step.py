@@ -26,7 +26,7 @@ def run(text, s=None, **kwargs):
 
 
 def test_exact_gold_step_scores_one():
-    # docs/algorithms.md §7: exact gold output -> R_ret = 1.0
+    # docs/methods/packs.md#r1-router: exact gold output -> R_ret = 1.0
     assert run(step(GOLD_Q, "Text Retriever")) == {"step": 1.0, "similarity": 1.0, "kb_match": 1.0}
 
 

@@ -1,5 +1,5 @@
-"""Offline unrolling (Step-GRPO, docs/algorithms.md §7): a gold trajectory's steps become their own prompts with
-growing gold histories; the gold output of each step scores 1 under the pack's reward; two KBs score 0."""
+"""Offline unrolling (Step-GRPO, docs/methods/packs.md#r1-router): a gold trajectory's steps become their own prompts
+with growing gold histories; the gold output of each step scores 1 under the pack's reward; two KBs score 0."""
 
 from __future__ import annotations
 

@@ -140,7 +140,7 @@ def test_think_format_samples_score_only_a_closed_answer_tag():
 
 def test_skip_think_reward_and_ratio():
     """The pack's own ``skip_think`` reward (tasks/vision/rewards.py), scored through the registry by name."""
-    # docs/algorithms.md §6: skip_ratio(["<think>\n\n</think><answer>1</answer>"]) = 1.
+    # docs/methods/packs.md#ton: skip_ratio(["<think>\n\n</think><answer>1</answer>"]) = 1.
     assert skip_ratio(["<think>\n\n</think><answer>1</answer>"]) == 1.0
     assert skip_ratio(["<think>\n\n</think><answer>1</answer>", "<think>x</think><answer>1</answer>"]) == 0.5
     assert score("skip_think", "<think> </think><answer>1</answer>") == 1.0
