@@ -18,10 +18,10 @@ from mmreason.rollout import shared_prefix
 from mmreason.rollout.forward import collate, pad_stack, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
 from mmreason.train.config import NAMED_LOSS_OPTIONS, TrainConfig, accepted_options
-from mmreason.train.minibatches import length_sorted_minibatches
 from mmreason.train.records import task_index
 from mmreason.train.setup import Run
 from mmreason.train.table import StepTable
+from mmreason.train.token_budget import micro_batches
 from mmreason.train.vision_calls import match_vision_calls, needs_matching, without_stand_ins
 from mmreason.train.vps import segment_progress
 from mmreason.types import Trajectory
@@ -150,12 +150,21 @@ def group_entropy_values(entropy, mask, group_ids) -> list[float]:
 
 def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:
     """The kept trajectories in ``steps_per_generation`` shares of whole groups, each in length-sorted
-    mini-batches of at most ``mini_batch_size`` (as many on every process: ``agree.equal_minibatches``), each
+    mini-batches of at most ``mini_batch_size`` rows or ``max_tokens_per_micro_batch`` tokens (as many on every
+    process: ``token_budget.micro_batches``, ``agree.equal_minibatches``), each
     making the same vision calls on every process (``vision_calls.match_vision_calls``)."""
     cfg = run.cfg
     pad = run.processor.tokenizer.pad_token_id
     parts = split_groups([t.group_id for t in trajs], cfg.steps_per_generation)  # [[row, ...] per step]
-    chunks = [length_sorted_minibatches(part, trajs, cfg.mini_batch_size) for part in parts]  # longest first
+    chunks = micro_batches(  # longest first; by rows, or by tokens (token_budget)
+        run.accelerator,
+        parts,
+        trajs,
+        mini_batch_size=cfg.mini_batch_size,
+        max_tokens=cfg.max_tokens_per_micro_batch,
+        most_parts=cfg.steps_per_generation,
+        shared_prompt=uses_shared_prefix(run, run.model, trajs),
+    )
     parts, chunks, weights = equal_minibatches(run.accelerator, parts, chunks, cfg.steps_per_generation)
     members = [[[trajs[i] for i in rows] for rows in cs] for cs in chunks]
     batches = iter(match_vision_calls(run, [(m, collate(m, pad).to(run.device)) for ms in members for m in ms]))
