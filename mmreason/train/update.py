@@ -238,11 +238,12 @@ def uses_shared_prefix(run: Run, model, trajectories) -> bool:
 
 
 def sequence_logprobs(
-    run: Run, model, batch, trajectories, with_entropy: bool = False, temperature: float | None = None
+    run: Run, model, batch, trajectories, with_entropy: bool = False, temperature: float | None = None, **options
 ):
     """Per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each
     group encoded once (``shared_prefix``, the default where it applies), else the plain padded forward.
-    ``temperature`` replaces the sampling temperature (logits / temperature) when given."""
+    ``temperature`` replaces the sampling temperature (logits / temperature) when given; ``options``: the
+    log-prob functions' own (``entropy_grad``)."""
     sampling = sampling_options(run)
     if temperature is not None:
         sampling["temperature"] = temperature
@@ -255,11 +256,12 @@ def sequence_logprobs(
                 run.processor.tokenizer.pad_token_id,
                 with_entropy,
                 **sampling,
+                **options,
             )
     if not needs_matching(run.accelerator, model):
         batch = without_stand_ins(batch)
     with run.accelerator.autocast():  # the head computes in the run's precision too (rl.lm_head)
-        return token_logprobs(model, batch, with_entropy, **sampling)
+        return token_logprobs(model, batch, with_entropy, **sampling, **options)
 
 
 def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, fields, band, stats, model=None):
@@ -268,7 +270,9 @@ def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, fiel
     The loss reads one ``rl.LossInputs``: this forward's log-probs, entropies (detached) and token ids, the
     corrected advantages, and ``fields`` (``loss_fields``)."""
     a = run.cfg.algorithm
-    logp, ent = sequence_logprobs(run, model or run.model, batch, trajectories, with_entropy=True)  # [n, T] fp32
+    logp, ent = sequence_logprobs(  # [n, T] fp32; the entropy differentiable only for the entropy band
+        run, model or run.model, batch, trajectories, with_entropy=True, entropy_grad=band is not None
+    )
     old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
     advantages = rollout_correction(run, trajectories, old, batch.action_mask, advantages, stats)
     advantages = off_policy_masked(run, trajectories, logp, old, batch.action_mask, advantages, stats)
