@@ -10,6 +10,7 @@ import torch
 
 from mmreason import rl
 from mmreason.parallel.agree import any_rank, equal_minibatches
+from mmreason.parallel.gradient_sync import sync_gradients
 from mmreason.parallel.gradients import average_gradients, is_ddp
 from mmreason.parallel.sharding import is_sharded
 from mmreason.rl.losses.gepo import group_entropies
@@ -99,6 +100,7 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
                 if token_mean:
                     fields["num_tokens"] = share.tokens
                 rows = None if band is None else tuple(x[mb.rows].to(run.device) for x in band)
+                sync_gradients(policy, mb is share.minibatches[-1])  # one reduction per optimizer step
                 loss, metrics, ent = minibatch_loss(
                     run,
                     mb.inputs,
@@ -383,6 +385,7 @@ def _skip_update(run: Run, kind: str) -> dict[str, float]:
     """A NaN/inf loss or gradient on any process: every process drops this step's update, counts it and
     keeps going."""
     run.counters.nan_steps += 1
+    sync_gradients(run.model, True)  # a micro-batch before the last may have turned it off
     run.event(kind, step=run.step)
     run.optimizer.zero_grad(set_to_none=True)
     return {"loss": float("nan"), "skipped_update": 1.0}
