@@ -136,7 +136,7 @@ def _add_product(acc: Tensor, a: Tensor, b: Tensor) -> None:
     elif a.device.type == "cuda":
         acc += torch.mm(a, b, out_dtype=torch.float32)
     else:
-        acc += (a @ b).float()
+        acc.add_(a @ b)  # promoted in place: no fp32 copy of the product
 
 
 def compute_dtype(hidden: Tensor, weight: Tensor) -> torch.dtype:
