@@ -100,7 +100,8 @@ class _ChunkedLogprobs(torch.autograd.Function):
         g_lp = grad_lp if grad_lp is not None else torch.zeros_like(log_z)
         entropy = grad_ent is not None and grad_ent.numel() > 0
         grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
-        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)  # fp32 over chunks
+        wants_weight = ctx.needs_input_grad[1]
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if wants_weight else None
         grad_bias = torch.zeros(w.shape[0], dtype=torch.float32, device=w.device) if bias is not None else None
         for s in range(0, hidden.shape[0], step):
             h, rows = hidden[s : s + step], slice(s, s + step)
@@ -120,9 +121,9 @@ class _ChunkedLogprobs(torch.autograd.Function):
             dz = dz.to(w.dtype)
             if grad_hidden is not None:
                 grad_hidden[rows] = dz @ w
-            if ctx.needs_input_grad[1]:
+            if grad_weight is not None:
                 _add_product(grad_weight, dz.T, h)
-        grad_weight = grad_weight.to(weight.dtype) if ctx.needs_input_grad[1] else None
+        grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)  # one rounding, at the end
         grad_bias = grad_bias.to(bias.dtype) if grad_bias is not None and ctx.needs_input_grad[2] else None
         return grad_hidden, grad_weight, grad_bias, None, None, None, None, None
 
