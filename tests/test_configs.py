@@ -62,3 +62,15 @@ def test_a_pack_recipe_does_not_restate_its_packs_default_rewards(path):
         return
     cfg = load_config(TrainConfig, path)
     assert cfg.rewards != [_reward_config(r) for r in TASKS.get(cfg.data.task).rewards], path
+
+
+FULL_SIZE = [p for p in RECIPES if not any(w in p.stem for w in ("tiny", "small", "quickstart"))]
+
+
+@pytest.mark.parametrize("path", FULL_SIZE, ids=[p.relative_to(CONFIGS).as_posix() for p in FULL_SIZE])
+def test_a_full_size_recipe_checkpoints_gradients(path):
+    """A 3B / 7B recipe (no ``tiny`` / ``small`` in its name) recomputes activations in backward: without it
+    16-row mini-batches keep ~60-70 GB of activations at 7B (issue 48)."""
+    cfg = load_config(TrainConfig, path)
+    assert not cfg.model.name_or_path.startswith("runs/tiny-model"), path
+    assert cfg.model.gradient_checkpointing, f"{path}: set model.gradient_checkpointing: true"

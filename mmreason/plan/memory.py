@@ -73,7 +73,7 @@ class TrainerMemory:
     offload_in_rollout: bool = False  # parameters, gradients and optimizer state on the CPU while generating
     chunked_sharded_head: bool = True  # the chunked LM head on a sharded head (rollout/sharded_head.py)
     sharded_masters: bool = True  # FSDP2 shards fp32 masters for a bf16 run, whatever model.master_weights says
-    entropy_graph: bool = True  # whole-logits entropy kept differentiable
+    entropy_graph: bool = False  # whole-logits entropy kept differentiable (only with an entropy band now)
 
 
 TODAY = TrainerMemory()
@@ -257,13 +257,14 @@ def lm_head(shape: ModelShape, s: RunSettings) -> Item:
     if chunked:
         c = min(m, max(1, HIDDEN_CHUNK_ELEMENTS // v)) * v
         cast = e * c if e < 4 else 0
-        weight_grad = v * shape.hidden * max(b, e)  # a chunk's [V x h] gradient before it is summed
+        weight_grad = v * shape.hidden * (4 + (e if e < 4 else 0))  # the fp32 [V x h] sum, a bf16 chunk's product
         weight_cast = v * shape.hidden * e if b != e else 0
         size = 8 * c + cast + weight_grad + weight_cast
         return Item("LM head (chunked)", size, ("update",), f"{m:,} tokens, chunks of {c // v:,} rows")
     graph = 16 if s.trainer.entropy_graph else 4
     size = (2 * e + graph + 4) * m * v
-    return Item("LM head (whole logits)", size, ("update",), f"[{m:,} x {v:,}] logits, fp32 copies, entropy graph")
+    note = f"[{m:,} x {v:,}] logits, fp32 copies" + (", entropy graph" if s.trainer.entropy_graph else "")
+    return Item("LM head (whole logits)", size, ("update",), note)
 
 
 def reference(shape: ModelShape, s: RunSettings) -> list[Item]:

@@ -144,6 +144,7 @@ def token_logprobs(
     temperature: float = 1.0,
     suppressed: Sequence[int] = (),
     chunked: bool = True,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs [N, T] aligned with ``batch.input_ids``, optional entropy; 0 wherever
     ``action_mask`` is 0 (prompt, observations, padding). The LM head sees only the hidden states that
@@ -154,11 +155,18 @@ def token_logprobs(
     specials), so log-probs are those of the distribution the completions were drawn from (as TRL and verl
     divide by the temperature); a trained token that is suppressed gets log-prob 0. ``chunked`` (where the
     head allows it, ``chunkable_head``; an FSDP2-sharded head computes them in its forward,
-    ``rollout.sharded_head``): no [M, V] logits are kept for backward (``rl.lm_head``).
+    ``rollout.sharded_head``): no [M, V] logits are kept for backward (``rl.lm_head``). The entropy
+    carries no autograd graph unless ``entropy_grad`` (a loss that differentiates it, the entropy band).
     """
     if batch.forward_batch is not None:
         return _with_stand_ins(
-            model, batch, with_entropy, temperature=temperature, suppressed=suppressed, chunked=chunked
+            model,
+            batch,
+            with_entropy,
+            temperature=temperature,
+            suppressed=suppressed,
+            chunked=chunked,
+            entropy_grad=entropy_grad,
         )
     reset_position_state(model)  # state left by generate(); positions must be recomputed
     sampling = {"temperature": temperature, "suppressed": suppressed}
@@ -171,10 +179,13 @@ def token_logprobs(
     targets = batch.input_ids[:, first:][trained]  # [M]
     if chunked and head is None and _sharded_head(model) is not None:  # FSDP2: the head computes them itself
         lp, ent = _logprobs_in_sharded_head(model, batch, rows, targets, t - first + 1, with_entropy, **sampling)
+        ent = ent if ent is None or entropy_grad else ent.detach()
     else:
         with lm_head_rows(model, rows, hidden=head is not None):
             out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)
-        lp, ent = head_logprobs(out.logits[0], targets, head, with_entropy=with_entropy, **sampling)
+        lp, ent = head_logprobs(
+            out.logits[0], targets, head, with_entropy=with_entropy, entropy_grad=entropy_grad, **sampling
+        )
     where = torch.nn.functional.pad(trained, (first, 0))  # [N, T]
     logprobs = lp.new_zeros(n, t).masked_scatter(where, lp)
     entropy = None if ent is None else ent.new_zeros(n, t).masked_scatter(where, ent)
@@ -219,11 +230,14 @@ def head_logprobs(
     temperature: float,
     suppressed: Sequence[int],
     zero_suppressed: bool = True,
+    entropy_grad: bool = False,
 ):
     """[M] fp32 log-probs (and entropies) of ``targets`` from what the narrowed LM head returned: its
     hidden-state input ``[M, d]`` when ``head`` is given (chunked, ``rl.lm_head``), else its logits ``[M, V]``.
-    A trained token that is suppressed gets log-prob 0 (with ``zero_suppressed``)."""
-    if head is not None:
+    A trained token that is suppressed gets log-prob 0 (with ``zero_suppressed``). The entropies are
+    differentiable only with ``entropy_grad``: on the logits path their graph keeps [M, V] fp32 tensors
+    (the logits' copy, the probabilities) that no loss reads unless it differentiates the entropy."""
+    if head is not None:  # no [M, V] tensor outlives its chunk: a detached entropy saves only [M] floats
         lp, ent = logprobs_from_hidden(
             head_out,
             head.weight,
@@ -233,11 +247,12 @@ def head_logprobs(
             suppressed=suppressed,
             with_entropy=with_entropy,
         )
+        ent = ent if ent is None or entropy_grad else ent.detach()
     else:
         logits = sampling_logits(head_out[None], temperature, suppressed)  # [1, M, V]
         lp = logprobs_from_logits(logits, targets[None], temperature=temperature)[0]
-        # differentiable: entropy shaping uses it
-        ent = entropy_from_logits(logits, temperature=temperature)[0] if with_entropy else None
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):  # entropy shaping differentiates it
+            ent = entropy_from_logits(logits, temperature=temperature)[0] if with_entropy else None
     if suppressed and zero_suppressed:
         lp = lp.masked_fill(torch.isin(targets, torch.as_tensor(list(suppressed), device=lp.device)), 0.0)
     return lp, ent

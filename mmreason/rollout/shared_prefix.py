@@ -62,10 +62,12 @@ def shared_prefix_logprobs(
     temperature: float = 1.0,
     suppressed: Sequence[int] = (),
     chunked: bool = True,
+    entropy_grad: bool = False,
     _position_offset: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``[N, length]`` log-probs (and entropies) laid out as ``collate`` lays out the batch: row ``i`` holds
-    trajectory ``i``'s completion tokens at their sequence positions, 0 elsewhere."""
+    trajectory ``i``'s completion tokens at their sequence positions, 0 elsewhere. The entropies carry an
+    autograd graph only with ``entropy_grad`` (``forward.head_logprobs``)."""
     device = next(model.parameters()).device
     groups: dict[int, list[int]] = {}
     for i, t in enumerate(trajectories):
@@ -83,6 +85,7 @@ def shared_prefix_logprobs(
             device,
             _position_offset,
             chunked=chunked,
+            entropy_grad=entropy_grad,
         )
         p = trajectories[members[0]].prompt_length
         pad = (p, length - p - lp.shape[1])  # zeros before the completion and after the group's longest one
@@ -104,6 +107,7 @@ def _group(
     offset: int = 0,
     *,
     chunked: bool = True,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One group: [g, L] completion log-probs (and entropies), L = its longest completion."""
     first = group[0]
@@ -185,6 +189,7 @@ def _group(
         temperature=temperature,
         suppressed=suppressed,
         zero_suppressed=False,
+        entropy_grad=entropy_grad,
     )
     lp = _place(lp_rows, g, firsts, trained & ~firsts)[:, :longest]
     ent = None if ent_rows is None else _place(ent_rows, g, firsts, trained & ~firsts)[:, :longest]

@@ -279,6 +279,9 @@ class TrainConfig:
     max_steps: int = 100
     prompts_per_step: int = 4  # prompts per optimizer step per process (each gets G rollouts)
     mini_batch_size: int = 16  # trajectories per forward/backward (gradient accumulation inside a step)
+    # tokens per forward/backward instead (prompt + completion, real tokens not padding; train/token_budget.py):
+    # unset = mini_batch_size rows. A row longer than the budget is a micro-batch of its own
+    max_tokens_per_micro_batch: int | None = None
     shared_prefix: bool = True  # the update encodes each group's prompt once (see rollout/shared_prefix.py)
     steps_per_generation: int = 1  # optimizer steps per batch of rollouts, each on its share of the groups
     # (TRL's name; EasyR1 / verl: rollout batch / ppo_mini_batch_size). 1 = one step on the whole batch
@@ -319,6 +322,7 @@ class TrainConfig:
         "max_steps": "[0, inf)",
         "prompts_per_step": "[1, inf)",
         "mini_batch_size": "[1, inf)",
+        "max_tokens_per_micro_batch": "[1, inf)",
         "steps_per_generation": "[1, inf)",
         "learning_rate": "[0, inf)",
         "vision_learning_rate": "[0, inf)",

@@ -10,6 +10,7 @@ import torch
 
 from mmreason import rl
 from mmreason.parallel.agree import any_rank, equal_minibatches
+from mmreason.parallel.gradient_sync import sync_gradients
 from mmreason.parallel.gradients import average_gradients, is_ddp
 from mmreason.parallel.sharding import is_sharded
 from mmreason.rl.losses.gepo import group_entropies
@@ -18,10 +19,10 @@ from mmreason.rollout import shared_prefix
 from mmreason.rollout.forward import collate, pad_stack, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
 from mmreason.train.config import NAMED_LOSS_OPTIONS, TrainConfig, accepted_options
-from mmreason.train.minibatches import length_sorted_minibatches
 from mmreason.train.records import task_index
 from mmreason.train.setup import Run
 from mmreason.train.table import StepTable
+from mmreason.train.token_budget import micro_batches
 from mmreason.train.vision_calls import match_vision_calls, needs_matching, without_stand_ins
 from mmreason.train.vps import segment_progress
 from mmreason.types import Trajectory
@@ -99,6 +100,7 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
                 if token_mean:
                     fields["num_tokens"] = share.tokens
                 rows = None if band is None else tuple(x[mb.rows].to(run.device) for x in band)
+                sync_gradients(policy, mb is share.minibatches[-1])  # one reduction per optimizer step
                 loss, metrics, ent = minibatch_loss(
                     run,
                     mb.inputs,
@@ -150,12 +152,21 @@ def group_entropy_values(entropy, mask, group_ids) -> list[float]:
 
 def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:
     """The kept trajectories in ``steps_per_generation`` shares of whole groups, each in length-sorted
-    mini-batches of at most ``mini_batch_size`` (as many on every process: ``agree.equal_minibatches``), each
+    mini-batches of at most ``mini_batch_size`` rows or ``max_tokens_per_micro_batch`` tokens (as many on every
+    process: ``token_budget.micro_batches``, ``agree.equal_minibatches``), each
     making the same vision calls on every process (``vision_calls.match_vision_calls``)."""
     cfg = run.cfg
     pad = run.processor.tokenizer.pad_token_id
     parts = split_groups([t.group_id for t in trajs], cfg.steps_per_generation)  # [[row, ...] per step]
-    chunks = [length_sorted_minibatches(part, trajs, cfg.mini_batch_size) for part in parts]  # longest first
+    chunks = micro_batches(  # longest first; by rows, or by tokens (token_budget)
+        run.accelerator,
+        parts,
+        trajs,
+        mini_batch_size=cfg.mini_batch_size,
+        max_tokens=cfg.max_tokens_per_micro_batch,
+        most_parts=cfg.steps_per_generation,
+        shared_prompt=uses_shared_prefix(run, run.model, trajs),
+    )
     parts, chunks, weights = equal_minibatches(run.accelerator, parts, chunks, cfg.steps_per_generation)
     members = [[[trajs[i] for i in rows] for rows in cs] for cs in chunks]
     batches = iter(match_vision_calls(run, [(m, collate(m, pad).to(run.device)) for ms in members for m in ms]))
@@ -229,11 +240,12 @@ def uses_shared_prefix(run: Run, model, trajectories) -> bool:
 
 
 def sequence_logprobs(
-    run: Run, model, batch, trajectories, with_entropy: bool = False, temperature: float | None = None
+    run: Run, model, batch, trajectories, with_entropy: bool = False, temperature: float | None = None, **options
 ):
     """Per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each
     group encoded once (``shared_prefix``, the default where it applies), else the plain padded forward.
-    ``temperature`` replaces the sampling temperature (logits / temperature) when given."""
+    ``temperature`` replaces the sampling temperature (logits / temperature) when given; ``options``: the
+    log-prob functions' own (``entropy_grad``)."""
     sampling = sampling_options(run)
     if temperature is not None:
         sampling["temperature"] = temperature
@@ -246,11 +258,12 @@ def sequence_logprobs(
                 run.processor.tokenizer.pad_token_id,
                 with_entropy,
                 **sampling,
+                **options,
             )
     if not needs_matching(run.accelerator, model):
         batch = without_stand_ins(batch)
     with run.accelerator.autocast():  # the head computes in the run's precision too (rl.lm_head)
-        return token_logprobs(model, batch, with_entropy, **sampling)
+        return token_logprobs(model, batch, with_entropy, **sampling, **options)
 
 
 def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, fields, band, stats, model=None):
@@ -259,7 +272,9 @@ def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, fiel
     The loss reads one ``rl.LossInputs``: this forward's log-probs, entropies (detached) and token ids, the
     corrected advantages, and ``fields`` (``loss_fields``)."""
     a = run.cfg.algorithm
-    logp, ent = sequence_logprobs(run, model or run.model, batch, trajectories, with_entropy=True)  # [n, T] fp32
+    logp, ent = sequence_logprobs(  # [n, T] fp32; the entropy differentiable only for the entropy band
+        run, model or run.model, batch, trajectories, with_entropy=True, entropy_grad=band is not None
+    )
     old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
     advantages = rollout_correction(run, trajectories, old, batch.action_mask, advantages, stats)
     advantages = off_policy_masked(run, trajectories, logp, old, batch.action_mask, advantages, stats)
@@ -372,6 +387,7 @@ def _skip_update(run: Run, kind: str) -> dict[str, float]:
     """A NaN/inf loss or gradient on any process: every process drops this step's update, counts it and
     keeps going."""
     run.counters.nan_steps += 1
+    sync_gradients(run.model, True)  # a micro-batch before the last may have turned it off
     run.event(kind, step=run.step)
     run.optimizer.zero_grad(set_to_none=True)
     return {"loss": float("nan"), "skipped_update": 1.0}

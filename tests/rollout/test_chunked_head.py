@@ -34,7 +34,7 @@ def test_chunked_head_equals_the_logits_path(trainable, tiny, one_torch_thread, 
     def logprobs(chunked):
         if path == "plain":
             return lambda: token_logprobs(
-                model, batch, True, temperature=TEMPERATURE, suppressed=suppressed, chunked=chunked
+                model, batch, True, temperature=TEMPERATURE, suppressed=suppressed, chunked=chunked, entropy_grad=True
             )
         return lambda: shared_prefix.shared_prefix_logprobs(
             model,
@@ -45,6 +45,7 @@ def test_chunked_head_equals_the_logits_path(trainable, tiny, one_torch_thread, 
             temperature=TEMPERATURE,
             suppressed=suppressed,
             chunked=chunked,
+            entropy_grad=True,
         )
 
     mask = batch.action_mask
