@@ -51,6 +51,8 @@ def test_batching_defaults_are_the_peers_colocate_values_and_each_key_overrides(
     assert _batching(engine_kwargs(VLLMSettings(), long, on_cpu=True)) == (False, 9000, None)
     chosen = VLLMSettings(max_num_seqs=48, max_num_batched_tokens=8192, enable_chunked_prefill=False)
     assert _batching(engine_kwargs(chosen, long, on_cpu=False)) == (False, 8192, 48)
+    many = VLLMSettings(max_num_seqs=10_000)  # vLLM refuses more rows than tokens per step
+    assert _batching(engine_kwargs(many, short, on_cpu=False)) == (True, 4096, 4096)
     server = engine_kwargs(VLLMSettings(mode="server"), short, on_cpu=False)
     assert _batching(server) == (True, 4096, None)  # vllm-serve: vLLM's own max_num_seqs
 

@@ -242,6 +242,14 @@ def test_rows_are_seeded_and_do_not_depend_on_the_other_prompts(engine, policy, 
     assert [t.token_ids.tolist() for t in other] != rows
 
 
+def test_the_engine_schedules_with_the_batching_it_was_given(engine):
+    """The module's engine asked for 16 rows and the CPU defaults (no chunked prefill, a budget of the context
+    but at least 4096 tokens: before, 16384); vLLM's scheduler holds exactly that."""
+    scheduler = engine.llm.llm_engine.vllm_config.scheduler_config
+    assert (scheduler.max_num_seqs, scheduler.max_num_batched_tokens) == (16, 4096)
+    assert scheduler.enable_chunked_prefill is False
+
+
 def test_vision_specials_are_never_sampled_and_logprobs_match_the_trainer(engine, policy, tmp_path_factory):
     """The engine's own logits processor masks the vision specials (no request carries a vocabulary-sized
     ``allowed_token_ids``): a head that favours ``<|image_pad|>`` above all never samples it, greedy or sampled,

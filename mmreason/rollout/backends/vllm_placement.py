@@ -164,15 +164,15 @@ def engine_batching(settings, max_model_len: int, *, on_cpu: bool) -> dict:
       start-up memory profile reserve activations for a forward of that many tokens, leaving the KV cache too
       little of a 0.3 share); without it a whole prompt must fit one step, so the context, at least 4096;
     - ``max_num_seqs``: the rows one call samples when the trainer says (TRL: the per-device batch times the
-      steps per generation); None leaves vLLM's own default."""
+      steps per generation), at most the token budget (vLLM's bound); None leaves vLLM's own default."""
     chunked = settings.enable_chunked_prefill
     chunked = (not on_cpu) if chunked is None else bool(chunked)
     budget = settings.max_num_batched_tokens
     if budget is None:
         budget = COLOCATE_BATCHED_TOKENS if chunked else max(max_model_len, COLOCATE_BATCHED_TOKENS)
     out = {"enable_chunked_prefill": chunked, "max_num_batched_tokens": int(budget)}
-    if settings.max_num_seqs is not None:
-        out["max_num_seqs"] = int(settings.max_num_seqs)
+    if settings.max_num_seqs is not None:  # vLLM refuses more rows than the token budget
+        out["max_num_seqs"] = min(int(settings.max_num_seqs), int(budget))
     return out
 
 
