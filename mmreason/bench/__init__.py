@@ -42,6 +42,10 @@ BENCHES = {
         "mmreason.bench.weight_push",
         "a weight push into a vLLM engine: process group in buckets vs a safetensors directory",
     ),
+    "vllm-requests": (
+        "mmreason.bench.vllm_requests",
+        "one vLLM engine call with a vocabulary-sized allowed_token_ids per request vs the engine-wide mask",
+    ),
     "plan-check": (
         "mmreason.bench.plan_check",
         "mmreason plan's predicted peak memory against one measured GRPO update (tiny, base, qwen-vocab)",

@@ -80,6 +80,10 @@ class RolloutConfig(VllmConnection):
     vllm_tensor_parallel_size: int = 1  # colocate: 1 (more is refused before the model loads); server: the server's
     vllm_weight_sync_timeout: float = 600.0  # seconds a weight push may take; past it the engine counts as dead
     vllm_kv_cache_gib: float = 1.0  # CPU only: the engine's KV cache (VLLM_CPU_KVCACHE_SPACE)
+    # The colocated engine's batching (docs/vllm.md "Batching"; None: sized as TRL's colocate mode sizes them)
+    vllm_max_num_seqs: int | None = None  # None: the rows of one step, prompts_per_step x G
+    vllm_max_num_batched_tokens: int | None = None  # None: 4096 with chunked prefill, else the context
+    vllm_enable_chunked_prefill: bool | None = None  # None: on with a GPU, off on CPU (refused there)
     # How weights reach the engine: collective = colocated: in-process through its worker; server mode: a
     # broadcast through a process group (gloo on CPU, NCCL on GPUs) in buckets of at most vllm_sync_bucket_mb;
     # directory = a safetensors file it reloads
@@ -118,6 +122,8 @@ class RolloutConfig(VllmConnection):
         "vllm_tensor_parallel_size": "[1, inf)",
         "vllm_weight_sync_timeout": "(0, inf)",
         "vllm_kv_cache_gib": "(0, inf)",
+        "vllm_max_num_seqs": "[1, inf)",
+        "vllm_max_num_batched_tokens": "[1, inf)",
         "vllm_importance_sampling_cap": "[1, inf)",
         "vllm_importance_sampling_min": "[0, 1]",
         "vllm_sync_bucket_mb": "(0, inf)",

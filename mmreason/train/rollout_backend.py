@@ -73,6 +73,8 @@ def check_engine_settings(cfg: TrainConfig, *, on_cpu: bool) -> None:
     """The engine settings no test runs end to end are refused before the model loads, each in one line naming
     the setting and what to use instead (docs/vllm.md, "Placement" and "Sleep mode")."""
     r = cfg.rollout
+    if r.vllm_mode == "colocate":  # a server's engine is built with the server's own flags
+        check_batching(cfg, on_cpu=on_cpu)
     if r.vllm_mode == "colocate" and r.vllm_tensor_parallel_size > 1:
         raise ConfigError(
             f"rollout.vllm_tensor_parallel_size={r.vllm_tensor_parallel_size} in colocate mode: the processes of "
@@ -91,6 +93,27 @@ def check_engine_settings(cfg: TrainConfig, *, on_cpu: bool) -> None:
     else:
         return
     raise ConfigError(f"rollout.vllm_enable_sleep_mode=true {why}; set it false")
+
+
+def check_batching(cfg: TrainConfig, *, on_cpu: bool) -> None:
+    """The batching settings vLLM would refuse or that break the per-row seeds, in one line naming the key:
+    chunked prefill on CPU (a partly prefilled row's seeded generator would have to be rewound, which vLLM's CPU
+    generators cannot do), and without chunked prefill a token budget below the context (a whole prompt must fit
+    one scheduling step)."""
+    r = cfg.rollout
+    chunked = (not on_cpu) if r.vllm_enable_chunked_prefill is None else r.vllm_enable_chunked_prefill
+    if chunked and on_cpu:
+        raise ConfigError(
+            "rollout.vllm_enable_chunked_prefill=true needs a GPU: on CPU a partly prefilled row's seeded "
+            "generator cannot be rewound; leave it unset (off on CPU)"
+        )
+    budget, context = r.vllm_max_num_batched_tokens, r.vllm_max_model_length or engine_context(cfg)
+    if not chunked and budget is not None and budget < context:
+        raise ConfigError(
+            f"rollout.vllm_max_num_batched_tokens={budget} < the engine's context {context} without chunked "
+            "prefill (a whole prompt is scheduled at once): raise it, leave it unset, or turn "
+            "rollout.vllm_enable_chunked_prefill on (GPU)"
+        )
 
 
 def server_hosts(cfg: TrainConfig) -> list[tuple[str, int]]:
@@ -129,27 +152,39 @@ def make_backend(run):
         return None
     if r.vllm_mode == "server":
         check_server_sharding(run)
-        acc = run.accelerator
-        # the main process pushes; a sharded model goes through the directory path (gathered on every process)
-        collective = (
-            r.vllm_weight_sync == "collective" and acc.is_main_process and not is_sharded(acc.unwrap_model(run.model))
-        )
-        hosts = server_hosts(cfg)
-        return VLLMClient(
-            *hosts[0],
-            run.processor.tokenizer,
-            api_key=r.vllm_server_api_key,
-            server_timeout=r.vllm_server_timeout,
-            weight_sync_timeout=r.vllm_weight_sync_timeout,
-            generate_timeout=r.vllm_generate_timeout,
-            hosts=hosts[1:],
-            weight_sync="collective" if collective else "directory",
-            sync_bucket_mb=r.vllm_sync_bucket_mb,
-        )
+        return server_client(run)
 
     check_colocate_sharding(run)  # with more processes each builds an engine of its own (TRL's colocate)
     settings = engine_settings(cfg, lora_rank=lora_rank(run))
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings, placement_of(run.accelerator, cfg))
+
+
+def server_client(run) -> VLLMClient:
+    """Server mode's client on this process. The main process pushes (through the servers' weights groups
+    with ``vllm_weight_sync=collective``); under FSDP2 with more processes every process pushes with it,
+    gathering each tensor whole once, the main one casting it to the engines' dtype and broadcasting it, the
+    others only taking part in the gathers (``VLLMClient.gathers_only``): no whole state dict, no file. Where
+    the main process cannot join the groups (no vLLM here, a server without them), the sharded model is
+    gathered whole on every process and written to the servers' folders instead."""
+    cfg, acc = run.cfg, run.accelerator
+    r = cfg.rollout
+    hosts = server_hosts(cfg)
+    client = VLLMClient(
+        *hosts[0],
+        run.processor.tokenizer,
+        api_key=r.vllm_server_api_key,
+        server_timeout=r.vllm_server_timeout,
+        weight_sync_timeout=r.vllm_weight_sync_timeout,
+        generate_timeout=r.vllm_generate_timeout,
+        hosts=hosts[1:],
+        weight_sync="collective" if r.vllm_weight_sync == "collective" and acc.is_main_process else "directory",
+        sync_bucket_mb=r.vllm_sync_bucket_mb,
+    )
+    if acc.num_processes > 1 and is_sharded(acc.unwrap_model(run.model)):
+        streams = any_rank(acc, acc.is_main_process and client.weight_group is not None)  # the main one's say
+        client.per_process = streams  # every process calls sync_weights: the gathers are the whole mesh's
+        client.gathers_only = streams and not acc.is_main_process
+    return client
 
 
 def engine_settings(cfg: TrainConfig, *, lora_rank: int | None = None) -> VLLMSettings:
@@ -172,6 +207,10 @@ def engine_settings(cfg: TrainConfig, *, lora_rank: int | None = None) -> VLLMSe
         weight_sync=r.vllm_weight_sync,
         sync_bucket_mb=r.vllm_sync_bucket_mb,
         lora_rank=lora_rank,
+        # TRL's colocate engine takes the rows one generation samples per process (docs/vllm.md "Batching")
+        max_num_seqs=r.vllm_max_num_seqs or cfg.prompts_per_step * r.num_generations,
+        max_num_batched_tokens=r.vllm_max_num_batched_tokens,
+        enable_chunked_prefill=r.vllm_enable_chunked_prefill,
     )
 
 
@@ -228,8 +267,9 @@ def check_colocate_sharding(run) -> None:
 
 def check_server_sharding(run) -> None:
     """Server mode pushes the whole policy from the main process. An FSDP2 model (torch ``fully_shard``) is
-    gathered first (``mmreason.parallel.sharding.full_state_dict``, every process); the shardings it cannot
-    gather whole are refused before any step: FSDP1 wrappers, and a LoRA adapter on a sharded model (its
+    gathered one tensor at a time by every process (``server_client``; through a folder: whole first,
+    ``mmreason.parallel.sharding.full_state_dict``); the shardings it cannot gather whole are refused before
+    any step: FSDP1 wrappers, and a LoRA adapter on a sharded model (its
     merge needs the whole base weights). DeepSpeed never gets here (``train/launch_checks.py``)."""
     acc = run.accelerator
     kind = acc.distributed_type.value
@@ -260,7 +300,8 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
     error: EngineDied | None = None
     model = acc.unwrap_model(run.model)
     # directory: a sharded (FSDP2) model is gathered whole first (every process; the main one holds it all);
-    # colocated in-process push, or a server's weights group: the backend gathers one tensor at a time
+    # colocated in-process push, or servers' weights groups: the backend gathers one tensor at a time (with
+    # servers, every process of a sharded model calls it: the main one sends, the others only gather)
     streams = getattr(backend, "streams_weights", False) or getattr(backend, "weight_group", None) is not None
     whole = None if streams else full_state_dict(model)
     # colocate: every process pushes to its own engine; server mode with more processes: one server, one push

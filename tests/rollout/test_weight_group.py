@@ -176,3 +176,57 @@ def test_a_send_marked_complete_after_the_receiver_answered_is_not_an_error():
     assert late.waited
     with pytest.raises(RuntimeError, match="stopped receiving"):
         broadcast(_Group(_Work(None)), torch.zeros(4, dtype=torch.uint8), 0, lambda: False, peer_gone_grace_s=0.05)
+
+
+def _groups(count: int) -> list[dict]:
+    """``count`` two-rank gloo groups between two threads of this process: ``{0: engine's end, 1: trainer's}``."""
+    out = []
+    for _ in range(count):
+        port, ends = free_port(), {}
+
+        def join(rank: int, port=port, ends=ends) -> None:
+            store = torch.distributed.TCPStore("127.0.0.1", port, 2, rank == 0, timedelta(seconds=30))
+            ends[rank] = torch.distributed.ProcessGroupGloo(store, rank, 2, timedelta(seconds=30))
+
+        joining = threading.Thread(target=join, args=(0,), daemon=True)
+        joining.start()
+        join(1)
+        joining.join(30)
+        out.append(ends)
+    return out
+
+
+def test_one_push_to_two_servers_gathers_each_tensor_once_and_casts_to_the_engine_dtype(monkeypatch):
+    """Server mode with two servers and a bf16 engine: each tensor is gathered whole once per push (under
+    FSDP2 the other processes gather once too, ``gather_along``), travels in the engine's dtype (floating
+    tensors only), and both servers receive every tensor equal to the trainer's cast to bf16."""
+    from mmreason.rollout.backends import weight_group
+    from mmreason.rollout.backends.weight_group import broadcast_to_all
+
+    torch.manual_seed(0)
+    model = Tied()
+    model.register_buffer("steps", torch.arange(5))  # an integer buffer travels as it is
+    with policy_tensors(model) as tensors:
+        sent = {n: t.clone() for n, t in tensors}
+    gathers, real_whole = [], weight_group.whole
+    monkeypatch.setattr(weight_group, "whole", lambda t: gathers.append(1) or real_whole(t))
+    groups, got = _groups(2), [{}, {}]
+
+    def receiver(k: int):
+        def receive(wire: list) -> int:
+            for name, t in receive_buckets(groups[k][0], 1, buckets_from_wire(wire), torch.device("cpu")):
+                got[k][name] = t.clone()
+            return len(wire)
+
+        return receive
+
+    ends = [(groups[k][1], 1, receiver(k)) for k in range(2)]
+    results = broadcast_to_all(model, ends, 64, torch.bfloat16)
+    for thread, box, error in results:
+        assert error is None and finish_beside(thread, box, time.monotonic() + 30, "the receiving end") > 3
+    assert len(gathers) == len(sent)  # once per tensor, not once per server
+    for k in range(2):
+        assert list(got[k]) == list(sent)
+        for name, t in sent.items():
+            want = t.to(torch.bfloat16) if t.is_floating_point() else t
+            assert got[k][name].dtype == want.dtype and torch.equal(got[k][name], want), (k, name)

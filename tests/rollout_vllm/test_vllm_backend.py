@@ -26,7 +26,9 @@ def engine(tiny_model_dir):
     from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings
 
     backend = VLLMBackend(
-        tiny_model_dir, load_processor(tiny_model_dir).tokenizer, VLLMSettings(max_model_length=1024, seed=0)
+        tiny_model_dir,
+        load_processor(tiny_model_dir).tokenizer,
+        VLLMSettings(max_model_length=1024, seed=0, max_num_seqs=16),
     )
     yield backend
     backend.close()
@@ -240,20 +242,37 @@ def test_rows_are_seeded_and_do_not_depend_on_the_other_prompts(engine, policy, 
     assert [t.token_ids.tolist() for t in other] != rows
 
 
+def test_the_engine_schedules_with_the_batching_it_was_given(engine):
+    """The module's engine asked for 16 rows and the CPU defaults (no chunked prefill, a budget of the context
+    but at least 4096 tokens: before, 16384); vLLM's scheduler holds exactly that."""
+    scheduler = engine.llm.llm_engine.vllm_config.scheduler_config
+    assert (scheduler.max_num_seqs, scheduler.max_num_batched_tokens) == (16, 4096)
+    assert scheduler.enable_chunked_prefill is False
+
+
 def test_vision_specials_are_never_sampled_and_logprobs_match_the_trainer(engine, policy, tmp_path_factory):
+    """The engine's own logits processor masks the vision specials (no request carries a vocabulary-sized
+    ``allowed_token_ids``): a head that favours ``<|image_pad|>`` above all never samples it, greedy or sampled,
+    and the sampler's log-probs are the trainer's with the same tokens suppressed."""
     from mmreason.rollout.forward import collate, token_logprobs
 
     model, processor = policy
+    assert engine.sampling_params(GenerationSettings(max_new_tokens=6), seed=1).allowed_token_ids is None
     prompts = _prompts(processor, tmp_path_factory)
     banned = suppressed_token_ids(processor.tokenizer)
     image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
-    with torch.no_grad():
+    with torch.no_grad():  # <|image_pad|>'s head row along the text prompt's last hidden state: its favourite
         saved = model.lm_head.weight.clone()
-        model.lm_head.weight[image_pad] = saved.abs().max() * 50 * torch.sign(model.lm_head.weight[0] + 1e-9)
+        hidden = model(input_ids=prompts[2].input_ids[None], output_hidden_states=True).hidden_states[-1][0, -1]
+        model.lm_head.weight[image_pad] = hidden / hidden.norm() * saved.norm(dim=1).max() * 50
+        unmasked = model(input_ids=prompts[2].input_ids[None]).logits[0, -1]
+    assert int(unmasked.argmax()) == image_pad  # unmasked, the text prompt's next token would be <|image_pad|>
     try:
         engine.sync_weights(model)
         settings = GenerationSettings(max_new_tokens=6, temperature=1.0)
         trajs = engine.generate_groups(prompts, [0, 1, 2], G, settings, [1, 2, 3])
+        greedy = GenerationSettings(max_new_tokens=6, temperature=0.0)
+        trajs += engine.generate_groups(prompts, [0, 1, 2], 1, greedy, [1, 2, 3])
     finally:
         with torch.no_grad():
             model.lm_head.weight.copy_(saved)

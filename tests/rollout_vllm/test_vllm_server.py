@@ -424,15 +424,17 @@ def test_two_processes_sample_what_one_process_samples_through_one_server(
 def test_fsdp2_with_two_processes_pushes_the_whole_gathered_model(
     server, policy, tiny_model_dir, shapes_cache, tmp_path
 ):
-    """Server mode under FSDP2 (2 gloo processes, configs/accelerate/fsdp_cpu.yaml): each push gathers the
-    sharded model whole (every process) and the main process writes it. The server first holds other weights
+    """Server mode under FSDP2 (2 gloo processes, configs/accelerate/fsdp_cpu.yaml): each push goes through the
+    server's weights group, every process gathering one tensor at a time and the main process broadcasting it
+    (the server counts collective pushes only; before, the whole model was gathered and written to its weights
+    folder every step). The server first holds other weights
     (the tiny model plus noise); after the push before step 1
     and the one after step 1's update, the server's log-probs are the trainer's on every sampled token of both
     steps (a push of one shard, or none, would leave the server's weights, and the gap, far off)."""
     import json
 
     from mmreason.models import ModelConfig, load_model
-    from mmreason.rollout.backends.vllm_client import VLLMClient
+    from mmreason.rollout.backends.vllm_client import VLLMClient, server_info
 
     accelerate = Path(sys.executable).parent / "accelerate"
     if not accelerate.exists():
@@ -449,6 +451,7 @@ def test_fsdp2_with_two_processes_pushes_the_whole_gathered_model(
         other.sync_weights(noisy)
     finally:
         other.close()
+    before = server_info("127.0.0.1", port, 5)["pushes"]
     out = tmp_path / "fsdp"
     env = {**os.environ, "MMREASON_CACHE": str(shapes_cache), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     two = subprocess.run(
@@ -474,6 +477,9 @@ def test_fsdp2_with_two_processes_pushes_the_whole_gathered_model(
     for r in rows:
         assert r["time/weight_sync"] > 0 and 0 <= r["mismatch/logprob_abs_diff_max"] < 1e-3
         assert r["mismatch/ratio_outside_frac"] == 0.0
+    after = server_info("127.0.0.1", port, 5)["pushes"]
+    assert after["directory"] == before["directory"]  # no file: the tensors went through the weights group
+    assert after["collective"] - before["collective"] >= 2  # the push before step 1, each update's
 
 
 def test_a_dead_server_stops_the_run_with_the_last_finished_step(

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import torch
+
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends import vllm_auth as auth
 from mmreason.rollout.backends.vllm_engine import (
@@ -43,8 +45,9 @@ from mmreason.rollout.backends.vllm_engine import (
 )
 from mmreason.rollout.backends.vllm_wire import encode_request, encode_settings
 from mmreason.rollout.backends.weight_group import (
-    broadcast_beside,
+    broadcast_to_all,
     finish_beside,
+    gather_along,
     join_group,
 )
 from mmreason.rollout.generate import GenerationSettings
@@ -198,6 +201,16 @@ class VLLMClient(EngineSampler):
         self.weight_group = None  # non-None once every server's group is joined (the trainer then skips a gather)
         if weight_sync == "collective":
             self.weight_group = self._join_groups()
+        self.engine_dtype = _engine_dtype([s.info for s in self.servers])  # what a collective push casts to
+        # a sharded (FSDP2) policy's other processes: each push only takes part in the main process's gathers
+        # (the trainer sets both, train/rollout_backend.py); per_process: every process calls sync_weights
+        self.gathers_only = False
+        self.per_process = False
+
+    @property
+    def streams_weights(self) -> bool:
+        """Whether a push goes tensor by tensor (the trainer gathers no whole state dict for it)."""
+        return self.weight_group is not None or self.gathers_only
 
     def sample(
         self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, seeds: Sequence[int]
@@ -226,14 +239,18 @@ class VLLMClient(EngineSampler):
         return checked_rows(prompts, n, reply["rows"])
 
     def sync_weights(self, model, state: dict | None = None) -> float:
-        """Push ``model``'s weights (LoRA merged) to every server: through its weights group in buckets, or as
-        a safetensors file (``state``: a sharded model's gathered whole state dict) it reloads."""
+        """Push ``model``'s weights (LoRA merged) to every server: through their weights groups in buckets (each
+        tensor gathered once, cast to the engines' dtype), or as a safetensors file (``state``: a sharded
+        model's gathered whole state dict) each reloads. ``gathers_only``: the gathers of the main process's
+        push, nothing sent."""
         with self._lock:
             t = time.perf_counter()
-            for server in self.servers:
-                if server.group is not None:
-                    self._push_collective(server, model)
-                else:
+            if self.gathers_only:
+                gather_along(model)
+            elif self.weight_group is not None:
+                self._push_collective(model)
+            else:
+                for server in self.servers:
                     write_weights(model, server.sync_dir, state)
                     self._post(
                         server,
@@ -295,33 +312,28 @@ class VLLMClient(EngineSampler):
                 ) from None
         return [s.group for s in self.servers]
 
-    def _push_collective(self, server: _Server, model) -> None:
-        """Broadcast ``model``'s tensors in buckets while the server's workers receive them (its
-        ``/update_weights`` answers once they are loaded)."""
+    def _push_collective(self, model) -> None:
+        """Broadcast ``model``'s tensors in buckets to every server's group while its workers receive them (its
+        ``/update_weights`` answers once they are loaded); the first server's failure is raised once every
+        server's call has ended."""
         limit = self.weight_sync_timeout
         deadline = None if limit is None else time.monotonic() + limit
-        thread, box, error = broadcast_beside(
-            model,
-            server.group,
-            server.group_rank,
-            int(self.sync_bucket_mb * 2**20),
-            lambda wire: self._post(
+
+        def receive(server: _Server):
+            return lambda wire: self._post(
                 server, "/update_weights", {"buckets": wire}, limit, "rollout.vllm_weight_sync_timeout", SMALL_REPLY
-            ),
-        )
-        if error is not None and "error" in box:  # the server's answer says more than the broadcast's
-            raise box["error"]
-        if error is not None:
-            raise EngineDied(
-                f"vLLM server at {server.host}:{server.port}: weight broadcast failed: {error!r} ({RESTART})"
             )
-        try:
-            finish_beside(thread, box, deadline, "the server's reload")
-        except TimeoutError:
-            raise EngineDied(
-                f"vLLM server at {server.host}:{server.port} did not take the weights within {limit:g} s "
-                f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})"
-            ) from None
+
+        ends = [(s.group, s.group_rank, receive(s)) for s in self.servers]
+        results = broadcast_to_all(model, ends, int(self.sync_bucket_mb * 2**20), self.engine_dtype)
+        failed: BaseException | None = None
+        for server, (thread, box, error) in zip(self.servers, results):
+            try:
+                _finish_push(server, thread, box, error, deadline, limit)
+            except EngineDied as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def close(self) -> None:
         """Leave the weights groups and drop the weights directories; the servers keep running (they belong
@@ -370,6 +382,30 @@ class _Server:
             except Exception:  # noqa: BLE001 - a group whose peer is gone; nothing left to release
                 pass
         shutil.rmtree(self.sync_dir, ignore_errors=True)
+
+
+def _finish_push(server: _Server, thread, box: dict, error: BaseException | None, deadline, limit) -> None:
+    """One server's end of a collective push: its answer, or ``EngineDied`` naming it."""
+    if error is not None and "error" in box:  # the server's answer says more than the broadcast's
+        raise box["error"]
+    if error is not None:
+        raise EngineDied(f"vLLM server at {server.host}:{server.port}: weight broadcast failed: {error!r} ({RESTART})")
+    try:
+        finish_beside(thread, box, deadline, "the server's reload")
+    except TimeoutError:
+        raise EngineDied(
+            f"vLLM server at {server.host}:{server.port} did not take the weights within {limit:g} s "
+            f"(rollout.vllm_weight_sync_timeout); taken as dead ({RESTART})"
+        ) from None
+
+
+def _engine_dtype(infos: list[dict]):
+    """The servers' engine dtype when all announce the same floating dtype (``/health``'s ``dtype``), else None
+    (tensors then travel as the trainer holds them)."""
+    names = {info.get("dtype") for info in infos}
+    name = names.pop() if len(names) == 1 else None
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    return dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else None
 
 
 def _unique(entries: Sequence[tuple]) -> list[tuple[str, int, str | None]]:

@@ -7,7 +7,7 @@ chose, which vLLM's own copy of the model's processor turns into the same visual
 request: a prompt whose ids vLLM changed is an error, never a silent mismatch). Every row is its own
 request with its own seed (``row_seeds`` of the group's seed), so what a row samples does not depend on the
 other prompts of the call or on how prompts are split over processes. Vision special tokens are never
-sampled (``allowed_token_ids`` leaves them out); stop strings and ``max_completion_length`` are the HF
+sampled (an engine-wide logits processor masks them, ``vllm_suppress.py``); stop strings and ``max_completion_length`` are the HF
 path's.
 
 Where the engine runs and what it is built with come from ``vllm_placement.py`` (pure functions the tests
@@ -99,6 +99,10 @@ class VLLMSettings:
     weight_sync: str = "collective"  # collective (a process group, weight_group.py) | directory (safetensors)
     sync_bucket_mb: float = 64.0  # collective: the largest bucket broadcast at once
     lora_rank: int | None = None  # the policy's LoRA served as an adapter of this rank (vllm_lora.py); None: merged
+    # batching (vllm_placement.engine_batching; None: the peers' colocate sizing)
+    max_num_seqs: int | None = None  # None: vLLM's default (the trainer passes the rows of one step)
+    max_num_batched_tokens: int | None = None  # None: 4096 with chunked prefill, else the context (>= 4096)
+    enable_chunked_prefill: bool | None = None  # None: on with a GPU, off on CPU
 
 
 def processor_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict | None:
@@ -230,7 +234,9 @@ class VLLMBackend(EngineSampler):
             )
         self.placement = placement if self.colocated else None
         facts = ModelFacts(self.model_dir, settings.max_model_length or _max_positions(model_dir), is_hybrid(model_dir))
-        kwargs = engine_kwargs(settings, facts, on_cpu=on_cpu, placement=self.placement)
+        # the vision specials are never sampled: one engine-wide logits processor masks them (vllm_suppress.py)
+        self.suppressed = suppressed_token_ids(tokenizer)
+        kwargs = engine_kwargs(settings, facts, on_cpu=on_cpu, placement=self.placement, suppressed=self.suppressed)
         self.adapters = (
             AdapterPushes(Path(tempfile.mkdtemp(prefix="mmreason-vllm-lora-"))) if settings.lora_rank else None
         )
@@ -245,9 +251,6 @@ class VLLMBackend(EngineSampler):
         if self.placement is not None:
             IN_PROCESS.append(self)
         self.sync_dir = Path(tempfile.mkdtemp(prefix="mmreason-vllm-weights-"))
-        vocab = self.llm.llm_engine.model_config.get_vocab_size()
-        banned = set(suppressed_token_ids(tokenizer))
-        self.allowed = [i for i in range(vocab) if i not in banned]
         self.eos = eos_token_ids(tokenizer)
         self.placeholders = placeholder_ids(tokenizer)
         self.sync_seconds = 0.0
@@ -272,7 +275,6 @@ class VLLMBackend(EngineSampler):
             logprobs=0,
             stop=list(settings.stop_strings) or None,
             stop_token_ids=self.eos,
-            allowed_token_ids=self.allowed,
             skip_special_tokens=False,
             include_stop_str_in_output=True,
             repetition_penalty=1.0,
@@ -366,6 +368,11 @@ class VLLMBackend(EngineSampler):
         """Whether a push hands the engine the policy's tensors one at a time (the trainer gathers none whole):
         the colocated engine with ``weight_sync="collective"``."""
         return self.colocated and self.settings.weight_sync == "collective" and self.adapters is None
+
+    @property
+    def engine_dtype(self) -> str:
+        """The engine's weights' dtype by name (``bfloat16``): what a server announces for collective pushes."""
+        return str(self.llm.llm_engine.model_config.dtype).removeprefix("torch.")
 
     @property
     def engine_workers(self) -> int:

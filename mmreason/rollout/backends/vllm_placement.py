@@ -21,6 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 COLOCATE_EXECUTOR = "external_launcher"
+COLOCATE_BATCHED_TOKENS = 4096  # TRL's colocate engine's max_num_batched_tokens (engine_batching)
+# the engine-wide logits processor that masks the vision specials, and where its token ids travel
+SUPPRESS_PROCESSOR = "mmreason.rollout.backends.vllm_suppress:SuppressTokens"
+SUPPRESS_KEY = "mmreason_suppressed_token_ids"
 
 
 @dataclass(frozen=True)
@@ -102,19 +106,21 @@ class ModelFacts:
     hybrid: bool = False
 
 
-def engine_kwargs(settings, facts: ModelFacts, *, on_cpu: bool, placement: EnginePlacement | None = None) -> dict:
+def engine_kwargs(
+    settings, facts: ModelFacts, *, on_cpu: bool, placement: EnginePlacement | None = None, suppressed=()
+) -> dict:
     """The keyword arguments of ``vllm.LLM`` for ``settings`` (``VLLMSettings``): colocate mode with its
     ``placement`` (``external_launcher``, the group's T, the seed its group shares), server mode (None) with
     vLLM's own executor. The dtype is ``settings.dtype``, the configured load dtype (``model.dtype``), never a
-    live parameter's (accelerate upcasts those to fp32 under FSDP2)."""
-    # No chunked prefill: a partly prefilled request's sampled token is discarded and its seeded generator
-    # rewound, which CPU generators cannot do; whole prompts per scheduling step keep every row's stream.
+    live parameter's (accelerate upcasts those to fp32 under FSDP2). ``suppressed``: the token ids the engine
+    never samples (the vision specials), masked by one engine-wide logits processor (``vllm_suppress.py``)
+    instead of a vocabulary-sized ``allowed_token_ids`` list on every request. The batching arguments are
+    ``engine_batching``'s."""
     kwargs: dict = dict(
         model=facts.model_dir,
         max_model_len=facts.max_model_len,
         seed=settings.seed,  # every worker of an engine the same (each row also has its own seed)
-        enable_chunked_prefill=False,
-        max_num_batched_tokens=max(facts.max_model_len, 16384),
+        **engine_batching(settings, facts.max_model_len, on_cpu=on_cpu),
         limit_mm_per_prompt={"image": settings.limit_images, "video": settings.limit_videos},
         tensor_parallel_size=settings.tensor_parallel_size,
         # a hybrid decoder's (Qwen3.5's linear-attention layers) prefix caching needs chunked prefill in vLLM
@@ -123,6 +129,9 @@ def engine_kwargs(settings, facts: ModelFacts, *, on_cpu: bool, placement: Engin
         # the configured load dtype; unset: fp32 on CPU, the checkpoint's own on GPUs
         dtype=settings.dtype or ("float32" if on_cpu else "auto"),
     )
+    if suppressed:
+        kwargs["logits_processors"] = [SUPPRESS_PROCESSOR]
+        kwargs["additional_config"] = {SUPPRESS_KEY: sorted(int(i) for i in suppressed)}
     if placement is not None:
         if placement.tensor_parallel_size != settings.tensor_parallel_size:
             raise ValueError("the placement's tensor_parallel_size differs from the engine's")
@@ -142,6 +151,29 @@ def engine_kwargs(settings, facts: ModelFacts, *, on_cpu: bool, placement: Engin
             gpu_memory_utilization=settings.gpu_memory_utilization, enable_sleep_mode=settings.enable_sleep_mode
         )
     return kwargs
+
+
+def engine_batching(settings, max_model_len: int, *, on_cpu: bool) -> dict:
+    """``max_num_seqs``, ``max_num_batched_tokens`` and ``enable_chunked_prefill`` as the peers' colocate modes
+    size them (docs/vllm.md, "Batching"), each overridable (``settings.max_num_seqs`` ..., None: this default):
+
+    - chunked prefill on with a GPU (vLLM's own default, which TRL's colocate engine keeps; verl turns it on),
+      off on CPU: a partly prefilled request's sampled token is discarded and its seeded generator rewound,
+      which vLLM's CPU generators cannot do, so there whole prompts are scheduled at once;
+    - ``max_num_batched_tokens`` 4096 with chunked prefill (TRL's colocate value: a larger budget makes vLLM's
+      start-up memory profile reserve activations for a forward of that many tokens, leaving the KV cache too
+      little of a 0.3 share); without it a whole prompt must fit one step, so the context, at least 4096;
+    - ``max_num_seqs``: the rows one call samples when the trainer says (TRL: the per-device batch times the
+      steps per generation), at most the token budget (vLLM's bound); None leaves vLLM's own default."""
+    chunked = settings.enable_chunked_prefill
+    chunked = (not on_cpu) if chunked is None else bool(chunked)
+    budget = settings.max_num_batched_tokens
+    if budget is None:
+        budget = COLOCATE_BATCHED_TOKENS if chunked else max(max_model_len, COLOCATE_BATCHED_TOKENS)
+    out = {"enable_chunked_prefill": chunked, "max_num_batched_tokens": int(budget)}
+    if settings.max_num_seqs is not None:  # vLLM refuses more rows than the token budget
+        out["max_num_seqs"] = min(int(settings.max_num_seqs), int(budget))
+    return out
 
 
 def server_devices(visible: str | None, device_count: int, j: int, tensor_parallel_size: int, k: int) -> str:

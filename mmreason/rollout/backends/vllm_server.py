@@ -6,7 +6,7 @@ FastAPI on uvicorn (``vllm_http.py``), JSON bodies, around ``--data_parallel_siz
 several clients into one engine call):
 
     GET  /health              {"model", "max_model_len", "processor_kwargs", "dead", "weights_dir", "limits",
-                               "engines", "engine_workers", "collective", "proof"}  (no key needed; "proof"
+                               "engines", "engine_workers", "collective", "dtype", "pushes", "proof"}  (no key needed; "proof"
                                answers the client's challenge, ``vllm_auth``)
     POST /generate            {"requests": [encoded request], "n", "settings", "seeds": [one per row]}
                               -> {"rows": [[expanded prompt ids, sampled ids, their log-probs, truncated]]}
@@ -364,6 +364,7 @@ class EngineServer:
         self.joining: float | None = None  # when the workers began joining a group (None: not joining)
         self._join_task: asyncio.Task | None = None
         self.weights_failed: str | None = None  # why the last push failed (the weights may be half-replaced)
+        self.pushes = {"collective": 0, "directory": 0}  # weight pushes taken, by path (in /health)
         self.served_shapes = safetensors_shapes(getattr(self.pool.engines[0], "model_dir", None) or "")
         self.http = vllm_http.HttpServer(self, address)
 
@@ -411,6 +412,8 @@ class EngineServer:
             "engine_workers": self.engine_workers,
             "engine_calls": list(self.pool.batches),
             "collective": self.collective,
+            "dtype": getattr(self.pool.engines[0], "engine_dtype", None),  # a collective push casts to it
+            "pushes": dict(self.pushes),
             "weights": self.weights_state(),
             "limits": {
                 "max_body_mb": self.limits.max_body_mb,
@@ -446,6 +449,7 @@ class EngineServer:
         self._check_alive()
         t = time.perf_counter()
         await self._pushing(self.pool.on_all(lambda i, engine: engine.reload(path)))
+        self.pushes["directory"] += 1
         return {"seconds": time.perf_counter() - t}
 
     async def _pushing(self, push) -> None:
@@ -546,6 +550,7 @@ class EngineServer:
 
         t = time.perf_counter()
         await self._pushing(self.pool.on_all(receive))
+        self.pushes["collective"] += 1
         return {"seconds": time.perf_counter() - t, "tensors": sum(len(b) for b in buckets)}
 
     async def close_communicator(self, raw: bytes) -> dict:

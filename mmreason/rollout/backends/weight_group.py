@@ -13,8 +13,9 @@ know the layout beforehand (names, dtypes, shapes and byte offsets, ``plan_bucke
 bucket's tensors into one flat byte buffer and broadcasts it, and the workers hand each tensor, a view into
 the bucket they received, to vLLM's in-place ``reload_weights`` (the loader CPU builds need: oneDNN repacks
 linear weights, so ``load_weights`` on a running model does not work there) as they arrive. So neither side
-ever holds more than one bucket on top of the model, and under FSDP2 each parameter is gathered, copied
-into the bucket and freed in turn (``policy_tensors``).
+ever holds more than one bucket on top of the model, and under FSDP2 each parameter is gathered, cast to the
+engine's dtype, copied into the bucket and freed in turn, every process of the mesh gathering together (the
+main process broadcasts, the others only gather: ``gather_along``), once per push however many servers take it.
 
 ``WeightReceiver`` is vLLM's ``worker_extension_cls``: its methods are mixed into every worker and reached
 through ``collective_rpc``. The modules that call it import vLLM lazily: the trainer's side needs only torch.
@@ -205,8 +206,19 @@ def whole(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
 
 
-def tensor_specs(tensors: list[tuple[str, torch.Tensor]]) -> list[tuple[str, torch.dtype, tuple[int, ...]]]:
-    return [(name, t.dtype, tuple(t.shape)) for name, t in tensors]
+def tensor_specs(
+    tensors: list[tuple[str, torch.Tensor]], dtype: torch.dtype | None = None
+) -> list[tuple[str, torch.dtype, tuple[int, ...]]]:
+    """``(name, dtype, shape)`` of each tensor as it travels: a floating tensor in ``dtype`` when given (the
+    engine's; ``sent_dtype``), any other as it is."""
+    return [(name, sent_dtype(t.dtype, dtype), tuple(t.shape)) for name, t in tensors]
+
+
+def sent_dtype(own: torch.dtype, engine: torch.dtype | None) -> torch.dtype:
+    """The dtype a tensor travels in: the engine's for floating tensors (the engine would cast them on load
+    anyway, so casting first changes no loaded value and halves an fp32 policy's bytes for a bf16 engine),
+    its own for any other (integer buffers) or when the engine's is unknown."""
+    return engine if engine is not None and own.is_floating_point else own
 
 
 def send_buckets(
@@ -219,28 +231,61 @@ def send_buckets(
     send: bool = True,
     peer_alive: Callable[[], bool] | None = None,
 ) -> BaseException | None:
-    """Pack and broadcast every bucket (``tensors`` in the layout's order, gathered one at a time). After a
-    failed broadcast the rest is still gathered but not sent (under FSDP2 the other processes wait in those
-    gathers); returns the first error, or None. ``send=False``: only take part in the gathers."""
-    error: BaseException | None = None
+    """Pack and broadcast every bucket to one group (``send_to_all`` with one target); returns the first error,
+    or None. ``send=False``: only take part in the gathers."""
+    targets = [Target(group, src, peer_alive)] if send else []
+    return (send_to_all(targets, buckets, tensors, device) or [None])[0]
+
+
+@dataclass
+class Target:
+    """One weights group a push broadcasts to: the group, this side's rank in it, and whether the receiving
+    call still runs (``peer_alive``)."""
+
+    group: object
+    src: int
+    peer_alive: Callable[[], bool] | None = None
+
+
+def send_to_all(
+    targets: list[Target], buckets: list[list[Entry]], tensors: list[tuple[str, torch.Tensor]], device: torch.device
+) -> list[BaseException | None]:
+    """Pack every bucket once and broadcast it to each target (``tensors`` in the layout's order, each
+    gathered whole once, cast to its entry's dtype, copied in, freed: a sharded model's gathers happen once
+    per push whatever the number of servers). A target whose broadcast failed gets nothing more; the rest is
+    still gathered (under FSDP2 the other processes wait in those gathers). Returns each target's first
+    error, or None. No targets: only take part in the gathers (``gather_along``)."""
+    errors: list[BaseException | None] = [None] * len(targets)
     k = 0
     for bucket in buckets:
-        buffer = torch.empty(bucket_size(bucket), dtype=torch.uint8, device=device) if send else None
+        live = any(e is None for e in errors)
+        buffer = torch.empty(bucket_size(bucket), dtype=torch.uint8, device=device) if live else None
         for entry in bucket:
-            name, t = tensors[k]
+            _, t = tensors[k]
             k += 1
             full = whole(t)
-            if buffer is not None and error is None:
-                flat = full.detach().to(device).contiguous().reshape(-1).view(torch.uint8)
-                buffer[entry.offset : entry.offset + entry.nbytes].copy_(flat)
+            if buffer is not None:
+                flat = full.detach().to(device=device, dtype=_dtype(entry.dtype)).contiguous().reshape(-1)
+                buffer[entry.offset : entry.offset + entry.nbytes].copy_(flat.view(torch.uint8))
+                del flat
             del full
-        if buffer is not None and error is None:
-            try:
-                broadcast(group, buffer, src, peer_alive)
-            except Exception as exc:  # noqa: BLE001 - a dead or hung peer; reported by the caller
-                error = exc
+        for i, target in enumerate(targets):
+            if buffer is not None and errors[i] is None:
+                try:
+                    broadcast(target.group, buffer, target.src, target.peer_alive)
+                except Exception as exc:  # noqa: BLE001 - a dead or hung peer; reported by the caller
+                    errors[i] = exc
         del buffer
-    return error
+    return errors
+
+
+def gather_along(model) -> None:
+    """A sharded policy's other processes' part of the main process's push: gather every tensor whole, in the
+    push's order, and drop it (``full_tensor`` is a collective of the whole mesh)."""
+    with policy_tensors(model) as tensors:
+        for _, t in tensors:
+            full = whole(t)
+            del full
 
 
 def receive_buckets(
@@ -273,19 +318,34 @@ def run_beside(fn: Callable[[], object]) -> tuple[threading.Thread, dict]:
 
 
 def broadcast_beside(
-    model, group, src: int, bucket_bytes: int, receive: Callable[[list], object]
+    model,
+    group,
+    src: int,
+    bucket_bytes: int,
+    receive: Callable[[list], object],
+    dtype: torch.dtype | None = None,
 ) -> tuple[threading.Thread, dict, BaseException | None]:
-    """Broadcast ``model``'s tensors from rank ``src`` of ``group`` in buckets of at most ``bucket_bytes`` while
-    ``receive(wire buckets)`` (the receiving side's call: an engine RPC, a server's HTTP request) runs beside
-    (``run_beside``). Returns that call's thread and box, for ``finish_beside``, and the broadcast's first error
-    (None when every bucket went out)."""
+    """Broadcast ``model``'s tensors from rank ``src`` of ``group`` while ``receive`` runs beside
+    (``broadcast_to_all`` with one group); returns that call's thread, box and the broadcast's first error."""
+    return broadcast_to_all(model, [(group, src, receive)], bucket_bytes, dtype)[0]
+
+
+def broadcast_to_all(
+    model, ends: list[tuple[object, int, Callable[[list], object]]], bucket_bytes: int, dtype: torch.dtype | None = None
+) -> list[tuple[threading.Thread, dict, BaseException | None]]:
+    """Broadcast ``model``'s tensors, floating ones cast to ``dtype`` (the engines'; None: as they are), in
+    buckets of at most ``bucket_bytes`` to every ``(group, src, receive)`` end: ``receive(wire buckets)`` (the
+    receiving side's call: a server's HTTP request) runs beside in a thread of its own (``run_beside``) while
+    this thread gathers each tensor once and broadcasts each bucket to every group (``send_to_all``). Returns,
+    per end, the receiving call's thread and box, for ``finish_beside``, and its broadcast's first error."""
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     with policy_tensors(model) as tensors:
-        buckets = plan_buckets(tensor_specs(tensors), bucket_bytes)
+        buckets = plan_buckets(tensor_specs(tensors, dtype), bucket_bytes)
         wire = buckets_to_wire(buckets)
-        thread, box = run_beside(lambda: receive(wire))
-        error = send_buckets(group, src, buckets, tensors, device, peer_alive=thread.is_alive)
-    return thread, box, error
+        calls = [run_beside(lambda receive=receive: receive(wire)) for _, _, receive in ends]
+        targets = [Target(group, src, thread.is_alive) for (group, src, _), (thread, _) in zip(ends, calls)]
+        errors = send_to_all(targets, buckets, tensors, device)
+    return [(thread, box, error) for (thread, box), error in zip(calls, errors)]
 
 
 def finish_beside(thread: threading.Thread, box: dict, deadline: float | None, what: str) -> object:
