@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from mmreason.rollout.environment import Environment
-from mmreason.rollout.multiturn import encode_observation
+from mmreason.rollout.multiturn import ImageBudget, encode_observation, fit_images
 from mmreason.rollout.prompts import PromptInputs
 from mmreason.types import Trajectory, Turn
 
@@ -35,9 +35,16 @@ def split_turns(text: str, stop_strings: tuple[str, ...]) -> list[str]:
 
 
 def replay_episode(
-    processor, prompt: PromptInputs, env: Environment, target: str, turn_end: str, index: int = 0
+    processor,
+    prompt: PromptInputs,
+    env: Environment,
+    target: str,
+    turn_end: str,
+    index: int = 0,
+    image_budget: ImageBudget | None = None,
 ) -> Trajectory:
-    """Prompt + the target's turns with the environment's observations between them (module doc)."""
+    """Prompt + the target's turns with the environment's observations between them (module doc); observation
+    images over ``image_budget`` are fitted into it, as in a rollout."""
     tokenizer = processor.tokenizer
     sample = prompt.sample
     turns = split_turns(target, tuple(getattr(env, "stop_strings", ())))
@@ -63,7 +70,7 @@ def replay_episode(
                 f"sample {sample.id!r}: the environment refuses turn {k + 1} of the SFT target "
                 f"({text[:120]!r}): {reason}"
             )
-        obs_ids, obs_types, obs_visual = encode_observation(processor, obs, closed=False)
+        obs_ids, obs_types, obs_visual = encode_observation(processor, fit_images(obs, image_budget), closed=False)
         record.append(Turn("observation", obs.text, int(ids.numel()), int(ids.numel() + obs_ids.numel())))
         ids, types = torch.cat([ids, obs_ids]), torch.cat([types, obs_types])
         mask = torch.cat([mask, torch.zeros_like(obs_ids)])
