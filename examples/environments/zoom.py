@@ -9,8 +9,8 @@ Attach it to any task with an image per row, here the generic pack (your own row
 The model sees the tool's schema in its system turn (the chat template's ``tools=``), writes
 ``<tool_call>{"name": "zoom", "arguments": {"box": [x0, y0, x1, y1]}}</tool_call>`` (fractions of the width and
 height), and the next turn shows it the crop, enlarged to ``zoom_pixels`` (the engine fits it to the run's
-``data.max_pixels``). ``zoom_iou`` is a grounding reward in the same file: the IoU of the model's last zoom box
-with the row's ``box`` column.
+``data.max_pixels``). Two rewards sit in the same file: ``zoom_iou``, the IoU of the model's last zoom box with the
+row's ``box`` column (grounding), and ``zoom_used``, 1 when a zoom ran (a well-formed call the tool accepted).
 
 ``data`` writes the demo rows: a 224 x 224 grey canvas with a 12 px square of one of four colours somewhere
 (the question asks its colour; at the tiny recipe's 112 x 112 prompt budget the square is 6 px), in EasyR1's
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 from pathlib import Path
 
@@ -77,6 +78,12 @@ def zoom_iou(sample, trajectory) -> float:
     return _iou([float(v) for v in boxes[-1]], [float(v) for v in target])
 
 
+@per_sample
+def zoom_used(sample, trajectory) -> float:
+    """1 if a zoom call ran in the episode (a well-formed call with a box the tool accepted), else 0."""
+    return float(any(c.get("name") == "zoom" and "error" not in c for c in trajectory.tool_calls))
+
+
 def _iou(a: list[float], b: list[float]) -> float:
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
@@ -106,11 +113,13 @@ def write_rows(out: Path, n_train: int = 96, n_eval: int = 32, seed: int = 0, si
             image.paste(COLOURS[colour], (x, y, x + side, y + side))
             name = f"images/{split}-{k}.png"
             image.save(out / name)
-            m = side  # a box with a margin of one side around the square
-            box = [round(max(0, x - m) / size, 2), round(max(0, y - m) / size, 2)]
-            box += [round(min(size, x + side + m) / size, 2), round(min(size, y + side + m) / size, 2)]
+            # the square's box widened to tenths (one decimal: fewer tokens for a small model to get right)
+            box = [math.floor(x / size * 10) / 10, math.floor(y / size * 10) / 10]
+            box += [math.ceil((x + side) / size * 10) / 10, math.ceil((y + side) / size * 10) / 10]
             call = json.dumps({"name": "zoom", "arguments": {"box": box}})
-            process = f"The square is small.</think>\n<tool_call>\n{call}\n</tool_call>\n<think>Zoomed in, it is {colour}."
+            process = (
+                f"The square is small.</think>\n<tool_call>\n{call}\n</tool_call>\n<think>Zoomed in, it is {colour}."
+            )
             rows.append({"problem": QUESTION, "answer": colour, "images": [name], "box": box, "process": process})
         (out / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 

@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--environment",
         default=None,
-        help="pkg.module:Factory or path/file.py:Factory: your environment on every task (docs/extending.md); "
+        help="pkg.module:Factory or path/file.py:Factory: your environment on every task; "
         "episodes of --gen_kwargs max_turns (default: the environment's own)",
     )
     parser.add_argument(

@@ -76,7 +76,7 @@ def load_environment(
     if missing:
         raise EnvironmentConfigError(
             f"{key}: {ref} built a {type(env).__name__} without {' / '.join(missing)} "
-            "(an environment has reset(sample) and step(text) -> Observation: docs/extending.md)"
+            "(an environment has reset(sample) and step(text) -> Observation)"
         )
     if not isinstance(getattr(env, "stop_strings", ()), (tuple, list)):
         raise EnvironmentConfigError(f"{key}: {ref}'s stop_strings must be a tuple of strings")

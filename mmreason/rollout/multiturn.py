@@ -87,7 +87,9 @@ def fit_images(obs: Observation, budget: ImageBudget | None) -> Observation:
     if not high or not any(im.width * im.height > high for im in obs.images):
         return obs
     low = budget[0] if budget else None
-    fitted = [load_image(im, max_pixels=high, min_pixels=low) if im.width * im.height > high else im for im in obs.images]
+    fitted = [
+        load_image(im, max_pixels=high, min_pixels=low) if im.width * im.height > high else im for im in obs.images
+    ]
     return replace(obs, images=fitted)
 
 

@@ -102,7 +102,7 @@ class ToolEnvironment:
         """The observation of a call that did not run: what was wrong, and how to call (a counted bad call)."""
         self.errors += 1
         info = {"error": message[:300], **({"tool": name[:64]} if name else {})}
-        hint = f"Call a tool as {self.call_format.open_tag}{{\"name\": ..., \"arguments\": {{...}}}}"
+        hint = f'Call a tool as {self.call_format.open_tag}{{"name": ..., "arguments": {{...}}}}'
         hint += f"{self.call_format.close_tag} with one of: {', '.join(self._table) or 'none'}; or answer."
         return Observation(text=f"Error: {message[:300]}. {hint}", info=info, done=self.errors >= self.max_errors)
 

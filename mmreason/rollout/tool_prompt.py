@@ -44,7 +44,9 @@ def render_with_tools(processor, messages: list[dict[str, Any]], tools: list[dic
     if name not in _WARNED:
         _WARNED.add(name)
         log.warning("the chat template of this %s renders no tools: their schemas go into the system turn", name)
-    return processor.apply_chat_template(with_system_text(messages, hermes_block(tools)), add_generation_prompt=True, tokenize=False)
+    return processor.apply_chat_template(
+        with_system_text(messages, hermes_block(tools)), add_generation_prompt=True, tokenize=False
+    )
 
 
 def with_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:

@@ -49,8 +49,8 @@ from mmreason.sampling.difficulty import DifficultyAugmenter
 from mmreason.sampling.records import Rollouts
 from mmreason.sampling.stream import StreamSampler
 from mmreason.taskpack import TASKS, TaskPack
-from mmreason.train.environment import run_environment, with_environment
 from mmreason.train.config import RewardConfig, TrainConfig
+from mmreason.train.environment import run_environment, with_environment
 from mmreason.train.launch_checks import check_launch
 from mmreason.train.logging import RunLogger
 from mmreason.train.precision import MasterWeightAdamW, needs_master_weights

@@ -28,8 +28,8 @@ from mmreason.parallel.sharding import gathered
 from mmreason.rewarding import RewardErrorLimitExceeded
 from mmreason.rewarding.records import RewardBatch
 from mmreason.rollout.backends import EngineDiedAfterUpdate
-from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
 from mmreason.rollout.episode_stats import bad_calls, tool_stats
+from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
 from mmreason.rollout.multiturn import (
     EnvironmentStartError,
     EpisodeStart,

@@ -57,7 +57,7 @@ def test_the_tools_reach_the_prompt_through_the_chat_template(tiny):
     text = build_prompt(processor, sample, max_prompt_length=1024, max_pixels=12544).text
     system = text.split("<|im_end|>")[0]
     assert system.startswith("<|im_start|>system\n# Tools\n") and '"name": "zoom"' in system
-    assert "<tool_call>\n{\"name\": <function-name>" in system  # the template's own Hermes block
+    assert '<tool_call>\n{"name": <function-name>' in system  # the template's own Hermes block
     # A template that renders no tools (as Qwen2.5-VL's published one): the same block goes into the system turn
     plain = copy.copy(processor)
     plain.chat_template = (
@@ -66,7 +66,9 @@ def test_the_tools_reach_the_prompt_through_the_chat_template(tiny):
         "{% endif %}"
     )
     text = render_with_tools(plain, [{"role": "user", "content": "hi"}], sample.tools)
-    assert text.startswith("<|im_start|>system\n# Tools\n") and '"name": "zoom"' in text and text.endswith("assistant\n")
+    assert (
+        text.startswith("<|im_start|>system\n# Tools\n") and '"name": "zoom"' in text and text.endswith("assistant\n")
+    )
 
 
 class FirstTurnZooms:

@@ -15,7 +15,11 @@ from mmreason.rollout.tools import Tool, ToolError, ToolOutput, check_arguments,
 from mmreason.types import Sample
 
 BOX = {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1}, "minItems": 4, "maxItems": 4}
-SCHEMA = {"type": "object", "properties": {"box": BOX, "label": {"type": "string", "enum": ["a", "b"]}}, "required": ["box"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"box": BOX, "label": {"type": "string", "enum": ["a", "b"]}},
+    "required": ["box"],
+}
 
 
 def call(name: str, **arguments) -> str:
