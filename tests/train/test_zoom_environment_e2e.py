@@ -114,6 +114,9 @@ def test_the_zoom_example_trains_on_the_generic_pack_with_its_crops_in_the_next_
                 "rollout.num_generations=2",
                 "rollout.temperature=0.1",  # near-greedy: the call the model was taught
                 "mini_batch_size=2",
+                f"data.eval_path={data.parent / 'eval.jsonl'}",  # in-training eval: episodes in the same environment
+                "eval_steps=1",
+                "eval_limit=1",
                 *common,
             ]
         )
@@ -123,3 +126,5 @@ def test_the_zoom_example_trains_on_the_generic_pack_with_its_crops_in_the_next_
     assert row["env/tool_calls"] > 0 and row["env/episodes_with_call"] > 0, row
     assert row["env/tool_images"] > 0  # the crop was shown in the next turn
     assert row["count/env_faults"] == 0 and "count/bad_tool_calls" in row
+    evals = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "eval" in line]
+    assert any(r.get("eval/generic:eval/n_failed") == 0 for r in evals), evals  # its episodes ran, none failed
