@@ -52,6 +52,8 @@ class Sample:
     pages: list[PageRef] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     task: str = ""
+    # the tool schemas the chat template shows (``tools=``): an attached environment's (rollout/env_plugin.py)
+    tools: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def prompt_text(self) -> str:

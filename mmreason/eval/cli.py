@@ -54,6 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="options for the task packs' loaders, as a training "
         "config's data.task_args, e.g. n=100 (given to every task of the run)",
     )
+    parser.add_argument(
+        "--environment",
+        default=None,
+        help="pkg.module:Factory or path/file.py:Factory: your environment on every task; "
+        "episodes of --gen_kwargs max_turns (default: the environment's own)",
+    )
+    parser.add_argument(
+        "--environment_args", default="", help="keyword arguments of the environment's factory, e.g. max_calls=2"
+    )
 
 
 def build_config(args: argparse.Namespace):
@@ -71,6 +80,8 @@ def build_config(args: argparse.Namespace):
         seed=args.seed,
         device=args.device,
         task_args=parse_kv(args.task_args, "--task_args"),
+        environment=args.environment,
+        environment_args=parse_kv(args.environment_args, "--environment_args"),
     )
     cfg.validate()
     return cfg

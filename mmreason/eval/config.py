@@ -80,6 +80,8 @@ class EvalConfig:
     seed: int = 0
     device: str | None = None  # None = cuda when available, else cpu
     task_args: dict[str, Any] = field(default_factory=dict)  # passed to every task's loader (as data.task_args)
+    environment: str | None = None  # --environment: a user's environment on every task (rollout.environment)
+    environment_args: dict[str, Any] = field(default_factory=dict)  # --environment_args, as rollout.environment_args
 
     RANGES: ClassVar[dict[str, str]] = {"batch_size": "[1, inf)", "limit": "(0, inf)", "seed": "[0, 4294967295]"}
 
@@ -90,6 +92,8 @@ class EvalConfig:
             raise ConfigError(f"--{exc}") from None
         if not self.tasks:
             raise ConfigError("--tasks is empty")
+        if self.environment_args and not self.environment:
+            raise ConfigError("--environment_args is set but --environment names no environment")
         # here, not at the top: eval/tasks.py imports this module (a cycle)
         from mmreason.eval.tasks import parse_task_specs
 

@@ -53,6 +53,7 @@ def run_episode_docs(
     max_turns: int,
     max_prompt_length: int,
     seed: int,
+    image_budget: tuple[int | None, int | None] | None = None,
 ) -> list[tuple[Completion, dict[str, Any]] | Exception]:
     """Each doc's episode, all played together (one generate call per turn): the completion the metrics score
     and the episode's record for the samples file, or the ``EnvironmentStartError`` of a doc whose environment
@@ -62,7 +63,15 @@ def run_episode_docs(
     starts = [EpisodeStart(p, task.pack.make_environment(), 0, 0, key=p.sample.id) for p in prompts]
     max_context = max_prompt_length + settings.max_new_tokens * max_turns * 8  # observations fit; env bounds them
     results = run_episodes(
-        model, processor, starts, settings, max_turns=max_turns, max_context=max_context, seed=seed, step=0
+        model,
+        processor,
+        starts,
+        settings,
+        max_turns=max_turns,
+        max_context=max_context,
+        seed=seed,
+        step=0,
+        image_budget=image_budget,
     )
     return [r if isinstance(r, Exception) else _record(r) for r in results]
 
@@ -84,6 +93,7 @@ def _record(traj: Trajectory) -> tuple[Completion, dict[str, Any]]:
         "episode": {
             "turns": turns,
             "ended": traj.reward_info.get("ended"),
-            "tool_calls": sum(1 for i in infos if i and "name" in i),
+            "tool_calls": sum(1 for i in infos if i and "name" in i and "error" not in i),
+            "bad_tool_calls": sum(1 for i in infos if i and "error" in i),
         }
     }

@@ -21,7 +21,7 @@ from rich.console import Console
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer, set_seed
 
-from mmreason.config import to_dict
+from mmreason.config import ConfigError, to_dict
 from mmreason.eval.config import EvalConfig
 from mmreason.eval.model import ResolvedModel, default_device, load_for_eval, resolve_model
 from mmreason.eval.output import RunFiles, config_hash, elapsed_since, package_versions
@@ -30,10 +30,13 @@ from mmreason.eval.scoring import PromptOptions, ScoringOptions, score_task
 from mmreason.eval.tasks import EvalTask, load_tasks
 from mmreason.media.limits import media_fields
 from mmreason.media.pdf import PAGE_CACHE
+from mmreason.models.families import family_of_processor
 from mmreason.models.loading import cpu_attention, resolve_attn_implementation, resolve_dtype
 from mmreason.rollout.backends.vllm_client import VLLMClient, check_calls, check_server
 from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, processor_kwargs
+from mmreason.rollout.env_plugin import EnvironmentConfigError, EnvironmentFactory, load_environment
 from mmreason.rollout.generate import GenerationSettings
+from mmreason.rollout.tool_calls import FORMATS
 
 
 @dataclass
@@ -80,6 +83,7 @@ def run_config(
         "chat_template_hash": config_hash({"t": getattr(processor, "chat_template", None)}),
         "tasks": [t.name for t in tasks],
         "task_args": cfg.task_args,
+        **({"environment": cfg.environment, "environment_args": cfg.environment_args} if cfg.environment else {}),
         "docs_hash": {t.name: t.docs_hash() for t in tasks},
         "limit": cfg.limit,
         "batch_size": cfg.batch_size,
@@ -111,6 +115,7 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
     console = console or Console()
     resolved = resolve_model(cfg.model, cfg.model_args.adapter)
     tokenizer = _tokenizer(resolved)  # counts prompt text for packs that fit page budgets to the prompt length
+    environment = eval_environment(cfg)  # --environment, built once: a wrong reference fails before the model
     tasks = load_tasks(
         cfg.tasks,
         cfg.limit,
@@ -118,12 +123,16 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
         cfg.seed,  # before the model: a typo fails at once
         cfg.model_args.max_prompt_length,
         tokenizer,
+        environment,
+        cfg.gen_kwargs.max_turns,
     )
     device = default_device(cfg.device)
     set_seed(cfg.seed)
     colocated = cfg.model_args.backend == "vllm" and cfg.model_args.vllm_mode != "server"
     # a colocated engine loads the weights itself: the HF model is never built (server mode pushes it)
     model, processor = load_for_eval(resolved, cfg.model_args, device, with_model=not colocated)
+    if environment is not None:  # its tool calls read in the model family's format
+        environment.call_format = FORMATS[family_of_processor(processor).tool_calls]
     if cfg.model_args.backend == "vllm" and cfg.model_args.vllm_mode == "server":
         model = vllm_server_for_eval(cfg, model, processor)
     elif cfg.model_args.backend == "vllm":
@@ -133,6 +142,16 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
     finally:
         if getattr(model, "is_rollout_backend", False):
             model.close()
+
+
+def eval_environment(cfg: EvalConfig) -> EnvironmentFactory | None:
+    """The factory ``--environment`` names (None without one); a wrong one is a ConfigError naming the flag."""
+    if not cfg.environment:
+        return None
+    try:
+        return load_environment(cfg.environment, cfg.environment_args, key="--environment")
+    except EnvironmentConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def vllm_engine_for_eval(resolved: ResolvedModel, args, processor):

@@ -24,21 +24,40 @@ from mmreason.media.limits import media_fields
 from mmreason.parallel.agree import any_rank
 from mmreason.parallel.sharding import gathered
 from mmreason.rollout.backends import EngineDied
+from mmreason.rollout.env_plugin import EnvironmentFactory
 from mmreason.rollout.generate import GenerationSettings
 
 _TASKS: dict[str, EvalTask] = {}  # the eval split is loaded once per run, not once per eval
 
 
-def _eval_task(cfg, tokenizer=None, limit: int | None = None) -> EvalTask:
-    """The run's eval split, its first ``limit`` docs (None: ``cfg.eval_limit``, which None leaves whole)."""
+def _eval_task(cfg, tokenizer=None, limit: int | None = None, environment=None) -> EvalTask:
+    """The run's eval split, its first ``limit`` docs (None: ``cfg.eval_limit``, which None leaves whole);
+    ``environment``: the run's own (``rollout.environment``), attached as in training."""
     d = cfg.data
     limit = limit if limit is not None else cfg.eval_limit
     key = json.dumps(
-        [d.task, d.eval_path, d.task_args, limit, cfg.seed, d.max_prompt_length], sort_keys=True, default=str
+        [d.task, d.eval_path, d.task_args, limit, cfg.seed, d.max_prompt_length, getattr(environment, "ref", None)],
+        sort_keys=True,
+        default=str,
     )
     if key not in _TASKS:
-        _TASKS[key] = load_task(d.task, d.eval_path, limit, d.task_args, cfg.seed, d.max_prompt_length, tokenizer)
+        _TASKS[key] = load_task(
+            d.task,
+            d.eval_path,
+            limit,
+            d.task_args,
+            cfg.seed,
+            d.max_prompt_length,
+            tokenizer,
+            environment=environment,
+            max_turns=cfg.rollout.max_turns if environment is not None else None,
+        )
     return _TASKS[key]
+
+
+def run_environment(run):
+    """The environment ``rollout.environment`` attached to the run's pack (None for a pack's own or none)."""
+    return run.pack.make_environment if isinstance(run.pack.make_environment, EnvironmentFactory) else None
 
 
 def has_eval_split(cfg, tokenizer=None, *, limit: int | None = None) -> bool:
@@ -83,7 +102,7 @@ def evaluate_during_training(run, step: int, *, limit: int | None = None) -> dic
 
 def _evaluate(run, step: int, limit: int | None) -> dict[str, float]:
     accelerator = run.accelerator
-    task = _eval_task(run.cfg, run.processor.tokenizer, limit)
+    task = _eval_task(run.cfg, run.processor.tokenizer, limit, run_environment(run))
     model = accelerator.unwrap_model(run.model)
     was_training = model.training
     model.eval()

@@ -91,7 +91,7 @@ def encode_batch(
             results[k] = exc
             continue
         docs.append(k)
-        texts.append(render_chat(processor, sample.messages, opts.system_prompt))
+        texts.append(render_chat(processor, sample.messages, opts.system_prompt, sample.tools))
         images, videos, metadata = images + ims, videos + vids, metadata + meta
         n_images.append(len(ims))
         n_videos.append(len(vids))

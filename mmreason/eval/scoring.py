@@ -198,6 +198,7 @@ def run_batch(
                 max_turns=turns,
                 max_prompt_length=opts.prompt.max_prompt_length,
                 seed=opts.seed,
+                image_budget=(opts.prompt.min_pixels, opts.prompt.max_pixels),
             )
         for (i, p), result in zip(built, played):
             if isinstance(result, Exception):  # a failed doc, like one whose media cannot be read

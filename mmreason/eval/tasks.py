@@ -20,6 +20,7 @@ from typing import Any
 from mmreason.eval.config import EVAL_SPLIT, resolve_limit
 from mmreason.parsing import final_answer
 from mmreason.registry import first_doc_line
+from mmreason.rollout.env_plugin import attach_environment
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.types import Sample
 
@@ -147,6 +148,9 @@ def load_task(
     max_prompt_length: int | None = None,
     tokenizer: Any = None,
     options_key: str = "--task_args",
+    *,
+    environment: Any = None,
+    max_turns: int | None = None,
 ) -> EvalTask:
     """A pack's eval docs (``options`` go to its loader), the first ``limit`` of them, each passed
     through the pack's per-draw ``prepare`` (e.g. page resolution allocation) once, at step 0.
@@ -156,6 +160,8 @@ def load_task(
     import inspect
 
     pack = TASKS.get(pack_name)
+    if environment is not None:  # --environment: the user's environment on this pack, its tools in the prompts
+        pack = attach_environment(pack, environment, max_turns)
     if path is not None and not Path(path).exists() and not any(c in path for c in "*?["):  # a glob: the loader's
         raise FileNotFoundError(f"--tasks {pack_name}:{path}: data file {path!r} does not exist")
     options = dict(options or {})
@@ -242,9 +248,15 @@ def load_tasks(
     seed: int = 0,
     max_prompt_length: int | None = None,
     tokenizer: Any = None,
+    environment: Any = None,
+    max_turns: int | None = None,
 ) -> list[EvalTask]:
+    """The tasks of ``text``; ``environment`` (an ``EnvironmentFactory``, ``--environment``) is attached to each
+    pack, its episodes ``max_turns`` long (default: the environment's own)."""
     tasks = [
-        load_task(name, path, limit, options, seed, max_prompt_length, tokenizer)
+        load_task(
+            name, path, limit, options, seed, max_prompt_length, tokenizer, environment=environment, max_turns=max_turns
+        )
         for name, path in parse_task_specs(text)
     ]
     column = (options or {}).get("group_by")

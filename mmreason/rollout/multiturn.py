@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from mmreason.media import load_image
 from mmreason.rollout.chat_turns import next_turn
 from mmreason.rollout.deadline import DEFAULT_STEP_TIMEOUT_S, call_with_deadline
 from mmreason.rollout.environment import Environment, Observation
@@ -78,6 +79,22 @@ def observation_text(processor, obs: Observation, closed: bool) -> str:
     """The tokens between two assistant turns, as the checkpoint's chat template renders them."""
     eos = processor.tokenizer.eos_token or ""
     return next_turn(processor, observation_content(obs), closed, eos)
+
+
+ImageBudget = tuple[int | None, int | None]  # (min_pixels, max_pixels) of the run's images
+
+
+def fit_images(obs: Observation, budget: ImageBudget | None) -> Observation:
+    """``obs`` with each image over the run's ``max_pixels`` resized into the budget as a prompt's images are
+    (``load_image``: aspect kept, sides multiples of 28); images within it are left as the environment made them."""
+    high = budget[1] if budget else None
+    if not high or not any(im.width * im.height > high for im in obs.images):
+        return obs
+    low = budget[0] if budget else None
+    fitted = [
+        load_image(im, max_pixels=high, min_pixels=low) if im.width * im.height > high else im for im in obs.images
+    ]
+    return replace(obs, images=fitted)
 
 
 def encode_observation(
@@ -192,6 +209,7 @@ def run_episodes(
     step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
     with_logprobs: bool = False,
     turn_gate: TurnGate | None = None,
+    image_budget: ImageBudget | None = None,
 ) -> list[Trajectory | EnvironmentStartError]:
     """Play all ``starts`` together: each turn, every live episode samples its next assistant turn in one
     batched ``generate`` call (``sample_rows``; with an engine as ``model``, one engine call), then each
@@ -208,6 +226,7 @@ def run_episodes(
     ``turn_gate`` (asynchronous generation) is held around each turn's sampling call only, so a weight push can
     land between two turns of an episode (a partial rollout); each trajectory's ``token_versions`` then records
     the version the gate yielded for every sampled token.
+    ``image_budget``: the run's (min_pixels, max_pixels); an observation's larger images are fitted into it.
     """
     if starts:
         settings = replace(settings, stop_strings=tuple(getattr(starts[0].env, "stop_strings", ())))
@@ -258,6 +277,7 @@ def run_episodes(
                 logprobs=logprobs,
                 hf_logprobs=hf_logprobs,
                 version=version,
+                image_budget=image_budget,
             )
     for i, e in episodes.items():
         results[i] = e.trajectory()
@@ -329,6 +349,7 @@ def _play_turn(
     logprobs: torch.Tensor | None = None,
     hf_logprobs: torch.Tensor | None = None,
     version: int = -1,
+    image_budget: ImageBudget | None = None,
 ) -> None:
     """Append one sampled assistant turn to ``e``, let its environment answer, and append the observation.
     ``logprobs``: an engine's row (no padding; it stopped at EOS, a stop string or the limit) and its log-probs.
@@ -370,6 +391,11 @@ def _play_turn(
         e.env_seconds += time.perf_counter() - stepped
     e.infos.append(obs.info)
     if obs.done or turn == max_turns - 1:
+        return
+    try:
+        obs = fit_images(obs, image_budget)
+    except Exception as exc:  # noqa: BLE001 - an image the environment made that cannot be fitted: its fault
+        e.ended = EpisodeEnd(ENVIRONMENT_ERROR, f"observation image: {type(exc).__name__}: {str(exc)[:500]}")
         return
     try:
         obs_ids, obs_types, obs_visual = encode_observation(processor, obs, ended_with_eos, e.start.prompt.sample.id)

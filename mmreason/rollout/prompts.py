@@ -27,6 +27,7 @@ from mmreason.media.video import add_frame_noise, clip_cache, header_cache
 from mmreason.media.video_plan import ClipPlan, VideoLimits, plan_clip
 from mmreason.models.families import family_of_processor
 from mmreason.paths import cache_dir
+from mmreason.rollout.tool_prompt import render_with_tools
 from mmreason.rollout.visibility import check_encoded, check_rendered, media_paths, named_media
 from mmreason.types import PageRef, Sample
 
@@ -199,9 +200,14 @@ def frame_times(metadata: list[dict]) -> list[list[float]]:
     return [[round(i / m["fps"], 3) for i in m["frames_indices"]] for m in metadata]
 
 
-def render_chat(processor, messages: list[dict[str, Any]], system_prompt: str | None = None) -> str:
+def render_chat(
+    processor, messages: list[dict[str, Any]], system_prompt: str | None = None, tools: list[dict] | None = None
+) -> str:
+    """The prompt text by the checkpoint's chat template; ``tools``: their schemas shown too (``tool_prompt``)."""
     if system_prompt and (not messages or messages[0].get("role") != "system"):
         messages = [{"role": "system", "content": system_prompt}, *messages]
+    if tools:
+        return render_with_tools(processor, messages, tools)
     return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
 
@@ -254,7 +260,7 @@ def build_prompt(
     reads and decoding add to ``clock`` (default ``MEDIA_SECONDS``). Before anything is read the media are counted
     (``check_media_count``) and the text's tokens: text alone over ``max_prompt_length`` decodes nothing."""
     check_media_count(sample, max_images, max_videos)
-    text = render_chat(processor, sample.messages, system_prompt)
+    text = render_chat(processor, sample.messages, system_prompt, sample.tools)
     budget = max_pixels
     limits = video_limits or VideoLimits(video_fps, video_max_frames)
     fallback = processor_video_limits(processor)

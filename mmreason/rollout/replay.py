@@ -15,7 +15,7 @@ import torch
 
 from mmreason.rollout.deadline import DEFAULT_STEP_TIMEOUT_S
 from mmreason.rollout.environment import Environment
-from mmreason.rollout.multiturn import close_environment, encode_observation
+from mmreason.rollout.multiturn import ImageBudget, close_environment, encode_observation, fit_images
 from mmreason.rollout.prompts import PromptInputs
 from mmreason.types import Trajectory, Turn
 
@@ -36,18 +36,33 @@ def split_turns(text: str, stop_strings: tuple[str, ...]) -> list[str]:
 
 
 def replay_episode(
-    processor, prompt: PromptInputs, env: Environment, target: str, turn_end: str, index: int = 0
+    processor,
+    prompt: PromptInputs,
+    env: Environment,
+    target: str,
+    turn_end: str,
+    *,
+    index: int = 0,
+    image_budget: ImageBudget | None = None,
 ) -> Trajectory:
-    """Prompt + the target's turns with the environment's observations between them (module doc); the
-    environment's optional ``close()`` is called after (a served environment ends its session)."""
+    """Prompt + the target's turns with the environment's observations between them (module doc); observation
+    images over ``image_budget`` are fitted into it, as in a rollout. The environment's optional ``close()`` is
+    called after (a served environment ends its session)."""
     try:
-        return _replay(processor, prompt, env, target, turn_end, index)
+        return _replay(processor, prompt, env, target, turn_end, index=index, image_budget=image_budget)
     finally:
         close_environment(env, DEFAULT_STEP_TIMEOUT_S)
 
 
 def _replay(
-    processor, prompt: PromptInputs, env: Environment, target: str, turn_end: str, index: int = 0
+    processor,
+    prompt: PromptInputs,
+    env: Environment,
+    target: str,
+    turn_end: str,
+    *,
+    index: int = 0,
+    image_budget: ImageBudget | None = None,
 ) -> Trajectory:
     tokenizer = processor.tokenizer
     sample = prompt.sample
@@ -74,7 +89,7 @@ def _replay(
                 f"sample {sample.id!r}: the environment refuses turn {k + 1} of the SFT target "
                 f"({text[:120]!r}): {reason}"
             )
-        obs_ids, obs_types, obs_visual = encode_observation(processor, obs, closed=False)
+        obs_ids, obs_types, obs_visual = encode_observation(processor, fit_images(obs, image_budget), closed=False)
         record.append(Turn("observation", obs.text, int(ids.numel()), int(ids.numel() + obs_ids.numel())))
         ids, types = torch.cat([ids, obs_ids]), torch.cat([types, obs_types])
         mask = torch.cat([mask, torch.zeros_like(obs_ids)])

@@ -69,6 +69,11 @@ class RolloutConfig(VllmConnection):
     max_observation_tokens: int = 1024  # an environment observation longer than this ends the episode
     env_step_timeout_s: float | None = 60.0  # an environment step running longer ends its episode (a counted
     # environment fault); None = no limit. See mmreason/rollout/deadline.py for what can be interrupted.
+    # Your environment on any task (docs/extending.md "Write an environment"): "pkg.module:Factory" or
+    # "path/file.py:Factory" (relative to the config file, then the cwd), built per episode as
+    # Factory(**environment_args); needs max_turns > 1. None: the task pack's own environment, if it has one.
+    environment: str | None = None
+    environment_args: dict[str, Any] = field(default_factory=dict)
     # Rollout backend (docs/vllm.md): hf = HF generate in the training process; vllm = a vLLM engine (TRL's
     # knob names below). colocate: the engine lives in the training job; server: `mmreason vllm-serve`.
     backend: RolloutBackend = "hf"
@@ -356,6 +361,10 @@ class TrainConfig:
             raise ConfigError("rollout.num_generations must be >= 1")
         if self.rollout.env_step_timeout_s is not None and not self.rollout.env_step_timeout_s > 0:
             raise ConfigError("rollout.env_step_timeout_s must be positive or null (no limit)")
+        if self.rollout.environment and self.rollout.max_turns < 2:
+            raise ConfigError("rollout.environment needs rollout.max_turns >= 2 (a tool call, then the answer)")
+        if self.rollout.environment_args and not self.rollout.environment:
+            raise ConfigError("rollout.environment_args is set but rollout.environment names no environment")
         if self.steps_per_generation < 1:
             raise ConfigError("steps_per_generation must be >= 1")
         regenerating = [k for k in ("augment", "refine", "hint", "anchor") if getattr(self, k).enabled]

@@ -50,6 +50,7 @@ from mmreason.sampling.records import Rollouts
 from mmreason.sampling.stream import StreamSampler
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import RewardConfig, TrainConfig
+from mmreason.train.environment import run_environment, with_environment
 from mmreason.train.launch_checks import check_launch
 from mmreason.train.logging import RunLogger
 from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
@@ -105,6 +106,7 @@ class Counters:
     reward_errors: int = 0
     dropped_groups: int = 0
     env_faults: int = 0  # episodes ended by an exception inside the environment
+    bad_tool_calls: int = 0  # tool calls that did not run (unreadable, unknown, off-schema): error observations
     unseen_media: int = 0  # prompts / observations whose media would not reach the model (rollout.visibility)
 
     def as_dict(self) -> dict[str, int]:
@@ -322,6 +324,7 @@ def _components(
     if verbose:
         print("resolved config:\n" + dump_yaml(cfg))
     processor = load_processor(cfg.model.name_or_path, cfg.data.min_pixels, cfg.data.max_pixels)
+    environment = run_environment(cfg, processor, config_dir)  # rollout.environment, checked before the model
     model = load_model(cfg.model)
     trainable, total = trainable_parameters(model)
     if verbose:
@@ -343,6 +346,7 @@ def _components(
         ref_cfg = ModelConfig(**{**cfg.model.__dict__, "lora": False, "gradient_checkpointing": False})
         ref_model = place_reference(load_model(ref_cfg, trainable=False), accelerator)
     pack, dataset = load_task_data(cfg)
+    pack = with_environment(cfg, pack, environment)
     steps = total_steps if total_steps is not None else cfg.max_steps
     model, optimizer, scheduler = prepare_training(
         cfg, accelerator, model, steps * cfg.algorithm.num_iterations * cfg.steps_per_generation

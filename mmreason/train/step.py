@@ -28,6 +28,7 @@ from mmreason.parallel.sharding import gathered
 from mmreason.rewarding import RewardErrorLimitExceeded
 from mmreason.rewarding.records import RewardBatch
 from mmreason.rollout.backends import EngineDiedAfterUpdate
+from mmreason.rollout.episode_stats import bad_calls, tool_stats
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
 from mmreason.rollout.multiturn import (
     EnvironmentStartError,
@@ -203,6 +204,7 @@ def rollout_costs(trajectories: list[Trajectory], decoded: float) -> dict[str, f
         out["time/environment"] = sum(t.reward_info.get("env_seconds", 0.0) for t in trajectories)
         out["episodes/cut"] = sum(ended_by_limit(t) for t in trajectories)  # an observation over the limit
         out["episodes/cut_share"] = out["episodes/cut"] / len(trajectories)
+        out.update(tool_stats(trajectories))  # env/tool_calls, env/bad_tool_calls, ...
     return out
 
 
@@ -332,6 +334,7 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
         max_observation_tokens=r.max_observation_tokens,
         step_timeout_s=r.env_step_timeout_s,
         with_logprobs=run.rollout_backend is None and r.hf_sampler_logprobs,
+        image_budget=(run.cfg.data.min_pixels, run.cfg.data.max_pixels),
     )
     trajectories = []
     for k, d in enumerate(drawn):
@@ -343,6 +346,7 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
         for t in group:
             if t.reward_info.get("unseen_media"):
                 unseen_media(run, t.reward_info["unseen_media"])
+            run.counters.bad_tool_calls += bad_calls(t)
             if ended_by_fault(t):
                 run.counters.env_faults += 1
                 run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])

@@ -111,6 +111,23 @@ def test_a_dead_server_or_a_raising_environment_ends_episodes_as_faults(tiny, se
     assert server.info()["sessions"] == 0 and server.info()["counts"]["env_errors"] == 2
 
 
+def test_rollout_environment_names_a_served_environment_by_its_url(served):
+    """``rollout.environment: http://host:port`` (its args the client's) attaches the served environment to any
+    pack, as a ``module:Factory`` reference does; a wrong client argument is a one-line error naming the key."""
+    from mmreason.rollout.env_plugin import EnvironmentConfigError, load_environment
+
+    server, url = served
+    factory = load_environment(url, {"api_key": KEY, "stop_strings": ["</tool_call>"]})
+    env = factory()
+    env.reset(_sample())
+    observation = env.step('<tool_call>{"name": "zoom"}</tool_call>')
+    assert observation.text == "zoom 1:" and observation.images[0].size == (56, 56)
+    env.close()
+    assert server.info()["counts"]["opened"] >= 1 and server.info()["sessions"] == 0
+    with pytest.raises(EnvironmentConfigError, match=r"rollout\.environment_args: the HTTP client does not take"):
+        load_environment(url, {"api_key": KEY, "colour": "red"})
+
+
 def test_an_sft_replay_through_the_server_closes_its_session(tiny, served):
     _, processor = tiny
     server, url = served

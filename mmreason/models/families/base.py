@@ -32,6 +32,9 @@ Everything that differs between VLM families and that the engine needs lives her
   when the accelerate config names no ``fsdp_transformer_layer_cls_to_wrap`` or names classes that are not
   the family's (``train/launch_checks.py``); ``tests/models/test_fsdp_units.py`` builds every family and finds them.
 
+- ``tool_calls``: the format the family writes tool calls in (``rollout/tool_calls.py``): ``"hermes"``
+  (``<tool_call>`` JSON) for every family served today.
+
 The chat-turn delimiters are not stored: ``rollout/chat_turns.py`` reads them from the checkpoint's own
 chat template, which every family ships.
 """
@@ -45,6 +48,7 @@ Positions = Literal["mrope", "rope1d"]
 SharedPrefix = Literal["kv", "generation", "plain"]
 FrameTimes = Literal["mrope", "text", "none"]
 Budget = Literal["pixels", "tiles"]
+ToolCalls = Literal["hermes"]  # mmreason/rollout/tool_calls.py FORMATS
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class ModelFamily:
     budget: Budget = "pixels"  # pixels: tokens follow the pixel budget (downscale works); tiles: fixed-size tiles
     grids: bool = True  # the processor returns ``*_grid_thw`` (visual tensors split per item by their grids)
     fsdp_units: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (model_type, FSDP unit class names) pairs
+    tool_calls: ToolCalls = "hermes"  # how the model writes a tool call (rollout/tool_calls.py)
 
     def __post_init__(self) -> None:
         """A family whose adapter names a value outside its field's closed set fails at import, naming both."""
@@ -72,6 +77,7 @@ class ModelFamily:
             ("shared_prefix", SharedPrefix),
             ("frame_times", FrameTimes),
             ("budget", Budget),
+            ("tool_calls", ToolCalls),
         ):
             if getattr(self, name) not in get_args(kind):
                 raise ValueError(
