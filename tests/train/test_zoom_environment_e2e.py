@@ -1,7 +1,8 @@
 """A new user's environment file trains on the generic pack from the docs alone: the zoom example
 (examples/environments/zoom.py) with its two tiny recipes, through the real CLI. A short SFT on its rows'
 zoom-then-answer trajectories (one fixed box, so the tiny model learns the call in a few steps) gives a model that
-calls the tool; one GRPO step then plays episodes in which the crop enters the next turn (``env/tool_images``)."""
+calls the tool; one GRPO step then plays episodes in which the crop enters the next turn (``env/tool_images``), and
+two more steps do so with the episodes generated asynchronously, up to two steps ahead."""
 
 from __future__ import annotations
 
@@ -128,3 +129,13 @@ def test_the_zoom_example_trains_on_the_generic_pack_with_its_crops_in_the_next_
     assert row["count/env_faults"] == 0 and "count/bad_tool_calls" in row
     evals = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "eval" in line]
     assert any(r.get("eval/generic:eval/n_failed") == 0 for r in evals), evals  # its episodes ran, none failed
+    # the same recipe with episodes generated two steps ahead (asynchronous, HF policy copy): crops still shown
+    late = tmp_path / "grpo-async"
+    argv = ["train", "configs/generic/zoom_grpo_tiny.yaml", f"model.name_or_path={model}", f"output_dir={late}"]
+    argv += ["max_steps=2", "prompts_per_step=1", "rollout.num_generations=2", "rollout.temperature=0.1"]
+    argv += ["mini_batch_size=2", "rollout.async_generation=true", "rollout.max_staleness=2", *common]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in (late / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "env/tool_images" in r]
+    assert [r["step"] for r in steps] == [1, 2] and all(r["env/tool_images"] > 0 for r in steps), steps
+    assert all(r["count/env_faults"] == 0 and "async/staleness_mean" in r for r in steps), steps
