@@ -53,6 +53,8 @@ from mmreason.plan.shapes import ModelShape
 
 GIB = 1 << 30
 HIDDEN_CHUNK_ELEMENTS = 1 << 24  # rl/lm_head.py's (tests/plan checks they agree)
+HEAD_CHUNK_FREE_SHARE = 1 / 8  # rl/lm_head.py's: on CUDA a chunk takes this share of the free memory
+HEAD_CHUNK_MAX_BYTES = 4 << 30  # and at most this
 GPU_RESERVE_GIB = 1.5  # CUDA context, NCCL buffers, allocator fragmentation: an allowance, not a measurement
 LORA_TARGETS = 7  # q, k, v, o, gate, up, down (model.lora_target_modules' default)
 # update: forward done, the LM head's backward (saved activations + the head's working set); backward: through
@@ -248,14 +250,24 @@ def activations(shape: ModelShape, s: RunSettings) -> list[Item]:
     ]
 
 
-def lm_head(shape: ModelShape, s: RunSettings) -> Item:
+def head_chunk_rows(vocab: int, device: str, gpu_memory_gib: float) -> int:
+    """Rows per chunk of the LM head as ``rl.lm_head.chunk_rows_for`` picks them: on CUDA from the free memory,
+    counted here as the whole card (an upper bound: the chunk shrinks with what is free); elsewhere fixed."""
+    if device != "cuda":
+        return max(1, HIDDEN_CHUNK_ELEMENTS // vocab)
+    share = int(gpu_memory_gib * GIB * HEAD_CHUNK_FREE_SHARE)
+    budget = min(HEAD_CHUNK_MAX_BYTES, max(4 * HIDDEN_CHUNK_ELEMENTS, share))
+    return max(1, budget // (3 * 4 * vocab))
+
+
+def lm_head(shape: ModelShape, s: RunSettings, gpu_memory_gib: float = 80.0) -> Item:
     """The LM head's working set over the mini-batch's completion tokens M."""
     b, e, _ = _dtypes(s)
     _, _, _, m = _tokens(s)
     v = shape.vocab
     chunked = s.sharding != "fsdp" or s.trainer.chunked_sharded_head
     if chunked:
-        c = min(m, max(1, HIDDEN_CHUNK_ELEMENTS // v)) * v
+        c = min(m, head_chunk_rows(v, s.device, gpu_memory_gib)) * v
         cast = e * c if e < 4 else 0
         weight_grad = v * shape.hidden * (4 + (e if e < 4 else 0))  # the fp32 [V x h] sum, a bf16 chunk's product
         weight_cast = v * shape.hidden * e if b != e else 0
@@ -328,7 +340,7 @@ def plan(shape: ModelShape, s: RunSettings, gpu_memory_gib: float) -> Plan:
     items = [
         *model_state(shape, s),
         *activations(shape, s),
-        lm_head(shape, s),
+        lm_head(shape, s, gpu_memory_gib),
         optimizer_step(shape, s),
         *reference(shape, s),
         *rollout(shape, s, gpu_memory_gib),

@@ -59,9 +59,16 @@ def test_published_sizes_count_to_the_hub_sizes():
 
 
 def test_chunk_size_is_the_heads():
-    from mmreason.rl.lm_head import HIDDEN_CHUNK_ELEMENTS
+    from mmreason.rl import lm_head
 
-    assert memory.HIDDEN_CHUNK_ELEMENTS == HIDDEN_CHUNK_ELEMENTS
+    assert memory.HIDDEN_CHUNK_ELEMENTS == lm_head.HIDDEN_CHUNK_ELEMENTS
+    assert memory.HEAD_CHUNK_FREE_SHARE == lm_head.HEAD_CHUNK_FREE_SHARE
+    assert memory.HEAD_CHUNK_MAX_BYTES == lm_head.HEAD_CHUNK_MAX_BYTES
+    assert memory.head_chunk_rows(151_936, "cpu", 80) == (1 << 24) // 151_936 == 110
+    # on an 80 GB card: 10 GiB is over the 4 GiB cap; 4 GiB / (3 x 4 B x 151,936) = 2,355 rows
+    assert memory.head_chunk_rows(151_936, "cuda", 80) == (4 << 30) // (12 * 151_936) == 2355
+    # on a 16 GB card: 2 GiB / (12 x 151,936) = 1,177 rows
+    assert memory.head_chunk_rows(151_936, "cuda", 16) == (2 << 30) // (12 * 151_936) == 1177
 
 
 def test_model_state_bytes_per_parameter_by_hand():
