@@ -143,6 +143,7 @@ def token_logprobs(
     temperature: float = 1.0,
     suppressed: Sequence[int] = (),
     chunked: bool = True,
+    packed: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs [N, T] aligned with ``batch.input_ids``, optional entropy; 0 wherever
     ``action_mask`` is 0 (prompt, observations, padding). The LM head sees only the hidden states that
@@ -152,12 +153,16 @@ def token_logprobs(
     ``temperature`` and ``suppressed`` must be the sampler's (``rollout.temperature``, the suppressed vision
     specials), so log-probs are those of the distribution the completions were drawn from (as TRL and verl
     divide by the temperature); a trained token that is suppressed gets log-prob 0. ``chunked`` (where the
-    head allows it, ``chunkable_head``): no [M, V] logits are kept for backward (``rl.lm_head``).
+    head allows it, ``chunkable_head``): no [M, V] logits are kept for backward (``rl.lm_head``). ``packed``:
+    the rows run packed into one, without padding (``rollout.packing``; the caller checks ``packing.applies``).
     """
+    options = dict(temperature=temperature, suppressed=suppressed, chunked=chunked)
     if batch.forward_batch is not None:
-        return _with_stand_ins(
-            model, batch, with_entropy, temperature=temperature, suppressed=suppressed, chunked=chunked
-        )
+        return _with_stand_ins(model, batch, with_entropy, packed=packed, **options)
+    if packed:
+        from mmreason.rollout.packing import packed_logprobs  # it builds on this module's helpers
+
+        return packed_logprobs(model, batch, with_entropy, **options)
     reset_position_state(model)  # state left by generate(); positions must be recomputed
     n, t = batch.input_ids.shape
     first = first_action_position(batch.action_mask)  # the transformer's last layer runs from here on only
