@@ -46,6 +46,10 @@ BENCHES = {
         "mmreason.bench.plan_check",
         "mmreason plan's predicted peak memory against one measured GRPO update (tiny, base, qwen-vocab)",
     ),
+    "packing": (
+        "mmreason.bench.packing",
+        "the update pass padded vs packed (padding-free) vs shared prefix on long-tailed completions",
+    ),
     "async-generation": (
         "mmreason.bench.async_generation",
         "GRPO step time with generation one step off the update vs synchronous, engine and trainer on own cores",

@@ -11,10 +11,12 @@ tokens with no padding:
   ``0 .. L_i - 1`` (transformers' packed-input layout ``[4, 1, sum L_i]``). 1-D RoPE (InternVL): ``0 .. L_i - 1``
   per sequence, concatenated.
 - sequence boundaries come from those text positions (a reset to 0 starts a sequence) and no attention mask
-  is passed: transformers' mask builders (``masking_utils.find_packed_sequence_indices``) then make the sdpa /
-  eager / flex mask block-diagonal causal, and its flash-attention path takes the varlen kernel with
-  ``cu_seqlens`` from the same resets (``modeling_flash_attention_utils._is_packed_sequence``). Nothing of
-  flash-attention is imported here.
+  is passed. SDPA (CPUs, GPUs without flash-attention) attends sequence by sequence, causal, unmasked
+  (``packed_attention``: the dense block-diagonal mask transformers would build costs ``(sum L_i)^2`` and was
+  slower than padding); eager and flex attention take transformers' block-diagonal mask
+  (``masking_utils.find_packed_sequence_indices``); flash-attention takes its varlen kernel with ``cu_seqlens``
+  from the same resets (``modeling_flash_attention_utils._is_packed_sequence``). Nothing of flash-attention is
+  imported here.
 - the vision inputs are the padded batch's: every sequence's pixels and grids concatenated in sequence order
   (the order the packed row's visual tokens come in), so the vision tower runs the same call.
 
@@ -36,6 +38,7 @@ import torch
 from mmreason.models.families import family_of_model
 from mmreason.models.loading import reset_position_state
 from mmreason.rollout.forward import ModelBatch, chunkable_head, head_logprobs, lm_head_rows
+from mmreason.rollout.packed_attention import segment_attention
 
 # attention implementations whose packed-sequence handling transformers provides (mask from position resets,
 # or flash-attention's varlen path from them); sdpa_fp32 is mmreason's (models/cpu_attention.py), sdpa's mask
@@ -84,7 +87,9 @@ def packed_logprobs(
     predicts = torch.nn.functional.pad(trained[:, 1:], (0, 1))[keep][None]  # [1, sum L_i]
     head = chunkable_head(model) if chunked else None
     visual = batch.visual
-    with lm_head_rows(model, predicts, hidden=head is not None):
+    inner = _inner(model)
+    decoder = getattr(inner.config, "text_config", inner.config)
+    with lm_head_rows(model, predicts, hidden=head is not None), segment_attention(decoder, inner):
         out = model(
             input_ids=batch.input_ids[keep][None],
             position_ids=packed_positions(model, batch, visual),

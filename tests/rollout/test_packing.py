@@ -7,6 +7,8 @@ refusal is needed: forced, its packed log-probs differ."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from PIL import Image
@@ -105,16 +107,29 @@ def _grads(model, logprobs, mask):
 
 
 def _embedded_shapes(model, fn):
-    """``fn()`` and the shapes of the token batches the decoder embedded while it ran."""
+    """``fn()``, the shapes of the token batches the decoder embedded while it ran and its attention then."""
     shapes = []
-    handle = model.get_input_embeddings().register_forward_hook(lambda _m, args, _o: shapes.append(args[0].shape))
+
+    def hook(_module, args, _out):
+        shapes.append((args[0].shape, model.config.text_config._attn_implementation))
+
+    handle = model.get_input_embeddings().register_forward_hook(hook)
     try:
         return fn(), shapes
     finally:
         handle.remove()
 
 
-def test_packed_equals_padded_in_logprobs_entropies_and_gradients(family):
+def _check_gradients(grads, want):
+    assert want and set(grads) == set(want) and any("visual" in n or "vision_tower" in n for n in want)
+    for name in want:
+        gap = (grads[name] - want[name]).abs().max() / want[name].abs().max().clamp(min=1e-8)
+        assert gap <= 1e-5, name
+
+
+def test_packed_equals_padded_in_logprobs_entropies_and_gradients(family, monkeypatch):
+    """Sequence by sequence SDPA (the default), and transformers' block-diagonal mask (a checkpointed
+    decoder's path)."""
     arch, model, processor = family
     if arch == "qwen3_5":
         pytest.skip("refused: test_linear_attention_is_refused_and_falls_back")
@@ -124,39 +139,44 @@ def test_packed_equals_padded_in_logprobs_entropies_and_gradients(family):
     assert (batch.attention_mask == 0).float().mean() > 0.15  # real padding in play
     padded, padded_ent = token_logprobs(model, batch, True, temperature=TEMPERATURE)
     want = _grads(model, padded, batch.action_mask)
-    (got, got_ent), shapes = _embedded_shapes(
-        model, lambda: token_logprobs(model, batch, True, temperature=TEMPERATURE, packed=True)
-    )
-    assert shapes == [torch.Size([1, sum(t.token_ids.numel() for t in trajs)])]  # one row, no pad column
-    grads = _grads(model, got, batch.action_mask)
     mask = batch.action_mask.bool()
     mask[:, 0] = False
-    assert got.shape == padded.shape and not got[~mask].any()
-    torch.testing.assert_close(got[mask].detach(), padded[mask].detach(), atol=1e-5, rtol=0)
-    torch.testing.assert_close(got_ent[mask].detach(), padded_ent[mask].detach(), atol=1e-5, rtol=0)
-    assert want and set(grads) == set(want) and any("visual" in n or "vision_tower" in n for n in want)
-    for name in want:
-        gap = (grads[name] - want[name]).abs().max() / want[name].abs().max().clamp(min=1e-8)
-        assert gap <= 1e-5, name
+    row = torch.Size([1, sum(t.token_ids.numel() for t in trajs)])  # one row, no pad column
+    for attention in ("sdpa_segments", "sdpa"):
+        if attention == "sdpa":
+            monkeypatch.setattr(packing, "segment_attention", lambda *_: contextlib.nullcontext())
+        (got, got_ent), shapes = _embedded_shapes(
+            model, lambda: token_logprobs(model, batch, True, temperature=TEMPERATURE, packed=True)
+        )
+        assert shapes == [(row, attention)]
+        grads = _grads(model, got, batch.action_mask)
+        assert got.shape == padded.shape and not got[~mask].any()
+        torch.testing.assert_close(got[mask].detach(), padded[mask].detach(), atol=1e-5, rtol=0)
+        torch.testing.assert_close(got_ent[mask].detach(), padded_ent[mask].detach(), atol=1e-5, rtol=0)
+        _check_gradients(grads, want)
 
 
-def test_one_rope_index_over_the_packed_row_is_wrong(family, monkeypatch):
-    """Negative control (the field's packing bug): positions computed over the packed row as if it were one
-    sequence give log-probs far from the padded path's, so the comparison above sees positions."""
+def test_positions_without_the_visual_grid_are_seen(family, monkeypatch):
+    """Negative control (the field's packing bug): each sequence's boundaries kept but its M-RoPE axes given the
+    text positions (images and video laid out as text) move the log-probs 10x past the tolerance, so the
+    comparison above sees the 3-D positions; 1-D RoPE (InternVL): positions running on across sequences.
+    (One rope index over the whole packed row with the boundaries kept is no bug: it shifts each sequence's
+    positions by a constant on every axis, which rotary attention does not see.)"""
     arch, model, processor = family
     if arch == "qwen3_5":
         pytest.skip("refused")
     batch = collate(_rows(processor), processor.tokenizer.pad_token_id)
+    right = packing.packed_positions(model, batch, batch.visual)
+    if arch == "internvl":
+        wrong_positions = torch.arange(right.shape[-1])[None]
+    else:
+        wrong_positions = right[:1].expand(4, 1, -1)
+    monkeypatch.setattr(packing, "packed_positions", lambda *_: wrong_positions)
     with torch.no_grad():
         padded, _ = token_logprobs(model, batch, temperature=TEMPERATURE)
-        keep = batch.attention_mask.bool()
-        whole = torch.arange(int(keep.sum()))[None]
-        monkeypatch.setattr(
-            packing, "packed_positions", lambda *_: whole[None].expand(4, 1, -1) if arch != "internvl" else whole
-        )
         wrong, _ = token_logprobs(model, batch, temperature=TEMPERATURE, packed=True)
     mask = batch.action_mask.bool()
-    assert (wrong[mask] - padded[mask]).abs().max() > 1e-3
+    assert (wrong[mask] - padded[mask]).abs().max() > 1e-4
 
 
 def test_packed_with_vision_stand_ins_equals_padded(family):
@@ -175,6 +195,8 @@ def test_packed_with_vision_stand_ins_equals_padded(family):
     assert got.shape == padded.shape == batch.action_mask.shape
     torch.testing.assert_close(got.detach(), padded.detach(), atol=1e-5, rtol=0)
     assert set(grads) == set(want) and any("visual" in n or "vision_tower" in n for n in grads)
+    for name in want:
+        torch.testing.assert_close(grads[name], want[name], atol=1e-6, rtol=0, msg=name)
 
 
 def test_linear_attention_is_refused_and_falls_back(family):
