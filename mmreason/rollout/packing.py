@@ -13,7 +13,7 @@ tokens with no padding:
 - sequence boundaries come from those text positions (a reset to 0 starts a sequence) and no attention mask
   is passed. SDPA (CPUs, GPUs without flash-attention) attends sequence by sequence, causal, unmasked
   (``packed_attention``: the dense block-diagonal mask transformers would build costs ``(sum L_i)^2`` and was
-  slower than padding); eager and flex attention take transformers' block-diagonal mask
+  slower than padding); eager attention takes transformers' block-diagonal mask
   (``masking_utils.find_packed_sequence_indices``); flash-attention takes its varlen kernel with ``cu_seqlens``
   from the same resets (``modeling_flash_attention_utils._is_packed_sequence``). Nothing of flash-attention is
   imported here.
@@ -40,9 +40,10 @@ from mmreason.models.loading import reset_position_state
 from mmreason.rollout.forward import ModelBatch, chunkable_head, head_logprobs, lm_head_rows
 from mmreason.rollout.packed_attention import segment_attention
 
-# attention implementations whose packed-sequence handling transformers provides (mask from position resets,
-# or flash-attention's varlen path from them); sdpa_fp32 is mmreason's (models/cpu_attention.py), sdpa's mask
-PACKED_ATTENTION = ("sdpa", "eager", "flex_attention", "sdpa_fp32")
+# attention implementations packed exactly: sdpa and mmreason's sdpa_fp32 (models/cpu_attention.py) sequence by
+# sequence (packed_attention.py) or, checkpointed, under transformers' block-diagonal mask, as eager; flash_attention_*
+# through its varlen kernel (transformers' position-id path; not run on this project's CPUs)
+PACKED_ATTENTION = ("sdpa", "eager", "sdpa_fp32")
 
 
 def refusal(model) -> str | None:

@@ -218,3 +218,23 @@ def test_linear_attention_is_refused_and_falls_back(family):
         forced[0, :first][mask[0, :first]], padded[0, :first][mask[0, :first]], atol=1e-5, rtol=0
     )
     assert (forced[1:][mask[1:]] - padded[1:][mask[1:]]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("setting", ["attn_implementation=eager", "gradient_checkpointing"])
+def test_eager_attention_and_a_checkpointed_decoder_pack_under_the_block_diagonal_mask(setting, tmp_path_factory):
+    """Qwen2.5-VL with eager attention, or with gradient checkpointing (whose backward replays the layers after the
+    packed forward): transformers' block-diagonal mask, the padded path's log-probs and gradients."""
+    path = build_tiny_model(tmp_path_factory.mktemp("q25") / "model", seed=0)
+    options = {"attn_implementation": "eager"} if setting.startswith("attn") else {"gradient_checkpointing": True}
+    model = load_model(ModelConfig(name_or_path=str(path), dtype="float32", **options))
+    model.train()
+    processor = load_processor(path)
+    batch = collate(_rows(processor), processor.tokenizer.pad_token_id)
+    padded, _ = token_logprobs(model, batch, temperature=TEMPERATURE)
+    want = _grads(model, padded, batch.action_mask)
+    got, shapes = _embedded_shapes(model, lambda: token_logprobs(model, batch, temperature=TEMPERATURE, packed=True))
+    assert [name for _, name in shapes] == [model.config.text_config._attn_implementation]  # not sequence by sequence
+    grads = _grads(model, got[0], batch.action_mask)
+    mask = batch.action_mask.bool()
+    torch.testing.assert_close(got[0][mask].detach(), padded[mask].detach(), atol=1e-5, rtol=0)
+    _check_gradients(grads, want)
