@@ -2,8 +2,9 @@
 
 transformers makes a packed row exact under sdpa by a dense block-diagonal causal mask over the whole row
 (``masking_utils.find_packed_sequence_indices``): ``(sum L_i)^2`` scores per head, where the padded batch computes
-``N max(L_i)^2`` and the sequences need only ``sum L_i^2``; on long-tailed completion lengths the dense mask made
-the packed update slower than the padded one (``mmreason bench packing``). Here, during a packed forward, the
+``N max(L_i)^2`` and the sequences need only ``sum L_i^2``. On a long-tailed mix (``mmreason bench packing``'s model,
+2 prompts x G = 4, completions 13 to 256 tokens, one CPU thread) the packed update took 0.60x the padded one's CPU
+time under the dense mask and 0.45x sequence by sequence (peak tensor memory 676 against 611 MiB). Here, during a packed forward, the
 decoder's attention runs the model's own SDPA function once per sequence with ``is_causal`` and no mask (the
 boundaries: where the text positions reset to 0, read from the ``position_ids`` every decoder layer passes to its
 attention), as flash-attention's varlen kernel does on a GPU. The vision tower keeps its own attention.

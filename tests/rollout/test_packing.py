@@ -221,10 +221,10 @@ def test_linear_attention_is_refused_and_falls_back(family):
 
 
 @pytest.mark.parametrize("setting", ["attn_implementation=eager", "gradient_checkpointing"])
-def test_eager_attention_and_a_checkpointed_decoder_pack_under_the_block_diagonal_mask(setting, tmp_path_factory):
+def test_eager_attention_and_a_checkpointed_decoder_pack_under_the_block_diagonal_mask(setting, tiny_model_dir):
     """Qwen2.5-VL with eager attention, or with gradient checkpointing (whose backward replays the layers after the
     packed forward): transformers' block-diagonal mask, the padded path's log-probs and gradients."""
-    path = build_tiny_model(tmp_path_factory.mktemp("q25") / "model", seed=0)
+    path = tiny_model_dir
     options = {"attn_implementation": "eager"} if setting.startswith("attn") else {"gradient_checkpointing": True}
     model = load_model(ModelConfig(name_or_path=str(path), dtype="float32", **options))
     model.train()
