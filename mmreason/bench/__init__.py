@@ -54,6 +54,10 @@ BENCHES = {
         "mmreason.bench.fsdp_memory",
         "the FSDP2 update's peak memory on CPU processes, before and after the sharded-update memory savers",
     ),
+    "packing": (
+        "mmreason.bench.packing",
+        "the update pass padded vs packed (padding-free) vs shared prefix on long-tailed completions",
+    ),
     "async-generation": (
         "mmreason.bench.async_generation",
         "GRPO step time with generation one step off the update vs synchronous, engine and trainer on own cores",

@@ -145,6 +145,7 @@ def token_logprobs(
     suppressed: Sequence[int] = (),
     chunked: bool = True,
     entropy_grad: bool = False,
+    packed: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs [N, T] aligned with ``batch.input_ids``, optional entropy; 0 wherever
     ``action_mask`` is 0 (prompt, observations, padding). The LM head sees only the hidden states that
@@ -157,17 +158,16 @@ def token_logprobs(
     head allows it, ``chunkable_head``; an FSDP2-sharded head computes them in its forward,
     ``rollout.sharded_head``): no [M, V] logits are kept for backward (``rl.lm_head``). The entropy
     carries no autograd graph unless ``entropy_grad`` (a loss that differentiates it, the entropy band).
+    ``packed``: the rows run packed into one, without padding (``rollout.packing``; the caller checks
+    ``packing.applies``).
     """
+    options = dict(temperature=temperature, suppressed=suppressed, chunked=chunked)
     if batch.forward_batch is not None:
-        return _with_stand_ins(
-            model,
-            batch,
-            with_entropy,
-            temperature=temperature,
-            suppressed=suppressed,
-            chunked=chunked,
-            entropy_grad=entropy_grad,
-        )
+        return _with_stand_ins(model, batch, with_entropy, packed=packed, entropy_grad=entropy_grad, **options)
+    if packed:
+        from mmreason.rollout.packing import packed_logprobs  # it builds on this module's helpers
+
+        return packed_logprobs(model, batch, with_entropy, entropy_grad=entropy_grad, **options)
     reset_position_state(model)  # state left by generate(); positions must be recomputed
     sampling = {"temperature": temperature, "suppressed": suppressed}
     n, t = batch.input_ids.shape

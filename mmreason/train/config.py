@@ -294,6 +294,9 @@ class TrainConfig:
     # unset = mini_batch_size rows. A row longer than the budget is a micro-batch of its own
     max_tokens_per_micro_batch: int | None = None
     shared_prefix: bool = True  # the update encodes each group's prompt once (see rollout/shared_prefix.py)
+    # the update's log-prob passes (policy, old, reference) run a mini-batch's rows packed into one, without
+    # padding, where exact (rollout/packing.py; not Qwen3.5); where the shared prefix applies, it runs instead
+    padding_free: bool = True
     steps_per_generation: int = 1  # optimizer steps per batch of rollouts, each on its share of the groups
     # (TRL's name; EasyR1 / verl: rollout batch / ppo_mini_batch_size). 1 = one step on the whole batch
     learning_rate: float = 1e-6

@@ -15,7 +15,7 @@ from mmreason.parallel.gradients import average_gradients, is_ddp
 from mmreason.parallel.sharding import is_sharded
 from mmreason.rl.losses.gepo import group_entropies
 from mmreason.rl.rollout_correction import importance_weights, mismatch_metrics, off_policy_mask, vision_distance
-from mmreason.rollout import shared_prefix
+from mmreason.rollout import packing, shared_prefix
 from mmreason.rollout.forward import collate, pad_stack, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
 from mmreason.train.config import NAMED_LOSS_OPTIONS, TrainConfig, accepted_options
@@ -75,6 +75,9 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
     off_policy = a.num_iterations > 1 or len(shares) > 1
     policy, by_hand = update_model(run, trajs)
     stats: dict[str, list[float]] = {"update/shared_prefix": [float(uses_shared_prefix(run, policy, trajs))]}
+    stats["update/padding_free"] = [
+        float(packing.uses(cfg.padding_free, policy) and not stats["update/shared_prefix"][0])
+    ]
     with torch.no_grad():
         for mb in minibatches if off_policy else ():
             mb.old_logprobs = sequence_logprobs(run, policy, mb.inputs, mb.trajectories)[0]
@@ -262,8 +265,9 @@ def sequence_logprobs(
             )
     if not needs_matching(run.accelerator, model):
         batch = without_stand_ins(batch)
+    packed = packing.uses(run.cfg.padding_free, model)  # one row per mini-batch, no padding (rollout/packing.py)
     with run.accelerator.autocast():  # the head computes in the run's precision too (rl.lm_head)
-        return token_logprobs(model, batch, with_entropy, **sampling, **options)
+        return token_logprobs(model, batch, with_entropy, packed=packed, **sampling, **options)
 
 
 def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, fields, band, stats, model=None):

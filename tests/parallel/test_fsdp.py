@@ -85,6 +85,8 @@ def test_fsdp2_generates_evaluates_and_its_first_update_equals_single_process(ti
     ma, mb = rows[1], json.loads((tmp_path / "one" / "metrics.jsonl").read_text().splitlines()[0])
     assert ma["reward/mean"] == pytest.approx(mb["reward/mean"], abs=1e-6)  # same rollouts
     assert ma["grad_norm"] == pytest.approx(mb["grad_norm"], rel=1e-5)
+    # FSDP2 packed its mini-batches (padding_free; the shared prefix is off there), one process took the shared prefix
+    assert (ma["update/padding_free"], ma["update/shared_prefix"], mb["update/shared_prefix"]) == (1.0, 0.0, 1.0)
     base = load_file(Path(tiny_model_dir) / "model.safetensors")
     a = load_file(tmp_path / "fsdp" / "checkpoint-1" / "model" / "model.safetensors")  # gathered whole
     b = load_file(tmp_path / "one" / "checkpoint-1" / "model" / "model.safetensors")

@@ -171,19 +171,23 @@ def test_quickstart_learns_to_read_the_colour_on_held_out_images(
 @pytest.mark.slow
 def test_gradient_checkpointing_trains_with_and_without_the_shared_prefix(tiny_model_dir, shapes_cache, tmp_path):
     """A step with model.gradient_checkpointing takes the shared prefix too and equals the same step without
-    checkpointing, and both equal the plain path's step; all change the parameters."""
+    checkpointing, and both equal the plain path's step, packed (``padding_free``, the default) and padded; all
+    change the parameters."""
     weights = {}
     for name, extra in (
         ("shared", ()),
         ("checkpointed", ("model.gradient_checkpointing=true",)),
         ("plain", ("shared_prefix=false",)),
+        ("padded", ("shared_prefix=false", "padding_free=false")),
     ):
         out = tmp_path / name
         _train(tiny_model_dir, out, "max_steps=1", "save_steps=0", "max_grad_norm=1e9", *extra)
         weights[name] = _weights(out / "checkpoint-1")
         row = _metrics(out)[0]
-        assert row["grad_norm"] > 0 and row["update/shared_prefix"] == float(name != "plain")
+        assert row["grad_norm"] > 0 and row["update/shared_prefix"] == float(name not in ("plain", "padded"))
+        assert row["update/padding_free"] == float(name == "plain")
     for k in weights["plain"]:
+        torch.testing.assert_close(weights["plain"][k], weights["padded"][k], atol=1e-5, rtol=0, msg=k)
         # Adam's first step is about lr * sign(gradient) (lr 1e-3): where a gradient is near zero (a key bias:
         # softmax cancels it) rounding differences of the two paths grow to ~1e-6; a wrong prefix moves far more
         torch.testing.assert_close(weights["shared"][k], weights["plain"][k], atol=1e-5, rtol=0, msg=k)
