@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmreason.eval.config import EVAL_SPLIT, resolve_limit
+from mmreason.eval.config import EVAL_SPLIT, parse_task_specs, resolve_limit
 from mmreason.parsing import final_answer
 from mmreason.registry import first_doc_line
 from mmreason.taskpack import TASKS, TaskPack
@@ -117,25 +117,6 @@ def default_extractor() -> tuple[Callable[[str], str], str]:
     """The answer shown as ``parsed_answer``: the shared final-answer parser (metrics parse on their own)."""
 
     return final_answer, "mmreason.parsing.final_answer(mode=auto)"
-
-
-def parse_task_specs(text: str | list[str]) -> list[tuple[str, str | None]]:
-    """``"a,b:path"`` (or a list of such strings) -> [("a", None), ("b", "path")]."""
-    items = text.split(",") if isinstance(text, str) else [i for t in text for i in t.split(",")]
-    specs = []
-    for item in (i.strip() for i in items):
-        if not item:
-            continue
-        name, colon, path = item.partition(":")
-        if colon and not path.strip():  # "videoqa:" with an unset $H would silently evaluate the default split
-            raise ValueError(
-                f"--tasks {item!r}: no data file after the colon (PACK:PATH); give a path, or "
-                f"{name.strip()!r} alone for the pack's default eval split"
-            )
-        specs.append((name.strip(), path.strip() or None))
-    if not specs:
-        raise ValueError("--tasks names no task; see `mmreason list tasks`")
-    return specs
 
 
 def load_task(

@@ -36,16 +36,14 @@ from mmreason.parallel.sharding import (
     load_full_optimizer_state,
     load_full_state_dict,
 )
-from mmreason.paths import STATE_FILE, checkpoints
+from mmreason.paths import STATE_FILE, checkpoint_run_id, checkpoints, read_regular
 from mmreason.train.checkpoint_verify import (
     MANIFEST,
     DamagedCheckpoint,
     check_finite,
     check_optimizer_shapes,
     check_tree,
-    checkpoint_run_id,
     load_part,
-    read_regular,
     read_rng,
     read_state,
     verify_files,
