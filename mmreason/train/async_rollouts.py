@@ -39,6 +39,7 @@ from mmreason.sampling.records import Drawn, Rollouts, no_rewards
 from mmreason.train.config import TrainConfig
 from mmreason.train.faults import fault_guard
 from mmreason.train.prompts import build_prompts
+from mmreason.train.rounds import nan_rewards, samples_of, score
 from mmreason.train.timing import PhaseTimes
 from mmreason.types import Trajectory
 
@@ -73,17 +74,14 @@ def check_async_config(cfg: TrainConfig) -> None:
             raise ConfigError(f"{key} does not combine with {what}: {why}")
 
 
-def rollouts_for_step(run, step: int, timed: PhaseTimes) -> Rollouts:
-    """Step ``step``'s scored rollouts: the synchronous round (``steps.draw_round``), or with
-    ``rollout.async_generation`` the producer's, generated in the background. The one hook in ``train_step``."""
-    from mmreason.train import step as steps  # a cycle: train_step calls this hook
-
+def start_async_rollouts(run, first_step: int) -> AsyncRollouts | None:
+    """With ``rollout.async_generation``, the producer for a run whose next step is ``first_step``, installed on
+    ``run``: it wraps ``run.rollout_backend`` in its ``EngineLock`` and ``run.sampler`` in a ``RewindingSampler``
+    (the loop calls this where it starts the engine). None without asynchronous generation."""
     if not run.cfg.rollout.async_generation:
-        return steps.draw_round(run, step, timed, steps.sample_prompts(run))
-    producer = run.async_rollouts
-    if producer is None:
-        producer = run.async_rollouts = AsyncRollouts(run, step)
-    return producer.take(step, timed)
+        return None
+    run.async_rollouts = AsyncRollouts(run, first_step)
+    return run.async_rollouts
 
 
 @dataclass
@@ -178,8 +176,6 @@ class AsyncRollouts:
 
     def take(self, step: int, timed: PhaseTimes) -> Rollouts:
         """Step ``step``'s rollouts, scored; then the next generations the staleness bound allows start."""
-        from mmreason.train import step as steps  # a cycle: train_step calls the hook that calls this
-
         self.version = step - 1  # every earlier step's update was pushed (or skipped: the same weights)
         if step not in self._jobs:
             self._launch(step, timed)
@@ -202,10 +198,10 @@ class AsyncRollouts:
         }
         if not trajectories:
             return Rollouts(prompts, [], [], no_rewards(), metrics=metrics)
-        samples, batch = steps.samples_of(prompts, trajectories), None
+        samples, batch = samples_of(prompts, trajectories), None
         with timed("reward"), fault_guard(self.run):
-            samples, batch = steps.score(self.run, prompts, trajectories)
-        batch = batch if batch is not None else steps.nan_rewards(self.run, len(trajectories))
+            samples, batch = score(self.run, prompts, trajectories)
+        batch = batch if batch is not None else nan_rewards(self.run, len(trajectories))
         return Rollouts(prompts, trajectories, samples, batch, metrics=metrics)
 
     def push(self, send) -> float:
@@ -275,7 +271,7 @@ class AsyncRollouts:
                 job.done.set()
 
     def _generate(self, job: Job) -> list[Trajectory]:
-        """``steps.roll_out``'s single-turn call, without touching the model (the update is using it)."""
+        """``rounds.roll_out``'s single-turn call, without touching the model (the update is using it)."""
         r, seed = self.run.cfg.rollout, self.run.cfg.seed
         if not job.prompts:
             return []

@@ -29,6 +29,7 @@ from mmreason.parallel.agree import any_rank
 from mmreason.paths import checkpoints
 from mmreason.rewarding import RewardErrorLimitExceeded
 from mmreason.rollout.backends import EngineDied, EngineDiedAfterUpdate
+from mmreason.train.async_rollouts import start_async_rollouts
 from mmreason.train.checkpoint import resume, save_checkpoint
 from mmreason.train.faults import RunStopped
 from mmreason.train.logging import RunLogger, read_metrics
@@ -89,7 +90,7 @@ def run_loop(run: Run, method: Method) -> Run:
     try:
         signals.install()  # SIGTERM: the step in progress ends, is saved, the run stops (signals.py)
         if method.samples_policy:
-            start_engine(run, resumed is not None)
+            start_engine(run, start + 1, resumed is not None)
         if evals.steps and (start == 0 or eval_pending):
             # step 0: where the eval curve starts; a resumed step whose eval a failed weight push skipped: now
             first = evaluate(run, start, evals)
@@ -126,11 +127,13 @@ def run_loop(run: Run, method: Method) -> Run:
     return run
 
 
-def start_engine(run: Run, resumed: bool) -> None:
-    """The run's rollout engine (none for ``rollout.backend: hf``), started from the policy's weights."""
+def start_engine(run: Run, first_step: int, resumed: bool) -> None:
+    """The run's rollout engine (none for ``rollout.backend: hf``), started from the policy's weights; with
+    ``rollout.async_generation`` its producer too, which wraps the engine and the sampler from here on."""
     run.rollout_backend = make_backend(run)
     if push_at_start(run.cfg, resumed):
         sync_weights(run, after_update=False)  # the engine starts from the checkpoint's (the policy's) weights
+    start_async_rollouts(run, first_step)  # generates step s + 1 while step s updates (async_rollouts.py)
 
 
 # ---- the state a checkpoint holds beside the weights ---------------------------------------------------------

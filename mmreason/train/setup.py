@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from accelerate import Accelerator
@@ -46,15 +46,16 @@ from mmreason.sampling import SAMPLERS
 from mmreason.sampling.anchors import AnchorBuffer
 from mmreason.sampling.base import PromptSampler
 from mmreason.sampling.difficulty import DifficultyAugmenter
-from mmreason.sampling.records import Rollouts
 from mmreason.sampling.stream import StreamSampler
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import RewardConfig, TrainConfig
 from mmreason.train.launch_checks import check_launch
 from mmreason.train.logging import RunLogger
 from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
-from mmreason.train.timing import PhaseTimes
 from mmreason.types import Sample, Trajectory
+
+if TYPE_CHECKING:  # the producer imports the round's phases, which take a Run
+    from mmreason.train.async_rollouts import AsyncRollouts
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +70,6 @@ class Scheduler(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
-
-
-class RolloutProducer(Protocol):
-    """Asynchronous generation's producer as the trainer uses it (``train/async_rollouts.py``, which imports
-    the trainer's phases: a Protocol here keeps ``setup.py`` below it)."""
-
-    def take(self, step: int, timed: PhaseTimes) -> Rollouts: ...
-
-    def metrics_after_push(self) -> dict[str, float]: ...
 
 
 class RolloutEngine(Protocol):
@@ -132,7 +124,9 @@ class Run:
     anchor_buffer: AnchorBuffer | None = None  # R³ replay: past successes per prompt (sampling/anchors.py), in memory
     rollout_backend: RolloutEngine | None = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
     engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/step.py)
-    async_rollouts: RolloutProducer | None = None  # rollout.async_generation's producer (train/async_rollouts.py)
+    async_rollouts: AsyncRollouts | None = (
+        None  # rollout.async_generation's producer, set by the loop (loop.start_engine)
+    )
     output: RunDir | None = None  # the claimed output_dir (lock, run id) of a run that owns it (mmreason.rundir)
     pending_stop: BaseException | None = None  # a fault that stops the run at the next agreement point (agree.hold)
 

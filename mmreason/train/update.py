@@ -80,7 +80,9 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
         for mb in minibatches if run.ref_model is not None else ():
             mb.ref_logprobs = sequence_logprobs(run, run.ref_model, mb.inputs, mb.trajectories)[0]
         tempered_logprobs(run, policy, minibatches, stats)
-        segment_progress(run, policy, minibatches, [s for s, k in zip(table.samples, keep) if k], stats)
+        segment_progress(
+            run, policy, minibatches, [s for s, k in zip(table.samples, keep) if k], stats, logprobs=sequence_logprobs
+        )
     rewards = table.total[table.keep]  # [N] the kept rows' total rewards
     history: list[float] = []  # the step's group entropies, for losses that take entropy_history (GEPO)
     wants_history = "entropy_history" in rl.contract_of(rl.POLICY_LOSSES.get(a.policy_loss)).takes

@@ -36,10 +36,9 @@ def probes_of(t: Trajectory, answer: torch.Tensor, ends: list[int]) -> list[Traj
     return out
 
 
-def segment_progress(run, policy, minibatches, samples_of_rows, stats) -> None:
-    """Set ``mb.segment_progress`` [n, T] on each mini-batch (nothing unless the loss reads ``segment_progress``)."""
-    from mmreason.train.update import sequence_logprobs  # update.py imports this module: a cycle
-
+def segment_progress(run, policy, minibatches, samples_of_rows, stats, *, logprobs) -> None:
+    """Set ``mb.segment_progress`` [n, T] on each mini-batch (nothing unless the loss reads ``segment_progress``).
+    ``logprobs(run, model, batch, trajectories)`` is the update's forward (``update.sequence_logprobs``)."""
     a = run.cfg.algorithm
     fn = rl.POLICY_LOSSES.get(a.policy_loss)
     if "segment_progress" not in rl.contract_of(fn).takes:
@@ -59,7 +58,7 @@ def segment_progress(run, policy, minibatches, samples_of_rows, stats) -> None:
                 continue
             probes = probes_of(t, answer_tokens(run, samples_of_rows[row]), ends)
             batch = collate(probes, pad).to(run.device)
-            lp = sequence_logprobs(run, policy, batch, probes)[0]  # [S + 1, T'] on the answer tokens
+            lp = logprobs(run, policy, batch, probes)[0]  # [S + 1, T'] on the answer tokens
             forwards += len(probes)
             q = (lp * batch.action_mask).sum(-1).tolist()
             progress[k, t.prompt_length : t.prompt_length + len(completion)] = progress_per_token(
