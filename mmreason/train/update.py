@@ -10,7 +10,7 @@ import torch
 
 from mmreason import rl
 from mmreason.parallel.agree import any_rank, equal_minibatches
-from mmreason.parallel.gradients import average_gradients, is_ddp
+from mmreason.parallel.gradients import is_ddp
 from mmreason.parallel.sharding import is_sharded
 from mmreason.rl.losses.gepo import group_entropies
 from mmreason.rl.rollout_correction import importance_weights, mismatch_metrics, off_policy_mask, vision_distance
@@ -19,6 +19,7 @@ from mmreason.rollout.forward import collate, pad_stack, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
 from mmreason.train.config import NAMED_LOSS_OPTIONS, TrainConfig, accepted_options
 from mmreason.train.minibatches import length_sorted_minibatches
+from mmreason.train.optimizer_step import gradients_finite, optimizer_step, skip_update  # noqa: F401
 from mmreason.train.records import task_index
 from mmreason.train.setup import Run
 from mmreason.train.table import StepTable
@@ -114,23 +115,15 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
                 )
                 loss = (loss if token_mean else loss * (len(mb.rows) / len(share.rows))) * mb.weight
                 if any_rank(run.accelerator, not torch.isfinite(loss)):  # all processes skip together
-                    return _skip_update(run, "nonfinite_loss")
+                    return skip_update(run, "nonfinite_loss")
                 run.accelerator.backward(loss)
                 if mb.weight:
                     _collect(stats, metrics, ent, mb.inputs.action_mask, loss)
                     if wants_history and iteration == 0:
                         history += group_entropy_values(ent, mb.inputs.action_mask, gids[mb.rows])
-            if by_hand:  # the wrapper's reducer saw no forward: average as it would have
-                average_gradients(run.accelerator, run.model.parameters())
-            grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
-            # Checked after clipping, on the gradients themselves: a norm can be finite while clipping (or a
-            # gradient the norm did not see) leaves NaN behind.
-            finite = bool(torch.isfinite(torch.as_tensor(grad_norm))) and gradients_finite(run.model.parameters())
-            if any_rank(run.accelerator, not finite):
-                return _skip_update(run, "nonfinite_grad")
-            run.optimizer.step()
-            run.scheduler.step()
-            run.optimizer.zero_grad(set_to_none=True)
+            grad_norm = optimizer_step(run, by_hand=by_hand)  # every process skips together on a NaN
+            if grad_norm is None:
+                return {"loss": float("nan"), "skipped_update": 1.0}
             stats.setdefault("grad_norm", []).append(float(grad_norm))
     keep_group_entropies(run, history)
     return {k: sum(v) / len(v) for k, v in stats.items()}
@@ -182,17 +175,6 @@ def tempered_logprobs(run: Run, policy, minibatches: list[MiniBatch], stats) -> 
     stats.setdefault("update/tempered_temperature", []).append(float(t))
     for mb in minibatches:
         mb.tempered_logprobs = sequence_logprobs(run, policy, mb.inputs, mb.trajectories, temperature=t)[0]
-
-
-def gradients_finite(parameters) -> bool:
-    """True when every gradient (this process's shard of it) is finite; one device sync."""
-    flags = []
-    for p in parameters:
-        g = p.grad
-        if g is not None:
-            g = g.to_local() if hasattr(g, "to_local") else g  # a DTensor shard (FSDP2)
-            flags.append(torch.isfinite(g).all())
-    return bool(torch.stack(flags).all()) if flags else True
 
 
 def split_groups(group_ids: list[int], parts: int) -> list[list[int]]:
@@ -366,15 +348,6 @@ def sampling_options(run: Run) -> dict[str, Any]:
         "temperature": temperature if temperature > 0 else 1.0,
         "suppressed": suppressed_token_ids(run.processor.tokenizer),
     }
-
-
-def _skip_update(run: Run, kind: str) -> dict[str, float]:
-    """A NaN/inf loss or gradient on any process: every process drops this step's update, counts it and
-    keeps going."""
-    run.counters.nan_steps += 1
-    run.event(kind, step=run.step)
-    run.optimizer.zero_grad(set_to_none=True)
-    return {"loss": float("nan"), "skipped_update": 1.0}
 
 
 def entropy_band_rows(a, tasks: list[str]):
