@@ -140,12 +140,11 @@ def start_engine(run: Run, first_step: int, resumed: bool) -> None:
 
 
 def state(run: Run) -> dict[str, Any]:
-    """The loop's state (a copy): sampler, counters, the entropies losses read, this process's augmentation."""
+    """The loop's state (a copy): sampler, counters, what the loss's providers keep, this process's augmentation."""
     saved = {
         "sampler": run.sampler.state_dict(),
         "counters": run.counters.as_dict(),
-        "prev_entropy": run.prev_entropy,
-        "entropy_history": list(run.entropy_history),
+        **run.loss_extras.state_dict(),  # what the loss's providers keep (DCPO: prev_entropy, GEPO: entropy_history)
     }
     if run.augmenter is not None:
         saved["augment"] = run.augmenter.state_dict()
@@ -158,8 +157,7 @@ def load_state(run: Run, saved: dict[str, Any]) -> None:
     run.adopt(saved)
     run.sampler.load_state_dict(saved["sampler"])
     run.counters.__dict__.update(saved.get("counters", {}))
-    run.prev_entropy = float(saved.get("prev_entropy", 0.0))
-    run.entropy_history = [float(v) for v in saved.get("entropy_history", [])]
+    run.loss_extras.load_state_dict(saved)
     mine = own_state(saved, run.accelerator.process_index) if run.augmenter is not None else None
     if mine is not None:
         run.augmenter.load_state_dict(mine)
@@ -171,7 +169,7 @@ def check_state(run: Run, saved: dict[str, Any]) -> None:
     copy.deepcopy(run.sampler).load_state_dict(saved["sampler"])
     if not isinstance(saved.get("counters", {}), dict):
         raise ValueError("counters is not an object")
-    float(saved.get("prev_entropy", 0.0))
+    copy.deepcopy(run.loss_extras).load_state_dict(saved)
     if run.augmenter is not None:
         for rank in range(run.accelerator.num_processes):
             mine = own_state(saved, rank)

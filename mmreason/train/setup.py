@@ -51,6 +51,7 @@ from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import RewardConfig, TrainConfig
 from mmreason.train.launch_checks import check_launch
 from mmreason.train.logging import RunLogger
+from mmreason.train.loss_extras import LossExtras
 from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
 from mmreason.types import Sample, Trajectory
 
@@ -119,8 +120,7 @@ class Run:
     counters: Counters = field(default_factory=Counters)
     media_time: MediaTime = field(default_factory=MediaTime)  # video header reads and decoding, summed
     step: int = 0
-    prev_entropy: float = 0.0  # mean token entropy of the last update (losses that take it: DCPO)
-    entropy_history: list[float] = field(default_factory=list)  # last group entropies (losses that take it: GEPO)
+    loss_extras: LossExtras = field(default_factory=LossExtras)  # the loss's providers (train/loss_extras.py)
     anchor_buffer: AnchorBuffer | None = None  # R³ replay: past successes per prompt (sampling/anchors.py), in memory
     rollout_backend: RolloutEngine | None = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
     engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/step.py)
@@ -352,6 +352,7 @@ def _components(
         ref_model=ref_model,
         rewards=rewards,
         augmenter=build_augmenter(cfg),
+        loss_extras=LossExtras.for_loss(cfg.algorithm.policy_loss, cfg.algorithm.loss_options),
     )
 
 

@@ -105,8 +105,6 @@ def update(run: Run, table: StepTable) -> dict[str, float]:
     ``rollout.vllm_enable_sleep_mode`` the engine sleeps through the update (``rest_engine``)."""
     rest_engine(run)
     metrics = policy_update(run, table)
-    if "entropy" in metrics:
-        run.prev_entropy = float(metrics["entropy"])  # the next step's losses that take it (DCPO)
     try:
         metrics.update(sync_weights(run))
     except EngineDiedAfterUpdate as exc:

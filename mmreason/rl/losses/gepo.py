@@ -34,6 +34,7 @@ from mmreason.rl.losses.common import (
     surrogate,
 )
 from mmreason.rl.losses.policy import tensor_form
+from mmreason.rl.providers import Provider
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -114,3 +115,37 @@ def gepo(
 
 
 gepo_loss = tensor_form(gepo, "gepo")
+
+
+class EntropyHistory(Provider):
+    """The trainer side of GEPO: the last ``SIZE`` group entropies of earlier steps (``entropy_history``, kept
+    across steps, in checkpoints), each group's mean token entropy taken on the update's first pass."""
+
+    provides = ("entropy_history",)
+    SIZE = 1024
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self.history: list[float] = []
+        self.step: list[float] = []
+
+    def before_update(self, view) -> dict[str, float]:
+        self.step = []
+        return {}
+
+    def inputs(self, k: int) -> dict:
+        return {"entropy_history": torch.tensor(self.history, dtype=torch.float32)}
+
+    def after_minibatch(self, k: int, entropy: Tensor, mask: Tensor, group_ids: Tensor) -> None:
+        _, values = group_entropies(entropy.detach(), mask.float(), group_ids.to(entropy.device))
+        self.step += [float(v) for v in values]
+
+    def after_update(self, entropy: float | None) -> None:
+        self.history = (self.history + self.step)[-self.SIZE :]
+        self.step = []
+
+    def state_dict(self) -> dict:
+        return {"entropy_history": list(self.history)}
+
+    def load_state_dict(self, state) -> None:
+        self.history = [float(v) for v in state.get("entropy_history", [])]
