@@ -138,8 +138,7 @@ def test_packs_never_import_another_pack():
 # ---- the whole import graph: every import, at the top or inside a function ---------------------------------
 
 MODULES = {
-    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
-    for p in PACKAGE.rglob("*.py")
+    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p for p in PACKAGE.rglob("*.py")
 }
 
 

@@ -37,7 +37,15 @@ def _eval_task(cfg, tokenizer=None, limit: int | None = None) -> EvalTask:
         [d.task, d.eval_path, d.task_args, limit, cfg.seed, d.max_prompt_length], sort_keys=True, default=str
     )
     if key not in _TASKS:
-        _TASKS[key] = load_task(d.task, d.eval_path, limit, d.task_args, cfg.seed, d.max_prompt_length, tokenizer)
+        _TASKS[key] = load_task(
+            d.task,
+            d.eval_path,
+            limit,
+            d.task_args,
+            cfg.seed,
+            max_prompt_length=d.max_prompt_length,
+            tokenizer=tokenizer,
+        )
     return _TASKS[key]
 
 

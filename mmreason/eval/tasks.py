@@ -125,6 +125,7 @@ def load_task(
     limit: float | None = None,
     options: dict[str, Any] | None = None,
     seed: int = 0,
+    *,
     max_prompt_length: int | None = None,
     tokenizer: Any = None,
     options_key: str = "--task_args",
@@ -222,10 +223,11 @@ def load_tasks(
     options: dict[str, Any] | None = None,
     seed: int = 0,
     max_prompt_length: int | None = None,
+    *,
     tokenizer: Any = None,
 ) -> list[EvalTask]:
     tasks = [
-        load_task(name, path, limit, options, seed, max_prompt_length, tokenizer)
+        load_task(name, path, limit, options, seed, max_prompt_length=max_prompt_length, tokenizer=tokenizer)
         for name, path in parse_task_specs(text)
     ]
     column = (options or {}).get("group_by")

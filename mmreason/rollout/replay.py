@@ -35,7 +35,7 @@ def split_turns(text: str, stop_strings: tuple[str, ...]) -> list[str]:
 
 
 def replay_episode(
-    processor, prompt: PromptInputs, env: Environment, target: str, turn_end: str, index: int = 0
+    processor, prompt: PromptInputs, env: Environment, target: str, turn_end: str, *, index: int = 0
 ) -> Trajectory:
     """Prompt + the target's turns with the environment's observations between them (module doc)."""
     tokenizer = processor.tokenizer

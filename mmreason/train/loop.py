@@ -70,7 +70,7 @@ def run_loop(run: Run, method: Method) -> Run:
         run.accelerator,
         run.model,
         run.optimizer,
-        run.scheduler,
+        scheduler=run.scheduler,
         check_state=lambda saved: check_state(run, saved),
     )
     if resumed is not None:
@@ -204,8 +204,8 @@ def save(run: Run, step: int, saved: dict[str, Any] | None = None) -> Path | Non
         step,
         run.model,
         run.optimizer,
-        run.scheduler,
-        with_every_rank(run.accelerator, saved if saved is not None else state(run)),
+        scheduler=run.scheduler,
+        state=with_every_rank(run.accelerator, saved if saved is not None else state(run)),
         processor=run.processor,
         keep=run.cfg.save_total_limit,
         run_id=run.run_id,

@@ -91,8 +91,8 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
                     [d.prompt for d in part],
                     [d.slot for d in part],
                     size,
-                    settings,
-                    [group_seed(run.cfg.seed, step, d.key) for d in part],
+                    settings=settings,
+                    seeds=[group_seed(run.cfg.seed, step, d.key) for d in part],
                     with_logprobs=r.hf_sampler_logprobs,
                 ),
             )

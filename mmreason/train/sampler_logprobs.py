@@ -10,7 +10,7 @@ from mmreason.rollout.forward import pad_stack
 from mmreason.train.setup import Run
 
 
-def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
+def rollout_correction(run: Run, trajectories, old, mask, advantages, *, stats):
     """With a sampler that returned its log-probs (vLLM, or HF with ``rollout.hf_sampler_logprobs``): log the
     sampler-trainer gap (``mismatch/*``, split by distance from the nearest vision token and by turn) and, with
     ``rollout.vllm_importance_sampling_correction`` (HF: and ``rollout.hf_importance_sampling_correction``),
@@ -36,7 +36,7 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
     )
     turn = _to_width(pad_stack([_turn_index(t) for t in trajectories], 0, torch.long), width)
     rollout, distance, turn = rollout.to(old.device), distance.to(old.device), turn.to(old.device)
-    for key, value in mismatch_metrics(old, rollout, mask, r.vllm_importance_sampling_cap, distance, turn).items():
+    for key, value in mismatch_metrics(old, rollout, mask, r.vllm_importance_sampling_cap, distance, turn=turn).items():
         stats.setdefault(key, []).append(value)
     if not r.vllm_importance_sampling_correction or not corrects_with_sampler(run):
         return advantages
@@ -46,13 +46,13 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
         mask,
         r.vllm_importance_sampling_mode,
         r.vllm_importance_sampling_cap,
-        r.vllm_importance_sampling_min,
+        floor=r.vllm_importance_sampling_min,
     )
     stats.setdefault("mismatch/is_weight_mean", []).append(float(w[mask.bool()].mean()) if mask.any() else 1.0)
     return (advantages[:, None] if advantages.ndim == 1 else advantages) * w  # [n, T]
 
 
-def off_policy_masked(run: Run, trajectories, logp, old, mask, advantages, stats):
+def off_policy_masked(run: Run, trajectories, logp, old, mask, *, advantages, stats):
     """``algorithm.off_policy_mask_threshold`` set: rows with A < 0 whose mean behaviour-to-current log-prob gap
     exceeds it get advantage 0 (``rl.rollout_correction.off_policy_mask``; the behaviour policy is the sampler's
     log-probs when it returned them, else the old policy, as TRL). Logs the masked share."""

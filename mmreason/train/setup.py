@@ -277,7 +277,7 @@ def setup_run(
     accelerator = make_accelerator(cfg)
     output = claim(cfg, accelerator) if own_output_dir else None
     try:
-        run = _components(cfg, accelerator, total_steps, with_rewards, config_dir, verbose)
+        run = _components(cfg, accelerator, total_steps, with_rewards, config_dir, verbose=verbose)
     except BaseException:
         if output is not None:
             output.release()
@@ -302,7 +302,7 @@ def claim(cfg: TrainConfig, accelerator) -> RunDir | None:
 
 
 def _components(
-    cfg: TrainConfig, accelerator, total_steps: int | None, with_rewards: bool, config_dir: str | None, verbose: bool
+    cfg: TrainConfig, accelerator, total_steps: int | None, with_rewards: bool, config_dir: str | None, *, verbose: bool
 ) -> Run:
     out = Path(cfg.output_dir)
     verbose = verbose and accelerator.is_main_process

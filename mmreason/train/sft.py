@@ -69,7 +69,7 @@ def replayed_example(run: Run, prompt: PromptInputs, index: int) -> Trajectory |
             run.pack.make_environment(),
             run.pack.target_text(prompt.sample),
             turn_end(run.processor).strip(),
-            index,
+            index=index,
         )
     except Exception as exc:  # noqa: BLE001 - any one sample's failure is its counted skip
         bad_sample(run, prompt.sample.id, exc)

@@ -195,8 +195,8 @@ def step_table(run: Run, got: Rollouts) -> StepTable:
         got.batch,
         got.batch.total(run.cfg.reward_missing),
         {d.slot: d.index for d in got.prompts},
-        tasks,
-        task_index(tasks),
+        tasks=tasks,
+        task_ids=task_index(tasks),
     )
 
 

@@ -212,7 +212,7 @@ def uses_shared_prefix(run: Run, model, trajectories) -> bool:
 
 
 def sequence_logprobs(
-    run: Run, model, batch, trajectories, with_entropy: bool = False, temperature: float | None = None
+    run: Run, model, batch, trajectories, with_entropy: bool = False, *, temperature: float | None = None
 ):
     """Per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each
     group encoded once (``shared_prefix``, the default where it applies), else the plain padded forward.
@@ -245,8 +245,8 @@ def minibatch_loss(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stat
     logp, ent = sequence_logprobs(run, plan.policy, batch, mb.trajectories, with_entropy=True)  # [n, T] fp32
     old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()  # on-policy: ratio 1
     adv = plan.advantages[mb.rows].to(run.device)
-    adv = rollout_correction(run, mb.trajectories, old, batch.action_mask, adv, stats)
-    adv = off_policy_masked(run, mb.trajectories, logp, old, batch.action_mask, adv, stats)
+    adv = rollout_correction(run, mb.trajectories, old, batch.action_mask, adv, stats=stats)
+    adv = off_policy_masked(run, mb.trajectories, logp, old, batch.action_mask, advantages=adv, stats=stats)
     x = loss_inputs(run, plan, share, mb, logprobs=logp, old_logprobs=old, advantages=adv, entropy=ent)
     out = rl.call_loss(rl.POLICY_LOSSES.get(a.policy_loss), x, dict(a.loss_options))
     loss = out.loss

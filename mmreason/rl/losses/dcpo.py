@@ -67,6 +67,7 @@ def dcpo_advantages(
     old_logprobs: Tensor,
     tempered_logprobs: Tensor,
     mask: Tensor,
+    *,
     alpha: float,
     reward_threshold: float = 0.05,
 ) -> Tensor:
@@ -115,8 +116,8 @@ def dcpo(
         x.old_logprobs,
         x.tempered_logprobs,
         x.mask,
-        alpha,
-        reward_threshold,
+        alpha=alpha,
+        reward_threshold=reward_threshold,
     )
     return clipped(replace(x, advantages=shaped, importance_sampling_level="token"))
 

@@ -481,7 +481,11 @@ class EngineServer:
             rpc = engine.llm.collective_rpc
             rpc("mm_leave_weight_group")
             bounded(
-                lambda: rpc("mm_join_weight_group", args=(store_host, port, world, backend, limit, offsets[i])),
+                lambda: rpc(
+                    "mm_join_weight_group",
+                    args=(store_host, port, world, backend, limit),
+                    kwargs={"rank_offset": offsets[i]},
+                ),
                 limit + 30,
                 "joining the weights group",
                 "--join_timeout",
