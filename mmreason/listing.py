@@ -12,7 +12,7 @@ REGISTRIES = {
     "estimators": ("mmreason.rl", "ESTIMATORS"),
     "losses": ("mmreason.rl", "POLICY_LOSSES"),
     "samplers": ("mmreason.sampling", "SAMPLERS"),
-    "rollouts": ("mmreason.sampling", "ROLLOUT_VARIANTS"),
+    "rollouts": ("mmreason.sampling", "WITHIN_STEP"),
 }
 
 

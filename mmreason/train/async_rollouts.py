@@ -62,7 +62,7 @@ def check_async_config(cfg: TrainConfig) -> None:
     refused = [
         ("rollout.max_turns > 1", r.max_turns > 1, "episodes are not generated ahead"),
         ("algorithm.dynamic_sampling", cfg.algorithm.dynamic_sampling, within),
-        *((f"{k}.enabled", getattr(cfg, k).enabled, within) for k in ("augment", "refine", "hint", "anchor")),
+        (f"within_step.name={cfg.within_step.name}", cfg.within_step.name is not None, within),
         (
             f"sampler.name={cfg.sampler.name}",
             cfg.sampler.name != "uniform",

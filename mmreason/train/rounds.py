@@ -106,8 +106,7 @@ def group_sizes(run: Run, drawn: list[Drawn]) -> list[tuple[int, list[Drawn]]]:
     """(rollouts per prompt, the prompts) in order of first size: ``rollout.num_generations`` for every prompt,
     unless the sampler sizes the groups (``generations``: Rollout-GDRO), then one part per size."""
     n = run.cfg.rollout.num_generations
-    sizing = getattr(run.sampler, "generations", None)
-    counts = sizing([d.index for d in drawn], n) if sizing is not None and drawn else None
+    counts = run.sampler.generations([d.index for d in drawn], n) if drawn else None
     if counts is None:
         return [(n, drawn)] if drawn else []
     parts: dict[int, list[Drawn]] = {}

@@ -16,7 +16,6 @@ process at the step's agreement point. The run around the steps (resume, eval, c
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
@@ -28,7 +27,7 @@ from mmreason.rollout.backends import EngineDiedAfterUpdate
 from mmreason.rollout.multiturn import (
     ended_by_limit,
 )
-from mmreason.sampling import ROLLOUT_VARIANTS
+from mmreason.sampling import WITHIN_STEP
 from mmreason.sampling.records import Drawn, Rollouts
 from mmreason.sampling.within_step import StepPhases
 from mmreason.train.collect import keep_groups, signal_groups
@@ -113,13 +112,11 @@ def update(run: Run, table: StepTable) -> dict[str, float]:
 
 
 def within_step_method(run: Run, first_round: bool = True) -> str | None:
-    """The within-step method the config turns on (at most one; ``TrainConfig.validate``): iGRPO refinement,
-    SAGE hints, R³ / DaGRPO anchors or, on a step's first round only, difficulty-aware augmentation; None when
-    none is on. Its code is ``ROLLOUT_VARIANTS.get(name)`` (mmreason/sampling/)."""
-    for name in ("refine", "hint", "anchor"):
-        if getattr(run.cfg, name).enabled:
-            return name
-    return "augment" if first_round and run.augmenter is not None else None
+    """The within-step method the config names (``within_step.name``): iGRPO refinement, SAGE hints, R³ /
+    DaGRPO anchors or, on a step's first round only, difficulty-aware augmentation; None when none is on. Its
+    code is ``WITHIN_STEP.get(name)`` (mmreason/sampling/)."""
+    name = run.cfg.within_step.name
+    return None if name == "augment" and (not first_round or run.augmenter is None) else name
 
 
 def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_round: bool = True) -> Rollouts:
@@ -143,7 +140,7 @@ def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_roun
 
     out = got
     with fault_guard(run):
-        out = ROLLOUT_VARIANTS.get(name).regenerate(
+        out = WITHIN_STEP.get(name).regenerate(
             StepPhases(run, step, prompt_of=timed_prompt_of, roll_out=timed_roll_out, score=timed_score), got
         )
     return out
@@ -230,7 +227,5 @@ def observe_sampler(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]
     """Training feedback for adaptive samplers: per-trajectory rewards keyed by dataset index."""
     index_of = {d.slot: d.index for d in drawn}
     indices = torch.tensor([index_of[t.group_id] for t in trajectories])  # [N]
-    kwargs = {}
-    if "completions" in inspect.signature(run.sampler.observe).parameters:
-        kwargs["completions"] = [t.completion_text for t in trajectories]
-    run.sampler.observe([d.index for d in drawn], total, indices, **kwargs)
+    completions = [t.completion_text for t in trajectories]
+    run.sampler.observe([d.index for d in drawn], total, indices, completions=completions)

@@ -32,7 +32,7 @@ def test_hf_generation_is_refused_naming_the_key():
     [
         ("rollout.max_turns=2", "rollout.max_turns"),
         ("algorithm.dynamic_sampling=true", "algorithm.dynamic_sampling"),
-        ("refine.enabled=true", "refine.enabled"),
+        ("within_step.name=refine", "within_step.name=refine"),
         ("sampler.name=difficulty", "sampler.name=difficulty"),
     ],
 )
