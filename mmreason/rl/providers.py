@@ -82,7 +82,7 @@ class Provider:
 class PreviousEntropy(Provider):
     """``prev_entropy``: the mean token entropy of the last update (0 before the first), kept across steps."""
 
-    provides = ("prev_entropy",)
+    provides: ClassVar[tuple[str, ...]] = ("prev_entropy",)
 
     def __init__(self, options: Mapping[str, Any] | None = None):
         super().__init__(options)

@@ -6,6 +6,8 @@ under the sampling policy. The per-token segment progress goes to the loss as ``
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 
 from mmreason.rl.losses.vps import progress_per_token, segment_bounds
@@ -43,7 +45,7 @@ class SegmentProgress(Provider):
     steps. ``view`` is the update's (``train/loss_extras.UpdateView``): the run, the mini-batches, the kept
     rows' samples and the update's forward (``view.forward(batch, trajectories)``)."""
 
-    provides = ("segment_progress",)
+    provides: ClassVar[tuple[str, ...]] = ("segment_progress",)
     CUT = {"segmenter": "newline", "segment_tokens": 16, "max_segments": 8}
 
     def __init__(self, options=None):

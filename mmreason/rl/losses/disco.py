@@ -31,7 +31,6 @@ from torch import Tensor
 from mmreason.rl.groups import group_index, grouped_log_mean_exp
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import finish, masked_mean, prepare, ratio_from_log
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -92,6 +91,3 @@ def disco(
     weight = torch.clamp(constraint_beta * (behaviour_kl - delta), min=0.0).detach()
     over = (behaviour_kl > delta).float().detach()
     return finish(p, policy, ratio, region=over, extra=weight * behaviour_kl)
-
-
-disco_loss = tensor_form(disco, "disco")

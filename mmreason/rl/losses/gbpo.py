@@ -26,7 +26,6 @@ from torch import Tensor
 from mmreason.rl.groups import group_index, grouped_median
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import finish, prepare, ratio_from_log
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -78,6 +77,3 @@ def gbpo(x: LossInputs, *, temperature: float = 1e-4) -> LossOutput:
     ratio = ratio_from_log(p.log_ratio)  # [N, T]
     per_token = (ratio - target[:, None]).abs() * adv.abs()[:, None]
     return finish(p, per_token, ratio, clipped=(ratio < 1 - epsilon, ratio > 1 + eps_high))
-
-
-gbpo_loss = tensor_form(gbpo, "gbpo")

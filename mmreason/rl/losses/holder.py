@@ -28,7 +28,6 @@ from torch import Tensor
 
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import clip_fractions, finish, prepare, ratio_from_log, sequence_advantages
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -131,7 +130,3 @@ def gmpo(x: LossInputs, *, epsilon_log: float = 0.4) -> LossOutput:
     if not epsilon_log > 0:
         raise ValueError(f"epsilon_log must be > 0, got {epsilon_log}")
     return pooled_surrogate(x, "token", 0.0, (-epsilon_log, epsilon_log))
-
-
-holder_loss = tensor_form(holder, "holder")
-gmpo_loss = tensor_form(gmpo, "gmpo")
