@@ -180,7 +180,7 @@ scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0)
 model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
 out = Path(sys.argv[1])
 try:
-    save_checkpoint(acc, out, 1, model, optimizer, scheduler, {})
+    save_checkpoint(acc, out, 1, model, optimizer, scheduler=scheduler, state={})
 except Exception as exc:
     print(f"rank {acc.process_index} raised {type(exc).__name__}: {exc}", flush=True)
     raise SystemExit(3)
