@@ -139,7 +139,7 @@ def generate(model, processor, prompts: list[PromptInputs], step: int) -> list[R
     seeds = [seed_of(f"{g}/row/{r}") for g in groups for r in range(GROUP_SIZE)]
     settings = GenerationSettings(MAX_NEW_TOKENS, TEMPERATURE)
     model.eval()
-    new = sample_rows(model, processor.tokenizer, prompts, GROUP_SIZE, settings, seeds)  # [N, L] right-padded
+    new = sample_rows(model, processor.tokenizer, prompts, GROUP_SIZE, settings, seeds=seeds)  # [N, L] right-padded
     ends = torch.isin(new, torch.tensor(eos_token_ids(processor.tokenizer)))  # [N, L] end tokens (pad among them)
     rollouts = []
     for i, row in enumerate(new):

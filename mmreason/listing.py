@@ -18,7 +18,7 @@ REGISTRIES = {
     "aggregations": ("mmreason.rl.registries", "AGGREGATIONS"),
     "kl": ("mmreason.rl.registries", "KL_ESTIMATORS"),
     "samplers": ("mmreason.sampling", "SAMPLERS"),
-    "rollouts": ("mmreason.sampling", "ROLLOUT_VARIANTS"),
+    "rollouts": ("mmreason.sampling", "WITHIN_STEP"),
 }
 
 

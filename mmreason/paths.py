@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,46 @@ def _last_line_start(f, size: int, block: int = 1 << 16) -> int:
             return start + found + 1
         end = start
     return 0
+
+
+# ---- checkpoint folders, read without trusting them (train/checkpoint_verify.py, mmreason.rundir) ----
+
+MAX_JSON_BYTES = 64 << 20  # checksums.json / trainer_state.json are a few kB; a larger one is not ours
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` if it is a regular file (at most ``limit`` of them); else ``OSError``. Opened
+    without blocking and checked on the open file, so a FIFO, socket or device is never read (a FIFO would
+    block the reader forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        if limit is not None and info.st_size > limit:
+            raise OSError(f"{path.name} is {info.st_size:,} bytes, over {limit:,}")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def is_mmreason_checkpoint(folder: Path) -> bool:
+    """Whether ``folder``'s trainer state is one mmreason writes (a JSON object with a sampler state); another
+    trainer's ``checkpoint-N`` (HF Trainer's ``trainer_state.json`` has none) is not."""
+    return _state_of(folder) is not None
+
+
+def checkpoint_run_id(folder: Path) -> str | None:
+    """The id of the run that wrote ``folder`` (None: not an mmreason checkpoint, or one written before ids)."""
+    state = _state_of(folder)
+    run_id = state.get("run_id") if state is not None else None
+    return run_id if isinstance(run_id, str) else None
+
+
+def _state_of(folder: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads(read_regular(folder / STATE_FILE, MAX_JSON_BYTES).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and isinstance(state.get("sampler"), dict) else None

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmreason.paths import is_mmreason_checkpoint
+
 log = logging.getLogger("mmreason.rundir")
 
 LOCK_FILE = "run.lock"
@@ -205,9 +207,6 @@ def remove_earlier_run(out: Path) -> list[str]:
     ``eval/step-*_samples_*.jsonl``, its checkpoints (``checkpoint-N`` whose trainer state is an mmreason one,
     and mmreason's ``.tmp`` / ``.old`` / ``.damaged`` leftovers); anything else (a user's files, another
     trainer's checkpoints) stays."""
-    # Imported here, not at the top: eval/ imports this module and never the trainer (tests/test_layering.py).
-    from mmreason.train.checkpoint_verify import is_mmreason_checkpoint
-
     removed = []
     for path in sorted(out.iterdir()):
         name = path.name

@@ -24,7 +24,7 @@ def run_episode(model, processor, prompt, env, group_id, settings, *limits, **op
     if len(limits) > len(BY_POSITION):
         raise TypeError(f"run_episode takes at most {len(BY_POSITION)} settings by position: {BY_POSITION}")
     named = dict(zip(BY_POSITION, limits))
-    return multiturn.run_episode(model, processor, prompt, env, group_id, settings, **named, **options)
+    return multiturn.run_episode(model, processor, prompt, env, group_id, settings=settings, **named, **options)
 
 
 def generate_multiturn_group(
@@ -63,4 +63,4 @@ def sample_tokens(
     """n sampled continuations of one context -> [n, L] new token ids (right-padded with pad); row r
     samples with ``row_seeds(seed, n)[r]``, as it does inside a batched ``sample_rows`` call."""
     context = PromptInputs(None, input_ids, mm_token_type_ids, visual)
-    return sample_rows(model, tokenizer, [context], n, settings, row_seeds(seed, n))
+    return sample_rows(model, tokenizer, [context], n, settings, seeds=row_seeds(seed, n))

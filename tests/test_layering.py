@@ -133,3 +133,131 @@ def test_packs_never_import_another_pack():
             if m.startswith("mmreason.tasks.") and m != own and not m.startswith(own + ".")
         ]
     assert not bad, bad
+
+
+# ---- the whole import graph: every import, at the top or inside a function ---------------------------------
+
+MODULES = {
+    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p for p in PACKAGE.rglob("*.py")
+}
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def _edges(name: str, path: Path) -> set[str]:
+    """The package modules ``name`` imports, at the top or in any function body: ``from a import b`` is module
+    ``a.b`` when that is a module, else ``a``; relative imports are resolved; an ``if TYPE_CHECKING:`` block is
+    no import at run time and is left out."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if _type_checking(node):
+            return
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            for a in node.names:
+                out.add(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return {m for m in out if m in MODULES and m != name}
+
+
+GRAPH = {name: _edges(name, path) for name, path in MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return out
+
+
+def _package_of(name: str) -> str:
+    return name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+
+
+def test_no_import_cycle_anywhere():
+    """No two modules import each other, directly or around a loop, counting the imports inside functions (a
+    function-level import that closes a loop hides the cycle from Python, not from a reader). A package's
+    ``__init__`` re-exporting its own modules is no cycle of the design: edges into a package's own
+    ``__init__`` from inside it are left out."""
+    graph = {
+        v: {w for w in ws if not (MODULES[w].name == "__init__.py" and v.startswith(w + "."))}
+        for v, ws in GRAPH.items()
+    }
+    assert not _cycles(graph), _cycles(graph)
+
+
+def test_rooms_do_not_import_upward_inside_functions():
+    """The room rules above hold for the imports inside function bodies too."""
+    rules = dict(test_room_does_not_import_upward.pytestmark[0].args[1])
+    bad = [
+        (name, m)
+        for name in GRAPH
+        for room, forbidden in rules.items()
+        if name.startswith(f"mmreason.{room}.") or name == f"mmreason.{room}"
+        for m in GRAPH[name]
+        if m.startswith(forbidden)
+    ]
+    assert not bad, bad
+
+
+UPPER_ROOMS = ("mmreason.train", "mmreason.eval", "mmreason.rollout", "mmreason.sampling", "mmreason.rewarding")
+ENTRY_POINTS = {"mmreason.cli", "mmreason.__main__", "mmreason.listing", "mmreason.datacmd"}
+
+
+def test_root_modules_sit_below_the_rooms():
+    """The modules at the package root (``rundir``, ``paths``, ``config``, ``types`` ...) are the ground floor:
+    none imports the trainer, the harness, the rollout engine, the samplers or the reward runner, at the top
+    or inside a function (the command-line entry points reach the rooms by module name)."""
+    bad = [
+        (name, m)
+        for name in GRAPH
+        if MODULES[name].parent == PACKAGE and MODULES[name].name != "__init__.py" and name not in ENTRY_POINTS
+        for m in GRAPH[name]
+        if m.startswith(UPPER_ROOMS)
+    ]
+    assert not bad, bad

@@ -65,7 +65,7 @@ def bench_episodes(
 
         def alone():
             return [
-                run_episode(lm, processor, s.prompt, s.env, s.group_id, settings, index=s.index, **kwargs)
+                run_episode(lm, processor, s.prompt, s.env, s.group_id, settings=settings, index=s.index, **kwargs)
                 for s in starts()
             ]
 

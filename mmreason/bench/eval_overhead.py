@@ -84,6 +84,7 @@ def bench_eval_overhead(
     n: int = 64,
     batch_size: int = 16,
     max_new_tokens: int = 64,
+    *,
     repeats: int = 3,
     device: str | None = None,
     dtype: str = "auto",
@@ -152,7 +153,14 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     result = bench_eval_overhead(
-        args.model, args.task, args.n, args.batch_size, args.max_new_tokens, args.repeats, args.device, args.dtype
+        args.model,
+        args.task,
+        args.n,
+        args.batch_size,
+        args.max_new_tokens,
+        repeats=args.repeats,
+        device=args.device,
+        dtype=args.dtype,
     )
     print(json.dumps(result, indent=2))
     return 0

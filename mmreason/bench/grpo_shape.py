@@ -201,8 +201,8 @@ def _step(policy: _Policy, prompts: list[PromptInputs], step: int) -> StepRecord
         prompts,
         list(range(len(prompts))),
         policy.num_generations,
-        policy.settings,
-        seeds,
+        settings=policy.settings,
+        seeds=seeds,
     )
     policy.model.train()
     _sync(device)

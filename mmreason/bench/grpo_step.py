@@ -114,12 +114,12 @@ def bench_grpo_steps(
             for run in runs:
                 close_backend(run)
     return [
-        _summary(out[warmup:], backend, steps, threads, num_generations, prompts)
+        _summary(out[warmup:], backend, steps, threads, num_generations, prompts=prompts)
         for out, (backend, _) in zip(rows, variants)
     ]
 
 
-def _summary(rows: list[dict], backend: str, steps: int, threads: int, num_generations: int, prompts: int) -> dict:
+def _summary(rows: list[dict], backend: str, steps: int, threads: int, num_generations: int, *, prompts: int) -> dict:
     keys = ("time/step", "time/prompts", "time/generate", "time/reward", "time/advantages", "time/update", "time/other")
     tokens = [r["completion/length_mean"] * num_generations * prompts for r in rows]
     return {k.split("/")[1]: statistics.median(r[k] for r in rows) for k in keys} | {

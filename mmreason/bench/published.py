@@ -251,7 +251,7 @@ def _timed(module: Any, name: str, spent: dict[str, float]):
 
 
 def bench_overhead(
-    benchmark: str, model_dir: str, n: int, batch_size: int, max_new_tokens: int, root: Path
+    benchmark: str, model_dir: str, n: int, batch_size: int, max_new_tokens: int, *, root: Path
 ) -> dict[str, Any]:
     """One ``mmreason eval`` of ``n`` docs; harness = wall - model loading - time inside ``generate_batch``."""
     from rich.console import Console
@@ -312,11 +312,15 @@ def run(args: argparse.Namespace) -> int:
             model_dir = args.model
             if model_dir is None:
                 model_dir = str(build_tiny_model(root / "tiny", seed=0))
-            bench_overhead("chartqa", model_dir, args.batch_size, args.batch_size, 4, root / "warmup")  # first calls
+            bench_overhead(
+                "chartqa", model_dir, args.batch_size, args.batch_size, 4, root=root / "warmup"
+            )  # first calls
             for name in names:
                 print(
                     json.dumps(
-                        bench_overhead(name, model_dir, args.overhead_n, args.batch_size, args.max_new_tokens, root)
+                        bench_overhead(
+                            name, model_dir, args.overhead_n, args.batch_size, args.max_new_tokens, root=root
+                        )
                     ),
                     flush=True,
                 )

@@ -94,9 +94,6 @@ class EvalConfig:
             raise ConfigError("--tasks is empty")
         if self.environment_args and not self.environment:
             raise ConfigError("--environment_args is set but --environment names no environment")
-        # here, not at the top: eval/tasks.py imports this module (a cycle)
-        from mmreason.eval.tasks import parse_task_specs
-
         try:  # a malformed spec ("videoqa:" with no path) stops the run before the model loads
             parse_task_specs(self.tasks)
         except ValueError as err:
@@ -140,3 +137,22 @@ def resolve_limit(limit: float | None, n: int) -> int:
     if limit < 1:
         return min(n, math.ceil(n * limit))
     return min(n, int(limit))
+
+
+def parse_task_specs(text: str | list[str]) -> list[tuple[str, str | None]]:
+    """``"a,b:path"`` (or a list of such strings) -> [("a", None), ("b", "path")]."""
+    items = text.split(",") if isinstance(text, str) else [i for t in text for i in t.split(",")]
+    specs = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        name, colon, path = item.partition(":")
+        if colon and not path.strip():  # "videoqa:" with an unset $H would silently evaluate the default split
+            raise ValueError(
+                f"--tasks {item!r}: no data file after the colon (PACK:PATH); give a path, or "
+                f"{name.strip()!r} alone for the pack's default eval split"
+            )
+        specs.append((name.strip(), path.strip() or None))
+    if not specs:
+        raise ValueError("--tasks names no task; see `mmreason list tasks`")
+    return specs

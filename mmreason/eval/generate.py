@@ -34,6 +34,7 @@ def generate_batch(
     prompts: list[PromptInputs],
     settings: GenerationSettings,
     seeds: list[int] | None = None,
+    *,
     lock=None,
 ) -> list[Completion]:
     """One ``generate`` call for N prompts; greedy when ``settings.temperature == 0``.
@@ -51,7 +52,7 @@ def generate_batch(
                 )
                 for ids, _, truncated in rows
             ]
-    new = sample_rows(model, tokenizer, prompts, 1, settings, seeds or [0] * len(prompts))  # [N, L]
+    new = sample_rows(model, tokenizer, prompts, 1, settings, seeds=seeds or [0] * len(prompts))  # [N, L]
     completions = []
     with lock or contextlib.nullcontext():
         for row in new:

@@ -122,9 +122,9 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
         cfg.task_args,
         cfg.seed,  # before the model: a typo fails at once
         cfg.model_args.max_prompt_length,
-        tokenizer,
-        environment,
-        cfg.gen_kwargs.max_turns,
+        tokenizer=tokenizer,
+        environment=environment,
+        max_turns=cfg.gen_kwargs.max_turns,
     )
     device = default_device(cfg.device)
     set_seed(cfg.seed)
@@ -138,7 +138,7 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
     elif cfg.model_args.backend == "vllm":
         model = vllm_engine_for_eval(resolved, cfg.model_args, processor)
     try:
-        return _evaluate_tasks(cfg, console, progress, resolved, tasks, device, model, processor)
+        return _evaluate_tasks(cfg, console, progress, resolved, tasks, device=device, model=model, processor=processor)
     finally:
         if getattr(model, "is_rollout_backend", False):
             model.close()
@@ -213,16 +213,18 @@ def vllm_server_for_eval(cfg: EvalConfig, model, processor):
     return client
 
 
-def _evaluate_tasks(cfg: EvalConfig, console, progress, resolved, tasks, device, model, processor) -> EvalOutcome:
+def _evaluate_tasks(cfg: EvalConfig, console, progress, resolved, tasks, *, device, model, processor) -> EvalOutcome:
     config = run_config(cfg, resolved, tasks, processor, device)
     files = RunFiles.open(cfg.output_path, resolved.name, config, lock=True)  # one evaluation writes a run
     try:
-        return _write_run(cfg, console, progress, resolved, tasks, model, processor, config, files)
+        return _write_run(
+            cfg, console, progress, resolved, tasks, model=model, processor=processor, config=config, files=files
+        )
     finally:
         files.close()
 
 
-def _write_run(cfg: EvalConfig, console, progress, resolved, tasks, model, processor, config, files) -> EvalOutcome:
+def _write_run(cfg: EvalConfig, console, progress, resolved, tasks, *, model, processor, config, files) -> EvalOutcome:
     opts = scoring_options(cfg)
     start, records, resumed = time.perf_counter(), {}, 0
     for task in tasks:

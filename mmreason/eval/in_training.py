@@ -47,8 +47,8 @@ def _eval_task(cfg, tokenizer=None, limit: int | None = None, environment=None) 
             limit,
             d.task_args,
             cfg.seed,
-            d.max_prompt_length,
-            tokenizer,
+            max_prompt_length=d.max_prompt_length,
+            tokenizer=tokenizer,
             environment=environment,
             max_turns=cfg.rollout.max_turns if environment is not None else None,
         )

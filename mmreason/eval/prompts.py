@@ -97,10 +97,10 @@ def encode_batch(
         n_videos.append(len(vids))
         shown.append(frame_times(meta))
         media.append((ims, vids, meta))
-    out = _call(processor, texts, images, videos, metadata, errors) if docs else None
+    out = _call(processor, texts, images, videos, metadata, errors=errors) if docs else None
     visuals = split_visual(out, n_images, n_videos) if out is not None else [None] * len(docs)
     for j, k in enumerate(docs):
-        results[k] = _unpadded(samples[k], texts[j], out, j, visuals[j], opts)
+        results[k] = _unpadded(samples[k], texts[j], out, j, visuals[j], opts=opts)
         if results[k] is not None:
             results[k].video_frames = shown[j]
             results[k].images, results[k].videos, results[k].video_metadata = media[j]  # for a vLLM engine
@@ -112,7 +112,7 @@ def encode_batch(
     return [results[k] for k in range(len(samples))]
 
 
-def _call(processor, texts, images, videos, metadata, errors) -> dict[str, torch.Tensor] | None:
+def _call(processor, texts, images, videos, metadata, *, errors) -> dict[str, torch.Tensor] | None:
     kwargs: dict[str, Any] = {"text": texts, "padding": True, "return_tensors": "pt", "return_mm_token_type_ids": True}
     if images:
         kwargs["images"] = images
@@ -124,7 +124,7 @@ def _call(processor, texts, images, videos, metadata, errors) -> dict[str, torch
         return None  # one doc spoils the batch call; each is then built alone to find it
 
 
-def _unpadded(sample: Sample, text: str, out, j: int, visual, opts) -> PromptInputs | None:
+def _unpadded(sample: Sample, text: str, out, j: int, visual, *, opts) -> PromptInputs | None:
     if out is None:
         return None
     keep = out["attention_mask"][j].bool()  # [P] the row without its left padding

@@ -181,6 +181,7 @@ def run_batch(
     task: EvalTask,
     indices: list[int],
     opts: ScoringOptions,
+    *,
     prepared: tuple[list, list] | None = None,
     lock=None,
 ) -> list[dict[str, Any]]:
@@ -250,6 +251,7 @@ def score_task(
     task: EvalTask,
     opts: ScoringOptions,
     done: dict[str, dict] | None = None,
+    *,
     on_batch: Callable[[list[dict]], None] | None = None,
     progress=None,
 ) -> list[dict[str, Any]]:
@@ -269,7 +271,11 @@ def score_task(
             todo.append(batch)
     lock = threading.Lock()
     for batch, prepared in _prefetched(processor, task, todo, opts.prompt, lock):
-        new = [r for r in run_batch(model, processor, task, batch, opts, prepared, lock) if r["doc_id"] not in done]
+        new = [
+            r
+            for r in run_batch(model, processor, task, batch, opts, prepared=prepared, lock=lock)
+            if r["doc_id"] not in done
+        ]
         if on_batch is not None:
             on_batch(new)
         done.update((r["doc_id"], r) for r in new)

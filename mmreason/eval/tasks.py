@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmreason.eval.config import EVAL_SPLIT, resolve_limit
+from mmreason.eval.config import EVAL_SPLIT, parse_task_specs, resolve_limit
 from mmreason.parsing import final_answer
 from mmreason.registry import first_doc_line
 from mmreason.rollout.env_plugin import attach_environment
@@ -120,35 +120,16 @@ def default_extractor() -> tuple[Callable[[str], str], str]:
     return final_answer, "mmreason.parsing.final_answer(mode=auto)"
 
 
-def parse_task_specs(text: str | list[str]) -> list[tuple[str, str | None]]:
-    """``"a,b:path"`` (or a list of such strings) -> [("a", None), ("b", "path")]."""
-    items = text.split(",") if isinstance(text, str) else [i for t in text for i in t.split(",")]
-    specs = []
-    for item in (i.strip() for i in items):
-        if not item:
-            continue
-        name, colon, path = item.partition(":")
-        if colon and not path.strip():  # "videoqa:" with an unset $H would silently evaluate the default split
-            raise ValueError(
-                f"--tasks {item!r}: no data file after the colon (PACK:PATH); give a path, or "
-                f"{name.strip()!r} alone for the pack's default eval split"
-            )
-        specs.append((name.strip(), path.strip() or None))
-    if not specs:
-        raise ValueError("--tasks names no task; see `mmreason list tasks`")
-    return specs
-
-
 def load_task(
     pack_name: str,
     path: str | None,
     limit: float | None = None,
     options: dict[str, Any] | None = None,
     seed: int = 0,
+    *,
     max_prompt_length: int | None = None,
     tokenizer: Any = None,
     options_key: str = "--task_args",
-    *,
     environment: Any = None,
     max_turns: int | None = None,
 ) -> EvalTask:
@@ -247,6 +228,7 @@ def load_tasks(
     options: dict[str, Any] | None = None,
     seed: int = 0,
     max_prompt_length: int | None = None,
+    *,
     tokenizer: Any = None,
     environment: Any = None,
     max_turns: int | None = None,
@@ -255,7 +237,15 @@ def load_tasks(
     pack, its episodes ``max_turns`` long (default: the environment's own)."""
     tasks = [
         load_task(
-            name, path, limit, options, seed, max_prompt_length, tokenizer, environment=environment, max_turns=max_turns
+            name,
+            path,
+            limit,
+            options,
+            seed,
+            max_prompt_length=max_prompt_length,
+            tokenizer=tokenizer,
+            environment=environment,
+            max_turns=max_turns,
         )
         for name, path in parse_task_specs(text)
     ]

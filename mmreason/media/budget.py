@@ -85,6 +85,7 @@ def image_tokens(
     min_pixels: int = IMAGE_MIN_PIXELS,
     max_pixels: int = IMAGE_MAX_PIXELS,
     merge_size: int = MERGE_SIZE,
+    *,
     patch_size: int = PATCH_SIZE,
 ) -> int:
     """Visual tokens of one image of ``height x width`` pixels: ``(H'/14) * (W'/14) / 4`` after smart_resize."""
@@ -98,6 +99,7 @@ def frame_pixel_cap(
     max_pixels: int,
     factor: int = PATCH_SIZE * MERGE_SIZE,
     temporal_patch_size: int = TEMPORAL_PATCH_SIZE,
+    *,
     max_video_tokens: int = MAX_VIDEO_TOKENS,
 ) -> int:
     """Per-frame ``max_pixels`` under the processor's ``cap_pixels_per_frame=True``.
@@ -137,7 +139,9 @@ def video_tokens(
         raise ValueError(f"a video needs at least one frame, got num_frames={num_frames}")
     factor = patch_size * merge_size
     if cap_pixels_per_frame:
-        max_pixels = frame_pixel_cap(num_frames, min_pixels, max_pixels, factor, temporal_patch_size, max_video_tokens)
+        max_pixels = frame_pixel_cap(
+            num_frames, min_pixels, max_pixels, factor, temporal_patch_size, max_video_tokens=max_video_tokens
+        )
     h, w = smart_resize(height, width, factor, min_pixels, max_pixels)
     grid_t = -(-num_frames // temporal_patch_size)
     return grid_t * (h // patch_size) * (w // patch_size) // (merge_size * merge_size)

@@ -334,6 +334,7 @@ def render_pages(
     dpi: float = 100,
     cache_dir: str | os.PathLike | None = None,
     max_pixels: int | None = None,
+    *,
     min_pixels: int | None = None,
 ) -> list[Image.Image]:
     """Render the selected pages (None = all; an index, a range or a list; 0-based) as RGB PIL images.

@@ -160,7 +160,7 @@ def from_config(config: dict, where: str = "config.json") -> ModelShape:
     )
 
 
-def _qwen25(vocab, hidden, layers, inter, heads, kv, v_inter, tied=False) -> dict:
+def _qwen25(vocab, hidden, layers, inter, heads, *, kv, v_inter, tied=False) -> dict:
     """A Qwen2.5-VL config.json's sizes in its published (flat) layout."""
     return {
         "model_type": "qwen2_5_vl",
@@ -184,10 +184,10 @@ def _qwen25(vocab, hidden, layers, inter, heads, kv, v_inter, tied=False) -> dic
 
 # The published config.json sizes of the hub's Qwen2.5-VL Instruct checkpoints (see the module docstring).
 PUBLISHED: dict[str, dict] = {
-    "Qwen/Qwen2.5-VL-3B-Instruct": _qwen25(151936, 2048, 36, 11008, 16, 2, 3420, tied=True),
-    "Qwen/Qwen2.5-VL-7B-Instruct": _qwen25(152064, 3584, 28, 18944, 28, 4, 3420),
-    "Qwen/Qwen2.5-VL-32B-Instruct": _qwen25(152064, 5120, 64, 27648, 40, 8, 3456),
-    "Qwen/Qwen2.5-VL-72B-Instruct": _qwen25(152064, 8192, 80, 29568, 64, 8, 3456),
+    "Qwen/Qwen2.5-VL-3B-Instruct": _qwen25(151936, 2048, 36, 11008, 16, kv=2, v_inter=3420, tied=True),
+    "Qwen/Qwen2.5-VL-7B-Instruct": _qwen25(152064, 3584, 28, 18944, 28, kv=4, v_inter=3420),
+    "Qwen/Qwen2.5-VL-32B-Instruct": _qwen25(152064, 5120, 64, 27648, 40, kv=8, v_inter=3456),
+    "Qwen/Qwen2.5-VL-72B-Instruct": _qwen25(152064, 8192, 80, 29568, 64, kv=8, v_inter=3456),
 }
 
 

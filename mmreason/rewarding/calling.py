@@ -95,6 +95,7 @@ def trl_arguments(
     plan: CallPlan,
     kwargs: dict[str, Any],
     trl_format: str,
+    *,
     name: str,
 ) -> dict[str, Any]:
     """The keyword arguments of a TRL-convention call (see the module doc)."""

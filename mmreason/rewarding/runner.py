@@ -187,7 +187,7 @@ class RewardRunner:
             kwargs = dict(spec.kwargs)
         else:
             args = ()
-            kwargs = trl_arguments(samples, trajectories, bound.plan, spec.kwargs, spec.trl_format, spec.name)
+            kwargs = trl_arguments(samples, trajectories, bound.plan, spec.kwargs, spec.trl_format, name=spec.name)
         if bound.plan.is_async:
             call = call_async
         else:

@@ -13,7 +13,8 @@ Losses
     A registered loss is ``fn(x: LossInputs, **options) -> LossOutput``: ``LossInputs`` holds what the trainer has
     for a micro-batch, the options are the loss's keyword-only parameters, and ``register_policy_loss(name,
     reads=..., needs=...)`` declares the extra fields it reads. ``policy_loss(name, logprobs, old_logprobs,
-    advantages, mask, **keywords) -> LossOutput`` calls one in the keyword form (``tensor_form``) with ``clipped``
+    advantages, mask, **keywords) -> LossOutput`` calls one on plain tensors (the keywords split into the record
+    and the options): ``clipped``
     (PPO/GRPO/DAPO/GSPO), ``reg_grpo``, ``opmd`` (OPMD / AsymRE), ``disco``, ``holder`` (HölderPO), ``gbpo``,
     ``dcpo``, ``llds`` (the likelihood-displacement guard) and the rest of ``POLICY_LOSSES``; aggregations
     ``seq_mean_token_mean``, ``token_mean``, ``seq_mean_token_sum_norm``, ``seq_mean_token_sum``
@@ -29,22 +30,7 @@ from mmreason.rl.filtering import dynamic_sampling_filter
 from mmreason.rl.groups import step_group_ids
 from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
 from mmreason.rl.loss_inputs import LossContract, LossInputs, contract_of, options_of
-from mmreason.rl.losses import (
-    aggregate,
-    aggregation_for_loss_type,
-    call_loss,
-    clipped_surrogate,
-    dcpo_loss,
-    disco_loss,
-    gbpo_loss,
-    holder_loss,
-    kl_penalty,
-    llds_loss,
-    opmd_loss,
-    policy_loss,
-    reg_grpo_loss,
-    tensor_form,
-)
+from mmreason.rl.losses import aggregate, aggregation_for_loss_type, call_loss, kl_penalty, policy_loss
 from mmreason.rl.records import AdvantageResult, FilterResult, LossMetrics, LossOutput
 from mmreason.rl.registries import (
     AGGREGATIONS,
@@ -75,31 +61,22 @@ __all__ = [
     "aggregate",
     "aggregation_for_loss_type",
     "call_loss",
-    "clipped_surrogate",
     "contract_of",
-    "disco_loss",
     "dynamic_sampling_filter",
     "entropy_band_penalty",
     "entropy_from_logits",
     "evidence_weighted",
-    "dcpo_loss",
-    "gbpo_loss",
-    "holder_loss",
     "kl_penalty",
     "length_trapezoid",
-    "llds_loss",
     "logprobs_from_logits",
     "loss_contract",
-    "opmd_loss",
     "options_of",
     "overlong_penalty",
     "policy_loss",
-    "reg_grpo_loss",
     "register_aggregation",
     "needs_of",
     "register_estimator",
     "register_kl_estimator",
     "register_policy_loss",
     "step_group_ids",
-    "tensor_form",
 ]

@@ -84,15 +84,12 @@ class LossContract:
     ``reads``: the extras it reads (the trainer computes ``tempered_logprobs``, ``segment_progress`` and
     ``entropy_history`` only for a loss that reads them). ``needs``: fields it cannot do without (a direct
     caller must pass them). ``defaults``: its own defaults of fields, for a direct caller that sets none (the
-    trainer always sets them from the config: ``aggregation`` from ``algorithm.loss_type``). ``call``:
-    ``inputs`` for ``fn(x, **options)``; ``tensors`` for the keyword form ``fn(logprobs, old_logprobs,
-    advantages, mask, **keywords)`` that ``tensor_form`` makes.
+    trainer always sets them from the config: ``aggregation`` from ``algorithm.loss_type``).
     """
 
     reads: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
     defaults: Mapping[str, Any] = field(default_factory=dict)
-    call: Literal["inputs", "tensors"] = "inputs"
     takes: tuple[str, ...] = field(init=False)  # the fields it takes by keyword: COMMON, then its extras
 
     def __post_init__(self) -> None:

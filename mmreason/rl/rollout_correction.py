@@ -37,6 +37,7 @@ def importance_weights(
     mask: Tensor,
     mode: str = "token_truncate",
     cap: float = 2.0,
+    *,
     floor: float | None = None,
 ) -> Tensor:
     """[N, T] TIS / MIS weights (0 off the mask), bounded by ``floor`` (None: 0) and ``cap``. Log-ratios are
@@ -91,6 +92,7 @@ def mismatch_metrics(
     mask: Tensor,
     cap: float = 2.0,
     distance: Tensor | None = None,
+    *,
     turn: Tensor | None = None,
 ) -> dict[str, float]:
     """The gap between trainer and sampler log-probs on the masked tokens.

@@ -90,10 +90,10 @@ def collate_left(prompts: Sequence[PromptInputs], pad_token_id: int) -> dict[str
 
 
 def sample_rows(
-    model, tokenizer, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, seeds: Sequence[int]
+    model, tokenizer, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, *, seeds: Sequence[int]
 ) -> torch.Tensor:
     """As ``sample_rows_scored``, the token ids alone."""
-    return sample_rows_scored(model, tokenizer, prompts, n, settings, seeds)[0]
+    return sample_rows_scored(model, tokenizer, prompts, n, settings, seeds=seeds)[0]
 
 
 def sample_rows_scored(
@@ -102,8 +102,8 @@ def sample_rows_scored(
     prompts: Sequence[PromptInputs],
     n: int,
     settings: GenerationSettings,
-    seeds: Sequence[int],
     *,
+    seeds: Sequence[int],
     with_logprobs: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """n continuations of each of N prompts in one ``generate`` call -> [N * n, L] new token ids (row
@@ -234,9 +234,9 @@ def generate_groups(
     prompts: Sequence[PromptInputs],
     group_ids: Sequence[int],
     num_generations: int,
+    *,
     settings: GenerationSettings,
     seeds: Sequence[int],
-    *,
     with_logprobs: bool = False,
 ) -> list[Trajectory]:
     """N prompts -> N x G single-turn trajectories (group by group) in one ``generate`` call; group i's
@@ -249,7 +249,7 @@ def generate_groups(
     eos = eos_token_ids(tokenizer)
     row_seed_list = [s for seed in seeds for s in row_seeds(seed, num_generations)]
     new, lps = sample_rows_scored(
-        model, tokenizer, prompts, num_generations, settings, row_seed_list, with_logprobs=with_logprobs
+        model, tokenizer, prompts, num_generations, settings, seeds=row_seed_list, with_logprobs=with_logprobs
     )  # [N * G, L]
     trajectories = []
     for i, row in enumerate(new):
@@ -283,7 +283,14 @@ def generate_groups(
 
 
 def generate_group(
-    model, processor, prompt: PromptInputs, group_id: int, num_generations: int, settings: GenerationSettings, seed: int
+    model,
+    processor,
+    prompt: PromptInputs,
+    group_id: int,
+    num_generations: int,
+    *,
+    settings: GenerationSettings,
+    seed: int,
 ) -> list[Trajectory]:
     """One prompt -> G single-turn trajectories (completion tokens carry action_mask = 1)."""
-    return generate_groups(model, processor, [prompt], [group_id], num_generations, settings, [seed])
+    return generate_groups(model, processor, [prompt], [group_id], num_generations, settings=settings, seeds=[seed])

@@ -262,7 +262,9 @@ def run_episodes(
         if not live:
             break
         with turn_gate() if turn_gate is not None else nullcontext(-1) as version:
-            rows = _sample_turn(model, processor.tokenizer, live, settings, seed, step, turn, with_logprobs)
+            rows = _sample_turn(
+                model, processor.tokenizer, live, settings, seed, step=step, turn=turn, with_logprobs=with_logprobs
+            )
         for e, (row, logprobs, hf_logprobs) in zip(live, rows):
             _play_turn(
                 processor,
@@ -270,10 +272,10 @@ def run_episodes(
                 row,
                 settings,
                 turn,
-                max_turns,
-                max_context,
-                max_observation_tokens,
-                step_timeout_s,
+                max_turns=max_turns,
+                max_context=max_context,
+                max_observation_tokens=max_observation_tokens,
+                step_timeout_s=step_timeout_s,
                 logprobs=logprobs,
                 hf_logprobs=hf_logprobs,
                 version=version,
@@ -306,6 +308,7 @@ def _sample_turn(
     live: list[_Episode],
     settings: GenerationSettings,
     seed: int,
+    *,
     step: int,
     turn: int,
     with_logprobs: bool = False,
@@ -328,7 +331,7 @@ def _sample_turn(
         ]
     else:
         rows, lps = sample_rows_scored(
-            model, tokenizer, contexts, n, settings, seeds, with_logprobs=with_logprobs
+            model, tokenizer, contexts, n, settings, seeds=seeds, with_logprobs=with_logprobs
         )  # [len(live), L]
         new = [(row, None, None if lps is None else lps[k]) for k, row in enumerate(rows)]
     row_of = {id(e): r for r, e in enumerate(order)}
@@ -341,11 +344,11 @@ def _play_turn(
     row: torch.Tensor,
     settings: GenerationSettings,
     turn: int,
+    *,
     max_turns: int,
     max_context: int,
     max_observation_tokens: int | None,
     step_timeout_s: float | None,
-    *,
     logprobs: torch.Tensor | None = None,
     hf_logprobs: torch.Tensor | None = None,
     version: int = -1,
@@ -436,8 +439,8 @@ def run_episode(
     prompt: PromptInputs,
     env: Environment,
     group_id: int,
-    settings: GenerationSettings,
     *,
+    settings: GenerationSettings,
     max_turns: int,
     max_context: int,
     seed: int,

@@ -81,9 +81,9 @@ def shared_prefix_logprobs(
             pad_token_id,
             with_entropy,
             temperature,
-            suppressed,
-            device,
-            _position_offset,
+            suppressed=suppressed,
+            device=device,
+            offset=_position_offset,
             chunked=chunked,
             entropy_grad=entropy_grad,
         )
@@ -102,10 +102,10 @@ def _group(
     pad_token_id: int,
     with_entropy: bool,
     temperature: float,
+    *,
     suppressed: Sequence[int],
     device,
     offset: int = 0,
-    *,
     chunked: bool = True,
     entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -142,7 +142,7 @@ def _group(
     width = max(longest, 2) if _has_linear_layers(prompt_cache) else longest
     start = p + offset  # offset: a test's negative control only
     mrope = family_of_model(model).positions == "mrope"
-    positions = _suffix_positions(backbone, start, width, g, mrope, device)
+    positions = _suffix_positions(backbone, start, width, g, mrope, device=device)
     suffix = torch.full((g, width), pad_token_id, dtype=torch.long)
     mask = torch.zeros(g, p + width, dtype=torch.long)
     mask[:, :p] = 1
@@ -309,7 +309,7 @@ def _cache_through_checkpoints(backbone):
                 m._can_checkpoint_with_cache = b
 
 
-def _suffix_positions(backbone, start: int, width: int, g: int, mrope: bool, device) -> torch.Tensor:
+def _suffix_positions(backbone, start: int, width: int, g: int, mrope: bool, *, device) -> torch.Tensor:
     """Positions of the suffix tokens ``start .. start + width - 1``: ``[3, g, width]`` M-RoPE positions
     ``start + j + delta`` (``delta``: the prompt pass's ``rope_deltas``), or ``[g, width]`` 1-D positions
     ``start + j`` (a 1-D RoPE decoder: sequence position is position, observation images included)."""

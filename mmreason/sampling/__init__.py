@@ -1,7 +1,7 @@
 """Which prompts a step trains on, and the within-step methods that redo some of its groups.
 
 Samplers (``SAMPLERS``: uniform, VAS, Prompt-GDRO; ``stream.py`` for a streamed dataset) pick the dataset indices of
-each step. The within-step methods (``ROLLOUT_VARIANTS``: difficulty-aware augmentation, iGRPO refinement, SAGE
+each step. The within-step methods (``WITHIN_STEP``: difficulty-aware augmentation, iGRPO refinement, SAGE
 hints, R³ / DaGRPO anchors) each live whole in one module here, the paper's pure rules beside the pass that runs
 them on a step's scored groups (``regenerate(phases, got) -> Rollouts``; ``within_step.py``). They live in this room,
 not under ``rollout/``, because a pass reads and merges reward batches (``rewarding/``), which the rollout engine
@@ -20,13 +20,14 @@ SAMPLERS.add("uniform", UniformSampler, provenance="standard")
 SAMPLERS.add("vas", VASSampler, provenance="equations")
 SAMPLERS.add("gdro", GDROSampler, provenance="abstract only")
 
-# Within-step methods a config turns on by its block name (``augment`` / ``refine`` / ``hint`` / ``anchor``: at most
-# one); each module's ``regenerate`` is called by the step (mmreason/train/step.py); ``mmreason list rollouts`` lists
-# them with their papers.
-ROLLOUT_VARIANTS: Registry = Registry("rollout variant")
-ROLLOUT_VARIANTS.add("augment", difficulty, provenance="proposed")
-ROLLOUT_VARIANTS.add("refine", refine, provenance="abstract only")
-ROLLOUT_VARIANTS.add("hint", hinting, provenance="authors' code")
-ROLLOUT_VARIANTS.add("anchor", anchors, provenance="abstract only")
+# Within-step methods, by the name a config gives ``within_step.name`` (``augment`` / ``refine`` / ``hint`` /
+# ``anchor``); each module's ``regenerate`` is called by the step (mmreason/train/step.py); ``mmreason list
+# rollouts`` lists them with their papers.
+WITHIN_STEP: Registry = Registry("within-step method")
+WITHIN_STEP.add("augment", difficulty, provenance="proposed")
+WITHIN_STEP.add("refine", refine, provenance="abstract only")
+WITHIN_STEP.add("hint", hinting, provenance="authors' code")
+WITHIN_STEP.add("anchor", anchors, provenance="abstract only")
+ROLLOUT_VARIANTS = WITHIN_STEP  # the registry's earlier name
 
-__all__ = ["ROLLOUT_VARIANTS", "SAMPLERS", "PromptSampler", "UniformSampler"]
+__all__ = ["ROLLOUT_VARIANTS", "SAMPLERS", "WITHIN_STEP", "PromptSampler", "UniformSampler"]

@@ -32,8 +32,10 @@ from typing import Any
 
 import torch
 
+from mmreason.sampling.base import BaseSampler
 
-class GDROSampler:
+
+class GDROSampler(BaseSampler):
     """GDRO (arXiv 2601.19280, reading): a bandit over online pass@k difficulty bins; Rollout-GDRO sizes the groups."""
 
     def __init__(
@@ -73,6 +75,7 @@ class GDROSampler:
         if rollout_allocation and not 1 <= n_min <= n_max:
             raise ValueError(f"gdro: need 1 <= n_min <= n_max, got {n_min}, {n_max}")
         self.rollout_allocation, self.n_min, self.n_max, self.price_step = rollout_allocation, n_min, n_max, price_step
+        self.sizes_groups = rollout_allocation  # the trainer asks ``generations`` for group sizes
         self.price: float | None = None  # the shadow price of one rollout; set from the budget on first use
 
     def bin_of(self, index: int) -> int:
@@ -119,7 +122,13 @@ class GDROSampler:
         self.price *= math.exp(self.price_step * (mean - budget) / budget)
         return counts
 
-    def observe(self, indices: list[int], rewards: torch.Tensor, group_ids: torch.Tensor) -> None:
+    def observe(
+        self,
+        indices: list[int],
+        rewards: torch.Tensor,
+        group_ids: torch.Tensor,
+        completions: Sequence[str] | None = None,
+    ) -> None:
         """One step's rollouts: ``rewards [N]`` and ``group_ids [N]`` (the dataset index of each row)."""
         r = torch.as_tensor(rewards, dtype=torch.float64).reshape(-1)
         g = torch.as_tensor(group_ids).reshape(-1).tolist()

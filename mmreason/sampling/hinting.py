@@ -141,8 +141,8 @@ def write_hints(run: Any, requests: list[Drawn], step: int) -> list[Trajectory]:
             [d.prompt for d in requests],
             [d.slot for d in requests],
             h.attempts,
-            settings,
-            [group_seed(run.cfg.seed, step, f"hint/{d.key}") for d in requests],
+            settings=settings,
+            seeds=[group_seed(run.cfg.seed, step, f"hint/{d.key}") for d in requests],
         )
     finally:
         model.train()

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmreason.sampling.base import BaseSampler
 
-class StreamSampler:
+
+class StreamSampler(BaseSampler):
     def __init__(self, dataset: Any, seed: int = 0):
         if not hasattr(dataset, "start"):
             raise ValueError("data.streaming: the task's loader returned a dataset that cannot stream (no start())")
@@ -31,9 +33,6 @@ class StreamSampler:
         out = list(range(self.position, self.position + n))
         self.position += n
         return out
-
-    def observe(self, indices, rewards, group_ids) -> None:
-        return None
 
     def state_dict(self) -> dict[str, Any]:
         return {"position": self.position, "seed": self.seed, "size": len(self.dataset), "stream": True}

@@ -6,8 +6,10 @@ from typing import Any
 
 import torch
 
+from mmreason.sampling.base import BaseSampler
 
-class UniformSampler:
+
+class UniformSampler(BaseSampler):
     """Walks seeded random permutations of ``range(size)``; epoch e uses seed (seed, e)."""
 
     def __init__(self, size: int, seed: int = 0):
@@ -31,9 +33,6 @@ class UniformSampler:
             out.extend(order[self.position : self.position + take])
             self.position += take
         return out
-
-    def observe(self, indices, rewards, group_ids) -> None:
-        return None
 
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "size": self.size}

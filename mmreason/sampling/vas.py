@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from mmreason.sampling.base import BaseSampler
 from mmreason.sampling.uniform import UniformSampler
 
 MODES = ("online", "rollouts")
@@ -129,7 +130,7 @@ def minmax_weights(scores: torch.Tensor) -> torch.Tensor:
 # ---- the sampler --------------------------------------------------------------------------------
 
 
-class VASSampler:
+class VASSampler(BaseSampler):
     """Mix of VPS-weighted draws (with replacement) and a uniform pass over the data (without).
 
     Args (``sampler.options`` in a config):

@@ -1,4 +1,4 @@
-"""What every within-step method shares (``ROLLOUT_VARIANTS``: refine.py, hinting.py, difficulty.py, anchors.py).
+"""What every within-step method shares (``WITHIN_STEP``, by ``within_step.name``: refine.py, hinting.py, difficulty.py, anchors.py).
 
 A within-step method reads a step's scored groups and may redo some of them before the update: each is one
 function ``regenerate(phases: StepPhases, got: Rollouts) -> Rollouts``. ``StepPhases`` hands it the step's own

@@ -58,6 +58,7 @@ from mmreason.train.async_episodes import (
 from mmreason.train.config import TrainConfig
 from mmreason.train.faults import fault_guard
 from mmreason.train.prompts import build_prompts
+from mmreason.train.rounds import nan_rewards, samples_of, score
 from mmreason.train.timing import PhaseTimes
 from mmreason.types import Trajectory
 
@@ -73,7 +74,7 @@ def check_async_config(cfg: TrainConfig) -> None:
     within = "it rolls out again within a step, on the engine the next step is generating on"
     refused = [
         ("algorithm.dynamic_sampling", cfg.algorithm.dynamic_sampling, within),
-        *((f"{k}.enabled", getattr(cfg, k).enabled, within) for k in ("augment", "refine", "hint", "anchor")),
+        (f"within_step.name={cfg.within_step.name}", cfg.within_step.name is not None, within),
         (
             f"sampler.name={cfg.sampler.name}",
             cfg.sampler.name != "uniform",
@@ -85,17 +86,14 @@ def check_async_config(cfg: TrainConfig) -> None:
             raise ConfigError(f"{key} does not combine with {what}: {why}")
 
 
-def rollouts_for_step(run, step: int, timed: PhaseTimes) -> Rollouts:
-    """Step ``step``'s scored rollouts: the synchronous round (``steps.draw_round``), or with
-    ``rollout.async_generation`` the producer's, generated in the background. The one hook in ``train_step``."""
-    from mmreason.train import step as steps  # a cycle: train_step calls this hook
-
+def start_async_rollouts(run, first_step: int) -> AsyncRollouts | None:
+    """With ``rollout.async_generation``, the producer for a run whose next step is ``first_step``, installed on
+    ``run``: it wraps ``run.rollout_backend`` in its ``EngineLock`` and ``run.sampler`` in a ``RewindingSampler``
+    (the loop calls this where it starts the engine). None without asynchronous generation."""
     if not run.cfg.rollout.async_generation:
-        return steps.draw_round(run, step, timed, steps.sample_prompts(run))
-    producer = run.async_rollouts
-    if producer is None:
-        producer = run.async_rollouts = AsyncRollouts(run, step)
-    return producer.take(step, timed)
+        return None
+    run.async_rollouts = AsyncRollouts(run, first_step)
+    return run.async_rollouts
 
 
 @dataclass
@@ -194,8 +192,6 @@ class AsyncRollouts:
 
     def take(self, step: int, timed: PhaseTimes) -> Rollouts:
         """Step ``step``'s rollouts, scored; then the next generations the staleness bound allows start."""
-        from mmreason.train import step as steps  # a cycle: train_step calls the hook that calls this
-
         self.version = max(self.version, step - 1)  # every earlier step's update was pushed (or skipped)
         if step not in self._jobs:
             self._launch(step, timed)
@@ -215,10 +211,10 @@ class AsyncRollouts:
         metrics = {**version_metrics(step, trajectories), "async/generation_wait_s": waited}
         if not trajectories:
             return Rollouts(prompts, [], [], no_rewards(), metrics=metrics)
-        samples, batch = steps.samples_of(prompts, trajectories), None
+        samples, batch = samples_of(prompts, trajectories), None
         with timed("reward"), fault_guard(self.run):
-            samples, batch = steps.score(self.run, prompts, trajectories)
-        batch = batch if batch is not None else steps.nan_rewards(self.run, len(trajectories))
+            samples, batch = score(self.run, prompts, trajectories)
+        batch = batch if batch is not None else nan_rewards(self.run, len(trajectories))
         return Rollouts(prompts, trajectories, samples, batch, metrics=metrics)
 
     def push(self, send) -> float:
@@ -311,7 +307,7 @@ class AsyncRollouts:
             yield self.version
 
     def _generate(self, job: Job) -> None:
-        """``steps.roll_out`` in the background: one batch call, or the step's episodes one turn at a time,
+        """``rounds.roll_out`` in the background: one batch call, or the step's episodes one turn at a time,
         without touching the model being trained."""
         r, seed = self.run.cfg.rollout, self.run.cfg.seed
         if not job.prompts:

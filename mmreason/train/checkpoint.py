@@ -36,16 +36,14 @@ from mmreason.parallel.sharding import (
     load_full_optimizer_state,
     load_full_state_dict,
 )
-from mmreason.paths import STATE_FILE, checkpoints
+from mmreason.paths import STATE_FILE, checkpoint_run_id, checkpoints, read_regular
 from mmreason.train.checkpoint_verify import (
     MANIFEST,
     DamagedCheckpoint,
     check_finite,
     check_optimizer_shapes,
     check_tree,
-    checkpoint_run_id,
     load_part,
-    read_regular,
     read_rng,
     read_state,
     verify_files,
@@ -125,9 +123,9 @@ def save_checkpoint(
     step: int,
     model,
     optimizer,
+    *,
     scheduler,
     state: dict[str, Any],
-    *,
     processor=None,
     keep: int = 2,
     run_id: str | None = None,
@@ -153,8 +151,8 @@ def save_checkpoint(
                 step,
                 model,
                 optimizer,
-                scheduler,
-                state,
+                scheduler=scheduler,
+                state=state,
                 processor=processor,
                 keep=keep,
                 all_rng=all_rng,
@@ -174,7 +172,7 @@ class CheckpointError(RuntimeError):
 
 
 def _write(
-    accelerator, output_dir, step, model, optimizer, scheduler, state, *, processor, keep, all_rng, whole=(None, None)
+    accelerator, output_dir, step, model, optimizer, *, scheduler, state, processor, keep, all_rng, whole=(None, None)
 ) -> Path:
     """The main process's part; ``whole`` = a sharded model's gathered (model, optimizer) state dicts."""
     final = Path(output_dir) / f"checkpoint-{step}"
@@ -232,7 +230,7 @@ def _gather_objects(accelerator, obj):
     return gather_object([obj])
 
 
-def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, check_state=None) -> dict[str, Any]:
+def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, *, check_state=None) -> dict[str, Any]:
     """Restore weights, optimizer, scheduler and this process's RNG; returns the trainer state.
 
     The whole checkpoint is read into memory and checked first (``read_checkpoint``; ``check_state(state)``, the
@@ -340,6 +338,7 @@ def resume(
     accelerator,
     model,
     optimizer,
+    *,
     scheduler,
     log=print,
     check_state=None,
@@ -353,12 +352,15 @@ def resume(
     if path is None:
         return None
     if resume_from != "auto":
-        return path, load_checkpoint(path, accelerator, model, optimizer, scheduler, check_state)
+        return path, load_checkpoint(path, accelerator, model, optimizer, scheduler, check_state=check_state)
     damaged: list[Path] = []
     loaded = None
     for candidate in reversed(checkpoints(output_dir)):
         try:
-            loaded = candidate, load_checkpoint(candidate, accelerator, model, optimizer, scheduler, check_state)
+            loaded = (
+                candidate,
+                load_checkpoint(candidate, accelerator, model, optimizer, scheduler, check_state=check_state),
+            )
             break
         except DamagedCheckpoint as exc:
             damaged.append(candidate)

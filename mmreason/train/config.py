@@ -22,6 +22,7 @@ from mmreason.rewarding.records import Isolation as RewardIsolation
 from mmreason.rl.loss_inputs import FIELDS, ImportanceSamplingLevel
 from mmreason.rl.options import check_choices, check_options, choices_of, keyword_options
 from mmreason.rollout.backends.connection import RolloutBackend, VllmConnection, VllmMode
+from mmreason.train.within_step import WithinStepConfig, resolve_within_step
 
 # The closed sets of strings a run config takes (the loader refuses any other value, naming the key).
 WeightSync = Literal["collective", "directory"]
@@ -281,6 +282,8 @@ class TrainConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     rewards: list[RewardConfig] = field(default_factory=list)  # empty = the task pack's defaults
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    within_step: WithinStepConfig = field(default_factory=WithinStepConfig)  # train/within_step.py
+    # the within-step methods' settings, filled from within_step.options (as blocks: deprecated aliases)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     refine: RefineConfig = field(default_factory=RefineConfig)
     hint: HintConfig = field(default_factory=HintConfig)
@@ -370,12 +373,7 @@ class TrainConfig:
             raise ConfigError("rollout.environment_args is set but rollout.environment names no environment")
         if self.steps_per_generation < 1:
             raise ConfigError("steps_per_generation must be >= 1")
-        regenerating = [k for k in ("augment", "refine", "hint", "anchor") if getattr(self, k).enabled]
-        if len(regenerating) > 1:
-            raise ConfigError(
-                f"{' and '.join(f'{k}.enabled' for k in regenerating)}: each regenerates groups "
-                "within a step; enable one"
-            )
+        resolve_within_step(self)  # within_step: {name, options}, or an old block read as it
         if self.hint.enabled and (self.hint.levels < 1 or self.hint.attempts < 1 or self.hint.max_hint_tokens < 1):
             raise ConfigError("hint.levels, hint.attempts and hint.max_hint_tokens must be >= 1")
         if self.anchor.source == "reflect" and "{draft}" not in self.anchor.reflect_template:

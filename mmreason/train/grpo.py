@@ -61,12 +61,12 @@ def check_estimator_needs(run: Run) -> None:
         for key in info.keys if info else ():
             producers.setdefault(key, []).append(f"{reward_name} (its {key!r} sub-score)")
     sample = run.dataset[0] if run.dataset else None
-    check_needs("estimator", name, needs, run.rewards.announced_names, sample, producers)
+    check_needs("estimator", name, needs, run.rewards.announced_names, sample, producers=producers)
 
 
 def check_group_sizing(run: Run) -> None:
     """Start-up: a sampler that sizes the groups (Rollout-GDRO) needs HF single-turn generation on one process."""
-    if not getattr(run.sampler, "rollout_allocation", False):
+    if not run.sampler.sizes_groups:
         return
     cfg = run.cfg
     why = (
@@ -88,8 +88,7 @@ def check_group_sizing(run: Run) -> None:
 def refresh_sampler(run: Run, step: int) -> None:
     """Samplers scored from fresh rollouts (VAS ``mode: rollouts``): roll out their prompts, hand back
     ``{dataset index: (rewards, completions)}``. Prompts are split over processes and gathered."""
-    due = getattr(run.sampler, "refresh_due", None)
-    if due is None or not due(step):
+    if not run.sampler.refresh_due(step):
         return
     acc, n = run.accelerator, max(run.cfg.prompts_per_step, 1)
     mine = run.sampler.refresh_indices()[acc.process_index :: acc.num_processes]

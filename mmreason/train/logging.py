@@ -35,6 +35,7 @@ class RunLogger:
         total_steps: int,
         start_step: int = 0,
         report_to: list[str] | None = None,
+        *,
         config: dict | None = None,
     ):
         self.dir = Path(output_dir)

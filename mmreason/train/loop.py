@@ -29,6 +29,7 @@ from mmreason.parallel.agree import any_rank
 from mmreason.paths import checkpoints
 from mmreason.rewarding import RewardErrorLimitExceeded
 from mmreason.rollout.backends import EngineDied, EngineDiedAfterUpdate
+from mmreason.train.async_rollouts import start_async_rollouts
 from mmreason.train.checkpoint import resume, save_checkpoint
 from mmreason.train.faults import RunStopped
 from mmreason.train.logging import RunLogger, read_metrics
@@ -69,7 +70,7 @@ def run_loop(run: Run, method: Method) -> Run:
         run.accelerator,
         run.model,
         run.optimizer,
-        run.scheduler,
+        scheduler=run.scheduler,
         check_state=lambda saved: check_state(run, saved),
     )
     if resumed is not None:
@@ -89,7 +90,7 @@ def run_loop(run: Run, method: Method) -> Run:
     try:
         signals.install()  # SIGTERM: the step in progress ends, is saved, the run stops (signals.py)
         if method.samples_policy:
-            start_engine(run, resumed is not None)
+            start_engine(run, start + 1, resumed is not None)
         if evals.steps and (start == 0 or eval_pending):
             # step 0: where the eval curve starts; a resumed step whose eval a failed weight push skipped: now
             first = evaluate(run, start, evals)
@@ -126,23 +127,24 @@ def run_loop(run: Run, method: Method) -> Run:
     return run
 
 
-def start_engine(run: Run, resumed: bool) -> None:
-    """The run's rollout engine (none for ``rollout.backend: hf``), started from the policy's weights."""
+def start_engine(run: Run, first_step: int, resumed: bool) -> None:
+    """The run's rollout engine (none for ``rollout.backend: hf``), started from the policy's weights; with
+    ``rollout.async_generation`` its producer too, which wraps the engine and the sampler from here on."""
     run.rollout_backend = make_backend(run)
     if push_at_start(run.cfg, resumed):
         sync_weights(run, after_update=False)  # the engine starts from the checkpoint's (the policy's) weights
+    start_async_rollouts(run, first_step)  # generates step s + 1 while step s updates (async_rollouts.py)
 
 
 # ---- the state a checkpoint holds beside the weights ---------------------------------------------------------
 
 
 def state(run: Run) -> dict[str, Any]:
-    """The loop's state (a copy): sampler, counters, the entropies losses read, this process's augmentation."""
+    """The loop's state (a copy): sampler, counters, what the loss's providers keep, this process's augmentation."""
     saved = {
         "sampler": run.sampler.state_dict(),
         "counters": run.counters.as_dict(),
-        "prev_entropy": run.prev_entropy,
-        "entropy_history": list(run.entropy_history),
+        **run.loss_extras.state_dict(),  # what the loss's providers keep (DCPO: prev_entropy, GEPO: entropy_history)
     }
     if run.augmenter is not None:
         saved["augment"] = run.augmenter.state_dict()
@@ -155,8 +157,7 @@ def load_state(run: Run, saved: dict[str, Any]) -> None:
     run.adopt(saved)
     run.sampler.load_state_dict(saved["sampler"])
     run.counters.__dict__.update(saved.get("counters", {}))
-    run.prev_entropy = float(saved.get("prev_entropy", 0.0))
-    run.entropy_history = [float(v) for v in saved.get("entropy_history", [])]
+    run.loss_extras.load_state_dict(saved)
     mine = own_state(saved, run.accelerator.process_index) if run.augmenter is not None else None
     if mine is not None:
         run.augmenter.load_state_dict(mine)
@@ -168,7 +169,7 @@ def check_state(run: Run, saved: dict[str, Any]) -> None:
     copy.deepcopy(run.sampler).load_state_dict(saved["sampler"])
     if not isinstance(saved.get("counters", {}), dict):
         raise ValueError("counters is not an object")
-    float(saved.get("prev_entropy", 0.0))
+    copy.deepcopy(run.loss_extras).load_state_dict(saved)
     if run.augmenter is not None:
         for rank in range(run.accelerator.num_processes):
             mine = own_state(saved, rank)
@@ -203,8 +204,8 @@ def save(run: Run, step: int, saved: dict[str, Any] | None = None) -> Path | Non
         step,
         run.model,
         run.optimizer,
-        run.scheduler,
-        with_every_rank(run.accelerator, saved if saved is not None else state(run)),
+        scheduler=run.scheduler,
+        state=with_every_rank(run.accelerator, saved if saved is not None else state(run)),
         processor=run.processor,
         keep=run.cfg.save_total_limit,
         run_id=run.run_id,

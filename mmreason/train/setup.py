@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from accelerate import Accelerator
@@ -46,16 +46,18 @@ from mmreason.sampling import SAMPLERS
 from mmreason.sampling.anchors import AnchorBuffer
 from mmreason.sampling.base import PromptSampler
 from mmreason.sampling.difficulty import DifficultyAugmenter
-from mmreason.sampling.records import Rollouts
 from mmreason.sampling.stream import StreamSampler
 from mmreason.taskpack import TASKS, TaskPack
 from mmreason.train.config import RewardConfig, TrainConfig
 from mmreason.train.environment import run_environment, with_environment
 from mmreason.train.launch_checks import check_launch
 from mmreason.train.logging import RunLogger
+from mmreason.train.loss_extras import LossExtras
 from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
-from mmreason.train.timing import PhaseTimes
 from mmreason.types import Sample, Trajectory
+
+if TYPE_CHECKING:  # the producer imports the round's phases, which take a Run
+    from mmreason.train.async_rollouts import AsyncRollouts
 
 log = logging.getLogger(__name__)
 
@@ -70,19 +72,6 @@ class Scheduler(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
-
-
-class RolloutProducer(Protocol):
-    """Asynchronous generation's producer as the trainer uses it (``train/async_rollouts.py``, which imports
-    the trainer's phases: a Protocol here keeps ``setup.py`` below it)."""
-
-    def take(self, step: int, timed: PhaseTimes) -> Rollouts: ...
-
-    def metrics_after_push(self) -> dict[str, float]: ...
-
-    def push_copy(self, model: torch.nn.Module) -> dict[str, float]: ...
-
-    def close(self) -> None: ...
 
 
 class RolloutEngine(Protocol):
@@ -133,12 +122,13 @@ class Run:
     counters: Counters = field(default_factory=Counters)
     media_time: MediaTime = field(default_factory=MediaTime)  # video header reads and decoding, summed
     step: int = 0
-    prev_entropy: float = 0.0  # mean token entropy of the last update (losses that take it: DCPO)
-    entropy_history: list[float] = field(default_factory=list)  # last group entropies (losses that take it: GEPO)
+    loss_extras: LossExtras = field(default_factory=LossExtras)  # the loss's providers (train/loss_extras.py)
     anchor_buffer: AnchorBuffer | None = None  # R³ replay: past successes per prompt (sampling/anchors.py), in memory
     rollout_backend: RolloutEngine | None = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
     engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/step.py)
-    async_rollouts: RolloutProducer | None = None  # rollout.async_generation's producer (train/async_rollouts.py)
+    async_rollouts: AsyncRollouts | None = (
+        None  # rollout.async_generation's producer, set by the loop (loop.start_engine)
+    )
     output: RunDir | None = None  # the claimed output_dir (lock, run id) of a run that owns it (mmreason.rundir)
     pending_stop: BaseException | None = None  # a fault that stops the run at the next agreement point (agree.hold)
 
@@ -289,7 +279,7 @@ def setup_run(
     accelerator = make_accelerator(cfg)
     output = claim(cfg, accelerator) if own_output_dir else None
     try:
-        run = _components(cfg, accelerator, total_steps, with_rewards, config_dir, verbose)
+        run = _components(cfg, accelerator, total_steps, with_rewards, config_dir, verbose=verbose)
     except BaseException:
         if output is not None:
             output.release()
@@ -314,7 +304,7 @@ def claim(cfg: TrainConfig, accelerator) -> RunDir | None:
 
 
 def _components(
-    cfg: TrainConfig, accelerator, total_steps: int | None, with_rewards: bool, config_dir: str | None, verbose: bool
+    cfg: TrainConfig, accelerator, total_steps: int | None, with_rewards: bool, config_dir: str | None, *, verbose: bool
 ) -> Run:
     out = Path(cfg.output_dir)
     verbose = verbose and accelerator.is_main_process
@@ -366,6 +356,7 @@ def _components(
         ref_model=ref_model,
         rewards=rewards,
         augmenter=build_augmenter(cfg),
+        loss_extras=LossExtras.for_loss(cfg.algorithm.policy_loss, cfg.algorithm.loss_options),
     )
 
 

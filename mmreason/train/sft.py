@@ -23,9 +23,9 @@ from mmreason.rollout.replay import replay_episode
 from mmreason.train.config import TrainConfig
 from mmreason.train.faults import RunStopped, bad_sample, nothing_usable
 from mmreason.train.loop import Method, run_loop
+from mmreason.train.optimizer_step import optimizer_step
 from mmreason.train.prompts import load_prompt
 from mmreason.train.setup import Run, setup_run
-from mmreason.train.update import gradients_finite
 from mmreason.train.vision_calls import match_vision_calls
 from mmreason.types import Trajectory
 
@@ -111,21 +111,17 @@ def sft_step(run: Run, step: int) -> dict[str, float]:
         loss = -(logp * batch.action_mask).sum() / total_tokens * weight  # token mean over the whole step
         run.accelerator.backward(loss)
         losses.append(float(loss.detach()))
-    grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), run.cfg.max_grad_norm)
-    if not (torch.isfinite(torch.as_tensor(grad_norm)) and gradients_finite(run.model.parameters())):  # after clipping
-        run.counters.nan_steps += 1
-        run.optimizer.zero_grad(set_to_none=True)
-        return {"loss": float("nan"), "skipped_update": 1.0}
-    run.optimizer.step()
-    run.scheduler.step()
-    run.optimizer.zero_grad(set_to_none=True)
+    grad_norm = optimizer_step(run)  # every process skips together on a non-finite gradient
+    counts = {f"count/{k}": v for k, v in run.counters.as_dict().items()}
+    if grad_norm is None:
+        return {"loss": float("nan"), "skipped_update": 1.0, **counts}
     return {
         "loss": sum(losses),
-        "grad_norm": float(grad_norm),
+        "grad_norm": grad_norm,
         "tokens": float(total_tokens),
         "lr": run.scheduler.get_last_lr()[0],
         "time/step": time.perf_counter() - t0,
-        **{f"count/{k}": v for k, v in run.counters.as_dict().items()},
+        **counts,
     }
 
 

@@ -16,41 +16,39 @@ process at the step's agreement point. The run around the steps (resume, eval, c
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 from typing import Any
 
 import torch
 
 from mmreason import rl
-from mmreason.parallel.agree import any_rank, hold, settle, stopping
+from mmreason.parallel.agree import any_rank, settle
 from mmreason.parallel.sharding import gathered
-from mmreason.rewarding import RewardErrorLimitExceeded
-from mmreason.rewarding.records import RewardBatch
 from mmreason.rollout.backends import EngineDiedAfterUpdate
-from mmreason.rollout.episode_stats import bad_calls, tool_stats
-from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
+from mmreason.rollout.episode_stats import tool_stats
 from mmreason.rollout.multiturn import (
-    EnvironmentStartError,
-    EpisodeStart,
-    ended_by_fault,
     ended_by_limit,
-    episode_context,
-    run_episodes,
 )
-from mmreason.rollout.row_sampling import NonFiniteLogitsError
-from mmreason.sampling import ROLLOUT_VARIANTS
-from mmreason.sampling.records import Drawn, Rollouts, no_rewards
+from mmreason.sampling import WITHIN_STEP
+from mmreason.sampling.records import Drawn, Rollouts
 from mmreason.sampling.within_step import StepPhases
-from mmreason.train.async_rollouts import rollouts_for_step
 from mmreason.train.collect import keep_groups, signal_groups
 from mmreason.train.config import accepted_options
-from mmreason.train.faults import RunStopped, bad_sample, fault_guard, nothing_usable
+from mmreason.train.faults import RunStopped, fault_guard, nothing_usable
 from mmreason.train.metrics import completion_rows, rollout_metrics
-from mmreason.train.prompts import build_prompts, prompt_of, unseen_media
+from mmreason.train.prompts import prompt_of
 from mmreason.train.records import task_index, task_names
 from mmreason.train.rollout_backend import rest_engine, sync_weights
 from mmreason.train.rollout_gather import rollouts_run_policy
+from mmreason.train.rounds import (  # noqa: F401 - the phases, also read here by their old names
+    NonFiniteModelError,
+    draw_round,
+    group_sizes,
+    nan_rewards,
+    roll_out,
+    sample_prompts,
+    samples_of,
+    score,
+)
 from mmreason.train.setup import Run
 from mmreason.train.table import StepTable, build_table
 from mmreason.train.timing import PhaseTimes
@@ -92,8 +90,10 @@ def get_rollouts(run: Run, step: int, timed: PhaseTimes) -> Rollouts:
     that is on, with DAPO's further rounds when on. A fault on any process stops every process here."""
     # a sharded model generates whole (mmreason.parallel); not gathered at all when a vLLM engine generates
     with gathered(run.accelerator.unwrap_model(run.model), whole=rollouts_run_policy(run)):
-        # draw -> roll out -> score; with rollout.async_generation the rollouts generated during the last update
-        got = rollouts_for_step(run, step, timed)
+        if run.async_rollouts is None:  # draw -> roll out -> score, now
+            got = draw_round(run, step, timed, sample_prompts(run))
+        else:  # rollout.async_generation: the round generated during the last update (async_rollouts.py)
+            got = run.async_rollouts.take(step, timed)
         got = regenerate(run, step, timed, got)  # refinement, hints, anchors or augmentation, when on
         got = dynamic_sampling(run, step, timed, got)  # DAPO: further rounds until the groups carry signal
     settle(run, RunStopped)
@@ -107,8 +107,6 @@ def update(run: Run, table: StepTable) -> dict[str, float]:
     ``rollout.vllm_enable_sleep_mode`` the engine sleeps through the update (``rest_engine``)."""
     rest_engine(run)
     metrics = policy_update(run, table)
-    if "entropy" in metrics:
-        run.prev_entropy = float(metrics["entropy"])  # the next step's losses that take it (DCPO)
     try:
         metrics.update(sync_weights(run))
     except EngineDiedAfterUpdate as exc:
@@ -116,31 +114,12 @@ def update(run: Run, table: StepTable) -> dict[str, float]:
     return metrics
 
 
-def draw_round(run: Run, step: int, timed: PhaseTimes, drawn: list[tuple[int, int]]) -> Rollouts:
-    """Build the drawn (slot, dataset index) prompts, roll them out, score them: each phase timed, under the
-    fault guard (a failed phase leaves what it would have given: no prompts, no trajectories, NaN rewards)."""
-    prompts: list[Drawn] = []
-    trajectories: list[Trajectory] = []
-    with timed("prompts"), fault_guard(run):
-        prompts = build_prompts(run, drawn)
-    with timed("generate"), fault_guard(run):
-        trajectories = roll_out(run, prompts, step)
-    if not trajectories:
-        return Rollouts(prompts, [], [], no_rewards())
-    samples, batch = samples_of(prompts, trajectories), None
-    with timed("reward"), fault_guard(run):
-        samples, batch = score(run, prompts, trajectories)
-    return Rollouts(prompts, trajectories, samples, batch if batch is not None else nan_rewards(run, len(trajectories)))
-
-
 def within_step_method(run: Run, first_round: bool = True) -> str | None:
-    """The within-step method the config turns on (at most one; ``TrainConfig.validate``): iGRPO refinement,
-    SAGE hints, R³ / DaGRPO anchors or, on a step's first round only, difficulty-aware augmentation; None when
-    none is on. Its code is ``ROLLOUT_VARIANTS.get(name)`` (mmreason/sampling/)."""
-    for name in ("refine", "hint", "anchor"):
-        if getattr(run.cfg, name).enabled:
-            return name
-    return "augment" if first_round and run.augmenter is not None else None
+    """The within-step method the config names (``within_step.name``): iGRPO refinement, SAGE hints, R³ /
+    DaGRPO anchors or, on a step's first round only, difficulty-aware augmentation; None when none is on. Its
+    code is ``WITHIN_STEP.get(name)`` (mmreason/sampling/)."""
+    name = run.cfg.within_step.name
+    return None if name == "augment" and (not first_round or run.augmenter is None) else name
 
 
 def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_round: bool = True) -> Rollouts:
@@ -164,7 +143,7 @@ def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_roun
 
     out = got
     with fault_guard(run):
-        out = ROLLOUT_VARIANTS.get(name).regenerate(
+        out = WITHIN_STEP.get(name).regenerate(
             StepPhases(run, step, prompt_of=timed_prompt_of, roll_out=timed_roll_out, score=timed_score), got
         )
     return out
@@ -217,157 +196,9 @@ def step_table(run: Run, got: Rollouts) -> StepTable:
         got.batch,
         got.batch.total(run.cfg.reward_missing),
         {d.slot: d.index for d in got.prompts},
-        tasks,
-        task_index(tasks),
+        tasks=tasks,
+        task_ids=task_index(tasks),
     )
-
-
-# ---- the phases -------------------------------------------------------------------------------------
-
-
-def sample_prompts(run: Run) -> list[tuple[int, int]]:
-    """(slot, dataset index) of this process's slice; every process draws the same global batch."""
-    acc, n = run.accelerator, run.cfg.prompts_per_step
-    global_indices = run.sampler.next_indices(n * acc.num_processes)
-    start = acc.process_index * n
-    return list(enumerate(global_indices[start : start + n], start=start))
-
-
-def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
-    """G trajectories per prompt (single-turn, or multi-turn when the task has an environment)."""
-    r = run.cfg.rollout
-    settings = GenerationSettings(r.max_completion_length, r.temperature, r.top_p, r.top_k)
-    if stopping(run):
-        return []
-    model = run.accelerator.unwrap_model(run.model)
-    model.eval()
-    if run.pack.make_environment is not None and r.max_turns > 1:  # episodes: all of the step's together
-        trajectories = _sampled(step, lambda: _play_episodes(run, model, drawn, settings, step))
-    elif run.rollout_backend is not None:  # vLLM: the same prompts, seeds and settings
-        trajectories = run.rollout_backend.generate_groups(
-            [d.prompt for d in drawn],
-            [d.slot for d in drawn],
-            r.num_generations,
-            settings,
-            [group_seed(run.cfg.seed, step, d.key) for d in drawn],
-        )
-    else:
-        # Single-turn: all groups of the step in one generate call (one per group size when the sampler sizes
-        # the groups: Rollout-GDRO); each row samples with its own seed, derived from its group's (run seed,
-        # step, sample key), so the split over processes changes no sample.
-        trajectories = []
-        for size, part in group_sizes(run, drawn):
-            trajectories += _sampled(
-                step,
-                lambda part=part, size=size: generate_groups(
-                    model,
-                    run.processor,
-                    [d.prompt for d in part],
-                    [d.slot for d in part],
-                    size,
-                    settings,
-                    [group_seed(run.cfg.seed, step, d.key) for d in part],
-                    with_logprobs=r.hf_sampler_logprobs,
-                ),
-            )
-        order = {d.slot: k for k, d in enumerate(drawn)}
-        trajectories.sort(key=lambda t: order[t.group_id])  # stable: each group's rows keep their order
-    model.train()
-    return trajectories
-
-
-def group_sizes(run: Run, drawn: list[Drawn]) -> list[tuple[int, list[Drawn]]]:
-    """(rollouts per prompt, the prompts) in order of first size: ``rollout.num_generations`` for every prompt,
-    unless the sampler sizes the groups (``generations``: Rollout-GDRO), then one part per size."""
-    n = run.cfg.rollout.num_generations
-    sizing = getattr(run.sampler, "generations", None)
-    counts = sizing([d.index for d in drawn], n) if sizing is not None and drawn else None
-    if counts is None:
-        return [(n, drawn)] if drawn else []
-    parts: dict[int, list[Drawn]] = {}
-    for d, c in zip(drawn, counts):
-        parts.setdefault(int(c), []).append(d)
-    return list(parts.items())
-
-
-class NonFiniteModelError(RuntimeError):
-    """The policy's logits are not finite: the run stops (no checkpoint of such weights is written)."""
-
-
-def _sampled(step: int, generate):
-    """``generate()``, with non-finite logits turned into a stop that names the step."""
-    try:
-        return generate()
-    except NonFiniteLogitsError as exc:
-        raise NonFiniteModelError(
-            f"step {step}: {exc}; the policy's weights are not finite (check "
-            "model.name_or_path or the checkpoint resumed from)"
-        ) from None
-
-
-def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSettings, step: int) -> list[Trajectory]:
-    """G episodes per prompt, all played together (one generate call per turn). A sample whose environment
-    cannot start is left out of the step, like one that won't load; an environment error ends one episode."""
-    r = run.cfg.rollout
-    starts = [
-        EpisodeStart(d.prompt, run.pack.make_environment(), d.slot, i, d.key)
-        for d in drawn
-        for i in range(r.num_generations)
-    ]
-    if not starts:
-        return []
-    # Room for every turn and observation within the limits: only an over-long observation cuts an episode
-    max_context = episode_context(
-        run.cfg.data.max_prompt_length, r.max_turns, r.max_completion_length, r.max_observation_tokens
-    )
-    # vLLM: the engine samples every turn of the same contexts (run_episodes feeds it the observations' media)
-    sampler = run.rollout_backend if run.rollout_backend is not None else model
-    results = run_episodes(
-        sampler,
-        run.processor,
-        starts,
-        settings,
-        max_turns=r.max_turns,
-        max_context=max_context,
-        seed=run.cfg.seed,
-        step=step,
-        max_observation_tokens=r.max_observation_tokens,
-        step_timeout_s=r.env_step_timeout_s,
-        with_logprobs=run.rollout_backend is None and r.hf_sampler_logprobs,
-        image_budget=(run.cfg.data.min_pixels, run.cfg.data.max_pixels),
-    )
-    trajectories = []
-    for k, d in enumerate(drawn):
-        group = results[k * r.num_generations : (k + 1) * r.num_generations]
-        error = next((g for g in group if isinstance(g, EnvironmentStartError)), None)
-        if error is not None:
-            bad_sample(run, d.prompt.sample.id, error)
-            continue
-        for t in group:
-            if t.reward_info.get("unseen_media"):
-                unseen_media(run, t.reward_info["unseen_media"])
-            run.counters.bad_tool_calls += bad_calls(t)
-            if ended_by_fault(t):
-                run.counters.env_faults += 1
-                run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])
-        trajectories += group
-    return trajectories
-
-
-def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
-    """Rewards [N, K] from the reward runner (errors are counted there, under max_reward_errors; past it
-    the rows are NaN and the run stops at the step's agreement point)."""
-    samples = samples_of(drawn, trajectories)
-    try:
-        batch = run.rewards(samples, trajectories)
-    except RewardErrorLimitExceeded as exc:
-        hold(run, exc)
-        batch = nan_rewards(run, len(trajectories))
-    finally:
-        run.counters.reward_errors = run.rewards.total_errors
-    for err in batch.errors:
-        run.event("reward_error", **dataclasses.asdict(err))
-    return samples, batch
 
 
 def compute_advantages(run: Run, table: StepTable) -> tuple[torch.Tensor, torch.Tensor]:
@@ -400,19 +231,5 @@ def observe_sampler(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]
     """Training feedback for adaptive samplers: per-trajectory rewards keyed by dataset index."""
     index_of = {d.slot: d.index for d in drawn}
     indices = torch.tensor([index_of[t.group_id] for t in trajectories])  # [N]
-    kwargs = {}
-    if "completions" in inspect.signature(run.sampler.observe).parameters:
-        kwargs["completions"] = [t.completion_text for t in trajectories]
-    run.sampler.observe([d.index for d in drawn], total, indices, **kwargs)
-
-
-def samples_of(drawn: list[Drawn], trajectories: list[Trajectory]) -> list[Sample]:
-    """The sample of each trajectory (by its group's slot)."""
-    by_slot = {d.slot: d.prompt.sample for d in drawn}
-    return [by_slot[t.group_id] for t in trajectories]
-
-
-def nan_rewards(run: Run, n: int) -> RewardBatch:
-    """Rewards of ``n`` rows that were not scored (a stop is held: they never reach an update)."""
-    k = len(run.rewards.names)
-    return RewardBatch(torch.full((n, k), float("nan")), list(run.rewards.names), torch.ones(k))
+    completions = [t.completion_text for t in trajectories]
+    run.sampler.observe([d.index for d in drawn], total, indices, completions=completions)

@@ -118,6 +118,7 @@ def build_table(
     batch,
     total: torch.Tensor,
     dataset_index: dict[int, int],
+    *,
     tasks: list[str],
     task_ids: torch.Tensor,
 ) -> StepTable:
@@ -144,6 +145,7 @@ def check_needs(
     needs: tuple[str, ...],
     reward_columns: list[str],
     sample: Sample | None,
+    *,
     producers: dict[str, list[str]],
 ) -> None:
     """Start-up check: every declared column must come from a configured reward or the data.

@@ -11,24 +11,23 @@ import torch
 from mmreason import rl
 from mmreason.parallel.agree import any_rank, equal_minibatches
 from mmreason.parallel.gradient_sync import sync_gradients
-from mmreason.parallel.gradients import average_gradients, is_ddp
+from mmreason.parallel.gradients import is_ddp
 from mmreason.parallel.sharding import is_sharded
-from mmreason.rl.losses.gepo import group_entropies
-from mmreason.rl.rollout_correction import importance_weights, mismatch_metrics, off_policy_mask, vision_distance
 from mmreason.rollout import packing, shared_prefix
-from mmreason.rollout.forward import collate, pad_stack, token_logprobs
+from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
-from mmreason.train.config import NAMED_LOSS_OPTIONS, TrainConfig, accepted_options
+from mmreason.train.loss_extras import UpdateView
+from mmreason.train.optimizer_step import gradients_finite, optimizer_step, skip_update  # noqa: F401
 from mmreason.train.records import task_index
+from mmreason.train.sampler_logprobs import corrects_with_sampler, off_policy_masked, rollout_correction  # noqa: F401
 from mmreason.train.setup import Run
 from mmreason.train.table import StepTable
 from mmreason.train.token_budget import micro_batches
 from mmreason.train.vision_calls import match_vision_calls, needs_matching, without_stand_ins
-from mmreason.train.vps import segment_progress
 from mmreason.types import Trajectory
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: the update finds a mini-batch's index in its plan
 class MiniBatch:
     """One mini-batch of an optimizer step's share: whole groups, collated, with the passes taken before the
     update (log-probs ``[n, T]`` under the sampling policy and the reference; None when not needed)."""
@@ -39,8 +38,6 @@ class MiniBatch:
     weight: float  # 1, or 0 for a stand-in that keeps the processes' mini-batch counts equal
     old_logprobs: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
-    tempered_logprobs: torch.Tensor | None = None  # at the temperature a loss picks (DCPO), else None
-    segment_progress: torch.Tensor | None = None  # [n, T] GRPO-VPS segment progress of each token, else None
 
 
 @dataclass
@@ -52,105 +49,115 @@ class Share:
     tokens: float
 
 
-def policy_update(run: Run, table: StepTable) -> dict[str, float]:
-    """num_iterations passes; each pass is ``steps_per_generation`` optimizer steps, one per share of the
-    batch's groups, with gradient accumulation over mini-batches inside each step.
+@dataclass
+class UpdatePlan:
+    """What the update works on, fixed before it starts (``plan_update``): the kept rows' trajectories, their
+    advantages, group ids, total rewards and samples (``[N]``, by kept row), the shares, the module the passes
+    run (``update_model``) and how the losses are weighted."""
 
-    Mini-batch losses are weighted so a step's accumulated gradient is that of its share: token-mean
-    aggregation divides by the share's response tokens, sequence-mean ones weight each mini-batch by its
-    fraction of the share's trajectories. Old log-probs are taken once, before the first optimizer step,
-    whenever there is more than one (so later steps see the ratio to the policy that sampled).
-    """
-    cfg, a = run.cfg, run.cfg.algorithm
+    trajectories: list[Trajectory]
+    advantages: torch.Tensor  # [N]
+    group_ids: torch.Tensor  # [N]
+    rewards: torch.Tensor  # [N] total rewards
+    samples: list[Any]
+    band: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None  # per-row entropy bands, None when off
+    shares: list[Share]
+    policy: Any
+    by_hand: bool  # gradients averaged by hand (the DDP wrapper's reducer saw no forward)
+    token_mean: bool  # token-mean aggregation: each loss over the share's tokens, else weighted by rows
+
+    @property
+    def minibatches(self) -> list[MiniBatch]:
+        return [mb for share in self.shares for mb in share.minibatches]
+
+
+def policy_update(run: Run, table: StepTable) -> dict[str, float]:
+    """The update in its phases: plan -> pre-passes -> accumulate -> optimizer step.
+
+    ``num_iterations`` passes; each pass is ``steps_per_generation`` optimizer steps, one per share of the batch's
+    groups, with gradient accumulation over the share's mini-batches. Mini-batch losses are weighted so a step's
+    accumulated gradient is that of its share (``accumulate``). A non-finite loss or gradient on any process
+    makes every process skip the update."""
+    plan = plan_update(run, table)
+    if plan is None:  # every process skips when one has nothing to train on
+        return {"loss": 0.0, "skipped_update": 1.0}
+    shared = uses_shared_prefix(run, plan.policy, plan.trajectories)
+    packed = packing.uses(run.cfg.padding_free, plan.policy) and not shared  # rollout/packing.py
+    stats: dict[str, list[float]] = {"update/shared_prefix": [float(shared)], "update/padding_free": [float(packed)]}
+    with torch.no_grad():
+        for key, value in pre_passes(run, plan).items():
+            stats.setdefault(key, []).append(value)
+    for iteration in range(run.cfg.algorithm.num_iterations):
+        for share in plan.shares:
+            for mb in share.minibatches:
+                if not accumulate(run, plan, share, mb, stats, first_pass=iteration == 0):
+                    return skip_update(run, "nonfinite_loss")
+            grad_norm = optimizer_step(run, by_hand=plan.by_hand)  # every process skips together on a NaN
+            if grad_norm is None:
+                return {"loss": float("nan"), "skipped_update": 1.0}
+            stats.setdefault("grad_norm", []).append(grad_norm)
+    metrics = {k: sum(v) / len(v) for k, v in stats.items()}
+    run.loss_extras.after_update(metrics.get("entropy"))
+    return metrics
+
+
+def plan_update(run: Run, table: StepTable) -> UpdatePlan | None:
+    """Plan: the kept rows, in shares of mini-batches (``plan_shares``), and the module the passes run; None
+    when any process has no row to train on (every process then skips)."""
+    a = run.cfg.algorithm
     keep = table.keep.tolist()
     trajs = [t for t, k in zip(table.trajectories, keep) if k]
-    if any_rank(run.accelerator, not trajs):  # every process skips when one has nothing to train on
-        return {"loss": 0.0, "skipped_update": 1.0}
-    adv = table.advantages[table.keep]  # [N]
-    gids = torch.tensor([t.group_id for t in trajs])  # [N]
-    band = entropy_band_rows(a, [name for name, k in zip(table.tasks, keep) if k])
-    token_mean = rl.aggregation_for_loss_type(a.loss_type) == "token_mean"
-    shares = plan_shares(run, trajs)
-    minibatches = [mb for share in shares for mb in share.minibatches]
-    off_policy = a.num_iterations > 1 or len(shares) > 1
+    if any_rank(run.accelerator, not trajs):
+        return None
     policy, by_hand = update_model(run, trajs)
-    stats: dict[str, list[float]] = {"update/shared_prefix": [float(uses_shared_prefix(run, policy, trajs))]}
-    stats["update/padding_free"] = [
-        float(packing.uses(cfg.padding_free, policy) and not stats["update/shared_prefix"][0])
-    ]
-    with torch.no_grad():
-        for mb in minibatches if off_policy else ():
-            mb.old_logprobs = sequence_logprobs(run, policy, mb.inputs, mb.trajectories)[0]
-        for mb in minibatches if run.ref_model is not None else ():
+    return UpdatePlan(
+        trajectories=trajs,
+        advantages=table.advantages[table.keep],
+        group_ids=torch.tensor([t.group_id for t in trajs]),
+        rewards=table.total[table.keep],
+        samples=[s for s, k in zip(table.samples, keep) if k],
+        band=entropy_band_rows(a, [name for name, k in zip(table.tasks, keep) if k]),
+        shares=plan_shares(run, trajs),
+        policy=policy,
+        by_hand=by_hand,
+        token_mean=rl.aggregation_for_loss_type(a.loss_type) == "token_mean",
+    )
+
+
+def pre_passes(run: Run, plan: UpdatePlan) -> dict[str, float]:
+    """Pre-passes (no gradient): old log-probs whenever there is more than one optimizer step (later steps see
+    the ratio to the policy that sampled), reference log-probs with a KL term, then what the loss's providers
+    compute before the update (``loss_extras``: DCPO's tempered forward, the VPS probes); their metrics."""
+    minibatches = plan.minibatches
+    if run.cfg.algorithm.num_iterations > 1 or len(plan.shares) > 1:
+        for mb in minibatches:
+            mb.old_logprobs = sequence_logprobs(run, plan.policy, mb.inputs, mb.trajectories)[0]
+    if run.ref_model is not None:
+        for mb in minibatches:
             mb.ref_logprobs = sequence_logprobs(run, run.ref_model, mb.inputs, mb.trajectories)[0]
-        tempered_logprobs(run, policy, minibatches, stats)
-        segment_progress(run, policy, minibatches, [s for s, k in zip(table.samples, keep) if k], stats)
-    rewards = table.total[table.keep]  # [N] the kept rows' total rewards
-    history: list[float] = []  # the step's group entropies, for losses that take entropy_history (GEPO)
-    wants_history = "entropy_history" in rl.contract_of(rl.POLICY_LOSSES.get(a.policy_loss)).takes
-    for iteration in range(a.num_iterations):
-        for share in shares:
-            for mb in share.minibatches:
-                rows_in = {
-                    "prev_entropy": run.prev_entropy,
-                    "step_rewards": rewards,
-                    "rewards": rewards[mb.rows],
-                    "tempered_logprobs": mb.tempered_logprobs,
-                    "segment_progress": mb.segment_progress,
-                    "entropy_history": torch.tensor(run.entropy_history, dtype=torch.float32),
-                }
-                fields = loss_fields(a, cfg, mb.ref_logprobs, gids[mb.rows], run.step - 1, rows_in)
-                if token_mean:
-                    fields["num_tokens"] = share.tokens
-                rows = None if band is None else tuple(x[mb.rows].to(run.device) for x in band)
-                sync_gradients(policy, mb is share.minibatches[-1])  # one reduction per optimizer step
-                loss, metrics, ent = minibatch_loss(
-                    run,
-                    mb.inputs,
-                    mb.trajectories,
-                    mb.old_logprobs,
-                    adv[mb.rows].to(run.device),
-                    fields,
-                    rows,
-                    stats,
-                    policy,
-                )
-                loss = (loss if token_mean else loss * (len(mb.rows) / len(share.rows))) * mb.weight
-                if any_rank(run.accelerator, not torch.isfinite(loss)):  # all processes skip together
-                    return _skip_update(run, "nonfinite_loss")
-                run.accelerator.backward(loss)
-                if mb.weight:
-                    _collect(stats, metrics, ent, mb.inputs.action_mask, loss)
-                    if wants_history and iteration == 0:
-                        history += group_entropy_values(ent, mb.inputs.action_mask, gids[mb.rows])
-            if by_hand:  # the wrapper's reducer saw no forward: average as it would have
-                average_gradients(run.accelerator, run.model.parameters())
-            grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
-            # Checked after clipping, on the gradients themselves: a norm can be finite while clipping (or a
-            # gradient the norm did not see) leaves NaN behind.
-            finite = bool(torch.isfinite(torch.as_tensor(grad_norm))) and gradients_finite(run.model.parameters())
-            if any_rank(run.accelerator, not finite):
-                return _skip_update(run, "nonfinite_grad")
-            run.optimizer.step()
-            run.scheduler.step()
-            run.optimizer.zero_grad(set_to_none=True)
-            stats.setdefault("grad_norm", []).append(float(grad_norm))
-    keep_group_entropies(run, history)
-    return {k: sum(v) / len(v) for k, v in stats.items()}
+
+    def forward(batch, trajectories, temperature: float | None = None) -> torch.Tensor:
+        return sequence_logprobs(run, plan.policy, batch, trajectories, temperature=temperature)[0]
+
+    return run.loss_extras.before_update(UpdateView(run, minibatches, plan.samples, forward))
 
 
-ENTROPY_HISTORY = 1024  # group entropies kept across steps for the losses that read them (GEPO)
-
-
-def keep_group_entropies(run: Run, values: list[float]) -> None:
-    """The step's group entropies (first pass) appended to ``run.entropy_history``, the last ENTROPY_HISTORY kept."""
-    run.entropy_history = (list(run.entropy_history) + values)[-ENTROPY_HISTORY:]
-
-
-def group_entropy_values(entropy, mask, group_ids) -> list[float]:
-    """The mean token entropy of each group of a mini-batch (GEPO's group entropy)."""
-    _, values = group_entropies(entropy.detach(), mask.float(), group_ids.to(entropy.device))
-    return [float(v) for v in values]
+def accumulate(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stats, *, first_pass: bool) -> bool:
+    """Accumulate: one mini-batch's weighted loss backward into the share's gradient. Token-mean aggregation
+    divides by the share's response tokens; sequence-mean ones weight the mini-batch by its fraction of the
+    share's rows; a stand-in (weight 0) adds nothing. False when any process's loss is not finite."""
+    loss, metrics, ent = minibatch_loss(run, plan, share, mb, stats)
+    loss = (loss if plan.token_mean else loss * (len(mb.rows) / len(share.rows))) * mb.weight
+    if any_rank(run.accelerator, not torch.isfinite(loss)):  # all processes skip together
+        return False
+    sync_gradients(plan.policy, mb is share.minibatches[-1])  # one gradient reduction per optimizer step
+    run.accelerator.backward(loss)
+    if mb.weight:
+        _collect(stats, metrics, ent, mb.inputs.action_mask, loss)
+        if first_pass:
+            k = plan.minibatches.index(mb)
+            run.loss_extras.after_minibatch(k, ent, mb.inputs.action_mask, plan.group_ids[mb.rows])
+    return True
 
 
 def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:
@@ -178,33 +185,6 @@ def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:
         minibatches = [MiniBatch(rows, m, next(batches), weight) for rows, m, weight in zip(cs, ms, ws)]
         shares.append(Share(part, minibatches, float(sum(trajs[i].completion_length for i in part))))
     return shares
-
-
-def tempered_logprobs(run: Run, policy, minibatches: list[MiniBatch], stats) -> None:
-    """Behaviour-policy log-probs at the temperature the loss picks from the last step's entropy, set on each
-    mini-batch (nothing unless the loss reads ``tempered_logprobs``, as DCPO does; its ``tempered_temperature``
-    names T')."""
-    a = run.cfg.algorithm
-    fn = rl.POLICY_LOSSES.get(a.policy_loss)
-    pick = getattr(fn, "tempered_temperature", None)
-    if "tempered_logprobs" not in rl.contract_of(fn).takes or pick is None:
-        return
-    wanted = accepted_options(pick)
-    t = pick(run.prev_entropy, **{k: v for k, v in a.loss_options.items() if k in wanted})
-    stats.setdefault("update/tempered_temperature", []).append(float(t))
-    for mb in minibatches:
-        mb.tempered_logprobs = sequence_logprobs(run, policy, mb.inputs, mb.trajectories, temperature=t)[0]
-
-
-def gradients_finite(parameters) -> bool:
-    """True when every gradient (this process's shard of it) is finite; one device sync."""
-    flags = []
-    for p in parameters:
-        g = p.grad
-        if g is not None:
-            g = g.to_local() if hasattr(g, "to_local") else g  # a DTensor shard (FSDP2)
-            flags.append(torch.isfinite(g).all())
-    return bool(torch.stack(flags).all()) if flags else True
 
 
 def split_groups(group_ids: list[int], parts: int) -> list[list[int]]:
@@ -243,7 +223,7 @@ def uses_shared_prefix(run: Run, model, trajectories) -> bool:
 
 
 def sequence_logprobs(
-    run: Run, model, batch, trajectories, with_entropy: bool = False, temperature: float | None = None, **options
+    run: Run, model, batch, trajectories, with_entropy: bool = False, *, temperature: float | None = None, **options
 ):
     """Per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each
     group encoded once (``shared_prefix``, the default where it applies), else the plain padded forward.
@@ -270,111 +250,61 @@ def sequence_logprobs(
         return token_logprobs(model, batch, with_entropy, packed=packed, **sampling, **options)
 
 
-def minibatch_loss(run: Run, batch, trajectories, old_logprobs, advantages, fields, band, stats, model=None):
+def minibatch_loss(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stats) -> tuple[torch.Tensor, Any, Any]:
     """Policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T]).
 
-    The loss reads one ``rl.LossInputs``: this forward's log-probs, entropies (detached) and token ids, the
-    corrected advantages, and ``fields`` (``loss_fields``)."""
-    a = run.cfg.algorithm
+    The loss reads one ``rl.LossInputs`` (``loss_inputs``): this forward's log-probs, entropies (detached) and
+    token ids, the advantages corrected by the sampler's log-probs, the settings and the providers' fields."""
+    a, batch = run.cfg.algorithm, mb.inputs
     logp, ent = sequence_logprobs(  # [n, T] fp32; the entropy differentiable only for the entropy band
-        run, model or run.model, batch, trajectories, with_entropy=True, entropy_grad=band is not None
+        run, plan.policy, batch, mb.trajectories, with_entropy=True, entropy_grad=plan.band is not None
     )
-    old = old_logprobs if old_logprobs is not None else logp.detach()  # on-policy: ratio 1
-    advantages = rollout_correction(run, trajectories, old, batch.action_mask, advantages, stats)
-    advantages = off_policy_masked(run, trajectories, logp, old, batch.action_mask, advantages, stats)
-    fn = rl.POLICY_LOSSES.get(a.policy_loss)
-    x = rl.LossInputs(
-        logp, old, advantages, batch.action_mask, entropy=ent.detach(), token_ids=batch.input_ids, **fields
-    )
-    out = rl.call_loss(fn, x, dict(a.loss_options))
+    old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()  # on-policy: ratio 1
+    adv = plan.advantages[mb.rows].to(run.device)
+    adv = rollout_correction(run, mb.trajectories, old, batch.action_mask, adv, stats=stats)
+    adv = off_policy_masked(run, mb.trajectories, logp, old, batch.action_mask, advantages=adv, stats=stats)
+    x = loss_inputs(run, plan, share, mb, logprobs=logp, old_logprobs=old, advantages=adv, entropy=ent)
+    out = rl.call_loss(rl.POLICY_LOSSES.get(a.policy_loss), x, dict(a.loss_options))
     loss = out.loss
-    if band is not None:
-        h_min, h_max, ids = band
+    if plan.band is not None:
+        h_min, h_max, ids = (x[mb.rows].to(run.device) for x in plan.band)
         penalty = rl.entropy_band_penalty(ent, batch.action_mask, h_min, h_max, ids)
         loss = loss + a.entropy_coef * penalty
         stats.setdefault("entropy_penalty", []).append(float(penalty.detach()))
     return loss, out.metrics, ent
 
 
-def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
-    """With a sampler that returned its log-probs (vLLM, or HF with ``rollout.hf_sampler_logprobs``): log the
-    sampler-trainer gap (``mismatch/*``, split by distance from the nearest vision token and by turn) and, with
-    ``rollout.vllm_importance_sampling_correction`` (HF: and ``rollout.hf_importance_sampling_correction``),
-    weight each token's advantage by the truncated importance ratio (``rl.rollout_correction``; a clipped or
-    plain surrogate times w >= 0 is the surrogate of the weighted advantage). Returns the advantages."""
-    if not trajectories or any(t.rollout_logprobs is None for t in trajectories):
-        return advantages
-    r = run.cfg.rollout
-    width = old.shape[1]
-    rollout = _to_width(pad_stack([t.rollout_logprobs for t in trajectories], 0.0, torch.float32), width)
-    distance = _to_width(
-        pad_stack(
-            [
-                vision_distance(
-                    t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
-                )
-                for t in trajectories
-            ],
-            -1,
-            torch.long,
-        ),
-        width,
+def loss_inputs(
+    run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, *, logprobs, old_logprobs, advantages, entropy
+) -> rl.LossInputs:
+    """The mini-batch's ``rl.LossInputs``, field by field: the forward's tensors, the settings (aggregation from
+    ``loss_type``, ``max_len``, the named top-level keys ``beta``, ``epsilon`` ...), the reference log-probs, the
+    group ids, ``train_step`` (finished steps, for annealed options), the step's and the rows' total rewards,
+    and the fields the loss's providers give (``run.loss_extras``: ``prev_entropy``, ``tempered_logprobs``,
+    ``entropy_history``, ``segment_progress``)."""
+    cfg, a = run.cfg, run.cfg.algorithm
+    return rl.LossInputs(
+        logprobs=logprobs,
+        old_logprobs=old_logprobs,
+        advantages=advantages,
+        mask=mb.inputs.action_mask,
+        group_ids=plan.group_ids[mb.rows],
+        ref_logprobs=mb.ref_logprobs,
+        beta=a.beta,
+        kl_estimator=a.kl_estimator,
+        aggregation=rl.aggregation_for_loss_type(a.loss_type),
+        max_len=cfg.rollout.max_completion_length,
+        num_tokens=share.tokens if plan.token_mean else None,
+        epsilon=a.epsilon,
+        epsilon_high=a.epsilon_high,
+        importance_sampling_level=a.importance_sampling_level,
+        train_step=max(run.step - 1, 0),
+        rewards=plan.rewards[mb.rows],
+        step_rewards=plan.rewards,
+        entropy=entropy.detach(),
+        token_ids=mb.inputs.input_ids,
+        **run.loss_extras.inputs(plan.minibatches.index(mb)),
     )
-    turn = _to_width(pad_stack([_turn_index(t) for t in trajectories], 0, torch.long), width)
-    rollout, distance, turn = rollout.to(old.device), distance.to(old.device), turn.to(old.device)
-    for key, value in mismatch_metrics(old, rollout, mask, r.vllm_importance_sampling_cap, distance, turn).items():
-        stats.setdefault(key, []).append(value)
-    if not r.vllm_importance_sampling_correction or not corrects_with_sampler(run):
-        return advantages
-    w = importance_weights(
-        old,
-        rollout,
-        mask,
-        r.vllm_importance_sampling_mode,
-        r.vllm_importance_sampling_cap,
-        r.vllm_importance_sampling_min,
-    )
-    stats.setdefault("mismatch/is_weight_mean", []).append(float(w[mask.bool()].mean()) if mask.any() else 1.0)
-    return (advantages[:, None] if advantages.ndim == 1 else advantages) * w  # [n, T]
-
-
-def off_policy_masked(run: Run, trajectories, logp, old, mask, advantages, stats):
-    """``algorithm.off_policy_mask_threshold`` set: rows with A < 0 whose mean behaviour-to-current log-prob gap
-    exceeds it get advantage 0 (``rl.rollout_correction.off_policy_mask``; the behaviour policy is the sampler's
-    log-probs when it returned them, else the old policy, as TRL). Logs the masked share."""
-    threshold = run.cfg.algorithm.off_policy_mask_threshold
-    if threshold is None:
-        return advantages
-    behaviour = old
-    if corrects_with_sampler(run) and trajectories and all(t.rollout_logprobs is not None for t in trajectories):
-        rollout = pad_stack([t.rollout_logprobs for t in trajectories], 0.0, torch.float32)
-        behaviour = _to_width(rollout, old.shape[1]).to(old.device)
-    keep = off_policy_mask(advantages, logp, behaviour, mask, threshold)  # [n]
-    stats.setdefault("off_policy/masked_share", []).append(float(1 - keep.mean()) if keep.numel() else 0.0)
-    return advantages * (keep if advantages.ndim == 1 else keep[:, None])
-
-
-def corrects_with_sampler(run: Run) -> bool:
-    """Whether the sampler's log-probs act on the update (importance weights, the off-policy mask's behaviour
-    policy): always with a vLLM engine; with HF generation (``rollout.hf_sampler_logprobs``, which records them
-    for the mismatch metrics) only when ``rollout.hf_importance_sampling_correction`` asks, or when they come
-    from an older policy (``rollout.async_generation``: the behaviour policy of each token is its version's)."""
-    r = run.cfg.rollout
-    return run.rollout_backend is not None or r.hf_importance_sampling_correction or r.async_generation
-
-
-def _to_width(x: torch.Tensor, width: int) -> torch.Tensor:
-    if x.shape[1] >= width:
-        return x[:, :width]
-    return torch.nn.functional.pad(x, (0, width - x.shape[1]))
-
-
-def _turn_index(t) -> torch.Tensor:
-    """[T] the 0-based assistant turn each token belongs to (0 outside assistant turns)."""
-    out = torch.zeros(t.token_ids.numel(), dtype=torch.long)
-    for k, turn in enumerate([u for u in t.turns if u.role == "assistant"]):
-        out[turn.start : turn.end] = k
-    return out
 
 
 def sampling_options(run: Run) -> dict[str, Any]:
@@ -385,16 +315,6 @@ def sampling_options(run: Run) -> dict[str, Any]:
         "temperature": temperature if temperature > 0 else 1.0,
         "suppressed": suppressed_token_ids(run.processor.tokenizer),
     }
-
-
-def _skip_update(run: Run, kind: str) -> dict[str, float]:
-    """A NaN/inf loss or gradient on any process: every process drops this step's update, counts it and
-    keeps going."""
-    run.counters.nan_steps += 1
-    sync_gradients(run.model, True)  # a micro-batch before the last may have turned it off
-    run.event(kind, step=run.step)
-    run.optimizer.zero_grad(set_to_none=True)
-    return {"loss": float("nan"), "skipped_update": 1.0}
 
 
 def entropy_band_rows(a, tasks: list[str]):
@@ -409,35 +329,6 @@ def entropy_band_rows(a, tasks: list[str]):
         bands.append(band)
     h = torch.tensor(bands, dtype=torch.float32)  # [N, 2]
     return h[:, 0], h[:, 1], task_index(tasks)
-
-
-def loss_fields(
-    a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int = 0, rows_in: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The ``rl.LossInputs`` fields of a mini-batch beside its forward: the settings (aggregation from
-    ``loss_type``, ``max_len``, the named top-level keys ``beta``, ``epsilon`` ...), the reference log-probs, the
-    group ids, ``train_step`` (finished steps, for annealed options) and ``rows_in`` (``prev_entropy`` = the last step's
-    mean token entropy, ``step_rewards`` [N] / ``rewards`` [n] = total rewards of the step's / the mini-batch's
-    rows, ``tempered_logprobs``, ``segment_progress``, ``entropy_history``)."""
-    return dict(
-        aggregation=rl.aggregation_for_loss_type(a.loss_type),
-        max_len=cfg.rollout.max_completion_length,
-        ref_logprobs=ref_logprobs,
-        group_ids=group_ids,
-        train_step=max(train_step, 0),
-        **{k: getattr(a, k) for k in NAMED_LOSS_OPTIONS},
-        **(rows_in or {}),
-    )
-
-
-def _loss_options(
-    a, cfg: TrainConfig, ref_logprobs, group_ids, train_step: int = 0, rows_in: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """What reaches the loss, by name (the keyword form of ``rl.policy_loss``): the fields of ``loss_fields``
-    its contract takes, then its options."""
-    takes = rl.contract_of(rl.POLICY_LOSSES.get(a.policy_loss)).takes
-    fields = loss_fields(a, cfg, ref_logprobs, group_ids, train_step, rows_in)
-    return {k: v for k, v in fields.items() if k in takes} | dict(a.loss_options)
 
 
 def _collect(stats: dict[str, list[float]], metrics, entropy, mask, loss) -> None:

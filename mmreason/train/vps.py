@@ -1,14 +1,17 @@
 """GRPO-VPS probes (mmreason/rl/losses/vps.py): before the update, each single-turn completion is cut into segments
 and the reference answer is appended at every boundary; one forward per boundary reads log P(answer | prefix)
-under the sampling policy. The per-token segment progress goes to the loss as ``segment_progress``; the number of
-probe forwards is logged (``vps/probe_forwards``)."""
+under the sampling policy. The per-token segment progress goes to the loss as ``segment_progress``
+(``SegmentProgress``, the method's provider: ``mmreason/rl/providers.py``); the number of probe forwards is logged
+(``vps/probe_forwards``)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 
-from mmreason import rl
 from mmreason.rl.losses.vps import progress_per_token, segment_bounds
+from mmreason.rl.providers import Provider
 from mmreason.rollout.forward import collate
 from mmreason.types import Trajectory
 
@@ -36,34 +39,50 @@ def probes_of(t: Trajectory, answer: torch.Tensor, ends: list[int]) -> list[Traj
     return out
 
 
-def segment_progress(run, policy, minibatches, samples_of_rows, stats) -> None:
-    """Set ``mb.segment_progress`` [n, T] on each mini-batch (nothing unless the loss reads ``segment_progress``)."""
-    from mmreason.train.update import sequence_logprobs  # update.py imports this module: a cycle
+class SegmentProgress(Provider):
+    """The trainer side of GRPO-VPS (``segment_progress``): before the update, each mini-batch's per-token
+    segment progress ``[n, T]`` from the probes' forwards under the sampling policy. It keeps nothing between
+    steps. ``view`` is the update's (``train/loss_extras.UpdateView``): the run, the mini-batches, the kept
+    rows' samples and the update's forward (``view.forward(batch, trajectories)``)."""
 
-    a = run.cfg.algorithm
-    fn = rl.POLICY_LOSSES.get(a.policy_loss)
-    if "segment_progress" not in rl.contract_of(fn).takes:
-        return
-    opts = {k: v for k, v in a.loss_options.items() if k in ("segmenter", "segment_tokens", "max_segments")}
-    cut = {"segmenter": "newline", "segment_tokens": 16, "max_segments": 8, **opts}
-    tok, pad, forwards = run.processor.tokenizer, run.processor.tokenizer.pad_token_id, 0
-    for mb in minibatches:
-        width = mb.inputs.input_ids.shape[1]
-        progress = torch.zeros(len(mb.trajectories), width)
-        for k, (row, t) in enumerate(zip(mb.rows, mb.trajectories)):
-            if any(u.role == "observation" for u in t.turns):
-                continue  # an episode: observations are not the model's segments
-            completion = t.token_ids[t.prompt_length :].tolist()
-            ends = segment_bounds(["\n" in tok.decode([c]) for c in completion], **cut)
-            if not ends:
-                continue
-            probes = probes_of(t, answer_tokens(run, samples_of_rows[row]), ends)
-            batch = collate(probes, pad).to(run.device)
-            lp = sequence_logprobs(run, policy, batch, probes)[0]  # [S + 1, T'] on the answer tokens
-            forwards += len(probes)
-            q = (lp * batch.action_mask).sum(-1).tolist()
-            progress[k, t.prompt_length : t.prompt_length + len(completion)] = progress_per_token(
-                q, ends, len(completion)
-            )
-        mb.segment_progress = progress.to(run.device)
-    stats.setdefault("vps/probe_forwards", []).append(float(forwards))
+    provides: ClassVar[tuple[str, ...]] = ("segment_progress",)
+    CUT = {"segmenter": "newline", "segment_tokens": 16, "max_segments": 8}
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self.cut = {**self.CUT, **{k: v for k, v in self.options.items() if k in self.CUT}}
+        self.progress: list[torch.Tensor] = []
+
+    def before_update(self, view) -> dict[str, float]:
+        run, forwards = view.run, 0
+        self.progress = []
+        for mb in view.minibatches:
+            progress = torch.zeros(len(mb.trajectories), mb.inputs.input_ids.shape[1])
+            for k, (row, t) in enumerate(zip(mb.rows, mb.trajectories)):
+                got = self._probe(view, t, view.samples[row])
+                if got is not None:
+                    progress[k, t.prompt_length : t.prompt_length + got.numel()] = got
+                    forwards += len(self._ends) + 1
+            self.progress.append(progress.to(run.device))
+        return {"vps/probe_forwards": float(forwards)}
+
+    def _probe(self, view, t: Trajectory, sample) -> torch.Tensor | None:
+        """The progress of each completion token of ``t`` (None: an episode, or no segment boundary)."""
+        if any(u.role == "observation" for u in t.turns):
+            return None  # an episode: observations are not the model's segments
+        tok = view.run.processor.tokenizer
+        completion = t.token_ids[t.prompt_length :].tolist()
+        self._ends = segment_bounds(["\n" in tok.decode([c]) for c in completion], **self.cut)
+        if not self._ends:
+            return None
+        probes = probes_of(t, answer_tokens(view.run, sample), self._ends)
+        batch = collate(probes, tok.pad_token_id).to(view.run.device)
+        lp = view.forward(batch, probes)  # [S + 1, T'] on the answer tokens
+        q = (lp * batch.action_mask).sum(-1).tolist()
+        return progress_per_token(q, self._ends, len(completion))
+
+    def inputs(self, k: int) -> dict:
+        return {"segment_progress": self.progress[k]}
+
+    def after_update(self, entropy: float | None) -> None:
+        self.progress = []

@@ -144,7 +144,7 @@ def test_logprobs_alone_equal_logprobs_in_a_padded_batch(loaded, one_torch_threa
     trajs = []
     for i, s in enumerate(samples):
         prompt = build_prompt(processor, s, max_prompt_length=1024)
-        trajs += generate_group(model, processor, prompt, i, 2, GenerationSettings(max_new_tokens=6), seed=i)
+        trajs += generate_group(model, processor, prompt, i, 2, settings=GenerationSettings(max_new_tokens=6), seed=i)
     pad = processor.tokenizer.pad_token_id
     with torch.no_grad():
         batched, _ = token_logprobs(model, collate(trajs, pad))
@@ -170,8 +170,12 @@ def test_batched_generation_samples_what_per_group_calls_sample(loaded, one_torc
     else:
         assert "Frame4:" in shown  # InternVL: frame order only
     seeds = [7, 8, 9, 10]
-    batched = generate_groups(model, processor, prompts, [0, 1, 2, 3], 3, settings, seeds)
-    alone = [t for i, p in enumerate(prompts) for t in generate_group(model, processor, p, i, 3, settings, seeds[i])]
+    batched = generate_groups(model, processor, prompts, [0, 1, 2, 3], 3, settings=settings, seeds=seeds)
+    alone = [
+        t
+        for i, p in enumerate(prompts)
+        for t in generate_group(model, processor, p, i, 3, settings=settings, seed=seeds[i])
+    ]
     assert [t.token_ids.tolist() for t in batched] == [t.token_ids.tolist() for t in alone]
     # each prompt repeated per row (no prefill, no cache expansion) samples the same rows
     copies = sample_rows(
@@ -180,7 +184,7 @@ def test_batched_generation_samples_what_per_group_calls_sample(loaded, one_torc
         [p for p in prompts for _ in range(3)],
         1,
         settings,
-        [r for s in seeds for r in row_seeds(s, 3)],
+        seeds=[r for s in seeds for r in row_seeds(s, 3)],
     )
     for row, t in zip(copies, batched):
         assert row[: t.completion_length].tolist() == t.token_ids[t.prompt_length :].tolist()
@@ -214,7 +218,7 @@ def test_shared_prefix_equals_the_plain_path_in_logprobs_and_gradients(family_di
     trajs = []
     for gid, sizes in enumerate(([(112, 112), (84, 84), (64, 64)], [(96, 64)])):
         prompt = build_prompt(processor, _sample(gid, sizes), max_prompt_length=2048)
-        group = generate_group(model, processor, prompt, gid, 3, GenerationSettings(10, TEMPERATURE), seed=gid)
+        group = generate_group(model, processor, prompt, gid, 3, settings=GenerationSettings(10, TEMPERATURE), seed=gid)
         trajs += [_cut(t, keep) for t, keep in zip(group, (10, 4, 7))]
     mt_prompt = build_prompt(processor, _sample(5, [(84, 84)]), max_prompt_length=2048)
     trajs += generate_multiturn_group(

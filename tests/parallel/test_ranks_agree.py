@@ -31,18 +31,17 @@ pytestmark = [
 ]
 
 FAULTS = '''
-import functools
 import os
 
-from mmreason.rl.losses.clipped import clipped_surrogate
+from mmreason.rl import POLICY_LOSSES, loss_contract
 
 CALLS = [0]
 
 
-@functools.wraps(clipped_surrogate)
-def nan_first_on_rank0(*args, **kwargs):
+@loss_contract(reads=("epsilon", "epsilon_high", "importance_sampling_level"))
+def nan_first_on_rank0(x, **options):
     """The clipped loss, NaN on process 0's first call only."""
-    out = clipped_surrogate(*args, **kwargs)
+    out = POLICY_LOSSES.get("clipped")(x, **options)
     CALLS[0] += 1
     if os.environ.get("RANK") == "0" and CALLS[0] == 1:
         out.loss = out.loss * float("nan")
@@ -181,7 +180,7 @@ scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0)
 model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
 out = Path(sys.argv[1])
 try:
-    save_checkpoint(acc, out, 1, model, optimizer, scheduler, {})
+    save_checkpoint(acc, out, 1, model, optimizer, scheduler=scheduler, state={})
 except Exception as exc:
     print(f"rank {acc.process_index} raised {type(exc).__name__}: {exc}", flush=True)
     raise SystemExit(3)

@@ -8,7 +8,7 @@ Two prompts, each with its own parameters and a fixed [sequence, component] rewa
 import pytest
 import torch
 
-from mmreason.rl import AGGREGATIONS, ESTIMATORS, advantages, clipped_surrogate, policy_loss, reg_grpo_loss
+from mmreason.rl import AGGREGATIONS, ESTIMATORS, advantages, policy_loss
 
 SEQUENCES = [[1, 0], [2, 0], [1, 2, 0], [2, 3, 1, 0], [3, 0], [3, 3, 3, 0]]
 VOCAB, T = 4, 4
@@ -84,11 +84,13 @@ def train(estimator, aggregation, steps=200, loss="clipped", seed=0, loss_option
         lp = lp_all[prompt, picks]  # [N, T]
         mask = MASK[picks]
         if loss == "clipped":
-            out = clipped_surrogate(
-                lp, lp.detach(), result.advantages, mask, aggregation=aggregation, seq_mask=result.loss_mask
+            out = policy_loss(
+                "clipped", lp, lp.detach(), result.advantages, mask, aggregation=aggregation, seq_mask=result.loss_mask
             )
         elif loss == "reg_grpo":
-            out = reg_grpo_loss(lp, lp.detach(), result.advantages, mask, group_ids=prompt, seq_mask=result.loss_mask)
+            out = policy_loss(
+                "reg_grpo", lp, lp.detach(), result.advantages, mask, group_ids=prompt, seq_mask=result.loss_mask
+            )
         else:
             out = policy_loss(
                 loss,
@@ -159,7 +161,7 @@ def test_reg_grpo_first_step_is_parallel_to_unclipped_grpo_gradient():
     target = advantages("grpo", REWARD[prompt, picks], prompt, weights=WEIGHTS).advantages
     lp = token_logprobs(theta)[prompt, picks]  # [N, T]
     mask = MASK[picks]
-    reg = reg_grpo_loss(lp, lp.detach(), target, mask, group_ids=prompt).loss
+    reg = policy_loss("reg_grpo", lp, lp.detach(), target, mask, group_ids=prompt).loss
     (g_reg,) = torch.autograd.grad(reg, theta, retain_graph=True)
     grpo = -(target[:, None] * lp * mask).sum() / len(picks)  # unclipped, sequence-sum GRPO
     (g_grpo,) = torch.autograd.grad(grpo, theta)

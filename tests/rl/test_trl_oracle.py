@@ -11,7 +11,7 @@ from collections import defaultdict
 import pytest
 import torch
 
-from mmreason.rl import aggregation_for_loss_type, clipped_surrogate
+from mmreason.rl import aggregation_for_loss_type, policy_loss
 
 trl_grpo = pytest.importorskip("trl.trainer.grpo_trainer")
 
@@ -91,7 +91,8 @@ def compare(loss_type, level, beta, seed, *, token_advantages=False, delta=None,
     )
     (expected_grad,) = torch.autograd.grad(expected, lp_trl)
     lp = logps.clone().requires_grad_()
-    out = clipped_surrogate(
+    out = policy_loss(
+        "clipped",
         lp,
         old,
         adv,

@@ -47,7 +47,7 @@ def _per_group(model, processor, prompts, seeds, settings=SETTINGS):
     return [
         t
         for i, (p, s) in enumerate(zip(prompts, seeds))
-        for t in generate_group(model, processor, p, 10 + i, G, settings, s)
+        for t in generate_group(model, processor, p, 10 + i, G, settings=settings, seed=s)
     ]
 
 
@@ -56,26 +56,41 @@ def test_one_batched_call_samples_what_per_group_calls_sample(tiny, one_torch_th
     monkeypatch.setattr(row_sampling.RowSeededSampling, "block", 5)  # rows draw new blocks of numbers mid-call
     prompts = _prompts(processor)
     seeds = [7, 123456789, 42, 2**40 + 3]
-    batched = generate_groups(model, processor, prompts, [10 + i for i in range(len(prompts))], G, SETTINGS, seeds)
+    batched = generate_groups(
+        model, processor, prompts, [10 + i for i in range(len(prompts))], G, settings=SETTINGS, seeds=seeds
+    )
     alone = _per_group(model, processor, prompts, seeds)
     assert _rows(batched) == _rows(alone)
     # Another order of the prompts in the call: each group still samples the same.
     order = [2, 0, 3, 1]
     shuffled = generate_groups(
-        model, processor, [prompts[i] for i in order], [10 + i for i in order], G, SETTINGS, [seeds[i] for i in order]
+        model,
+        processor,
+        [prompts[i] for i in order],
+        [10 + i for i in order],
+        G,
+        settings=SETTINGS,
+        seeds=[seeds[i] for i in order],
     )
     assert sorted(_rows(shuffled)) == sorted(_rows(alone))
     # The prompt repeated G times (no prefill, no cache expansion) samples the same rows too.
     tok = processor.tokenizer
     copies = sample_rows(
-        model, tok, [p for p in prompts for _ in range(G)], 1, SETTINGS, [r for s in seeds for r in row_seeds(s, G)]
+        model,
+        tok,
+        [p for p in prompts for _ in range(G)],
+        1,
+        SETTINGS,
+        seeds=[r for s in seeds for r in row_seeds(s, G)],
     )
     for row, t in zip(copies, batched):
         assert row[: t.completion_length].tolist() == t.token_ids[t.prompt_length :].tolist()
     # It really sampled: rows of a group differ, and other seeds give other rollouts.
     texts = [t.completion_text for t in batched]
     assert all(len(set(texts[g * G : (g + 1) * G])) > 1 for g in range(len(prompts)))
-    other = generate_groups(model, processor, prompts, list(range(len(prompts))), G, SETTINGS, [s + 1 for s in seeds])
+    other = generate_groups(
+        model, processor, prompts, list(range(len(prompts))), G, settings=SETTINGS, seeds=[s + 1 for s in seeds]
+    )
     assert [t.completion_text for t in other] != texts
 
 
@@ -86,7 +101,7 @@ def test_batched_greedy_and_top_k_equal_per_group(tiny, one_torch_thread):
         GenerationSettings(max_new_tokens=8, temperature=0.0),
         GenerationSettings(max_new_tokens=8, temperature=0.7, top_k=5),
     ):
-        batched = generate_groups(model, processor, prompts, [10, 11, 12], G, settings, [1, 2, 3])
+        batched = generate_groups(model, processor, prompts, [10, 11, 12], G, settings=settings, seeds=[1, 2, 3])
         assert _rows(batched) == _rows(_per_group(model, processor, prompts, [1, 2, 3], settings))
 
 
@@ -129,7 +144,9 @@ def test_videos_and_text_only_batches_equal_per_group(tiny, one_torch_thread):
         texts.append(build_prompt(processor, Sample(id=f"t{i}", messages=messages), max_prompt_length=512))
     for prompts in (videos, texts):
         seeds = list(range(31, 31 + len(prompts)))
-        batched = generate_groups(model, processor, prompts, [10 + i for i in range(len(prompts))], G, SETTINGS, seeds)
+        batched = generate_groups(
+            model, processor, prompts, [10 + i for i in range(len(prompts))], G, settings=SETTINGS, seeds=seeds
+        )
         assert _rows(batched) == _rows(_per_group(model, processor, prompts, seeds))
 
 
@@ -142,7 +159,7 @@ def test_negative_control_a_shared_stream_makes_sampling_depend_on_the_batch(tin
         return torch.rand(len(self.generators), generator=self.generators[0], dtype=torch.float64)
 
     monkeypatch.setattr(row_sampling.RowSeededSampling, "uniforms", shared_stream)
-    batched = generate_groups(model, processor, prompts, [10, 11, 12], G, SETTINGS, [5, 6, 7])
+    batched = generate_groups(model, processor, prompts, [10, 11, 12], G, settings=SETTINGS, seeds=[5, 6, 7])
     alone = _per_group(model, processor, prompts, [5, 6, 7])
     assert _rows(batched) != _rows(alone)
 
@@ -163,4 +180,4 @@ def test_seed_count_must_match_the_rows(tiny):
     model, processor = tiny
     prompt = _prompts(processor)[1]
     with pytest.raises(ValueError, match="2 seeds for 1 prompts x 3 rows"):
-        sample_rows(model, processor.tokenizer, [prompt], 3, SETTINGS, [1, 2])
+        sample_rows(model, processor.tokenizer, [prompt], 3, SETTINGS, seeds=[1, 2])

@@ -30,7 +30,7 @@ def test_logprobs_alone_equal_logprobs_in_a_padded_batch(tiny):
     trajs = []
     for i, s in enumerate(samples):
         prompt = build_prompt(processor, s, max_prompt_length=1024)
-        trajs += generate_group(model, processor, prompt, i, 2, settings, seed=i)
+        trajs += generate_group(model, processor, prompt, i, 2, settings=settings, seed=i)
     pad = processor.tokenizer.pad_token_id
     with torch.no_grad():
         batched, _ = token_logprobs(model, collate(trajs, pad))
@@ -45,7 +45,7 @@ def test_logprobs_alone_equal_logprobs_in_a_padded_batch(tiny):
 def test_group_shares_prompt_and_masks_only_completion(tiny):
     model, processor = tiny
     prompt = build_prompt(processor, _sample(0, (64, 64), "red"), max_prompt_length=1024)
-    trajs = generate_group(model, processor, prompt, 7, 4, GenerationSettings(max_new_tokens=5), seed=3)
+    trajs = generate_group(model, processor, prompt, 7, 4, settings=GenerationSettings(max_new_tokens=5), seed=3)
     assert len(trajs) == 4
     for t in trajs:
         assert torch.equal(t.token_ids[: prompt.length], prompt.input_ids)
@@ -59,9 +59,9 @@ def test_same_seed_same_group_regardless_of_global_rng(tiny):
     model, processor = tiny
     prompt = build_prompt(processor, _sample(0, (64, 64), "red"), max_prompt_length=1024)
     settings = GenerationSettings(max_new_tokens=6)
-    a = generate_group(model, processor, prompt, 0, 3, settings, seed=11)
+    a = generate_group(model, processor, prompt, 0, 3, settings=settings, seed=11)
     torch.manual_seed(12345)
-    b = generate_group(model, processor, prompt, 0, 3, settings, seed=11)
+    b = generate_group(model, processor, prompt, 0, 3, settings=settings, seed=11)
     assert [t.token_ids.tolist() for t in a] == [t.token_ids.tolist() for t in b]
 
 
@@ -72,7 +72,7 @@ def test_vision_special_tokens_are_never_sampled(tiny):
     prompt = build_prompt(processor, _sample(0, (64, 64), "red"), max_prompt_length=1024)
     # A high temperature flattens the distribution so that every token would be drawn sometimes.
     settings = GenerationSettings(max_new_tokens=64, temperature=50.0)
-    trajs = generate_group(model, processor, prompt, 0, 16, settings, seed=0)
+    trajs = generate_group(model, processor, prompt, 0, 16, settings=settings, seed=0)
     sampled = {int(x) for t in trajs for x in t.token_ids[prompt.length :]}
     assert len(sampled) > 100  # the flattened policy did explore the vocabulary
     assert not sampled & banned
@@ -102,10 +102,10 @@ def test_shared_prefill_samples_exactly_what_prompt_copies_sample(tiny):
     prompt = build_prompt(processor, _sample(0, (120, 200), "blue", n_images=3), max_prompt_length=2048)
     settings = GenerationSettings(max_new_tokens=24)
     grouped = sample_tokens(model, tok, prompt.input_ids, prompt.mm_token_type_ids, prompt.visual, 6, settings, seed=9)
-    copies = sample_rows(model, tok, [prompt] * 6, 1, settings, row_seeds(9, 6))  # n = 1: no prefill
+    copies = sample_rows(model, tok, [prompt] * 6, 1, settings, seeds=row_seeds(9, 6))  # n = 1: no prefill
     assert grouped.shape == copies.shape
     assert torch.equal(grouped, copies)
     for r, seed in enumerate(row_seeds(9, 6)):
-        (alone,) = sample_rows(model, tok, [prompt], 1, settings, [seed])
+        (alone,) = sample_rows(model, tok, [prompt], 1, settings, seeds=[seed])
         assert torch.equal(alone, grouped[r, : alone.numel()])
     assert len({tuple(row.tolist()) for row in grouped}) == 6  # six different samples

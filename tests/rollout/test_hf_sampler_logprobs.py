@@ -42,7 +42,9 @@ def _prompts(processor):
 def _gap(model, processor, temperature: float):
     """(trajectories, |sampler - trainer| on the completion tokens [K]) for 2 prompts x 4 rows."""
     settings = GenerationSettings(max_new_tokens=8, temperature=temperature)
-    trajs = generate_groups(model, processor, _prompts(processor), [0, 1], 4, settings, [3, 4], with_logprobs=True)
+    trajs = generate_groups(
+        model, processor, _prompts(processor), [0, 1], 4, settings=settings, seeds=[3, 4], with_logprobs=True
+    )
     run = SimpleNamespace(cfg=SimpleNamespace(rollout=SimpleNamespace(temperature=temperature)), processor=processor)
     batch = collate(trajs, processor.tokenizer.pad_token_id)
     with torch.no_grad():
@@ -73,8 +75,8 @@ def test_fp32_sampler_logprobs_equal_the_trainers(tiny, one_torch_thread, temper
         _prompts(processor)[:1],
         [0],
         2,
-        GenerationSettings(max_new_tokens=4, temperature=temperature),
-        [3],
+        settings=GenerationSettings(max_new_tokens=4, temperature=temperature),
+        seeds=[3],
     )
     assert all(t.rollout_logprobs is None for t in plain)
 
@@ -112,12 +114,12 @@ def test_trainer_logs_the_hf_gap_and_corrects_only_when_asked():
     mask = torch.tensor([[0, 0, 1, 1, 1]])
     advantages = torch.tensor([1.0])
     stats: dict = {}
-    out = rollout_correction(_run(False), [t], old, mask, advantages, stats)
+    out = rollout_correction(_run(False), [t], old, mask, advantages, stats=stats)
     assert torch.equal(out, advantages)  # HF rollouts: no weights unless asked
     assert stats["mismatch/logprob_abs_diff_mean"] == [pytest.approx(0.5 / 3)]
     assert stats["mismatch/logprob_abs_diff_max"] == [pytest.approx(0.5)]
     assert stats["mismatch/near_vision_0_8"] == [pytest.approx(0.5 / 3)]
-    out = rollout_correction(_run(True), [t], old, mask, advantages, {})
+    out = rollout_correction(_run(True), [t], old, mask, advantages, stats={})
     torch.testing.assert_close(out, torch.tensor([[0.0, 0.0, 1.0, 1.6487213, 1.0]]))  # exp(0.5) < cap 2
 
 

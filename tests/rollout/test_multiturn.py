@@ -142,7 +142,7 @@ def test_episodes_played_together_are_the_episodes_played_alone(tiny, temperatur
     starts = [EpisodeStart(p, ZoomEnv(), g, i) for g, p in enumerate(prompts) for i in range(2)]
     together = run_episodes(model, processor, starts, settings, **kwargs)
     alone = [
-        run_episode(model, processor, s.prompt, ZoomEnv(), s.group_id, settings, index=s.index, **kwargs)
+        run_episode(model, processor, s.prompt, ZoomEnv(), s.group_id, settings=settings, index=s.index, **kwargs)
         for s in starts
     ]
     assert [t.group_id for t in together] == [0, 0, 1, 1]
@@ -181,10 +181,10 @@ def test_a_row_stopped_by_a_stop_string_keeps_no_pad_from_the_batch(tiny):
         row,
         GenerationSettings(max_new_tokens=20, stop_strings=ZoomEnv.stop_strings),
         0,
-        3,
-        4096,
-        None,
-        None,
+        max_turns=3,
+        max_context=4096,
+        max_observation_tokens=None,
+        step_timeout_s=None,
     )
     action = e.ids[e.turns[0].start : e.turns[0].end]
     assert action.tolist() == call["input_ids"][0].tolist() and not e.truncated

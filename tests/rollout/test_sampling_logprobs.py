@@ -61,7 +61,7 @@ def test_trainer_logprobs_equal_generate_processed_scores(tiny, monkeypatch):
     )
     prompt = build_prompt(processor, sample, max_prompt_length=512)
     settings = GenerationSettings(max_new_tokens=8, temperature=TEMPERATURE)
-    trajs = generate_group(model, processor, prompt, 0, 4, settings, seed=5)
+    trajs = generate_group(model, processor, prompt, 0, 4, settings=settings, seed=5)
     new, expected = _generate_with_scores(model, processor, prompt, 4, 5, monkeypatch)
     run = SimpleNamespace(cfg=SimpleNamespace(rollout=SimpleNamespace(temperature=TEMPERATURE)), processor=processor)
     options = sampling_options(run)  # what the trainer's policy update passes
@@ -90,7 +90,7 @@ def test_lm_head_runs_only_on_completion_positions_with_the_same_logprobs(tiny):
     content = [{"type": "image"}] * 3 + [{"type": "text", "text": "Which page is blue?"}]
     sample = Sample(id="doc", messages=[{"role": "user", "content": content}], answer="2", images=images)
     prompt = build_prompt(processor, sample, max_prompt_length=1024)
-    trajs = generate_group(model, processor, prompt, 0, 3, GenerationSettings(max_new_tokens=6), seed=1)
+    trajs = generate_group(model, processor, prompt, 0, 3, settings=GenerationSettings(max_new_tokens=6), seed=1)
     cut = trajs[1].token_ids.numel() - 3  # a shorter row: the batch has padding the head must not see
     trajs[1] = dataclasses.replace(
         trajs[1],

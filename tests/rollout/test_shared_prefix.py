@@ -30,7 +30,13 @@ def _groups(model, processor, pages=(("red", 112), ("blue", 84), ("green", 56)))
         sample = Sample(id=f"s{gid}", messages=[{"role": "user", "content": content}], answer="a", images=images)
         prompt = build_prompt(processor, sample, max_prompt_length=2048)
         group = generate_group(
-            model, processor, prompt, gid, 3, GenerationSettings(max_new_tokens=10, temperature=TEMPERATURE), seed=gid
+            model,
+            processor,
+            prompt,
+            gid,
+            3,
+            settings=GenerationSettings(max_new_tokens=10, temperature=TEMPERATURE),
+            seed=gid,
         )
         out += [_cut(t, keep) for t, keep in zip(group, (10, 4, 7))]  # uneven completions: padding in play
     model.train()
@@ -159,7 +165,7 @@ def test_video_prompts_equal_the_plain_path(trainable, tiny, one_torch_thread):
             prompt,
             gid,
             3,
-            GenerationSettings(max_new_tokens=8, temperature=TEMPERATURE),
+            settings=GenerationSettings(max_new_tokens=8, temperature=TEMPERATURE),
             seed=gid,
         )
         trajs += [_cut(t, keep) for t, keep in zip(group, (8, 3, 5))]

@@ -88,7 +88,7 @@ class Collective(StandIn):
         super().__init__()
         self.llm, self.fail_reload = self, None
 
-    def collective_rpc(self, method, args=()):
+    def collective_rpc(self, method, args=(), kwargs=None):
         if method == "mm_join_weight_group":
             time.sleep(args[4])  # the join's timeout_s: nobody joined
             raise TimeoutError("the weights group's store timed out waiting for its clients")

@@ -357,7 +357,7 @@ def test_the_client_caps_the_reply_size(tmp_path):
 
     threading.Thread(target=answer, daemon=True).start()
     with pytest.raises(http.client.HTTPException, match="999999999999 bytes"):
-        _call("127.0.0.1", port, "GET", "/health", None, 10, key=KEY)
+        _call("127.0.0.1", port, "GET", "/health", None, timeout=10, key=KEY)
     listener.close()
 
 

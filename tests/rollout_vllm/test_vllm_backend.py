@@ -162,7 +162,7 @@ def test_video_prompts_reach_the_engine_with_the_planned_frames(engine, policy, 
     settings = GenerationSettings(max_new_tokens=8, temperature=0.0)
     engine.sync_weights(model)
     ours = engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])
-    hf = generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+    hf = generate_groups(model, processor, prompts, [0, 1, 2], 1, settings=settings, seeds=[0, 0, 0])
     assert [t.token_ids.tolist() for t in ours] == [t.token_ids.tolist() for t in hf]
 
 
@@ -173,7 +173,7 @@ def test_after_a_push_greedy_equals_hf_and_a_perturbation_changes_it(engine, pol
     seconds = engine.sync_weights(model)
     assert seconds > 0
     ours = engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])
-    hf = generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+    hf = generate_groups(model, processor, prompts, [0, 1, 2], 1, settings=settings, seeds=[0, 0, 0])
     assert [t.token_ids.tolist() for t in ours] == [t.token_ids.tolist() for t in hf]
     with torch.no_grad():
         saved = model.lm_head.weight.clone()
@@ -181,7 +181,7 @@ def test_after_a_push_greedy_equals_hf_and_a_perturbation_changes_it(engine, pol
     try:
         engine.sync_weights(model)
         moved = engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])
-        hf_moved = generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])
+        hf_moved = generate_groups(model, processor, prompts, [0, 1, 2], 1, settings=settings, seeds=[0, 0, 0])
         assert [t.token_ids.tolist() for t in moved] == [t.token_ids.tolist() for t in hf_moved]
         assert [t.token_ids.tolist() for t in moved] != [t.token_ids.tolist() for t in ours]
     finally:
@@ -213,7 +213,10 @@ def test_the_in_process_push_gives_hfs_rows_and_logprobs_without_a_process_group
     try:
         assert engine.sync_weights(model) > 0
         ours = [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, greedy, [0, 0, 0])]
-        hf = [t.token_ids.tolist() for t in generate_groups(model, processor, prompts, [0, 1, 2], 1, greedy, [0, 0, 0])]
+        hf = [
+            t.token_ids.tolist()
+            for t in generate_groups(model, processor, prompts, [0, 1, 2], 1, settings=greedy, seeds=[0, 0, 0])
+        ]
         assert ours == hf and ours != before
         sampled = engine.generate_groups(
             prompts, [0, 1, 2], G, GenerationSettings(max_new_tokens=6, temperature=1.0), [4, 5, 6]
@@ -303,7 +306,7 @@ def test_stop_strings_and_max_length_as_hf(engine, policy, tmp_path_factory):
     stop = text.strip()[:2] if len(text.strip()) >= 2 else text
     settings = GenerationSettings(max_new_tokens=12, temperature=0.0, stop_strings=(stop,))
     ours = engine.generate_groups(prompts[:1], [0], 1, settings, [0])
-    hf = generate_groups(model, processor, prompts[:1], [0], 1, settings, [0])
+    hf = generate_groups(model, processor, prompts[:1], [0], 1, settings=settings, seeds=[0])
     assert ours[0].token_ids.tolist() == hf[0].token_ids.tolist()
     assert ours[0].completion_length < long[0].completion_length or long[0].completion_length <= 2
 
@@ -424,7 +427,10 @@ def test_lora_and_vision_tower_weights_reach_the_engine(engine, tiny_model_dir, 
                 p.add_(torch.randn(p.shape, generator=generator) * 0.5)
     engine.sync_weights(model)
     ours = [t.token_ids.tolist() for t in engine.generate_groups(prompts, [0, 1, 2], 1, settings, [0, 0, 0])]
-    hf = [t.token_ids.tolist() for t in generate_groups(model, processor, prompts, [0, 1, 2], 1, settings, [0, 0, 0])]
+    hf = [
+        t.token_ids.tolist()
+        for t in generate_groups(model, processor, prompts, [0, 1, 2], 1, settings=settings, seeds=[0, 0, 0])
+    ]
     assert ours == hf and ours != before
     from mmreason.rollout.backends.weight_group import policy_tensors
 

@@ -115,9 +115,11 @@ def test_a_lora_policy_is_pushed_as_an_adapter_and_samples_as_hf(sharp_model_dir
             assert not any(backend.sync_dir.iterdir())  # and no merged weights
             assert set(backend.llm.llm_engine.list_loras()) == {push}  # the previous adapter is gone
             ours = _rows(backend.generate_groups(prompts, [0, 1], 1, greedy, [0, 0]))
-            assert ours == _rows(generate_groups(model, processor, prompts, [0, 1], 1, greedy, [0, 0]))
+            assert ours == _rows(generate_groups(model, processor, prompts, [0, 1], 1, settings=greedy, seeds=[0, 0]))
             with model.disable_adapter():
-                assert ours != _rows(generate_groups(model, processor, prompts, [0, 1], 1, greedy, [0, 0]))
+                assert ours != _rows(
+                    generate_groups(model, processor, prompts, [0, 1], 1, settings=greedy, seeds=[0, 0])
+                )
         sampled = backend.generate_groups(prompts, [0, 1], 3, GenerationSettings(max_new_tokens=6), [4, 5])
         assert_rollout_logprobs_are_the_trainers(model, processor, sampled)
         model.train()

@@ -66,7 +66,7 @@ def test_vllm_loads_an_exported_run_with_the_policys_outputs(server, tiny_model_
     try:
         out = client.sync_dir.parent / f"export-{tmp_path.name}"  # inside the server's weights_dir
         assert main(["export", str(run), str(out), "--dtype", "float32"]) == 0
-        client._post(client.servers[0], "/reload_weights", {"path": str(out)}, 600, "reload", SMALL_REPLY)
+        client._post(client.servers[0], "/reload_weights", {"path": str(out)}, 600, "reload", max_reply=SMALL_REPLY)
         samples = [
             Sample(
                 id="image",
@@ -82,7 +82,7 @@ def test_vllm_loads_an_exported_run_with_the_policys_outputs(server, tiny_model_
         policy = load_model(
             ModelConfig(name_or_path=str(run / "checkpoint-1" / "model"), dtype="float32"), trainable=False
         )
-        hf = generate_groups(policy, processor, prompts, [0, 1], 1, greedy, [0, 1])
+        hf = generate_groups(policy, processor, prompts, [0, 1], 1, settings=greedy, seeds=[0, 1])
         assert [t.token_ids.tolist() for t in served] == [t.token_ids.tolist() for t in hf]
         _assert_logprobs(policy, processor, served)
         base_rows = generate_groups(
@@ -91,8 +91,8 @@ def test_vllm_loads_an_exported_run_with_the_policys_outputs(server, tiny_model_
             prompts,
             [0, 1],
             1,
-            greedy,
-            [0, 1],
+            settings=greedy,
+            seeds=[0, 1],
         )
         assert [t.token_ids.tolist() for t in base_rows] != [t.token_ids.tolist() for t in hf]  # the step counts
     finally:

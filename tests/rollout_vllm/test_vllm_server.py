@@ -81,7 +81,7 @@ def test_server_greedy_equals_hf_and_follows_pushed_weights(server, policy, tmp_
         if sampler is client:
             out = client.generate_groups(prompts, [0, 1, 2], n, settings, list(seeds))
         else:
-            out = generate_groups(sampler, processor, prompts, [0, 1, 2], n, settings, list(seeds))
+            out = generate_groups(sampler, processor, prompts, [0, 1, 2], n, settings=settings, seeds=list(seeds))
         return [t.token_ids.tolist() for t in out]
 
     client.sync_weights(model)
@@ -101,7 +101,7 @@ def test_server_greedy_equals_hf_and_follows_pushed_weights(server, policy, tmp_
         text = client.generate_groups(prompts[:1], [0], 1, greedy, [0])[0].completion_text.strip()
         stopped = GenerationSettings(max_new_tokens=8, temperature=0.0, stop_strings=(text[:2],))
         ours = client.generate_groups(prompts[:1], [0], 1, stopped, [0])[0]
-        hf = generate_groups(model, processor, prompts[:1], [0], 1, stopped, [0])[0]
+        hf = generate_groups(model, processor, prompts[:1], [0], 1, settings=stopped, seeds=[0])[0]
         assert len(text) >= 2 and ours.token_ids.tolist() == hf.token_ids.tolist()
         assert ours.completion_length < 8
     finally:
@@ -254,7 +254,8 @@ def test_a_collective_push_to_the_two_engine_server_gives_hf_rows_and_logprobs(s
         assert client.sync_weights(model) > 0
         ours = [t.token_ids.tolist() for t in client.generate_groups(prompts, ids, 1, greedy, [0] * len(prompts))]
         hf = [
-            t.token_ids.tolist() for t in generate_groups(model, processor, prompts, ids, 1, greedy, [0] * len(prompts))
+            t.token_ids.tolist()
+            for t in generate_groups(model, processor, prompts, ids, 1, settings=greedy, seeds=[0] * len(prompts))
         ]
         assert ours == hf
         assert ours != before

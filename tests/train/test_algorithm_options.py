@@ -11,7 +11,6 @@ import torch
 from mmreason import rl
 from mmreason.config import ConfigError, load_config
 from mmreason.train.config import TrainConfig, check_algorithm_options
-from mmreason.train.update import _loss_options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,13 +26,15 @@ def test_a_top_level_option_the_loss_does_not_take_is_an_error():
         check_algorithm_options(_cfg("algorithm.estimator=rloo", "algorithm.scale_rewards=batch"))
 
 
+def _takes(loss: str) -> tuple[str, ...]:
+    return rl.contract_of(rl.POLICY_LOSSES.get(loss)).takes
+
+
 def test_loss_options_reach_the_loss_and_unknown_ones_are_named():
     cfg = _cfg("algorithm.policy_loss=reg_grpo", "algorithm.loss_options={eps_r: 0.05}")
     check_algorithm_options(cfg)
-    options = _loss_options(cfg.algorithm, cfg, None, torch.zeros(2, dtype=torch.long))
-    assert options["eps_r"] == 0.05 and "epsilon" not in options  # reg_grpo takes eps_r, not epsilon
-    cfg = _cfg("algorithm.loss_options={delta: 3.0}")
-    assert _loss_options(cfg.algorithm, cfg, None, None)["delta"] == 3.0  # dual-clip bound of `clipped`
+    assert "epsilon" not in _takes("reg_grpo") and "eps_r" in rl.options_of(rl.POLICY_LOSSES.get("reg_grpo"))
+    check_algorithm_options(_cfg("algorithm.loss_options={delta: 3.0}"))  # dual-clip bound of `clipped`
     with pytest.raises(ConfigError, match=r"loss_options: policy loss 'clipped' has no option 'eps_r'"):
         check_algorithm_options(_cfg("algorithm.loss_options={eps_r: 0.05}"))
     with pytest.raises(ConfigError, match=r"loss_options.epsilon: set it as algorithm.epsilon"):
@@ -43,9 +44,7 @@ def test_loss_options_reach_the_loss_and_unknown_ones_are_named():
 def test_the_training_step_reaches_losses_that_anneal_and_only_those():
     cfg = _cfg("algorithm.policy_loss=holder", "algorithm.loss_options={p_schedule: linear, schedule_steps: 10}")
     check_algorithm_options(cfg)
-    options = _loss_options(cfg.algorithm, cfg, None, torch.zeros(2, dtype=torch.long), 7)
-    assert options["train_step"] == 7 and options["epsilon"] == 0.2 and options["p_schedule"] == "linear"
-    assert "train_step" not in _loss_options(_cfg().algorithm, _cfg(), None, None, 7)  # clipped takes none
+    assert "train_step" in _takes("holder") and "train_step" not in _takes("clipped")  # clipped takes none
     with pytest.raises(ConfigError, match=r"loss_options.train_step: set by the trainer"):
         check_algorithm_options(_cfg("algorithm.policy_loss=holder", "algorithm.loss_options={train_step: 3}"))
 
@@ -76,4 +75,4 @@ def test_cispo_refuses_the_ppo_clip_options_and_takes_its_own_bound():
         check_algorithm_options(_cfg("algorithm.policy_loss=cispo", "algorithm.epsilon_high=5.0"))
     cfg = _cfg("algorithm.policy_loss=cispo", "algorithm.loss_options={epsilon_max: 4.0}")
     check_algorithm_options(cfg)
-    assert _loss_options(cfg.algorithm, cfg, None, None)["epsilon_max"] == 4.0
+    assert "epsilon_max" in rl.options_of(rl.POLICY_LOSSES.get("cispo"))

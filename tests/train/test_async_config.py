@@ -34,7 +34,7 @@ def test_hf_generation_and_episodes_are_accepted():
     "override, named",
     [
         ("algorithm.dynamic_sampling=true", "algorithm.dynamic_sampling"),
-        ("refine.enabled=true", "refine.enabled"),
+        ("within_step.name=refine", "within_step.name=refine"),
         ("sampler.name=difficulty", "sampler.name=difficulty"),
     ],
 )

@@ -9,6 +9,7 @@ import torch
 
 from mmreason.rewarding.records import RewardBatch
 from mmreason.sampling.records import Drawn
+from mmreason.train import rounds
 from mmreason.train import step as grpo
 from mmreason.train.config import TrainConfig
 from mmreason.types import Sample, Trajectory
@@ -66,7 +67,9 @@ def _run(dynamic: bool, max_draws: int = 3) -> SimpleNamespace:
 def collect_rollouts(run, step, draw, build, roll_out, score, monkeypatch):
     """The step's rounds as ``train_step`` draws them, with its phases replaced by the stubs."""
     for name, fn in (("sample_prompts", draw), ("build_prompts", build), ("roll_out", roll_out), ("score", score)):
-        monkeypatch.setattr(grpo, name, fn)
+        monkeypatch.setattr(rounds, name, fn)  # a round's phases (train/rounds.py)
+        if hasattr(grpo, name):
+            monkeypatch.setattr(grpo, name, fn)  # the step draws further rounds with the same ones
     timed = grpo.PhaseTimes()
     got = grpo.dynamic_sampling(run, step, timed, grpo.draw_round(run, step, timed, grpo.sample_prompts(run)))
     assert set(timed.seconds) == {"prompts", "generate", "reward"}

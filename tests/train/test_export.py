@@ -72,7 +72,13 @@ def _greedy_and_logprobs(model, processor):
 
     prompts = _prompts(processor)
     rows = generate_groups(
-        model, processor, prompts, [0, 1], 1, GenerationSettings(max_new_tokens=6, temperature=0.0), [0, 1]
+        model,
+        processor,
+        prompts,
+        [0, 1],
+        1,
+        settings=GenerationSettings(max_new_tokens=6, temperature=0.0),
+        seeds=[0, 1],
     )
     batch = collate(rows, processor.tokenizer.pad_token_id)
     with torch.no_grad():

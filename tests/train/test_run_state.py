@@ -12,12 +12,14 @@ from mmreason.media.video_plan import VideoLimits
 from mmreason.parallel.agree import hold, stopping
 from mmreason.rollout import prompts
 from mmreason.rollout.prompts import MediaTime, build_prompt
+from mmreason.train.async_rollouts import AsyncRollouts
 from mmreason.train.setup import Run
 from mmreason.types import Sample, VideoRef
 
 
 def test_every_field_of_a_run_is_declared_with_a_real_type():
-    hints = typing.get_type_hints(Run)
+    # the producer's type is imported for type checking only (it imports the round's phases, which take a Run)
+    hints = typing.get_type_hints(Run, localns={"AsyncRollouts": AsyncRollouts})
     assert {"pending_stop", "media_time", "rollout_backend", "anchor_buffer"} <= set(hints)
     assert [name for name, tp in hints.items() if tp is typing.Any] == []
 

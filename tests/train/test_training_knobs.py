@@ -72,7 +72,7 @@ def _scored(run) -> StepTable:
     tasks = task_names(samples, "domain", "shapes")
     total = batch.total()
     table = build_table(
-        trajectories, samples, batch, total, {d.slot: d.index for d in prompts}, tasks, task_index(tasks)
+        trajectories, samples, batch, total, {d.slot: d.index for d in prompts}, tasks=tasks, task_ids=task_index(tasks)
     )
     table.advantages, table.keep = compute_advantages(run, table)
     return table

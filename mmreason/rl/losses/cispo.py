@@ -21,7 +21,6 @@ import math
 
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import clip_fractions, finish, prepare, ratio_from_log
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -45,6 +44,3 @@ def cispo(x: LossInputs, *, epsilon_max: float = 5.0, epsilon_min: float | None 
     return finish(
         p, -weight * p.advantages * p.logprobs, ratio, clipped=clip_fractions(ratio, p.advantages, low, epsilon_max)
     )
-
-
-cispo_loss = tensor_form(cispo, "cispo")

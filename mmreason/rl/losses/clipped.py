@@ -28,7 +28,6 @@ from mmreason.rl.losses.common import (
     prepare,
     ratio_from_log,
 )
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -48,6 +47,3 @@ def clipped(x: LossInputs, *, delta: float | None = None) -> LossOutput:
     unclipped = ratio if delta is None else torch.clamp(ratio, max=delta)
     per_token = -torch.min(unclipped * p.advantages, torch.clamp(ratio, low, high) * p.advantages)
     return finish(p, per_token, ratio, clipped=clip_fractions(ratio, p.advantages, low, high))
-
-
-clipped_surrogate = tensor_form(clipped, "clipped")

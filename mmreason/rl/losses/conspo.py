@@ -30,7 +30,6 @@ from torch import Tensor
 from mmreason.rl.groups import group_index
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import finish, prepare, ratio_from_log, sequence_advantages
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -110,6 +109,3 @@ def conspo(
     adv = torch.where(rows, adv, torch.zeros_like(scores))
     policy = conspo_objective(scores, adv, x.group_ids, tau=tau, margin=m, variant=variant)
     return finish(p, policy, ratio_from_log(p.log_ratio))
-
-
-conspo_loss = tensor_form(conspo, "conspo")

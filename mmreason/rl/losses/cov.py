@@ -24,7 +24,6 @@ from torch import Tensor
 
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import clip_range, clipped_term, finish, masked_mean, prepare, ratio_from_log
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -94,7 +93,3 @@ def clip_cov(
         pick = candidates[torch.randperm(len(candidates), generator=gen)[:k].to(candidates.device)]
         selected.view(-1)[pick] = True
     return finish(p, per_token * (~selected), ratio, region=masked_mean(selected.float(), p.mask))
-
-
-kl_cov_loss = tensor_form(kl_cov, "kl_cov")
-clip_cov_loss = tensor_form(clip_cov, "clip_cov")

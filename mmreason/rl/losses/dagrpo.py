@@ -26,7 +26,6 @@ from torch import Tensor
 
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import clip_range, prepare, sequence_advantages, surrogate
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -97,6 +96,3 @@ def dagrpo(
         )
         adv = torch.where(masked, torch.zeros_like(adv), adv)
     return surrogate(p, adv[:, None], *clip_range(x))
-
-
-dagrpo_loss = tensor_form(dagrpo, "dagrpo")

@@ -23,14 +23,16 @@ tempered_logprobs, mask ``[N, T]``; advantages, rewards ``[N]``; step_rewards ``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.clipped import clipped
-from mmreason.rl.losses.policy import tensor_form
+from mmreason.rl.providers import PreviousEntropy
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -66,6 +68,7 @@ def dcpo_advantages(
     old_logprobs: Tensor,
     tempered_logprobs: Tensor,
     mask: Tensor,
+    *,
     alpha: float,
     reward_threshold: float = 0.05,
 ) -> Tensor:
@@ -115,11 +118,32 @@ def dcpo(
         x.old_logprobs,
         x.tempered_logprobs,
         x.mask,
-        alpha,
-        reward_threshold,
+        alpha=alpha,
+        reward_threshold=reward_threshold,
     )
     return clipped(replace(x, advantages=shaped, importance_sampling_level="token"))
 
 
-dcpo.tempered_temperature = dcpo_temperature  # the trainer picks T' with it
-dcpo_loss = tensor_form(dcpo, "dcpo")
+class DCPOInputs(PreviousEntropy):
+    """The trainer side of DCPO: the last update's mean token entropy H (kept across steps, in checkpoints) and,
+    before each update, the behaviour policy's log-probs at the temperature T' = ``dcpo_temperature(H)``."""
+
+    provides: ClassVar[tuple[str, ...]] = ("prev_entropy", "tempered_logprobs")
+    TEMPERATURE_OPTIONS = ("entropy_base", "temperature_high", "temperature_low")
+
+    def __init__(self, options: Mapping[str, Any] | None = None):
+        super().__init__(options)
+        self.tempered: list[Tensor] = []
+
+    def before_update(self, view: Any) -> dict[str, float]:
+        picked = {k: v for k, v in self.options.items() if k in self.TEMPERATURE_OPTIONS}
+        t = dcpo_temperature(self.prev_entropy, **picked)
+        self.tempered = [view.logprobs(k, temperature=t) for k in range(view.count)]
+        return {"update/tempered_temperature": t}
+
+    def inputs(self, k: int) -> dict[str, Any]:
+        return {**super().inputs(k), "tempered_logprobs": self.tempered[k]}
+
+    def after_update(self, entropy: float | None) -> None:
+        super().after_update(entropy)
+        self.tempered = []

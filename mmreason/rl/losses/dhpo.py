@@ -35,7 +35,6 @@ from mmreason.rl.losses.common import (
     prepare,
     ratio_from_log,
 )
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -77,6 +76,3 @@ def dhpo(
     w = torch.full_like(p.mask, 0.5) if mixing == "average" else entropy_weight(x.entropy, p.mask, entropy_sharpness)
     per_token = w * token + (1 - w) * seq
     return finish(p, per_token, ratio, clipped=clip_fractions(ratio, p.advantages, low, high))
-
-
-dhpo_loss = tensor_form(dhpo, "dhpo")

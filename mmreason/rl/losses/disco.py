@@ -31,13 +31,12 @@ from torch import Tensor
 from mmreason.rl.groups import group_index, grouped_log_mean_exp
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import finish, masked_mean, prepare, ratio_from_log
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
 def group_objective(
-    scores: Tensor, labels: Tensor, index: Tensor, num_groups: int, tau: float, negatives: str
+    scores: Tensor, labels: Tensor, index: Tensor, num_groups: int, tau: float, *, negatives: str
 ) -> Tensor:
     """``J_q [M]`` from sequence scores ``[N]`` and labels ``[N]``; 0 for a group without both labels."""
     pos, neg = labels > 0, labels < 0
@@ -85,13 +84,10 @@ def disco(
     token_score = p.logprobs if score == "logL" else ratio
     scores = (token_score * p.mask).sum(-1) / length  # [N]
     index, num_groups = group_index(torch.as_tensor(x.group_ids, device=scores.device))
-    objective = group_objective(scores, labels, index, num_groups, tau, negatives)  # [M]
+    objective = group_objective(scores, labels, index, num_groups, tau, negatives=negatives)  # [M]
     seen = torch.zeros(num_groups, dtype=torch.bool, device=scores.device).index_fill(0, index[p.keep], True)
     policy = -objective.sum() / seen.sum().clamp(min=1)
     behaviour_kl = masked_mean(ratio - 1.0 - p.log_ratio, p.mask)  # k3 to the behaviour policy, scalar
     weight = torch.clamp(constraint_beta * (behaviour_kl - delta), min=0.0).detach()
     over = (behaviour_kl > delta).float().detach()
     return finish(p, policy, ratio, region=over, extra=weight * behaviour_kl)
-
-
-disco_loss = tensor_form(disco, "disco")

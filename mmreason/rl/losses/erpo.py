@@ -25,7 +25,6 @@ from torch import Tensor
 
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import clip_range, prepare, surrogate
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -75,6 +74,3 @@ def erpo(
     p = prepare(x)
     adv = p.advantages * erpo_weights(x.entropy, p.mask, gate_strength=gate_strength, buckets=buckets)  # [N, T]
     return surrogate(p, adv, *clip_range(x))
-
-
-erpo_loss = tensor_form(erpo, "erpo")

@@ -38,7 +38,6 @@ from mmreason.rl.losses.common import (
     row_group_mean,
     sequence_advantages,
 )
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -111,6 +110,3 @@ def etr(
     lo, hi = (1 - eps_low)[:, None], (1 + eps_high)[:, None]
     per_token = weight[:, None] * clipped_term(ratio, p.advantages, lo, hi)
     return finish(p, per_token, ratio, clipped=clip_fractions(ratio, p.advantages, lo, hi))
-
-
-etr_loss = tensor_form(etr, "etr")

@@ -26,13 +26,12 @@ from torch import Tensor
 from mmreason.rl.groups import group_index, grouped_median
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import finish, prepare, ratio_from_log
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
 
 def target_ratio(
-    advantages: Tensor, group_ids: Tensor, keep: Tensor, eps_low: float, eps_high: float, temperature: float
+    advantages: Tensor, group_ids: Tensor, keep: Tensor, eps_low: float, eps_high: float, *, temperature: float
 ) -> Tensor:
     """Bounded target ratio ``[N]`` from sequence advantages ``[N]`` and their groups (kept rows only)."""
     index, num_groups = group_index(group_ids)
@@ -75,10 +74,7 @@ def gbpo(x: LossInputs, *, temperature: float = 1e-4) -> LossOutput:
     p = prepare(x)
     adv = p.advantages[:, 0].detach()  # [N]
     ids = torch.as_tensor(x.group_ids, device=adv.device)
-    target = target_ratio(adv, ids, p.keep, epsilon, eps_high, temperature)  # [N]
+    target = target_ratio(adv, ids, p.keep, epsilon, eps_high, temperature=temperature)  # [N]
     ratio = ratio_from_log(p.log_ratio)  # [N, T]
     per_token = (ratio - target[:, None]).abs() * adv.abs()[:, None]
     return finish(p, per_token, ratio, clipped=(ratio < 1 - epsilon, ratio > 1 + eps_high))
-
-
-gbpo_loss = tensor_form(gbpo, "gbpo")

@@ -20,6 +20,9 @@ call's). The trainer keeps the last ``1024`` group entropies across steps (saved
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
 import torch
 from torch import Tensor
 
@@ -33,7 +36,7 @@ from mmreason.rl.losses.common import (
     sequence_advantages,
     surrogate,
 )
-from mmreason.rl.losses.policy import tensor_form
+from mmreason.rl.providers import Provider
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -117,4 +120,35 @@ def gepo(
     return surrogate(p, adv[:, None], *clip_range(x))
 
 
-gepo_loss = tensor_form(gepo, "gepo")
+class EntropyHistory(Provider):
+    """The trainer side of GEPO: the last ``SIZE`` group entropies of earlier steps (``entropy_history``, kept
+    across steps, in checkpoints), each group's mean token entropy taken on the update's first pass."""
+
+    provides: ClassVar[tuple[str, ...]] = ("entropy_history",)
+    SIZE = 1024
+
+    def __init__(self, options: Mapping[str, Any] | None = None):
+        super().__init__(options)
+        self.history: list[float] = []
+        self.step: list[float] = []
+
+    def before_update(self, view: Any) -> dict[str, float]:
+        self.step = []
+        return {}
+
+    def inputs(self, k: int) -> dict[str, Any]:
+        return {"entropy_history": torch.tensor(self.history, dtype=torch.float32)}
+
+    def after_minibatch(self, k: int, entropy: Tensor, mask: Tensor, group_ids: Tensor) -> None:
+        _, values = group_entropies(entropy.detach(), mask.float(), group_ids.to(entropy.device))
+        self.step += [float(v) for v in values]
+
+    def after_update(self, entropy: float | None) -> None:
+        self.history = (self.history + self.step)[-self.SIZE :]
+        self.step = []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"entropy_history": list(self.history)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.history = [float(v) for v in state.get("entropy_history", [])]

@@ -28,7 +28,6 @@ from torch import Tensor
 
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import clip_fractions, finish, prepare, ratio_from_log, sequence_advantages
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -36,7 +35,7 @@ PSchedule = Literal["constant", "linear", "linear_dec", "sin", "cos", "quad", "q
 SCHEDULES = get_args(PSchedule)
 
 
-def p_at_step(step: int, schedule: str, p: float, p_min: float, p_max: float, steps: int, power: float) -> float:
+def p_at_step(step: int, schedule: str, p: float, p_min: float, p_max: float, *, steps: int, power: float) -> float:
     """The Hölder exponent at ``step`` (finished steps, from 0) under ``schedule``; progress = min(1, step/steps).
 
     linear / linear_dec: p_min -> p_max / p_max -> p_min;  sin / cos: half-cosine S-curve up / down;
@@ -94,7 +93,7 @@ def holder(
     """
     if not 0 < x.epsilon < 1:
         raise ValueError(f"epsilon must be in (0, 1), got {x.epsilon}")
-    exponent = p_at_step(x.train_step, p_schedule, p, p_min, p_max, schedule_steps, p_power)
+    exponent = p_at_step(x.train_step, p_schedule, p, p_min, p_max, steps=schedule_steps, power=p_power)
     return pooled_surrogate(x, level, exponent, (math.log(1 - x.epsilon), math.log(1 + x.epsilon)))
 
 
@@ -131,7 +130,3 @@ def gmpo(x: LossInputs, *, epsilon_log: float = 0.4) -> LossOutput:
     if not epsilon_log > 0:
         raise ValueError(f"epsilon_log must be > 0, got {epsilon_log}")
     return pooled_surrogate(x, "token", 0.0, (-epsilon_log, epsilon_log))
-
-
-holder_loss = tensor_form(holder, "holder")
-gmpo_loss = tensor_form(gmpo, "gmpo")

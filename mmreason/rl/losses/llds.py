@@ -29,7 +29,6 @@ from torch import Tensor
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.clipped import clipped
 from mmreason.rl.losses.common import prepare
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -51,6 +50,7 @@ def llds_term(
     advantages: Tensor,
     mask: Tensor,
     gate: Gate = "response",
+    *,
     seq_mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """(L_LLDS scalar, fraction of Y_pre responses with an open gate) for ``[N, T]`` inputs."""
@@ -94,8 +94,5 @@ def llds(x: LossInputs, *, llds_coef: float = 0.1, gate: Gate = "response") -> L
     if llds_coef < 0:
         raise ValueError(f"llds_coef must be >= 0, got {llds_coef}")
     base = clipped(x)
-    term, _ = llds_term(x.logprobs, x.old_logprobs, x.advantages, x.mask, gate, x.seq_mask)
+    term, _ = llds_term(x.logprobs, x.old_logprobs, x.advantages, x.mask, gate, seq_mask=x.seq_mask)
     return LossOutput(base.loss + llds_coef * term, base.metrics)
-
-
-llds_loss = tensor_form(llds, "llds")

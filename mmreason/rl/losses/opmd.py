@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import finish, prepare, ratio_from_log
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -39,6 +38,3 @@ def opmd(x: LossInputs, *, tau: float = 1.0) -> LossOutput:
     p = prepare(x)
     per_token = -p.advantages * p.logprobs / (1.0 + tau)  # [N, T]; masked positions hold logp 0
     return finish(p, per_token, ratio_from_log(p.log_ratio))
-
-
-opmd_loss = tensor_form(opmd, "opmd")

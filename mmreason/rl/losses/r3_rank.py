@@ -26,7 +26,6 @@ from torch import Tensor
 from mmreason.rl.groups import group_index, grouped_sort
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import clip_range, prepare, sequence_advantages, surrogate
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -77,6 +76,3 @@ def r3_rank(
         bonus = ranking_bonus(mean + spread_weight * std, failed, x.group_ids, rank_weight=rank_weight, prefer=prefer)
         adv = adv + bonus
     return surrogate(p, adv[:, None], *clip_range(x))
-
-
-r3_rank_loss = tensor_form(r3_rank, "r3_rank")

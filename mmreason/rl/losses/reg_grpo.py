@@ -26,7 +26,6 @@ from torch import Tensor
 from mmreason.rl.groups import group_index
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import finish, prepare, ratio_from_log
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -65,6 +64,3 @@ def reg_grpo(x: LossInputs, *, eps_r: float = 1e-2) -> LossOutput:
     live = p.keep & (signal[index] > 0)  # [N]: kept rows of groups with a non-zero target
     err = torch.where(live, target - predicted, torch.zeros_like(predicted))
     return finish(p, err.square().sum() / p.num_seqs, ratio_from_log(p.log_ratio))
-
-
-reg_grpo_loss = tensor_form(reg_grpo, "reg_grpo")

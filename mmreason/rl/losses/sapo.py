@@ -23,7 +23,6 @@ import torch
 
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import clip_fractions, finish, importance_log_ratio, prepare, ratio_from_log
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -48,6 +47,3 @@ def sapo(x: LossInputs, *, tau_pos: float = 1.0, tau_neg: float = 1.05) -> LossO
     gated = (tau * (ratio - 1)).abs() > HALF_GRADIENT
     low, high = clip_fractions(ratio, adv, 1.0, 1.0)
     return finish(p, -gate * adv, ratio, clipped=(gated & low, gated & high))
-
-
-sapo_loss = tensor_form(sapo, "sapo")

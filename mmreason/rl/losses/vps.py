@@ -26,7 +26,6 @@ from torch import Tensor
 
 from mmreason.rl.loss_inputs import LossInputs
 from mmreason.rl.losses.common import clip_range, prepare, surrogate
-from mmreason.rl.losses.policy import tensor_form
 from mmreason.rl.records import LossOutput
 from mmreason.rl.registries import register_policy_loss
 
@@ -82,6 +81,3 @@ def vps(
     if x.segment_progress is not None:
         adv = adv + progress_weight * torch.tanh(x.segment_progress.to(adv)) * p.mask
     return surrogate(p, adv, *clip_range(x))
-
-
-vps_loss = tensor_form(vps, "vps")

@@ -115,6 +115,7 @@ def check_server(
     port: int,
     need_context: int,
     processor_kwargs: dict | None,
+    *,
     what: str = "data.max_prompt_length + rollout.max_completion_length, or the longest episode",
 ) -> None:
     """Errors before any step: a dead engine, a context shorter than the run needs (``what`` says where
@@ -235,7 +236,9 @@ class VLLMClient(EngineSampler):
         }
         # the most the rows can take as JSON: <= 12 characters a prompt id, <= 48 a sampled id and its log-prob
         most = (1 << 16) + int(n) * sum(12 * p.length + 48 * settings.max_new_tokens + 64 for p in prompts)
-        reply = self._post(server, "/generate", body, self.generate_timeout, "rollout.vllm_generate_timeout", most)
+        reply = self._post(
+            server, "/generate", body, self.generate_timeout, "rollout.vllm_generate_timeout", max_reply=most
+        )
         return checked_rows(prompts, n, reply["rows"])
 
     def sync_weights(self, model, state: dict | None = None) -> float:
@@ -258,7 +261,7 @@ class VLLMClient(EngineSampler):
                         {"path": str(server.sync_dir)},
                         self.weight_sync_timeout,
                         "rollout.vllm_weight_sync_timeout",
-                        SMALL_REPLY,
+                        max_reply=SMALL_REPLY,
                     )
             self.sync_seconds = time.perf_counter() - t
             return self.sync_seconds
@@ -292,7 +295,7 @@ class VLLMClient(EngineSampler):
                 {"host": server.host},
                 limit,
                 "rollout.vllm_weight_sync_timeout",
-                SMALL_REPLY,
+                max_reply=SMALL_REPLY,
             )
             server.group_rank = int(reply["rank"])
             try:
@@ -302,7 +305,7 @@ class VLLMClient(EngineSampler):
                     server.group_rank,
                     int(reply["world_size"]),
                     reply["backend"],
-                    limit,
+                    timeout_s=limit,
                 )
             except Exception as exc:  # noqa: BLE001 - a group that cannot form: the run cannot push this way
                 raise EngineDied(
@@ -321,7 +324,12 @@ class VLLMClient(EngineSampler):
 
         def receive(server: _Server):
             return lambda wire: self._post(
-                server, "/update_weights", {"buckets": wire}, limit, "rollout.vllm_weight_sync_timeout", SMALL_REPLY
+                server,
+                "/update_weights",
+                {"buckets": wire},
+                limit,
+                "rollout.vllm_weight_sync_timeout",
+                max_reply=SMALL_REPLY,
             )
 
         ends = [(s.group, s.group_rank, receive(s)) for s in self.servers]
@@ -342,11 +350,15 @@ class VLLMClient(EngineSampler):
             for server in self.servers:
                 server.close(self)
 
-    def _post(self, server: _Server, path: str, body: dict, timeout: float | None, knob: str, max_reply: int) -> dict:
+    def _post(
+        self, server: _Server, path: str, body: dict, timeout: float | None, knob: str, *, max_reply: int
+    ) -> dict:
         """``path``'s answer; ``knob`` names the setting that bounds it (in the error when it runs out)."""
         where = f"vLLM server at {server.host}:{server.port}"
         try:
-            return _call(server.host, server.port, "POST", path, body, timeout, key=server.key, max_reply=max_reply)
+            return _call(
+                server.host, server.port, "POST", path, body, timeout=timeout, key=server.key, max_reply=max_reply
+            )
         except ServerIdentityError as exc:
             raise EngineDied(f"{exc} ({RESTART})") from None
         except TimeoutError:
@@ -374,7 +386,7 @@ class _Server:
         if self.group is not None:
             group, self.group = self.group, None
             try:
-                client._post(self, "/close_communicator", {}, 30.0, "close", SMALL_REPLY)
+                client._post(self, "/close_communicator", {}, 30.0, "close", max_reply=SMALL_REPLY)
             except EngineDied:
                 pass
             try:
@@ -472,8 +484,8 @@ def _call(
     method: str,
     path: str,
     body: dict | None,
-    timeout: float | None,
     *,
+    timeout: float | None,
     key: str | None,
     max_reply: int = SMALL_REPLY,
 ) -> dict:

@@ -36,7 +36,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends import vllm_auth as auth
-from mmreason.rollout.backends.vllm_wire import WireError
+from mmreason.rollout.backends.vllm_wire import Refused, WireError
 from mmreason.terminal import printable
 
 
@@ -228,7 +228,6 @@ class _Guard:
 
 def build_app(server) -> FastAPI:
     """The endpoints (``vllm_server``'s module docstring); errors are JSON ``{"error": ...}``."""
-    from mmreason.rollout.backends.vllm_server import Refused  # the server module imports this one
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -287,8 +286,6 @@ def _close(code: int) -> dict:
 async def _body(request: Request, read_timeout: float) -> bytes:
     """The whole body within ``read_timeout`` seconds of the headers (408 otherwise), exactly its declared
     length (400 when cut)."""
-    from mmreason.rollout.backends.vllm_server import Refused
-
     declared = int(request.headers.get("content-length", "0"))
     try:
         raw = await asyncio.wait_for(request.body(), timeout=read_timeout)

@@ -53,6 +53,7 @@ from mmreason.rollout.backends import vllm_auth as auth
 from mmreason.rollout.backends.vllm_inprocess import launcher_env
 from mmreason.rollout.backends.vllm_pool import EnginePool, bounded, engine_env
 from mmreason.rollout.backends.vllm_wire import (
+    Refused,
     WireError,
     WireLimits,
     check_body_shape,
@@ -80,14 +81,6 @@ class ServerLimits:
     @property
     def max_body(self) -> int:
         return int(self.max_body_mb * (1 << 20))
-
-
-class Refused(Exception):
-    """A request answered with ``code`` before it reaches the engine."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 def add_arguments(parser) -> None:
@@ -492,7 +485,11 @@ class EngineServer:
             rpc = engine.llm.collective_rpc
             rpc("mm_leave_weight_group")
             bounded(
-                lambda: rpc("mm_join_weight_group", args=(store_host, port, world, backend, limit, offsets[i])),
+                lambda: rpc(
+                    "mm_join_weight_group",
+                    args=(store_host, port, world, backend, limit),
+                    kwargs={"rank_offset": offsets[i]},
+                ),
                 limit + 30,
                 "joining the weights group",
                 "--join_timeout",

@@ -366,3 +366,11 @@ def _plain(meta: Any) -> dict:
     if not isinstance(meta, dict):
         meta = dict(vars(meta))
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in meta.items()}
+
+
+class Refused(Exception):
+    """A request answered with ``code`` before it reaches the engine."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code

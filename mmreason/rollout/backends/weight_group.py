@@ -143,7 +143,7 @@ def broadcast(
     work.wait()
 
 
-def join_group(host: str, port: int, rank: int, world_size: int, backend: str, timeout_s: float):
+def join_group(host: str, port: int, rank: int, world_size: int, backend: str, *, timeout_s: float):
     """This process's end of the weights group (vLLM's stateless helper; the default group is untouched)."""
     from vllm.distributed.utils import stateless_init_torch_distributed_process_group  # heavy, optional
 
@@ -365,12 +365,12 @@ class WeightReceiver:
     """vLLM's ``worker_extension_cls``: the worker's end of the weights group and the bucketed reload."""
 
     def mm_join_weight_group(
-        self, host: str, port: int, world_size: int, backend: str, timeout_s: float, rank_offset: int = 0
+        self, host: str, port: int, world_size: int, backend: str, timeout_s: float, *, rank_offset: int = 0
     ) -> int:
         """Join the weights group as this worker's rank plus ``rank_offset`` (a server's later engines follow
         the earlier ones' workers; the trainer is the last rank); returns the rank."""
         rank = int(getattr(self, "rank", 0)) + int(rank_offset)
-        self._mm_weight_group = join_group(host, port, rank, world_size, backend, timeout_s)
+        self._mm_weight_group = join_group(host, port, rank, world_size, backend, timeout_s=timeout_s)
         self._mm_trainer_rank = world_size - 1
         return rank
 

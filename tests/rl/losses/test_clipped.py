@@ -6,13 +6,13 @@ import math
 import pytest
 import torch
 
-from mmreason.rl import clipped_surrogate, kl_penalty, policy_loss
+from mmreason.rl import kl_penalty, policy_loss
 
 
 def one_token(ratio, advantage, **options):
     """Loss and d loss / d logp for a single token with the given ratio and advantage."""
     lp = torch.tensor([[math.log(ratio)]], requires_grad=True)
-    out = clipped_surrogate(lp, torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1), **options)
+    out = policy_loss("clipped", lp, torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1), **options)
     (grad,) = torch.autograd.grad(out.loss, lp)
     return out.loss.item(), grad.item(), out.metrics
 
@@ -49,8 +49,8 @@ def test_dual_clip_delta_caps_the_ratio():
 def test_sequence_level_ratio_is_exp_of_mean_log_ratio():
     lp = torch.tensor([[0.1, 0.3, 7.0]], requires_grad=True)
     mask = torch.tensor([[1.0, 1.0, 0.0]])
-    out = clipped_surrogate(
-        lp, torch.zeros(1, 3), torch.tensor([1.0]), mask, epsilon=0.5, importance_sampling_level="sequence"
+    out = policy_loss(
+        "clipped", lp, torch.zeros(1, 3), torch.tensor([1.0]), mask, epsilon=0.5, importance_sampling_level="sequence"
     )
     assert out.loss.item() == pytest.approx(-math.exp(0.2))
     (grad,) = torch.autograd.grad(out.loss, lp)
@@ -60,7 +60,7 @@ def test_sequence_level_ratio_is_exp_of_mean_log_ratio():
 def test_on_policy_gradient_is_minus_advantage_over_length():
     lp = torch.randn(2, 3, requires_grad=True)
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
-    out = clipped_surrogate(lp, lp.detach(), torch.tensor([2.0, -1.0]), mask)
+    out = policy_loss("clipped", lp, lp.detach(), torch.tensor([2.0, -1.0]), mask)
     (grad,) = torch.autograd.grad(out.loss, lp)
     assert out.loss.item() == pytest.approx(-(2.0 - 1.0) / 2)
     assert torch.allclose(grad, torch.tensor([[-2 / 6] * 3, [1 / 2, 0, 0]]))
@@ -73,8 +73,8 @@ def test_seq_mask_removes_rows_from_loss_and_normalisation():
     mask = torch.ones(3, 4)
     keep = torch.tensor([True, False, True])
     for aggregation in ["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"]:
-        masked = clipped_surrogate(lp, old, adv, mask, seq_mask=keep, aggregation=aggregation).loss
-        sliced = clipped_surrogate(lp[keep], old[keep], adv[keep], mask[keep], aggregation=aggregation).loss
+        masked = policy_loss("clipped", lp, old, adv, mask, seq_mask=keep, aggregation=aggregation).loss
+        sliced = policy_loss("clipped", lp[keep], old[keep], adv[keep], mask[keep], aggregation=aggregation).loss
         assert masked.item() == pytest.approx(sliced.item(), rel=1e-6)
 
 
@@ -83,7 +83,7 @@ def test_kl_term_is_added_before_aggregation():
     lp, ref = torch.randn(2, 3), torch.randn(2, 3)
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
     zero_adv = torch.zeros(2)
-    out = clipped_surrogate(lp, lp, zero_adv, mask, ref_logprobs=ref, beta=0.1, kl_estimator="k3")
+    out = policy_loss("clipped", lp, lp, zero_adv, mask, ref_logprobs=ref, beta=0.1, kl_estimator="k3")
     kl = kl_penalty(lp, ref, "k3")
     per_seq = (kl * mask).sum(-1) / mask.sum(-1)
     assert out.loss.item() == pytest.approx(0.1 * per_seq.mean().item(), rel=1e-6)
@@ -95,15 +95,15 @@ def test_low_precision_inputs_are_computed_in_fp32():
     torch.manual_seed(2)
     lp, old, adv = torch.randn(2, 5).bfloat16(), torch.randn(2, 5).bfloat16(), torch.randn(2).bfloat16()
     mask = torch.ones(2, 5)
-    low = clipped_surrogate(lp, old, adv, mask)
-    ref = clipped_surrogate(lp.float(), old.float(), adv.float(), mask)
+    low = policy_loss("clipped", lp, old, adv, mask)
+    ref = policy_loss("clipped", lp.float(), old.float(), adv.float(), mask)
     assert low.loss.dtype == torch.float32
     assert low.loss.item() == ref.loss.item()
 
 
 def test_token_level_advantages_are_accepted():
     lp = torch.zeros(1, 2)
-    out = clipped_surrogate(lp, lp, torch.tensor([[1.0, -3.0]]), torch.ones(1, 2))
+    out = policy_loss("clipped", lp, lp, torch.tensor([[1.0, -3.0]]), torch.ones(1, 2))
     assert out.loss.item() == pytest.approx(1.0)
 
 

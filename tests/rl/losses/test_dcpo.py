@@ -45,7 +45,7 @@ def test_worked_example():
     A'_0 = 5/7 * 1 + 2/7 * 1.2 = 7.4/7 = 1.057143 on both tokens; row 1 fails: A'_1 = 5/7 * (-1) = -0.714286 on
     its one token (the masked one is 0). On-policy, token mean over 3 tokens:
     loss = (-1.057143 * 2 + 0.714286) / 3 = -1.4 / 3, gradient -A'/3 = [[-0.352381, -0.352381], [0.238095, 0]]."""
-    shaped = dcpo_advantages(torch.tensor([1.0, -1.0]), torch.tensor([1.0, 0.0]), OLD, TEMPERED, MASK, 2 / 7)
+    shaped = dcpo_advantages(torch.tensor([1.0, -1.0]), torch.tensor([1.0, 0.0]), OLD, TEMPERED, MASK, alpha=2 / 7)
     torch.testing.assert_close(shaped, torch.tensor([[7.4 / 7, 7.4 / 7], [-5 / 7, 0.0]]))
     logp = OLD.clone().requires_grad_(True)
     out = _loss(logp)

@@ -57,7 +57,7 @@ def test_target_equals_the_authors_form_from_raw_rewards():
     rewards = torch.rand(15)
     groups = torch.tensor([0] * 5 + [1] * 4 + [2] * 6)
     adv = advantages("grpo", rewards, groups).advantages
-    got = target_ratio(adv, groups, torch.ones(15, dtype=torch.bool), 0.3, 0.2, 0.5)
+    got = target_ratio(adv, groups, torch.ones(15, dtype=torch.bool), 0.3, 0.2, temperature=0.5)
     want = torch.empty(15)
     for g in range(3):
         r = rewards[groups == g]

@@ -75,15 +75,20 @@ def test_p_zero_is_the_gspo_sequence_ratio():
 
 
 def test_schedules():
-    assert [p_at_step(s, "linear_dec", 1.0, -2.0, 2.0, 500, 2.0) for s in (0, 250, 500, 900)] == [2, 0, -2, -2]
-    assert p_at_step(250, "linear", 1.0, -2.0, 2.0, 500, 2.0) == pytest.approx(0.0)
-    assert p_at_step(0, "sin", 1.0, -2.0, 2.0, 500, 2.0) == pytest.approx(-2.0)
-    assert p_at_step(250, "cos", 1.0, -2.0, 2.0, 500, 2.0) == pytest.approx(0.0, abs=1e-12)
-    assert p_at_step(250, "quad", 1.0, -2.0, 2.0, 500, 2.0) == pytest.approx(-1.0)  # -2 + 4 * 0.25
-    assert p_at_step(0, "cubic_dec", 1.0, -2.0, 2.0, 500, 2.0) == pytest.approx(2.0)
-    assert p_at_step(123, "constant", 0.7, -2.0, 2.0, 500, 2.0) == 0.7
+    assert [p_at_step(s, "linear_dec", 1.0, -2.0, 2.0, steps=500, power=2.0) for s in (0, 250, 500, 900)] == [
+        2,
+        0,
+        -2,
+        -2,
+    ]
+    assert p_at_step(250, "linear", 1.0, -2.0, 2.0, steps=500, power=2.0) == pytest.approx(0.0)
+    assert p_at_step(0, "sin", 1.0, -2.0, 2.0, steps=500, power=2.0) == pytest.approx(-2.0)
+    assert p_at_step(250, "cos", 1.0, -2.0, 2.0, steps=500, power=2.0) == pytest.approx(0.0, abs=1e-12)
+    assert p_at_step(250, "quad", 1.0, -2.0, 2.0, steps=500, power=2.0) == pytest.approx(-1.0)  # -2 + 4 * 0.25
+    assert p_at_step(0, "cubic_dec", 1.0, -2.0, 2.0, steps=500, power=2.0) == pytest.approx(2.0)
+    assert p_at_step(123, "constant", 0.7, -2.0, 2.0, steps=500, power=2.0) == 0.7
     with pytest.raises(ValueError, match="p_schedule"):
-        p_at_step(0, "step", 1.0, -2.0, 2.0, 500, 2.0)
+        p_at_step(0, "step", 1.0, -2.0, 2.0, steps=500, power=2.0)
     # the trainer's train_step moves p: at step 0 of linear_dec p = 2, at 500 p = -2 (rho = 1.4577 vs 0.6860)
     lp = LOG_R.clone()
     first = policy_loss("holder", lp, torch.zeros_like(lp), torch.tensor([-1.0]), MASK, train_step=0).loss

@@ -45,7 +45,7 @@ def test_real_manual_renders_and_scores(tiny, tmp_path):
         build_prompt(processor, gold_sample, max_prompt_length=8192).visual["image_grid_thw"].prod(-1) // 4
     ).tolist()
     assert gold_tokens[gold - 1] > max(t for i, t in enumerate(gold_tokens) if i != gold - 1)
-    trajectories = generate_group(model, processor, prompt, 0, 2, GenerationSettings(max_new_tokens=8), seed=0)
+    trajectories = generate_group(model, processor, prompt, 0, 2, settings=GenerationSettings(max_new_tokens=8), seed=0)
     runner = pack_runner()
     totals = runner([sample], trajectories).total("renormalize").tolist()
     assert len(totals) == 2 and all(0.0 <= t <= 1.0 and math.isfinite(t) for t in totals)
