@@ -10,15 +10,20 @@ trained tokens only (``action_mask``; 0 elsewhere): the LM head runs on those po
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
 from mmreason.models.loading import reset_position_state
-from mmreason.rl.lm_head import logprobs_from_hidden
-from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
+from mmreason.rollout.head import (  # noqa: F401 - the head's helpers, also read here by their old names
+    chunkable_head,
+    head_logprobs,
+    lm_head_rows,
+    sampling_logits,
+)
+from mmreason.rollout.packing import packed_logprobs
 from mmreason.rollout.prompts import VISUAL_KEYS
+from mmreason.rollout.sharded_head import logprobs_in_head, sharded_head
 from mmreason.types import Trajectory
 
 
@@ -127,15 +132,6 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> ModelBatch:
     return ModelBatch(ids, attention, types, action, [v for t in trajectories for v in t.visual])
 
 
-def sampling_logits(logits: torch.Tensor, temperature: float = 1.0, suppressed: Sequence[int] = ()) -> torch.Tensor:
-    """The logits of the distribution rollouts are drawn from: suppressed tokens (vision specials, never
-    sampled) at -inf. Dividing by the temperature happens in the log-prob and entropy functions."""
-    if not suppressed:
-        return logits
-    index = torch.as_tensor(list(suppressed), device=logits.device)
-    return logits.index_fill(-1, index, float("-inf"))
-
-
 def token_logprobs(
     model,
     batch: ModelBatch,
@@ -165,8 +161,6 @@ def token_logprobs(
     if batch.forward_batch is not None:
         return _with_stand_ins(model, batch, with_entropy, packed=packed, entropy_grad=entropy_grad, **options)
     if packed:
-        from mmreason.rollout.packing import packed_logprobs  # it builds on this module's helpers
-
         return packed_logprobs(model, batch, with_entropy, entropy_grad=entropy_grad, **options)
     reset_position_state(model)  # state left by generate(); positions must be recomputed
     sampling = {"temperature": temperature, "suppressed": suppressed}
@@ -177,8 +171,10 @@ def token_logprobs(
     rows = torch.nn.functional.pad(trained, (0, 1))
     head = chunkable_head(model) if chunked else None
     targets = batch.input_ids[:, first:][trained]  # [M]
-    if chunked and head is None and _sharded_head(model) is not None:  # FSDP2: the head computes them itself
-        lp, ent = _logprobs_in_sharded_head(model, batch, rows, targets, t - first + 1, with_entropy, **sampling)
+    if chunked and head is None and sharded_head(model) is not None:  # FSDP2: the head computes them itself
+        lp, ent = _logprobs_in_sharded_head(
+            model, batch, rows, targets, keep=t - first + 1, with_entropy=with_entropy, **sampling
+        )
         ent = ent if ent is None or entropy_grad else ent.detach()
     else:
         with lm_head_rows(model, rows, hidden=head is not None):
@@ -192,17 +188,9 @@ def token_logprobs(
     return logprobs, entropy
 
 
-def _sharded_head(model):
-    from mmreason.rollout.sharded_head import sharded_head
-
-    return sharded_head(model)
-
-
-def _logprobs_in_sharded_head(model, batch: ModelBatch, rows, targets, keep: int, with_entropy: bool, **sampling):
+def _logprobs_in_sharded_head(model, batch: ModelBatch, rows, targets, *, keep: int, with_entropy: bool, **sampling):
     """[M] log-probs (and entropies) of ``targets`` from one forward whose FSDP2-sharded LM head computes them
     chunk by chunk with its gathered weight (``rollout.sharded_head``): no [M, V] logits kept."""
-    from mmreason.rollout.sharded_head import logprobs_in_head
-
     with logprobs_in_head(model, rows, targets, with_entropy=with_entropy, **sampling) as read:
         out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=keep)
     return read.split(out.logits)
@@ -219,90 +207,6 @@ def _with_stand_ins(
     logprobs, entropy = token_logprobs(model, batch.forward_batch, with_entropy, **options)  # [N + S, T']
     tie = torch.nan_to_num(logprobs[n:].sum(), nan=0.0, posinf=0.0, neginf=0.0) * 0.0
     return logprobs[:n, :t] + tie, None if entropy is None else entropy[:n, :t]
-
-
-def head_logprobs(
-    head_out: torch.Tensor,
-    targets: torch.Tensor,
-    head: torch.nn.Linear | None,
-    *,
-    with_entropy: bool,
-    temperature: float,
-    suppressed: Sequence[int],
-    zero_suppressed: bool = True,
-    entropy_grad: bool = False,
-):
-    """[M] fp32 log-probs (and entropies) of ``targets`` from what the narrowed LM head returned: its
-    hidden-state input ``[M, d]`` when ``head`` is given (chunked, ``rl.lm_head``), else its logits ``[M, V]``.
-    A trained token that is suppressed gets log-prob 0 (with ``zero_suppressed``). The entropies are
-    differentiable only with ``entropy_grad``: on the logits path their graph keeps [M, V] fp32 tensors
-    (the logits' copy, the probabilities) that no loss reads unless it differentiates the entropy."""
-    if head is not None:  # no [M, V] tensor outlives its chunk: a detached entropy saves only [M] floats
-        lp, ent = logprobs_from_hidden(
-            head_out,
-            head.weight,
-            targets,
-            bias=head.bias,
-            temperature=temperature,
-            suppressed=suppressed,
-            with_entropy=with_entropy,
-        )
-        ent = ent if ent is None or entropy_grad else ent.detach()
-    else:
-        logits = sampling_logits(head_out[None], temperature, suppressed)  # [1, M, V]
-        lp = logprobs_from_logits(logits, targets[None], temperature=temperature)[0]
-        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):  # entropy shaping differentiates it
-            ent = entropy_from_logits(logits, temperature=temperature)[0] if with_entropy else None
-    if suppressed and zero_suppressed:
-        lp = lp.masked_fill(torch.isin(targets, torch.as_tensor(list(suppressed), device=lp.device)), 0.0)
-    return lp, ent
-
-
-def chunkable_head(model) -> torch.nn.Linear | None:
-    """The model's LM head when log-probs can be taken from its input chunk by chunk after the forward: a plain
-    ``nn.Linear`` with local weights (not a LoRA-wrapped head); None otherwise (the logits path, or for an FSDP2
-    shard the head's own forward: ``rollout.sharded_head``)."""
-    inner = getattr(model, "module", model)
-    head = inner.get_output_embeddings()
-    if type(head) is not torch.nn.Linear or hasattr(head.weight, "to_local"):
-        return None
-    return head
-
-
-@contextmanager
-def lm_head_rows(model, rows: torch.Tensor | None, *, hidden: bool = False):
-    """Inside the block the model's LM head gets only the hidden states where ``rows`` is true (all when
-    None) and returns their logits as ``[1, M, V]`` (M = ``rows.sum()``); with ``hidden`` it returns those
-    hidden states ``[1, M, d]`` themselves and computes nothing (``head_logprobs`` takes them chunk by chunk).
-    ``rows`` is ``[N, L]`` over the positions whose logits the forward keeps (``logits_to_keep = L``). The
-    forward still goes through the model's own ``__call__`` (DDP / FSDP hooks, LoRA layers); only the head's
-    input is narrowed, by a forward pre-hook."""
-    inner = getattr(model, "module", model)  # DDP / accelerate wrappers
-    head = inner.get_output_embeddings()
-    if head is None:
-        raise ValueError(f"{type(inner).__name__} has no output embeddings (LM head) to narrow")
-
-    def keep(_module, args):
-        states = args[0]
-        if rows is None:
-            return (states.reshape(1, -1, states.shape[-1]), *args[1:])
-        if states.shape[:2] != rows.shape:
-            raise ValueError(f"LM head input {tuple(states.shape)} does not match the rows to keep {tuple(rows.shape)}")
-        return (states[rows][None], *args[1:])
-
-    handle = head.register_forward_pre_hook(keep)
-    if hidden:
-        head.forward = _identity  # an instance attribute: the module's __call__ (and its hooks) stay
-    try:
-        yield
-    finally:
-        handle.remove()
-        if hidden:
-            del head.forward
-
-
-def _identity(states: torch.Tensor) -> torch.Tensor:
-    return states
 
 
 def first_action_position(action_mask: torch.Tensor) -> int:

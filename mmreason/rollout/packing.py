@@ -32,14 +32,18 @@ not build (packing would then attend across sequences).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from mmreason.models.families import family_of_model
 from mmreason.models.loading import reset_position_state
-from mmreason.rollout.forward import ModelBatch, chunkable_head, head_logprobs, lm_head_rows
+from mmreason.rollout.head import chunkable_head, head_logprobs, lm_head_rows
 from mmreason.rollout.packed_attention import segment_attention
 from mmreason.rollout.sharded_head import logprobs_in_head, sharded_head
+
+if TYPE_CHECKING:
+    from mmreason.rollout.forward import ModelBatch
 
 # attention implementations packed exactly: sdpa and mmreason's sdpa_fp32 (models/cpu_attention.py) sequence by
 # sequence (packed_attention.py) or, checkpointed, under transformers' block-diagonal mask, as eager; flash_attention_*

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from mmreason.rl.lm_head import logprobs_from_hidden
-from mmreason.rollout.forward import lm_head_rows
+from mmreason.rollout.head import lm_head_rows
 
 
 def sharded_head(model) -> torch.nn.Linear | None:

@@ -33,7 +33,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from mmreason.models.compat import cache_kwargs
 from mmreason.models.families import family_of_model
 from mmreason.models.loading import reset_position_state
-from mmreason.rollout.forward import chunkable_head, head_logprobs, lm_head_rows
+from mmreason.rollout.head import chunkable_head, head_logprobs, lm_head_rows
 from mmreason.types import Trajectory
 
 

@@ -337,7 +337,7 @@ class VLLMClient(EngineSampler):
         failed: BaseException | None = None
         for server, (thread, box, error) in zip(self.servers, results):
             try:
-                _finish_push(server, thread, box, error, deadline, limit)
+                _finish_push(server, thread, box, error, deadline=deadline, limit=limit)
             except EngineDied as exc:
                 failed = failed or exc
         if failed is not None:
@@ -396,7 +396,7 @@ class _Server:
         shutil.rmtree(self.sync_dir, ignore_errors=True)
 
 
-def _finish_push(server: _Server, thread, box: dict, error: BaseException | None, deadline, limit) -> None:
+def _finish_push(server: _Server, thread, box: dict, error: BaseException | None, *, deadline, limit) -> None:
     """One server's end of a collective push: its answer, or ``EngineDied`` naming it."""
     if error is not None and "error" in box:  # the server's answer says more than the broadcast's
         raise box["error"]

@@ -323,6 +323,7 @@ def broadcast_beside(
     src: int,
     bucket_bytes: int,
     receive: Callable[[list], object],
+    *,
     dtype: torch.dtype | None = None,
 ) -> tuple[threading.Thread, dict, BaseException | None]:
     """Broadcast ``model``'s tensors from rank ``src`` of ``group`` while ``receive`` runs beside
