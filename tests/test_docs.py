@@ -1,7 +1,8 @@
 """The docs hold: no citation of a document outside the repository, every cited method anchor
 (``docs/methods/losses.md#cispo``) names a heading its page has, every registered method has its heading, the README
 stays a front door (at most 250 lines, its two commands first, a line per pack and per
-engine file), and every `mmreason ...` command in the docs parses with the real CLI."""
+engine file), every `mmreason ...` command in the docs parses with the real CLI, and CHANGELOG.md keeps its
+release / subsection layout."""
 
 from __future__ import annotations
 
@@ -232,3 +233,26 @@ def test_relative_links_in_the_docs_point_at_files_that_exist():
             if "://" not in target and not (path.parent / target).exists():
                 bad.append(f"{path.relative_to(ROOT)} -> {target}")
     assert not bad, bad
+
+
+CHANGELOG_KINDS = {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}  # Keep a Changelog's
+
+
+def test_the_changelog_is_laid_out_by_release_and_kind():
+    """Every `## ` release holds only `### Added|Changed|Deprecated|Removed|Fixed|Security` subsections, each once,
+    and no bullet sits directly under a release heading, so a reader finds what was fixed in a release at once."""
+    bad, release, kinds = [], None, []
+    for n, line in enumerate(_text(ROOT / "CHANGELOG.md").splitlines(), 1):
+        if line.startswith("## "):
+            release, kinds = line[3:], []
+        elif line.startswith("#") and release is not None:
+            kind = line.lstrip("#").strip()
+            if not line.startswith("### ") or kind not in CHANGELOG_KINDS:
+                bad.append(f"{n}: {line!r} is not one of ### {'|'.join(sorted(CHANGELOG_KINDS))}")
+            elif kind in kinds:
+                bad.append(f"{n}: a second ### {kind} under {release!r}")
+            kinds.append(kind)
+        elif line.startswith(("- ", "* ")) and release is not None and not kinds:
+            bad.append(f"{n}: a bullet directly under {release!r}, outside any ### subsection")
+    assert release is not None, "CHANGELOG.md has no ## release section"
+    assert not bad, "CHANGELOG.md:\n" + "\n".join(bad)
