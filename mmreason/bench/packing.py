@@ -1,4 +1,4 @@
-"""`mmreason bench packing`: the update pass padded against packed (padding-free) against the shared prefix.
+"""`mmreason bench packing`: the update pass padded, packed (padding-free), packed with a token budget, shared prefix.
 
 A random-init Qwen2.5-VL whose cost is the transformer's (hidden 512, 8 layers, a 2,048-token vocabulary: the
 LM head is small beside the layers) runs the policy update's forward and backward (log-probs with entropies,
@@ -30,11 +30,12 @@ from mmreason.rollout import packing
 from mmreason.rollout import shared_prefix as sp
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.train.minibatches import length_sorted_minibatches
+from mmreason.train.token_budget import budget_minibatches, token_cost
 from mmreason.types import Trajectory
 
 # transformer-dominated: hidden 512, 8 layers (8 heads of 64, 2 KV heads), MLP 2,048; a 2,048-token vocabulary
 SHAPE = TinySize(2048, 512, 8, 8, 2, 2048, 128, 2, 2, 256)
-PATHS = ("padded", "packed", "shared prefix")
+PATHS = ("padded", "packed", "packed + token budget", "shared prefix")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Mix:
     max_completion: int = 512
     at_limit: int = 2  # completions of the step that run to the limit; the rest are short (median ~48)
     mini_batch_size: int = 8
+    max_tokens: int | None = None  # the token budget's micro-batch size; None: the real tokens / row-count cuts
 
 
 def completion_lengths(mix: Mix, seed: int = 0) -> list[int]:
@@ -99,7 +101,7 @@ def decoder_tokens(path: str, minibatches: list[list[Trajectory]]) -> int:
         lengths = [t.token_ids.numel() for t in rows]
         if path == "padded":
             total += len(rows) * max(lengths)
-        elif path == "packed":
+        elif path.startswith("packed"):
             total += sum(lengths)
         else:  # the prompt once per group, the completions padded to the group's longest
             groups: dict[int, list[Trajectory]] = {}
@@ -123,18 +125,23 @@ def bench(mix: Mix, *, steps: int = 3, warmup: int = 1, dtype: torch.dtype = tor
     assert packing.applies(model)
     trajs = rollouts(mix, ids)
     pad = ids["<|endoftext|>"]
-    cut = length_sorted_minibatches(list(range(len(trajs))), trajs, mix.mini_batch_size)
-    minibatches = [[trajs[i] for i in rows] for rows in cut]
-    batches = [collate(rows, pad).to(device) for rows in minibatches]
-    for b in batches:
+    everyone = list(range(len(trajs)))
+    cut = length_sorted_minibatches(everyone, trajs, mix.mini_batch_size)
+    real = sum(t.token_ids.numel() for t in trajs)
+    budget = mix.max_tokens or -(-real // len(cut))  # as many micro-batches as rows give, of equal tokens
+    cuts = {path: cut for path in PATHS}
+    cuts["packed + token budget"] = budget_minibatches(everyone, trajs, budget, token_cost(trajs))
+    minibatches = {path: [[trajs[i] for i in rows] for rows in c] for path, c in cuts.items()}
+    batches = {path: [collate(rows, pad).to(device) for rows in mbs] for path, mbs in minibatches.items()}
+    for b in (b for bs in batches.values() for b in bs):
         b.visual["pixel_values"] = b.visual["pixel_values"].to(dtype)
 
     def update(path: str) -> None:
-        for rows, batch in zip(minibatches, batches):
+        for rows, batch in zip(minibatches[path], batches[path]):
             if path == "shared prefix":
                 logp = sp.shared_prefix_logprobs(model, rows, batch.input_ids.shape[1], pad, True)[0]
             else:
-                logp = token_logprobs(model, batch, True, packed=path == "packed")[0]
+                logp = token_logprobs(model, batch, True, packed=path.startswith("packed"))[0]
             adv = torch.linspace(-1, 1, len(rows), device=device)
             rl.policy_loss("clipped", logp, logp.detach(), adv, batch.action_mask).loss.backward()
         model.zero_grad(set_to_none=True)
@@ -153,7 +160,6 @@ def bench(mix: Mix, *, steps: int = 3, warmup: int = 1, dtype: torch.dtype = tor
             if i >= warmup:
                 times[path].append(clock() - t0)
     out: dict[str, dict] = {}
-    real = sum(t.token_ids.numel() for t in trajs)
     for path in PATHS:
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -162,8 +168,9 @@ def bench(mix: Mix, *, steps: int = 3, warmup: int = 1, dtype: torch.dtype = tor
             peak = torch.cuda.max_memory_allocated(device) - before
         else:
             peak = tensor_peak(lambda p=path: update(p))
-        tokens = decoder_tokens(path, minibatches)
+        tokens = decoder_tokens(path, minibatches[path])
         out[path] = {
+            "micro_batches": len(minibatches[path]),
             "update_s": statistics.median(times[path]),
             "decoder_tokens": tokens,
             "padding_share": max(0.0, 1 - real / tokens) if path != "shared prefix" else None,
@@ -172,7 +179,8 @@ def bench(mix: Mix, *, steps: int = 3, warmup: int = 1, dtype: torch.dtype = tor
     out["_meta"] = {
         "parameters": sum(p.numel() for p in model.parameters()),
         "lengths": [t.completion_length for t in trajs],
-        "minibatches": len(minibatches),
+        "minibatches": len(cut),
+        "budget": budget,
         "real_tokens": real,
         "device": str(device),
     }
@@ -185,6 +193,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-completion", type=int, default=512, help="the length limit (a few rows reach it)")
     parser.add_argument("--at-limit", type=int, default=2, help="completions of the step at the limit")
     parser.add_argument("--mini-batch-size", type=int, default=8)
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="the token budget (default: real tokens / row-count cuts)"
+    )
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
@@ -200,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
         max_completion=args.max_completion,
         at_limit=args.at_limit,
         mini_batch_size=args.mini_batch_size,
+        max_tokens=args.max_tokens,
     )
     r = bench(mix, steps=args.steps, warmup=args.warmup, dtype=getattr(torch, args.dtype))
     meta = r.pop("_meta")
@@ -210,12 +222,14 @@ def run(args: argparse.Namespace) -> int:
         f"layers ({meta['parameters'] / 1e6:.1f} M parameters), {args.dtype}, {meta['device']}, "
         f"{torch.get_num_threads()} thread(s); {mix.prompts} prompts x G = {mix.num_generations} "
         f"({mix.image_tokens + mix.prompt_text + 2}-token prompts, one image), completions {lengths} "
-        f"in {meta['minibatches']} mini-batches of <= {mix.mini_batch_size}; {meta['real_tokens']:,} real tokens; "
+        f"in {meta['minibatches']} mini-batches of <= {mix.mini_batch_size} rows (token budget {meta['budget']:,}); "
+        f"{meta['real_tokens']:,} real tokens; "
         f"median of {args.steps}"
     )
     table = Table()
     for column in (
         "path",
+        "micro-batches",
         "update (s)" if meta["device"] == "cuda" else "update (CPU s)",
         "decoder tokens",
         "padding share",
@@ -228,6 +242,7 @@ def run(args: argparse.Namespace) -> int:
         share = "n/a" if x["padding_share"] is None else f"{x['padding_share']:.0%}"
         table.add_row(
             path,
+            str(x["micro_batches"]),
             f"{x['update_s']:.3f}",
             f"{x['decoder_tokens']:,}",
             share,
