@@ -6,6 +6,12 @@ import importlib.abc
 import importlib.util
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 __version__ = "0.2.0.dev0"
 
@@ -17,7 +23,9 @@ _MAPPED = {f"{__name__}.tasks": "tasks", f"{__name__}.rewards": "rewards"}
 
 
 class _CheckoutFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path=None, target=None):
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         folder = _MAPPED.get(fullname)
         if folder is None:
             return None

@@ -18,13 +18,16 @@ import math
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
 from mmreason.registry import closest
 
-C = TypeVar("C")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")
 
 
 class ConfigError(ValueError):
@@ -113,7 +116,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 errors.append(str(exc))
         inner = [e for e in errors if e.startswith((f"{key}.", f"{key}["))]  # the shape matched, a part did not
         raise ConfigError(inner[0] if inner else f"{key}: {value!r} is not a {_type_name(tp)}")
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         if not isinstance(value, dict):
@@ -176,7 +179,7 @@ def _dict_keys(cls: type, prefix: str = "") -> list[str]:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             keys.extend(_dict_keys(tp, prefix + f.name + "."))
         elif tp is dict or typing.get_origin(tp) is dict:
             keys.append(prefix + f.name)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from typing import Any
+
+from mmreason.registry import Registry
 
 # kind -> (module, attribute holding a Registry)
 REGISTRIES = {
@@ -26,7 +29,7 @@ REGISTRIES = {
 METHOD_KINDS = ("estimators", "losses", "aggregations", "kl", "samplers", "rollouts")
 
 
-def _registry(kind: str):
+def _registry(kind: str) -> Registry[Any]:
     module, attr = REGISTRIES[kind]
     return getattr(importlib.import_module(module), attr)
 

@@ -18,8 +18,9 @@ import json
 import logging
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 def cache_dir(*parts: str) -> Path:
@@ -67,7 +68,7 @@ log = logging.getLogger(__name__)  # mmreason.paths: the read-back warnings
 class JsonLines(list):
     """The rows of a JSON Lines file (dicts, in file order), with what was left out."""
 
-    def __init__(self, rows=(), *, skipped: int = 0, cut_last: bool = False):
+    def __init__(self, rows: Iterable[dict[str, Any]] = (), *, skipped: int = 0, cut_last: bool = False) -> None:
         super().__init__(rows)
         self.skipped = skipped  # broken lines before the last one
         self.cut_last = cut_last  # the last line was broken (a write cut short) and dropped
@@ -137,7 +138,7 @@ def seal_jsonl(path: str | Path) -> None:
     log.warning("%s: the last line was cut short (a write interrupted by a kill?); removed before appending", path)
 
 
-def _last_line_start(f, size: int, block: int = 1 << 16) -> int:
+def _last_line_start(f: BinaryIO, size: int, block: int = 1 << 16) -> int:
     """The offset just after the last ``"\\n"`` of the file (0 when it has none)."""
     end = size
     while end > 0:

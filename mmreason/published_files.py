@@ -15,6 +15,7 @@ skips on purpose (DocVQA's test split has no answers) are counted in ``Loaded.sk
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,11 @@ class Loaded(list):
 
     def __init__(
         self,
-        samples: list[Sample] = (),
+        samples: Iterable[Sample] = (),
         skipped: dict[str, int] | None = None,
         notes: list[str] | None = None,
         extraction: str = "",
-    ):
+    ) -> None:
         super().__init__(samples)
         self.skipped = dict(skipped or {})
         self.notes = list(notes or [])

@@ -63,7 +63,7 @@ class Registry(Generic[T]):
     ... def grpo(rewards, group_ids): ...
     """
 
-    def __init__(self, kind: str, loader: Callable[[], None] | None = None, item_type: type | None = None):
+    def __init__(self, kind: str, loader: Callable[[], None] | None = None, item_type: type | None = None) -> None:
         self.kind = kind
         self.item_type = item_type  # what a reference must name: an instance of this type (None: a callable)
         self._items: dict[str, T] = {}

@@ -64,7 +64,7 @@ def parse_pair(value: Any, what: str) -> tuple[float, float]:
         m = _PAIR_TEXT.fullmatch(value)
         pair = [m.group(1), m.group(2)] if m else None
     try:
-        start, end = (float(v) for v in pair)  # type: ignore[union-attr]
+        start, end = (float(v) for v in pair)
     except (TypeError, ValueError):
         raise ValueError(f"{what} {value!r} is not [start, end] in seconds") from None
     if not (math.isfinite(start) and math.isfinite(end)) or start < 0 or end <= start:
@@ -99,7 +99,7 @@ def _json_type(value: Any) -> str:
 class Constant:
     """``NaN`` / ``Infinity`` / ``-Infinity`` as the strict reader meets them (``_check_row`` names the field)."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str) -> None:
         self.text = text
 
 

@@ -101,9 +101,8 @@ class TaskPack:
             return self.sft_target(sample)
         return str(sample.meta.get("target", sample.answer))
 
-    @property
-    def __doc__(self) -> str:  # for Registry.describe
-        return self.description
+    def __post_init__(self) -> None:
+        self.__doc__ = self.description  # what Registry.describe prints for the pack
 
 
 def loader_options(load: Callable[..., Any]) -> list[str]:

@@ -24,7 +24,11 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jinja2 import Environment, Template
+    from jinja2.runtime import Context
 
 MAX_TEMPLATE_BYTES = 1 << 20  # a template file
 MAX_CHARS = 1_000_000  # a rendered template, and any value inside one (characters + items)
@@ -81,7 +85,7 @@ def _before(what: str, target: Any, args: tuple, max_chars: int) -> None:
         raise TemplateLimit(f"{what} could build {estimate:,} characters / items, over {most:,}")
 
 
-def environment(*, strict: bool = True, max_chars: int = MAX_CHARS):
+def environment(*, strict: bool = True, max_chars: int = MAX_CHARS) -> Environment:
     """A sandboxed Jinja environment within the module's bounds (``strict``: an undefined variable is an
     error, else it renders empty)."""
     import jinja2
@@ -90,7 +94,7 @@ def environment(*, strict: bool = True, max_chars: int = MAX_CHARS):
     class Bounded(ImmutableSandboxedEnvironment):
         intercepted_binops = frozenset({"*", "**", "+"})
 
-        def call_binop(self, context, operator, left, right):
+        def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
             if operator == "**" and isinstance(left, int) and isinstance(right, int):
                 if abs(left) > 1 and right > 0 and right * abs(left).bit_length() > 4096:
                     raise TemplateLimit(f"{left} ** {right}: a number over 4096 bits")
@@ -100,13 +104,13 @@ def environment(*, strict: bool = True, max_chars: int = MAX_CHARS):
                 _check(left, max_chars), _check(right, max_chars)
             return _check(super().call_binop(context, operator, left, right), max_chars)
 
-        def getattr(self, obj, attribute):
+        def getattr(self, obj: Any, attribute: str) -> Any:
             return _check(super().getattr(obj, attribute), max_chars)
 
-        def getitem(self, obj, argument):
+        def getitem(self, obj: Any, argument: str | Any) -> Any:
             return _check(super().getitem(obj, argument), max_chars)
 
-        def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's own signature
+        def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja2's
             _before("a call", getattr(__obj, "__self__", None), (*args, *kwargs.values()), max_chars)
             return _check(super().call(__context, __obj, *args, **kwargs), max_chars)
 
@@ -127,7 +131,7 @@ def _bounded_filter(name: str, fn: Callable, max_chars: int) -> Callable:
 
     skip = 2 if _PassArg.from_obj(fn) is not None else 1  # the context / environment, then the value
 
-    def bounded(*args, **kwargs):
+    def bounded(*args: Any, **kwargs: Any) -> Any:
         _before(
             f"filter {name}", args[skip - 1] if len(args) >= skip else None, (*args[skip:], *kwargs.values()), max_chars
         )
@@ -139,14 +143,16 @@ def _bounded_filter(name: str, fn: Callable, max_chars: int) -> Callable:
     return bounded
 
 
-def compile_template(source: str, *, strict: bool = True, max_chars: int = MAX_CHARS):
+def compile_template(source: str, *, strict: bool = True, max_chars: int = MAX_CHARS) -> Template:
     """``source`` compiled in a bounded sandbox (``environment``); jinja2's ``TemplateSyntaxError`` as is."""
     if len(source.encode("utf-8", "surrogatepass")) > MAX_TEMPLATE_BYTES:
         raise TemplateLimit(f"a template of {len(source):,} characters, over {MAX_TEMPLATE_BYTES:,} bytes")
     return environment(strict=strict, max_chars=max_chars).from_string(source)
 
 
-def render(template, values: dict[str, Any], *, timeout_s: float | None = None, max_chars: int = MAX_CHARS) -> str:
+def render(
+    template: Template, values: dict[str, Any], *, timeout_s: float | None = None, max_chars: int = MAX_CHARS
+) -> str:
     """``template`` (from ``compile_template``) rendered with ``values``, streamed: ``TemplateLimit`` past
     ``max_chars`` characters of output or ``timeout_s`` seconds (default ``TIMEOUT_S``)."""
     timeout_s = TIMEOUT_S if timeout_s is None else timeout_s
@@ -180,7 +186,7 @@ class _Watchdog:
     thread gets ``_Expired`` at its next bytecode; ``disarm`` removes the ticket, clears an exception that was
     set but not yet raised, and says whether the deadline fired."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int]] = []
         self._live: dict[int, int] = {}  # ticket -> thread ident

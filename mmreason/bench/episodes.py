@@ -24,7 +24,8 @@ from mmreason.eval.scoring import PromptOptions, build_prompts
 from mmreason.eval.tasks import load_task
 from mmreason.models.tiny import build_tiny_model
 from mmreason.rollout.generate import GenerationSettings
-from mmreason.rollout.multiturn import EpisodeStart, run_episode, run_episodes
+from mmreason.rollout.multiturn import EnvironmentStartError, EpisodeStart, run_episode, run_episodes
+from mmreason.types import Trajectory
 
 
 def bench_episodes(
@@ -58,18 +59,20 @@ def bench_episodes(
         prompts = [p for _, p in built]
         env = the_task.pack.make_environment
         settings = GenerationSettings(max_new_tokens, temperature)
-        kwargs = dict(max_turns=max_turns, max_context=4096 + max_new_tokens * max_turns * 8, seed=0, step=1)
+        kwargs: dict[str, Any] = dict(
+            max_turns=max_turns, max_context=4096 + max_new_tokens * max_turns * 8, seed=0, step=1
+        )
 
-        def starts():
+        def starts() -> list[EpisodeStart]:
             return [EpisodeStart(p, env(), g, i) for g, p in enumerate(prompts) for i in range(group)]
 
-        def alone():
+        def alone() -> list[Trajectory]:
             return [
                 run_episode(lm, processor, s.prompt, s.env, s.group_id, settings=settings, index=s.index, **kwargs)
                 for s in starts()
             ]
 
-        def together():
+        def together() -> list[Trajectory | EnvironmentStartError]:
             return run_episodes(lm, processor, starts(), settings, **kwargs)
 
         timings: dict[str, list[float]] = {"alone": [], "together": []}

@@ -15,7 +15,7 @@ import argparse
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -25,9 +25,13 @@ from mmreason.eval.output import RunFiles, package_versions
 from mmreason.eval.report import build_results, markdown_table
 from mmreason.eval.scoring import ScoringOptions, estimate_length, plan_batches, score_task
 from mmreason.eval.tasks import EvalTask, load_task
+from mmreason.models.loading import DType
 from mmreason.models.tiny import build_tiny_model
 from mmreason.rollout.generate import GenerationSettings, eos_token_ids, suppressed_token_ids
 from mmreason.rollout.prompts import render_chat
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
 
 def _sync(device: str) -> None:
@@ -35,7 +39,9 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def harness_pass(model, processor, task: EvalTask, opts: ScoringOptions, out_dir: Path) -> tuple[float, list[str]]:
+def harness_pass(
+    model: torch.nn.Module, processor: ProcessorMixin, task: EvalTask, opts: ScoringOptions, out_dir: Path
+) -> tuple[float, list[str]]:
     """The harness minus model loading: plan, prompts, generate, metrics, journal, results files."""
     start = time.perf_counter()
     files = RunFiles.open(out_dir, "bench", {"t": time.time_ns()})
@@ -48,7 +54,7 @@ def harness_pass(model, processor, task: EvalTask, opts: ScoringOptions, out_dir
 
 
 def bare_pass(
-    model, processor, task: EvalTask, batches: list[list[int]], max_new_tokens: int
+    model: Any, processor: ProcessorMixin, task: EvalTask, batches: list[list[int]], max_new_tokens: int
 ) -> tuple[float, list[str]]:
     """Hand-written batched generation over the same batches (images by path or PIL only)."""
     from PIL import Image
@@ -87,7 +93,7 @@ def bench_eval_overhead(
     *,
     repeats: int = 3,
     device: str | None = None,
-    dtype: str = "auto",
+    dtype: DType = "auto",
 ) -> dict[str, Any]:
     """Seconds for the harness and for bare generate on the same batches, and the overhead in %."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,6 +105,7 @@ def bench_eval_overhead(
         if any(s.videos or s.pages for s in the_task.samples):
             raise ValueError(f"bench eval-overhead: task {task!r} has videos or pages; the bare loop takes images only")
         lm, processor = load_for_eval(resolve_model(model_dir), ModelArgs(dtype=dtype), device)
+        assert lm is not None  # with_model: loaded
         opts = ScoringOptions(GenerationSettings(max_new_tokens, temperature=0.0), batch_size=batch_size)
         batches = plan_batches([estimate_length(processor, s, opts.prompt) for s in the_task.samples], batch_size)
         warm = EvalTask(

@@ -23,9 +23,12 @@ reference, ``whole=True``), which are exactly what the trainer did on a sharded 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import socket
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import torch
 
@@ -41,7 +44,7 @@ class Phases:
     update: int
 
 
-def _storage_bytes(tensors) -> int:
+def _storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
     seen: dict[int, int] = {}
     for t in tensors:
         t = t.to_local() if hasattr(t, "to_local") else t
@@ -50,7 +53,7 @@ def _storage_bytes(tensors) -> int:
     return sum(seen.values())
 
 
-def _resting(model, optimizer, ref) -> int:
+def _resting(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ref: torch.nn.Module) -> int:
     """Bytes of the policy's (local) parameters and gradients, AdamW's state and the reference's parameters."""
     tensors = list(model.parameters()) + [p.grad for p in model.parameters() if p.grad is not None]
     tensors += [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v) and v.dim()]
@@ -78,14 +81,14 @@ def measure(args: argparse.Namespace, rank: int) -> dict[str, dict]:
     batch = collate(rows, ids["<|endoftext|>"])
     advantages = torch.linspace(-1, 1, len(rows))
 
-    def update(ref, chunked: bool):
+    def update(ref: torch.nn.Module, chunked: bool) -> None:
         with torch.no_grad():
             old = token_logprobs(model, batch, chunked=chunked)[0]
             token_logprobs(ref, batch)  # a whole reference's head was chunked before too
         logp, _ = token_logprobs(model, batch, True, chunked=chunked)
         rl.policy_loss("clipped", logp, old, advantages, batch.action_mask).loss.backward()
 
-    def rollouts(whole: bool):
+    def rollouts(whole: bool) -> None:
         with gathered(model, whole=whole):
             pass
 
@@ -95,21 +98,21 @@ def measure(args: argparse.Namespace, rank: int) -> dict[str, dict]:
     for name, ref, chunked, whole in (("before", whole_ref, False, True), ("after", sharded_ref, True, False)):
         optimizer.zero_grad(set_to_none=True)
         resting = _resting(model, optimizer, ref)
-        peak_rollouts = tensor_peak(lambda whole=whole: rollouts(whole))
-        peak_update = tensor_peak(lambda ref=ref, chunked=chunked: update(ref, chunked))
+        peak_rollouts = tensor_peak(functools.partial(rollouts, whole))
+        peak_update = tensor_peak(functools.partial(update, ref, chunked))
         out[name] = asdict(Phases(resting, resting + peak_rollouts, resting + peak_update))
     return out
 
 
-def collectives(fn) -> dict[str, int]:
+def collectives(fn: Callable[[], None]) -> dict[str, int]:
     """How many all-gathers and reduce-scatters FSDP2 issued while ``fn()`` ran (its collectives module's calls)."""
     import torch.distributed as dist
 
     counts = {"all_gather_single": 0, "reduce_scatter_single": 0}
     saved = {name: getattr(dist, name) for name in counts}
 
-    def counting(name):
-        def call(*args, **kwargs):
+    def counting(name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
             counts[name] += 1
             return saved[name](*args, **kwargs)
 
@@ -148,7 +151,7 @@ def shared_prefix_cost(args: argparse.Namespace, rank: int) -> dict[str, dict]:
     advantages = torch.linspace(-1, 1, len(rows))
     got: dict[str, torch.Tensor] = {}
 
-    def step(shared: bool):
+    def step(shared: bool) -> None:
         if shared:
             logp = sp.shared_prefix_logprobs(model, rows, batch.input_ids.shape[1], pad, True)[0]
         else:
@@ -157,14 +160,14 @@ def shared_prefix_cost(args: argparse.Namespace, rank: int) -> dict[str, dict]:
         rl.policy_loss("clipped", logp, logp.detach(), advantages, batch.action_mask).loss.backward()
         model.zero_grad(set_to_none=True)
 
-    out = {
-        name: collectives(lambda shared=shared: step(shared)) for name, shared in (("plain", False), ("shared", True))
+    out: dict[str, dict[str, Any]] = {
+        name: collectives(functools.partial(step, shared)) for name, shared in (("plain", False), ("shared", True))
     }
-    out["max_logprob_difference"] = {"value": float((got["True"] - got["False"]).abs().max())}  # type: ignore[dict-item]
+    out["max_logprob_difference"] = {"value": float((got["True"] - got["False"]).abs().max())}
     return out
 
 
-def _worker(rank: int, world: int, port: int, args: argparse.Namespace, results) -> None:
+def _worker(rank: int, world: int, port: int, args: argparse.Namespace, results: Any) -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(args.threads)

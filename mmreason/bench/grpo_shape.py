@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import torch
 
@@ -58,7 +59,7 @@ class IdTable:
     def pad_token_id(self) -> int:
         return self.ids["<|endoftext|>"]
 
-    def decode(self, token_ids, skip_special_tokens: bool = True) -> str:
+    def decode(self, token_ids: Any, skip_special_tokens: bool = True) -> str:
         return ""
 
 
@@ -123,9 +124,10 @@ def synthetic_prompts(w: Workload, ids: dict[str, int], vocab: int, count: int) 
     prompts = []
     for i in range(count):
         t = synthetic_group(Workload(w.pages, w.image_tokens, w.prompt_text, 1, 1), ids, vocab, seed=i)[0]
-        p = t.prompt_length
+        p, types = t.prompt_length, t.mm_token_type_ids
+        assert types is not None  # synthetic_group sets them
         sample = Sample(id=f"bench-{i}", messages=[])
-        prompts.append(PromptInputs(sample, t.token_ids[:p], t.mm_token_type_ids[:p], dict(t.visual[0])))
+        prompts.append(PromptInputs(sample, t.token_ids[:p], types[:p], dict(t.visual[0])))
     return prompts
 
 

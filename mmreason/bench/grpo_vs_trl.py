@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -31,6 +32,9 @@ from mmreason.train.config import TrainConfig
 from mmreason.train.prompts import load_prompt
 from mmreason.train.setup import setup_run
 from mmreason.train.step import train_step
+
+if TYPE_CHECKING:
+    from trl import GRPOTrainer
 
 QUESTION = "Which page shows the answer? Reply with the page number."
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
@@ -44,7 +48,7 @@ SETTINGS = (
 )
 
 
-def length_reward(completions, **kwargs) -> list[float]:
+def length_reward(completions: list[Any], **kwargs: Any) -> list[float | None]:
     """A cheap reward that varies within a group (TRL's calling convention; both trainers call it)."""
     texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
     return [(len(t) % 7) / 6 for t in texts]
@@ -96,7 +100,10 @@ def run_mmreason(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) 
         ],
     )
     run = setup_run(cfg, verbose=False)
-    prompt_tokens = load_prompt(run, 0).length
+    prompt = load_prompt(run, 0)
+    if prompt is None:
+        raise ValueError(f"bench grpo-vs-trl: the first sample of {o.task!r} does not build a prompt")
+    prompt_tokens = prompt.length
     rows, ends, cpu = [], [time.perf_counter()], [time.process_time()]
     for step in range(1, o.steps + o.warmup + 1):
         run.step = step
@@ -117,7 +124,7 @@ def run_trl(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) -> di
     from datasets import Dataset
     from PIL import Image
     from transformers import AutoModelForImageTextToText, AutoProcessor, PrinterCallback, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     samples = TASKS.get("vision").load(str(jsonl), "train")  # the samples mmreason trains on, as TRL rows
     data = Dataset.from_list(
@@ -164,12 +171,12 @@ def run_trl(model_dir: str, jsonl: Path, out: Path, o: argparse.Namespace) -> di
         seed=0,
     )
     clock = _TrlClock()
-    trainer = _timed_trainer(GRPOTrainer, clock)(
+    trainer = _timed_trainer(clock)(
         model=model, reward_funcs=[length_reward], args=args, train_dataset=data, processing_class=processor
     )
 
     class Ends(TrainerCallback):
-        def on_step_end(self, *_args, **_kwargs):
+        def on_step_end(self, *_args: Any, **_kwargs: Any) -> None:
             clock.step_end()
 
     trainer.add_callback(Ends())
@@ -188,7 +195,7 @@ class _TrlClock:
     """Per optimizer step: TRL's ``generate`` time, and its update (the step minus generation and scoring,
     plus any reference / old-policy log-prob pass made while scoring)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.ends: list[float] = []
         self.cpu: list[float] = []
         self.generate: list[float] = []
@@ -207,11 +214,14 @@ class _TrlClock:
         self._gen = self._score = self._logps = 0.0
 
 
-def _timed_trainer(base, clock: _TrlClock):
-    class Timed(base):
+def _timed_trainer(clock: _TrlClock) -> type[GRPOTrainer]:
+    """TRL's GRPOTrainer with its generation, scoring and log-prob passes timed into ``clock``."""
+    from trl import GRPOTrainer
+
+    class Timed(GRPOTrainer):
         _scoring = False
 
-        def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+        def _generate_single_turn(self, prompt_ids: list[list[int]], *args: Any, **kwargs: Any) -> Any:
             clock.prompt_tokens = len(prompt_ids[0])
             t = time.perf_counter()
             completion_ids, logprobs = super()._generate_single_turn(prompt_ids, *args, **kwargs)
@@ -219,7 +229,7 @@ def _timed_trainer(base, clock: _TrlClock):
             clock.lengths.append(statistics.mean(len(c) for c in completion_ids))
             return completion_ids, logprobs
 
-        def _generate_and_score_completions(self, *args, **kwargs):
+        def _generate_and_score_completions(self, *args: Any, **kwargs: Any) -> Any:
             t = time.perf_counter()
             self._scoring = True
             try:
@@ -228,7 +238,7 @@ def _timed_trainer(base, clock: _TrlClock):
                 self._scoring = False
                 clock._score += time.perf_counter() - t
 
-        def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
             t = time.perf_counter()
             try:
                 return super()._get_per_token_logps_and_entropies(*args, **kwargs)

@@ -13,6 +13,7 @@ one update (the CPU allocator's events, ``plan_check.tensor_peak``; on a GPU ``m
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from dataclasses import dataclass
@@ -167,7 +168,7 @@ def bench(mix: Mix, *, steps: int = 3, warmup: int = 1, dtype: torch.dtype = tor
             update(path)
             peak = torch.cuda.max_memory_allocated(device) - before
         else:
-            peak = tensor_peak(lambda p=path: update(p))
+            peak = tensor_peak(functools.partial(update, path))
         tokens = decoder_tokens(path, minibatches[path])
         out[path] = {
             "micro_batches": len(minibatches[path]),

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from mmreason import rl
 from mmreason.bench.update_throughput import Workload, synthetic_group
 from mmreason.models.loading import ModelConfig, load_model
-from mmreason.models.tiny import build_tiny_model
+from mmreason.models.tiny import build_tiny_model, token_id
 from mmreason.plan.memory import RunSettings, plan
 from mmreason.plan.shapes import load_shape
 from mmreason.rollout import shared_prefix as sp
@@ -58,7 +60,7 @@ class Check:
         return predicted / measured if measured else float("nan")
 
 
-def tensor_peak(fn) -> int:
+def tensor_peak(fn: Callable[[], Any]) -> int:
     """Peak bytes that tensors allocated while ``fn()`` ran held at once (allocation and free events of the
     CPU allocator, in time order), above what was held before."""
     from torch.profiler import ProfilerActivity, profile
@@ -74,7 +76,7 @@ def tensor_peak(fn) -> int:
     return peak
 
 
-def _held(model, optimizer) -> int:
+def _held(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
     """Bytes held by the parameters, their gradients and the optimizer's state tensors."""
     seen: dict[int, int] = {}
     tensors = [p for p in model.parameters()] + [p.grad for p in model.parameters() if p.grad is not None]
@@ -116,14 +118,14 @@ def check_size(size: str, w: Workload, folder: Path, *, gradient_checkpointing: 
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(path))
-    ids = {name: tok.convert_tokens_to_ids(name) for name in SPECIALS}
+    ids = {name: token_id(tok, name) for name in SPECIALS}
     trajectories = synthetic_group(w, ids, len(tok))
     pad = ids["<|endoftext|>"]
     batch = collate(trajectories, pad)
     advantages = torch.linspace(-1, 1, len(trajectories))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)  # the trainer's optim=adamw_torch
 
-    def forward_backward():
+    def forward_backward() -> None:
         if sp.applies(model, trajectories):
             logp = sp.shared_prefix_logprobs(model, trajectories, batch.input_ids.shape[1], pad, True)[0]
         else:

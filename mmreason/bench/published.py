@@ -20,6 +20,7 @@ import json
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +179,8 @@ def bench_rescore(benchmark: str, n: int, repeats: int, root: Path) -> dict[str,
     folder.mkdir(parents=True)
     _write(folder / name, data)
     _write(folder / "predictions.json", preds)
-    times, results = [], None
+    times: list[float] = []
+    results: dict[str, Any] = {}
     for r in range(repeats):
         start = time.perf_counter()
         results, _ = rescore(
@@ -235,11 +237,11 @@ def _media_set(benchmark: str, n: int, folder: Path) -> Path:
     return folder / name
 
 
-def _timed(module: Any, name: str, spent: dict[str, float]):
+def _timed(module: Any, name: str, spent: dict[str, float]) -> Callable[..., Any]:
     """Wrap ``module.name`` so its calls add their seconds to ``spent[name]``; returns the original."""
     inner = getattr(module, name)
 
-    def timed(*args, **kwargs):
+    def timed(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
             return inner(*args, **kwargs)

@@ -13,6 +13,8 @@ import json
 import statistics
 import time
 import tracemalloc
+from collections.abc import Callable
+from typing import Any
 
 from mmreason.rollout.backends.vllm_wire import WireError, WireLimits, check_body_shape
 
@@ -30,7 +32,7 @@ def _count(body: bytes) -> None:
     raise AssertionError("a body of empty lists passed the shape count")
 
 
-def _median_seconds(fn, body: bytes, repeats: int) -> float:
+def _median_seconds(fn: Callable[[bytes], Any], body: bytes, repeats: int) -> float:
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
@@ -39,7 +41,7 @@ def _median_seconds(fn, body: bytes, repeats: int) -> float:
     return statistics.median(times)
 
 
-def _peak_mib(fn, body: bytes) -> float:
+def _peak_mib(fn: Callable[[bytes], Any], body: bytes) -> float:
     tracemalloc.start()
     try:
         fn(body)

@@ -21,8 +21,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mmreason.models.tiny import SIZES
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
+
+    from mmreason.rollout.prompts import PromptInputs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=3)
 
 
-def _prompts(processor, count: int) -> list:
+def _prompts(processor: ProcessorMixin, count: int) -> list[PromptInputs]:
     from PIL import Image
 
     from mmreason.rollout.prompts import build_prompt

@@ -18,13 +18,22 @@ from __future__ import annotations
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mmreason import rl
-from mmreason.rollout import forward
+from mmreason.rollout import head as rollout_head
 from mmreason.rollout import shared_prefix as sp
+from mmreason.types import Trajectory
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from torch.utils.hooks import RemovableHandle
+
+    from mmreason.bench.update_throughput import Workload
 
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm")
 KINDS = {
@@ -53,15 +62,15 @@ def matmul_rate(dtype: torch.dtype, size: int = 1024, repeats: int = 5) -> float
 class _Timer:
     """Wall seconds spent inside the hooked modules, per label (one label may be entered several times)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds: dict[str, list[float]] = defaultdict(list)
         self._start: dict[str, float] = {}
 
-    def hook(self, module: torch.nn.Module, label) -> list:
-        def pre(_m, _args):
+    def hook(self, module: torch.nn.Module, label: str | Callable[[], str]) -> list[RemovableHandle]:
+        def pre(_m: torch.nn.Module, _args: Any) -> None:
             self._start[label() if callable(label) else label] = time.perf_counter()
 
-        def post(_m, _args, _out):
+        def post(_m: torch.nn.Module, _args: Any, _out: Any) -> None:
             name = label() if callable(label) else label
             self.seconds[name].append(time.perf_counter() - self._start.pop(name))
 
@@ -69,25 +78,34 @@ class _Timer:
 
 
 @contextmanager
-def _timed_logprobs(timer: _Timer):
-    """Time ``rl.lm_head.logprobs_from_hidden`` as the forward path calls it (head + log-softmax)."""
+def _timed_logprobs(timer: _Timer) -> Iterator[None]:
+    """Time ``rl.lm_head.logprobs_from_hidden`` as the forward path calls it, from ``rollout.head`` (head +
+    log-softmax)."""
 
-    original = forward.logprobs_from_hidden
+    original = rollout_head.logprobs_from_hidden
 
-    def timed(*args, **kwargs):
+    def timed(*args: Any, **kwargs: Any) -> Any:
         t = time.perf_counter()
         out = original(*args, **kwargs)
         timer.seconds["lm head + log-softmax"].append(time.perf_counter() - t)
         return out
 
-    forward.logprobs_from_hidden = timed
+    rollout_head.logprobs_from_hidden = timed
     try:
         yield
     finally:
-        forward.logprobs_from_hidden = original
+        rollout_head.logprobs_from_hidden = original
 
 
-def profile_update(model, trajectories, pad: int, optimizer, workload, *, steps: int = 3) -> dict:
+def profile_update(
+    model: Any,
+    trajectories: list[Trajectory],
+    pad: int,
+    optimizer: torch.optim.Optimizer,
+    workload: Workload,
+    *,
+    steps: int = 3,
+) -> dict[str, Any]:
     """Median seconds and FLOPs per part of the shared-prefix update of one group (see the module doc)."""
 
     text = model.model.language_model
@@ -127,7 +145,7 @@ def profile_update(model, trajectories, pad: int, optimizer, workload, *, steps:
     return _parts(model, workload, med, len(trajectories))
 
 
-def _head_matmul_seconds(model, tokens: int, repeats: int = 5) -> float:
+def _head_matmul_seconds(model: Any, tokens: int, repeats: int = 5) -> float:
     head = model.get_output_embeddings()
     h = torch.randn(tokens, head.weight.shape[1], dtype=head.weight.dtype)
     with torch.no_grad():
@@ -140,7 +158,7 @@ def _head_matmul_seconds(model, tokens: int, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
-def _parts(model, w, med: dict[str, float], g: int) -> dict:
+def _parts(model: Any, w: Workload, med: dict[str, float], g: int) -> dict[str, Any]:
     cfg = model.config.text_config
     d, layers, vocab = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
     visual = sum(p.numel() for n, p in model.named_parameters() if ".visual." in f".{n}")
@@ -178,7 +196,9 @@ def _parts(model, w, med: dict[str, float], g: int) -> dict:
     }
 
 
-def operator_shares(model, trajectories, pad: int, optimizer) -> dict[str, float]:
+def operator_shares(
+    model: torch.nn.Module, trajectories: list[Trajectory], pad: int, optimizer: torch.optim.Optimizer
+) -> dict[str, float]:
     """One profiled update step's self CPU time split by operator kind (``KINDS``), in seconds."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -198,7 +218,7 @@ def operator_shares(model, trajectories, pad: int, optimizer) -> dict[str, float
     return dict(shares)
 
 
-def print_profile(console, r: dict, workload, steps: int = 3) -> None:
+def print_profile(console: Console, r: dict[str, Any], workload: Workload, steps: int = 3) -> None:
     """The part table and the operator table of one ``bench_update`` result's model (its dtype), with the
     machine's measured matmul rate in that dtype."""
     from rich.table import Table

@@ -18,12 +18,14 @@ import argparse
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 from rich.console import Console
 from rich.table import Table
-from transformers import AutoModelForImageTextToText
+from transformers import AutoModelForImageTextToText, PretrainedConfig
 
 from mmreason import rl
 from mmreason.bench.update_profile import print_profile
@@ -33,6 +35,8 @@ from mmreason.rollout import shared_prefix as sp
 from mmreason.rollout.forward import collate, token_logprobs
 from mmreason.train.precision import MasterWeightAdamW, needs_master_weights
 from mmreason.types import Trajectory
+
+T = TypeVar("T")
 
 # Qwen2.5-VL-3B-Instruct's and -7B-Instruct's shapes (their published config.json: text hidden size, layers,
 # heads, KV heads, MLP width; vision width, depth, heads, MLP width); the vocabulary and special-token ids are
@@ -86,7 +90,7 @@ class Workload:
         return 4 * self.pages * self.image_tokens
 
 
-def shape_config(shape: str):
+def shape_config(shape: str) -> tuple[PretrainedConfig, dict[str, int]]:
     """The Qwen2.5-VL config of a named shape and its special-token ids (Qwen's for the Qwen shapes), built
     without weights: the meta device counts its parameters, ``build_model`` initialises them."""
     size = SHAPES[shape]
@@ -95,7 +99,9 @@ def shape_config(shape: str):
     return model_config("qwen2_5_vl", size, ids, vocab, _FULL_ATTENTION_BLOCKS.get(shape)), ids
 
 
-def build_model(shape: str, dtype: torch.dtype, attn: str, device: torch.device, seed: int = 0):
+def build_model(
+    shape: str, dtype: torch.dtype, attn: str, device: torch.device, seed: int = 0
+) -> tuple[Any, dict[str, int]]:
     """A random-init model of a named shape on ``device`` (on a GPU, allocated there: no CPU copy)."""
     config, ids = shape_config(shape)
     with torch.random.fork_rng(devices=[]):
@@ -111,7 +117,7 @@ def _grid(tokens: int) -> tuple[int, int]:
     return (2 * side, 2 * side) if side * side == tokens else (2, 2 * tokens)
 
 
-def synthetic_group(w: Workload, ids: dict[str, int], vocab: int, seed: int = 0) -> list:
+def synthetic_group(w: Workload, ids: dict[str, int], vocab: int, seed: int = 0) -> list[Trajectory]:
     """G trajectories of one prompt (text, ``pages`` images, text) with random token ids and pixels."""
     g = torch.Generator().manual_seed(seed)
     text_ids = min(ids.values())  # ordinary tokens lie below the special ones
@@ -153,7 +159,7 @@ def synthetic_group(w: Workload, ids: dict[str, int], vocab: int, seed: int = 0)
     return out
 
 
-def update_flops(model, w: Workload) -> float:
+def update_flops(model: Any, w: Workload) -> float:
     """FLOPs of one update (forward + backward) on one group, counting the prompt once."""
     cfg = model.config.text_config
     d, layers, vocab = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
@@ -181,12 +187,12 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def saved_for_backward_bytes(fn) -> tuple[object, int]:
+def saved_for_backward_bytes(fn: Callable[[], T]) -> tuple[T, int]:
     """``fn()`` and the bytes of the distinct tensors autograd saved for backward while it ran (the activation
     memory of an update, parameters excluded)."""
     seen: dict[int, int] = {}
 
-    def pack(t):
+    def pack(t: torch.Tensor) -> torch.Tensor:
         if not isinstance(t, torch.nn.Parameter):
             storage = t.untyped_storage()
             seen[storage.data_ptr()] = storage.nbytes()
@@ -235,7 +241,7 @@ def bench_update(
         torch.cuda.reset_peak_memory_stats(device)
     rows, saved = [], 0
 
-    def logprobs():  # with the entropy, as the trainer's update takes it
+    def logprobs() -> torch.Tensor:  # with the entropy, as the trainer's update takes it
         if use_shared:
             return sp.shared_prefix_logprobs(
                 model, trajectories, batch.input_ids.shape[1], pad, True, chunked=chunked_head

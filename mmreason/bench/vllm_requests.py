@@ -14,6 +14,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             listed = [i for i in range(vocab) if i not in banned]
             masked = engine.sampling_params
 
-            def with_list(gen: GenerationSettings, seed: int | None):
+            def with_list(gen: GenerationSettings, seed: int | None) -> Any:  # vLLM's SamplingParams
                 params = masked(gen, seed)
                 params.allowed_token_ids = listed  # the request as it was built before
                 return params
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             times: dict[str, list[float]] = {"allowed_token_ids per request": [], "engine-wide mask": []}
             for r in range(args.repeats + 1):  # the first round warms both up and is not counted
                 for path, build in zip(times, (with_list, masked)):
-                    engine.sampling_params = build
+                    engine.__dict__["sampling_params"] = build  # this engine's requests built this way
                     t = time.perf_counter()
                     engine.generate_requests(request, args.rows, gen, list(range(args.rows)))
                     if r:

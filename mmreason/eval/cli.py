@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_config(args: argparse.Namespace):
+def build_config(args: argparse.Namespace) -> EvalConfig:
     if not args.model or not args.tasks:
         raise ConfigError("mmreason eval needs --model and --tasks (or: mmreason eval compare A.json B.json)")
     cfg = EvalConfig(

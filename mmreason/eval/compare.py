@@ -11,9 +11,12 @@ import argparse
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmreason.files import MAX_TEXT_BYTES, parse_json, read_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass
@@ -69,7 +72,7 @@ def _fmt(value: float | None, signed: bool = False) -> str:
     return f"{value:+.4f}" if signed else f"{value:.4f}"
 
 
-def print_comparison(rows: list[Row], labels: list[str], console=None) -> None:
+def print_comparison(rows: list[Row], labels: list[str], console: Console | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -100,7 +103,7 @@ def write_chart(rows: list[Row], labels: list[str], out: str | Path) -> Path:
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(rows) * n_runs), 4.5))
     for i, label in enumerate(labels):
         xs = [g + (i - (n_runs - 1) / 2) * width for g in range(len(rows))]
-        ys = [r.values[i] if r.values[i] is not None else 0.0 for r in rows]
+        ys = [r.values[i] or 0.0 for r in rows]
         errs = [r.stderrs[i] or 0.0 for r in rows]
         ax.bar(xs, ys, width, yerr=errs, capsize=3, label=label.lstrip("_"))  # "_x" would hide from the legend
     ax.set_xticks(range(len(rows)))

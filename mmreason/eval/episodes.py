@@ -12,16 +12,20 @@ pixels), and why the episode ended.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmreason.eval.generate import Completion
+from mmreason.eval.tasks import EvalTask
 from mmreason.rollout.generate import GenerationSettings
 from mmreason.rollout.multiturn import EpisodeStart, run_episodes
 from mmreason.rollout.prompts import PromptInputs
 from mmreason.types import Trajectory
 
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
-def episode_turns(task, max_turns: int | None) -> int:
+
+def episode_turns(task: EvalTask, max_turns: int | None) -> int:
     """Assistant turns of one eval episode of ``task`` (1 = single-turn generation)."""
     if task.pack.make_environment is None:
         return 1
@@ -44,10 +48,10 @@ def _plain(value: Any, depth: int = 0) -> Any:
 
 
 def run_episode_docs(
-    model,
-    processor,
+    model: Any,
+    processor: ProcessorMixin,
     prompts: list[PromptInputs],
-    task,
+    task: EvalTask,
     settings: GenerationSettings,
     *,
     max_turns: int,
@@ -58,9 +62,11 @@ def run_episode_docs(
     """Each doc's episode, all played together (one generate call per turn): the completion the metrics score
     and the episode's record for the samples file, or the ``EnvironmentStartError`` of a doc whose environment
     could not start."""
+    make_environment = task.pack.make_environment
     if not prompts:
         return []
-    starts = [EpisodeStart(p, task.pack.make_environment(), 0, 0, key=p.sample.id) for p in prompts]
+    assert make_environment is not None  # episode_turns is 1 for a pack without one: never called then
+    starts = [EpisodeStart(p, make_environment(), 0, 0, key=p.sample.id) for p in prompts]
     max_context = max_prompt_length + settings.max_new_tokens * max_turns * 8  # observations fit; env bounds them
     results = run_episodes(
         model,

@@ -13,12 +13,17 @@ on the batch size, or on whether the run was resumed.
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mmreason.rollout.generate import GenerationSettings, cut_at_eos, eos_token_ids, sample_rows
 from mmreason.rollout.prompts import PromptInputs
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
 
 @dataclass
@@ -29,17 +34,18 @@ class Completion:
 
 
 def generate_batch(
-    model,
-    processor,
+    model: Any,
+    processor: ProcessorMixin,
     prompts: list[PromptInputs],
     settings: GenerationSettings,
     seeds: list[int] | None = None,
     *,
-    lock=None,
+    lock: threading.Lock | None = None,
 ) -> list[Completion]:
     """One ``generate`` call for N prompts; greedy when ``settings.temperature == 0``.
 
-    ``lock`` guards the tokenizer while decoding when another thread builds prompts meanwhile.
+    ``model`` is an HF model or a rollout engine (``is_rollout_backend``, e.g. vLLM's), whose ``sample`` takes
+    the prompts; ``lock`` guards the tokenizer while decoding when another thread builds prompts meanwhile.
     """
     tokenizer = processor.tokenizer
     eos = eos_token_ids(tokenizer)

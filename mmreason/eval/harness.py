@@ -10,19 +10,20 @@ hash names the run for resume (see ``output.py``).
 
 from __future__ import annotations
 
+import functools
 import resource
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer, set_seed
 
 from mmreason.config import ConfigError, to_dict
-from mmreason.eval.config import EvalConfig
+from mmreason.eval.config import EvalConfig, ModelArgs
 from mmreason.eval.model import ResolvedModel, default_device, load_for_eval, resolve_model
 from mmreason.eval.output import RunFiles, config_hash, elapsed_since, package_versions
 from mmreason.eval.report import build_results, markdown_table, print_table
@@ -37,6 +38,10 @@ from mmreason.rollout.backends.vllm_engine import VLLMBackend, VLLMSettings, pro
 from mmreason.rollout.env_plugin import EnvironmentConfigError, EnvironmentFactory, load_environment
 from mmreason.rollout.generate import GenerationSettings
 from mmreason.rollout.tool_calls import FORMATS
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase, ProcessorMixin
 
 
 @dataclass
@@ -55,7 +60,7 @@ def scoring_options(cfg: EvalConfig) -> ScoringOptions:
 
 
 def run_config(
-    cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], processor, device: str
+    cfg: EvalConfig, resolved: ResolvedModel, tasks: list[EvalTask], processor: ProcessorMixin, device: str
 ) -> dict[str, Any]:
     """The settings that move a score (hashed for resume), as the results file records them."""
     image = processor.image_processor.size
@@ -92,7 +97,7 @@ def run_config(
     }
 
 
-def _tokenizer(resolved: ResolvedModel):
+def _tokenizer(resolved: ResolvedModel) -> PreTrainedTokenizerBase | None:
     """The model's tokenizer (None if it cannot be loaded alone: packs then over-count the text)."""
     try:
         return AutoTokenizer.from_pretrained(str(resolved.processor_dir))
@@ -110,7 +115,7 @@ def resource_use() -> dict[str, Any]:
     }
 
 
-def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcome:
+def evaluate(cfg: EvalConfig, console: Console | None = None, progress: bool = True) -> EvalOutcome:
     """Run every task of ``cfg``; returns the results and where they were written."""
     console = console or Console()
     resolved = resolve_model(cfg.model, cfg.model_args.adapter)
@@ -130,17 +135,19 @@ def evaluate(cfg: EvalConfig, console=None, progress: bool = True) -> EvalOutcom
     set_seed(cfg.seed)
     colocated = cfg.model_args.backend == "vllm" and cfg.model_args.vllm_mode != "server"
     # a colocated engine loads the weights itself: the HF model is never built (server mode pushes it)
-    model, processor = load_for_eval(resolved, cfg.model_args, device, with_model=not colocated)
+    hf_model, processor = load_for_eval(resolved, cfg.model_args, device, with_model=not colocated)
     if environment is not None:  # its tool calls read in the model family's format
         environment.call_format = FORMATS[family_of_processor(processor).tool_calls]
+    model: torch.nn.Module | VLLMClient | VLLMBackend | None = hf_model
     if cfg.model_args.backend == "vllm" and cfg.model_args.vllm_mode == "server":
-        model = vllm_server_for_eval(cfg, model, processor)
+        assert hf_model is not None  # loaded: server mode pushes its weights
+        model = vllm_server_for_eval(cfg, hf_model, processor)
     elif cfg.model_args.backend == "vllm":
         model = vllm_engine_for_eval(resolved, cfg.model_args, processor)
     try:
         return _evaluate_tasks(cfg, console, progress, resolved, tasks, device=device, model=model, processor=processor)
     finally:
-        if getattr(model, "is_rollout_backend", False):
+        if isinstance(model, (VLLMClient, VLLMBackend)):
             model.close()
 
 
@@ -154,7 +161,7 @@ def eval_environment(cfg: EvalConfig) -> EnvironmentFactory | None:
         raise ConfigError(str(exc)) from None
 
 
-def vllm_engine_for_eval(resolved: ResolvedModel, args, processor):
+def vllm_engine_for_eval(resolved: ResolvedModel, args: ModelArgs, processor: ProcessorMixin) -> VLLMBackend:
     """A vLLM engine on ``--model``'s weights (``--model_args backend=vllm``)."""
     if resolved.adapter is not None:
         raise ValueError(
@@ -171,7 +178,7 @@ def vllm_engine_for_eval(resolved: ResolvedModel, args, processor):
     return VLLMBackend(resolved.weights, processor.tokenizer, settings)
 
 
-def vllm_server_for_eval(cfg: EvalConfig, model, processor):
+def vllm_server_for_eval(cfg: EvalConfig, model: torch.nn.Module, processor: ProcessorMixin) -> VLLMClient:
     """A client of the ``mmreason vllm-serve`` at ``vllm_server_host:vllm_server_port``
     (``--model_args backend=vllm,vllm_mode=server``), holding ``--model``'s weights: the loaded model (a LoRA
     adapter merged in) is pushed to the server first, since a server may hold any weights of the same model.
@@ -213,7 +220,17 @@ def vllm_server_for_eval(cfg: EvalConfig, model, processor):
     return client
 
 
-def _evaluate_tasks(cfg: EvalConfig, console, progress, resolved, tasks, *, device, model, processor) -> EvalOutcome:
+def _evaluate_tasks(
+    cfg: EvalConfig,
+    console: Console,
+    progress: bool,
+    resolved: ResolvedModel,
+    tasks: list[EvalTask],
+    *,
+    device: str,
+    model: Any,
+    processor: ProcessorMixin,
+) -> EvalOutcome:
     config = run_config(cfg, resolved, tasks, processor, device)
     files = RunFiles.open(cfg.output_path, resolved.name, config, lock=True)  # one evaluation writes a run
     try:
@@ -224,7 +241,18 @@ def _evaluate_tasks(cfg: EvalConfig, console, progress, resolved, tasks, *, devi
         files.close()
 
 
-def _write_run(cfg: EvalConfig, console, progress, resolved, tasks, *, model, processor, config, files) -> EvalOutcome:
+def _write_run(
+    cfg: EvalConfig,
+    console: Console,
+    progress: bool,
+    resolved: ResolvedModel,
+    tasks: list[EvalTask],
+    *,
+    model: Any,
+    processor: ProcessorMixin,
+    config: dict[str, Any],
+    files: RunFiles,
+) -> EvalOutcome:
     opts = scoring_options(cfg)
     start, records, resumed = time.perf_counter(), {}, 0
     for task in tasks:
@@ -241,7 +269,7 @@ def _write_run(cfg: EvalConfig, console, progress, resolved, tasks, *, model, pr
                 task,
                 opts,
                 done,
-                on_batch=lambda rows, t=task: files.append(t.file_name, rows),
+                on_batch=functools.partial(files.append, task.file_name),
                 progress=bar,
             )
     results = build_results(

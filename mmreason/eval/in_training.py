@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mmreason.eval.metrics import aggregate
 from mmreason.eval.scoring import PromptOptions, ScoringOptions, score_task
@@ -27,10 +27,41 @@ from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.env_plugin import EnvironmentFactory
 from mmreason.rollout.generate import GenerationSettings
 
+if TYPE_CHECKING:
+    import torch
+    from accelerate import Accelerator
+    from transformers import PreTrainedTokenizerBase, ProcessorMixin
+
+    from mmreason.taskpack import TaskPack
+
 _TASKS: dict[str, EvalTask] = {}  # the eval split is loaded once per run, not once per eval
 
 
-def _eval_task(cfg, tokenizer=None, limit: int | None = None, environment=None) -> EvalTask:
+class TrainingRun(Protocol):
+    """What the in-training evaluation reads of a run (``train.setup.Run``, which eval may not import)."""
+
+    @property
+    def cfg(self) -> Any: ...  # the run's TrainConfig (mmreason.train.config): data, rollout, eval_limit, seed
+
+    @property
+    def accelerator(self) -> Accelerator: ...
+
+    @property
+    def model(self) -> torch.nn.Module: ...
+
+    @property
+    def processor(self) -> ProcessorMixin: ...
+
+    @property
+    def pack(self) -> TaskPack: ...
+
+
+def _eval_task(
+    cfg: Any,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    limit: int | None = None,
+    environment: EnvironmentFactory | None = None,
+) -> EvalTask:
     """The run's eval split, its first ``limit`` docs (None: ``cfg.eval_limit``, which None leaves whole);
     ``environment``: the run's own (``rollout.environment``), attached as in training."""
     d = cfg.data
@@ -55,12 +86,12 @@ def _eval_task(cfg, tokenizer=None, limit: int | None = None, environment=None) 
     return _TASKS[key]
 
 
-def run_environment(run):
+def run_environment(run: TrainingRun) -> EnvironmentFactory | None:
     """The environment ``rollout.environment`` attached to the run's pack (None for a pack's own or none)."""
     return run.pack.make_environment if isinstance(run.pack.make_environment, EnvironmentFactory) else None
 
 
-def has_eval_split(cfg, tokenizer=None, *, limit: int | None = None) -> bool:
+def has_eval_split(cfg: Any, tokenizer: PreTrainedTokenizerBase | None = None, *, limit: int | None = None) -> bool:
     """Whether the run's task loads a non-empty eval split (a pack without one raises or returns none)."""
     try:
         return bool(_eval_task(cfg, tokenizer, limit).samples)
@@ -68,14 +99,14 @@ def has_eval_split(cfg, tokenizer=None, *, limit: int | None = None) -> bool:
         return False
 
 
-def training_options(cfg) -> ScoringOptions:
+def training_options(cfg: Any) -> ScoringOptions:
     """Greedy decoding with the run's completion limit and prompt settings; G docs per generate call."""
     prompt = PromptOptions(**media_fields(cfg.data), overflow=cfg.data.prompt_overflow)
     settings = GenerationSettings(max_new_tokens=cfg.rollout.max_completion_length, temperature=0.0)
     return ScoringOptions(settings, prompt, batch_size=max(1, cfg.rollout.num_generations), seed=cfg.seed)
 
 
-def evaluate_during_training(run, step: int, *, limit: int | None = None) -> dict[str, float]:
+def evaluate_during_training(run: TrainingRun, step: int, *, limit: int | None = None) -> dict[str, float]:
     """``eval/<task>/<metric>`` means (and ``eval/<task>/n_failed``) on the main process; {} elsewhere, over the
     first ``limit`` docs (None: the run's ``eval_limit``; the trainer passes the limit it derived from the config).
 
@@ -100,7 +131,7 @@ def evaluate_during_training(run, step: int, *, limit: int | None = None) -> dic
     return metrics
 
 
-def _evaluate(run, step: int, limit: int | None) -> dict[str, float]:
+def _evaluate(run: TrainingRun, step: int, limit: int | None) -> dict[str, float]:
     accelerator = run.accelerator
     task = _eval_task(run.cfg, run.processor.tokenizer, limit, run_environment(run))
     model = accelerator.unwrap_model(run.model)

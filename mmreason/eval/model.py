@@ -12,12 +12,16 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmreason.eval.config import ModelArgs
 from mmreason.models.hub import is_hub_id, resolve_model_dir
 from mmreason.models.loading import ModelConfig, load_model, load_processor
 from mmreason.paths import checkpoints
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import ProcessorMixin
 
 _PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "tokenizer_config.json")
 
@@ -131,7 +135,9 @@ def _has_processor(path: Path) -> bool:
     return any((path / f).is_file() for f in _PROCESSOR_FILES)
 
 
-def load_for_eval(resolved: ResolvedModel, args: ModelArgs, device: str, *, with_model: bool = True):
+def load_for_eval(
+    resolved: ResolvedModel, args: ModelArgs, device: str, *, with_model: bool = True
+) -> tuple[torch.nn.Module | None, ProcessorMixin]:
     """(model in eval mode on ``device``, processor with left padding); ``with_model=False``: (None, processor),
     for a colocated vLLM engine that loads the weights itself."""
 

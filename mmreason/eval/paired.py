@@ -135,7 +135,7 @@ def compare_all(
 
 
 def rounded(result: dict[str, Any]) -> dict[str, Any]:
-    def r(v):
+    def r(v: Any) -> Any:
         return round(v, 4) if isinstance(v, float) else [r(x) for x in v] if isinstance(v, list) else v
 
     return {k: r(v) for k, v in result.items()}

@@ -10,10 +10,12 @@ rebuilt doc by doc through ``build_prompt``, which downscales it or raises the d
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from mmreason.media.limits import MediaLimits, PromptOverflow
 from mmreason.models.families import family_of_processor
 from mmreason.rollout.prompts import (
     PromptInputs,
@@ -25,8 +27,19 @@ from mmreason.rollout.prompts import (
 )
 from mmreason.types import Sample
 
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
-def build_one(processor, sample: Sample, opts) -> PromptInputs:
+
+@dataclass
+class PromptOptions(MediaLimits):
+    """How prompts are built: the media and prompt limits (``MediaLimits``, as ``--model_args`` or the run's
+    ``data.*`` give them) and what a too-long prompt does; every field moves a score and is recorded."""
+
+    overflow: PromptOverflow = "filter"  # filter: a too-long prompt fails its doc; downscale: lower pixel budgets
+
+
+def build_one(processor: ProcessorMixin, sample: Sample, opts: PromptOptions) -> PromptInputs:
     return build_prompt(
         processor,
         sample,
@@ -56,7 +69,9 @@ def _split(out: dict[str, torch.Tensor], key: str, grid_key: str, counts: list[i
     return pieces
 
 
-def split_visual(out: dict[str, torch.Tensor], n_images: list[int], n_videos: list[int]) -> list[dict]:
+def split_visual(
+    out: dict[str, torch.Tensor], n_images: list[int], n_videos: list[int]
+) -> list[dict[str, torch.Tensor]]:
     """The batch's visual tensors cut back into each doc's (docs in batch order)."""
     columns = {
         "pixel_values": _split(out, "pixel_values", "image_grid_thw", n_images),
@@ -65,11 +80,11 @@ def split_visual(out: dict[str, torch.Tensor], n_images: list[int], n_videos: li
         "video_grid_thw": _split(out, "video_grid_thw", "video_grid_thw", n_videos),
         "second_per_grid_ts": _split(out, "second_per_grid_ts", "video_grid_thw", n_videos),
     }
-    return [{k: v[j] for k, v in columns.items() if v[j] is not None} for j in range(len(n_images))]
+    return [{k: piece for k, v in columns.items() if (piece := v[j]) is not None} for j in range(len(n_images))]
 
 
 def encode_batch(
-    processor, samples: list[Sample], opts, errors: tuple[type[BaseException], ...]
+    processor: ProcessorMixin, samples: list[Sample], opts: PromptOptions, errors: tuple[type[BaseException], ...]
 ) -> list[PromptInputs | BaseException]:
     """One PromptInputs per sample, or the exception its media (or its rebuild alone) raised."""
     results: dict[int, PromptInputs | BaseException] = {}
@@ -80,7 +95,11 @@ def encode_batch(
             except errors as exc:
                 results[k] = exc
         return [results[k] for k in range(len(samples))]
-    docs, texts, images, videos, metadata, n_images, n_videos, shown, media = [], [], [], [], [], [], [], [], []
+    docs, texts, n_images, n_videos, shown = [], [], [], [], []
+    images: list[Any] = []  # every doc's images and videos, in doc order, for one processor call
+    videos: list[Any] = []
+    metadata: list[Any] = []
+    media: list[tuple[list[Any], list[Any], list[Any]]] = []
     for k, sample in enumerate(samples):
         try:
             check_media_count(sample, opts.max_images, opts.max_videos)  # before any medium is decoded
@@ -98,13 +117,14 @@ def encode_batch(
         shown.append(frame_times(meta))
         media.append((ims, vids, meta))
     out = _call(processor, texts, images, videos, metadata, errors=errors) if docs else None
-    visuals = split_visual(out, n_images, n_videos) if out is not None else [None] * len(docs)
+    visuals = split_visual(out, n_images, n_videos) if out is not None else [{} for _ in docs]
     for j, k in enumerate(docs):
-        results[k] = _unpadded(samples[k], texts[j], out, j, visuals[j], opts=opts)
-        if results[k] is not None:
-            results[k].video_frames = shown[j]
-            results[k].images, results[k].videos, results[k].video_metadata = media[j]  # for a vLLM engine
-        if results[k] is None:  # over max_prompt_length, or the batch call failed: this doc alone
+        prompt = _unpadded(samples[k], texts[j], out, j, visuals[j], opts=opts)
+        if prompt is not None:
+            prompt.video_frames = shown[j]
+            prompt.images, prompt.videos, prompt.video_metadata = media[j]  # for a vLLM engine
+            results[k] = prompt
+        else:  # over max_prompt_length, or the batch call failed: this doc alone
             try:
                 results[k] = build_one(processor, samples[k], opts)
             except errors as exc:
@@ -112,7 +132,15 @@ def encode_batch(
     return [results[k] for k in range(len(samples))]
 
 
-def _call(processor, texts, images, videos, metadata, *, errors) -> dict[str, torch.Tensor] | None:
+def _call(
+    processor: ProcessorMixin,
+    texts: list[str],
+    images: list[Any],
+    videos: list[Any],
+    metadata: list[Any],
+    *,
+    errors: tuple[type[BaseException], ...],
+) -> dict[str, torch.Tensor] | None:
     kwargs: dict[str, Any] = {"text": texts, "padding": True, "return_tensors": "pt", "return_mm_token_type_ids": True}
     if images:
         kwargs["images"] = images
@@ -124,7 +152,15 @@ def _call(processor, texts, images, videos, metadata, *, errors) -> dict[str, to
         return None  # one doc spoils the batch call; each is then built alone to find it
 
 
-def _unpadded(sample: Sample, text: str, out, j: int, visual, *, opts) -> PromptInputs | None:
+def _unpadded(
+    sample: Sample,
+    text: str,
+    out: dict[str, torch.Tensor] | None,
+    j: int,
+    visual: dict[str, torch.Tensor],
+    *,
+    opts: PromptOptions,
+) -> PromptInputs | None:
     if out is None:
         return None
     keep = out["attention_mask"][j].bool()  # [P] the row without its left padding

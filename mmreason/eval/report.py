@@ -7,7 +7,10 @@ prompt could not be built, with the reason in the samples file). ``,none`` is lm
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from mmreason.eval.metrics import aggregate
 from mmreason.eval.tasks import EvalTask
@@ -69,7 +72,7 @@ def _fmt(value: float | None) -> str:
 
 
 def table_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for task, res in results["results"].items():
         for metric, higher in results["higher_is_better"][task].items():
             rows.append(
@@ -126,7 +129,7 @@ def allocation_warnings(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def print_table(results: dict[str, Any], console=None) -> None:
+def print_table(results: dict[str, Any], console: Console | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 

@@ -23,7 +23,7 @@ import hashlib
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmreason.eval.config import parse_kv
 from mmreason.eval.output import RunFiles, config_hash, elapsed_since, package_versions
@@ -31,6 +31,9 @@ from mmreason.eval.predictions import Prediction, read_predictions
 from mmreason.eval.report import build_results, markdown_table, print_table
 from mmreason.eval.scoring import _jsonable, metric_scores
 from mmreason.eval.tasks import EvalTask, load_tasks
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _record(
@@ -81,7 +84,7 @@ def rescore(
     task_args: dict[str, Any] | None = None,
     limit: float | None = None,
     use_extraction: bool = False,
-    console=None,
+    console: Console | None = None,
 ) -> tuple[dict[str, Any], Path]:
     """Score ``predictions_path`` on the task of ``tasks_spec``; (results, results file)."""
     start = time.perf_counter()

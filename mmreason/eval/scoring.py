@@ -14,36 +14,31 @@ import contextlib
 import logging
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmreason import media
 from mmreason.eval.episodes import episode_turns, run_episode_docs
 from mmreason.eval.generate import Completion, generate_batch
-from mmreason.eval.prompts import encode_batch
+from mmreason.eval.prompts import PromptOptions, encode_batch
 from mmreason.eval.tasks import EvalTask
 from mmreason.media import MediaError
-from mmreason.media.limits import MediaLimits, PromptOverflow
 from mmreason.rollout.generate import GenerationSettings, group_seed
 from mmreason.rollout.prompts import PromptInputs, PromptTooLong
 from mmreason.rollout.visibility import media_paths
 from mmreason.types import Sample
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+    from transformers import ProcessorMixin
 
 # What a broken doc raises while its prompt is built: anything (a row's value of an unexpected type fails inside a
 # library with a TypeError as well as a ValueError); it fails that doc alone, counted, as the trainer skips it.
 SAMPLE_ERRORS = (MediaError, PromptTooLong, Exception)
 
 log = logging.getLogger("mmreason.eval")
-
-
-@dataclass
-class PromptOptions(MediaLimits):
-    """How prompts are built: the media and prompt limits (``MediaLimits``, as ``--model_args`` or the run's
-    ``data.*`` give them) and what a too-long prompt does; every field moves a score and is recorded."""
-
-    overflow: PromptOverflow = "filter"  # filter: a too-long prompt fails its doc; downscale: lower pixel budgets
 
 
 @dataclass
@@ -58,7 +53,7 @@ class ScoringOptions:
 # ---- ordering ----------------------------------------------------------------------------------
 
 
-def estimate_length(processor, sample: Sample, opts: PromptOptions) -> int:
+def estimate_length(processor: ProcessorMixin, sample: Sample, opts: PromptOptions) -> int:
     """Prompt tokens (text + visual) estimated from text length and media headers, decoding no pixels.
 
     Used only to order docs; a doc whose media cannot be read estimates its text alone (it fails later,
@@ -107,10 +102,11 @@ def plan_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
 
 # ---- one batch ---------------------------------------------------------------------------------
 
+# A batch's prompts built ahead: (doc index, prompt) of the docs that built, failure records of the rest.
+Prepared = tuple[list[tuple[int, PromptInputs]], list[dict[str, Any]]]
 
-def build_prompts(
-    processor, task: EvalTask, indices: list[int], opts: PromptOptions
-) -> tuple[list[tuple[int, PromptInputs]], list[dict[str, Any]]]:
+
+def build_prompts(processor: ProcessorMixin, task: EvalTask, indices: list[int], opts: PromptOptions) -> Prepared:
     """Prompts of the docs that build (one processor call per batch), failure records for the rest."""
     built, failed = [], []
     samples = [task.samples[i] for i in indices]
@@ -150,7 +146,7 @@ def score_record(
     """The samples-file line of one doc: prompt, target, raw response, parsed answer, per-metric scores."""
     sample = task.samples[index]
     scores, metric_errors = metric_scores(task, sample, completion.text)
-    extra = {"metric_errors": metric_errors} if metric_errors else {}
+    extra: dict[str, Any] = {"metric_errors": metric_errors} if metric_errors else {}
     if prompt.video_frames:  # which frames the model saw: seconds from the start of each video
         extra["video_frames"] = prompt.video_frames
     return {
@@ -176,14 +172,14 @@ def _jsonable(value: Any) -> Any:
 
 
 def run_batch(
-    model,
-    processor,
+    model: Any,
+    processor: ProcessorMixin,
     task: EvalTask,
     indices: list[int],
     opts: ScoringOptions,
     *,
-    prepared: tuple[list, list] | None = None,
-    lock=None,
+    prepared: Prepared | None = None,
+    lock: threading.Lock | None = None,
 ) -> list[dict[str, Any]]:
     """Records of one batch; ``prepared`` = its (built prompts, failure records) when built ahead."""
     built, records = prepared or build_prompts(processor, task, indices, opts.prompt)
@@ -221,7 +217,9 @@ def run_batch(
     return records
 
 
-def _prefetched(processor, task: EvalTask, batches: list[list[int]], opts: PromptOptions, lock):
+def _prefetched(
+    processor: ProcessorMixin, task: EvalTask, batches: list[list[int]], opts: PromptOptions, lock: threading.Lock
+) -> Iterator[tuple[list[int], Prepared]]:
     """(batch, its prompts) in order; batch k+1's media are loaded while batch k generates.
 
     Loading and processing media is CPU work that a bare loop does between generate calls; a worker
@@ -229,12 +227,14 @@ def _prefetched(processor, task: EvalTask, batches: list[list[int]], opts: Promp
     once, so prompt building and decoding share ``lock``.
     """
 
-    def build(batch):
+    def build(batch: list[int]) -> Prepared:
         with lock:
             return build_prompts(processor, task, batch, opts)
 
+    if not batches:
+        return
     with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(build, batches[0]) if batches else None
+        future = pool.submit(build, batches[0])
         for k, batch in enumerate(batches):
             prepared = future.result()
             if k + 1 < len(batches):
@@ -246,14 +246,14 @@ def _prefetched(processor, task: EvalTask, batches: list[list[int]], opts: Promp
 
 
 def score_task(
-    model,
-    processor,
+    model: Any,
+    processor: ProcessorMixin,
     task: EvalTask,
     opts: ScoringOptions,
     done: dict[str, dict] | None = None,
     *,
     on_batch: Callable[[list[dict]], None] | None = None,
-    progress=None,
+    progress: tqdm | None = None,
 ) -> list[dict[str, Any]]:
     """Records of every doc of ``task`` in doc order; docs in ``done`` keep their stored records.
 

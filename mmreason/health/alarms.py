@@ -33,7 +33,7 @@ class History:
 
     MAX_KEYS = 1000  # keys followed (a row of a million keys must not make a million deques)
 
-    def __init__(self, *, tail: int | None = None, head: int | None = None):
+    def __init__(self, *, tail: int | None = None, head: int | None = None) -> None:
         self.tail, self.head = tail, head
         self.tails: dict[str, deque[float]] = {}
         self.heads: dict[str, list[float]] = {}
@@ -55,7 +55,8 @@ class History:
     def add(self, row: dict[str, Any]) -> None:
         self.last = row
         step_row = _is_step(row)
-        evals, window = {}, {"step": row.get("step")} if step_row else None
+        evals: dict[str, float] = {}
+        window: dict[str, Any] = {"step": row.get("step")}  # kept for a training row only
         for key, raw in row.items():  # one pass: this runs after every training step
             if type(raw) is float:
                 if raw - raw != 0.0:  # NaN or infinite
@@ -135,9 +136,9 @@ def reward_hacking(rows: Rows | History, c: hc.RewardHacking) -> str | None:
     window = list(history.windows)[-c.window :]
     first = window[0]["step"] - 1  # the eval row of the step before the window counts as its start
     evals: dict[str, list[float]] = {}
-    for step, values in history.evals:
+    for step, scores in history.evals:
         if isinstance(step, (int, float)) and step >= first:
-            for k, v in values.items():
+            for k, v in scores.items():
                 evals.setdefault(k, []).append(v)
     evals = {k: v for k, v in evals.items() if len(v) >= 2}
     if not evals or any(v[-1] - v[0] >= c.min_eval_rise or v[-1] >= c.ceiling for v in evals.values()):

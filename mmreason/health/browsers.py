@@ -14,14 +14,27 @@ import html
 import math
 from array import array
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from mmreason.health.records import cut, iter_records, step_of
+from mmreason.health.records import Malformed, cut, iter_records, step_of
 
 E = html.escape
 MAX_TURNS = 20  # turns of one episode shown
 MAX_MEDIA = 8  # media of one record shown
 MAX_NAMES = 32  # reward components / score metrics shown
+
+
+class Page(Protocol):
+    """What a browser writes into: the report page (``report.Page``, which imports this module)."""
+
+    max_rows: int
+    bad: Malformed
+
+    def media(self, paths: list[str]) -> str: ...
+
+    def pager(self, pages: list[tuple[str, str]], label: str) -> str: ...
+
+
 MAX_LISTED = 50  # runs of left-out steps (or files) listed
 
 
@@ -55,7 +68,7 @@ def _shape(row: dict[str, Any]) -> str | None:
 
 def _trim(row: dict[str, Any]) -> dict[str, Any]:
     """The fields a browser shows, each bounded (the row itself may hold megabytes)."""
-    out = {
+    out: dict[str, Any] = {
         k: cut(row[k])
         for k in (
             "prompt",
@@ -86,10 +99,11 @@ class StepPicker:
     """Distinct steps in the order seen; keeps rows of every ``stride``-th (the stride doubles past
     ``max_steps``), of the ``wanted`` ones and of the latest."""
 
-    def __init__(self, max_steps: int, max_rows: int, wanted: set[int]):
+    def __init__(self, max_steps: int, max_rows: int, wanted: set[int]) -> None:
         self.max_steps, self.max_rows, self.wanted = max(max_steps - 1, 1), max_rows, wanted
         self.seen = array("q")  # every distinct step, in order (8 bytes each)
-        self.stride, self.current = 1, None
+        self.stride = 1
+        self.current: int | None = None
         self.kept: dict[int, tuple[int, list[dict]]] = {}  # step -> (its index in seen, rows)
         self.rows: dict[int, int] = {}  # step -> rows logged (kept steps only)
 
@@ -122,7 +136,7 @@ class StepPicker:
         return sorted(self.kept)
 
 
-def rollout_browser(page, path: Path, *, max_steps: int, steps: set[int]) -> str:
+def rollout_browser(page: Page, path: Path, *, max_steps: int, steps: set[int]) -> str:
     if not path.exists():
         return "<p>no completions.jsonl (log_completions_steps: 0)</p>"
     picker = StepPicker(max_steps, page.max_rows, steps)
@@ -131,13 +145,13 @@ def rollout_browser(page, path: Path, *, max_steps: int, steps: set[int]) -> str
         why = "step is not an integer in [0, 2**53]" if step is None else _shape(row)
         if why:
             page.bad.add(path, n, why)
-        else:
+        elif step is not None:
             picker.add(step, row)
     pages = [(f"step {step}", _step_html(page, picker.kept[step][1], picker.rows[step])) for step in picker.shown()]
     return page.pager(pages, "step") + _left_out(picker, path.parent)
 
 
-def _step_html(page, rows: list[dict], logged: int) -> str:
+def _step_html(page: Page, rows: list[dict], logged: int) -> str:
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         groups.setdefault((row.get("group", "None"), row.get("sample_id", "None")), []).append(row)
@@ -204,7 +218,7 @@ def _left_out(picker: StepPicker, run_dir: Path) -> str:
     )
 
 
-def samples_browser(page, files: list[Path], *, max_steps: int) -> str:
+def samples_browser(page: Page, files: list[Path], *, max_steps: int) -> str:
     """Docs of the samples files, ``max_rows`` a page, at most ``max_steps`` pages; means over all records."""
     chosen = files
     if len(files) > max_steps:  # spread over the files, the first and the last included
@@ -226,7 +240,7 @@ def samples_browser(page, files: list[Path], *, max_steps: int) -> str:
     return page.pager(pages, "samples file") + note
 
 
-def _samples_pages(page, path: Path, n_pages: int) -> list[tuple[str, str]]:
+def _samples_pages(page: Page, path: Path, n_pages: int) -> list[tuple[str, str]]:
     kept: list[dict] = []
     sums: dict[str, list[float]] = {}  # metric -> [sum, count]
     total = 0

@@ -15,7 +15,7 @@ MAX_RANGES = 200  # alarm ranges kept per alarm
 
 
 class Curve:
-    def __init__(self, buckets: int = BUCKETS):
+    def __init__(self, buckets: int = BUCKETS) -> None:
         self.buckets, self.width = buckets, 1
         self.lo: dict[int, tuple[float, float]] = {}  # bucket -> (step, value) with the lowest value
         self.hi: dict[int, tuple[float, float]] = {}  # ... and the highest
@@ -84,7 +84,7 @@ class Ranges:
     """The steps one alarm held, as merged ranges: ``add(step)`` in step order (a step at most one past the
     last range's end extends it); ``held`` counts every step added."""
 
-    def __init__(self, limit: int = MAX_RANGES):
+    def __init__(self, limit: int = MAX_RANGES) -> None:
         self.limit, self.gap = limit, 1
         self.ranges: list[list[float]] = []
         self.held = 0

@@ -24,7 +24,7 @@ class HealthMonitor:
         event: Callable[..., None],
         say: Callable[[str], None] = print,
         rows: Iterable[dict[str, Any]] | None = None,
-    ):
+    ) -> None:
         self.cfg, self.event, self.say = cfg, event, say
         self.history = history_for(cfg)
         for row in rows or []:

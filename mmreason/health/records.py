@@ -11,15 +11,16 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+_fast_loads: Callable[[bytes | str], Any]
+_FastError: tuple[type[Exception], ...]
 try:  # orjson: three times json's speed on a metrics row, and strict (no NaN, no lone surrogate)
-    from orjson import JSONDecodeError as _FastError
-    from orjson import loads as _fast_loads
+    import orjson
 
-    _STRICT = True
+    _fast_loads, _FastError, _STRICT = orjson.loads, (orjson.JSONDecodeError,), True
 except ImportError:  # pragma: no cover - a dependency; without it the standard library parses everything
     _fast_loads, _FastError, _STRICT = json.loads, (ValueError, RecursionError), False
 

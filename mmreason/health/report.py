@@ -48,7 +48,7 @@ s.addEventListener('change',f);f()});"""
 class Page:
     """One HTML report being written; ``pager`` ids are unique within it; ``bad`` counts malformed records."""
 
-    def __init__(self, max_rows: int, roots: list[Path], *, allow_outside_media: bool = False):
+    def __init__(self, max_rows: int, roots: list[Path], *, allow_outside_media: bool = False) -> None:
         self.max_rows = max_rows
         self.thumbs = Thumbs(roots, allow_outside=allow_outside_media)
         self.pagers = 0
@@ -191,15 +191,15 @@ def build_report(
     logs = [read_run_log(d / "metrics.jsonl", page.bad) if k == "run" else None for d, k in zip(dirs, kinds)]
     body = []
     if len(dirs) == 2 and kinds == ["run", "run"]:
-        both = [log.charts(f"{tag}: ") for tag, log in zip("AB", logs)]
+        both = [log.charts(f"{tag}: ") for tag, log in zip("AB", logs) if log is not None]
         charts = "".join(line_chart(t, {**a, **b}) for (t, a), (_, b) in zip(*both))
         body.append(
             f"<h1>A: {E(str(dirs[0]))} vs B: {E(str(dirs[1]))}</h1><h2>Curves, A and B</h2>"
             f'<div class="charts">{charts}</div>'
         )
-    for tag, d, kind, log in zip("AB" if len(dirs) == 2 else " ", dirs, kinds, logs):
+    for tag, d, log in zip("AB" if len(dirs) == 2 else " ", dirs, logs):
         title = f"{tag.strip() + ': ' if tag.strip() else ''}{d}"
-        if kind == "run":
+        if log is not None:  # a run directory's log (kind "run")
             body.append(
                 f"<h1>Run {E(title)}</h1>" + run_section(page, d, log, max_steps=max_steps, steps=steps or set())
             )

@@ -7,7 +7,7 @@ O(1) in the run's length). Memory is O(charts x buckets + alarms x ranges) whate
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, KeysView
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
@@ -63,7 +63,7 @@ class RunLog:
 class _Layout:
     """Pending rows that hold the same followed keys: their steps and values, read by one ``itemgetter``."""
 
-    def __init__(self, cols: tuple[str, ...]):
+    def __init__(self, cols: tuple[str, ...]) -> None:
         self.cols = cols
         self.get: Callable[[dict], Any] = (
             itemgetter(*cols) if len(cols) > 1 else ((lambda row: (row[cols[0]],)) if cols else (lambda row: ()))
@@ -79,14 +79,16 @@ class _Columns:
     CHUNK = 8192
     MAX_LAYOUTS = 64
 
-    def __init__(self, log: RunLog):
-        self.log, self.cols, self.kind = log, [], {}  # kind: key -> "curve" / "alarm" / None
+    def __init__(self, log: RunLog) -> None:
+        self.log = log
+        self.cols: list[str] = []
+        self.kind: dict[str, str | None] = {}  # key -> "curve" / "alarm" / None
         self.layouts: dict[tuple[str, ...], _Layout] = {}
         self.layout = _Layout(())
         self.recent: list[tuple[Any, _Layout]] = []
         self.pending = 0
 
-    def keys(self, keys) -> None:
+    def keys(self, keys: KeysView[str]) -> None:
         """Follow the keys of a row whose key set differs from the last row's."""
         for seen, layout in self.recent:
             if keys == seen:

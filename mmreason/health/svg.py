@@ -70,9 +70,10 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], css_cla
     return "".join(out)
 
 
-def alarm_timeline(first: int, last: int, on: dict[str, Ranges], reasons: dict[str, str]) -> str:
-    """One row per alarm; a red mark over each range of steps it held (its reason on hover)."""
-    if first is None or not on:
+def alarm_timeline(first: int | None, last: int | None, on: dict[str, Ranges], reasons: dict[str, str]) -> str:
+    """One row per alarm; a red mark over each range of steps it held (its reason on hover); empty for a log
+    without steps."""
+    if first is None or last is None or not on:
         return ""
     x0, x1 = first, max(last, first + 1)
     left, width, row = 130, 560, 18

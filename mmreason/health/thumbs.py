@@ -12,9 +12,14 @@ from __future__ import annotations
 import base64
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mmreason import media as m
 from mmreason.paths import cache_dir
+
+if TYPE_CHECKING:
+    import torch
+    from PIL import Image
 
 SIDE = 128  # longest side of a thumbnail, pixels
 VIDEO_FRAMES = 4
@@ -22,7 +27,7 @@ MAX_THUMBS = 300  # about 5 MB of PNGs
 
 
 class Thumbs:
-    def __init__(self, roots: list[Path], *, allow_outside: bool = False):
+    def __init__(self, roots: list[Path], *, allow_outside: bool = False) -> None:
         self.roots = roots  # where relative media paths are looked up
         self.allow_outside = allow_outside
         self.uris: dict[str, str] = {}  # id -> data URI
@@ -83,14 +88,14 @@ class Thumbs:
         return [m.load_image(path)]
 
 
-def _frame_image(frame):
+def _frame_image(frame: torch.Tensor) -> Image.Image:
     from PIL import Image
 
     array = frame.permute(1, 2, 0).clamp(0, 255).to("cpu").numpy().astype("uint8")
     return Image.fromarray(array)
 
 
-def _data_uri(image) -> str:
+def _data_uri(image: Image.Image) -> str:
     image = image.convert("RGB")
     image.thumbnail((SIDE, SIDE))
     buf = io.BytesIO()

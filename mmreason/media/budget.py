@@ -162,7 +162,7 @@ class PixelBudget:
     min_pixels: int = IMAGE_MIN_PIXELS
     max_pixels: int = IMAGE_MAX_PIXELS
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 0 < self.min_pixels <= self.max_pixels:
             raise ValueError(
                 f"PixelBudget needs 0 < min_pixels <= max_pixels, got min_pixels={self.min_pixels}, "

@@ -20,13 +20,13 @@ class MediaError(ValueError):
     data), ``reason`` is what is wrong, ``kind`` is ``image`` / ``video`` / ``PDF``.
     """
 
-    def __init__(self, path: str | os.PathLike, reason: str, kind: str = "file"):
+    def __init__(self, path: str | os.PathLike, reason: str, kind: str = "file") -> None:
         self.path = str(path)
         self.reason = reason
         self.kind = kind
         super().__init__(f"cannot read {kind} '{self.path}': {reason}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[MediaError], tuple[str, str, str]]:
         # The default pickling calls cls(*args) with the single message string; keep the fields instead,
         # so the error survives a trip through a DataLoader worker or a process pool.
         return (type(self), (self.path, self.reason, self.kind))

@@ -31,9 +31,12 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image
+
+if TYPE_CHECKING:
+    from pypdfium2 import PdfDocument, PdfPage
 
 from mmreason.media.budget import (
     IMAGE_MAX_PIXELS,
@@ -88,7 +91,7 @@ class PdfCache:
         self._rendered: OrderedDict[tuple, Image.Image] = OrderedDict()
         self._rendered_pixels = 0
 
-    def document(self, path: str):
+    def document(self, path: str) -> PdfDocument:
         """The open document for ``path``, from the LRU or opened now."""
         key = _identity(path)
         doc = self._documents.get(key)
@@ -145,7 +148,7 @@ def clear_pdf_caches() -> None:
     PAGE_CACHE.clear()
 
 
-def _open(path: str):
+def _open(path: str) -> PdfDocument:
     """Open a document (caller holds the lock); encrypted and damaged files become MediaError."""
     import pypdfium2 as pdfium
 
@@ -223,14 +226,14 @@ def pdf_page_count(path: str | os.PathLike) -> int:
         return len(PAGE_CACHE.document(path))
 
 
-def _load_page(doc, path: str, index: int):
+def _load_page(doc: PdfDocument, path: str, index: int) -> PdfPage:
     try:
         return doc[index]
     except Exception as err:  # PdfiumError: a damaged page object
         raise MediaError(path, f"page {index} cannot be loaded ({describe(err)})", _KIND) from err
 
 
-def _rendered_size(page, dpi: float) -> tuple[int, int]:
+def _rendered_size(page: PdfPage, dpi: float) -> tuple[int, int]:
     """(height, width) in pixels of ``page.render(scale=dpi / 72)``, by pypdfium2's own formula."""
     scale = dpi / 72
     return math.ceil(page.get_height() * scale), math.ceil(page.get_width() * scale)
@@ -269,7 +272,7 @@ def pdf_page_tokens(
         raise MediaError(str(path), str(err), _KIND) from err
 
 
-def _render(path: str, page, dpi: float, budget: PixelBudget | None, index: int) -> Image.Image:
+def _render(path: str, page: PdfPage, dpi: float, budget: PixelBudget | None, index: int) -> Image.Image:
     """Render one page (caller holds the lock) to RGB at ``dpi``, or onto the budget's target size."""
     height, width = _rendered_size(page, dpi)
     scale = dpi / 72

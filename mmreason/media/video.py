@@ -18,9 +18,9 @@ timestamps; pixel values may differ by a few levels (each does its own YUV -> RG
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -124,12 +124,15 @@ def header_frame_size(path: str) -> tuple[int, int]:
         return int(ctx.width), int(ctx.height)
 
 
+T = TypeVar("T")
+
+
 class _DecordSource:
     """decord.VideoReader on the CPU; ``read`` returns [T, H, W, 3] uint8."""
 
     name = "decord"
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         import decord
 
         width, height = header_frame_size(path)  # decord can only tell the size by decoding a frame
@@ -140,7 +143,7 @@ class _DecordSource:
     def read(self, indices: Sequence[int]) -> np.ndarray:
         return self.reader.get_batch(list(indices)).asnumpy()
 
-    def close(self):
+    def close(self) -> None:
         del self.reader
 
 
@@ -149,7 +152,7 @@ class _PyAVSource:
 
     name = "pyav"
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         import av
 
         self.container = av.open(path)
@@ -202,11 +205,14 @@ class _PyAVSource:
             )
         return np.stack([decoded[i] for i in indices])
 
-    def close(self):
+    def close(self) -> None:
         self.container.close()
 
 
-_SOURCES = {"decord": _DecordSource, "pyav": _PyAVSource}
+_Source = _DecordSource | _PyAVSource
+
+
+_SOURCES: dict[str, type[_Source]] = {"decord": _DecordSource, "pyav": _PyAVSource}
 
 
 def _backend_order(backend: str | None) -> tuple[str, ...]:
@@ -218,7 +224,7 @@ def _backend_order(backend: str | None) -> tuple[str, ...]:
     return (choice,)
 
 
-def _with_source(path: str, backend: str | None, work):
+def _with_source(path: str, backend: str | None, work: Callable[[_Source], T]) -> T:
     """Run ``work(source)`` with the first backend that can open and decode ``path``.
 
     A MediaError raised by ``work`` (a bad request such as a window outside the video) is final; any other
@@ -227,7 +233,7 @@ def _with_source(path: str, backend: str | None, work):
     path = require_file(path, _KIND)
     reasons = []
     for name in _backend_order(backend):
-        source: Any = None
+        source: _Source | None = None
         try:
             source = _SOURCES[name](path)
             return work(source)
@@ -277,7 +283,7 @@ def load_video(
     """
     budget = resolve_budget(min_pixels, max_pixels, VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS)
 
-    def work(source) -> VideoClip:
+    def work(source: _Source) -> VideoClip:
         info = source.info
         indices = plan_frames(info, fps=fps, num_frames=num_frames, start=start, end=end, max_frames=max_frames)
         window = window_frames(info, start, end)
@@ -328,7 +334,7 @@ def header_cache(max_entries: int = 4096) -> FileCache:
     return FileCache(probe_video, max_entries)
 
 
-def video_clip_tokens(path: str | os.PathLike, *, backend: str | None = None, **limits) -> int:
+def video_clip_tokens(path: str | os.PathLike, *, backend: str | None = None, **limits: Any) -> int:
     """Visual tokens the Qwen video processor will produce for this clip: ``clip_tokens`` of its header
     (``limits``: fps, num_frames, start, end, max_frames, min_pixels, max_pixels, cap_pixels_per_frame)."""
     return clip_tokens(probe_video(path, backend), **limits)

@@ -247,13 +247,13 @@ class FileCache:
     turns the cache off. The one cache of the media layer: video headers (``video.header_cache``) and decoded
     clips (``video.clip_cache``)."""
 
-    def __init__(self, compute: Callable[..., Any], budget: int, cost: Callable[[Any], int] = lambda value: 1):
+    def __init__(self, compute: Callable[..., Any], budget: int, cost: Callable[[Any], int] = lambda value: 1) -> None:
         self.compute, self.budget, self.cost = compute, budget, cost
         self.entries: OrderedDict[tuple, Any] = OrderedDict()
         self.used = 0
         self.hits = self.misses = 0
 
-    def get(self, path: str | os.PathLike, **kwargs) -> Any:
+    def get(self, path: str | os.PathLike, **kwargs: Any) -> Any:
         """``compute(path, **kwargs)``, from the cache when the same file and arguments were seen before."""
         if self.budget <= 0:
             return self.compute(path, **kwargs)

@@ -12,6 +12,8 @@ machine without CUDA.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -20,7 +22,15 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 NAME = "sdpa_fp32"
 
 
-def sdpa_fp32_attention(module, query, key, value, attention_mask, *args, **kwargs):
+def sdpa_fp32_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    *args: Any,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     dtype = query.dtype
     if dtype == torch.float32 or query.device.type != "cpu":
         return sdpa_attention_forward(module, query, key, value, attention_mask, *args, **kwargs)

@@ -11,12 +11,15 @@ import importlib.util
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 
 from mmreason.models.families import check_checkpoint
 from mmreason.models.hub import resolve_model_dir
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +131,7 @@ def check_model_dir(path: str | Path) -> Path:
     return p
 
 
-def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: int | None = None):
+def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: int | None = None) -> ProcessorMixin:
     """The checkpoint's processor; ``min_pixels`` / ``max_pixels`` override its per-image pixel limits."""
     from transformers import AutoProcessor  # heavy (seconds): imported on use, not when a config loads
 
@@ -155,7 +158,7 @@ def load_processor(path: str | Path, min_pixels: int | None = None, max_pixels: 
     return processor
 
 
-def reset_position_state(model) -> None:
+def reset_position_state(model: torch.nn.Module) -> None:
     """Forget the M-RoPE offsets (``rope_deltas``) a Qwen-VL forward or generate left on the model: the next
     call computes positions for its own prompts (stale ones give wrong positions or a batch-size mismatch)."""
     inner = getattr(model, "get_base_model", lambda: model)()
@@ -164,12 +167,12 @@ def reset_position_state(model) -> None:
         backbone.rope_deltas = None
 
 
-def vision_tower(model) -> torch.nn.Module | None:
+def vision_tower(model: torch.nn.Module) -> torch.nn.Module | None:
     inner = getattr(model, "model", model)
     return getattr(inner, "visual", None)
 
 
-def load_model(cfg: ModelConfig, *, trainable: bool = True):
+def load_model(cfg: ModelConfig, *, trainable: bool = True) -> torch.nn.Module:
     """The policy as ``cfg`` asks: dtype, attention, frozen vision tower, LoRA, gradient checkpointing."""
     from transformers import AutoModelForImageTextToText  # heavy: imported on use, not when a config loads
 
@@ -178,7 +181,8 @@ def load_model(cfg: ModelConfig, *, trainable: bool = True):
     dtype = resolve_dtype(cfg.dtype)
     attn = cpu_attention(resolve_attn_implementation(cfg.attn_implementation, dtype), dtype)
     try:
-        model = AutoModelForImageTextToText.from_pretrained(str(path), dtype=dtype, attn_implementation=attn)
+        # an HF model, then perhaps its peft wrapper: what each supports is asked with hasattr below
+        model: Any = AutoModelForImageTextToText.from_pretrained(str(path), dtype=dtype, attn_implementation=attn)
     except Exception as exc:
         raise ValueError(f"cannot load a model from {str(path)!r}: {exc}") from exc
     if cfg.adapter:
@@ -206,11 +210,11 @@ def load_model(cfg: ModelConfig, *, trainable: bool = True):
     return model
 
 
-def apply_lora(model, cfg: ModelConfig):
+def apply_lora(model: torch.nn.Module, cfg: ModelConfig) -> torch.nn.Module:
     """Wrap with peft LoRA on the language model's projections; the vision tower is left out by default."""
     from peft import LoraConfig, get_peft_model  # heavy: imported only for LoRA
 
-    targets = list(cfg.lora_target_modules)
+    targets: list[str] | str = list(cfg.lora_target_modules)
     if not cfg.lora_include_vision:
         # A regex on full module names: match the target projections outside `visual`.
         alternatives = "|".join(targets)
@@ -225,7 +229,7 @@ def apply_lora(model, cfg: ModelConfig):
     return get_peft_model(model, lora)
 
 
-def trainable_parameters(model) -> tuple[int, int]:
+def trainable_parameters(model: torch.nn.Module) -> tuple[int, int]:
     total = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return trainable, total

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mmreason.models import tiny_families
+from mmreason.models.tiny_size import TinySize
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase, ProcessorMixin, Qwen2Tokenizer
 
 ARCHES = ("qwen2_5_vl", "qwen2_vl", *tiny_families.ARCHES)
 
@@ -39,22 +43,6 @@ SPECIAL_TOKENS = [
 ADDED_TOKENS = ["<tool_call>", "</tool_call>"]
 
 _TEMPLATE = Path(__file__).with_name("chat_template.jinja")
-
-
-@dataclass(frozen=True)
-class TinySize:
-    vocab_size: int
-    text_hidden: int
-    text_layers: int
-    text_heads: int
-    text_kv_heads: int
-    text_intermediate: int
-    vision_hidden: int
-    vision_depth: int
-    vision_heads: int
-    vision_intermediate: int
-    model_vocab: int | None = None  # the model's vocabulary when larger than the tokenizer's (rows never decoded)
-    linear_head_dim: int | None = None  # Qwen3.5's linear-attention heads; None: 32 (vLLM's CPU kernel takes 64, 128)
 
 
 SIZES = {
@@ -105,10 +93,11 @@ def _corpus() -> list[str]:
     return lines * 20 + sentences * 10 + [" ".join(words)] * 10
 
 
-def build_tokenizer(vocab_size: int):
-    """A byte-level BPE in Qwen's style, trained on a built-in corpus; returns a Qwen2TokenizerFast."""
+def build_tokenizer(vocab_size: int) -> Qwen2Tokenizer:
+    """A byte-level BPE in Qwen's style, trained on a built-in corpus, as a Qwen2Tokenizer (transformers 5's
+    name: Qwen2TokenizerFast is an alias of the same class, absent from its typed exports)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import Qwen2TokenizerFast
+    from transformers import Qwen2Tokenizer
 
     bpe = Tokenizer(models.BPE(unk_token=None))
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -120,9 +109,9 @@ def build_tokenizer(vocab_size: int):
         show_progress=False,
     )
     bpe.train_from_iterator(_corpus(), trainer=trainer)
-    tokenizer = Qwen2TokenizerFast(
+    tokenizer = Qwen2Tokenizer(
         tokenizer_object=bpe,
-        unk_token=None,
+        unk_token=None,  # type: ignore[arg-type]  # transformers annotates str; Qwen's tokenizer has none
         bos_token=None,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
@@ -137,8 +126,16 @@ def build_tokenizer(vocab_size: int):
     return tokenizer
 
 
-def _model_config(arch: str, size: TinySize, tokenizer):
-    ids = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_TOKENS}
+def token_id(tokenizer: PreTrainedTokenizerBase, token: str) -> int:
+    """The id of one token (``convert_tokens_to_ids`` is typed for a list too)."""
+    found = tokenizer.convert_tokens_to_ids(token)
+    if not isinstance(found, int):
+        raise ValueError(f"tokenizer: {token!r} has no single id ({found!r})")
+    return found
+
+
+def _model_config(arch: str, size: TinySize, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
+    ids = {name: token_id(tokenizer, name) for name in SPECIAL_TOKENS}
     if arch == "internvl":
         return tiny_families.internvl_config(size, tokenizer)
     if arch in tiny_families.ARCHES:
@@ -148,7 +145,7 @@ def _model_config(arch: str, size: TinySize, tokenizer):
 
 def model_config(
     arch: str, size: TinySize, ids: dict[str, int], vocab_size: int, fullatt_block_indexes: list[int] | None = None
-):
+) -> PretrainedConfig:
     """A Qwen2.5-VL / Qwen2-VL config of the given shape; ``ids`` maps the special tokens to their ids."""
     head_dim = size.text_hidden // size.text_heads
     mrope = [head_dim // 8, head_dim // 8 * 3 // 2, head_dim // 8 * 3 // 2]
@@ -166,7 +163,7 @@ def model_config(
         eos_token_id=ids["<|im_end|>"],
         pad_token_id=ids["<|endoftext|>"],
     )
-    common = dict(
+    common: dict[str, Any] = dict(
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
@@ -201,7 +198,7 @@ def model_config(
     raise ValueError(f"unknown --arch {arch!r}; valid: {', '.join(ARCHES)}")
 
 
-def _processor(arch: str, tokenizer):
+def _processor(arch: str, tokenizer: PreTrainedTokenizerBase) -> ProcessorMixin:
     if arch in tiny_families.ARCHES:
         return tiny_families.processor(arch, tokenizer)
     from transformers import (
@@ -240,7 +237,7 @@ def build_tiny_model(
     shape = shape or SIZES[size]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(shape.vocab_size)
+    tokenizer: PreTrainedTokenizerBase = build_tokenizer(shape.vocab_size)
     if arch in tiny_families.ARCHES:
         tokenizer = tiny_families.tokenizer(arch, tokenizer)
     config = _model_config(arch, shape, tokenizer)

@@ -9,6 +9,13 @@ smallest vLLM's CPU attention accepts. Same seed, same bytes (``tiny.build_tiny_
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from mmreason.models.tiny_size import TinySize
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase, ProcessorMixin
+
 # Qwen3-VL: 32 x 32 pixels per visual token; 4..64 tokens an image, a clip's pixels over all its frames.
 QWEN3_PIXELS_PER_TOKEN = 32 * 32
 QWEN3_IMAGE_MIN_PIXELS = 4 * QWEN3_PIXELS_PER_TOKEN
@@ -31,7 +38,7 @@ INTERNVL_TOKENS = {
 }
 
 
-def tokenizer(arch: str, tok):
+def tokenizer(arch: str, tok: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
     """The local tokenizer as the family needs it: InternVL adds its image tokens and writes one
     ``<IMG_CONTEXT>`` per image (``<video>`` per video) in the chat template, which its processor expands."""
     if arch != "internvl":
@@ -44,7 +51,7 @@ def tokenizer(arch: str, tok):
     return tok
 
 
-def internvl_config(size, tok):
+def internvl_config(size: TinySize, tok: PreTrainedTokenizerBase) -> PretrainedConfig:
     """InternVL (InternViT-style vision tower, pixel-shuffle projector, Qwen2 decoder with 1-D RoPE)."""
     from transformers import InternVLConfig
 
@@ -84,7 +91,7 @@ def internvl_config(size, tok):
     )
 
 
-def model_config(arch: str, size, ids: dict[str, int], vocab_size: int):
+def model_config(arch: str, size: TinySize, ids: dict[str, int], vocab_size: int) -> PretrainedConfig:
     """A Qwen3-VL (dense or MoE) config of the given ``tiny.TinySize`` shape, 32-wide heads."""
     heads = max(size.text_hidden // HEAD_DIM, 2)
     text = dict(
@@ -120,7 +127,7 @@ def model_config(arch: str, size, ids: dict[str, int], vocab_size: int):
         num_position_embeddings=256,
         deepstack_visual_indexes=list(range(min(2, size.vision_depth))),  # DeepStack from the first layers
     )
-    common = dict(
+    common: dict[str, Any] = dict(
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
@@ -168,7 +175,7 @@ def model_config(arch: str, size, ids: dict[str, int], vocab_size: int):
     raise ValueError(f"unknown --arch {arch!r}; valid: {', '.join(ARCHES)}")
 
 
-def processor(arch: str, tokenizer):
+def processor(arch: str, tokenizer: PreTrainedTokenizerBase) -> ProcessorMixin:
     """``Qwen3VLProcessor`` with 16 px patches (the image processor is Qwen2-VL's, as on the hub; Qwen3.5
     checkpoints ship the same processor class)."""
     if arch == "internvl":

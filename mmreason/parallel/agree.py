@@ -9,11 +9,14 @@ process each helper is the local decision, without a collective.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 import torch.distributed as dist
 from accelerate.utils import gather_object
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 
 class Stoppable(Protocol):
@@ -24,7 +27,7 @@ class Stoppable(Protocol):
     pending_stop: BaseException | None
 
 
-def any_rank(accelerator, flag: bool) -> bool:
+def any_rank(accelerator: Accelerator, flag: bool) -> bool:
     """True on every process when ``flag`` is true on any."""
     if accelerator.num_processes == 1:
         return bool(flag)
@@ -32,7 +35,7 @@ def any_rank(accelerator, flag: bool) -> bool:
     return bool(accelerator.reduce(value, reduction="sum").item() > 0)
 
 
-def most_over_ranks(accelerator, counts: list[int]) -> list[int]:
+def most_over_ranks(accelerator: Accelerator, counts: list[int]) -> list[int]:
     """The element-wise maximum of ``counts`` (same length on every process) over processes."""
     if accelerator.num_processes == 1:
         return list(counts)
@@ -68,13 +71,15 @@ def settle(run: Stoppable, error_type: type[Exception]) -> None:
     raise error_type(f"process {first[0]} stopped: {first[1]}")
 
 
-def _gather_reasons(accelerator, reason: str | None) -> list[str | None]:
+def _gather_reasons(accelerator: Accelerator, reason: str | None) -> list[str | None]:
     if accelerator.num_processes == 1:
         return [reason]
     return gather_object([reason])
 
 
-def equal_minibatches(accelerator, parts: list[list[int]], chunks: list[list[list[int]]], most_parts: int):
+def equal_minibatches(
+    accelerator: Accelerator, parts: list[list[int]], chunks: list[list[list[int]]], most_parts: int
+) -> tuple[list[list[int]], list[list[list[int]]], list[list[float]]]:
     """(parts, chunks, weights): every process runs as many optimizer steps, and as many mini-batches in
     each, as the process with the most (each backward is a collective under DDP / FSDP).
 

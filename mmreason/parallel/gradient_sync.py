@@ -15,14 +15,21 @@ left alone.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
+import torch
+
 from mmreason.parallel.gradients import is_ddp
 from mmreason.parallel.sharding import is_sharded
 
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import FSDPModule
 
-def sync_gradients(model, enabled: bool) -> None:
+
+def sync_gradients(model: torch.nn.Module, enabled: bool) -> None:
     """Whether the next backward of ``model`` reduces gradients over processes (DDP's ``no_sync`` state,
     FSDP2's ``set_requires_gradient_sync``); set before the micro-batch's forward, as DDP reads it there."""
     if is_ddp(model):
         model.require_backward_grad_sync = enabled
     elif is_sharded(model):
-        model.set_requires_gradient_sync(enabled)
+        cast("FSDPModule", model).set_requires_gradient_sync(enabled)

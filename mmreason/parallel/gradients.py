@@ -9,18 +9,22 @@ gradient DDP would have produced, up to float summation order.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, TypeGuard
 
 import torch
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
 BUCKET_BYTES = 25 * 2**20  # DDP's default bucket size
 
 
-def is_ddp(model) -> bool:
+def is_ddp(model: torch.nn.Module) -> TypeGuard[torch.nn.parallel.DistributedDataParallel]:
     return isinstance(model, torch.nn.parallel.DistributedDataParallel)
 
 
-def average_gradients(accelerator, parameters: Iterable[torch.nn.Parameter]) -> None:
+def average_gradients(accelerator: Accelerator, parameters: Iterable[torch.nn.Parameter]) -> None:
     """Mean of every trainable parameter's gradient over processes (a missing one counts as zeros)."""
     if accelerator.num_processes == 1:
         return

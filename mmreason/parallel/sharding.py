@@ -23,10 +23,14 @@ Inside, the model runs without any collective.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 
 def fsdp2_requested() -> bool:
@@ -41,7 +45,7 @@ def fsdp_requested() -> bool:
     return os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
 
 
-def needs_own_sharding(accelerator) -> bool:
+def needs_own_sharding(accelerator: Accelerator) -> bool:
     """FSDP2 was asked for: the trainer shards the model itself, on every device (``shard_model``)."""
     return fsdp2_requested()
 
@@ -59,7 +63,7 @@ def ensure_process_group(device: torch.device) -> None:
 
 
 @contextmanager
-def plain_accelerator_env():
+def plain_accelerator_env() -> Iterator[None]:
     """Inside the block accelerate's environment says plain data parallel: the Accelerator built there never
     prepares FSDP itself (``shard_model`` does, the same on CPUs and GPUs). FSDP version 1 is refused."""
     if not fsdp_requested():
@@ -99,14 +103,14 @@ def wrap_classes() -> list[str]:
 
 
 def shard_model(
-    model,
+    model: torch.nn.Module,
     classes: list[str],
     reshard_after_forward: bool | None = None,
     *,
     mixed_precision: str = "no",
     device: torch.device | str | None = None,
     frozen: bool = False,
-):
+) -> torch.nn.Module:
     """``fully_shard`` every module whose class name is in ``classes``, then the root; returns the model.
     A class name that matches no module is an error naming the classes the model has. The parameters are
     sharded in ``sharding_dtypes``' storage dtype (fp32 masters for a bf16 run) over every process, on
@@ -155,21 +159,21 @@ def shard_model(
     return model
 
 
-def _cast_unsharded(module, dtype: torch.dtype) -> None:
+def _cast_unsharded(module: torch.nn.Module, dtype: torch.dtype) -> None:
     """Cast ``module``'s floating-point parameters that are not sharded yet to ``dtype`` (in place)."""
     for p in module.parameters():
         if not hasattr(p, "to_local") and p.is_floating_point() and p.dtype != dtype:
             p.data = p.data.to(dtype)
 
 
-def is_sharded(model) -> bool:
+def is_sharded(model: torch.nn.Module) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
     return isinstance(model, FSDPModule)
 
 
 @contextmanager
-def gathered(model, *, whole: bool = True):
+def gathered(model: Any, *, whole: bool = True) -> Iterator[Any]:
     """Every process enters together: a sharded model's parameters are all-gathered once and stay whole
     until the block ends, so forwards inside (``generate``) need no collective and may differ in number
     between processes, or run on one process only. On exit every unit is resharded and gets back its own
@@ -202,14 +206,14 @@ def gathered(model, *, whole: bool = True):
             unit.set_reshard_after_forward(reshard, recurse=False)
 
 
-def reshards_after_forward(unit) -> bool:
+def reshards_after_forward(unit: Any) -> bool:
     """Whether FSDP2 unit ``unit`` frees its gathered parameters after each forward (its param group's
     post-forward mesh is set; torch has no public reader of it)."""
     groups = unit._get_fsdp_state()._fsdp_param_groups
     return any(g.post_forward_mesh_info is not None for g in groups)
 
 
-def full_state_dict(model) -> dict[str, torch.Tensor] | None:
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
     """The whole model's state dict on the main process's CPU (every process calls it; others get {}),
     or None for a model that is not sharded (its own ``state_dict`` is whole)."""
     if not is_sharded(model):
@@ -220,14 +224,14 @@ def full_state_dict(model) -> dict[str, torch.Tensor] | None:
     return dict(state)  # type: ignore[arg-type]  # a model's entries are tensors
 
 
-def load_full_state_dict(model, state: dict[str, torch.Tensor]) -> None:
+def load_full_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
     """Load a whole state dict into a sharded model (every process calls it with the same dict)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
     set_model_state_dict(model, dict(state), options=StateDictOptions(full_state_dict=True, strict=True))
 
 
-def full_optimizer_state(model, optimizer) -> dict | None:
+def full_optimizer_state(model: torch.nn.Module, optimizer: Any) -> dict[str, Any] | None:
     """The optimizer's whole state (keyed by parameter names) on the main process's CPU, every process
     calling it; None for a model that is not sharded."""
     if not is_sharded(model):
@@ -241,7 +245,7 @@ def full_optimizer_state(model, optimizer) -> dict | None:
     )
 
 
-def load_full_optimizer_state(model, optimizer, state: dict) -> None:
+def load_full_optimizer_state(model: torch.nn.Module, optimizer: Any, state: dict[str, Any]) -> None:
     """Load a whole optimizer state (``full_optimizer_state``) into a sharded model's optimizer."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 

@@ -26,6 +26,10 @@ import os
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 log = logging.getLogger(__name__)
 WORKER_PREFIX = "mmreason-"
@@ -45,7 +49,7 @@ def running_workers() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(WORKER_PREFIX) and t.is_alive()]
 
 
-def finish_processes(accelerator, thread_timeout_s: float = 5.0) -> list[str]:
+def finish_processes(accelerator: Accelerator, thread_timeout_s: float = 5.0) -> list[str]:
     """Barrier, join the worker threads, destroy the process group (module doc, steps 1-3); returns the names
     of the worker threads still running."""
     import torch.distributed as dist

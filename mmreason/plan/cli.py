@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Literal
 
 from mmreason.plan.memory import GIB, Plan, RunSettings, plan, what_fits
 from mmreason.plan.shapes import ModelShape, load_shape
+
+if TYPE_CHECKING:
+    from mmreason.train.config import TrainConfig
 
 PIXELS_PER_TOKEN = 28 * 28  # a visual token is 2 x 2 patches of 14 px
 
@@ -46,18 +50,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="the plan as JSON")
 
 
-def settings_from(cfg, args: argparse.Namespace) -> RunSettings:
+def settings_from(cfg: TrainConfig, args: argparse.Namespace) -> RunSettings:
     """The memory-relevant settings of a loaded ``TrainConfig`` and the launch flags."""
     gpus = max(1, args.gpus)
-    sharding = "fsdp" if args.fsdp or (gpus > 1 and not args.ddp) else "ddp" if args.ddp else "single"
-    device = "cpu" if args.cpu else "cuda"
+    sharding: Literal["single", "ddp", "fsdp"] = (
+        "fsdp" if args.fsdp or (gpus > 1 and not args.ddp) else "ddp" if args.ddp else "single"
+    )
+    device: Literal["cuda", "cpu"] = "cpu" if args.cpu else "cuda"
     dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("float32" if args.cpu else "bfloat16")
-    mixed = args.mixed_precision or ("bf16" if sharding != "single" and not args.cpu else "no")
+    mixed: Literal["no", "bf16", "fp16"] = args.mixed_precision or (
+        "bf16" if sharding != "single" and not args.cpu else "no"
+    )
     data, rollout = cfg.data, cfg.rollout
     pixels = data.max_pixels or 12845056  # the Qwen processors' default cap
     visual = args.visual_tokens if args.visual_tokens is not None else pixels // PIXELS_PER_TOKEN
     attn = cfg.model.attn_implementation
-    attention = "flash" if attn == "flash_attention_2" or (attn == "auto" and not args.cpu) else "sdpa"
+    attention: Literal["flash", "sdpa"] = (
+        "flash" if attn == "flash_attention_2" or (attn == "auto" and not args.cpu) else "sdpa"
+    )
     return RunSettings(
         gpus=gpus,
         sharding=sharding,

@@ -347,7 +347,7 @@ def plan(shape: ModelShape, s: RunSettings, gpu_memory_gib: float) -> Plan:
     ]
     if s.device == "cuda":
         items.append(Item("CUDA context, NCCL, fragmentation", GPU_RESERVE_GIB * GIB, ALL, "an allowance"))
-    totals = {p: sum(i.bytes for i in items if p in i.phases) for p in PHASES}
+    totals: dict[str, float] = {p: sum(i.bytes for i in items if p in i.phases) for p in PHASES}
     peak_phase = max(totals, key=lambda p: totals[p])
     return Plan(items, totals, peak_phase, totals[peak_phase], gpu_memory_gib)
 

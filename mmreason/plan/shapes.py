@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
@@ -160,7 +161,9 @@ def from_config(config: dict, where: str = "config.json") -> ModelShape:
     )
 
 
-def _qwen25(vocab, hidden, layers, inter, heads, *, kv, v_inter, tied=False) -> dict:
+def _qwen25(
+    vocab: int, hidden: int, layers: int, inter: int, heads: int, *, kv: int, v_inter: int, tied: bool = False
+) -> dict[str, Any]:
     """A Qwen2.5-VL config.json's sizes in its published (flat) layout."""
     return {
         "model_type": "qwen2_5_vl",

@@ -17,11 +17,12 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, TypeVar
 
 from mmreason.registry import Registry, pack_modules
 
 ENTRY_POINT_GROUP = "mmreason.rewards"
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def reward(
     keys: tuple[str, ...] = (),
     diagnostics: tuple[str, ...] = (),
     replace: bool = False,
-):
+) -> Callable[[F], F]:
     """Decorator: register a reward function under ``name`` (default: the function name).
 
     The function's first docstring line is what ``mmreason list rewards`` prints, so make it say what
@@ -79,9 +80,9 @@ def reward(
             return [float(s.meta["label"] in t.completion_text) for s, t in zip(samples, trajectories)]
     """
 
-    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def decorator(fn: F) -> F:
         key = name or fn.__name__
-        fn.__mmreason_reward__ = RewardInfo(key, tuple(keys), tuple(diagnostics))  # type: ignore[attr-defined]
+        fn.__dict__["__mmreason_reward__"] = RewardInfo(key, tuple(keys), tuple(diagnostics))
         REWARDS.add(key, fn, replace=replace)
         return fn
 

@@ -110,7 +110,7 @@ class RewardRunner:
         on_error: str = "none",
         max_reward_errors: int | None = 100,
         base_dir: str | Path | None = None,
-    ):
+    ) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {sorted(ON_ERROR)}, got {on_error!r}")
         if timeout_s is not None and timeout_s <= 0:

@@ -30,9 +30,12 @@ import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmreason.rewarding.calling import RewardConfigError
+
+if TYPE_CHECKING:
+    import httpx2
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 FAILURE_KEPT_S = 30.0  # the runner retries a failed batch's samples right after it
@@ -93,7 +96,7 @@ class Attempt:
 class RateLimiter:
     """Request starts at least ``1 / per_second`` seconds apart, whichever event loop or thread asks."""
 
-    def __init__(self, per_second: float):
+    def __init__(self, per_second: float) -> None:
         self.interval = 1.0 / per_second if per_second > 0 else 0.0
         self._next = 0.0
         self._lock = threading.Lock()
@@ -112,7 +115,7 @@ class RateLimiter:
 class ChatEndpoint:
     """``await endpoint.complete(messages, options)`` -> the reply's text, within the limits above."""
 
-    def __init__(self, config: EndpointConfig):
+    def __init__(self, config: EndpointConfig) -> None:
         self.config = config
         self.limiter = RateLimiter(config.requests_per_second)
         self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -152,7 +155,12 @@ class ChatEndpoint:
         return {**options, "model": self.config.model, "messages": messages}
 
     async def complete(
-        self, client, messages: list[dict[str, Any]], options: dict[str, Any], *, keep_failure: bool = False
+        self,
+        client: httpx2.AsyncClient,
+        messages: list[dict[str, Any]],
+        options: dict[str, Any],
+        *,
+        keep_failure: bool = False,
     ) -> str:
         """The reply text of one chat completion (cached, capped, rate-limited, retried, timed out).
 
@@ -182,7 +190,7 @@ class ChatEndpoint:
         self.remember(key, reply)
         return reply
 
-    async def _with_retries(self, client, body: dict[str, Any]) -> str:
+    async def _with_retries(self, client: httpx2.AsyncClient, body: dict[str, Any]) -> str:
         cfg = self.config
         for attempt in range(cfg.max_retries + 1):
             async with self._semaphore():
@@ -195,7 +203,7 @@ class ChatEndpoint:
             await asyncio.sleep(min(cfg.max_backoff_s, max(result.retry_after, cfg.backoff_s * 2**attempt)))
         raise AssertionError("unreachable")
 
-    async def _post(self, client, body: dict[str, Any]) -> Attempt:
+    async def _post(self, client: httpx2.AsyncClient, body: dict[str, Any]) -> Attempt:
         """One request: its reply text, or its error and whether (and after how long at least) to retry."""
         import httpx2
 
@@ -249,7 +257,7 @@ def endpoint(config: EndpointConfig) -> ChatEndpoint:
         return _ENDPOINTS[config]
 
 
-def http_client(config: EndpointConfig):
+def http_client(config: EndpointConfig) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` for one reward call (its connections live on the call's event loop)."""
     import httpx2
 

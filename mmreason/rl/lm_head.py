@@ -19,6 +19,7 @@ their gradients come back in their own dtypes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -68,7 +69,17 @@ class _ChunkedLogprobs(torch.autograd.Function):
     and again in backward, instead of keeping a cast copy between them); its gradient leaves in its own dtype."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, suppressed, temperature, with_entropy, step):
+    def forward(
+        ctx: Any,
+        hidden: Tensor,
+        weight: Tensor,
+        bias: Tensor | None,
+        targets: Tensor,
+        suppressed: Tensor | None,
+        temperature: float,
+        with_entropy: bool,
+        step: int,
+    ) -> tuple[Tensor, Tensor]:
         w, b = weight.to(hidden.dtype), None if bias is None else bias.to(hidden.dtype)
         picked, log_zs, mean_zs = [], [], []
         for s in range(0, hidden.shape[0], step):
@@ -93,12 +104,12 @@ class _ChunkedLogprobs(torch.autograd.Function):
         return lp, log_z - mean_z if with_entropy else lp.new_empty(0)
 
     @staticmethod
-    def backward(ctx, grad_lp, grad_ent):
+    def backward(ctx: Any, grad_lp: Tensor | None, grad_ent: Tensor | None) -> tuple[Tensor | None, ...]:
         hidden, weight, bias, targets, suppressed, log_z, mean_z = ctx.saved_tensors
         t, step = ctx.temperature, ctx.step
         w, b = weight.to(hidden.dtype), None if bias is None else bias.to(hidden.dtype)
         g_lp = grad_lp if grad_lp is not None else torch.zeros_like(log_z)
-        entropy = grad_ent is not None and grad_ent.numel() > 0
+        g_ent = grad_ent if grad_ent is not None and grad_ent.numel() > 0 else None  # None: no entropy term
         grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
         wants_weight = ctx.needs_input_grad[1]
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if wants_weight else None
@@ -107,9 +118,9 @@ class _ChunkedLogprobs(torch.autograd.Function):
             h, rows = hidden[s : s + step], slice(s, s + step)
             z = _fp32_logits(h, w, b, suppressed, t)
             p = _probabilities(z, log_z[rows], suppressed)
-            if entropy:
+            if g_ent is not None:
                 # dz = -g_lp p - g_ent p (z - E) + g_lp onehot = p (a + b z) + g_lp onehot
-                a, c = (-g_lp[rows] + grad_ent[rows] * mean_z[rows]) / t, -grad_ent[rows] / t
+                a, c = (-g_lp[rows] + g_ent[rows] * mean_z[rows]) / t, -g_ent[rows] / t
                 dz = z.mul_(c[:, None]).add_(a[:, None]).mul_(p)
             else:
                 dz = p.mul_((-g_lp[rows] / t)[:, None])

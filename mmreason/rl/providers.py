@@ -57,7 +57,7 @@ class Provider:
 
     provides: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, options: Mapping[str, Any] | None = None):
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options = dict(options or {})
 
     def before_update(self, view: Any) -> dict[str, float]:
@@ -84,7 +84,7 @@ class PreviousEntropy(Provider):
 
     provides: ClassVar[tuple[str, ...]] = ("prev_entropy",)
 
-    def __init__(self, options: Mapping[str, Any] | None = None):
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         self.prev_entropy = 0.0
 

@@ -21,11 +21,13 @@ import functools
 import importlib
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, TypeVar
 
 from mmreason.registry import Registry
 from mmreason.rl.loss_inputs import LossContract
 from mmreason.rl.options import check_choices, choices_of
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _importer(*modules: str, group: str | None = None) -> Callable[[], None]:
@@ -55,7 +57,7 @@ KL_ESTIMATORS: Registry[Callable[..., Any]] = Registry("KL estimator", loader=_i
 
 def register_estimator(
     name: str | None = None, *, replace: bool = False, needs: tuple[str, ...] = (), provenance: str | None = None
-):
+) -> Callable[[F], F]:
     """Decorator: register an advantage estimator under ``name`` (default: the function name).
 
     ``needs``: per-trajectory columns ``[N]`` the estimator takes as keyword arguments of the same name
@@ -64,9 +66,10 @@ def register_estimator(
     where its formula comes from (a key of ``mmreason.registry.PROVENANCES``; `mmreason list` prints it).
     """
 
-    def decorator(fn):
-        fn.needs = tuple(needs)
-        return ESTIMATORS.register(name, replace=replace, provenance=provenance)(fn)
+    def decorator(fn: F) -> F:
+        fn.__dict__["needs"] = tuple(needs)
+        ESTIMATORS.register(name, replace=replace, provenance=provenance)(fn)
+        return fn
 
     return decorator
 
@@ -78,11 +81,11 @@ def needs_of(fn: Callable[..., Any]) -> tuple[str, ...]:
 
 def loss_contract(
     *, reads: tuple[str, ...] = (), needs: tuple[str, ...] = (), defaults: Mapping[str, Any] | None = None
-):
+) -> Callable[[F], F]:
     """Decorator: declare a loss's contract (``LossContract``) without registering it (a loss named by reference)."""
 
-    def decorator(fn):
-        fn.loss_contract = LossContract(tuple(reads), tuple(needs), dict(defaults or {}))
+    def decorator(fn: F) -> F:
+        fn.__dict__["loss_contract"] = LossContract(tuple(reads), tuple(needs), dict(defaults or {}))
         return fn
 
     return decorator
@@ -96,7 +99,7 @@ def register_policy_loss(
     needs: tuple[str, ...] = (),
     defaults: Mapping[str, Any] | None = None,
     provenance: str | None = None,
-):
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register a policy loss ``fn(x: LossInputs, **options) -> LossOutput`` under ``name``.
 
     ``reads``: the extra LossInputs fields it reads (``epsilon``, ``entropy``, ``rewards`` ...); ``needs``: the
@@ -121,11 +124,25 @@ def register_policy_loss(
     return decorator
 
 
-def register_aggregation(name: str | None = None, *, replace: bool = False, provenance: str | None = None):
+def register_aggregation(
+    name: str | None = None, *, replace: bool = False, provenance: str | None = None
+) -> Callable[[F], F]:
     """Decorator: register a token aggregation under ``name``."""
-    return AGGREGATIONS.register(name, replace=replace, provenance=provenance)
+
+    def decorator(fn: F) -> F:
+        AGGREGATIONS.register(name, replace=replace, provenance=provenance)(fn)
+        return fn
+
+    return decorator
 
 
-def register_kl_estimator(name: str | None = None, *, replace: bool = False, provenance: str | None = None):
+def register_kl_estimator(
+    name: str | None = None, *, replace: bool = False, provenance: str | None = None
+) -> Callable[[F], F]:
     """Decorator: register a per-token KL estimator under ``name``."""
-    return KL_ESTIMATORS.register(name, replace=replace, provenance=provenance)
+
+    def decorator(fn: F) -> F:
+        KL_ESTIMATORS.register(name, replace=replace, provenance=provenance)(fn)
+        return fn
+
+    return decorator

@@ -59,7 +59,7 @@ def all_fail(totals: Sequence[float], threshold: float) -> bool:
 class AnchorBuffer:
     """The last ``size`` successes of each prompt (dataset index), newest last."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"anchor.buffer_size must be >= 1, got {size}")
         self.size = size

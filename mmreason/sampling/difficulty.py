@@ -107,7 +107,7 @@ class DifficultyAugmenter:
         noise_max: float = 0.3,
         uniform_only: bool = True,
         seed: int = 0,
-    ):
+    ) -> None:
         if window < 1 or min_buffer < 1 or min_buffer > window or r_max <= 0:
             raise ValueError("difficulty augmentation: need 1 <= min_buffer <= window and r_max > 0")
         self.window, self.min_buffer, self.r_max, self.threshold = window, min_buffer, r_max, threshold

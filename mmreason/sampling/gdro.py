@@ -54,7 +54,7 @@ class GDROSampler(BaseSampler):
         n_min: int = 2,
         n_max: int = 16,
         price_step: float = 0.5,
-    ):
+    ) -> None:
         if size <= 0:
             raise ValueError("the training set is empty: no prompt to sample")
         if k < 1 or not 0 <= ema < 1 or step_size < 0 or not 0 <= explore <= 1 or not 0 <= pass_momentum < 1:

@@ -13,7 +13,7 @@ from mmreason.sampling.base import BaseSampler
 
 
 class StreamSampler(BaseSampler):
-    def __init__(self, dataset: Any, seed: int = 0):
+    def __init__(self, dataset: Any, seed: int = 0) -> None:
         if not hasattr(dataset, "start"):
             raise ValueError("data.streaming: the task's loader returned a dataset that cannot stream (no start())")
         if len(dataset) <= 0:

@@ -12,7 +12,7 @@ from mmreason.sampling.base import BaseSampler
 class UniformSampler(BaseSampler):
     """Walks seeded random permutations of ``range(size)``; epoch e uses seed (seed, e)."""
 
-    def __init__(self, size: int, seed: int = 0):
+    def __init__(self, size: int, seed: int = 0) -> None:
         if size <= 0:
             raise ValueError("the training set is empty: no prompt to sample")
         self.size, self.seed = size, seed

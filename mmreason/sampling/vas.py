@@ -160,7 +160,7 @@ class VASSampler(BaseSampler):
         diversity_n: int = 3,
         unseen: str = "max",
         refresh_fraction: float = 1.0,
-    ):
+    ) -> None:
         if size <= 0:
             raise ValueError("the training set is empty: no prompt to sample")
         if mode not in MODES:

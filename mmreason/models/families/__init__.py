@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import ProcessorMixin
 
 from mmreason.models.families import internvl, qwen2_vl, qwen3_vl
 from mmreason.models.families.base import ModelFamily
@@ -46,14 +51,14 @@ def family_for(model_type: str, where: str = "") -> ModelFamily:
         ) from None
 
 
-def family_of_model(model) -> ModelFamily:
+def family_of_model(model: torch.nn.Module) -> ModelFamily:
     """The adapter of a loaded model (through PEFT / DDP wrappers)."""
     inner = getattr(model, "module", model)
     inner = getattr(inner, "get_base_model", lambda: inner)()
     return family_for(getattr(inner.config, "model_type", ""), type(inner).__name__)
 
 
-def family_of_processor(processor) -> ModelFamily:
+def family_of_processor(processor: ProcessorMixin) -> ModelFamily:
     """The adapter of a loaded processor, by its class, for the prompt builder (which holds only a processor).
     Families that share a processor class (Qwen3-VL and Qwen3.5) agree on what the prompt builder asks:
     ``pixels_per_token`` and ``video_plan`` (``_check_shared_processors`` enforces it at import)."""
@@ -82,7 +87,7 @@ def _vision_sizes(config: dict) -> tuple[int | None, int | None]:
     return vision.get("patch_size"), vision.get("spatial_merge_size")
 
 
-def check_checkpoint(path: str | Path, processor=None) -> ModelFamily | None:
+def check_checkpoint(path: str | Path, processor: ProcessorMixin | None = None) -> ModelFamily | None:
     """The family of the checkpoint at ``path`` (None for a LoRA adapter directory without config.json);
     raises ValueError naming the file when the family is unknown or ``processor``'s patch / merge size
     disagrees with the model config's."""

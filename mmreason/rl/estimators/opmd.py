@@ -27,7 +27,7 @@ from mmreason.rl.registries import register_estimator
 BASELINES = ("mean", "logavgexp")
 
 
-def group_baseline(total: Tensor, valid: Tensor, group_ids: Tensor, baseline: str, tau: float):
+def group_baseline(total: Tensor, valid: Tensor, group_ids: Tensor, baseline: str, tau: float) -> tuple[Tensor, Tensor]:
     """Per-row baseline ``[N]`` and the rows ``[N]`` that have one (valid, in a group of >= 2 valid rows)."""
     index, num_groups = group_index(group_ids)
     stats = group_stats(total[:, None], valid[:, None], index, num_groups)

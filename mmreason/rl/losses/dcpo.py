@@ -131,7 +131,7 @@ class DCPOInputs(PreviousEntropy):
     provides: ClassVar[tuple[str, ...]] = ("prev_entropy", "tempered_logprobs")
     TEMPERATURE_OPTIONS = ("entropy_base", "temperature_high", "temperature_low")
 
-    def __init__(self, options: Mapping[str, Any] | None = None):
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         self.tempered: list[Tensor] = []
 

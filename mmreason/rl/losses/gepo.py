@@ -127,7 +127,7 @@ class EntropyHistory(Provider):
     provides: ClassVar[tuple[str, ...]] = ("entropy_history",)
     SIZE = 1024
 
-    def __init__(self, options: Mapping[str, Any] | None = None):
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         self.history: list[float] = []
         self.step: list[float] = []
