@@ -16,6 +16,7 @@ from mmreason.parallel.sharding import is_sharded
 from mmreason.rl.losses.gepo import group_entropies
 from mmreason.rl.rollout_correction import importance_weights, mismatch_metrics, off_policy_mask, vision_distance
 from mmreason.rollout import shared_prefix
+from mmreason.rollout.episode_stats import after_media
 from mmreason.rollout.forward import collate, pad_stack, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
 from mmreason.train.config import NAMED_LOSS_OPTIONS, TrainConfig, accepted_options
@@ -317,8 +318,10 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, stats):
         width,
     )
     turn = _to_width(pad_stack([_turn_index(t) for t in trajectories], 0, torch.long), width)
+    shown = _to_width(pad_stack([after_media(t) for t in trajectories], False, torch.bool), width).to(old.device)
     rollout, distance, turn = rollout.to(old.device), distance.to(old.device), turn.to(old.device)
-    for key, value in mismatch_metrics(old, rollout, mask, r.vllm_importance_sampling_cap, distance, turn).items():
+    cap = r.vllm_importance_sampling_cap
+    for key, value in mismatch_metrics(old, rollout, mask, cap, distance, turn, after_media=shown).items():
         stats.setdefault(key, []).append(value)
     if not r.vllm_importance_sampling_correction or not corrects_with_sampler(run):
         return advantages
