@@ -12,8 +12,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from tests.rollout_vllm.helpers import ROOT  # noqa: E402
-from tests.rollout_vllm.test_vllm_zoom import zoom_args  # noqa: E402
+from tests.rollout_vllm.helpers import ROOT, zoom_args  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 

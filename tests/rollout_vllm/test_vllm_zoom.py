@@ -15,31 +15,9 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from tests.rollout_vllm.helpers import ROOT  # noqa: E402
+from tests.rollout_vllm.helpers import ROOT, zoom_args  # noqa: E402
 
 pytestmark = pytest.mark.vllm
-RECIPE = str(ROOT / "configs" / "generic" / "zoom_grpo_tiny.yaml")
-
-
-def zoom_args(model, data, out, *extra: str) -> list[str]:
-    """CLI args of a zoom-recipe run on ``model`` sampling through the colocated engine (2 prompts x 2 rows,
-    near-greedy: the call the model was taught)."""
-    return [
-        "train",
-        RECIPE,
-        f"model.name_or_path={model}",
-        f"data.train_path={data}",
-        f"output_dir={out}",
-        "rollout.backend=vllm",
-        "rollout.num_generations=2",
-        "rollout.temperature=0.1",
-        "prompts_per_step=2",
-        "mini_batch_size=4",
-        "log_completions_steps=0",
-        "eval_steps=0",
-        "num_threads=1",
-        *extra,
-    ]
 
 
 def test_the_zoom_tools_crop_reaches_the_engine_and_the_trainer_scores_its_samples(
