@@ -200,7 +200,9 @@ class _Watchdog:
             self._live[ticket] = threading.get_ident()
             heapq.heappush(self._heap, (time.monotonic() + timeout_s, ticket))
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="mmreason-template-watchdog", daemon=True)
+                # not named mmreason-*: an idle daemon for the process's life, never a run's worker to join at
+                # its end (parallel/shutdown.py: each run waited 5 s for it, then exited without finalization)
+                self._thread = threading.Thread(target=self._run, name="template-watchdog", daemon=True)
                 self._thread.start()
             self._cond.notify()
             return ticket

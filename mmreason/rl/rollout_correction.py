@@ -94,14 +94,17 @@ def mismatch_metrics(
     distance: Tensor | None = None,
     *,
     turn: Tensor | None = None,
+    after_media: Tensor | None = None,
 ) -> dict[str, float]:
     """The gap between trainer and sampler log-probs on the masked tokens.
 
     ``mismatch/logprob_abs_diff_mean`` / ``_max``: mean and max |p_t - q_t|; ``mismatch/ratio_outside_frac``:
     the share of tokens with exp(p_t - q_t) outside [1/C, C]. ``distance`` [N, T] (``vision_distance``; -1 =
     no vision token before) splits the mean by ``DISTANCE_BINS`` (``mismatch/near_vision_<lo>_<hi>``,
-    ``mismatch/no_vision``); ``turn`` [N, T] (0-based assistant turn) splits it by turn (``mismatch/turn_<k>``).
-    Empty splits are left out."""
+    ``mismatch/no_vision``); ``turn`` [N, T] (0-based assistant turn) splits it by turn (``mismatch/turn_<k>``);
+    ``after_media`` [N, T] (bool: the token's turn follows an observation that showed images or frames, e.g. a
+    tool's crop) gives ``mismatch/after_media_mean`` / ``_max``, the gap where the sampler and the trainer must
+    both have read the observation's pixels. Empty splits are left out."""
     m = mask.bool()
     if not m.any():
         return {}
@@ -124,4 +127,10 @@ def mismatch_metrics(
     if turn is not None:
         for k in sorted(set(turn[m].tolist())):
             out[f"mismatch/turn_{int(k)}"] = float(diff[m & (turn == k)].mean())
+    if after_media is not None and (m & after_media.bool()).any():
+        sel = m & after_media.bool()
+        out["mismatch/after_media_mean"], out["mismatch/after_media_max"] = (
+            float(diff[sel].mean()),
+            float(diff[sel].max()),
+        )
     return out

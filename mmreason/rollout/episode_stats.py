@@ -5,6 +5,8 @@ the images the tools returned. Logged per step as ``env/*``; bad calls are also 
 
 from __future__ import annotations
 
+import torch
+
 from mmreason.types import Trajectory
 
 
@@ -31,3 +33,20 @@ def tool_stats(trajectories: list[Trajectory]) -> dict[str, float]:
         "env/bad_tool_calls": float(sum(bad_calls(t) for t in episodes)),
         "env/episodes_with_call": sum(1 for n in ran if n) / len(episodes),
     }
+
+
+def after_media(t: Trajectory) -> torch.Tensor:
+    """[T] bool: the tokens of the assistant turns that follow an observation which showed images or video frames
+    (visual tokens in its span), where a sampler that dropped or misplaced the observation's media would part from
+    the trainer. All False for a single-turn trajectory."""
+    out = torch.zeros(t.token_ids.numel(), dtype=torch.bool)
+    types = t.mm_token_type_ids
+    if types is None:
+        return out
+    shown = False
+    for turn in t.turns:
+        if turn.role == "observation":
+            shown = bool((types[turn.start : turn.end] > 0).any())
+        elif shown:
+            out[turn.start : turn.end] = True
+    return out

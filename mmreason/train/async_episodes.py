@@ -21,6 +21,7 @@ import copy
 
 import torch
 
+from mmreason.rollout.episode_stats import bad_calls
 from mmreason.rollout.generate import GenerationSettings
 from mmreason.rollout.multiturn import (
     EnvironmentStartError,
@@ -86,6 +87,7 @@ def play_episodes(run, sampler, drawn: list[Drawn], step: int, gate: TurnGate, *
         step_timeout_s=r.env_step_timeout_s,
         with_logprobs=with_logprobs,
         turn_gate=gate,
+        image_budget=(run.cfg.data.min_pixels, run.cfg.data.max_pixels),  # as the synchronous step fits them
     )
 
 
@@ -105,6 +107,7 @@ def account_episodes(run, drawn: list[Drawn], played: Played) -> list[Trajectory
             assert isinstance(t, Trajectory)
             if t.reward_info.get("unseen_media"):
                 unseen_media(run, t.reward_info["unseen_media"])
+            run.counters.bad_tool_calls += bad_calls(t)
             if ended_by_fault(t):
                 run.counters.env_faults += 1
                 run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])

@@ -87,6 +87,30 @@ def test_mismatch_split_by_vision_distance_and_turn():
     assert got["mismatch/turn_1"] == pytest.approx(LN2, abs=1e-6)
 
 
+def test_mismatch_after_media_keeps_the_turns_that_follow_an_observations_pixels():
+    """after_media row 0 [0, 1, 1], row 1 [0, 1, 1 (pad)]: |p - q| on the kept tokens 0, ln2 (row 0), ln2
+    (row 1; its padding left out): mean 2 ln2 / 3, max ln2. A trajectory whose observation was text only, and
+    one whose observation showed an image, give the mask from their turns and token types."""
+    from mmreason.rollout.episode_stats import after_media
+    from mmreason.types import Trajectory, Turn
+
+    p, q, m = _rows()
+    got = mismatch_metrics(p, q, m, after_media=torch.tensor([[0, 1, 1], [0, 1, 1]]))
+    assert got["mismatch/after_media_mean"] == pytest.approx(2 * LN2 / 3, abs=1e-6)
+    assert got["mismatch/after_media_max"] == pytest.approx(LN2, abs=1e-6)
+    assert "mismatch/after_media_mean" not in mismatch_metrics(p, q, m, after_media=torch.zeros(2, 3))
+
+    def episode(obs_types):
+        # prompt 0-1, assistant 2-3, observation 4-6, assistant 7-8
+        types = torch.tensor([1, 0, 0, 0, *obs_types, 0, 0])
+        turns = [Turn("assistant", "a", 2, 4), Turn("observation", "o", 4, 7), Turn("assistant", "b", 7, 9)]
+        ids = torch.arange(9)
+        return Trajectory("s", 0, ids, torch.ones(9), 2, "", turns=turns, mm_token_type_ids=types)
+
+    assert after_media(episode([0, 1, 0])).tolist() == [False] * 7 + [True, True]
+    assert not after_media(episode([0, 0, 0])).any()  # the prompt's image alone does not count
+
+
 def test_vision_distance_counts_back_to_the_latest_vision_token():
     """types [0, 1, 1, 0, 0, 2, 0]: no vision before position 0 (-1); then 0, 0, 1, 2, 0, 1."""
     types = torch.tensor([0, 1, 1, 0, 0, 2, 0])

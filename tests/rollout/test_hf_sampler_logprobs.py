@@ -98,6 +98,7 @@ def _run(correct: bool):
         vllm_importance_sampling_cap=2.0,
         vllm_importance_sampling_min=None,
         hf_importance_sampling_correction=correct,
+        async_generation=False,  # corrects_with_sampler reads it (an asynchronous run always corrects)
     )
     return SimpleNamespace(cfg=SimpleNamespace(rollout=rollout), rollout_backend=None)
 

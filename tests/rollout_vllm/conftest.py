@@ -45,3 +45,15 @@ def shared_server(tiny_model_dir, tmp_path_factory):
 def server(shared_server):
     """(process, port) of the session's ``mmreason vllm-serve`` on the tiny model, running."""
     return shared_server.get()
+
+
+@pytest.fixture(scope="session")
+def zoom_model(tiny_model_dir, tmp_path_factory):
+    """(the tiny model taught to call the zoom example's tool with one fixed box, its rows' train.jsonl): the
+    zoom example's rows and the teaching of tests/train/test_zoom_environment_e2e.py (~15 s), shared by the
+    vLLM modules that play zoom episodes."""
+    from tests.train.test_zoom_environment_e2e import _calls_the_tool, _rows
+
+    folder = tmp_path_factory.mktemp("zoom")
+    data = _rows(folder / "data")
+    return _calls_the_tool(tiny_model_dir, data, folder / "calls"), data

@@ -112,3 +112,26 @@ def assert_rollout_logprobs_are_the_trainers(model, processor, sampled, tol: flo
     for i, t in enumerate(sampled):
         rollout[i, : t.token_ids.numel()] = t.rollout_logprobs
     assert mask.sum() > 0 and (logp[mask] - rollout[mask]).abs().max() < tol
+
+
+def zoom_args(model, data, out, *extra: str) -> list[str]:
+    """CLI args of a run of the zoom example's GRPO recipe (configs/generic/zoom_grpo_tiny.yaml) on ``model``
+    and the rows ``data``, sampling through the colocated engine (2 prompts x 2 rows, near-greedy: the call the
+    model was taught), into ``out``; ``extra`` overrides follow. Run from the repository root (the recipe names
+    the example by its path from there)."""
+    return [
+        "train",
+        str(ROOT / "configs" / "generic" / "zoom_grpo_tiny.yaml"),
+        f"model.name_or_path={model}",
+        f"data.train_path={data}",
+        f"output_dir={out}",
+        "rollout.backend=vllm",
+        "rollout.num_generations=2",
+        "rollout.temperature=0.1",
+        "prompts_per_step=2",
+        "mini_batch_size=4",
+        "log_completions_steps=0",
+        "eval_steps=0",
+        "num_threads=1",
+        *extra,
+    ]

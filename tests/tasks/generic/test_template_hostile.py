@@ -91,3 +91,17 @@ def test_ordinary_templates_render_as_before(rows, tmp_path):
         "{{ content | trim | replace('?', '') }} ({{ ns.n }} words){% if 'What' in content %} Think.{% endif %}",
     )
     assert samples[0].prompt_text == "What is 2 + 2 (5 words) Think."
+
+
+def test_the_watchdog_is_no_worker_a_run_waits_for_at_its_end():
+    """The watchdog thread lives for the process, idle between renders: the end of a run (parallel/shutdown.py)
+    joins only its workers, so it must not be one (it was: every run that rendered a template waited 5 s at its
+    end, then exited without finalization)."""
+    import threading
+
+    from mmreason.parallel.shutdown import join_workers, running_workers
+
+    templating.render(templating.compile_template("{{ n }}"), {"n": 1})
+    assert any(t.name.endswith("template-watchdog") and t.is_alive() for t in threading.enumerate())
+    assert not [name for name in running_workers() if "template" in name]
+    assert not [name for name in join_workers(0.1) if "template" in name]
