@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from mmreason.rl.rollout_correction import importance_weights, mismatch_metrics, off_policy_mask, vision_distance
+from mmreason.rollout.episode_stats import after_media
 from mmreason.rollout.forward import pad_stack
 from mmreason.train.setup import Run
 
@@ -36,7 +37,9 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, *, stats):
     )
     turn = _to_width(pad_stack([_turn_index(t) for t in trajectories], 0, torch.long), width)
     rollout, distance, turn = rollout.to(old.device), distance.to(old.device), turn.to(old.device)
-    for key, value in mismatch_metrics(old, rollout, mask, r.vllm_importance_sampling_cap, distance, turn=turn).items():
+    shown = _to_width(pad_stack([after_media(t) for t in trajectories], False, torch.bool), width).to(old.device)
+    cap = r.vllm_importance_sampling_cap
+    for key, value in mismatch_metrics(old, rollout, mask, cap, distance, turn=turn, after_media=shown).items():
         stats.setdefault(key, []).append(value)
     if not r.vllm_importance_sampling_correction or not corrects_with_sampler(run):
         return advantages
