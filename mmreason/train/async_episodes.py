@@ -43,7 +43,8 @@ class PolicyCopy:
     """A frozen deep copy of the policy for the producer's thread (``rollout.backend: hf``): no gradients, eval
     mode, its weights replaced by the policy's at each push (``load``)."""
 
-    is_rollout_backend = False  # an HF model to ``run_episodes`` and ``generate_groups``, not an engine
+    # an HF model to ``run_episodes`` and ``generate_groups``, not an engine
+    is_rollout_backend = False
 
     def __init__(self, model: torch.nn.Module):
         self.model = copy.deepcopy(model)
@@ -57,13 +58,13 @@ class PolicyCopy:
 
 
 def is_episodic(run) -> bool:
-    """Whether the run's rollouts are episodes (the task has an environment and ``rollout.max_turns > 1``)."""
+    """Tell whether the run's rollouts are episodes (the task has an environment and ``rollout.max_turns > 1``)."""
     return run.pack.make_environment is not None and run.cfg.rollout.max_turns > 1
 
 
 def play_episodes(run, sampler, drawn: list[Drawn], step: int, gate: TurnGate, *, with_logprobs: bool) -> Played:
-    """G episodes per drawn prompt, played together as ``train/step.py`` plays them, the engine (``sampler``:
-    an engine, or the policy copy's model) held by ``gate`` around each turn only. One entry per episode."""
+    """Play G episodes per drawn prompt together, as ``train/step.py`` plays them, the engine (``sampler``: an engine,
+    or the policy copy's model) held by ``gate`` around each turn only. One entry per episode."""
     r = run.cfg.rollout
     starts = [
         EpisodeStart(d.prompt, run.pack.make_environment(), d.slot, i, d.key)
@@ -92,9 +93,9 @@ def play_episodes(run, sampler, drawn: list[Drawn], step: int, gate: TurnGate, *
 
 
 def account_episodes(run, drawn: list[Drawn], played: Played) -> list[Trajectory]:
-    """The trajectories of the played episodes, counted as the synchronous step counts them (training thread):
-    a sample whose environment cannot start leaves the step as a bad sample; unseen media and environment
-    faults are counted and logged."""
+    """Return the trajectories of the played episodes, counted as the synchronous step counts them (training thread): a
+    sample whose environment cannot start leaves the step as a bad sample; unseen media and environment faults are
+    counted and logged."""
     n = run.cfg.rollout.num_generations
     trajectories: list[Trajectory] = []
     for k, d in enumerate(drawn):
@@ -116,14 +117,14 @@ def account_episodes(run, drawn: list[Drawn], played: Played) -> list[Trajectory
 
 
 def stamp_versions(trajectories: list[Trajectory], version: int) -> None:
-    """A single-turn batch sampled whole under ``version``: every sampled token is of that version."""
+    """Stamp a single-turn batch sampled whole under ``version``: every sampled token is of that version."""
     for t in trajectories:
         t.policy_version = version
         t.token_versions = torch.where(t.action_mask.bool(), version, -1).long()
 
 
 def version_metrics(step: int, trajectories: list[Trajectory]) -> dict[str, float]:
-    """Staleness of step ``step``'s rollouts against the weights it trains (those of the end of step - 1).
+    """Measure the staleness of step ``step``'s rollouts against the weights it trains (those of the end of step - 1).
 
     ``async/staleness_mean`` / ``async/max_staleness``: over trajectories, (step - 1) - the version of its first
     sampled token (the oldest); ``async/token_staleness_mean``: over sampled tokens; ``async/partial_share``: the
@@ -147,7 +148,7 @@ def version_metrics(step: int, trajectories: list[Trajectory]) -> dict[str, floa
 
 
 def _sampled_versions(t: Trajectory) -> torch.Tensor:
-    """[sampled tokens] the version of each token ``t``'s sampler drew (its trained tokens)."""
+    """Return the version of each token ``t``'s sampler drew [sampled tokens] (its trained tokens)."""
     if t.token_versions is None:
         v = -1 if t.policy_version is None else t.policy_version
         return torch.full((int(t.action_mask.sum()),), v, dtype=torch.long)

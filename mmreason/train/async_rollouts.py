@@ -64,7 +64,7 @@ from mmreason.types import Trajectory
 
 
 def check_async_config(cfg: TrainConfig) -> None:
-    """Errors before any step: what one-step-off generation cannot run with (each names its key)."""
+    """Raise, before any step, on what one-step-off generation cannot run with (each error names its key)."""
     r = cfg.rollout
     if not r.async_generation:
         return
@@ -87,9 +87,9 @@ def check_async_config(cfg: TrainConfig) -> None:
 
 
 def start_async_rollouts(run, first_step: int) -> AsyncRollouts | None:
-    """With ``rollout.async_generation``, the producer for a run whose next step is ``first_step``, installed on
-    ``run``: it wraps ``run.rollout_backend`` in its ``EngineLock`` and ``run.sampler`` in a ``RewindingSampler``
-    (the loop calls this where it starts the engine). None without asynchronous generation."""
+    """Start, with ``rollout.async_generation``, the producer for a run whose next step is ``first_step``, installed on
+    ``run``: it wraps ``run.rollout_backend`` in its ``EngineLock`` and ``run.sampler`` in a ``RewindingSampler`` (the
+    loop calls this where it starts the engine). None without asynchronous generation."""
     if not run.cfg.rollout.async_generation:
         return None
     run.async_rollouts = AsyncRollouts(run, first_step)
@@ -104,7 +104,8 @@ class Job:
     prompts: list[Drawn]
     version: int = -1  # the engine's version when the generation started
     trajectories: list[Trajectory] = field(default_factory=list)
-    played: Played | None = None  # episodes: one entry per episode, counted when the step takes them
+    # episodes: one entry per episode, counted when the step takes them
+    played: Played | None = None
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -170,7 +171,8 @@ class AsyncRollouts:
         if run.accelerator.num_processes > 1:
             raise ConfigError("rollout.async_generation=true runs with one training process")
         self.run, self.max_staleness = run, run.cfg.rollout.max_staleness
-        self.version = first_step - 1  # the engine holds the weights of the end of the last finished step
+        # the engine holds the weights of the end of the last finished step
+        self.version = first_step - 1
         self.engine = threading.RLock()
         self._cond = threading.Condition()
         self._queue: deque[Job] = deque()
@@ -191,7 +193,7 @@ class AsyncRollouts:
     # ---- the training thread ----------------------------------------------------------------------------
 
     def take(self, step: int, timed: PhaseTimes) -> Rollouts:
-        """Step ``step``'s rollouts, scored; then the next generations the staleness bound allows start."""
+        """Take step ``step``'s rollouts, scored; then the next generations the staleness bound allows start."""
         self.version = max(self.version, step - 1)  # every earlier step's update was pushed (or skipped)
         if step not in self._jobs:
             self._launch(step, timed)
@@ -218,8 +220,8 @@ class AsyncRollouts:
         return Rollouts(prompts, trajectories, samples, batch, metrics=metrics)
 
     def push(self, send) -> float:
-        """A weight push (``send``): waits for the generation (or the episode turn) in flight, goes before the
-        queued ones; then the engine's version is the finished step's and the generations it allows start."""
+        """Push weights (``send``): wait for the generation (or the episode turn) in flight, go before the queued ones;
+        then the engine's version is the finished step's and the generations it allows start."""
         t = time.perf_counter()
         with self._cond:
             self._pushing += 1
@@ -232,12 +234,14 @@ class AsyncRollouts:
             with self._cond:
                 self._pushing -= 1
                 self._cond.notify_all()
-        if self.max_staleness > 0:  # the new version allows one more step ahead: it starts on the idle engine
+        # the new version allows one more step ahead: it starts on the idle engine
+        if self.max_staleness > 0:
             self._fill(None)
         return out
 
     def push_copy(self, model) -> dict[str, float]:
-        """The push of an HF run: the policy copy takes ``model``'s weights (``rollout_backend.sync_weights``)."""
+        """Push the weights of an HF run: the policy copy takes ``model``'s weights
+        (``rollout_backend.sync_weights``)."""
         t = time.perf_counter()
         assert self.copy is not None
         copy_ = self.copy
@@ -307,8 +311,8 @@ class AsyncRollouts:
             yield self.version
 
     def _generate(self, job: Job) -> None:
-        """``rounds.roll_out`` in the background: one batch call, or the step's episodes one turn at a time,
-        without touching the model being trained."""
+        """Run ``rounds.roll_out`` in the background: one batch call, or the step's episodes one turn at a time, without
+        touching the model being trained."""
         r, seed = self.run.cfg.rollout, self.run.cfg.seed
         if not job.prompts:
             return

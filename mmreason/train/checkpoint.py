@@ -52,7 +52,7 @@ from mmreason.train.checkpoint_verify import (
 
 
 def rng_state() -> dict[str, Any]:
-    """RNG states as tensors and plain numbers (loadable with ``weights_only=True``)."""
+    """Return the RNG states as tensors and plain numbers (loadable with ``weights_only=True``)."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     state = {
         "python": random.getstate(),
@@ -80,7 +80,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def _as_tuples(value):
-    """``random.setstate`` needs tuples; a saved state may come back with lists."""
+    """Turn lists back into tuples: ``random.setstate`` needs tuples, and a saved state may come back with lists."""
     return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
@@ -130,7 +130,7 @@ def save_checkpoint(
     keep: int = 2,
     run_id: str | None = None,
 ) -> Path | None:
-    """Write checkpoint-<step> atomically; returns its path on the main process (None elsewhere).
+    """Write checkpoint-<step> atomically; return its path on the main process (None elsewhere).
 
     ``run_id`` (the writing run's, ``mmreason.rundir``) goes into the trainer state, and rotation then keeps the
     newest ``keep`` checkpoints of that run and deletes none of another run's (without it: of any run).
@@ -158,7 +158,8 @@ def save_checkpoint(
                 all_rng=all_rng,
                 whole=whole,
             )
-        except Exception as exc:  # noqa: BLE001 - raised below, after every process has heard of it
+        # raised below, after every process has heard of it
+        except Exception as exc:  # noqa: BLE001
             error = exc
     if any_rank(accelerator, error is not None):  # also the closing barrier
         if error is not None:
@@ -174,7 +175,7 @@ class CheckpointError(RuntimeError):
 def _write(
     accelerator, output_dir, step, model, optimizer, *, scheduler, state, processor, keep, all_rng, whole=(None, None)
 ) -> Path:
-    """The main process's part; ``whole`` = a sharded model's gathered (model, optimizer) state dicts."""
+    """Write the main process's part; ``whole`` = a sharded model's gathered (model, optimizer) state dicts."""
     final = Path(output_dir) / f"checkpoint-{step}"
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -192,7 +193,8 @@ def _write(
     _fsync_tree(tmp)
     (tmp / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2, default=str))
     _fsync(tmp / STATE_FILE)
-    write_manifest(tmp)  # last: the checksums of every file above; its presence marks a complete checkpoint
+    # last: the checksums of every file above; its presence marks a complete checkpoint
+    write_manifest(tmp)
     _fsync(tmp)
     aside = final.with_name(final.name + ".old")
     if final.exists():
@@ -231,7 +233,7 @@ def _gather_objects(accelerator, obj):
 
 
 def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, *, check_state=None) -> dict[str, Any]:
-    """Restore weights, optimizer, scheduler and this process's RNG; returns the trainer state.
+    """Restore weights, optimizer, scheduler and this process's RNG; return the trainer state.
 
     The whole checkpoint is read into memory and checked first (``read_checkpoint``; ``check_state(state)``, the
     caller's trial of the parts it restores itself: sampler, augmenter); a ``DamagedCheckpoint`` leaves the run
@@ -241,7 +243,8 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, *, che
     if check_state is not None:
         try:
             check_state(loaded[0])
-        except Exception as exc:  # noqa: BLE001 - a missing key, a wrong type: the state is not one this run takes
+        # a missing key, a wrong type: the state is not one this run takes
+        except Exception as exc:  # noqa: BLE001
             raise DamagedCheckpoint(
                 f"{path}: {STATE_FILE} holds a state this run cannot restore "
                 f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
@@ -264,9 +267,9 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, *, che
 
 
 def read_checkpoint(path: Path, unwrapped, optimizer, scheduler) -> tuple:
-    """(state, RNG list, optimizer state, scheduler state, weights, is an adapter), every part read into memory
-    and checked against the live run (``checkpoint_verify``: no special file, checksums, state, RNG states that
-    apply, scheduler state, finite weights that fit the model, optimizer shapes); ``DamagedCheckpoint`` else."""
+    """Read (state, RNG list, optimizer state, scheduler state, weights, is an adapter), every part into memory and
+    checked against the live run (``checkpoint_verify``: no special file, checksums, state, RNG states that apply,
+    scheduler state, finite weights that fit the model, optimizer shapes); ``DamagedCheckpoint`` else."""
     check_tree(path)
     verify_files(path)
     state = read_state(path)
@@ -287,7 +290,8 @@ def read_checkpoint(path: Path, unwrapped, optimizer, scheduler) -> tuple:
 
             dtype = next(unwrapped.parameters()).dtype
             weights = AutoModelForImageTextToText.from_pretrained(str(model_dir), dtype=dtype).state_dict()
-    except Exception as exc:  # noqa: BLE001 - a truncated or garbled weights file, whatever the loader says
+    # a truncated or garbled weights file, whatever the loader says
+    except Exception as exc:  # noqa: BLE001
         raise DamagedCheckpoint(
             f"{path}: the model weights cannot be read ({' '.join(str(exc).split())[:200]})"
         ) from None
@@ -301,13 +305,14 @@ def read_checkpoint(path: Path, unwrapped, optimizer, scheduler) -> tuple:
 
 
 def check_rng(rng: list[dict[str, Any]], path: Path) -> None:
-    """Every saved RNG state can be set (tried on this process, whose own state is put back after): a state
+    """Check that every saved RNG state can be set (tried on this process, whose own state is put back after): a state
     that cannot is damage found before anything is applied, not after the weights were."""
     own = rng_state()
     try:
         for entry in rng:
             set_rng_state(entry)
-    except Exception as exc:  # noqa: BLE001 - a missing key, a wrong type or size: all one finding
+    # a missing key, a wrong type or size: all one finding
+    except Exception as exc:  # noqa: BLE001
         raise DamagedCheckpoint(
             f"{path}: rng_state.pt holds an RNG state that cannot be set "
             f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
@@ -317,7 +322,7 @@ def check_rng(rng: list[dict[str, Any]], path: Path) -> None:
 
 
 def check_weights_fit(weights: dict[str, torch.Tensor], live: dict[str, torch.Tensor], path: Path) -> None:
-    """The saved weights have the live model's keys and shapes (a strict ``load_state_dict`` would otherwise
+    """Check that the saved weights have the live model's keys and shapes (a strict ``load_state_dict`` would otherwise
     copy the matching ones before it raises on the rest)."""
     missing, extra = sorted(set(live) - set(weights)), sorted(set(weights) - set(live))
     if missing or extra:
@@ -343,7 +348,7 @@ def resume(
     log=print,
     check_state=None,
 ) -> tuple[Path, dict[str, Any]] | None:
-    """Load the checkpoint ``resume_from`` names; (its path, the trainer state), or None to start afresh.
+    """Load the checkpoint ``resume_from`` names; return (its path, the trainer state), or None to start afresh.
 
     ``auto``: the newest complete checkpoint of ``output_dir`` that reads whole. A damaged one is reported
     (``log`` on the main process), renamed ``checkpoint-N.damaged`` (out of the rotation, kept to inspect)

@@ -49,7 +49,7 @@ def _sha256(path: Path) -> str:
 
 
 def check_tree(folder: Path) -> None:
-    """Everything inside ``folder`` is a regular file or a folder, and stays inside it: a FIFO, socket or
+    """Check that everything inside ``folder`` is a regular file or a folder, and stays inside it: a FIFO, socket or
     device, or a link leading out of the checkpoint, marks it damaged before any file is opened."""
     root = folder.resolve()
     for path in sorted(folder.rglob("*")):
@@ -66,13 +66,14 @@ def check_tree(folder: Path) -> None:
 
 
 def _manifest_entries(folder: Path) -> dict[str, tuple[int, str]]:
-    """name -> (bytes, sha256) from ``checksums.json``; any malformation is a ``DamagedCheckpoint``: not JSON,
-    no ``files`` object, an entry that is not {"bytes": a non-negative integer, "sha256": 64 hex digits}, or a
-    name that is not a relative path inside the folder (absolute, ``..``, empty parts)."""
+    """Read name -> (bytes, sha256) from ``checksums.json``; any malformation is a ``DamagedCheckpoint``: not JSON, no
+    ``files`` object, an entry that is not {"bytes": a non-negative integer, "sha256": 64 hex digits}, or a name that is
+    not a relative path inside the folder (absolute, ``..``, empty parts)."""
     where = f"{folder}: {MANIFEST}"
     try:
         entries = json.loads(read_regular(folder / MANIFEST, MAX_JSON_BYTES).decode("utf-8"))["files"]
-    except Exception:  # noqa: BLE001 - unreadable, not JSON, not an object, no "files": the same finding
+    # unreadable, not JSON, not an object, no "files": the same finding
+    except Exception:  # noqa: BLE001
         raise DamagedCheckpoint(f"{where} is not a readable checksum list") from None
     if not isinstance(entries, dict):
         raise DamagedCheckpoint(f"{where}: 'files' is not an object")
@@ -93,7 +94,7 @@ def _manifest_entries(folder: Path) -> dict[str, tuple[int, str]]:
 
 
 def write_manifest(folder: Path) -> Path:
-    """``folder/checksums.json``: {"files": {relative path: {"bytes": n, "sha256": hex}}}, fsynced."""
+    """Write ``folder/checksums.json``: {"files": {relative path: {"bytes": n, "sha256": hex}}}, fsynced."""
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
     entries = {str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in files}
     path = folder / MANIFEST
@@ -107,8 +108,8 @@ def write_manifest(folder: Path) -> Path:
 
 
 def verify_files(folder: Path) -> None:
-    """Every file the manifest lists is a regular file inside the folder, of its size and SHA-256 (no manifest:
-    nothing to compare). A malformed manifest is damage, like a file that does not match it."""
+    """Check that every file the manifest lists is a regular file inside the folder, of its size and SHA-256 (no
+    manifest: nothing to compare). A malformed manifest is damage, like a file that does not match it."""
     if not (folder / MANIFEST).exists():
         return
     root = folder.resolve()
@@ -128,7 +129,7 @@ def verify_files(folder: Path) -> None:
 
 
 def read_state(folder: Path) -> dict[str, Any]:
-    """The trainer state: a JSON object whose ``step`` is the step in the folder's name."""
+    """Read the trainer state: a JSON object whose ``step`` is the step in the folder's name."""
     try:
         state = json.loads(read_regular(folder / STATE_FILE, MAX_JSON_BYTES).decode("utf-8"))
     except (OSError, ValueError) as exc:
@@ -144,10 +145,11 @@ def read_state(folder: Path) -> dict[str, Any]:
 
 
 def load_part(folder: Path, name: str) -> Any:
-    """A ``torch.save``d part, read whole from a regular file and unpickled with ``weights_only=True``."""
+    """Load a ``torch.save``d part, read whole from a regular file and unpickled with ``weights_only=True``."""
     try:
         return torch.load(io.BytesIO(read_regular(folder / name)), weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - truncated zip, empty file, bad pickle: all one finding
+    # truncated zip, empty file, bad pickle: all one finding
+    except Exception as exc:  # noqa: BLE001
         raise DamagedCheckpoint(f"{folder}: {name} cannot be read ({' '.join(str(exc).split())[:200]})") from None
 
 
@@ -159,14 +161,15 @@ def read_rng(folder: Path) -> list[dict[str, Any]]:
 
 
 def check_finite(weights: dict[str, torch.Tensor], folder: Path) -> None:
-    """Every floating-point weight finite (a NaN or inf weight would only stop the run later, in sampling)."""
+    """Check that every floating-point weight is finite (a NaN or inf weight would only stop the run later, in
+    sampling)."""
     for name, value in weights.items():
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             raise DamagedCheckpoint(f"{folder}: weight {name} holds NaN or inf")
 
 
 def check_optimizer_shapes(saved: dict[str, Any], optimizer, folder: Path) -> None:
-    """The saved optimizer state fits the live parameters: as many groups and parameters, and every
+    """Check that the saved optimizer state fits the live parameters: as many groups and parameters, and every
     per-parameter tensor (Adam's moments) of its parameter's shape. (0-d entries such as ``step`` pass.)"""
     try:
         groups, state = saved["param_groups"], saved["state"]

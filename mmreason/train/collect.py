@@ -20,19 +20,19 @@ from mmreason.sampling.records import Rollouts
 
 
 def group_signal(got: Rollouts, missing: str) -> dict[int, bool]:
-    """Group id -> whether its total rewards vary (DAPO's filter, ``rl.dynamic_sampling_filter``)."""
+    """Map group id -> whether its total rewards vary (DAPO's filter, ``rl.dynamic_sampling_filter``)."""
     group_ids = torch.tensor([t.group_id for t in got.trajectories])
     keep = rl.dynamic_sampling_filter(got.batch.total(missing), group_ids).keep.tolist()
     return {t.group_id: k for t, k in zip(got.trajectories, keep)}
 
 
 def signal_groups(rounds: list[Rollouts], missing: str) -> int:
-    """Groups whose rewards vary, over the step's rounds."""
+    """Return the groups whose rewards vary, over the step's rounds."""
     return sum(sum(group_signal(r, missing).values()) for r in rounds)
 
 
 def keep_groups(rounds: list[Rollouts], prompts_per_step: int, missing: str, extra: int) -> Rollouts:
-    """``prompts_per_step`` groups: those with signal first, in draw order, then zero-signal ones."""
+    """Keep ``prompts_per_step`` groups: those with signal first, in draw order, then zero-signal ones."""
     flat = []
     for r in rounds:
         varies = group_signal(r, missing)

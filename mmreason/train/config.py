@@ -44,13 +44,16 @@ class DataConfig(MediaLimits):
     shared with the eval's ``--model_args``."""
 
     task: str = "shapes"  # a registered task pack (`mmreason list tasks`)
-    train_path: str | None = None  # JSONL/parquet in the pack's data shape; None = the pack's own data
+    # JSONL/parquet in the pack's data shape; None = the pack's own data
+    train_path: str | None = None
     eval_path: str | None = None
     task_args: dict[str, Any] = field(default_factory=dict)  # passed to the pack's loader
-    streaming: bool = False  # read train_path as a stream (rows in a seeded shuffle buffer; a loader that takes
-    # ``streaming``); the position is saved in checkpoints (mmreason/sampling/stream.py)
+    # read train_path as a stream (rows in a seeded shuffle buffer; a loader that takes ``streaming``); the
+    # position is saved in checkpoints (mmreason/sampling/stream.py)
+    streaming: bool = False
     shuffle_buffer: int = 1000  # streaming: rows in the shuffle buffer
-    max_prompt_length: int = 4096  # training's default (MediaLimits' is the eval's): longer prompts are filtered
+    # training's default (MediaLimits' is the eval's): longer prompts are filtered
+    max_prompt_length: int = 4096
     prompt_overflow: PromptOverflow = "filter"
 
     RANGES: ClassVar[dict[str, str]] = {"shuffle_buffer": "[1, inf)"}
@@ -67,9 +70,11 @@ class RolloutConfig(VllmConnection):
     top_p: float = 1.0
     top_k: int | None = None
     max_turns: int = 1  # >1 with an environment: assistant turns per trajectory
-    max_observation_tokens: int = 1024  # an environment observation longer than this ends the episode
-    env_step_timeout_s: float | None = 60.0  # an environment step running longer ends its episode (a counted
-    # environment fault); None = no limit. See mmreason/rollout/deadline.py for what can be interrupted.
+    # an environment observation longer than this ends the episode
+    max_observation_tokens: int = 1024
+    # an environment step running longer ends its episode (a counted environment fault); None = no limit.
+    # See mmreason/rollout/deadline.py for what can be interrupted.
+    env_step_timeout_s: float | None = 60.0
     # Your environment on any task (docs/extending.md "Write an environment"): "pkg.module:Factory" or
     # "path/file.py:Factory" (relative to the config file, then the cwd), built per episode as
     # Factory(**environment_args); needs max_turns > 1. None: the task pack's own environment, if it has one.
@@ -79,12 +84,16 @@ class RolloutConfig(VllmConnection):
     # knob names below). colocate: the engine lives in the training job; server: `mmreason vllm-serve`.
     backend: RolloutBackend = "hf"
     vllm_mode: VllmMode = "colocate"
-    vllm_server_hosts: str | None = None  # more servers, "host:port,host:port": prompts spread, pushes reach all
+    # more servers, "host:port,host:port": prompts spread, pushes reach all
+    vllm_server_hosts: str | None = None
     vllm_gpu_memory_utilization: float = 0.3
-    vllm_enable_sleep_mode: bool = False  # colocate, GPU: the engine sleeps during the update (refused on CPU)
+    # colocate, GPU: the engine sleeps during the update (refused on CPU)
+    vllm_enable_sleep_mode: bool = False
     vllm_max_model_length: int | None = None  # None: max_prompt_length + max_completion_length
-    vllm_tensor_parallel_size: int = 1  # colocate: 1 (more is refused before the model loads); server: the server's
-    vllm_weight_sync_timeout: float = 600.0  # seconds a weight push may take; past it the engine counts as dead
+    # colocate: 1 (more is refused before the model loads); server: the server's
+    vllm_tensor_parallel_size: int = 1
+    # seconds a weight push may take; past it the engine counts as dead
+    vllm_weight_sync_timeout: float = 600.0
     vllm_kv_cache_gib: float = 1.0  # CPU only: the engine's KV cache (VLLM_CPU_KVCACHE_SPACE)
     # The colocated engine's batching (docs/vllm.md "Batching"; None: sized as TRL's colocate mode sizes them)
     vllm_max_num_seqs: int | None = None  # None: the rows of one step, prompts_per_step x G
@@ -97,7 +106,8 @@ class RolloutConfig(VllmConnection):
     vllm_sync_bucket_mb: float = 64.0
     # a LoRA policy: adapter = push only the adapter, loaded by the engine as one (where vLLM can, docs/vllm.md);
     # merged = push the weights with LoRA merged in
-    vllm_lora: VllmLora = "adapter"  # adapter: push LoRA weights only (docs/vllm.md); merged: merge, push all
+    # adapter: push LoRA weights only (docs/vllm.md); merged: merge, push all
+    vllm_lora: VllmLora = "adapter"
     # Truncated importance sampling of the sampler-trainer mismatch (mmreason/rl/rollout_correction.py)
     vllm_importance_sampling_correction: bool = True
     vllm_importance_sampling_mode: ImportanceSamplingMode = "token_truncate"
@@ -117,7 +127,8 @@ class RolloutConfig(VllmConnection):
     RANGES: ClassVar[dict[str, str]] = {
         "num_generations": "[1, inf)",
         "max_completion_length": "[1, inf)",
-        "temperature": "(0, inf)",  # sampling; 0 would be greedy: all G rollouts of a group the same
+        # sampling; 0 would be greedy: all G rollouts of a group the same
+        "temperature": "(0, inf)",
         "top_p": "(0, 1]",
         "top_k": "[1, inf)",
         "max_turns": "[1, inf)",
@@ -147,7 +158,8 @@ class RewardConfig:
     weight: float | dict[str, float] = 1.0
     kwargs: dict[str, Any] = field(default_factory=dict)
     column: str | None = None  # the logged name (default: the registered or function name)
-    isolation: RewardIsolation = "auto"  # auto: process (a killable worker) for references, thread for built-ins
+    # auto: process (a killable worker) for references, thread for built-ins
+    isolation: RewardIsolation = "auto"
 
     RANGES: ClassVar[dict[str, str]] = {"weight": "(-inf, inf)"}  # any finite number; a dict's values too
 
@@ -159,19 +171,25 @@ class AlgorithmConfig:
     scale_rewards: ScaleRewards = "group"  # estimators that take it (grpo)
     policy_loss: str = "clipped"  # clipped | reg_grpo | pkg.module:fn | file.py:fn
     loss_options: dict[str, Any] = field(default_factory=dict)  # the loss's own options (delta, eps_r ...)
-    loss_type: LossType = "grpo"  # TRL's names -> the token aggregation (rl/losses/aggregation.py)
+    # TRL's names -> the token aggregation (rl/losses/aggregation.py)
+    loss_type: LossType = "grpo"
     epsilon: float = 0.2
     epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None = epsilon
     importance_sampling_level: ImportanceSamplingLevel = "token"  # sequence: GSPO
     num_iterations: int = 1  # policy updates per batch of rollouts (PPO epochs)
-    beta: float = 0.0  # KL coefficient to the reference model; 0 = no reference model
-    kl_estimator: str = "k3"  # a registered estimator: k1 | k2 | k3 (= low_var_kl) | yours (rl.register_kl_estimator)
-    dynamic_sampling: bool = False  # DAPO: draw more prompts until the step has prompts_per_step groups whose
-    # rewards vary (zero-variance groups left over at the cap stay out of the loss); see train/collect.py
+    # KL coefficient to the reference model; 0 = no reference model
+    beta: float = 0.0
+    # a registered estimator: k1 | k2 | k3 (= low_var_kl) | yours (rl.register_kl_estimator)
+    kl_estimator: str = "k3"
+    # DAPO: draw more prompts until the step has prompts_per_step groups whose rewards vary (zero-variance
+    # groups left over at the cap stay out of the loss); see train/collect.py
+    dynamic_sampling: bool = False
     dynamic_sampling_max_draws: int = 3  # extra prompt batches a step may draw
-    task_key: str | None = None  # sample column naming a trajectory's task (G2RPO task_batch, per-task
-    # metrics); None = the task pack's own (the vision pack: domain)
-    entropy_coef: float = 0.0  # lambda_ent of the entropy band penalty (OpenVLThinkerV2); 0 = off
+    # sample column naming a trajectory's task (G2RPO task_batch, per-task metrics); None = the task pack's
+    # own (the vision pack: domain)
+    task_key: str | None = None
+    # lambda_ent of the entropy band penalty (OpenVLThinkerV2); 0 = off
+    entropy_coef: float = 0.0
     entropy_band: dict[str, list[float]] = field(default_factory=dict)  # task -> [H_min, H_max]; key
     # "default" for tasks not listed
     off_policy_mask_threshold: float | None = None  # DeepSeek-V3.2 off-policy sequence mask (TRL's name): a
@@ -205,7 +223,8 @@ class AugmentConfig:
     min_buffer: int = 20  # groups in the FIFO before anything is augmented
     r_max: float = 1.0  # the largest total reward (normalises |ΔR|)
     threshold: float = 0.1  # augment only when |ΔR| > threshold * r_max
-    hint_min: float = 0.2  # hint = the first hint_min + hint_span * d of the best earlier trace's words
+    # hint = the first hint_min + hint_span * d of the best earlier trace's words
+    hint_min: float = 0.2
     hint_span: float = 0.6
     noise_max: float = 0.3  # frame noise sigma = noise_max * d ([0, 1] pixel units)
     uniform_only: bool = True  # only groups whose rewards are all equal
@@ -228,7 +247,8 @@ class RefineConfig:
 
     enabled: bool = False
     template: str = "\nHere is a previous attempt at this question:\n{draft}\nImprove on it and give your final answer."
-    max_draft_chars: int = 4_000  # the draft's first characters that go into the refinement prompt
+    # the draft's first characters that go into the refinement prompt
+    max_draft_chars: int = 4_000
 
     RANGES: ClassVar[dict[str, str]] = {"max_draft_chars": "[1, inf)"}
 
@@ -239,8 +259,10 @@ class AnchorConfig:
     successes (``source: replay``) or DaGRPO's reference answer (``source: reference``) replaces one rollout."""
 
     enabled: bool = False
-    source: AnchorSource = "replay"  # reflect: R³'s in-context reflection (roll out again with a failure)
-    threshold: float = 0.0  # a group all fails when every total reward is <= this; a success is one above it
+    # reflect: R³'s in-context reflection (roll out again with a failure)
+    source: AnchorSource = "replay"
+    # a group all fails when every total reward is <= this; a success is one above it
+    threshold: float = 0.0
     buffer_size: int = 4  # replay: successes kept per prompt
     reflect_template: str = (
         "\nA previous attempt at this question was wrong:\n{draft}\nAvoid its mistakes and give your final answer."
@@ -255,10 +277,14 @@ class HintConfig:
     rolled out again with a hint the policy wrote from the reference solution, lightest level first."""
 
     enabled: bool = False
-    threshold: float = 0.0  # a group is resolved when some rollout's total reward is above this
-    solution_key: str = "solution"  # the sample column the hints are written from (else the reference answer)
-    levels: int = 3  # hint levels asked for (level_1 .. level_<levels>), tried in order
-    attempts: int = 3  # replies sampled per hint request; the first that parses is used
+    # a group is resolved when some rollout's total reward is above this
+    threshold: float = 0.0
+    # the sample column the hints are written from (else the reference answer)
+    solution_key: str = "solution"
+    # hint levels asked for (level_1 .. level_<levels>), tried in order
+    levels: int = 3
+    # replies sampled per hint request; the first that parses is used
+    attempts: int = 3
     max_hint_tokens: int = 256  # length limit of a hint reply
     max_hint_chars: int = 2_000  # a hint's first characters that go into the prompt
     refuse_answer_leak: bool = True  # drop a hint that states a reference answer
@@ -291,19 +317,24 @@ class TrainConfig:
     output_dir: str = "runs/default"
     seed: int = 0
     max_steps: int = 100
-    prompts_per_step: int = 4  # prompts per optimizer step per process (each gets G rollouts)
-    mini_batch_size: int = 16  # trajectories per forward/backward (gradient accumulation inside a step)
+    # prompts per optimizer step per process (each gets G rollouts)
+    prompts_per_step: int = 4
+    # trajectories per forward/backward (gradient accumulation inside a step)
+    mini_batch_size: int = 16
     # tokens per forward/backward instead (prompt + completion, real tokens not padding; train/token_budget.py):
     # unset = mini_batch_size rows. A row longer than the budget is a micro-batch of its own
     max_tokens_per_micro_batch: int | None = None
-    shared_prefix: bool = True  # the update encodes each group's prompt once (see rollout/shared_prefix.py)
+    # the update encodes each group's prompt once (see rollout/shared_prefix.py)
+    shared_prefix: bool = True
     # the update's log-prob passes (policy, old, reference) run a mini-batch's rows packed into one, without
     # padding, where exact (rollout/packing.py; not Qwen3.5); where the shared prefix applies, it runs instead
     padding_free: bool = True
-    steps_per_generation: int = 1  # optimizer steps per batch of rollouts, each on its share of the groups
-    # (TRL's name; EasyR1 / verl: rollout batch / ppo_mini_batch_size). 1 = one step on the whole batch
+    # optimizer steps per batch of rollouts, each on its share of the groups (TRL's name; EasyR1 / verl:
+    # rollout batch / ppo_mini_batch_size). 1 = one step on the whole batch
+    steps_per_generation: int = 1
     learning_rate: float = 1e-6
-    vision_learning_rate: float | None = None  # the vision tower's (not its projector); None = learning_rate
+    # the vision tower's (not its projector); None = learning_rate
+    vision_learning_rate: float | None = None
     projector_learning_rate: float | None = None  # the vision-to-language projector's (Qwen: visual.merger)
     weight_decay: float = 0.0
     adam_beta1: float = 0.9
@@ -316,23 +347,28 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     sft_epochs: int = 1  # SFT only
     logging_steps: int = 1
-    log_completions_steps: int = 10  # write sampled completions with rewards every N steps (0 = never)
+    # write sampled completions with rewards every N steps (0 = never)
+    log_completions_steps: int = 10
     save_steps: int = 50  # 0 = only at the end
     save_total_limit: int = 2
     resume: str | None = None  # auto | a checkpoint path
-    overwrite_output_dir: bool = False  # start a new run over a non-empty output_dir (TRL's name; mmreason.rundir)
-    eval_steps: int | None = None  # run the eval harness on the task's eval split every N steps (0 = never);
-    # unset: every health.reward_hacking.eval_steps when that alarm is on, the run is at least its window long
-    # and the pack has an eval split (the alarm reads the held-out metric), else never
+    # start a new run over a non-empty output_dir (TRL's name; mmreason.rundir)
+    overwrite_output_dir: bool = False
+    # run the eval harness on the task's eval split every N steps (0 = never); unset: every
+    # health.reward_hacking.eval_steps when that alarm is on, the run is at least its window long and the pack
+    # has an eval split (the alarm reads the held-out metric), else never
+    eval_steps: int | None = None
     eval_limit: int | None = None
-    max_bad_samples: int = 20  # broken media samples skipped before the run stops (after a checkpoint)
+    # broken media samples skipped before the run stops (after a checkpoint)
+    max_bad_samples: int = 20
     max_reward_errors: int = 50
     reward_timeout_s: float = 30.0
     reward_on_error: RewardOnError = "none"
     reward_missing: RewardMissing = "zero"  # what a reward that does not apply (None) counts as
     report_to: list[str] = field(default_factory=list)  # tensorboard | wandb, through accelerate trackers
     health: HealthConfig = field(default_factory=HealthConfig)  # run-health alarms (docs/health.md)
-    num_threads: int | None = None  # torch CPU threads; unset: cores / processes on this machine when launched
+    # torch CPU threads; unset: cores / processes on this machine when launched
+    num_threads: int | None = None
 
     RANGES: ClassVar[dict[str, str]] = {
         "seed": "[0, 4294967295]",
@@ -384,8 +420,8 @@ class TrainConfig:
 
 
 def check_output_dir(path: str) -> None:
-    """``output_dir`` may not be empty, the filesystem root or the home directory: a run writes, and
-    prunes old checkpoints, inside it."""
+    """Refuse an ``output_dir`` that is empty, the filesystem root or the home directory: a run writes, and prunes old
+    checkpoints, inside it."""
     resolved = os.path.realpath(os.path.expanduser(path)) if path.strip() else ""
     if resolved in ("", os.path.realpath(os.sep), os.path.realpath(os.path.expanduser("~"))):
         raise ConfigError(
@@ -404,7 +440,7 @@ NAMED_LOSS_OPTIONS = ("epsilon", "epsilon_high", "importance_sampling_level", "b
 
 
 def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> None:
-    """Start-up: every option reaches the component it names, or the run does not start.
+    """Check at start-up that every option reaches the component it names, or the run does not start.
 
     ``algorithm.estimator_options`` / ``algorithm.loss_options`` must be options the chosen estimator / loss
     takes; a top-level key (``scale_rewards``, ``epsilon``, ``epsilon_high`` ...) set away from its default
@@ -438,7 +474,8 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
                 f"algorithm.loss_options.{key}: "
                 + (f"set it as algorithm.{key}" if key in NAMED_LOSS_OPTIONS else "set by the trainer")
             )
-    try:  # the loss's options are its keyword-only parameters; LossInputs fields are not options
+    # the loss's options are its keyword-only parameters; LossInputs fields are not options
+    try:
         check_options("policy loss", a.policy_loss, loss, a.loss_options, exclude=FIELDS)
         check_choices("policy loss", a.policy_loss, choices_of(loss), a.loss_options)  # Literal-typed options
     except (TypeError, ValueError) as exc:
@@ -454,7 +491,7 @@ def check_algorithm_options(cfg: TrainConfig, config_dir: str | None = None) -> 
 
 
 def check_reward_missing(cfg: TrainConfig) -> None:
-    """``reward_missing: renormalize`` needs an estimator of the weighted total (it takes ``missing``)."""
+    """Check that ``reward_missing: renormalize`` has an estimator of the weighted total (it takes ``missing``)."""
     fn = rl.ESTIMATORS.get(cfg.algorithm.estimator)
     if cfg.reward_missing != "zero" and "missing" not in accepted_options(fn):
         raise ValueError(
@@ -465,6 +502,6 @@ def check_reward_missing(cfg: TrainConfig) -> None:
 
 
 def accepted_options(fn) -> set[str]:
-    """Keyword options a registered function takes (so shared settings reach only those that use them)."""
+    """Return the keyword options a registered function takes (so shared settings reach only those that use them)."""
     params = inspect.signature(fn).parameters.values()
     return {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}

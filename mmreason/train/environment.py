@@ -10,8 +10,8 @@ from mmreason.train.config import TrainConfig
 
 
 def run_environment(cfg: TrainConfig, processor, config_dir: str | None) -> EnvironmentFactory | None:
-    """The factory ``rollout.environment`` names (None when it names none), checked before the model loads;
-    its tool calls are read in the processor's model family's format."""
+    """Return the factory ``rollout.environment`` names (None when it names none), checked before the model loads; its
+    tool calls are read in the processor's model family's format."""
     r = cfg.rollout
     if not r.environment:
         return None
@@ -27,7 +27,7 @@ def run_environment(cfg: TrainConfig, processor, config_dir: str | None) -> Envi
 
 
 def with_environment(cfg: TrainConfig, pack: TaskPack, factory: EnvironmentFactory | None) -> TaskPack:
-    """``pack`` with the run's environment attached (as it is when the run names none)."""
+    """Return ``pack`` with the run's environment attached (as it is when the run names none)."""
     if factory is None:
         return pack
     return attach_environment(pack, factory, cfg.rollout.max_turns)

@@ -50,13 +50,14 @@ class ExportSource:
 
     checkpoint: Path
     step: int
-    weights: Path  # a from_pretrained folder: the checkpoint's model/, or the base model of a LoRA adapter
+    # a from_pretrained folder: the checkpoint's model/, or the base model of a LoRA adapter
+    weights: Path
     processor_dir: Path
     adapter: Path | None = None  # the checkpoint's model/ when it holds a LoRA adapter
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `mmreason export` arguments."""
+    """Add the `mmreason export` arguments."""
     parser.add_argument("source", metavar="RUN_OR_CHECKPOINT", help="a training run directory or a checkpoint-<step>")
     parser.add_argument("out", metavar="OUT", help="the folder to write (must not exist, or be empty)")
     parser.add_argument(
@@ -84,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def verified_checkpoint(folder: Path) -> int:
-    """The step of ``folder`` once it verifies: only regular files, each against its checksum, the trainer
-    state whole; ``DamagedCheckpoint`` naming the part else."""
+    """Return the step of ``folder`` once it verifies: only regular files, each against its checksum, the trainer state
+    whole; ``DamagedCheckpoint`` naming the part else."""
     check_tree(folder)
     verify_files(folder)
     model = folder / "model"
@@ -95,7 +96,7 @@ def verified_checkpoint(folder: Path) -> int:
 
 
 def find_source(spec: str | Path) -> ExportSource:
-    """The checkpoint ``spec`` names (a checkpoint folder, or a run directory's newest one that verifies)."""
+    """Find the checkpoint ``spec`` names (a checkpoint folder, or a run directory's newest one that verifies)."""
     path = Path(spec)
     if not path.is_dir():
         raise ExportError(f"export: {str(spec)!r} is not a folder (a run directory or a checkpoint-<step>)")
@@ -122,7 +123,7 @@ def _source(checkpoint: Path, step: int) -> ExportSource:
 
 
 def check_out(out: str | Path) -> Path:
-    """``out`` as a Path when it can be written: absent, or an empty folder."""
+    """Return ``out`` as a Path when it can be written: absent, or an empty folder."""
     path = Path(out)
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise ExportError(f"export: OUT {str(out)!r} exists and is not a folder")
@@ -132,7 +133,7 @@ def check_out(out: str | Path) -> Path:
 
 
 def stored_dtype(folder: Path) -> torch.dtype:
-    """The dtype a checkpoint's config records for its weights (``dtype``, or the older ``torch_dtype``)."""
+    """Return the dtype a checkpoint's config records for its weights (``dtype``, or the older ``torch_dtype``)."""
     config = json.loads((folder / "config.json").read_text())
     for holder in (config, config.get("text_config") or {}):
         name = holder.get("dtype") or holder.get("torch_dtype")
@@ -142,7 +143,7 @@ def stored_dtype(folder: Path) -> torch.dtype:
 
 
 def export(source: ExportSource, out: str | Path, *, dtype: str = "auto", adapter_only: bool = False) -> Path:
-    """Write ``source`` to ``out`` (see the module docstring); returns ``out``."""
+    """Write ``source`` to ``out`` (see the module docstring); return ``out``."""
     final = check_out(out)
     if adapter_only and source.adapter is None:
         raise ExportError(f"export: --adapter, but {source.checkpoint} holds full weights, not a LoRA adapter")
@@ -178,12 +179,13 @@ def _load_fp32(folder: Path):
 
     try:
         return AutoModelForImageTextToText.from_pretrained(str(folder), dtype=torch.float32)
-    except Exception as exc:  # noqa: BLE001 - a truncated or garbled file, whatever the loader says
+    # a truncated or garbled file, whatever the loader says
+    except Exception as exc:  # noqa: BLE001
         raise ExportError(f"export: cannot load the weights of {folder} ({' '.join(str(exc).split())[:200]})") from None
 
 
 def _write_model(source: ExportSource, out: Path, target: torch.dtype) -> str:
-    """The whole model (a LoRA adapter merged in fp32 first), cast to ``target`` once and saved."""
+    """Write the whole model (a LoRA adapter merged in fp32 first), cast to ``target`` once and saved."""
     model = _load_fp32(source.weights)
     mode = "full"
     if source.adapter is not None:
@@ -205,8 +207,8 @@ def _write_model(source: ExportSource, out: Path, target: torch.dtype) -> str:
 
 
 def _write_adapter(source: ExportSource, out: Path, target: torch.dtype) -> str:
-    """The LoRA adapter alone: its weights cast to ``target``, its config naming the base model's absolute
-    path; the base model's generation config beside it."""
+    """Write the LoRA adapter alone: its weights cast to ``target``, its config naming the base model's absolute path;
+    the base model's generation config beside it."""
     from safetensors.torch import load_file, save_file
 
     assert source.adapter is not None
@@ -223,11 +225,12 @@ def _write_adapter(source: ExportSource, out: Path, target: torch.dtype) -> str:
 
 
 def _write_processor(source: ExportSource, out: Path) -> None:
-    """The processor the run trained with (tokenizer, image / video processors, chat template)."""
+    """Write the processor the run trained with (tokenizer, image / video processors, chat template)."""
     from transformers import AutoProcessor
 
     try:
         processor = AutoProcessor.from_pretrained(str(source.processor_dir))
-    except Exception as exc:  # noqa: BLE001 - transformers raises many types; the user needs the folder
+    # transformers raises many types; the user needs the folder
+    except Exception as exc:  # noqa: BLE001
         raise ExportError(f"export: cannot load the processor of {source.processor_dir} ({exc})") from None
     processor.save_pretrained(out)

@@ -28,20 +28,22 @@ def fault_guard(run) -> Iterator[None]:
         return
     try:
         yield
-    except Exception as exc:  # noqa: BLE001 - held, then raised on every process by settle
+    # held, then raised on every process by settle
+    except Exception as exc:  # noqa: BLE001
         hold(run, exc)
 
 
-SHOWN_FIRST = 5  # skips of a kind said on the console one by one; after these the 8th, 16th, 32nd, ...
+# skips of a kind said on the console one by one; after these the 8th, 16th, 32nd, ...
+SHOWN_FIRST = 5
 
 
 def reason_of(exc: BaseException) -> str:
-    """An exception as a skip's reason: its message, with its type when that is not a plain bad-input error."""
+    """Describe an exception as a skip's reason: its message, with its type when that is not a plain bad-input error."""
     return str(exc) if isinstance(exc, (ValueError, OSError)) else f"{type(exc).__name__}: {exc}"
 
 
 def say_skip(run, what: str, count: int, sample_id: str, reason: str) -> None:
-    """One console line for the ``count``-th skip of a kind (rate-limited: ``SHOWN_FIRST``, then powers of two;
+    """Say one console line for the ``count``-th skip of a kind (rate-limited: ``SHOWN_FIRST``, then powers of two;
     ``events.log`` has every one). Each process says its own, prefixed with its rank when there are several."""
     if count > SHOWN_FIRST and count & (count - 1):
         return
@@ -78,8 +80,8 @@ def bad_sample(run, sample_id: str, exc: BaseException) -> None:
 
 
 def nothing_usable(run, step: int) -> RunStopped:
-    """The stop of a step none of whose drawn samples could be used (every one skipped): a run that went on
-    would train on nothing and end as if it had trained. Names the counts so far (``events.log`` each skip)."""
+    """Build the stop of a step none of whose drawn samples could be used (every one skipped): a run that went on would
+    train on nothing and end as if it had trained. Names the counts so far (``events.log`` each skip)."""
     c = run.counters
     return RunStopped(
         f"no usable sample: every prompt drawn for step {step} was skipped (so far {c.bad_samples} broken, "

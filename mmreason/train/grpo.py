@@ -27,7 +27,7 @@ from mmreason.train.timing import PhaseTimes
 
 
 def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
-    """The whole run; returns the Run (for tests and notebooks). The run owns ``output_dir`` while it runs
+    """Run the whole run; return the Run (for tests and notebooks). The run owns ``output_dir`` while it runs
     (``mmreason.rundir``: locked, and refused when it holds anything but a run to resume)."""
     check_algorithm_options(cfg, config_dir)
     check_backend_config(cfg)
@@ -44,13 +44,13 @@ def train(cfg: TrainConfig, config_dir: str | None = None) -> Run:
 
 
 def grpo_step(run: Run, step: int) -> dict[str, Any]:
-    """A sampler scored from fresh rollouts refreshed when due, then the step (``step.train_step``)."""
+    """Refresh a sampler scored from fresh rollouts when due, then run the step (``step.train_step``)."""
     refresh_sampler(run, step)
     return train_step(run, step)
 
 
 def check_estimator_needs(run: Run) -> None:
-    """Start-up: every column the estimator declared comes from a configured reward or the samples."""
+    """Check at start-up that every column the estimator declared comes from a configured reward or the samples."""
     name = run.cfg.algorithm.estimator
     needs = rl.needs_of(rl.ESTIMATORS.get(name))
     if not needs:
@@ -65,7 +65,8 @@ def check_estimator_needs(run: Run) -> None:
 
 
 def check_group_sizing(run: Run) -> None:
-    """Start-up: a sampler that sizes the groups (Rollout-GDRO) needs HF single-turn generation on one process."""
+    """Refuse at start-up a sampler that sizes the groups (Rollout-GDRO) without HF single-turn generation on one
+    process."""
     if not run.sampler.sizes_groups:
         return
     cfg = run.cfg
@@ -86,7 +87,7 @@ def check_group_sizing(run: Run) -> None:
 
 
 def refresh_sampler(run: Run, step: int) -> None:
-    """Samplers scored from fresh rollouts (VAS ``mode: rollouts``): roll out their prompts, hand back
+    """Refresh samplers scored from fresh rollouts (VAS ``mode: rollouts``): roll out their prompts, hand back
     ``{dataset index: (rewards, completions)}``. Prompts are split over processes and gathered."""
     if not run.sampler.refresh_due(step):
         return

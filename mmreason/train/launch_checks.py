@@ -55,7 +55,8 @@ def _env_true(name: str) -> bool:
 
 
 def cuda_capability() -> tuple[int, int] | None:
-    """The compute capability of this process's GPU (``LOCAL_RANK`` among the visible ones), None without CUDA."""
+    """Return the compute capability of this process's GPU (``LOCAL_RANK`` among the visible ones), None without
+    CUDA."""
     import torch
 
     if not torch.cuda.is_available():
@@ -68,9 +69,9 @@ def cuda_capability() -> tuple[int, int] | None:
 def pre_ampere_refusal(
     capability: tuple[int, int] | None, *, dtype: str, mixed_precision: str, attn_implementation: str
 ) -> str | None:
-    """The one-line refusal of a setting a GPU of ``capability`` cannot run natively, or None: bf16 weights,
-    bf16 mixed precision and flash-attention 2 need compute capability 8.0 (Ampere) or newer. ``capability``
-    None (no CUDA: the CPU runs bf16 natively) refuses nothing."""
+    """Return the one-line refusal of a setting a GPU of ``capability`` cannot run natively, or None: bf16 weights, bf16
+    mixed precision and flash-attention 2 need compute capability 8.0 (Ampere) or newer. ``capability`` None (no CUDA:
+    the CPU runs bf16 natively) refuses nothing."""
     if capability is None or tuple(capability) >= AMPERE:
         return None
     gpu = f"this GPU has compute capability {capability[0]}.{capability[1]}, below Ampere's 8.0"
@@ -86,13 +87,14 @@ def pre_ampere_refusal(
 
 
 def set_fsdp_units(name_or_path: str) -> str | None:
-    """Under an FSDP launch with transformer-based wrapping, put the model family's unit classes in
-    ``FSDP_TRANSFORMER_CLS_TO_WRAP`` when it is unset or names a class that is not one of them; returns the
-    line saying so (None when nothing changed)."""
+    """Put the model family's unit classes in ``FSDP_TRANSFORMER_CLS_TO_WRAP`` under an FSDP launch with
+    transformer-based wrapping, when it is unset or names a class that is not one of them. Return the line saying so
+    (None when nothing changed)."""
     if not (_env_true("ACCELERATE_USE_FSDP") and os.environ.get("FSDP_AUTO_WRAP_POLICY") == "TRANSFORMER_BASED_WRAP"):
         return None
     path = check_model_dir(name_or_path)
-    family = check_checkpoint(path)  # None: a LoRA adapter directory; its base model's classes are unknown here
+    # None: a LoRA adapter directory; its base model's classes are unknown here
+    family = check_checkpoint(path)
     if family is None:
         return None
     units = family.units_for(json.loads((path / "config.json").read_text()))

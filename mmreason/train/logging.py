@@ -16,7 +16,8 @@ from tqdm.auto import tqdm
 from mmreason.paths import read_jsonl, seal_jsonl
 
 APPENDED = ("metrics.jsonl", "completions.jsonl", "events.log", "unseen_media.jsonl")  # JSON Lines a run appends to
-STEP_LOGS = ("metrics.jsonl", "completions.jsonl")  # one row (or group of rows) per step: what replay would repeat
+# one row (or group of rows) per step: what replay would repeat
+STEP_LOGS = ("metrics.jsonl", "completions.jsonl")
 
 
 def _clean(value: Any) -> Any:
@@ -45,9 +46,11 @@ class RunLogger:
         self.bar = None
         if self.main:
             self.dir.mkdir(parents=True, exist_ok=True)
-            for name in APPENDED:  # a line a kill cut short is never glued to the next run's first row
+            # a line a kill cut short is never glued to the next run's first row
+            for name in APPENDED:
                 seal_jsonl(self.dir / name)
-            for name in STEP_LOGS:  # the steps a resumed run replays are logged once, by the replay
+            # the steps a resumed run replays are logged once, by the replay
+            for name in STEP_LOGS:
                 drop_steps_after(self.dir / name, start_step)
 
             self.bar = tqdm(total=total_steps, initial=start_step, desc="train", dynamic_ncols=True)
@@ -55,7 +58,7 @@ class RunLogger:
             accelerator.init_trackers("mmreason", config=_flat(config or {}))
 
     def event(self, kind: str, /, **fields: Any) -> None:
-        """A fault or notable event, one JSON line (every process appends its own)."""
+        """Log a fault or notable event as one JSON line (every process appends its own)."""
         line = {
             "time": time.time(),
             "rank": self.accelerator.process_index,
@@ -66,7 +69,7 @@ class RunLogger:
             f.write(json.dumps(line, default=str) + "\n")
 
     def say(self, line: str) -> None:
-        """A line above the progress bar (alarms), main process only."""
+        """Say a line above the progress bar (alarms), main process only."""
         if not self.main:
             return
         if self.bar is not None:
@@ -75,7 +78,7 @@ class RunLogger:
             print(line, flush=True)
 
     def step(self, step: int, metrics: dict[str, Any], advance: bool = True) -> None:
-        """One metrics row; ``advance=False`` for a row that is not a training step (the eval before step 1)."""
+        """Log one metrics row; ``advance=False`` for a row that is not a training step (the eval before step 1)."""
         if not self.main:
             return
         row = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
@@ -145,7 +148,7 @@ def _replayed(raw: bytes, start: int) -> bool:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The rows of ``metrics.jsonl`` (a line cut short by a kill dropped with a warning: ``paths.read_jsonl``)."""
+    """Read the rows of ``metrics.jsonl`` (a line cut short by a kill dropped with a warning: ``paths.read_jsonl``)."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{str(path)!r} does not exist: is {str(run_dir)!r} a run directory?")

@@ -61,7 +61,7 @@ class InTrainingEval:
 
 
 def run_loop(run: Run, method: Method) -> Run:
-    """The whole run of ``method`` on ``run``'s components; returns the Run (for tests and notebooks)."""
+    """Run the whole run of ``method`` on ``run``'s components; return the Run (for tests and notebooks)."""
     cfg = run.cfg
     start, ckpt, eval_pending = 0, None, False
     resumed = resume(
@@ -88,7 +88,8 @@ def run_loop(run: Run, method: Method) -> Run:
     before = state(run)
     signals = StopRequest()
     try:
-        signals.install()  # SIGTERM: the step in progress ends, is saved, the run stops (signals.py)
+        # SIGTERM: the step in progress ends, is saved, the run stops (signals.py)
+        signals.install()
         if method.samples_policy:
             start_engine(run, start + 1, resumed is not None)
         if evals.steps and (start == 0 or eval_pending):
@@ -101,7 +102,8 @@ def run_loop(run: Run, method: Method) -> Run:
             if any_rank(run.accelerator, signals.signum is not None):  # every process stops at the same step
                 raise interrupted(run, signals, last=step - 1, start=start, resumed_from=ckpt)
             run.step = step
-            before = state(run)  # a fault inside this step saves step - 1 with this: resume replays the step
+            # a fault inside this step saves step - 1 with this: resume replays the step
+            before = state(run)
             metrics = method.step(run, step)
             fault, run.engine_fault = run.engine_fault, None  # the engine died taking this step's weights
             if evals.steps and step % evals.steps == 0 and fault is None:
@@ -128,23 +130,27 @@ def run_loop(run: Run, method: Method) -> Run:
 
 
 def start_engine(run: Run, first_step: int, resumed: bool) -> None:
-    """The run's rollout engine (none for ``rollout.backend: hf``), started from the policy's weights; with
+    """Start the run's rollout engine (none for ``rollout.backend: hf``) from the policy's weights; with
     ``rollout.async_generation`` its producer too, which wraps the engine and the sampler from here on."""
     run.rollout_backend = make_backend(run)
     if push_at_start(run.cfg, resumed):
-        sync_weights(run, after_update=False)  # the engine starts from the checkpoint's (the policy's) weights
-    start_async_rollouts(run, first_step)  # generates step s + 1 while step s updates (async_rollouts.py)
+        # the engine starts from the checkpoint's (the policy's) weights
+        sync_weights(run, after_update=False)
+    # generates step s + 1 while step s updates (async_rollouts.py)
+    start_async_rollouts(run, first_step)
 
 
 # ---- the state a checkpoint holds beside the weights ---------------------------------------------------------
 
 
 def state(run: Run) -> dict[str, Any]:
-    """The loop's state (a copy): sampler, counters, what the loss's providers keep, this process's augmentation."""
+    """Return the loop's state (a copy): sampler, counters, what the loss's providers keep, this process's
+    augmentation."""
     saved = {
         "sampler": run.sampler.state_dict(),
         "counters": run.counters.as_dict(),
-        **run.loss_extras.state_dict(),  # what the loss's providers keep (DCPO: prev_entropy, GEPO: entropy_history)
+        # what the loss's providers keep (DCPO: prev_entropy, GEPO: entropy_history)
+        **run.loss_extras.state_dict(),
     }
     if run.augmenter is not None:
         saved["augment"] = run.augmenter.state_dict()
@@ -152,7 +158,7 @@ def state(run: Run) -> dict[str, Any]:
 
 
 def load_state(run: Run, saved: dict[str, Any]) -> None:
-    """``state``'s mirror: a checkpoint's trainer state back into the run (its run id: rotation goes on over the
+    """Load a checkpoint's trainer state back into the run, mirroring ``state`` (its run id: rotation goes on over the
     checkpoints of the run it continues; this process's own augmentation state)."""
     run.adopt(saved)
     run.sampler.load_state_dict(saved["sampler"])
@@ -164,8 +170,8 @@ def load_state(run: Run, saved: dict[str, Any]) -> None:
 
 
 def check_state(run: Run, saved: dict[str, Any]) -> None:
-    """``load_state`` tried on copies (every process's augmentation state: every process decides alike), so
-    resume finds a state it cannot take before any part of it is applied."""
+    """Try ``load_state`` on copies (every process's augmentation state: every process decides alike), so resume finds a
+    state it cannot take before any part of it is applied."""
     copy.deepcopy(run.sampler).load_state_dict(saved["sampler"])
     if not isinstance(saved.get("counters", {}), dict):
         raise ValueError("counters is not an object")
@@ -178,7 +184,7 @@ def check_state(run: Run, saved: dict[str, Any]) -> None:
 
 
 def with_every_rank(accelerator, saved: dict) -> dict:
-    """``saved`` plus ``augment_by_rank``: every process's augmentation state, gathered (``augment`` stays this
+    """Return ``saved`` plus ``augment_by_rank``: every process's augmentation state, gathered (``augment`` stays this
     process's, the main one's in the file). A collective when more than one process runs: all call it."""
     if "augment" not in saved:
         return saved
@@ -188,7 +194,7 @@ def with_every_rank(accelerator, saved: dict) -> dict:
 
 
 def own_state(saved: dict, process_index: int) -> dict | None:
-    """This process's augmentation state in a checkpoint's trainer state (None: the checkpoint has none for it,
+    """Return this process's augmentation state in a checkpoint's trainer state (None: the checkpoint has none for it,
     e.g. a run resumed on more processes than saved it: that process starts with an empty FIFO)."""
     by_rank = saved.get("augment_by_rank")
     if by_rank is None:  # a checkpoint written before states were kept per process
@@ -197,7 +203,7 @@ def own_state(saved: dict, process_index: int) -> dict | None:
 
 
 def save(run: Run, step: int, saved: dict[str, Any] | None = None) -> Path | None:
-    """Checkpoint ``step`` with ``saved`` (default: the state now); its path on the main process."""
+    """Checkpoint ``step`` with ``saved`` (default: the state now); return its path on the main process."""
     return save_checkpoint(
         run.accelerator,
         run.cfg.output_dir,
@@ -227,7 +233,8 @@ def stopped(
     if isinstance(exc, EngineDiedAfterUpdate):
         saved = state(run)
         if eval_steps and step % eval_steps == 0:
-            saved["eval_pending"] = step  # the push failed before this step's eval: resume runs it first
+            # the push failed before this step's eval: resume runs it first
+            saved["eval_pending"] = step
         path = save(run, step, saved)
         return RunStopped(
             f"run stopped after step {step}'s update: {exc}; last checkpoint: {path} (step {step}, "
@@ -262,7 +269,7 @@ def interrupted(run: Run, signals: StopRequest, *, last: int, start: int, resume
 
 
 def monitor(run: Run, start: int) -> HealthMonitor:
-    """The run's alarm monitor; a resumed run replays the rows it logged before."""
+    """Build the run's alarm monitor; a resumed run replays the rows it logged before."""
     rows = []
     if start and (Path(run.cfg.output_dir) / "metrics.jsonl").exists():
         rows = [r for r in read_metrics(run.cfg.output_dir) if r.get("step", 0) <= start]
@@ -271,9 +278,9 @@ def monitor(run: Run, start: int) -> HealthMonitor:
 
 
 def in_training_eval(run: Run) -> InTrainingEval:
-    """``eval_steps`` and ``eval_limit`` as set; ``eval_steps`` left unset: the reward-hacking alarm's period
-    (on its ``eval_limit`` docs unless ``eval_limit`` is set) when that alarm is on, the run is at least its
-    window long and the task pack has an eval split; else no in-training eval."""
+    """Return ``eval_steps`` and ``eval_limit`` as set; ``eval_steps`` left unset: the reward-hacking alarm's period (on
+    its ``eval_limit`` docs unless ``eval_limit`` is set) when that alarm is on, the run is at least its window long and
+    the task pack has an eval split; else no in-training eval."""
     cfg, h = run.cfg, run.cfg.health
     if cfg.eval_steps is not None:
         return InTrainingEval(cfg.eval_steps, cfg.eval_limit)
@@ -291,5 +298,5 @@ def in_training_eval(run: Run) -> InTrainingEval:
 
 
 def evaluate(run: Run, step: int, evals: InTrainingEval) -> dict[str, float]:
-    """The harness on the eval split now (``mmreason.eval.in_training``)."""
+    """Run the harness on the eval split now (``mmreason.eval.in_training``)."""
     return evaluate_during_training(run, step, limit=evals.limit)

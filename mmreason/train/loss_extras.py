@@ -23,7 +23,8 @@ from mmreason.rl.losses.gepo import EntropyHistory
 from mmreason.rl.providers import InputProvider, PreviousEntropy
 from mmreason.train.vps import SegmentProgress
 
-PROVIDERS: dict[str, type] = {  # in order: a provider that gives several fields is built for the first
+# in order: a provider that gives several fields is built for the first
+PROVIDERS: dict[str, type] = {
     "tempered_logprobs": DCPOInputs,
     "prev_entropy": PreviousEntropy,
     "entropy_history": EntropyHistory,
@@ -39,7 +40,8 @@ class UpdateView:
     run: Any
     minibatches: list[Any]  # update.MiniBatch
     samples: list[Any]  # the kept rows' samples, by row
-    forward: Callable[..., Tensor]  # forward(batch, trajectories, temperature=None) -> log-probs [n, T]
+    # forward(batch, trajectories, temperature=None) -> log-probs [n, T]
+    forward: Callable[..., Tensor]
 
     @property
     def count(self) -> int:
@@ -58,7 +60,7 @@ class LossExtras:
 
     @classmethod
     def for_loss(cls, name: str, options: Mapping[str, Any]) -> LossExtras:
-        """The providers of the fields the loss ``name`` takes, each built once with the loss's options."""
+        """Build the providers of the fields the loss ``name`` takes, each once, with the loss's options."""
         takes = rl.contract_of(rl.POLICY_LOSSES.get(name)).takes
         providers: list[InputProvider] = []
         given: set[str] = set()

@@ -48,14 +48,15 @@ def rollout_metrics(run: Run, s: StepTable) -> dict[str, float]:
 
 
 def answer_spread(run: Run, s: StepTable) -> tuple[str, float, float, float]:
-    """(most common parsed final answer, its share of the completions, the most common gold answer's share of
-    the groups, distinct gold answers): the answer-collapse alarm's inputs (``mmreason.health``)."""
+    """Return (most common parsed final answer, its share of the completions, the most common gold answer's share of the
+    groups, distinct gold answers): the answer-collapse alarm's inputs (``mmreason.health``)."""
     parse = run.pack.extract_answer or final_answer
 
     def answer(text: str) -> str:
         try:
             return " ".join(str(parse(text) or "").lower().split())[:200]
-        except Exception:  # noqa: BLE001 - a pack parser failing on hostile output is no answer, not a crash
+        # a pack parser failing on hostile output is no answer, not a crash
+        except Exception:  # noqa: BLE001
             return ""
 
     answers = Counter(answer(t.completion_text) for t in s.trajectories)
@@ -73,7 +74,7 @@ def answer_spread(run: Run, s: StepTable) -> tuple[str, float, float, float]:
 
 
 def _reduce_across_processes(run: Run, m: dict[str, float]) -> dict[str, float]:
-    """Mean of each metric over the processes that have it (per-task keys can differ between ranks)."""
+    """Average each metric over the processes that have it (per-task keys can differ between ranks)."""
     if run.accelerator.num_processes == 1:
         return m
 

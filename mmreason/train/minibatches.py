@@ -13,7 +13,7 @@ from mmreason.types import Trajectory
 
 
 def length_sorted_minibatches(rows: list[int], trajectories: list[Trajectory], size: int) -> list[list[int]]:
-    """``rows`` (indices into ``trajectories``) as mini-batches of at most ``size`` rows.
+    """Cut ``rows`` (indices into ``trajectories``) into mini-batches of at most ``size`` rows.
 
     Whole groups are packed greedily in length order; a group larger than ``size`` fills mini-batches
     of its own.

@@ -18,7 +18,8 @@ def optimizer_step(run, *, by_hand: bool = False) -> float | None:
 
     The check comes after clipping, on the gradients themselves: a norm can be finite while clipping (or a
     gradient the norm did not see, such as another shard's) leaves NaN behind."""
-    if by_hand:  # the wrapper's reducer saw no forward: average as it would have
+    # the wrapper's reducer saw no forward: average as it would have
+    if by_hand:
         average_gradients(run.accelerator, run.model.parameters())
     grad_norm = run.accelerator.clip_grad_norm_(run.model.parameters(), run.cfg.max_grad_norm)
     finite = bool(torch.isfinite(torch.as_tensor(grad_norm))) and gradients_finite(run.model.parameters())
@@ -35,7 +36,8 @@ def skip_update(run, kind: str) -> dict[str, float]:
     """Drop this step's update on this process (every process calls it together): count it, log ``kind``,
     clear the gradients; the step's metrics say so."""
     run.counters.nan_steps += 1
-    sync_gradients(run.model, True)  # a micro-batch before the last may have turned the reduction off
+    # a micro-batch before the last may have turned the reduction off
+    sync_gradients(run.model, True)
     run.event(kind, step=run.step)
     run.optimizer.zero_grad(set_to_none=True)
     return {"loss": float("nan"), "skipped_update": 1.0}

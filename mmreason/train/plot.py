@@ -12,7 +12,8 @@ DEFAULT_KEYS = ("reward/mean", "loss", "kl", "entropy", "completion/length_mean"
 
 
 def plot_run(run_dir: str | Path, keys: tuple[str, ...] | None = None, out: str | Path | None = None) -> Path:
-    import matplotlib  # heavy (a GUI toolkit's fonts and backends): loaded only to draw
+    # heavy (a GUI toolkit's fonts and backends): loaded only to draw
+    import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -58,7 +59,7 @@ Series = dict[str, dict[str, list[tuple[int, float]]]]  # metric -> run name -> 
 
 
 def comparison_series(run_dirs: list[str | Path], keys: tuple[str, ...] | None = None) -> Series:
-    """The curves of several runs: each wanted metric that any run logged, per run (named by its folder; a
+    """Collect the curves of several runs: each wanted metric that any run logged, per run (named by its folder; a
     repeated folder name gets its parent's in front)."""
     names = [Path(d).name for d in run_dirs]
     names = [f"{Path(d).parent.name}/{n}" if names.count(n) > 1 else n for d, n in zip(run_dirs, names)]
@@ -80,8 +81,9 @@ def comparison_series(run_dirs: list[str | Path], keys: tuple[str, ...] | None =
 
 
 def plot_runs(run_dirs: list[str | Path], keys: tuple[str, ...] | None = None, out: str | Path | None = None) -> Path:
-    """One PNG with every run's curve in each panel; default path: the first run's compare.png."""
-    import matplotlib  # heavy (a GUI toolkit's fonts and backends): loaded only to draw
+    """Draw one PNG with every run's curve in each panel; default path: the first run's compare.png."""
+    # heavy (a GUI toolkit's fonts and backends): loaded only to draw
+    import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -42,7 +42,8 @@ class MasterWeightAdamW(torch.optim.AdamW):
 
     @torch.no_grad()
     def step(self, closure=None):
-        for p, m in self._pairs:  # the masters' fp32 gradient buffers are kept from step to step
+        # the masters' fp32 gradient buffers are kept from step to step
+        for p, m in self._pairs:
             if p.grad is None:
                 m.grad = None
             elif m.grad is None:
@@ -55,8 +56,8 @@ class MasterWeightAdamW(torch.optim.AdamW):
         return loss
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clears the live parameters' gradients (and those of fp32 parameters stepped in place); the masters'
-        buffers are overwritten at the next step."""
+        """Clear the live parameters' gradients (and those of fp32 parameters stepped in place); the masters' buffers
+        are overwritten at the next step."""
         masters = {id(m) for _, m in self._pairs}
         for group in self.param_groups:
             for q in group["params"]:
@@ -69,8 +70,8 @@ class MasterWeightAdamW(torch.optim.AdamW):
             p.grad = None
 
     def load_state_dict(self, state_dict) -> None:
-        """Moments and step counts from ``state_dict``; the master weights from the live parameters (a
-        checkpoint stores the model in its own dtype, so a resumed run restarts from the bf16 weights)."""
+        """Load moments and step counts from ``state_dict``; the master weights from the live parameters (a checkpoint
+        stores the model in its own dtype, so a resumed run restarts from the bf16 weights)."""
         super().load_state_dict(state_dict)
         self.refresh_masters()
 
@@ -86,5 +87,5 @@ class MasterWeightAdamW(torch.optim.AdamW):
 
 
 def needs_master_weights(params) -> bool:
-    """True when any trainable parameter is bf16 / fp16."""
+    """Tell whether any trainable parameter is bf16 / fp16."""
     return any(p.requires_grad and p.dtype in LOW_PRECISION for p in params)

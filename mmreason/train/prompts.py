@@ -15,7 +15,7 @@ from mmreason.train.setup import Run
 
 
 def build_prompts(run: Run, drawn: list[tuple[int, int]]) -> list[Drawn]:
-    """Prompts for the drawn (slot, dataset index) pairs; broken media and over-long prompts are skipped."""
+    """Build prompts for the drawn (slot, dataset index) pairs; broken media and over-long prompts are skipped."""
     if stopping(run):
         return []
     unseen = run.counters.unseen_media
@@ -53,22 +53,24 @@ def unseen_media(run: Run, report: dict) -> None:
 
 
 def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | None:
-    """One dataset sample as model inputs for this draw, or None (counted and logged) when it cannot be.
+    """Load one dataset sample as model inputs for this draw, or None (counted and logged) when it cannot be.
 
     Past ``max_bad_samples`` broken samples the run stops on every process at the step's agreement point
     (``agree.settle``; the loop saves a checkpoint first).
     """
     try:
-        row = run.dataset[index]  # a lazily read row (a streamed one) the loader may refuse only now
+        # a lazily read row (a streamed one) the loader may refuse only now
+        row = run.dataset[index]
         sample = run.pack.prepare(row, split=split, seed=run.cfg.seed, step=run.step)
-    except Exception as exc:  # noqa: BLE001 - any one row's failure is that row's counted skip
+    # any one row's failure is that row's counted skip
+    except Exception as exc:  # noqa: BLE001
         bad_sample(run, f"row {index}", exc)
         return None
     return prompt_of(run, sample)
 
 
 def prompt_of(run: Run, sample) -> PromptInputs | None:
-    """``sample`` as model inputs, or None (counted and logged) when it cannot be (``load_prompt``)."""
+    """Return ``sample`` as model inputs, or None (counted and logged) when it cannot be (``load_prompt``)."""
     d = run.cfg.data
     try:
         return build_prompt(
@@ -90,6 +92,7 @@ def prompt_of(run: Run, sample) -> PromptInputs | None:
         say_skip(run, "prompt over data.max_prompt_length", run.counters.filtered_prompts, sample.id, str(exc))
     except UnseenMedia as exc:
         unseen_media(run, exc.report)
-    except Exception as exc:  # noqa: BLE001 - broken media, or a value a library chokes on (TypeError): counted
+    # broken media, or a value a library chokes on (TypeError): counted
+    except Exception as exc:  # noqa: BLE001
         bad_sample(run, sample.id, exc)
     return None

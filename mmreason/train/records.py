@@ -9,7 +9,7 @@ from mmreason.types import Sample
 
 
 def task_names(samples: list[Sample], task_key: str | None, default: str) -> list[str]:
-    """Each trajectory's task (the ``task_key`` column, else the sample's task, else ``default``)."""
+    """Name each trajectory's task (the ``task_key`` column, else the sample's task, else ``default``)."""
     return [str((s.meta.get(task_key) if task_key else None) or s.task or default) for s in samples]
 
 

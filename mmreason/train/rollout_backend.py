@@ -32,9 +32,10 @@ from mmreason.train.config import TrainConfig
 
 
 def check_backend_config(cfg: TrainConfig) -> None:
-    """Errors a run with rollout.backend=vllm must raise before any step (the engine is not built yet)."""
+    """Raise, before any step, the errors of a run with rollout.backend=vllm (the engine is not built yet)."""
     r = cfg.rollout
-    check_async_config(cfg)  # rollout.async_generation's refusals (train/async_rollouts.py)
+    # rollout.async_generation's refusals (train/async_rollouts.py)
+    check_async_config(cfg)
     if r.backend != "vllm":
         return
 
@@ -50,7 +51,8 @@ def check_backend_config(cfg: TrainConfig) -> None:
         )
         raise ConfigError(f"rollout.vllm_max_model_length={r.vllm_max_model_length} < {what} = {need}")
     check_engine_settings(cfg, on_cpu=not torch.cuda.is_available())
-    if r.vllm_mode == "server":  # the server's engine is checked where it runs; here only that it answers and fits
+    # the server's engine is checked where it runs; here only that it answers and fits
+    if r.vllm_mode == "server":
         for host, port in server_hosts(cfg):
             info = server_info(host, port, r.vllm_server_timeout, r.vllm_server_api_key)
             check_server(info, host, port, need, _processor_kwargs(cfg))
@@ -70,8 +72,8 @@ def check_backend_config(cfg: TrainConfig) -> None:
 
 
 def check_engine_settings(cfg: TrainConfig, *, on_cpu: bool) -> None:
-    """The engine settings no test runs end to end are refused before the model loads, each in one line naming
-    the setting and what to use instead (docs/vllm.md, "Placement" and "Sleep mode")."""
+    """Refuse the engine settings no test runs end to end before the model loads, each in one line naming the setting
+    and what to use instead (docs/vllm.md, "Placement" and "Sleep mode")."""
     r = cfg.rollout
     if r.vllm_mode == "colocate":  # a server's engine is built with the server's own flags
         check_batching(cfg, on_cpu=on_cpu)
@@ -96,10 +98,10 @@ def check_engine_settings(cfg: TrainConfig, *, on_cpu: bool) -> None:
 
 
 def check_batching(cfg: TrainConfig, *, on_cpu: bool) -> None:
-    """The batching settings vLLM would refuse or that break the per-row seeds, in one line naming the key:
+    """Refuse the batching settings vLLM would refuse or that break the per-row seeds, in one line naming the key:
     chunked prefill on CPU (a partly prefilled row's seeded generator would have to be rewound, which vLLM's CPU
-    generators cannot do), and without chunked prefill a token budget below the context (a whole prompt must fit
-    one scheduling step)."""
+    generators cannot do), and without chunked prefill a token budget below the context (a whole prompt must fit one
+    scheduling step)."""
     r = cfg.rollout
     chunked = (not on_cpu) if r.vllm_enable_chunked_prefill is None else r.vllm_enable_chunked_prefill
     if chunked and on_cpu:
@@ -117,7 +119,7 @@ def check_batching(cfg: TrainConfig, *, on_cpu: bool) -> None:
 
 
 def server_hosts(cfg: TrainConfig) -> list[tuple[str, int]]:
-    """Every server of a server-mode run: ``vllm_server_host:vllm_server_port``, then ``vllm_server_hosts``."""
+    """List every server of a server-mode run: ``vllm_server_host:vllm_server_port``, then ``vllm_server_hosts``."""
     from mmreason.rollout.backends.vllm_client import parse_hosts
 
     r = cfg.rollout
@@ -132,7 +134,7 @@ def server_hosts(cfg: TrainConfig) -> list[tuple[str, int]]:
 
 
 def engine_context(cfg: TrainConfig) -> int:
-    """The context the engine must hold: a prompt and its completion, or the longest episode of a run with an
+    """Return the context the engine must hold: a prompt and its completion, or the longest episode of a run with an
     environment (``rollout.multiturn.episode_context``, as the trainer bounds it)."""
     r = cfg.rollout
     if r.max_turns <= 1:
@@ -145,7 +147,7 @@ def _processor_kwargs(cfg: TrainConfig) -> dict | None:
 
 
 def make_backend(run):
-    """The run's vLLM engine (or server client), or None for ``rollout.backend: hf``."""
+    """Make the run's vLLM engine (or server client), or None for ``rollout.backend: hf``."""
     cfg = run.cfg
     r = cfg.rollout
     if r.backend != "vllm":
@@ -154,18 +156,19 @@ def make_backend(run):
         check_server_sharding(run)
         return server_client(run)
 
-    check_colocate_sharding(run)  # with more processes each builds an engine of its own (TRL's colocate)
+    # with more processes each builds an engine of its own (TRL's colocate)
+    check_colocate_sharding(run)
     settings = engine_settings(cfg, lora_rank=lora_rank(run))
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings, placement_of(run.accelerator, cfg))
 
 
 def server_client(run) -> VLLMClient:
-    """Server mode's client on this process. The main process pushes (through the servers' weights groups
-    with ``vllm_weight_sync=collective``); under FSDP2 with more processes every process pushes with it,
-    gathering each tensor whole once, the main one casting it to the engines' dtype and broadcasting it, the
-    others only taking part in the gathers (``VLLMClient.gathers_only``): no whole state dict, no file. Where
-    the main process cannot join the groups (no vLLM here, a server without them), the sharded model is
-    gathered whole on every process and written to the servers' folders instead."""
+    """Build server mode's client on this process. The main process pushes (through the servers' weights groups with
+    ``vllm_weight_sync=collective``); under FSDP2 with more processes every process pushes with it, gathering each
+    tensor whole once, the main one casting it to the engines' dtype and broadcasting it, the others only taking part in
+    the gathers (``VLLMClient.gathers_only``): no whole state dict, no file. Where the main process cannot join the
+    groups (no vLLM here, a server without them), the sharded model is gathered whole on every process and written to
+    the servers' folders instead."""
     cfg, acc = run.cfg, run.accelerator
     r = cfg.rollout
     hosts = server_hosts(cfg)
@@ -182,15 +185,16 @@ def server_client(run) -> VLLMClient:
     )
     if acc.num_processes > 1 and is_sharded(acc.unwrap_model(run.model)):
         streams = any_rank(acc, acc.is_main_process and client.weight_group is not None)  # the main one's say
-        client.per_process = streams  # every process calls sync_weights: the gathers are the whole mesh's
+        # every process calls sync_weights: the gathers are the whole mesh's
+        client.per_process = streams
         client.gathers_only = streams and not acc.is_main_process
     return client
 
 
 def engine_settings(cfg: TrainConfig, *, lora_rank: int | None = None) -> VLLMSettings:
-    """The colocated engine's settings from the run's config. Its dtype is the configured load dtype
-    (``model.dtype``), never a live parameter's: accelerate upcasts those to fp32 under FSDP2, which would
-    build a 7B engine in fp32."""
+    """Build the colocated engine's settings from the run's config. Its dtype is the configured load dtype
+    (``model.dtype``), never a live parameter's: accelerate upcasts those to fp32 under FSDP2, which would build a 7B
+    engine in fp32."""
     r = cfg.rollout
     return VLLMSettings(
         mode=r.vllm_mode,
@@ -215,14 +219,14 @@ def engine_settings(cfg: TrainConfig, *, lora_rank: int | None = None) -> VLLMSe
 
 
 def load_dtype(cfg: TrainConfig) -> str:
-    """``model.dtype`` resolved as the loader resolves it (``auto``: bf16 on a GPU that has it, else fp32), by
-    name (``bfloat16``)."""
+    """Resolve ``model.dtype`` as the loader resolves it (``auto``: bf16 on a GPU that has it, else fp32), by name
+    (``bfloat16``)."""
     return str(resolve_dtype(cfg.model.dtype)).removeprefix("torch.")
 
 
 def placement_of(acc, cfg: TrainConfig) -> EnginePlacement:
-    """This process's colocated engine placement (``vllm_placement.engine_placement``) from accelerate's view
-    of it; ``LOCAL_WORLD_SIZE`` (set by torchrun / accelerate launch) is its machine's process count."""
+    """Return this process's colocated engine placement (``vllm_placement.engine_placement``) from accelerate's view of
+    it; ``LOCAL_WORLD_SIZE`` (set by torchrun / accelerate launch) is its machine's process count."""
     try:
         return engine_placement(
             rank=acc.process_index,
@@ -237,8 +241,8 @@ def placement_of(acc, cfg: TrainConfig) -> EnginePlacement:
 
 
 def lora_rank(run) -> int | None:
-    """The engine's LoRA rank when the policy's LoRA is served as an adapter (``rollout.vllm_lora: adapter``
-    and vLLM can; ``vllm_lora.adapter_plan``), else None: merged pushes, with one line saying why."""
+    """Return the engine's LoRA rank when the policy's LoRA is served as an adapter (``rollout.vllm_lora: adapter`` and
+    vLLM can; ``vllm_lora.adapter_plan``), else None: merged pushes, with one line saying why."""
 
     model = run.accelerator.unwrap_model(run.model)
     plan, why = adapter_plan(model, run.cfg.model.name_or_path, sharded=is_sharded(model))
@@ -250,8 +254,8 @@ def lora_rank(run) -> int | None:
 
 
 def check_colocate_sharding(run) -> None:
-    """Colocate mode with more than one process: every process pushes to its own engine, so a sharded model
-    must reach each whole. The collective push gathers it tensor by tensor on every process; the directory
+    """Check the sharding for colocate mode with more than one process: every process pushes to its own engine, so a
+    sharded model must reach each whole. The collective push gathers it tensor by tensor on every process; the directory
     path gathers it on the main process only, so that pairing is refused before any step."""
     acc = run.accelerator
     if (
@@ -266,11 +270,11 @@ def check_colocate_sharding(run) -> None:
 
 
 def check_server_sharding(run) -> None:
-    """Server mode pushes the whole policy from the main process. An FSDP2 model (torch ``fully_shard``) is
-    gathered one tensor at a time by every process (``server_client``; through a folder: whole first,
-    ``mmreason.parallel.sharding.full_state_dict``); the shardings it cannot gather whole are refused before
-    any step: FSDP1 wrappers, and a LoRA adapter on a sharded model (its
-    merge needs the whole base weights). DeepSpeed never gets here (``train/launch_checks.py``)."""
+    """Check the sharding for server mode, which pushes the whole policy from the main process. An FSDP2 model (torch
+    ``fully_shard``) is gathered one tensor at a time by every process (``server_client``; through a folder: whole
+    first, ``mmreason.parallel.sharding.full_state_dict``); the shardings it cannot gather whole are refused before any
+    step: FSDP1 wrappers, and a LoRA adapter on a sharded model (its merge needs the whole base weights). DeepSpeed
+    never gets here (``train/launch_checks.py``)."""
     acc = run.accelerator
     kind = acc.distributed_type.value
     inner = acc.unwrap_model(run.model)
@@ -292,7 +296,8 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
     step is finished and is saved as itself. The push at the start (a resumed run, or a server that holds
     some other weights) raises plain ``EngineDied``."""
     backend = getattr(run, "rollout_backend", None)
-    if backend is None:  # hf; asynchronous generation's policy copy takes the weights (train/async_rollouts.py)
+    # hf; asynchronous generation's policy copy takes the weights (train/async_rollouts.py)
+    if backend is None:
         producer = getattr(run, "async_rollouts", None)
         return producer.push_copy(run.accelerator.unwrap_model(run.model)) if producer and after_update else {}
     acc = run.accelerator
@@ -310,7 +315,8 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
             backend.sync_weights(model, whole)
         except EngineDied as exc:
             error = exc
-        except Exception as exc:  # e.g. a full disk: with more processes every one must stop (and save) together
+        # e.g. a full disk: with more processes every one must stop (and save) together
+        except Exception as exc:
             if acc.num_processes == 1:
                 raise
             error = EngineDied(f"the weight push failed: {exc!r}")
@@ -328,8 +334,8 @@ def sync_weights(run, after_update: bool = True) -> dict[str, float]:
 
 
 def push_at_start(cfg: TrainConfig, resumed: bool) -> bool:
-    """Whether the engine takes the policy's weights before the first step: a resumed run's engine starts
-    from the model directory, not the checkpoint (nor ``model.adapter``), and a server may hold any weights."""
+    """Tell whether the engine takes the policy's weights before the first step: a resumed run's engine starts from the
+    model directory, not the checkpoint (nor ``model.adapter``), and a server may hold any weights."""
     # model.adapter: the policy is the model directory plus an adapter the engine has not seen
     return cfg.rollout.backend == "vllm" and (resumed or cfg.rollout.vllm_mode == "server" or bool(cfg.model.adapter))
 
@@ -337,16 +343,18 @@ def push_at_start(cfg: TrainConfig, resumed: bool) -> bool:
 def close_backend(run) -> None:
     backend = getattr(run, "rollout_backend", None)
     producer = getattr(run, "async_rollouts", None)
-    if producer is not None:  # asynchronous generation: its thread stops before the engine
+    # asynchronous generation: its thread stops before the engine
+    if producer is not None:
         producer.close()
     if backend is not None:
-        backend.close()  # with asynchronous generation: its producer's thread first (train/async_rollouts.py)
+        # with asynchronous generation: its producer's thread first (train/async_rollouts.py)
+        backend.close()
         run.rollout_backend = None
 
 
 def rest_engine(run) -> None:
-    """The step's rollouts are done: a colocated engine with ``rollout.vllm_enable_sleep_mode`` gives its GPU
-    memory back for the update (``vllm_sleep.py``; it wakes its weights for the push, its KV cache for the
+    """Rest the engine once the step's rollouts are done: a colocated engine with ``rollout.vllm_enable_sleep_mode``
+    gives its GPU memory back for the update (``vllm_sleep.py``; it wakes its weights for the push, its KV cache for the
     next generate call)."""
     backend = getattr(run, "rollout_backend", None)
     if backend is not None and run.cfg.rollout.vllm_enable_sleep_mode:

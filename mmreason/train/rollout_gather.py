@@ -12,5 +12,5 @@ from typing import Any
 
 
 def rollouts_run_policy(run: Any) -> bool:
-    """True when the step's rollout phase runs the policy's own forwards (HF generation, SAGE hints)."""
+    """Tell whether the step's rollout phase runs the policy's own forwards (HF generation, SAGE hints)."""
     return run.rollout_backend is None or bool(run.cfg.hint.enabled)

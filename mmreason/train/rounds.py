@@ -53,7 +53,7 @@ def draw_round(run: Run, step: int, timed: PhaseTimes, drawn: list[tuple[int, in
 
 
 def sample_prompts(run: Run) -> list[tuple[int, int]]:
-    """(slot, dataset index) of this process's slice; every process draws the same global batch."""
+    """Draw the (slot, dataset index) pairs of this process's slice; every process draws the same global batch."""
     acc, n = run.accelerator, run.cfg.prompts_per_step
     global_indices = run.sampler.next_indices(n * acc.num_processes)
     start = acc.process_index * n
@@ -61,7 +61,7 @@ def sample_prompts(run: Run) -> list[tuple[int, int]]:
 
 
 def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
-    """G trajectories per prompt (single-turn, or multi-turn when the task has an environment)."""
+    """Roll out G trajectories per prompt (single-turn, or multi-turn when the task has an environment)."""
     r = run.cfg.rollout
     settings = GenerationSettings(r.max_completion_length, r.temperature, r.top_p, r.top_k)
     if stopping(run):
@@ -104,7 +104,7 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
 
 
 def group_sizes(run: Run, drawn: list[Drawn]) -> list[tuple[int, list[Drawn]]]:
-    """(rollouts per prompt, the prompts) in order of first size: ``rollout.num_generations`` for every prompt,
+    """Return (rollouts per prompt, the prompts) in order of first size: ``rollout.num_generations`` for every prompt,
     unless the sampler sizes the groups (``generations``: Rollout-GDRO), then one part per size."""
     n = run.cfg.rollout.num_generations
     counts = run.sampler.generations([d.index for d in drawn], n) if drawn else None
@@ -121,7 +121,7 @@ class NonFiniteModelError(RuntimeError):
 
 
 def _sampled(step: int, generate):
-    """``generate()``, with non-finite logits turned into a stop that names the step."""
+    """Call ``generate()``, with non-finite logits turned into a stop that names the step."""
     try:
         return generate()
     except NonFiniteLogitsError as exc:
@@ -132,8 +132,8 @@ def _sampled(step: int, generate):
 
 
 def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSettings, step: int) -> list[Trajectory]:
-    """G episodes per prompt, all played together (one generate call per turn). A sample whose environment
-    cannot start is left out of the step, like one that won't load; an environment error ends one episode."""
+    """Play G episodes per prompt, all together (one generate call per turn). A sample whose environment cannot start is
+    left out of the step, like one that won't load; an environment error ends one episode."""
     r = run.cfg.rollout
     starts = [
         EpisodeStart(d.prompt, run.pack.make_environment(), d.slot, i, d.key)
@@ -181,8 +181,8 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
 
 
 def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
-    """Rewards [N, K] from the reward runner (errors are counted there, under max_reward_errors; past it
-    the rows are NaN and the run stops at the step's agreement point)."""
+    """Score rewards [N, K] with the reward runner (errors are counted there, under max_reward_errors; past it the rows
+    are NaN and the run stops at the step's agreement point)."""
     samples = samples_of(drawn, trajectories)
     try:
         batch = run.rewards(samples, trajectories)
@@ -197,12 +197,12 @@ def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
 
 
 def samples_of(drawn: list[Drawn], trajectories: list[Trajectory]) -> list[Sample]:
-    """The sample of each trajectory (by its group's slot)."""
+    """Return the sample of each trajectory (by its group's slot)."""
     by_slot = {d.slot: d.prompt.sample for d in drawn}
     return [by_slot[t.group_id] for t in trajectories]
 
 
 def nan_rewards(run: Run, n: int) -> RewardBatch:
-    """Rewards of ``n`` rows that were not scored (a stop is held: they never reach an update)."""
+    """Return rewards of ``n`` rows that were not scored (a stop is held: they never reach an update)."""
     k = len(run.rewards.names)
     return RewardBatch(torch.full((n, k), float("nan")), list(run.rewards.names), torch.ones(k))

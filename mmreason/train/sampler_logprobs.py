@@ -12,11 +12,11 @@ from mmreason.train.setup import Run
 
 
 def rollout_correction(run: Run, trajectories, old, mask, advantages, *, stats):
-    """With a sampler that returned its log-probs (vLLM, or HF with ``rollout.hf_sampler_logprobs``): log the
-    sampler-trainer gap (``mismatch/*``, split by distance from the nearest vision token and by turn) and, with
-    ``rollout.vllm_importance_sampling_correction`` (HF: and ``rollout.hf_importance_sampling_correction``),
-    weight each token's advantage by the truncated importance ratio (``rl.rollout_correction``; a clipped or
-    plain surrogate times w >= 0 is the surrogate of the weighted advantage). Returns the advantages."""
+    """Log the sampler-trainer gap (``mismatch/*``, split by distance from the nearest vision token and by turn) of a
+    sampler that returned its log-probs (vLLM, or HF with ``rollout.hf_sampler_logprobs``). Then, with
+    ``rollout.vllm_importance_sampling_correction`` (HF: and ``rollout.hf_importance_sampling_correction``), weight each
+    token's advantage by the truncated importance ratio (``rl.rollout_correction``; a clipped or plain surrogate times
+    w >= 0 is the surrogate of the weighted advantage). Return the advantages."""
     if not trajectories or any(t.rollout_logprobs is None for t in trajectories):
         return advantages
     r = run.cfg.rollout
@@ -56,9 +56,10 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, *, stats):
 
 
 def off_policy_masked(run: Run, trajectories, logp, old, mask, *, advantages, stats):
-    """``algorithm.off_policy_mask_threshold`` set: rows with A < 0 whose mean behaviour-to-current log-prob gap
-    exceeds it get advantage 0 (``rl.rollout_correction.off_policy_mask``; the behaviour policy is the sampler's
-    log-probs when it returned them, else the old policy, as TRL). Logs the masked share."""
+    """Mask off-policy rows: with ``algorithm.off_policy_mask_threshold`` set, rows with A < 0 whose mean
+    behaviour-to-current log-prob gap exceeds it get advantage 0 (``rl.rollout_correction.off_policy_mask``; the
+    behaviour policy is the sampler's log-probs when it returned them, else the old policy, as TRL). Logs the masked
+    share."""
     threshold = run.cfg.algorithm.off_policy_mask_threshold
     if threshold is None:
         return advantages
@@ -72,10 +73,10 @@ def off_policy_masked(run: Run, trajectories, logp, old, mask, *, advantages, st
 
 
 def corrects_with_sampler(run: Run) -> bool:
-    """Whether the sampler's log-probs act on the update (importance weights, the off-policy mask's behaviour
-    policy): always with a vLLM engine; with HF generation (``rollout.hf_sampler_logprobs``, which records them
-    for the mismatch metrics) only when ``rollout.hf_importance_sampling_correction`` asks, or when they come
-    from an older policy (``rollout.async_generation``: the behaviour policy of each token is its version's)."""
+    """Tell whether the sampler's log-probs act on the update (importance weights, the off-policy mask's behaviour
+    policy): always with a vLLM engine; with HF generation (``rollout.hf_sampler_logprobs``, which records them for the
+    mismatch metrics) only when ``rollout.hf_importance_sampling_correction`` asks, or when they come from an older
+    policy (``rollout.async_generation``: the behaviour policy of each token is its version's)."""
     r = run.cfg.rollout
     return run.rollout_backend is not None or r.hf_importance_sampling_correction or r.async_generation
 
@@ -87,7 +88,7 @@ def _to_width(x: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def _turn_index(t) -> torch.Tensor:
-    """[T] the 0-based assistant turn each token belongs to (0 outside assistant turns)."""
+    """Return the 0-based assistant turn each token belongs to [T] (0 outside assistant turns)."""
     out = torch.zeros(t.token_ids.numel(), dtype=torch.long)
     for k, turn in enumerate([u for u in t.turns if u.role == "assistant"]):
         out[turn.start : turn.end] = k

@@ -95,8 +95,10 @@ class Counters:
     reward_errors: int = 0
     dropped_groups: int = 0
     env_faults: int = 0  # episodes ended by an exception inside the environment
-    bad_tool_calls: int = 0  # tool calls that did not run (unreadable, unknown, off-schema): error observations
-    unseen_media: int = 0  # prompts / observations whose media would not reach the model (rollout.visibility)
+    # tool calls that did not run (unreadable, unknown, off-schema): error observations
+    bad_tool_calls: int = 0
+    # prompts / observations whose media would not reach the model (rollout.visibility)
+    unseen_media: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -108,12 +110,14 @@ class Run:
 
     cfg: TrainConfig
     accelerator: Accelerator
-    model: torch.nn.Module  # prepared by accelerate (DDP-wrapped with several processes), or sharded
+    # prepared by accelerate (DDP-wrapped with several processes), or sharded
+    model: torch.nn.Module
     processor: ProcessorMixin
     optimizer: torch.optim.Optimizer
     scheduler: Scheduler
     pack: TaskPack
-    dataset: Sequence[Sample]  # a list, or a streamed dataset read in stream order (data.streaming)
+    # a list, or a streamed dataset read in stream order (data.streaming)
+    dataset: Sequence[Sample]
     sampler: PromptSampler
     logger: RunLogger | None = None
     augmenter: DifficultyAugmenter | None = None  # when cfg.augment.enabled
@@ -123,23 +127,29 @@ class Run:
     media_time: MediaTime = field(default_factory=MediaTime)  # video header reads and decoding, summed
     step: int = 0
     loss_extras: LossExtras = field(default_factory=LossExtras)  # the loss's providers (train/loss_extras.py)
-    anchor_buffer: AnchorBuffer | None = None  # R³ replay: past successes per prompt (sampling/anchors.py), in memory
-    rollout_backend: RolloutEngine | None = None  # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
-    engine_fault: Exception | None = None  # the engine died taking a finished step's weights (train/step.py)
+    # R³ replay: past successes per prompt (sampling/anchors.py), in memory
+    anchor_buffer: AnchorBuffer | None = None
+    # a vLLM engine when rollout.backend=vllm (train/rollout_backend.py)
+    rollout_backend: RolloutEngine | None = None
+    # the engine died taking a finished step's weights (train/step.py)
+    engine_fault: Exception | None = None
     async_rollouts: AsyncRollouts | None = (
-        None  # rollout.async_generation's producer, set by the loop (loop.start_engine)
+        # rollout.async_generation's producer, set by the loop (loop.start_engine)
+        None
     )
-    output: RunDir | None = None  # the claimed output_dir (lock, run id) of a run that owns it (mmreason.rundir)
-    pending_stop: BaseException | None = None  # a fault that stops the run at the next agreement point (agree.hold)
+    # the claimed output_dir (lock, run id) of a run that owns it (mmreason.rundir)
+    output: RunDir | None = None
+    # a fault that stops the run at the next agreement point (agree.hold)
+    pending_stop: BaseException | None = None
 
     @property
     def run_id(self) -> str | None:
-        """The id written into this run's checkpoints (None for a Run that does not own its output_dir)."""
+        """Return the id written into this run's checkpoints (None for a Run that does not own its output_dir)."""
         return self.output.run_id if self.output is not None else None
 
     def adopt(self, state: dict[str, Any]) -> None:
-        """A resumed run continues the run that wrote the checkpoint: its id, so rotation goes on over its
-        checkpoints (a checkpoint written before run ids keeps this run's new id)."""
+        """Adopt the id of the run that wrote the checkpoint: a resumed run continues that run, so rotation goes on over
+        its checkpoints (a checkpoint written before run ids keeps this run's new id)."""
         if self.output is not None and isinstance(state.get("run_id"), str):
             self.output.run_id = state["run_id"]
 
@@ -153,7 +163,7 @@ class Run:
         return self.accelerator.device
 
     def event(self, kind: str, /, **fields: Any) -> None:
-        """A fault or notable event in events.log (skipped sample, reward error, non-finite step)."""
+        """Log a fault or notable event in events.log (skipped sample, reward error, non-finite step)."""
         if self.logger is not None:
             self.logger.event(kind, **fields)
 
@@ -166,7 +176,8 @@ def make_accelerator(cfg: TrainConfig):
     ddp = DistributedDataParallelKwargs(broadcast_buffers=False)
     # The trainer steps the schedule itself, once per optimizer step (never after a skipped update): accelerate's
     # default would step it once per process per step, running it N times too fast on N processes.
-    with plain_accelerator_env():  # FSDP2 is the trainer's own, on every device (parallel/sharding.py)
+    # FSDP2 is the trainer's own, on every device (parallel/sharding.py)
+    with plain_accelerator_env():
         accelerator = Accelerator(
             cpu=cpu,
             log_with=trackers or None,
@@ -182,10 +193,10 @@ def make_accelerator(cfg: TrainConfig):
 
 
 def threads_per_process() -> int | None:
-    """Torch CPU threads of one training process started by a launcher: the cores this process may use
-    divided by the processes on this machine (``LOCAL_WORLD_SIZE``), at least 1, so that processes do not
-    oversubscribe the cores. None outside a launcher (torch's default: ``OMP_NUM_THREADS`` or all cores).
-    ``num_threads`` in the config overrides both."""
+    """Count the torch CPU threads of one training process started by a launcher: the cores this process may use divided
+    by the processes on this machine (``LOCAL_WORLD_SIZE``), at least 1, so that processes do not oversubscribe the
+    cores. None outside a launcher (torch's default: ``OMP_NUM_THREADS`` or all cores). ``num_threads`` in the config
+    overrides both."""
     local = int(os.environ.get("LOCAL_WORLD_SIZE") or 0)
     if local < 1:
         return None
@@ -239,9 +250,9 @@ def build_optimizer(cfg: TrainConfig, model, total_steps: int):
 
 
 def parameter_groups(model, cfg: TrainConfig) -> list[dict]:
-    """Trainable parameters in optimizer groups: the vision tower at ``vision_learning_rate``, its projector
-    at ``projector_learning_rate``, everything else (the language model, LoRA weights) at ``learning_rate``.
-    An unset rate is the base rate; a group with no trainable parameter is left out."""
+    """Put the trainable parameters in optimizer groups: the vision tower at ``vision_learning_rate``, its projector at
+    ``projector_learning_rate``, everything else (the language model, LoRA weights) at ``learning_rate``. An unset rate
+    is the base rate; a group with no trainable parameter is left out."""
     tower = vision_tower(model.get_base_model() if hasattr(model, "get_base_model") else model)
     projector = getattr(tower, "merger", None) if tower is not None else None
     ids_projector = {id(p) for p in projector.parameters()} if projector is not None else set()
@@ -271,11 +282,12 @@ def setup_run(
     verbose: bool = True,
     own_output_dir: bool = False,
 ) -> Run:
-    """The run's components. ``own_output_dir`` (``mmreason train`` / ``sft``): lock ``output_dir`` for this run
-    and refuse one that holds anything unless ``resume`` or ``overwrite_output_dir`` (``claim``); the caller
-    gives the lock back with ``Run.release``."""
+    """Build the run's components. ``own_output_dir`` (``mmreason train`` / ``sft``): lock ``output_dir`` for this run
+    and refuse one that holds anything unless ``resume`` or ``overwrite_output_dir`` (``claim``); the caller gives the
+    lock back with ``Run.release``."""
     TASKS.get(cfg.data.task).check_options(cfg.data.task_args, key="data.task_args")  # before anything loads
-    check_launch(cfg)  # DeepSpeed, pre-Ampere bf16 / flash-attn refused; FSDP units (train/launch_checks.py)
+    # DeepSpeed, pre-Ampere bf16 / flash-attn refused; FSDP units (train/launch_checks.py)
+    check_launch(cfg)
     accelerator = make_accelerator(cfg)
     output = claim(cfg, accelerator) if own_output_dir else None
     try:
@@ -289,7 +301,7 @@ def setup_run(
 
 
 def claim(cfg: TrainConfig, accelerator) -> RunDir | None:
-    """The main process claims ``output_dir`` (``mmreason.rundir``); when it cannot, every process raises."""
+    """Claim ``output_dir`` on the main process (``mmreason.rundir``); when it cannot, every process raises."""
     output, error = None, None
     if accelerator.is_main_process:
         try:
@@ -361,7 +373,7 @@ def _components(
 
 
 def place_model(model, accelerator, *, verbose: bool = False):
-    """The policy on its device before anything refers to its parameters (the optimizer, its fp32 masters):
+    """Place the policy on its device before anything refers to its parameters (the optimizer, its fp32 masters):
     sharded by the trainer under FSDP2 (``parallel.sharding``, the same on CPUs and GPUs), else moved to the
     accelerator's device (where accelerate's ``prepare`` would move it, after the optimizer had copied it)."""
     if not needs_own_sharding(accelerator):
@@ -378,17 +390,17 @@ def place_model(model, accelerator, *, verbose: bool = False):
 
 
 def place_reference(model, accelerator):
-    """The reference model placed like the policy: sharded over the processes under FSDP2 (in its own dtype,
-    every unit resharded after each forward: ``shard_model(frozen=True)``), else a whole copy on the device."""
+    """Place the reference model like the policy: sharded over the processes under FSDP2 (in its own dtype, every unit
+    resharded after each forward: ``shard_model(frozen=True)``), else a whole copy on the device."""
     if not needs_own_sharding(accelerator):
         return model.to(accelerator.device)
     return shard_model(model, wrap_classes(), device=accelerator.device, frozen=True)
 
 
 def prepare_training(cfg: TrainConfig, accelerator, model, total_steps: int):
-    """(model, optimizer, scheduler) prepared by accelerate: the optimizer is built on the placed model's own
-    parameters (``place_model``), so its fp32 masters (``MasterWeightAdamW``) live beside them on their device;
-    a sharded model is not handed to ``prepare`` (it is already sharded and placed)."""
+    """Prepare (model, optimizer, scheduler) with accelerate: the optimizer is built on the placed model's own
+    parameters (``place_model``), so its fp32 masters (``MasterWeightAdamW``) live beside them on their device; a
+    sharded model is not handed to ``prepare`` (it is already sharded and placed)."""
     optimizer, scheduler = build_optimizer(cfg, model, total_steps)
     if is_sharded(model):
         optimizer, scheduler = accelerator.prepare(optimizer, scheduler)
@@ -397,7 +409,7 @@ def prepare_training(cfg: TrainConfig, accelerator, model, total_steps: int):
 
 
 def make_sampler(cfg: TrainConfig, dataset):
-    """The config's prompt sampler; a streamed dataset (``data.streaming``) is read in stream order."""
+    """Make the config's prompt sampler; a streamed dataset (``data.streaming``) is read in stream order."""
     if not cfg.data.streaming:
         return SAMPLERS.get(cfg.sampler.name)(len(dataset), seed=cfg.seed, **cfg.sampler.options)
     if cfg.sampler.name != "uniform" or cfg.sampler.options:
@@ -409,7 +421,7 @@ def make_sampler(cfg: TrainConfig, dataset):
 
 
 def build_augmenter(cfg: TrainConfig):
-    """The difficulty-aware augmenter of ``cfg.augment`` (None when it is off)."""
+    """Build the difficulty-aware augmenter of ``cfg.augment`` (None when it is off)."""
     if not cfg.augment.enabled:
         return None
 
@@ -418,7 +430,7 @@ def build_augmenter(cfg: TrainConfig):
 
 
 def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = None):
-    """The reward runner: the config's rewards, or the task pack's defaults when the config names none."""
+    """Build the reward runner: the config's rewards, or the task pack's defaults when the config names none."""
     specs = []
     for r in run_rewards(cfg, pack):
         ref = r.name
@@ -434,7 +446,7 @@ def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = Non
 
 
 def run_rewards(cfg: TrainConfig, pack: TaskPack) -> list:
-    """The rewards a run scores with: the config's ``rewards``, else the pack's defaults (stated once, in the
+    """Return the rewards a run scores with: the config's ``rewards``, else the pack's defaults (stated once, in the
     pack; a recipe lists rewards only to change them)."""
     return cfg.rewards or [_reward_config(r) for r in pack.rewards]
 

@@ -31,7 +31,7 @@ from mmreason.types import Trajectory
 
 
 def sft_example(run: Run, index: int) -> Trajectory | None:
-    """Prompt + target tokens with action_mask on the target; None (counted) for a broken sample."""
+    """Build prompt + target tokens with action_mask on the target; None (counted) for a broken sample."""
     prompt = load_prompt(run, index, split="sft")
     if prompt is None:
         return None
@@ -40,7 +40,8 @@ def sft_example(run: Run, index: int) -> Trajectory | None:
     try:
         text = run.pack.target_text(prompt.sample) + turn_end(run.processor).strip()  # the model learns to stop
         target = run.processor.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"][0]
-    except Exception as exc:  # noqa: BLE001 - a target the pack cannot write (a bad answer value): counted
+    # a target the pack cannot write (a bad answer value): counted
+    except Exception as exc:  # noqa: BLE001
         bad_sample(run, prompt.sample.id, exc)
         return None
     target = target[: run.cfg.rollout.max_completion_length]
@@ -60,8 +61,8 @@ def sft_example(run: Run, index: int) -> Trajectory | None:
 
 
 def replayed_example(run: Run, prompt: PromptInputs, index: int) -> Trajectory | None:
-    """A multi-turn target (a tool trajectory) replayed through the pack's environment, its real observations
-    between the turns (``mmreason.rollout.replay``); a target the environment refuses is a counted bad sample."""
+    """Replay a multi-turn target (a tool trajectory) through the pack's environment, its real observations between the
+    turns (``mmreason.rollout.replay``); a target the environment refuses is a counted bad sample."""
     try:
         return replay_episode(
             run.processor,
@@ -72,14 +73,15 @@ def replayed_example(run: Run, prompt: PromptInputs, index: int) -> Trajectory |
             index=index,
             image_budget=(run.cfg.data.min_pixels, run.cfg.data.max_pixels),
         )
-    except Exception as exc:  # noqa: BLE001 - any one sample's failure is its counted skip
+    # any one sample's failure is its counted skip
+    except Exception as exc:  # noqa: BLE001
         bad_sample(run, prompt.sample.id, exc)
         return None
 
 
 def sft_minibatches(run: Run, examples: list[Trajectory]) -> list[tuple[ModelBatch, float]]:
-    """The step's examples as (collated mini-batch, weight): as many mini-batches on every process, each with
-    the same vision calls (a process with fewer repeats one with weight 0; ``agree.equal_minibatches``,
+    """Cut the step's examples into (collated mini-batch, weight) pairs: as many mini-batches on every process, each
+    with the same vision calls (a process with fewer repeats one with weight 0; ``agree.equal_minibatches``,
     ``vision_calls.match_vision_calls``), so no process waits in a collective the others skip."""
     size = run.cfg.mini_batch_size
     rows = list(range(len(examples)))
@@ -92,14 +94,15 @@ def sft_minibatches(run: Run, examples: list[Trajectory]) -> list[tuple[ModelBat
 
 
 def sft_step(run: Run, step: int) -> dict[str, float]:
-    """One step: the step's examples (past ``max_bad_samples`` broken ones, every process stops together),
+    """Run one step: the step's examples (past ``max_bad_samples`` broken ones, every process stops together),
     token-mean NLL of their targets over mini-batches, one optimizer step (skipped when not finite)."""
     t0 = time.perf_counter()
     n, acc = run.cfg.prompts_per_step, run.accelerator
     indices = run.sampler.next_indices(n * acc.num_processes)[acc.process_index * n : (acc.process_index + 1) * n]
     examples = [e for e in (sft_example(run, i) for i in indices) if e is not None]
     settle(run, RunStopped)
-    if not any_rank(acc, bool(examples)):  # no process has an example: stop rather than train on nothing
+    # no process has an example: stop rather than train on nothing
+    if not any_rank(acc, bool(examples)):
         raise nothing_usable(run, step)
     if any_rank(acc, not examples):  # every process skips when one has nothing to train on
         return {"skipped_update": 1.0}
@@ -126,7 +129,7 @@ def sft_step(run: Run, step: int) -> dict[str, float]:
 
 
 def sft(cfg: TrainConfig) -> Run:
-    """The whole SFT run; it owns ``output_dir`` while it runs (``mmreason.rundir``)."""
+    """Run the whole SFT run; it owns ``output_dir`` while it runs (``mmreason.rundir``)."""
     run = setup_run(cfg, with_rewards=False, own_output_dir=True)
     try:
         steps_per_epoch = -(-len(run.dataset) // (cfg.prompts_per_step * run.accelerator.num_processes))

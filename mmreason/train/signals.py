@@ -40,7 +40,7 @@ class StopRequest:
         return signal.Signals(self.signum).name if self.signum is not None else "a stop signal"
 
     def handle(self, signum: int, frame) -> None:
-        """The handler: the first signal is noted and said; a second ends the process at once, by that signal."""
+        """Handle a signal: the first signal is noted and said; a second ends the process at once, by that signal."""
         if self.signum is not None:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
@@ -56,9 +56,8 @@ class StopRequest:
         )
 
     def install(self) -> StopRequest:
-        """From now on the stop signals are noted here instead of ending the process (``uninstall`` puts the
-        handlers before back). Off the main thread (a run started from a thread) signals cannot be caught: they
-        act as they did."""
+        """Note the stop signals here from now on, instead of ending the process (``uninstall`` puts the handlers before
+        back). Off the main thread (a run started from a thread) signals cannot be caught: they act as they did."""
         if threading.current_thread() is threading.main_thread():
             self.previous = {s: signal.signal(s, self.handle) for s in STOP_SIGNALS}
         return self

@@ -59,7 +59,7 @@ PHASES = ("prompts", "generate", "reward", "advantages", "update")  # time/<phas
 
 
 def train_step(run: Run, step: int) -> dict[str, Any]:
-    """One step: draw -> roll out -> score (``get_rollouts``) -> advantages -> update; its metrics."""
+    """Run one step: draw -> roll out -> score (``get_rollouts``) -> advantages -> update; its metrics."""
     timed, decoded = PhaseTimes(), run.media_time.video_decode
     got = get_rollouts(run, step, timed)
     if not any_rank(run.accelerator, bool(got.trajectories)):  # no process has a sample to train on
@@ -86,13 +86,14 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
 
 
 def get_rollouts(run: Run, step: int, timed: PhaseTimes) -> Rollouts:
-    """The step's scored groups: one round drawn, rolled out and scored, redone in part by the within-step method
+    """Get the step's scored groups: one round drawn, rolled out and scored, redone in part by the within-step method
     that is on, with DAPO's further rounds when on. A fault on any process stops every process here."""
     # a sharded model generates whole (mmreason.parallel); not gathered at all when a vLLM engine generates
     with gathered(run.accelerator.unwrap_model(run.model), whole=rollouts_run_policy(run)):
         if run.async_rollouts is None:  # draw -> roll out -> score, now
             got = draw_round(run, step, timed, sample_prompts(run))
-        else:  # rollout.async_generation: the round generated during the last update (async_rollouts.py)
+        # rollout.async_generation: the round generated during the last update (async_rollouts.py)
+        else:
             got = run.async_rollouts.take(step, timed)
         got = regenerate(run, step, timed, got)  # refinement, hints, anchors or augmentation, when on
         got = dynamic_sampling(run, step, timed, got)  # DAPO: further rounds until the groups carry signal
@@ -101,10 +102,10 @@ def get_rollouts(run: Run, step: int, timed: PhaseTimes) -> Rollouts:
 
 
 def update(run: Run, table: StepTable) -> dict[str, float]:
-    """The policy update (``update.py``), then the new weights pushed to the rollout engine, which samples the
-    next step with them. The step's state is complete before the push, so an engine that dies taking it leaves
-    a step that is logged, then saved as itself (``run.engine_fault``, raised by the loop). With
-    ``rollout.vllm_enable_sleep_mode`` the engine sleeps through the update (``rest_engine``)."""
+    """Run the policy update (``update.py``), then push the new weights to the rollout engine, which samples the next
+    step with them. The step's state is complete before the push, so an engine that dies taking it leaves a step that is
+    logged, then saved as itself (``run.engine_fault``, raised by the loop). With ``rollout.vllm_enable_sleep_mode`` the
+    engine sleeps through the update (``rest_engine``)."""
     rest_engine(run)
     metrics = policy_update(run, table)
     try:
@@ -115,16 +116,16 @@ def update(run: Run, table: StepTable) -> dict[str, float]:
 
 
 def within_step_method(run: Run, first_round: bool = True) -> str | None:
-    """The within-step method the config names (``within_step.name``): iGRPO refinement, SAGE hints, R³ /
-    DaGRPO anchors or, on a step's first round only, difficulty-aware augmentation; None when none is on. Its
-    code is ``WITHIN_STEP.get(name)`` (mmreason/sampling/)."""
+    """Return the within-step method the config names (``within_step.name``): iGRPO refinement, SAGE hints, R³ / DaGRPO
+    anchors or, on a step's first round only, difficulty-aware augmentation; None when none is on. Its code is
+    ``WITHIN_STEP.get(name)`` (mmreason/sampling/)."""
     name = run.cfg.within_step.name
     return None if name == "augment" and (not first_round or run.augmenter is None) else name
 
 
 def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_round: bool = True) -> Rollouts:
-    """The round's groups as the within-step method that is on redoes them (``within_step_method``): its
-    rebuilt prompts go through this step's phases (timed as theirs), under the fault guard."""
+    """Redo the round's groups with the within-step method that is on (``within_step_method``): its rebuilt prompts go
+    through this step's phases (timed as theirs), under the fault guard."""
     name = within_step_method(run, first_round)
     if name is None or not got.trajectories:
         return got
@@ -150,9 +151,9 @@ def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_roun
 
 
 def dynamic_sampling(run: Run, step: int, timed: PhaseTimes, first: Rollouts) -> Rollouts:
-    """DAPO dynamic sampling (collect.py; off without ``algorithm.dynamic_sampling``): further rounds of the same
-    phases until ``prompts_per_step`` groups carry signal or ``dynamic_sampling_max_draws`` extra draws were
-    made, then ``prompts_per_step`` groups kept and the rest counted as dropped."""
+    """Run DAPO dynamic sampling (collect.py; off without ``algorithm.dynamic_sampling``): further rounds of the same
+    phases until ``prompts_per_step`` groups carry signal or ``dynamic_sampling_max_draws`` extra draws were made, then
+    ``prompts_per_step`` groups kept and the rest counted as dropped."""
     cfg = run.cfg
     if not cfg.algorithm.dynamic_sampling:
         return first
@@ -176,7 +177,7 @@ def dynamic_sampling(run: Run, step: int, timed: PhaseTimes, first: Rollouts) ->
 
 
 def rollout_costs(trajectories: list[Trajectory], decoded: float) -> dict[str, float]:
-    """The step's ``decoded`` seconds of video decoding (part of time/prompts) and, for episodes, environment
+    """Report the step's ``decoded`` seconds of video decoding (part of time/prompts) and, for episodes, environment
     seconds (part of time/generate) and the episodes a limit cut before the model could finish."""
     out = {"time/video_decode": decoded}
     if any("env_seconds" in t.reward_info for t in trajectories):
@@ -188,7 +189,7 @@ def rollout_costs(trajectories: list[Trajectory], decoded: float) -> dict[str, f
 
 
 def step_table(run: Run, got: Rollouts) -> StepTable:
-    """The step's table: rewards, total under ``reward_missing``, groups, tasks (``algorithm.task_key``)."""
+    """Build the step's table: rewards, total under ``reward_missing``, groups, tasks (``algorithm.task_key``)."""
     tasks = task_names(got.samples, run.cfg.algorithm.task_key or run.pack.task_key, run.pack.name)
     return build_table(
         got.trajectories,
@@ -202,7 +203,7 @@ def step_table(run: Run, got: Rollouts) -> StepTable:
 
 
 def compute_advantages(run: Run, table: StepTable) -> tuple[torch.Tensor, torch.Tensor]:
-    """Advantages [N] and the keep mask [N] (estimator loss mask x dynamic-sampling filter), from the table.
+    """Compute advantages [N] and the keep mask [N] (estimator loss mask x dynamic-sampling filter), from the table.
 
     The estimator gets ``algorithm.estimator_options``, the columns it declared (``needs``) from the table,
     and ``reward_missing`` as its ``missing`` option (checked at start-up by ``check_algorithm_options``)."""
@@ -228,7 +229,7 @@ def compute_advantages(run: Run, table: StepTable) -> tuple[torch.Tensor, torch.
 
 
 def observe_sampler(run: Run, drawn: list[Drawn], trajectories: list[Trajectory], total: torch.Tensor) -> None:
-    """Training feedback for adaptive samplers: per-trajectory rewards keyed by dataset index."""
+    """Give adaptive samplers their training feedback: per-trajectory rewards keyed by dataset index."""
     index_of = {d.slot: d.index for d in drawn}
     indices = torch.tensor([index_of[t.group_id] for t in trajectories])  # [N]
     completions = [t.completion_text for t in trajectories]

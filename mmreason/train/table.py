@@ -33,23 +33,27 @@ class StepTable:
     rewards: torch.Tensor  # [N, K] fp32, NaN = the component does not apply
     reward_names: list[str]  # [K]
     weights: torch.Tensor  # [K] from the config
-    total: torch.Tensor  # [N] the weighted total under reward_missing: the one the logs and samplers see
-    group_ids: torch.Tensor  # [N] long: the trajectory's prompt slot in the step's global batch
+    # [N] the weighted total under reward_missing: the one the logs and samplers see
+    total: torch.Tensor
+    # [N] long: the trajectory's prompt slot in the step's global batch
+    group_ids: torch.Tensor
     dataset_index: torch.Tensor  # [N] long: the dataset row the prompt came from
     tasks: list[str]  # [N] task of each trajectory (algorithm.task_key)
     task_ids: torch.Tensor  # [N] long: tasks as dense ids (sorted names)
     completion_length: torch.Tensor  # [N] long: trained (action) tokens
     truncated: torch.Tensor  # [N] bool: stopped by the length limit, not an end token
-    samples: list[Sample]  # [N] the sample of each row (its columns are the table's sample columns)
+    # [N] the sample of each row (its columns are the table's sample columns)
+    samples: list[Sample]
     trajectories: list[Trajectory]  # [N] the rows' rollouts
     advantages: torch.Tensor | None = None  # [N] fp32, set by the advantage phase
-    keep: torch.Tensor | None = None  # [N] bool, set by the advantage phase: the rows that enter the loss
+    # [N] bool, set by the advantage phase: the rows that enter the loss
+    keep: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.samples)
 
     def take(self, rows: list[int]) -> StepTable:
-        """The table restricted to ``rows``."""
+        """Restrict the table to ``rows``."""
         pick = torch.tensor(rows, dtype=torch.long)
         return StepTable(
             self.rewards[pick],
@@ -69,7 +73,7 @@ class StepTable:
         )
 
     def column(self, name: str) -> torch.Tensor:
-        """The per-trajectory column ``name`` [N] fp32 (NaN where a row has no value)."""
+        """Return the per-trajectory column ``name`` [N] fp32 (NaN where a row has no value)."""
         matches = [k for k, n in enumerate(self.reward_names) if gives(n, name)]
         if len(matches) > 1:
             found = ", ".join(self.reward_names[k] for k in matches)
@@ -99,7 +103,7 @@ TRAJECTORY_COLUMNS = {
 
 
 def gives(column: str, name: str) -> bool:
-    """A reward column gives ``name`` when it is ``name`` or a sub-score ``<reward>/<name>``."""
+    """Tell whether a reward column gives ``name``: it does when it is ``name`` or a sub-score ``<reward>/<name>``."""
     return column == name or column.endswith("/" + name)
 
 
@@ -122,7 +126,7 @@ def build_table(
     tasks: list[str],
     task_ids: torch.Tensor,
 ) -> StepTable:
-    """The table of one step from its rollouts, their samples and the reward batch."""
+    """Build the table of one step from its rollouts, their samples and the reward batch."""
     return StepTable(
         rewards=batch.values,
         reward_names=list(batch.names),
@@ -148,7 +152,7 @@ def check_needs(
     *,
     producers: dict[str, list[str]],
 ) -> None:
-    """Start-up check: every declared column must come from a configured reward or the data.
+    """Check at start-up that every declared column comes from a configured reward or the data.
 
     ``producers`` maps a sub-score key to the registered rewards that declare it, for the error message.
     """

@@ -24,7 +24,7 @@ class PhaseTimes:
             self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
 
     def metrics(self, phases: tuple[str, ...]) -> dict[str, float]:
-        """``time/<phase>`` for each of ``phases`` (0 when it did not run), ``time/step`` and ``time/other``."""
+        """Report ``time/<phase>`` for each of ``phases`` (0 when it did not run), ``time/step`` and ``time/other``."""
         step = time.perf_counter() - self.started
         times = {phase: self.seconds.get(phase, 0.0) for phase in phases}
         times["step"] = step

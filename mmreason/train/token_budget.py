@@ -35,9 +35,9 @@ def micro_batches(
     most_parts: int,
     shared_prompt: bool = False,
 ) -> list[list[list[int]]]:
-    """The micro-batches of each share ``parts[p]`` (row indices into ``trajectories``): ``mini_batch_size`` rows
-    each when ``max_tokens`` is None (today's cut), else at most ``max_tokens`` tokens each, as many on every
-    process where the rows allow (``most_parts``: the optimizer steps every process runs at most)."""
+    """Cut the micro-batches of each share ``parts[p]`` (row indices into ``trajectories``): ``mini_batch_size`` rows
+    each when ``max_tokens`` is None (today's cut), else at most ``max_tokens`` tokens each, as many on every process
+    where the rows allow (``most_parts``: the optimizer steps every process runs at most)."""
     if max_tokens is None:
         return [length_sorted_minibatches(part, trajectories, mini_batch_size) for part in parts]
     cost = token_cost(trajectories, shared_prompt=shared_prompt)
@@ -47,7 +47,7 @@ def micro_batches(
 
 
 def token_cost(trajectories: list[Trajectory], *, shared_prompt: bool = False) -> Cost:
-    """The tokens a micro-batch of these rows runs through the model: every row's prompt + completion, or with
+    """Count the tokens a micro-batch of these rows runs through the model: every row's prompt + completion, or with
     ``shared_prompt`` (the shared-prefix update) each group's prompt once plus its rows' completions."""
 
     def cost(rows: list[int]) -> int:
@@ -63,9 +63,9 @@ def token_cost(trajectories: list[Trajectory], *, shared_prompt: bool = False) -
 
 
 def budget_minibatches(rows: list[int], trajectories: list[Trajectory], budget: int, cost: Cost) -> list[list[int]]:
-    """``rows`` as micro-batches of at most ``budget`` tokens (``cost``), whole groups in length order (longest
-    first, as ``length_sorted_minibatches``); a group over the budget is cut row by row, and a row over it is
-    a micro-batch of its own."""
+    """Cut ``rows`` into micro-batches of at most ``budget`` tokens (``cost``), whole groups in length order (longest
+    first, as ``length_sorted_minibatches``); a group over the budget is cut row by row, and a row over it is a
+    micro-batch of its own."""
     if budget < 1:
         raise ValueError(f"max_tokens_per_micro_batch must be >= 1, got {budget}")
     out: list[list[int]] = []
@@ -85,9 +85,9 @@ def budget_minibatches(rows: list[int], trajectories: list[Trajectory], budget: 
 
 
 def split_to(chunks: list[list[int]], count: int, trajectories: list[Trajectory], cost: Cost) -> list[list[int]]:
-    """``chunks`` cut into ``count`` micro-batches where they hold enough rows: the heaviest micro-batch with
-    more than one row is halved (by whole groups when it holds several, else by rows) until there are
-    ``count``. A half never exceeds the micro-batch it came from, so the budget still holds."""
+    """Cut ``chunks`` into ``count`` micro-batches where they hold enough rows: the heaviest micro-batch with more than
+    one row is halved (by whole groups when it holds several, else by rows) until there are ``count``. A half never
+    exceeds the micro-batch it came from, so the budget still holds."""
     out = [list(c) for c in chunks]
     while len(out) < count:
         cuttable = [k for k, c in enumerate(out) if len(c) > 1]
@@ -99,7 +99,7 @@ def split_to(chunks: list[list[int]], count: int, trajectories: list[Trajectory]
 
 
 def _halves(rows: list[int], trajectories: list[Trajectory], cost: Cost) -> list[list[int]]:
-    """Two non-empty parts of ``rows`` with costs as even as a greedy cut makes them (heaviest unit to the
+    """Split ``rows`` into two non-empty parts with costs as even as a greedy cut makes them (heaviest unit to the
     lighter part), units being whole groups when there are several, else rows."""
     groups = _groups_longest_first(rows, trajectories)
     units = groups if len(groups) > 1 else [[i] for i in groups[0]]
@@ -112,8 +112,8 @@ def _halves(rows: list[int], trajectories: list[Trajectory], cost: Cost) -> list
 
 
 def _groups_longest_first(rows: list[int], trajectories: list[Trajectory]) -> list[list[int]]:
-    """``rows`` by group, groups by their longest row (longest first), rows longest first inside a group; ties
-    by row index, so every process and every run cuts the same way."""
+    """Order ``rows`` by group, groups by their longest row (longest first), rows longest first inside a group; ties by
+    row index, so every process and every run cuts the same way."""
     groups: dict[int, list[int]] = {}
     for i in rows:
         groups.setdefault(trajectories[i].group_id, []).append(i)

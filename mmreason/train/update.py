@@ -27,15 +27,18 @@ from mmreason.train.vision_calls import match_vision_calls, needs_matching, with
 from mmreason.types import Trajectory
 
 
-@dataclass(eq=False)  # compared by identity: the update finds a mini-batch's index in its plan
+# compared by identity: the update finds a mini-batch's index in its plan
+@dataclass(eq=False)
 class MiniBatch:
     """One mini-batch of an optimizer step's share: whole groups, collated, with the passes taken before the
     update (log-probs ``[n, T]`` under the sampling policy and the reference; None when not needed)."""
 
     rows: list[int]  # indices into the kept trajectories
     trajectories: list[Trajectory]
-    inputs: Any  # the collated batch (input ids, masks, visual inputs) on the device
-    weight: float  # 1, or 0 for a stand-in that keeps the processes' mini-batch counts equal
+    # the collated batch (input ids, masks, visual inputs) on the device
+    inputs: Any
+    # 1, or 0 for a stand-in that keeps the processes' mini-batch counts equal
+    weight: float
     old_logprobs: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
 
@@ -63,8 +66,10 @@ class UpdatePlan:
     band: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None  # per-row entropy bands, None when off
     shares: list[Share]
     policy: Any
-    by_hand: bool  # gradients averaged by hand (the DDP wrapper's reducer saw no forward)
-    token_mean: bool  # token-mean aggregation: each loss over the share's tokens, else weighted by rows
+    # gradients averaged by hand (the DDP wrapper's reducer saw no forward)
+    by_hand: bool
+    # token-mean aggregation: each loss over the share's tokens, else weighted by rows
+    token_mean: bool
 
     @property
     def minibatches(self) -> list[MiniBatch]:
@@ -72,7 +77,7 @@ class UpdatePlan:
 
 
 def policy_update(run: Run, table: StepTable) -> dict[str, float]:
-    """The update in its phases: plan -> pre-passes -> accumulate -> optimizer step.
+    """Run the update in its phases: plan -> pre-passes -> accumulate -> optimizer step.
 
     ``num_iterations`` passes; each pass is ``steps_per_generation`` optimizer steps, one per share of the batch's
     groups, with gradient accumulation over the share's mini-batches. Mini-batch losses are weighted so a step's
@@ -102,8 +107,8 @@ def policy_update(run: Run, table: StepTable) -> dict[str, float]:
 
 
 def plan_update(run: Run, table: StepTable) -> UpdatePlan | None:
-    """Plan: the kept rows, in shares of mini-batches (``plan_shares``), and the module the passes run; None
-    when any process has no row to train on (every process then skips)."""
+    """Plan the kept rows, in shares of mini-batches (``plan_shares``), and the module the passes run; None when any
+    process has no row to train on (every process then skips)."""
     a = run.cfg.algorithm
     keep = table.keep.tolist()
     trajs = [t for t, k in zip(table.trajectories, keep) if k]
@@ -125,9 +130,9 @@ def plan_update(run: Run, table: StepTable) -> UpdatePlan | None:
 
 
 def pre_passes(run: Run, plan: UpdatePlan) -> dict[str, float]:
-    """Pre-passes (no gradient): old log-probs whenever there is more than one optimizer step (later steps see
-    the ratio to the policy that sampled), reference log-probs with a KL term, then what the loss's providers
-    compute before the update (``loss_extras``: DCPO's tempered forward, the VPS probes); their metrics."""
+    """Run the pre-passes (no gradient): old log-probs whenever there is more than one optimizer step (later steps see
+    the ratio to the policy that sampled), reference log-probs with a KL term, then what the loss's providers compute
+    before the update (``loss_extras``: DCPO's tempered forward, the VPS probes); their metrics."""
     minibatches = plan.minibatches
     if run.cfg.algorithm.num_iterations > 1 or len(plan.shares) > 1:
         for mb in minibatches:
@@ -143,9 +148,9 @@ def pre_passes(run: Run, plan: UpdatePlan) -> dict[str, float]:
 
 
 def accumulate(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stats, *, first_pass: bool) -> bool:
-    """Accumulate: one mini-batch's weighted loss backward into the share's gradient. Token-mean aggregation
-    divides by the share's response tokens; sequence-mean ones weight the mini-batch by its fraction of the
-    share's rows; a stand-in (weight 0) adds nothing. False when any process's loss is not finite."""
+    """Accumulate one mini-batch's weighted loss backward into the share's gradient. Token-mean aggregation divides by
+    the share's response tokens; sequence-mean ones weight the mini-batch by its fraction of the share's rows; a
+    stand-in (weight 0) adds nothing. False when any process's loss is not finite."""
     loss, metrics, ent = minibatch_loss(run, plan, share, mb, stats)
     loss = (loss if plan.token_mean else loss * (len(mb.rows) / len(share.rows))) * mb.weight
     if any_rank(run.accelerator, not torch.isfinite(loss)):  # all processes skip together
@@ -161,10 +166,10 @@ def accumulate(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stats, *
 
 
 def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:
-    """The kept trajectories in ``steps_per_generation`` shares of whole groups, each in length-sorted
-    mini-batches of at most ``mini_batch_size`` rows or ``max_tokens_per_micro_batch`` tokens (as many on every
-    process: ``token_budget.micro_batches``, ``agree.equal_minibatches``), each
-    making the same vision calls on every process (``vision_calls.match_vision_calls``)."""
+    """Split the kept trajectories into ``steps_per_generation`` shares of whole groups, each in length-sorted
+    mini-batches of at most ``mini_batch_size`` rows or ``max_tokens_per_micro_batch`` tokens (as many on every process:
+    ``token_budget.micro_batches``, ``agree.equal_minibatches``), each making the same vision calls on every process
+    (``vision_calls.match_vision_calls``)."""
     cfg = run.cfg
     pad = run.processor.tokenizer.pad_token_id
     parts = split_groups([t.group_id for t in trajs], cfg.steps_per_generation)  # [[row, ...] per step]
@@ -188,8 +193,8 @@ def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:
 
 
 def split_groups(group_ids: list[int], parts: int) -> list[list[int]]:
-    """Row indices in ``parts`` contiguous shares of whole groups (as equal in groups as they can be);
-    fewer shares when there are fewer groups."""
+    """Split row indices into ``parts`` contiguous shares of whole groups (as equal in groups as they can be); fewer
+    shares when there are fewer groups."""
     order: list[int] = []
     rows: dict[int, list[int]] = {}
     for i, g in enumerate(group_ids):
@@ -202,7 +207,7 @@ def split_groups(group_ids: list[int], parts: int) -> list[list[int]]:
 
 
 def update_model(run: Run, trajectories) -> tuple[Any, bool]:
-    """The module the update's policy passes run, and whether its gradients are averaged by hand.
+    """Return the module the update's policy passes run, and whether its gradients are averaged by hand.
 
     A DDP-wrapped policy whose step can take the shared prefix on every process runs unwrapped (the prefix
     and completion passes are not one forward of the wrapper) and its gradients are averaged before the
@@ -225,10 +230,10 @@ def uses_shared_prefix(run: Run, model, trajectories) -> bool:
 def sequence_logprobs(
     run: Run, model, batch, trajectories, with_entropy: bool = False, *, temperature: float | None = None, **options
 ):
-    """Per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each
-    group encoded once (``shared_prefix``, the default where it applies), else the plain padded forward.
-    ``temperature`` replaces the sampling temperature (logits / temperature) when given; ``options``: the
-    log-prob functions' own (``entropy_grad``)."""
+    """Compute per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each group
+    encoded once (``shared_prefix``, the default where it applies), else the plain padded forward. ``temperature``
+    replaces the sampling temperature (logits / temperature) when given; ``options``: the log-prob functions' own
+    (``entropy_grad``)."""
     sampling = sampling_options(run)
     if temperature is not None:
         sampling["temperature"] = temperature
@@ -251,12 +256,13 @@ def sequence_logprobs(
 
 
 def minibatch_loss(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stats) -> tuple[torch.Tensor, Any, Any]:
-    """Policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T]).
+    """Compute the policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T]).
 
     The loss reads one ``rl.LossInputs`` (``loss_inputs``): this forward's log-probs, entropies (detached) and
     token ids, the advantages corrected by the sampler's log-probs, the settings and the providers' fields."""
     a, batch = run.cfg.algorithm, mb.inputs
-    logp, ent = sequence_logprobs(  # [n, T] fp32; the entropy differentiable only for the entropy band
+    # [n, T] fp32; the entropy differentiable only for the entropy band
+    logp, ent = sequence_logprobs(
         run, plan.policy, batch, mb.trajectories, with_entropy=True, entropy_grad=plan.band is not None
     )
     old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()  # on-policy: ratio 1
@@ -277,11 +283,11 @@ def minibatch_loss(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stat
 def loss_inputs(
     run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, *, logprobs, old_logprobs, advantages, entropy
 ) -> rl.LossInputs:
-    """The mini-batch's ``rl.LossInputs``, field by field: the forward's tensors, the settings (aggregation from
-    ``loss_type``, ``max_len``, the named top-level keys ``beta``, ``epsilon`` ...), the reference log-probs, the
-    group ids, ``train_step`` (finished steps, for annealed options), the step's and the rows' total rewards,
-    and the fields the loss's providers give (``run.loss_extras``: ``prev_entropy``, ``tempered_logprobs``,
-    ``entropy_history``, ``segment_progress``)."""
+    """Build the mini-batch's ``rl.LossInputs``, field by field: the forward's tensors, the settings (aggregation from
+    ``loss_type``, ``max_len``, the named top-level keys ``beta``, ``epsilon`` ...), the reference log-probs, the group
+    ids, ``train_step`` (finished steps, for annealed options), the step's and the rows' total rewards, and the fields
+    the loss's providers give (``run.loss_extras``: ``prev_entropy``, ``tempered_logprobs``, ``entropy_history``,
+    ``segment_progress``)."""
     cfg, a = run.cfg, run.cfg.algorithm
     return rl.LossInputs(
         logprobs=logprobs,
@@ -308,8 +314,8 @@ def loss_inputs(
 
 
 def sampling_options(run: Run) -> dict[str, Any]:
-    """What makes the trainer's log-probs those of the sampler: ``rollout.temperature`` (1 for greedy) and
-    the vision specials that generation suppresses. Like TRL, top-p / top-k truncation is not applied."""
+    """Return what makes the trainer's log-probs those of the sampler: ``rollout.temperature`` (1 for greedy) and the
+    vision specials that generation suppresses. Like TRL, top-p / top-k truncation is not applied."""
     temperature = run.cfg.rollout.temperature
     return {
         "temperature": temperature if temperature > 0 else 1.0,
@@ -318,7 +324,7 @@ def sampling_options(run: Run) -> dict[str, Any]:
 
 
 def entropy_band_rows(a, tasks: list[str]):
-    """Per-row entropy bands from ``algorithm.entropy_band`` (None when entropy shaping is off)."""
+    """Return per-row entropy bands from ``algorithm.entropy_band`` (None when entropy shaping is off)."""
     if a.entropy_coef == 0 or not a.entropy_band:
         return None
     bands = []

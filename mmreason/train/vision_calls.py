@@ -25,19 +25,19 @@ from mmreason.types import Trajectory
 
 
 def needs_matching(accelerator, model) -> bool:
-    """Whether ``model``'s forwards are collectives across several processes (DDP-wrapped or FSDP-sharded)."""
+    """Tell whether ``model``'s forwards are collectives across several processes (DDP-wrapped or FSDP-sharded)."""
     return accelerator.num_processes > 1 and (is_ddp(model) or is_sharded(model))
 
 
 def vision_trainable(model) -> bool:
-    """Whether any vision-tower parameter is trained (DDP then expects its gradient from every forward)."""
+    """Tell whether any vision-tower parameter is trained (DDP then expects its gradient from every forward)."""
     return any(p.requires_grad and ("visual." in n or "vision_tower." in n) for n, p in model.named_parameters())
 
 
 def match_vision_calls(run, batches: list[tuple[list[Trajectory], ModelBatch]]) -> list[ModelBatch]:
-    """Each ``(rows, batch)``'s batch with the stand-ins that make its vision calls the union of every
-    process's for that mini-batch (the i-th mini-batch of every process is run together). Every process
-    calls this with as many mini-batches (``agree.equal_minibatches``)."""
+    """Add to each ``(rows, batch)``'s batch the stand-ins that make its vision calls the union of every process's for
+    that mini-batch (the i-th mini-batch of every process is run together). Every process calls this with as many
+    mini-batches (``agree.equal_minibatches``)."""
     acc, model = run.accelerator, run.model
     if not needs_matching(acc, model):
         return [batch for _, batch in batches]
@@ -56,5 +56,5 @@ def match_vision_calls(run, batches: list[tuple[list[Trajectory], ModelBatch]]) 
 
 
 def without_stand_ins(batch: ModelBatch) -> ModelBatch:
-    """``batch`` as its own rows only (for a forward that is not a collective: no stand-in is needed)."""
+    """Return ``batch`` as its own rows only (for a forward that is not a collective: no stand-in is needed)."""
     return batch if batch.forward_batch is None else replace(batch, forward_batch=None)

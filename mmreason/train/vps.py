@@ -17,14 +17,15 @@ from mmreason.types import Trajectory
 
 
 def answer_tokens(run, sample) -> torch.Tensor:
-    """The reference answer as the pack writes SFT targets, tokenized (no turn end: the probe reads the answer)."""
+    """Tokenize the reference answer as the pack writes SFT targets (no turn end: the probe reads the answer)."""
     return run.processor.tokenizer(run.pack.target_text(sample), add_special_tokens=False, return_tensors="pt")[
         "input_ids"
     ][0]
 
 
 def probes_of(t: Trajectory, answer: torch.Tensor, ends: list[int]) -> list[Trajectory]:
-    """One probe per boundary (0, then each segment end): prompt + completion[:b] + answer, trained mask on the answer."""
+    """Build one probe per boundary (0, then each segment end): prompt + completion[:b] + answer, trained mask on the
+    answer."""
     prompt, completion = t.token_ids[: t.prompt_length], t.token_ids[t.prompt_length :]
     types = t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
     out = []
@@ -67,7 +68,7 @@ class SegmentProgress(Provider):
         return {"vps/probe_forwards": float(forwards)}
 
     def _probe(self, view, t: Trajectory, sample) -> torch.Tensor | None:
-        """The progress of each completion token of ``t`` (None: an episode, or no segment boundary)."""
+        """Return the progress of each completion token of ``t`` (None: an episode, or no segment boundary)."""
         if any(u.role == "observation" for u in t.turns):
             return None  # an episode: observations are not the model's segments
         tok = view.run.processor.tokenizer
