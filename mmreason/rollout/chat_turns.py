@@ -16,7 +16,8 @@ _MARK = "\u2063mmreason-turn\u2063"  # invisible separator: never part of a real
 def _render_after_mark(template_owner, messages: list[dict[str, Any]], add_generation_prompt: bool) -> str:
     try:
         text = template_owner.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False)
-    except Exception as exc:  # no template, or one that refuses the probe: say which and why
+    # no template, or one that refuses the probe: say which and why
+    except Exception as exc:
         raise ValueError(f"the checkpoint's chat template cannot render a multi-turn conversation: {exc}") from exc
     if isinstance(text, list):  # processors may return one string per conversation
         text = text[0]
@@ -26,15 +27,15 @@ def _render_after_mark(template_owner, messages: list[dict[str, Any]], add_gener
 
 
 def turn_end(processor) -> str:
-    """What closes an assistant turn (``<|im_end|>\\n`` for Qwen)."""
+    """Return what closes an assistant turn (``<|im_end|>\\n`` for Qwen)."""
     return _render_after_mark(processor, [{"role": "assistant", "content": _MARK}], add_generation_prompt=False)
 
 
 def next_turn(processor, content: list[dict[str, Any]], closed: bool, eos_text: str = "", role: str = "user") -> str:
-    """The text from the end of an assistant turn's content to the start of the next assistant turn, with a
+    """Return the text from the end of an assistant turn's content to the start of the next assistant turn, with a
     ``role`` turn holding ``content`` (chat-template content parts: ``{"type": "image"}``, ``{"type": "video"}``,
-    ``{"type": "text", "text": ...}``) in between. ``closed``: the model already emitted ``eos_text`` (its
-    turn-end token), so it is not repeated."""
+    ``{"type": "text", "text": ...}``) in between. ``closed``: the model already emitted ``eos_text`` (its turn-end
+    token), so it is not repeated."""
     text = _render_after_mark(
         processor,
         [{"role": "assistant", "content": _MARK}, {"role": role, "content": content}],

@@ -23,7 +23,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-DEFAULT_STEP_TIMEOUT_S = 60.0  # the trainer's rollout.env_step_timeout_s default; evaluation episodes use it too
+# the trainer's rollout.env_step_timeout_s default; evaluation episodes use it too
+DEFAULT_STEP_TIMEOUT_S = 60.0
 
 
 class StepTimeout(TimeoutError):
@@ -37,7 +38,8 @@ def _raise_in(thread: threading.Thread, error: type[BaseException]) -> None:
 
 
 def call_with_deadline(fn: Callable[..., Any], args: tuple, timeout_s: float | None, what: str = "step") -> Any:
-    """``fn(*args)``, or ``StepTimeout`` after ``timeout_s`` seconds (None: no limit); exceptions pass through."""
+    """Call ``fn(*args)``; raise ``StepTimeout`` after ``timeout_s`` seconds (None: no limit); exceptions pass
+    through."""
     if timeout_s is None:
         return fn(*args)
     box: dict[str, Any] = {}

@@ -54,7 +54,7 @@ class EnvironmentServerRefused(ValueError):
 
 
 def parse_url(url: str) -> tuple[str, int]:
-    """``http://host:port`` -> (host, port); a one-line error otherwise (https is not spoken: use a tunnel)."""
+    """Parse ``http://host:port`` into (host, port); a one-line error otherwise (https is not spoken: use a tunnel)."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
         raise ValueError(f"environment url {url!r}: expected http://host:port")
@@ -66,12 +66,12 @@ def parse_url(url: str) -> tuple[str, int]:
 
 
 def token_file(port: int) -> Path:
-    """Where ``mmreason env-serve`` on ``port``, given no key, writes the one it made (mode 0600)."""
+    """Return where ``mmreason env-serve`` on ``port``, given no key, writes the one it made (mode 0600)."""
     return Path.home() / ".cache" / "mmreason" / "env-serve" / f"{int(port)}.token"
 
 
 def client_key(explicit: str | None, host: str, port: int) -> str | None:
-    """The key sent: ``explicit``, else ``$MMREASON_ENV_API_KEY``, else the token file of a server on this
+    """Return the key sent: ``explicit``, else ``$MMREASON_ENV_API_KEY``, else the token file of a server on this
     machine (``token_file``)."""
     return explicit or os.environ.get(ENV) or (auth.read_token_file(token_file(port)) if _local(host) else None)
 
@@ -102,9 +102,10 @@ def call(
     max_reply: int,
     bounds: MediaBounds,
 ) -> _Reply:
-    """One JSON request on a fresh connection, all of it (connect, send, headers, body) within ``timeout_s``
-    seconds; the reply is refused unread past ``max_reply`` bytes, and must prove ``key`` (but a keyless
-    ``/health`` probe). ``data``: the JSON body (None: a GET). Raises ``EnvironmentServerError`` for anything but a JSON object from the server."""
+    """Send one JSON request on a fresh connection, all of it (connect, send, headers, body) within ``timeout_s``
+    seconds; the reply is refused unread past ``max_reply`` bytes, and must prove ``key`` (but a keyless ``/health``
+    probe). ``data``: the JSON body (None: a GET). Raises ``EnvironmentServerError`` for anything but a JSON object from
+    the server."""
     where = f"environment server {host}:{port}"
     challenge = auth.new_challenge()
     headers = {auth.CHALLENGE: challenge}
@@ -216,7 +217,7 @@ class HttpEnvironment:
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
-        """Where an assistant turn ends: as given, else the server's (none when it cannot be reached: the
+        """Return where an assistant turn ends: as given, else the server's (none when it cannot be reached: the
         episode's reset then fails and counts)."""
         if self._stops is None:
             info = self.health()
@@ -226,7 +227,7 @@ class HttpEnvironment:
         return self._stops
 
     def health(self) -> dict | None:
-        """The server's ``/health`` answer (asked once per factory), None when it cannot be had."""
+        """Ask for the server's ``/health`` answer (asked once per factory), None when it cannot be had."""
         return self.server_info.get(self)
 
     def _key(self) -> str | None:
@@ -280,7 +281,7 @@ class HttpEnvironment:
         self.episode_id = episode
 
     def step(self, action_text: str) -> Observation:
-        """The server's answer to one assistant turn; ``EnvironmentServerError`` for anything else."""
+        """Send one assistant turn and return the server's answer; ``EnvironmentServerError`` for anything else."""
         if self.fault is not None:
             raise self.fault
         if self.episode_id is None:
@@ -304,7 +305,8 @@ class HttpEnvironment:
             except WireError as exc:
                 raise EnvironmentServerError(f"{where}: step: {exc}") from None
         except EnvironmentServerError as exc:
-            self.episode_id = None  # the server drops a failed episode; a lying one is not asked again
+            # the server drops a failed episode; a lying one is not asked again
+            self.episode_id = None
             raise EnvironmentServerError(f"sample {self.sample_id!r}: {exc}") from None
         if obs.done:
             self.episode_id = None  # the server closed it
@@ -321,14 +323,14 @@ class HttpEnvironment:
 
 
 def _max_body(info: dict | None) -> int | None:
-    """The server's request body limit in bytes, as its ``/health`` says (None: unknown)."""
+    """Return the server's request body limit in bytes, as its ``/health`` says (None: unknown)."""
     mb = ((info or {}).get("limits") or {}).get("max_body_mb")
     return int(mb * (1 << 20)) if isinstance(mb, (int, float)) and not isinstance(mb, bool) and mb > 0 else None
 
 
 def http_environment(url: str, **options: Any):
-    """The factory of ``HttpEnvironment(url, **options)``: one new environment (and server session) per call,
-    as a pack's ``make_environment``."""
+    """Build the factory of ``HttpEnvironment(url, **options)``: one new environment (and server session) per call, as a
+    pack's ``make_environment``."""
     HttpEnvironment(url, **options)  # the url and options' errors now, not at the first episode
     info = ServerInfo()
 

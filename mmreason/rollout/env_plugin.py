@@ -43,7 +43,7 @@ class EnvironmentFactory:
         return env
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """The schemas an environment of this factory shows the model (none for an environment without tools)."""
+        """Return the schemas an environment of this factory shows the model (none for an environment without tools)."""
         schemas = getattr(self(), "tool_schemas", None)
         return list(schemas()) if callable(schemas) else []
 
@@ -56,9 +56,10 @@ def load_environment(
     tool_calls: str = "hermes",
     key: str = "rollout.environment",
 ) -> EnvironmentFactory:
-    """The factory ``ref`` names, checked by building one environment (module doc); errors name ``key``."""
+    """Load the factory ``ref`` names, checked by building one environment (module doc); errors name ``key``."""
     args = dict(args or {})
-    if ref.startswith(("http://", "https://")):  # a served environment (`mmreason env-serve`): args are the client's
+    # a served environment (`mmreason env-serve`): args are the client's
+    if ref.startswith(("http://", "https://")):
         factory, args = _served(ref, args, key), {}
     else:
         try:
@@ -74,7 +75,8 @@ def load_environment(
     made = EnvironmentFactory(ref, factory, args, FORMATS[tool_calls])
     try:
         env = made()
-    except Exception as exc:  # noqa: BLE001 - any failure to build is the user's configuration
+    # any failure to build is the user's configuration
+    except Exception as exc:  # noqa: BLE001
         raise EnvironmentConfigError(f"{key}: {ref}(**{key}_args) raised {type(exc).__name__}: {exc}") from exc
     missing = [name for name in ("reset", "step") if not callable(getattr(env, name, None))]
     if missing:
@@ -88,7 +90,7 @@ def load_environment(
 
 
 def _served(url: str, args: dict[str, Any], key: str):
-    """The client factory of the environment served at ``url`` (``rollout.environment_args``: api_key, timeout_s,
+    """Build the client factory of the environment served at ``url`` (``rollout.environment_args``: api_key, timeout_s,
     ...: ``env_client.HttpEnvironment``'s options)."""
     try:
         made = http_environment(url, **args)
@@ -100,7 +102,7 @@ def _served(url: str, args: dict[str, Any], key: str):
 
 
 def attach_environment(pack: TaskPack, factory: EnvironmentFactory, max_turns: int | None = None) -> TaskPack:
-    """``pack`` with ``factory`` as its environment: its samples carry the tools' schemas for the prompt, and its
+    """Return ``pack`` with ``factory`` as its environment: its samples carry the tools' schemas for the prompt, and its
     eval episodes run ``max_turns`` assistant turns (default: the environment's own ``max_turns``, else 4)."""
     schemas = factory.tool_schemas()
     transform = pack.transform

@@ -39,7 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request  # the server's web stack (the dev and vllm extras): `mmreason env-serve` only
+# the server's web stack (the dev and vllm extras): `mmreason env-serve` only
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
 
@@ -57,9 +58,12 @@ MAX_STOP_STRINGS, MAX_STOP_CHARS = 16, 64
 class EnvLimits:
     """What one client may take of the server (its flags); the first six are ``vllm_http``'s."""
 
-    read_timeout: float = 30.0  # seconds a request has to deliver its body once its headers are in
-    header_timeout: float = 10.0  # seconds a connection has to send a request's line and headers
-    max_connections: int = 64  # calls with the key in progress at once; one more is answered 503
+    # seconds a request has to deliver its body once its headers are in
+    read_timeout: float = 30.0
+    # seconds a connection has to send a request's line and headers
+    header_timeout: float = 10.0
+    # calls with the key in progress at once; one more is answered 503
+    max_connections: int = 64
     max_waiting: int = 256  # connections waiting for their headers at once
     max_waiting_per_address: int = 64  # the same, of one client address
     max_body_mb: float = 64.0  # request body
@@ -83,7 +87,7 @@ class _Session:
 
 
 def stop_strings_of(factory) -> tuple[str, ...]:
-    """The environment's ``stop_strings`` (the factory's attribute, else one instance's), checked."""
+    """Return the environment's ``stop_strings`` (the factory's attribute, else one instance's), checked."""
     stops = getattr(factory, "stop_strings", None)
     if stops is None:
         probe = factory()
@@ -100,7 +104,8 @@ def _close_env(env) -> None:
     if callable(close):
         try:
             close()
-        except Exception as exc:  # noqa: BLE001 - a close that fails frees what it can; the server goes on
+        # a close that fails frees what it can; the server goes on
+        except Exception as exc:  # noqa: BLE001
             print(f"env-serve: closing an environment failed: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
@@ -190,7 +195,7 @@ class EnvServer:
         return {"episode_id": sid, "observation": {"text": ""}, "reward": None, "done": False}
 
     def _start(self, sample) -> Any:
-        """A new environment reset on ``sample`` (in a worker thread); 504 / 422 when it overruns or raises."""
+        """Start a new environment reset on ``sample`` (in a worker thread); 504 / 422 when it overruns or raises."""
         try:
             env = self.factory()
             call_with_deadline(env.reset, (sample,), self.limits.step_timeout_s, what="reset")
@@ -220,7 +225,8 @@ class EnvServer:
             self.counts["timeouts"] += 1
             self.drop(sid)
             raise Refused(504, f"sample {session.sample_id!r}: {exc} (--step_timeout_s); episode closed") from None
-        except Exception as exc:  # a bug or a hostile action in the environment ends this episode only
+        # a bug or a hostile action in the environment ends this episode only
+        except Exception as exc:
             self.counts["env_errors"] += 1
             self.drop(sid)
             raise Refused(422, f"sample {session.sample_id!r}: the environment's step raised {_said(exc)}") from None
@@ -247,7 +253,7 @@ class EnvServer:
         return sid, self.sessions[sid]
 
     def _timeout(self, asked: Any) -> float:
-        """The step's deadline: the server's, or the client's ``timeout_s`` when shorter (OpenEnv's field)."""
+        """Return the step's deadline: the server's, or the client's ``timeout_s`` when shorter (OpenEnv's field)."""
         if asked is None:
             return self.limits.step_timeout_s
         if isinstance(asked, bool) or not isinstance(asked, (int, float)) or not 0 < asked < float("inf"):
@@ -284,7 +290,7 @@ def _said(exc: BaseException) -> str:
 
 
 def build_app(server: EnvServer):
-    """The endpoints (module docstring); errors are JSON ``{"error": ...}``."""
+    """Build the endpoints (module docstring); errors are JSON ``{"error": ...}``."""
     from mmreason.rollout.backends.vllm_http import _body, _close
 
     @asynccontextmanager
@@ -319,7 +325,8 @@ def build_app(server: EnvServer):
                 return JSONResponse({"error": str(exc)}, status_code=400)
             except ClientDisconnect:
                 return JSONResponse({"error": "client went away"}, status_code=400, headers=_close(400))
-            except Exception as exc:  # noqa: BLE001 - answered, so the client counts it instead of a dropped line
+            # answered, so the client counts it instead of a dropped line
+            except Exception as exc:  # noqa: BLE001
                 return JSONResponse({"error": _said(exc)}, status_code=500)
 
         return answer
@@ -360,7 +367,7 @@ def add_arguments(parser) -> None:
 
 
 def limits_of(args) -> EnvLimits:
-    """The flags' limits; a value <= 0 is a one-line error naming the flag."""
+    """Read the flags' limits; a value <= 0 is a one-line error naming the flag."""
     names = ("max_sessions", "idle_timeout_s", "step_timeout_s", "read_timeout", "header_timeout")
     for name in (*names, "max_connections", "max_body_mb", "max_images", "max_image_pixels"):
         if getattr(args, name) <= 0:
@@ -375,7 +382,7 @@ def limits_of(args) -> EnvLimits:
 
 
 def factory_of(ref: str, env_args: str):
-    """The factory ``ref`` names, with ``env_args`` (a JSON object) bound as keyword arguments."""
+    """Return the factory ``ref`` names, with ``env_args`` (a JSON object) bound as keyword arguments."""
     from mmreason.references import resolve_reference
 
     try:

@@ -55,7 +55,7 @@ def check_containers(raw: bytes, bounds: MediaBounds, what: str) -> None:
 
 
 def jsonable(value: Any, depth: int = 0) -> Any:
-    """``value`` as JSON-safe data: containers walked (to ``MAX_DEPTH``), numpy scalars as numbers, tensors and
+    """Turn ``value`` into JSON-safe data: containers walked (to ``MAX_DEPTH``), numpy scalars as numbers, tensors and
     arrays as lists, anything else as its text."""
     if depth > MAX_DEPTH:
         raise WireError(f"a value nested deeper than {MAX_DEPTH} levels cannot be sent")
@@ -80,14 +80,14 @@ def jsonable(value: Any, depth: int = 0) -> Any:
 
 
 def encode_png(image: Image.Image) -> dict:
-    """A PIL image as ``{"png": base64}`` (lossless, so the receiver sees the sender's pixels)."""
+    """Encode a PIL image as ``{"png": base64}`` (lossless, so the receiver sees the sender's pixels)."""
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", compress_level=1)
     return {"png": base64.b64encode(buffer.getvalue()).decode("ascii")}
 
 
 def encode_sample_image(image: Any) -> dict:
-    """A sample's image (a PIL image, a path or the bytes of an image file) as ``{"png"|"file": base64}``."""
+    """Encode a sample's image (a PIL image, a path or the bytes of an image file) as ``{"png"|"file": base64}``."""
     if isinstance(image, Image.Image):
         return encode_png(image)
     data = image if isinstance(image, (bytes, bytearray)) else Path(image).read_bytes()
@@ -95,7 +95,7 @@ def encode_sample_image(image: Any) -> dict:
 
 
 def decode_image(d: Any, bounds: MediaBounds, what: str) -> Image.Image:
-    """The image ``encode_png`` / ``encode_sample_image`` wrote, its format and size checked from its header
+    """Decode the image ``encode_png`` / ``encode_sample_image`` wrote, its format and size checked from its header
     before any pixel is decoded (``WireError`` otherwise)."""
     if not isinstance(d, dict) or len(d) != 1 or not set(d) <= {"png", "file"}:
         raise WireError(f'{what} must be {{"png": base64}} or {{"file": base64}}')
@@ -116,13 +116,13 @@ def decode_image(d: Any, bounds: MediaBounds, what: str) -> Image.Image:
 
 
 def encode_frames(frames: Any) -> dict:
-    """A video's frames ``[T, 3, H, W]`` (a tensor or an array) as raw bytes beside dtype and shape."""
+    """Encode a video's frames ``[T, 3, H, W]`` (a tensor or an array) as raw bytes beside dtype and shape."""
     array = frames.detach().cpu().numpy() if isinstance(frames, torch.Tensor) else np.asarray(frames)
     return encode_array(array)
 
 
 def decode_frames(d: Any, bounds: MediaBounds, what: str) -> torch.Tensor:
-    """A video's frames as a tensor ``[T, 3, H, W]``, its shape checked against ``bounds`` before decoding."""
+    """Decode a video's frames as a tensor ``[T, 3, H, W]``, its shape checked against ``bounds`` before decoding."""
     if not isinstance(d, dict):
         raise WireError(f"{what} must be an array object")
     shape = d.get("shape")
@@ -160,7 +160,7 @@ SAMPLE_KEYS = {"id", "messages", "answer", "images", "videos", "pages", "meta", 
 
 
 def encode_sample(sample: Sample) -> dict:
-    """``sample`` as JSON-safe data (the module doc says how each field travels)."""
+    """Encode ``sample`` as JSON-safe data (the module doc says how each field travels)."""
     return {
         "id": str(sample.id),
         "messages": jsonable(sample.messages),
@@ -174,7 +174,7 @@ def encode_sample(sample: Sample) -> dict:
 
 
 def decode_sample(d: Any, bounds: MediaBounds) -> Sample:
-    """The ``Sample`` ``encode_sample`` wrote; images arrive as PIL images, every field checked."""
+    """Decode the ``Sample`` ``encode_sample`` wrote; images arrive as PIL images, every field checked."""
     _keys(d, "sample", SAMPLE_KEYS, {"id", "messages"})
     sid = _text(d["id"], "sample.id", 1024)
     messages = _items(d["messages"], f"sample {sid!r}: messages", 4096)
@@ -215,7 +215,7 @@ OBSERVATION_KEYS = {"text", "images", "videos", "video_metadata", "info"}
 
 
 def encode_observation(obs: Observation) -> dict:
-    """An ``Observation`` as JSON-safe data: images as PNG, frames as raw arrays, ``info`` as JSON."""
+    """Encode an ``Observation`` as JSON-safe data: images as PNG, frames as raw arrays, ``info`` as JSON."""
     return {
         "text": str(obs.text),
         "images": [encode_png(im) for im in obs.images],
@@ -226,7 +226,7 @@ def encode_observation(obs: Observation) -> dict:
 
 
 def decode_observation(d: Any, done: Any, bounds: MediaBounds) -> Observation:
-    """The ``Observation`` ``encode_observation`` wrote (``done`` beside it, as OpenEnv's step answer has it),
+    """Decode the ``Observation`` ``encode_observation`` wrote (``done`` beside it, as OpenEnv's step answer has it),
     every field checked against ``bounds``."""
     _keys(d, "observation", OBSERVATION_KEYS, {"text"})
     if not isinstance(done, bool):

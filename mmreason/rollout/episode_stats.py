@@ -15,12 +15,12 @@ def _infos(t: Trajectory) -> list[dict]:
 
 
 def bad_calls(t: Trajectory) -> int:
-    """The episode's calls that did not run and got an error observation instead."""
+    """Return the episode's calls that did not run and got an error observation instead."""
     return sum(1 for i in _infos(t) if "error" in i)
 
 
 def tool_stats(trajectories: list[Trajectory]) -> dict[str, float]:
-    """Per step: ``env/tool_calls`` and ``env/tool_images`` (mean per episode), ``env/bad_tool_calls`` (total),
+    """Report per step: ``env/tool_calls`` and ``env/tool_images`` (mean per episode), ``env/bad_tool_calls`` (total),
     ``env/episodes_with_call`` (share of episodes where a call ran); empty without episodes."""
     episodes = [t for t in trajectories if "observations" in t.reward_info]
     if not episodes:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import torch
 
 from mmreason.models.loading import reset_position_state
-from mmreason.rollout.head import (  # noqa: F401 - the head's helpers, also read here by their old names
+from mmreason.rollout.head import (  # noqa: F401
+    # the head's helpers, also read here by their old names
     chunkable_head,
     head_logprobs,
     lm_head_rows,
@@ -41,9 +42,9 @@ class ModelBatch:
 
     @property
     def visual(self) -> dict[str, torch.Tensor]:
-        """The visual tensors of every row concatenated in batch order (on ``device``), built on first use:
-        a padded forward needs them, the shared-prefix update never does (it reads each group's tensors
-        once), and for a long document G copies of its pixels are the largest tensors of the update."""
+        """Return the visual tensors of every row concatenated in batch order (on ``device``), built on first use: a
+        padded forward needs them, the shared-prefix update never does (it reads each group's tensors once), and for a
+        long document G copies of its pixels are the largest tensors of the update."""
         if self._visual is None:
             chunks: dict[str, list[torch.Tensor]] = {}
             for visual in self.visual_parts:
@@ -67,9 +68,9 @@ class ModelBatch:
         )
 
     def with_stand_ins(self, rows: list[Trajectory], pad_token_id: int) -> ModelBatch:
-        """This batch with ``rows`` (``rollout.stand_ins``) appended for the forward only: log-probs, masks and
-        every caller still see this batch's rows; the stand-ins' one trained token each enters the log-probs
-        with weight 0 (``token_logprobs``), so their vision inputs run forward and backward and change nothing."""
+        """Return this batch with ``rows`` (``rollout.stand_ins``) appended for the forward only: log-probs, masks and
+        every caller still see this batch's rows; the stand-ins' one trained token each enters the log-probs with weight
+        0 (``token_logprobs``), so their vision inputs run forward and backward and change nothing."""
         if not rows:
             return self
         extra = collate(rows, pad_token_id)
@@ -109,7 +110,7 @@ class ModelBatch:
 
 
 def pad_stack(rows: list[torch.Tensor], value: float, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """[T_i] tensors -> [N, max T_i], right-padded with ``value``."""
+    """Stack [T_i] tensors into [N, max T_i], right-padded with ``value``."""
     length = max(int(r.numel()) for r in rows)
     out = torch.full((len(rows), length), value, dtype=dtype or rows[0].dtype)
     for i, r in enumerate(rows):
@@ -143,10 +144,10 @@ def token_logprobs(
     entropy_grad: bool = False,
     packed: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-token log-probs [N, T] aligned with ``batch.input_ids``, optional entropy; 0 wherever
-    ``action_mask`` is 0 (prompt, observations, padding). The LM head sees only the hidden states that
-    predict a trained token (``lm_head_rows``): no prompt logits, none for padding, so a long document
-    prompt never materialises its [P, V] logits.
+    """Compute per-token log-probs [N, T] aligned with ``batch.input_ids``, optional entropy; 0 wherever ``action_mask``
+    is 0 (prompt, observations, padding). The LM head sees only the hidden states that predict a trained token
+    (``lm_head_rows``): no prompt logits, none for padding, so a long document prompt never materialises its [P, V]
+    logits.
 
     ``temperature`` and ``suppressed`` must be the sampler's (``rollout.temperature``, the suppressed vision
     specials), so log-probs are those of the distribution the completions were drawn from (as TRL and verl
@@ -189,7 +190,7 @@ def token_logprobs(
 
 
 def _logprobs_in_sharded_head(model, batch: ModelBatch, rows, targets, *, keep: int, with_entropy: bool, **sampling):
-    """[M] log-probs (and entropies) of ``targets`` from one forward whose FSDP2-sharded LM head computes them
+    """Compute [M] log-probs (and entropies) of ``targets`` in one forward whose FSDP2-sharded LM head computes them
     chunk by chunk with its gathered weight (``rollout.sharded_head``): no [M, V] logits kept."""
     with logprobs_in_head(model, rows, targets, with_entropy=with_entropy, **sampling) as read:
         out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=keep)
@@ -199,9 +200,9 @@ def _logprobs_in_sharded_head(model, batch: ModelBatch, rows, targets, *, keep: 
 def _with_stand_ins(
     model, batch: ModelBatch, with_entropy: bool, **options
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``token_logprobs`` of ``batch``'s rows from a forward over ``batch.forward_batch`` (these rows, then the
-    vision stand-ins). The stand-ins' log-probs are added times 0 to every returned log-prob: the values are
-    unchanged, and the backward reaches their vision inputs on every process (a zero gradient)."""
+    """Compute ``token_logprobs`` of ``batch``'s rows from a forward over ``batch.forward_batch`` (these rows, then the
+    vision stand-ins). The stand-ins' log-probs are added times 0 to every returned log-prob: the values are unchanged,
+    and the backward reaches their vision inputs on every process (a zero gradient)."""
     assert batch.forward_batch is not None
     n, t = batch.input_ids.shape
     logprobs, entropy = token_logprobs(model, batch.forward_batch, with_entropy, **options)  # [N + S, T']
@@ -210,7 +211,7 @@ def _with_stand_ins(
 
 
 def first_action_position(action_mask: torch.Tensor) -> int:
-    """The earliest trained position of any row (>= 1: token 0 has no prediction); T - 1 when none is."""
+    """Return the earliest trained position of any row (>= 1: token 0 has no prediction); T - 1 when none is."""
     rows = action_mask.bool().any(dim=1)
     if not rows.any():
         return max(action_mask.shape[1] - 1, 1)

@@ -45,14 +45,14 @@ class GenerationSettings:
 
 
 def _known_ids(tokenizer, tokens) -> set[int]:
-    """Ids of those of ``tokens`` the tokenizer holds as single tokens (not unknown)."""
+    """Return the ids of those of ``tokens`` the tokenizer holds as single tokens (not unknown)."""
     ids = [tokenizer.convert_tokens_to_ids(t) for t in tokens]
     unk = tokenizer.unk_token_id
     return {i for i in ids if i is not None and i >= 0 and i != unk}
 
 
 def suppressed_token_ids(tokenizer) -> list[int]:
-    """The never-sampled special tokens of the tokenizer's family (each family's adapter lists its own)."""
+    """Return the never-sampled special tokens of the tokenizer's family (each family's adapter lists its own)."""
     return sorted(_known_ids(tokenizer, VISION_SPECIAL_TOKENS))
 
 
@@ -67,7 +67,7 @@ def group_seed(seed: int, step: int, sample_id: str, turn: int = 0) -> int:
 
 
 def collate_left(prompts: Sequence[PromptInputs], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """N prompts -> generate() kwargs: input_ids / attention_mask / mm_token_type_ids [N, P], left-padded;
+    """Collate N prompts into generate() kwargs: input_ids / attention_mask / mm_token_type_ids [N, P], left-padded;
     visual tensors concatenated in batch order (the order the model consumes them in).
 
     Left padding keeps every prompt's last token in the last column, so new tokens append on the right.
@@ -92,7 +92,7 @@ def collate_left(prompts: Sequence[PromptInputs], pad_token_id: int) -> dict[str
 def sample_rows(
     model, tokenizer, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, *, seeds: Sequence[int]
 ) -> torch.Tensor:
-    """As ``sample_rows_scored``, the token ids alone."""
+    """Sample as ``sample_rows_scored`` does; return the token ids alone."""
     return sample_rows_scored(model, tokenizer, prompts, n, settings, seeds=seeds)[0]
 
 
@@ -106,9 +106,9 @@ def sample_rows_scored(
     seeds: Sequence[int],
     with_logprobs: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """n continuations of each of N prompts in one ``generate`` call -> [N * n, L] new token ids (row
-    ``i * n + r`` is prompt i's r-th, right-padded with pad). ``seeds``: one per row (N * n), unused when
-    greedy (``settings.temperature == 0``).
+    """Sample n continuations of each of N prompts in one ``generate`` call -> [N * n, L] new token ids (row
+    ``i * n + r`` is prompt i's r-th, right-padded with pad). ``seeds``: one per row (N * n), unused when greedy
+    (``settings.temperature == 0``).
 
     For n > 1 each prompt is encoded once (vision tower and prompt prefill) and its KV cache expanded to
     its n rows, instead of n copies of the prompt: the same samples, fewer FLOPs (tests/rollout check it).
@@ -136,14 +136,16 @@ def sample_rows_scored(
         max_new_tokens=settings.max_new_tokens,
         do_sample=False,
         num_beams=1,
-        repetition_penalty=1.0,  # a checkpoint's generation_config may set one: the trainer's log-probs have none
+        # a checkpoint's generation_config may set one: the trainer's log-probs have none
+        repetition_penalty=1.0,
         logits_processor=processors,
         eos_token_id=eos,
         pad_token_id=tokenizer.pad_token_id,
     )
     if settings.stop_strings:
         gen_kwargs.update(stop_strings=list(settings.stop_strings), tokenizer=tokenizer)
-    reset_position_state(model)  # state left by an earlier forward; positions must be recomputed
+    # state left by an earlier forward; positions must be recomputed
+    reset_position_state(model)
     backbone = getattr(getattr(model, "get_base_model", lambda: model)(), "model", None)
     family = family_of_model(model)
     prefill = n > 1 and min(p.length for p in prompts) > 1 and family.shared_prefix in ("kv", "generation")
@@ -153,9 +155,11 @@ def sample_rows_scored(
             prompts if prefill else [p for p in prompts for _ in range(n)], tokenizer.pad_token_id
         ).items()
     }
-    if family.positions != "mrope":  # the token types drive M-RoPE positions only; other families take none
+    # the token types drive M-RoPE positions only; other families take none
+    if family.positions != "mrope":
         batch.pop("mm_token_type_ids")
-    with torch.no_grad():  # not inference_mode: the in-training hook generates with the trained model
+    # not inference_mode: the in-training hook generates with the trained model
+    with torch.no_grad():
         if prefill:
             cache = _prefill(model, backbone, batch, n, family.positions == "mrope")
             out = model.generate(
@@ -195,7 +199,8 @@ def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int, mrope: boo
             second_per_grid_ts=inputs.get("second_per_grid_ts"),
             attention_mask=mask,
         )
-    else:  # 1-D RoPE: a token's position counts the real tokens before it (left pads get none)
+    # 1-D RoPE: a token's position counts the real tokens before it (left pads get none)
+    else:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **inputs, use_cache=True, logits_to_keep=1)
     cache = output_cache(out)
@@ -206,9 +211,9 @@ def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int, mrope: boo
 
 
 def _repeat_rows(cache, n: int) -> None:
-    """Each row of the prefilled cache repeated n times in place: K/V, and a hybrid decoder's linear-attention
-    convolution windows and recurrent states (transformers' ``LinearAttentionLayer`` has no
-    ``batch_repeat_interleave`` of its own)."""
+    """Repeat each row of the prefilled cache n times in place: K/V, and a hybrid decoder's linear-attention convolution
+    windows and recurrent states (transformers' ``LinearAttentionLayer`` has no ``batch_repeat_interleave`` of its
+    own)."""
     for layer in cache.layers:
         if isinstance(layer, LinearAttentionLayer):
             for i in range(layer.number_of_states):
@@ -239,10 +244,10 @@ def generate_groups(
     seeds: Sequence[int],
     with_logprobs: bool = False,
 ) -> list[Trajectory]:
-    """N prompts -> N x G single-turn trajectories (group by group) in one ``generate`` call; group i's
-    rows sample with ``row_seeds(seeds[i], G)``, exactly as ``generate_group(prompts[i], seed=seeds[i])``.
-    ``with_logprobs``: each trajectory carries the sampler's log-probs as ``rollout_logprobs`` ([T], 0 on the
-    prompt), as the vLLM backend's do (``rollout.hf_sampler_logprobs``)."""
+    """Generate N x G single-turn trajectories from N prompts (group by group) in one ``generate`` call; group i's rows
+    sample with ``row_seeds(seeds[i], G)``, exactly as ``generate_group(prompts[i], seed=seeds[i])``. ``with_logprobs``:
+    each trajectory carries the sampler's log-probs as ``rollout_logprobs`` ([T], 0 on the prompt), as the vLLM
+    backend's do (``rollout.hf_sampler_logprobs``)."""
     if not prompts:
         return []
     tokenizer = processor.tokenizer
@@ -292,5 +297,5 @@ def generate_group(
     settings: GenerationSettings,
     seed: int,
 ) -> list[Trajectory]:
-    """One prompt -> G single-turn trajectories (completion tokens carry action_mask = 1)."""
+    """Generate G single-turn trajectories from one prompt (completion tokens carry action_mask = 1)."""
     return generate_groups(model, processor, [prompt], [group_id], num_generations, settings=settings, seeds=[seed])

@@ -16,8 +16,8 @@ from mmreason.rl.logits import entropy_from_logits, logprobs_from_logits
 
 
 def sampling_logits(logits: torch.Tensor, temperature: float = 1.0, suppressed: Sequence[int] = ()) -> torch.Tensor:
-    """The logits of the distribution rollouts are drawn from: suppressed tokens (vision specials, never
-    sampled) at -inf. Dividing by the temperature happens in the log-prob and entropy functions."""
+    """Return the logits of the distribution rollouts are drawn from: suppressed tokens (vision specials, never sampled)
+    at -inf. Dividing by the temperature happens in the log-prob and entropy functions."""
     if not suppressed:
         return logits
     index = torch.as_tensor(list(suppressed), device=logits.device)
@@ -35,12 +35,13 @@ def head_logprobs(
     zero_suppressed: bool = True,
     entropy_grad: bool = False,
 ):
-    """[M] fp32 log-probs (and entropies) of ``targets`` from what the narrowed LM head returned: its
-    hidden-state input ``[M, d]`` when ``head`` is given (chunked, ``rl.lm_head``), else its logits ``[M, V]``.
-    A trained token that is suppressed gets log-prob 0 (with ``zero_suppressed``). The entropies are
-    differentiable only with ``entropy_grad``: on the logits path their graph keeps [M, V] fp32 tensors
-    (the logits' copy, the probabilities) that no loss reads unless it differentiates the entropy."""
-    if head is not None:  # no [M, V] tensor outlives its chunk: a detached entropy saves only [M] floats
+    """Compute [M] fp32 log-probs (and entropies) of ``targets`` from what the narrowed LM head returned: its
+    hidden-state input ``[M, d]`` when ``head`` is given (chunked, ``rl.lm_head``), else its logits ``[M, V]``. A
+    trained token that is suppressed gets log-prob 0 (with ``zero_suppressed``). The entropies are differentiable only
+    with ``entropy_grad``: on the logits path their graph keeps [M, V] fp32 tensors (the logits' copy, the
+    probabilities) that no loss reads unless it differentiates the entropy."""
+    # no [M, V] tensor outlives its chunk: a detached entropy saves only [M] floats
+    if head is not None:
         lp, ent = logprobs_from_hidden(
             head_out,
             head.weight,
@@ -62,9 +63,9 @@ def head_logprobs(
 
 
 def chunkable_head(model) -> torch.nn.Linear | None:
-    """The model's LM head when log-probs can be taken from its input chunk by chunk after the forward: a plain
-    ``nn.Linear`` with local weights (not a LoRA-wrapped head); None otherwise (the logits path, or for an FSDP2
-    shard the head's own forward: ``rollout.sharded_head``)."""
+    """Return the model's LM head when log-probs can be taken from its input chunk by chunk after the forward: a plain
+    ``nn.Linear`` with local weights (not a LoRA-wrapped head); None otherwise (the logits path, or for an FSDP2 shard
+    the head's own forward: ``rollout.sharded_head``)."""
     inner = getattr(model, "module", model)
     head = inner.get_output_embeddings()
     if type(head) is not torch.nn.Linear or hasattr(head.weight, "to_local"):
@@ -74,12 +75,12 @@ def chunkable_head(model) -> torch.nn.Linear | None:
 
 @contextmanager
 def lm_head_rows(model, rows: torch.Tensor | None, *, hidden: bool = False):
-    """Inside the block the model's LM head gets only the hidden states where ``rows`` is true (all when
-    None) and returns their logits as ``[1, M, V]`` (M = ``rows.sum()``); with ``hidden`` it returns those
-    hidden states ``[1, M, d]`` themselves and computes nothing (``head_logprobs`` takes them chunk by chunk).
-    ``rows`` is ``[N, L]`` over the positions whose logits the forward keeps (``logits_to_keep = L``). The
-    forward still goes through the model's own ``__call__`` (DDP / FSDP hooks, LoRA layers); only the head's
-    input is narrowed, by a forward pre-hook."""
+    """Narrow the model's LM head inside the block: it gets only the hidden states where ``rows`` is true (all when
+    None) and returns their logits as ``[1, M, V]`` (M = ``rows.sum()``); with ``hidden`` it returns those hidden states
+    ``[1, M, d]`` themselves and computes nothing (``head_logprobs`` takes them chunk by chunk). ``rows`` is ``[N, L]``
+    over the positions whose logits the forward keeps (``logits_to_keep = L``). The forward still goes through the
+    model's own ``__call__`` (DDP / FSDP hooks, LoRA layers); only the head's input is narrowed, by a forward
+    pre-hook."""
     inner = getattr(model, "module", model)  # DDP / accelerate wrappers
     head = inner.get_output_embeddings()
     if head is None:
@@ -95,7 +96,8 @@ def lm_head_rows(model, rows: torch.Tensor | None, *, hidden: bool = False):
 
     handle = head.register_forward_pre_hook(keep)
     if hidden:
-        head.forward = _identity  # an instance attribute: the module's __call__ (and its hooks) stay
+        # an instance attribute: the module's __call__ (and its hooks) stay
+        head.forward = _identity
     try:
         yield
     finally:

@@ -53,12 +53,13 @@ ENVIRONMENT_ERROR: EndReason = "environment error"  # the environment raised or 
 
 
 def ended_by_fault(t: Trajectory) -> bool:
-    """The environment raised or ran past its time limit during this episode (a counted fault)."""
+    """Tell whether the environment raised or ran past its time limit during this episode (a counted fault)."""
     return t.end is not None and t.end.fault
 
 
 def ended_by_limit(t: Trajectory) -> bool:
-    """A limit (an observation over ``max_observation_tokens``, a full context, unseen media) cut this episode."""
+    """Tell whether a limit (an observation over ``max_observation_tokens``, a full context, unseen media) cut this
+    episode."""
     return t.end is not None and not t.end.fault
 
 
@@ -67,7 +68,7 @@ class EnvironmentStartError(ValueError):
 
 
 def observation_content(obs: Observation) -> list[dict]:
-    """An observation as chat-template content parts: its images, its videos, then its text."""
+    """Turn an observation into chat-template content parts: its images, its videos, then its text."""
     return (
         [{"type": "image"}] * len(obs.images)
         + [{"type": "video"}] * len(obs.videos)
@@ -76,7 +77,7 @@ def observation_content(obs: Observation) -> list[dict]:
 
 
 def observation_text(processor, obs: Observation, closed: bool) -> str:
-    """The tokens between two assistant turns, as the checkpoint's chat template renders them."""
+    """Render the tokens between two assistant turns, as the checkpoint's chat template renders them."""
     eos = processor.tokenizer.eos_token or ""
     return next_turn(processor, observation_content(obs), closed, eos)
 
@@ -85,7 +86,7 @@ ImageBudget = tuple[int | None, int | None]  # (min_pixels, max_pixels) of the r
 
 
 def fit_images(obs: Observation, budget: ImageBudget | None) -> Observation:
-    """``obs`` with each image over the run's ``max_pixels`` resized into the budget as a prompt's images are
+    """Return ``obs`` with each image over the run's ``max_pixels`` resized into the budget as a prompt's images are
     (``load_image``: aspect kept, sides multiples of 28); images within it are left as the environment made them."""
     high = budget[1] if budget else None
     if not high or not any(im.width * im.height > high for im in obs.images):
@@ -100,7 +101,7 @@ def fit_images(obs: Observation, budget: ImageBudget | None) -> Observation:
 def encode_observation(
     processor, obs: Observation, closed: bool, sample_id: str = ""
 ) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """An observation's tokens; raises ``UnseenMedia`` when its images / videos would not reach the model."""
+    """Encode an observation's tokens; raise ``UnseenMedia`` when its images / videos would not reach the model."""
     text = observation_text(processor, obs, closed)
     check_rendered(processor, text, len(obs.images), len(obs.videos), sample_id=sample_id)
     out = encode(processor, text, obs.images, obs.videos, obs.video_metadata)
@@ -124,7 +125,7 @@ class EpisodeStart:
     key: str | None = None
 
     def turn_seed(self, seed: int, step: int, turn: int) -> int:
-        """The sampling seed of this episode's row in turn ``turn``'s generate call."""
+        """Return the sampling seed of this episode's row in turn ``turn``'s generate call."""
         return row_seeds(group_seed(seed, step, f"{self.key or self.prompt.sample.id}#{self.index}", turn), 1)[0]
 
 
@@ -143,16 +144,19 @@ class _Episode:
     truncated: bool = False
     ended: EpisodeEnd | None = None
     finished: bool = False
-    unseen: dict | None = None  # an observation's media that would not have reached the model (visibility)
+    # an observation's media that would not have reached the model (visibility)
+    unseen: dict | None = None
     # the decoded media of the context in order (prompt, then observations), for an engine's own processor
     images: list = field(default_factory=list)
     videos: list = field(default_factory=list)
     video_metadata: list = field(default_factory=list)
-    logprobs: torch.Tensor | None = None  # [len(ids)] the engine's log-probs of sampled tokens (0 elsewhere)
-    versions: torch.Tensor | None = None  # [len(ids)] the policy version of each sampled token (-1 elsewhere)
+    # [len(ids)] the engine's log-probs of sampled tokens (0 elsewhere)
+    logprobs: torch.Tensor | None = None
+    # [len(ids)] the policy version of each sampled token (-1 elsewhere)
+    versions: torch.Tensor | None = None
 
     def shown_images(self) -> list:
-        """The observations' images the model was actually shown (the context's images past the prompt's)."""
+        """Return the observations' images the model was actually shown (the context's images past the prompt's)."""
         return self.images[len(self.start.prompt.images) :]
 
     def context(self) -> PromptInputs:
@@ -236,7 +240,8 @@ def run_episodes(
         started = time.perf_counter()
         try:
             call_with_deadline(s.env.reset, (s.prompt.sample,), step_timeout_s, what="reset")
-        except Exception as exc:  # the sample cannot be played: the caller counts it as a broken sample
+        # the sample cannot be played: the caller counts it as a broken sample
+        except Exception as exc:
             error = EnvironmentStartError(
                 f"sample {s.prompt.sample.id!r}: the environment cannot start: {type(exc).__name__}: {str(exc)[:500]}"
             )
@@ -294,7 +299,8 @@ def close_environment(env: Environment, timeout_s: float | None) -> None:
     if callable(close):
         try:
             call_with_deadline(close, (), timeout_s, what="close")
-        except Exception:  # noqa: BLE001 - the trajectory is complete; what the close frees is the env's business
+        # the trajectory is complete; what the close frees is the env's business
+        except Exception:  # noqa: BLE001
             pass
 
 
@@ -313,9 +319,9 @@ def _sample_turn(
     turn: int,
     with_logprobs: bool = False,
 ) -> list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]:
-    """Each live episode's next-turn tokens, from one batched generate call: (right-padded row, None, its
-    log-probs [L] with ``with_logprobs`` else None), or with an engine (its sampled ids, their log-probs, None),
-    the row ending at EOS, a stop string or the limit."""
+    """Sample each live episode's next-turn tokens, from one batched generate call: (right-padded row, None, its
+    log-probs [L] with ``with_logprobs`` else None), or with an engine (its sampled ids, their log-probs, None), the row
+    ending at EOS, a stop string or the limit."""
     by_prompt: dict[int, list[_Episode]] = {}
     for e in live:
         by_prompt.setdefault(id(e.start.prompt), []).append(e)
@@ -387,7 +393,8 @@ def _play_turn(
     try:
         # the environment decides what a finished, stopped or cut turn means
         obs = call_with_deadline(e.start.env.step, (text,), step_timeout_s)
-    except Exception as exc:  # an environment bug or a hostile action ends this episode, never the run
+    # an environment bug or a hostile action ends this episode, never the run
+    except Exception as exc:
         e.ended = EpisodeEnd(ENVIRONMENT_ERROR, f"{type(exc).__name__}: {str(exc)[:500]}")
         return
     finally:
@@ -397,12 +404,14 @@ def _play_turn(
         return
     try:
         obs = fit_images(obs, image_budget)
-    except Exception as exc:  # noqa: BLE001 - an image the environment made that cannot be fitted: its fault
+    # an image the environment made that cannot be fitted: its fault
+    except Exception as exc:  # noqa: BLE001
         e.ended = EpisodeEnd(ENVIRONMENT_ERROR, f"observation image: {type(exc).__name__}: {str(exc)[:500]}")
         return
     try:
         obs_ids, obs_types, obs_visual = encode_observation(processor, obs, ended_with_eos, e.start.prompt.sample.id)
-    except UnseenMedia as exc:  # the observation's media would not reach the model: the episode ends here
+    # the observation's media would not reach the model: the episode ends here
+    except UnseenMedia as exc:
         e.ended, e.unseen = EpisodeEnd(UNSEEN_MEDIA, str(exc)), exc.report
         return
     if max_observation_tokens is not None and obs_ids.numel() > max_observation_tokens:
@@ -450,8 +459,8 @@ def run_episode(
     max_observation_tokens: int | None = None,
     step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
 ) -> Trajectory:
-    """One trajectory of up to ``max_turns`` assistant turns against ``env`` (``run_episodes`` with one start);
-    raises ``EnvironmentStartError`` when the environment cannot start."""
+    """Run one trajectory of up to ``max_turns`` assistant turns against ``env`` (``run_episodes`` with one start);
+    raise ``EnvironmentStartError`` when the environment cannot start."""
     (result,) = run_episodes(
         model,
         processor,
@@ -478,6 +487,6 @@ def _merge_visual(chunks: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
 
 
 def episode_context(max_prompt_length: int, max_turns: int, max_new_tokens: int, max_observation_tokens: int) -> int:
-    """The longest context an episode can reach: the prompt, ``max_turns`` assistant turns and the observations
+    """Return the longest context an episode can reach: the prompt, ``max_turns`` assistant turns and the observations
     between them, each at most ``max_observation_tokens`` (a longer one ends the episode anyway)."""
     return max_prompt_length + max_turns * max_new_tokens + (max_turns - 1) * max_observation_tokens

@@ -31,7 +31,7 @@ _BASE = {"sdpa": sdpa_attention_forward, cpu_attention.NAME: cpu_attention.sdpa_
 
 def _segments(base):
     def attention(module, query, key, value, attention_mask, *args, position_ids=None, **kwargs):
-        """[1, H, L, D] packed queries, keys and values -> [1, L, H, D]: ``base`` per sequence, causal."""
+        """Attend over [1, H, L, D] packed queries, keys and values -> [1, L, H, D]: ``base`` per sequence, causal."""
         if position_ids is None or query.shape[0] != 1:
             raise ValueError("packed attention needs the packed row's text positions (position_ids [1, L])")
         starts = torch.nonzero(position_ids[0] == 0).flatten().tolist()
@@ -56,7 +56,7 @@ for _name, _segmented in SEGMENTED.items():
 
 @contextmanager
 def segment_attention(decoder_config, model):
-    """Inside the block the decoder (``decoder_config``: its text config) attends sequence by sequence, when its
+    """Make the decoder (``decoder_config``: its text config) attend, inside the block, sequence by sequence, when its
     attention is SDPA and no layer is gradient-checkpointed; otherwise nothing changes."""
     before = getattr(decoder_config, "_attn_implementation", None)
     checkpointed = any(getattr(m, "gradient_checkpointing", False) for m in model.modules())

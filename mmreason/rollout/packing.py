@@ -52,7 +52,7 @@ PACKED_ATTENTION = ("sdpa", "eager", "sdpa_fp32")
 
 
 def refusal(model) -> str | None:
-    """Why ``model`` cannot run packed exactly, or None when it can."""
+    """Say why ``model`` cannot run packed exactly, or None when it can."""
     inner = _inner(model)
     text = getattr(inner.config, "text_config", inner.config)
     if "linear_attention" in (getattr(text, "layer_types", None) or ()):
@@ -64,12 +64,12 @@ def refusal(model) -> str | None:
 
 
 def applies(model) -> bool:
-    """True when ``model``'s log-probs can be taken packed, exactly (``refusal`` is None)."""
+    """Tell whether ``model``'s log-probs can be taken packed, exactly (``refusal`` is None)."""
     return refusal(model) is None
 
 
 def uses(padding_free: bool, model) -> bool:
-    """Whether a log-prob pass of ``model`` runs packed: the run asks for it (``padding_free``) and it is exact."""
+    """Tell whether a log-prob pass of ``model`` runs packed: the run asks for it (``padding_free``) and it is exact."""
     return padding_free and applies(model)
 
 
@@ -83,9 +83,9 @@ def packed_logprobs(
     chunked: bool = True,
     entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``token_logprobs`` of ``batch`` from one forward over its sequences packed into a single row:
-    ``[N, T]`` log-probs (and entropies) laid out as the padded batch, 0 wherever ``action_mask`` is 0.
-    An FSDP2-sharded head computes them inside its forward (``rollout.sharded_head``), as unpacked."""
+    """Compute ``token_logprobs`` of ``batch`` from one forward over its sequences packed into a single row: ``[N, T]``
+    log-probs (and entropies) laid out as the padded batch, 0 wherever ``action_mask`` is 0. An FSDP2-sharded head
+    computes them inside its forward (``rollout.sharded_head``), as unpacked."""
     reset_position_state(model)
     n, t = batch.input_ids.shape
     keep = batch.attention_mask.bool()  # [N, T] the real tokens (right padding)
@@ -127,8 +127,8 @@ def packed_logprobs(
 
 
 def packed_positions(model, batch: ModelBatch, visual: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The packed row's positions: ``[4, 1, sum L_i]`` (text positions, then the three M-RoPE axes) for an
-    M-RoPE family, ``[1, sum L_i]`` sequence positions for a 1-D RoPE one."""
+    """Return the packed row's positions: ``[4, 1, sum L_i]`` (text positions, then the three M-RoPE axes) for an M-RoPE
+    family, ``[1, sum L_i]`` sequence positions for a 1-D RoPE one."""
     keep = batch.attention_mask.bool()
     text = (batch.attention_mask.long().cumsum(1) - 1)[keep][None]  # [1, sum L_i]: 0 .. L_i - 1 per sequence
     if family_of_model(model).positions != "mrope":
@@ -146,7 +146,7 @@ def packed_positions(model, batch: ModelBatch, visual: dict[str, torch.Tensor]) 
 
 
 def _inner(model):
-    """The model under DDP / accelerate and PEFT wrappers."""
+    """Return the model under DDP / accelerate and PEFT wrappers."""
     model = getattr(model, "module", model)
     return getattr(model, "get_base_model", lambda: model)()
 

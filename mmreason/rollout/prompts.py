@@ -83,11 +83,12 @@ class MediaTime:
     video_decode: float = 0.0
 
     def __getitem__(self, key: str) -> float:
-        """``MEDIA_SECONDS["video_decode"]``: the tally read by name."""
+        """Read a tally by name: ``MEDIA_SECONDS["video_decode"]``."""
         return float(getattr(self, key))
 
 
-MEDIA_SECONDS = MediaTime()  # the tally of prompts built without a ``clock`` (the eval, a script)
+# the tally of prompts built without a ``clock`` (the eval, a script)
+MEDIA_SECONDS = MediaTime()
 
 
 def plan_videos(
@@ -99,7 +100,7 @@ def plan_videos(
     *,
     clock: MediaTime | None = None,
 ) -> list[ClipPlan]:
-    """The sample's clips planned from their headers: frames, frame size and tokens, nothing decoded.
+    """Plan the sample's clips from their headers: frames, frame size and tokens, nothing decoded.
 
     Per-frame pixel limits: ``limits``' own, else the image limits ``min_pixels`` / ``max_pixels``, else
     ``fallback`` (the video processor's, which then resizes the frames). Header reads add to ``clock`` (default
@@ -145,7 +146,7 @@ def load_sample_media(
     plans: list[ClipPlan] | None = None,
     clock: MediaTime | None = None,
 ) -> tuple[list, list, list]:
-    """Images (incl. document pages) and videos of a sample, resized to their budgets.
+    """Load the images (incl. document pages) and videos of a sample, resized to their budgets.
 
     ``video`` (default: ``video_fps`` / ``video_max_frames`` and the image pixel limits) sets the clips'
     limits; ``plans`` (from ``plan_videos``) skips planning them again. Each clip is decoded at its plan's
@@ -174,7 +175,8 @@ def load_sample_media(
             )
         finally:
             (clock or MEDIA_SECONDS).video_decode += time.perf_counter() - t
-        frames = clip.frames  # [T, 3, H, W], shared with the cache: never changed in place
+        # [T, 3, H, W], shared with the cache: never changed in place
+        frames = clip.frames
         if ref.noise_std > 0:
             frames = add_frame_noise(frames, ref.noise_std, ref.noise_seed)
         videos.append(frames)
@@ -183,7 +185,7 @@ def load_sample_media(
 
 
 def load_page(page: PageRef, min_pixels: int | None, max_pixels: int | None):
-    """A document page at its own budget (resolution allocation), never above the global one (which
+    """Load a document page at its own budget (resolution allocation), never above the global one (which
     ``prompt_overflow: downscale`` lowers): a PDF page rendered through the on-disk cache, or an image."""
     budgets = [b for b in (page.max_pixels, max_pixels) if b]
     budget = min(budgets) if budgets else None
@@ -196,14 +198,15 @@ def load_page(page: PageRef, min_pixels: int | None, max_pixels: int | None):
 
 
 def frame_times(metadata: list[dict]) -> list[list[float]]:
-    """Per video, the time in seconds of each frame the model is shown (from ``video_metadata``)."""
+    """Return, per video, the time in seconds of each frame the model is shown (from ``video_metadata``)."""
     return [[round(i / m["fps"], 3) for i in m["frames_indices"]] for m in metadata]
 
 
 def render_chat(
     processor, messages: list[dict[str, Any]], system_prompt: str | None = None, tools: list[dict] | None = None
 ) -> str:
-    """The prompt text by the checkpoint's chat template; ``tools``: their schemas shown too (``tool_prompt``)."""
+    """Render the prompt text with the checkpoint's chat template; ``tools``: their schemas shown too
+    (``tool_prompt``)."""
     if system_prompt and (not messages or messages[0].get("role") != "system"):
         messages = [{"role": "system", "content": system_prompt}, *messages]
     if tools:
@@ -223,7 +226,7 @@ def encode(processor, text: str, images: list, videos: list, metadata: list) -> 
 
 
 def processor_video_limits(processor) -> tuple[int, int]:
-    """The video processor's own per-frame ``(min_pixels, max_pixels)`` (the transformers defaults if unset)."""
+    """Return the video processor's own per-frame ``(min_pixels, max_pixels)`` (the transformers defaults if unset)."""
     size = getattr(getattr(processor, "video_processor", None), "size", None) or {}
     try:
         return int(size["shortest_edge"]), int(size["longest_edge"])
@@ -232,7 +235,7 @@ def processor_video_limits(processor) -> tuple[int, int]:
 
 
 def text_tokens(processor, text: str) -> int:
-    """Tokens of the rendered chat before the processor expands each visual placeholder (one token each)."""
+    """Count the tokens of the rendered chat before the processor expands each visual placeholder (one token each)."""
     return len(processor.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
@@ -268,7 +271,8 @@ def build_prompt(
     # tiles: a smaller pixel budget gives the same tokens, so an over-long prompt is skipped
     downscale = overflow == "downscale" and family.budget == "pixels"
     n_text = text_tokens(processor, text) if sample.videos or sample.images or sample.pages else 0
-    if n_text > max_prompt_length:  # no budget makes the text shorter: filtered before any medium is read
+    # no budget makes the text shorter: filtered before any medium is read
+    if n_text > max_prompt_length:
         raise PromptTooLong(
             f"sample {sample.id!r}: its text alone has {n_text} tokens (nothing decoded) > max_prompt_length "
             f"{max_prompt_length}"
@@ -320,7 +324,7 @@ def check_media_count(sample: Sample, max_images: int | None, max_videos: int | 
 def _smaller(
     processor, budget: int | None, limits: VideoLimits, plans: list[ClipPlan], pixels_per_token: int = 28 * 28
 ) -> tuple[int, VideoLimits]:
-    """Half the image budget and half of each video frame's (and the clips' total), not below 4 tokens' worth
+    """Halve the image budget and each video frame's (and the clips' total), not below 4 tokens' worth
     (``pixels_per_token``: the family's, 28 x 28 for Qwen2/2.5-VL, 32 x 32 for Qwen3-VL)."""
     floor = 4 * pixels_per_token
     current = budget or processor.image_processor.size["longest_edge"]

@@ -21,7 +21,7 @@ from mmreason.types import Trajectory, Turn
 
 
 def split_turns(text: str, stop_strings: tuple[str, ...]) -> list[str]:
-    """``text`` cut after every stop string (the last piece keeps whatever follows the last one)."""
+    """Cut ``text`` after every stop string (the last piece keeps whatever follows the last one)."""
     turns, cursor = [], 0
     while True:
         ends = [(i + len(s)) for s in stop_strings if (i := text.find(s, cursor)) >= 0]
@@ -45,9 +45,9 @@ def replay_episode(
     index: int = 0,
     image_budget: ImageBudget | None = None,
 ) -> Trajectory:
-    """Prompt + the target's turns with the environment's observations between them (module doc); observation
-    images over ``image_budget`` are fitted into it, as in a rollout. The environment's optional ``close()`` is
-    called after (a served environment ends its session)."""
+    """Build prompt + the target's turns with the environment's observations between them (module doc); observation
+    images over ``image_budget`` are fitted into it, as in a rollout. The environment's optional ``close()`` is called
+    after (a served environment ends its session)."""
     try:
         return _replay(processor, prompt, env, target, turn_end, index=index, image_budget=image_budget)
     finally:

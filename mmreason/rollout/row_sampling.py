@@ -23,7 +23,7 @@ import torch
 
 
 def row_seeds(seed: int, n: int) -> list[int]:
-    """The seeds of the ``n`` rows sampled from one seed (a group's G rollouts)."""
+    """Return the seeds of the ``n`` rows sampled from one seed (a group's G rollouts)."""
     return [
         int.from_bytes(hashlib.sha256(f"{seed}/row/{r}".encode()).digest()[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
         for r in range(n)
@@ -33,7 +33,7 @@ def row_seeds(seed: int, n: int) -> list[int]:
 def sampling_logits(
     scores: torch.Tensor, temperature: float, top_k: int | None = None, top_p: float = 1.0
 ) -> torch.Tensor:
-    """scores [N, V] -> [N, V] float32 logits after temperature, top-k and top-p (cut tokens at -inf)."""
+    """Turn scores [N, V] into [N, V] float32 logits after temperature, top-k and top-p (cut tokens at -inf)."""
     logits = scores.float() / temperature  # [N, V]
     if top_k:
         kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # [N, 1]
@@ -50,18 +50,18 @@ def sampling_logits(
 def sampling_probabilities(
     scores: torch.Tensor, temperature: float, top_k: int | None = None, top_p: float = 1.0
 ) -> torch.Tensor:
-    """scores [N, V] -> [N, V] float32 probabilities after temperature, top-k and top-p."""
+    """Turn scores [N, V] into [N, V] float32 probabilities after temperature, top-k and top-p."""
     return sampling_logits(scores, temperature, top_k, top_p).softmax(-1)
 
 
 def picked_logprobs(logits: torch.Tensor, picks: torch.Tensor) -> torch.Tensor:
-    """logits [N, V] (fp32, -inf where cut), picks [N] -> [N] float32 log p of each row's pick under
+    """Return, from logits [N, V] (fp32, -inf where cut) and picks [N], the [N] float32 log p of each row's pick under
     softmax(logits): what vLLM reports with ``logprobs_mode="processed_logprobs"``."""
     return logits.gather(1, picks[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
 
 
 def inverse_cdf_draw(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """probs [N, V], uniforms [N] in [0, 1) -> [N] token ids: row i's first token whose cumulative mass
+    """Draw [N] token ids from probs [N, V] and uniforms [N] in [0, 1): row i's first token whose cumulative mass
     exceeds u_i x its total mass (float64; a token of probability 0 is never drawn)."""
     cdf = probs.double().cumsum(-1)  # [N, V]
     total = cdf[:, -1:]  # [N, 1]
@@ -95,7 +95,8 @@ class RowSeededSampling:
     drawn from (after temperature, top-k, top-p) are appended to ``logprobs`` (``stacked_logprobs``).
     """
 
-    block = 64  # decoding steps whose uniform numbers are drawn (and moved to the device) at once
+    # decoding steps whose uniform numbers are drawn (and moved to the device) at once
+    block = 64
 
     def __init__(self, seeds: Sequence[int], settings, record_logprobs: bool = False):
         self.settings = settings  # GenerationSettings: temperature, top_k, top_p
@@ -106,7 +107,7 @@ class RowSeededSampling:
         self._position = 0
 
     def uniforms(self) -> torch.Tensor:
-        """[N] float64: the next number of each row's stream (one per row and decoding step)."""
+        """Return [N] float64: the next number of each row's stream (one per row and decoding step)."""
         if self._next == self._drawn.shape[1]:
             self._drawn = torch.stack(
                 [torch.rand(self.block, generator=g, dtype=torch.float64) for g in self.generators]
@@ -145,7 +146,7 @@ class GreedyLogprobs:
 
 
 def stacked_logprobs(steps: list[torch.Tensor], n: int) -> torch.Tensor:
-    """A recorder's per-step [N] log-probs -> [N, L] (L = decoding steps; [N, 0] when none)."""
+    """Stack a recorder's per-step [N] log-probs into [N, L] (L = decoding steps; [N, 0] when none)."""
     return torch.stack(steps, dim=1).cpu() if steps else torch.zeros(n, 0)
 
 

@@ -27,8 +27,8 @@ from mmreason.rollout.head import lm_head_rows
 
 
 def sharded_head(model) -> torch.nn.Linear | None:
-    """The model's LM head when it is a plain ``nn.Linear`` whose weight is an FSDP2 shard (the chunked head
-    then runs inside its forward, ``logprobs_in_head``); None otherwise."""
+    """Return the model's LM head when it is a plain ``nn.Linear`` whose weight is an FSDP2 shard (the chunked head then
+    runs inside its forward, ``logprobs_in_head``); None otherwise."""
     inner = getattr(model, "module", model)
     head = inner.get_output_embeddings()
     if type(head) is not torch.nn.Linear or not hasattr(head.weight, "to_local"):
@@ -45,8 +45,8 @@ class HeadLogprobs:
     with_entropy: bool
 
     def split(self, head_out: torch.Tensor, *, zero_suppressed: bool = True):
-        """([M] fp32 log-probs, [M] entropies or None) from the head's ``[1, M, 1 or 2]`` output; a trained
-        token that is suppressed gets log-prob 0 (with ``zero_suppressed``), as ``forward.head_logprobs``."""
+        """Split ([M] fp32 log-probs, [M] entropies or None) from the head's ``[1, M, 1 or 2]`` output; a trained token
+        that is suppressed gets log-prob 0 (with ``zero_suppressed``), as ``forward.head_logprobs``."""
         lp = head_out[0, :, 0]
         ent = head_out[0, :, 1] if self.with_entropy else None
         if self.suppressed and zero_suppressed:
@@ -65,9 +65,9 @@ def logprobs_in_head(
     temperature: float,
     suppressed: Sequence[int],
 ):
-    """Inside the block the model's LM head (``sharded_head``) takes the hidden states where ``rows`` is true
-    (``lm_head_rows``) and returns their log-probs of ``targets`` ``[M]`` (and entropies), computed chunk by
-    chunk with its gathered weight. Yields the ``HeadLogprobs`` that reads the output."""
+    """Make the model's LM head (``sharded_head``), inside the block, take the hidden states where ``rows`` is true
+    (``lm_head_rows``) and return their log-probs of ``targets`` ``[M]`` (and entropies), computed chunk by chunk with
+    its gathered weight. Yields the ``HeadLogprobs`` that reads the output."""
     head = sharded_head(model)
     if head is None:
         raise ValueError("logprobs_in_head needs an FSDP2-sharded nn.Linear LM head")
@@ -75,7 +75,8 @@ def logprobs_in_head(
     def forward(states: torch.Tensor) -> torch.Tensor:  # [1, M, d] -> [1, M, 1 or 2]
         lp, ent = logprobs_from_hidden(
             states[0],
-            head.weight,  # inside the owning unit's forward: the whole, gathered weight
+            # inside the owning unit's forward: the whole, gathered weight
+            head.weight,
             targets.to(states.device),
             bias=head.bias,
             temperature=temperature,
@@ -86,7 +87,8 @@ def logprobs_in_head(
         return torch.stack([lp[None]] if ent is None else [lp[None], ent[None]], dim=-1)
 
     with lm_head_rows(model, rows):
-        head.forward = forward  # an instance attribute: the module's __call__ (and its hooks) stay
+        # an instance attribute: the module's __call__ (and its hooks) stay
+        head.forward = forward
         try:
             yield HeadLogprobs(targets, suppressed, with_entropy)
         finally:

@@ -38,7 +38,7 @@ from mmreason.types import Trajectory
 
 
 def applies(model, trajectories: list[Trajectory]) -> bool:
-    """True when the model can continue a cached prompt exactly (single- or multi-turn trajectories)."""
+    """Tell whether the model can continue a cached prompt exactly (single- or multi-turn trajectories)."""
     return family_of_model(model).shared_prefix == "kv"
 
 
@@ -48,7 +48,7 @@ def _prompt_has_visual(t: Trajectory) -> bool:
 
 
 def observation_visuals(t: Trajectory) -> list[dict[str, torch.Tensor]]:
-    """The visual tensors that come after the prompt (observations' images and videos), in token order."""
+    """Return the visual tensors that come after the prompt (observations' images and videos), in token order."""
     return t.visual[1:] if _prompt_has_visual(t) else list(t.visual)
 
 
@@ -65,9 +65,9 @@ def shared_prefix_logprobs(
     entropy_grad: bool = False,
     _position_offset: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``[N, length]`` log-probs (and entropies) laid out as ``collate`` lays out the batch: row ``i`` holds
-    trajectory ``i``'s completion tokens at their sequence positions, 0 elsewhere. The entropies carry an
-    autograd graph only with ``entropy_grad`` (``forward.head_logprobs``)."""
+    """Compute ``[N, length]`` log-probs (and entropies) laid out as ``collate`` lays out the batch: row ``i`` holds
+    trajectory ``i``'s completion tokens at their sequence positions, 0 elsewhere. The entropies carry an autograd graph
+    only with ``entropy_grad`` (``forward.head_logprobs``)."""
     device = next(model.parameters()).device
     groups: dict[int, list[int]] = {}
     for i, t in enumerate(trajectories):
@@ -88,7 +88,8 @@ def shared_prefix_logprobs(
             entropy_grad=entropy_grad,
         )
         p = trajectories[members[0]].prompt_length
-        pad = (p, length - p - lp.shape[1])  # zeros before the completion and after the group's longest one
+        # zeros before the completion and after the group's longest one
+        pad = (p, length - p - lp.shape[1])
         for j, i in enumerate(members):
             rows[i] = torch.nn.functional.pad(lp[j], pad)
             if ent is not None:
@@ -109,7 +110,7 @@ def _group(
     chunked: bool = True,
     entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One group: [g, L] completion log-probs (and entropies), L = its longest completion."""
+    """Compute one group's [g, L] completion log-probs (and entropies), L = its longest completion."""
     first = group[0]
     p = first.prompt_length
     prompt = first.token_ids[:p]
@@ -156,7 +157,8 @@ def _group(
         trained[i, :n] = t.action_mask[p:].bool()
         if t.mm_token_type_ids is not None:
             suffix_types[i, :n] = t.mm_token_type_ids[p:]
-        if extra[i] and mrope:  # observation images / video: the row's own M-RoPE positions, from the model
+        # observation images / video: the row's own M-RoPE positions, from the model
+        if extra[i] and mrope:
             positions[:, i, :n] = _row_positions(backbone, t, device, offset)[:, p:]
     suffix, mask, trained = suffix.to(device), mask.to(device), trained.to(device)
     cache = _prefix_cache(prompt_cache, g)
@@ -221,7 +223,8 @@ class _PromptLinearLayer(LinearAttentionLayer):
 
     def update_conv_state(self, conv_states, state_idx: int = 0, conv_kernel_size: int | None = None, **kwargs):
         k = conv_kernel_size or conv_states.shape[-1]
-        if conv_states.shape[-1] < k:  # a prompt shorter than the kernel: zeros before it, as a prefill pads
+        # a prompt shorter than the kernel: zeros before it, as a prefill pads
+        if conv_states.shape[-1] < k:
             conv_states = torch.nn.functional.pad(conv_states, (k - conv_states.shape[-1], 0))
         if not self.is_conv_states_initialized[state_idx]:
             self.conv_kernel_size[state_idx] = k
@@ -258,7 +261,7 @@ class _PrefixLinearLayer(LinearAttentionLayer):
 
 
 def _prompt_cache(inner) -> DynamicCache:
-    """An empty prompt cache: ``_PromptLayer`` per attention layer, ``_PromptLinearLayer`` per linear-attention
+    """Build an empty prompt cache: ``_PromptLayer`` per attention layer, ``_PromptLinearLayer`` per linear-attention
     layer of a hybrid decoder (Qwen3.5: ``text_config.layer_types``)."""
     cache = DynamicCache()
     text = getattr(inner.config, "text_config", inner.config)
@@ -276,8 +279,7 @@ def _has_linear_layers(cache: DynamicCache) -> bool:
 
 
 def _prefix_cache(prompt_cache: DynamicCache, g: int) -> DynamicCache:
-    """The prompt's K/V (and a hybrid decoder's linear-attention states) repeated to the group's ``g`` rows,
-    read only."""
+    """Repeat the prompt's K/V (and a hybrid decoder's linear-attention states) to the group's ``g`` rows, read only."""
     cache = DynamicCache()
     cache.layer_class_to_replicate = None
     for recorded in prompt_cache.layers:
@@ -310,9 +312,9 @@ def _cache_through_checkpoints(backbone):
 
 
 def _suffix_positions(backbone, start: int, width: int, g: int, mrope: bool, *, device) -> torch.Tensor:
-    """Positions of the suffix tokens ``start .. start + width - 1``: ``[3, g, width]`` M-RoPE positions
-    ``start + j + delta`` (``delta``: the prompt pass's ``rope_deltas``), or ``[g, width]`` 1-D positions
-    ``start + j`` (a 1-D RoPE decoder: sequence position is position, observation images included)."""
+    """Return the positions of the suffix tokens ``start .. start + width - 1``: ``[3, g, width]`` M-RoPE positions
+    ``start + j + delta`` (``delta``: the prompt pass's ``rope_deltas``), or ``[g, width]`` 1-D positions ``start + j``
+    (a 1-D RoPE decoder: sequence position is position, observation images included)."""
     steps = torch.arange(start, start + width, device=device)
     if not mrope:
         return steps[None].expand(g, width).clone()
@@ -321,7 +323,7 @@ def _suffix_positions(backbone, start: int, width: int, g: int, mrope: bool, *, 
 
 
 def _row_positions(backbone, t: Trajectory, device, offset: int = 0) -> torch.Tensor:
-    """[3, T] M-RoPE positions of a whole trajectory (prompt, turns, observation images and video)."""
+    """Return the [3, T] M-RoPE positions of a whole trajectory (prompt, turns, observation images and video)."""
     grids = _concat(t.visual, device)
     types = t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
     positions, _ = backbone.get_rope_index(
@@ -336,12 +338,12 @@ def _row_positions(backbone, t: Trajectory, device, offset: int = 0) -> torch.Te
 
 
 def _concat(chunks: list[dict[str, torch.Tensor]], device) -> dict[str, torch.Tensor]:
-    """Visual tensors of several images / videos, concatenated key by key in token order."""
+    """Concatenate the visual tensors of several images / videos key by key in token order."""
     keys = dict.fromkeys(k for c in chunks for k in c)
     return {k: torch.cat([c[k] for c in chunks if k in c]).to(device) for k in keys}
 
 
 def _place(values: torch.Tensor, g: int, firsts: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
-    """[g + R] per-row values (g first tokens, then R later tokens row by row) -> [g, width], 0 elsewhere."""
+    """Place [g + R] per-row values (g first tokens, then R later tokens row by row) into [g, width], 0 elsewhere."""
     zeros = values.new_zeros(firsts.shape)
     return zeros.masked_scatter(firsts, values[:g][firsts[:, 0]]) + zeros.masked_scatter(rest, values[g:])

@@ -21,19 +21,20 @@ from mmreason.types import Trajectory
 # calls in the Qwen families; InternVL feeds video frames as images, so its video rows add no call).
 CALL_OF_KEY = {"pixel_values": "image", "pixel_values_videos": "video"}
 CALLS = ("image", "video")
-SIDE = 56  # pixels: the smallest input every family's processor accepts (4 visual tokens for Qwen2.5-VL)
+# pixels: the smallest input every family's processor accepts (4 visual tokens for Qwen2.5-VL)
+SIDE = 56
 
 _CACHE: dict[tuple[int, str], Trajectory] = {}
 
 
 def calls(trajectories: list[Trajectory]) -> set[str]:
-    """The vision calls (``"image"``, ``"video"``) a forward over ``trajectories`` makes."""
+    """Return the vision calls (``"image"``, ``"video"``) a forward over ``trajectories`` makes."""
     return {CALL_OF_KEY[k] for t in trajectories for v in t.visual for k in v if k in CALL_OF_KEY}
 
 
 def stand_in(processor, call: str) -> Trajectory:
-    """A tiny row that makes the ``call`` vision call (cached per processor): a user turn with one black
-    image or 2-frame video and the word "ok", its last token marked trained (the loss weighs it by 0)."""
+    """Build a tiny row that makes the ``call`` vision call (cached per processor): a user turn with one black image or
+    2-frame video and the word "ok", its last token marked trained (the loss weighs it by 0)."""
     key = (id(processor), call)
     if key not in _CACHE:
         _CACHE[key] = _build(processor, call)

@@ -72,8 +72,8 @@ def _strict_json(text: str) -> Any:
 
 
 def parse_calls(text: str, fmt: CallFormat = HERMES, limits: CallLimits = CallLimits()) -> list[ToolCall]:
-    """The calls written in ``text`` (empty: the turn calls nothing); ``CallFormatError`` naming the first
-    problem when a call is malformed, unbalanced, too big or too many (module doc)."""
+    """Parse the calls written in ``text`` (empty: the turn calls nothing); ``CallFormatError`` naming the first problem
+    when a call is malformed, unbalanced, too big or too many (module doc)."""
     if len(text) > limits.max_turn_chars:
         raise CallFormatError(f"a turn of {len(text)} characters is over the limit of {limits.max_turn_chars}")
     bodies, open_at = [], None

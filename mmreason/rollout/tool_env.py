@@ -35,15 +35,17 @@ class ToolEnvironment:
     """An environment whose actions are tool calls (module doc). Class attributes are its limits."""
 
     stop_strings: tuple[str, ...] = ("</tool_call>",)  # a turn that calls a tool stops there for the answer
-    max_tool_calls: int = 4  # calls that run per episode; past it a call is a bad call ("answer now")
+    # calls that run per episode; past it a call is a bad call ("answer now")
+    max_tool_calls: int = 4
     max_errors: int = 3  # bad calls before the episode ends
     max_images: int = 4  # images one call may return
     max_text_chars: int = 2_000  # a tool's text is cut to this
     call_limits: CallLimits = CallLimits()
-    call_format: CallFormat = HERMES  # the engine sets the model family's (ModelFamily.tool_calls)
+    # the engine sets the model family's (ModelFamily.tool_calls)
+    call_format: CallFormat = HERMES
 
     def tools(self) -> list[Tool]:
-        """The tools declared on the class (``@tool`` methods), bound to this instance, in declaration order."""
+        """Return the tools declared on the class (``@tool`` methods), bound to this instance, in declaration order."""
         seen: dict[str, Tool] = {}
         for cls in reversed(type(self).__mro__):
             for key, value in vars(cls).items():
@@ -52,12 +54,12 @@ class ToolEnvironment:
         return list(seen.values())
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """The tools as the chat template takes them (``tools=``)."""
+        """Return the tools as the chat template takes them (``tools=``)."""
         return [t.schema() for t in self.tools()]
 
     @property
     def max_turns(self) -> int:
-        """The assistant turns an episode needs at most: every call, then the answer."""
+        """Count the assistant turns an episode needs at most: every call, then the answer."""
         return self.max_tool_calls + 1
 
     # ---- the protocol ------------------------------------------------------------------------------
@@ -99,7 +101,7 @@ class ToolEnvironment:
         return Observation(text=text, images=images, done=done, info=info)
 
     def bad_call(self, message: str, name: str | None = None) -> Observation:
-        """The observation of a call that did not run: what was wrong, and how to call (a counted bad call)."""
+        """Build the observation of a call that did not run: what was wrong, and how to call (a counted bad call)."""
         self.errors += 1
         info = {"error": message[:300], **({"tool": name[:64]} if name else {})}
         hint = f'Call a tool as {self.call_format.open_tag}{{"name": ..., "arguments": {{...}}}}'
@@ -117,8 +119,8 @@ class ToolEnvironment:
 
 
 def as_output(value: Any, name: str, max_images: int) -> ToolOutput:
-    """What a tool returned, as a ``ToolOutput``; a value of another kind is the tool's bug (``TypeError``,
-    a counted environment fault)."""
+    """Return what a tool returned as a ``ToolOutput``; a value of another kind is the tool's bug (``TypeError``, a
+    counted environment fault)."""
     from PIL import Image
 
     if isinstance(value, ToolOutput):

@@ -19,7 +19,7 @@ _WARNED: set[str] = set()
 
 
 def hermes_block(tools: list[dict[str, Any]]) -> str:
-    """The Hermes tool block Qwen's chat templates write into the system turn."""
+    """Write the Hermes tool block Qwen's chat templates write into the system turn."""
     lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
     return (
         "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -31,12 +31,13 @@ def hermes_block(tools: list[dict[str, Any]]) -> str:
 
 
 def render_with_tools(processor, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-    """The prompt with ``tools`` shown: by the template when it renders them, else as the Hermes block in the
+    """Render the prompt with ``tools`` shown: by the template when it renders them, else as the Hermes block in the
     system turn (module doc)."""
     plain = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     try:
         text = processor.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
-    except Exception:  # noqa: BLE001 - a template that refuses the argument renders no tools either
+    # a template that refuses the argument renders no tools either
+    except Exception:  # noqa: BLE001
         text = plain
     if text != plain:
         return text
@@ -50,7 +51,7 @@ def render_with_tools(processor, messages: list[dict[str, Any]], tools: list[dic
 
 
 def with_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
-    """``messages`` with ``text`` after the system turn's own (a system turn of ``text`` when there is none)."""
+    """Return ``messages`` with ``text`` after the system turn's own (a system turn of ``text`` when there is none)."""
     if messages and messages[0].get("role") == "system":
         first = dict(messages[0])
         content = first.get("content")

@@ -62,13 +62,13 @@ class Tool:
             raise ValueError(f"tool {self.name!r}: parameters must be a JSON schema of type 'object'")
 
     def __get__(self, obj: Any, owner: type | None = None) -> Tool:
-        """On an instance, the tool with its function bound to it (so a method tool reads ``self``)."""
+        """Return, on an instance, the tool with its function bound to it (so a method tool reads ``self``)."""
         if obj is None:
             return self
         return replace(self, function=functools.partial(self.function, obj))
 
     def schema(self) -> dict[str, Any]:
-        """The function record chat templates render (``{"type": "function", "function": {...}}``)."""
+        """Return the function record chat templates render (``{"type": "function", "function": {...}}``)."""
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
@@ -101,7 +101,7 @@ def tool(
 
 
 def check_arguments(arguments: Any, schema: dict[str, Any]) -> str | None:
-    """Why ``arguments`` do not fit ``schema`` (one line), or None when they do."""
+    """Say why ``arguments`` do not fit ``schema`` (one line), or None when they do."""
     problem = _check(arguments, schema, "arguments")
     if problem is not None:
         return problem
@@ -128,7 +128,7 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 
 
 def _check(value: Any, schema: dict[str, Any], where: str) -> str | None:
-    """The first problem of ``value`` against ``schema`` at ``where`` (the keywords of the module doc)."""
+    """Find the first problem of ``value`` against ``schema`` at ``where`` (the keywords of the module doc)."""
     if isinstance(value, float) and not math.isfinite(value):
         return f"{where}: {value} is not a finite number"
     types = schema.get("type")

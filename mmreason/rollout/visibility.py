@@ -33,7 +33,7 @@ class UnseenMedia(ValueError):
 
 
 def named_media(messages: list[dict[str, Any]]) -> tuple[int, int]:
-    """(image items, video items) in a chat's content lists."""
+    """Collect (image items, video items) in a chat's content lists."""
     images = videos = 0
     for message in messages:
         content = message.get("content")
@@ -57,8 +57,8 @@ def check_rendered(
     sample_id: str = "",
     paths: list[str] | None = None,
 ) -> None:
-    """Before encoding: the rendered ``text`` holds one placeholder per image / video fed, and the chat
-    names as many as are fed (``named``). Raises ``UnseenMedia``."""
+    """Check before encoding that the rendered ``text`` holds one placeholder per image / video fed, and the chat names
+    as many as are fed (``named``). Raises ``UnseenMedia``."""
     image_token, video_token = _tokens(processor)
     problems = []
     if named is not None and named != (n_images, n_videos):
@@ -94,7 +94,7 @@ def check_encoded(
     sample_id: str = "",
     paths: list[str] | None = None,
 ) -> None:
-    """After encoding: grid rows equal the media fed and placeholder tokens equal the features' merged
+    """Check after encoding that grid rows equal the media fed and placeholder tokens equal the features' merged
     patches. ``input_ids`` [P]; ``visual`` the processor's ``image_grid_thw`` [I, 3] / ``video_grid_thw`` [V, 3]."""
     if not family_of_processor(processor).grids:
         return _check_tiles(processor, input_ids, visual, n_images, n_videos, sample_id=sample_id, paths=paths)
@@ -129,9 +129,8 @@ def _check_tiles(
     sample_id: str = "",
     paths: list[str] | None = None,
 ) -> None:
-    """A tile family (InternVL: no grids): every tile fed (``pixel_values`` [tiles, 3, H, W], a video's frames
-    included) has ``image_seq_length`` placeholder tokens, and each image / video has at least one
-    ``<img>`` block."""
+    """Check a tile family (InternVL: no grids): every tile fed (``pixel_values`` [tiles, 3, H, W], a video's frames
+    included) has ``image_seq_length`` placeholder tokens, and each image / video has at least one ``<img>`` block."""
     tokenizer = processor.tokenizer
     tiles = int(visual["pixel_values"].shape[0]) if "pixel_values" in visual else 0
     features = tiles * int(getattr(processor, "image_seq_length", 0))
@@ -156,7 +155,7 @@ def _check_tiles(
 
 
 def media_paths(sample) -> list[str]:
-    """The files a sample names (images given as paths, pages, videos), for dumps and reports."""
+    """List the files a sample names (images given as paths, pages, videos), for dumps and reports."""
     out = [str(i) if isinstance(i, str) or hasattr(i, "__fspath__") else f"<{type(i).__name__}>" for i in sample.images]
     out += [f"{p.source}#page={p.index}" for p in sample.pages]
     out += [str(v.path) for v in sample.videos]
