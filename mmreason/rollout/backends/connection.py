@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-RolloutBackend = Literal["hf", "vllm"]  # hf: HF generate in the process; vllm: a vLLM engine (docs/vllm.md)
-VllmMode = Literal["colocate", "server"]  # colocate: an engine of its own; server: a `mmreason vllm-serve`
+# hf: HF generate in the process; vllm: a vLLM engine (docs/vllm.md)
+RolloutBackend = Literal["hf", "vllm"]
+# colocate: an engine of its own; server: a `mmreason vllm-serve`
+VllmMode = Literal["colocate", "server"]
 
 
 @dataclass
@@ -19,10 +21,11 @@ class VllmConnection:
 
     vllm_server_host: str = "127.0.0.1"
     vllm_server_port: int = 8000
-    vllm_server_api_key: str | None = None  # the server's key (else $MMREASON_VLLM_API_KEY, else its token file);
-    # never saved
+    # the server's key (else $MMREASON_VLLM_API_KEY, else its token file); never saved
+    vllm_server_api_key: str | None = None
     vllm_server_timeout: float = 240.0  # seconds to wait for the server to answer at the start
-    vllm_generate_timeout: float = 600.0  # seconds one generate call may take (either mode); past it: a dead engine
+    # seconds one generate call may take (either mode); past it: a dead engine
+    vllm_generate_timeout: float = 600.0
 
     RANGES: ClassVar[dict[str, str]] = {
         "vllm_server_port": "[1, 65535]",

@@ -25,7 +25,8 @@ import signal
 import threading
 import time
 
-GRACE_S = 10.0  # seconds between the SIGTERM and the SIGKILL an orphaned engine process sends itself
+# seconds between the SIGTERM and the SIGKILL an orphaned engine process sends itself
+GRACE_S = 10.0
 EVERY_S = 0.5  # how often the parent is checked
 _ORIGINALS: dict[str, object] = {}
 
@@ -51,8 +52,8 @@ def watch_parent(grace_s: float = GRACE_S, every_s: float = EVERY_S) -> threadin
 
 
 def _original(name: str):
-    """vLLM's own target: the one this process wrapped (under ``fork``), else the class's (a ``spawn``
-    child imports vLLM afresh, unwrapped)."""
+    """Return vLLM's own target: the one this process wrapped (under ``fork``), else the class's (a ``spawn`` child
+    imports vLLM afresh, unwrapped)."""
     if name in _ORIGINALS:
         return _ORIGINALS[name]
     if name == "engine_core":
@@ -65,13 +66,13 @@ def _original(name: str):
 
 
 def watched_engine_core(*args, **kwargs):
-    """``EngineCoreProc.run_engine_core``, its parent watched."""
+    """Run ``EngineCoreProc.run_engine_core`` with its parent watched."""
     watch_parent()
     return _original("engine_core")(*args, **kwargs)
 
 
 def watched_worker(*args, **kwargs):
-    """``WorkerProc.worker_main``, its parent (the engine core) watched."""
+    """Run ``WorkerProc.worker_main`` with its parent (the engine core) watched."""
     watch_parent()
     return _original("worker")(*args, **kwargs)
 

@@ -29,7 +29,7 @@ class KeyFileError(PermissionError):
 
 
 def token_file(port: int) -> Path:
-    """Where a server on ``port`` that was given no key writes the one it made."""
+    """Return where a server on ``port`` that was given no key writes the one it made."""
     return Path.home() / ".cache" / "mmreason" / "vllm-serve" / f"{int(port)}.token"
 
 
@@ -38,7 +38,7 @@ def new_key() -> str:
 
 
 def write_token_file(path: Path, key: str) -> None:
-    """``key`` into ``path`` (mode 0600; its folder 0700), replacing a stale one atomically."""
+    """Write ``key`` into ``path`` (mode 0600; its folder 0700), replacing a stale one atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
@@ -52,8 +52,8 @@ def write_token_file(path: Path, key: str) -> None:
 
 
 def read_token_file(path: Path) -> str | None:
-    """The key in ``path``; None when there is none. A file (or folder) others can read or write, a link,
-    or one owned by another user is refused: its key could be anyone's."""
+    """Read the key in ``path``; None when there is none. A file (or folder) others can read or write, a link, or one
+    owned by another user is refused: its key could be anyone's."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -69,7 +69,7 @@ def read_token_file(path: Path) -> str | None:
 
 
 def client_key(explicit: str | None, port: int) -> str | None:
-    """The key a client sends: the config's, else ``$MMREASON_VLLM_API_KEY``, else the server's token file."""
+    """Return the key a client sends: the config's, else ``$MMREASON_VLLM_API_KEY``, else the server's token file."""
     return explicit or os.environ.get(ENV) or read_token_file(token_file(port))
 
 
@@ -82,5 +82,5 @@ def new_challenge() -> str:
 
 
 def authorized(key: str, header: str | None) -> bool:
-    """Whether an ``Authorization`` header carries ``key`` (compared in constant time)."""
+    """Tell whether an ``Authorization`` header carries ``key`` (compared in constant time)."""
     return hmac.compare_digest(f"Bearer {key}".encode(), (header or "").encode("latin-1", "replace"))

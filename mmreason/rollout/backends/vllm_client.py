@@ -71,7 +71,7 @@ SMALL_REPLY = 1 << 20  # /health and /reload_weights answers
 
 
 def run_key(explicit: str | None, host: str, port: int) -> str:
-    """The key this run sends to the server at host:port (``vllm_auth.client_key``), or a one-line error."""
+    """Return the key this run sends to the server at host:port (``vllm_auth.client_key``), or a one-line error."""
     try:
         key = auth.client_key(explicit, port)
     except auth.KeyFileError as exc:
@@ -86,11 +86,12 @@ def run_key(explicit: str | None, host: str, port: int) -> str:
 
 
 def server_info(host: str, port: int, timeout: float, api_key: str | None = None) -> dict:
-    """The server's ``/health`` answer, polled until it comes or ``timeout`` seconds pass; then the server
-    must prove it holds this run's key (``api_key``, else ``vllm_auth.client_key``)."""
+    """Poll the server's ``/health`` answer until it comes or ``timeout`` seconds pass; then the server must prove it
+    holds this run's key (``api_key``, else ``vllm_auth.client_key``)."""
     try:
         key, missing = run_key(api_key, host, port), None
-    except ServerIdentityError as exc:  # said once a server answers: an absent server is the first thing to fix
+    # said once a server answers: an absent server is the first thing to fix
+    except ServerIdentityError as exc:
         key, missing = None, exc
     deadline = time.monotonic() + timeout
     while True:
@@ -118,7 +119,7 @@ def check_server(
     *,
     what: str = "data.max_prompt_length + rollout.max_completion_length, or the longest episode",
 ) -> None:
-    """Errors before any step: a dead engine, a context shorter than the run needs (``what`` says where
+    """Raise before any step on a dead engine, a context shorter than the run needs (``what`` says where
     ``need_context`` comes from), other pixel limits."""
     where = f"vLLM server at {host}:{port}"
     if info.get("dead"):
@@ -137,9 +138,9 @@ def check_server(
 def check_calls(
     info: dict, host: str, port: int, *, prompts: int, n: int, max_new_tokens: int, names: tuple[str, str, str]
 ) -> None:
-    """Errors before any step: calls of ``prompts`` prompts x ``n`` rows of up to ``max_new_tokens`` that the
-    server's limits (``--max_requests``, ``--max_n``, ``--max_rows``, ``--max_new_tokens``) would refuse;
-    ``names``: the run's settings for the three numbers."""
+    """Raise before any step on calls of ``prompts`` prompts x ``n`` rows of up to ``max_new_tokens`` that the server's
+    limits (``--max_requests``, ``--max_n``, ``--max_rows``, ``--max_new_tokens``) would refuse; ``names``: the run's
+    settings for the three numbers."""
     limits = info.get("limits") or {}
     for flag, value, name in (
         ("max_requests", prompts, names[0]),
@@ -195,11 +196,13 @@ class VLLMClient(EngineSampler):
         self._key = self.servers[0].key
         self.info = self.servers[0].info
         self.model_dir = self.info.get("model")
-        self.placeholders = placeholder_ids(tokenizer)  # the family's visual placeholders (Qwen pads, InternVL wraps)
+        # the family's visual placeholders (Qwen pads, InternVL wraps)
+        self.placeholders = placeholder_ids(tokenizer)
         self.sync_dir = self.servers[0].sync_dir
         self.sync_seconds = 0.0
         self._lock = threading.Lock()
-        self.weight_group = None  # non-None once every server's group is joined (the trainer then skips a gather)
+        # non-None once every server's group is joined (the trainer then skips a gather)
+        self.weight_group = None
         if weight_sync == "collective":
             self.weight_group = self._join_groups()
         self.engine_dtype = _engine_dtype([s.info for s in self.servers])  # what a collective push casts to
@@ -210,13 +213,14 @@ class VLLMClient(EngineSampler):
 
     @property
     def streams_weights(self) -> bool:
-        """Whether a push goes tensor by tensor (the trainer gathers no whole state dict for it)."""
+        """Tell whether a push goes tensor by tensor (the trainer gathers no whole state dict for it)."""
         return self.weight_group is not None or self.gathers_only
 
     def sample(
         self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, seeds: Sequence[int]
     ) -> list[tuple[list[int], list[float], bool]]:
-        """As ``VLLMBackend.sample``, through the servers (the prompts cut into one contiguous chunk each)."""
+        """Sample as ``VLLMBackend.sample`` does, through the servers (the prompts cut into one contiguous chunk
+        each)."""
         chunks = _chunks(len(prompts), len(self.servers))
         if len(chunks) <= 1:
             return self._sample_on(self.servers[0], prompts, n, settings, seeds)
@@ -307,7 +311,8 @@ class VLLMClient(EngineSampler):
                     reply["backend"],
                     timeout_s=limit,
                 )
-            except Exception as exc:  # noqa: BLE001 - a group that cannot form: the run cannot push this way
+            # a group that cannot form: the run cannot push this way
+            except Exception as exc:  # noqa: BLE001
                 raise EngineDied(
                     f"vLLM server at {server.host}:{server.port}: joining its weights group on port "
                     f"{reply['port']} failed ({exc!r}); the trainer must reach that port, or use "
@@ -353,7 +358,8 @@ class VLLMClient(EngineSampler):
     def _post(
         self, server: _Server, path: str, body: dict, timeout: float | None, knob: str, *, max_reply: int
     ) -> dict:
-        """``path``'s answer; ``knob`` names the setting that bounds it (in the error when it runs out)."""
+        """Post to ``path`` and return its answer; ``knob`` names the setting that bounds it (in the error when it runs
+        out)."""
         where = f"vLLM server at {server.host}:{server.port}"
         try:
             return _call(
@@ -391,13 +397,14 @@ class _Server:
                 pass
             try:
                 group.shutdown()
-            except Exception:  # noqa: BLE001 - a group whose peer is gone; nothing left to release
+            # a group whose peer is gone; nothing left to release
+            except Exception:  # noqa: BLE001
                 pass
         shutil.rmtree(self.sync_dir, ignore_errors=True)
 
 
 def _finish_push(server: _Server, thread, box: dict, error: BaseException | None, *, deadline, limit) -> None:
-    """One server's end of a collective push: its answer, or ``EngineDied`` naming it."""
+    """Finish one server's end of a collective push: return its answer, or ``EngineDied`` naming it."""
     if error is not None and "error" in box:  # the server's answer says more than the broadcast's
         raise box["error"]
     if error is not None:
@@ -412,7 +419,7 @@ def _finish_push(server: _Server, thread, box: dict, error: BaseException | None
 
 
 def _engine_dtype(infos: list[dict]):
-    """The servers' engine dtype when all announce the same floating dtype (``/health``'s ``dtype``), else None
+    """Return the servers' engine dtype when all announce the same floating dtype (``/health``'s ``dtype``), else None
     (tensors then travel as the trainer holds them)."""
     names = {info.get("dtype") for info in infos}
     name = names.pop() if len(names) == 1 else None
@@ -421,7 +428,8 @@ def _engine_dtype(infos: list[dict]):
 
 
 def _unique(entries: Sequence[tuple]) -> list[tuple[str, int, str | None]]:
-    """``(host, port)`` or ``(host, port, key)`` entries, each server once (a key of its own, else the run's)."""
+    """Keep each server once among ``(host, port)`` or ``(host, port, key)`` entries (a key of its own, else the
+    run's)."""
     out: list[tuple[str, int, str | None]] = []
     for host, port, *key in entries:
         if all((host, int(port)) != (h, p) for h, p, _ in out):
@@ -430,7 +438,7 @@ def _unique(entries: Sequence[tuple]) -> list[tuple[str, int, str | None]]:
 
 
 def _chunks(count: int, parts: int) -> list[tuple[int, int]]:
-    """``count`` items cut into at most ``parts`` contiguous non-empty ranges of near-equal size."""
+    """Cut ``count`` items into at most ``parts`` contiguous non-empty ranges of near-equal size."""
     parts = max(1, min(parts, count))
     base, extra = divmod(count, parts)
     out, start = [], 0
@@ -442,7 +450,7 @@ def _chunks(count: int, parts: int) -> list[tuple[int, int]]:
 
 
 def parse_hosts(spec: str | None) -> list[tuple[str, int]]:
-    """``rollout.vllm_server_hosts``: ``host:port`` entries separated by commas (empty: none)."""
+    """Parse ``rollout.vllm_server_hosts``: ``host:port`` entries separated by commas (empty: none)."""
     out = []
     for item in (spec or "").split(","):
         item = item.strip()
@@ -460,8 +468,8 @@ class _EngineDeadReply(RuntimeError):
 
 
 def _push_dir(info: dict, host: str, port: int) -> Path:
-    """A fresh folder for this client's weight pushes inside the server's announced ``weights_dir`` (the only
-    place its ``/reload_weights`` reads)."""
+    """Make a fresh folder for this client's weight pushes inside the server's announced ``weights_dir`` (the only place
+    its ``/reload_weights`` reads)."""
     root = info.get("weights_dir")
     if not isinstance(root, str) or not Path(root).is_dir():
         raise ServerMismatch(
@@ -489,9 +497,9 @@ def _call(
     key: str | None,
     max_reply: int = SMALL_REPLY,
 ) -> dict:
-    """One JSON request on a fresh connection, carrying ``key`` (but to ``/health``) and a challenge the reply
-    must answer (``ServerIdentityError`` otherwise; no check only for a keyless ``/health`` probe); a reply
-    over ``max_reply`` bytes is refused unread; a 4xx/5xx answer raises with the server's error message."""
+    """Send one JSON request on a fresh connection, carrying ``key`` (but to ``/health``) and a challenge the reply must
+    answer (``ServerIdentityError`` otherwise; no check only for a keyless ``/health`` probe); a reply over
+    ``max_reply`` bytes is refused unread; a 4xx/5xx answer raises with the server's error message."""
     challenge = auth.new_challenge()
     headers = {auth.CHALLENGE: challenge}
     if path != "/health":

@@ -92,27 +92,35 @@ class VLLMSettings:
     seed: int = 0
     limit_images: int = 16
     limit_videos: int = 4
-    processor_kwargs: dict | None = None  # the trainer's processor limits (min_pixels / max_pixels) when set
-    weight_sync_timeout: float | None = 600.0  # seconds a weight reload may take before the engine counts as dead
-    generate_timeout: float | None = 600.0  # seconds one generate call may take before the engine counts as dead
-    dtype: str | None = None  # the policy's (model.dtype): None is fp32 on CPU, the checkpoint's on GPUs
-    weight_sync: str = "collective"  # collective (a process group, weight_group.py) | directory (safetensors)
+    # the trainer's processor limits (min_pixels / max_pixels) when set
+    processor_kwargs: dict | None = None
+    # seconds a weight reload may take before the engine counts as dead
+    weight_sync_timeout: float | None = 600.0
+    # seconds one generate call may take before the engine counts as dead
+    generate_timeout: float | None = 600.0
+    # the policy's (model.dtype): None is fp32 on CPU, the checkpoint's on GPUs
+    dtype: str | None = None
+    # collective (a process group, weight_group.py) | directory (safetensors)
+    weight_sync: str = "collective"
     sync_bucket_mb: float = 64.0  # collective: the largest bucket broadcast at once
-    lora_rank: int | None = None  # the policy's LoRA served as an adapter of this rank (vllm_lora.py); None: merged
+    # the policy's LoRA served as an adapter of this rank (vllm_lora.py); None: merged
+    lora_rank: int | None = None
     # batching (vllm_placement.engine_batching; None: the peers' colocate sizing)
-    max_num_seqs: int | None = None  # None: vLLM's default (the trainer passes the rows of one step)
-    max_num_batched_tokens: int | None = None  # None: 4096 with chunked prefill, else the context (>= 4096)
+    # None: vLLM's default (the trainer passes the rows of one step)
+    max_num_seqs: int | None = None
+    # None: 4096 with chunked prefill, else the context (>= 4096)
+    max_num_batched_tokens: int | None = None
     enable_chunked_prefill: bool | None = None  # None: on with a GPU, off on CPU
 
 
 def processor_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict | None:
-    """The pixel limits the trainer's processor was loaded with, for vLLM's copy of it (None: its own)."""
+    """Return the pixel limits the trainer's processor was loaded with, for vLLM's copy of it (None: its own)."""
     out = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
     return out or None
 
 
 def _text_config(model_dir: str | Path):
-    """The language model's part of the checkpoint's config (the whole config for a text-only model)."""
+    """Return the language model's part of the checkpoint's config (the whole config for a text-only model)."""
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(str(model_dir))
@@ -120,7 +128,7 @@ def _text_config(model_dir: str | Path):
 
 
 def text_head_dim(model_dir: str | Path) -> int:
-    """The language model's attention head size, from the checkpoint's config."""
+    """Return the language model's attention head size, from the checkpoint's config."""
     text = _text_config(model_dir)
     head_dim = getattr(text, "head_dim", None)
     return int(head_dim or text.hidden_size // text.num_attention_heads)
@@ -139,7 +147,7 @@ def check_head_size(model_dir: str | Path, on_cpu: bool | None = None) -> None:
 
 
 def is_hybrid(model_dir: str | Path) -> bool:
-    """Whether the language model mixes linear-attention (recurrent) layers with full attention (Qwen3.5)."""
+    """Tell whether the language model mixes linear-attention (recurrent) layers with full attention (Qwen3.5)."""
     return "linear_attention" in (getattr(_text_config(model_dir), "layer_types", None) or ())
 
 
@@ -190,7 +198,7 @@ class EngineSampler:
         settings: GenerationSettings,
         seeds: Sequence[int],
     ) -> list[Trajectory]:
-        """As ``rollout.generate.generate_groups``; trajectories also carry ``rollout_logprobs``."""
+        """Generate as ``rollout.generate.generate_groups`` does; trajectories also carry ``rollout_logprobs``."""
         if not prompts:
             return []
         row_seed_list = [s for seed in seeds for s in row_seeds(seed, num_generations)]
@@ -210,7 +218,8 @@ class EngineSampler:
 class VLLMBackend(EngineSampler):
     """A colocated vLLM engine (``LLM``) for one model directory (one per training process)."""
 
-    per_process = True  # every training process pushes its weights to its own engine
+    # every training process pushes its weights to its own engine
+    per_process = True
 
     def __init__(
         self, model_dir: str | Path, tokenizer, settings: VLLMSettings, placement: EnginePlacement | None = None
@@ -254,13 +263,14 @@ class VLLMBackend(EngineSampler):
         self.eos = eos_token_ids(tokenizer)
         self.placeholders = placeholder_ids(tokenizer)
         self.sync_seconds = 0.0
-        self.weight_group = None  # server mode: a client's group, joined later (/init_communicator); colocate: none
+        # server mode: a client's group, joined later (/init_communicator); colocate: none
+        self.weight_group = None
         self.sleeper = EngineSleep(self.llm, enabled=settings.enable_sleep_mode, keeps_base=self.adapters is not None)
 
     # ---- sampling ------------------------------------------------------------------------------
 
     def request(self, prompt: PromptInputs) -> dict:
-        """One prompt as a vLLM request (``engine_request``)."""
+        """Build one prompt as a vLLM request (``engine_request``)."""
         return engine_request(prompt, self.placeholders)
 
     def sampling_params(self, settings: GenerationSettings, seed: int | None):
@@ -283,23 +293,23 @@ class VLLMBackend(EngineSampler):
     def sample(
         self, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, seeds: Sequence[int]
     ) -> list[tuple[list[int], list[float], bool]]:
-        """N prompts x n rows -> [(token ids, their log-probs, truncated)] in row order ``i * n + r``.
-        ``seeds``: one per row."""
+        """Sample N prompts x n rows -> [(token ids, their log-probs, truncated)] in row order ``i * n + r``. ``seeds``:
+        one per row."""
         outputs = self.generate_requests([self.request(p) for p in prompts], n, settings, seeds)
         return checked_rows(prompts, n, outputs)
 
     def generate_requests(
         self, requests: Sequence[dict], n: int, settings: GenerationSettings, seeds: Sequence[int]
     ) -> list[tuple[list[int], list[int], list[float], bool]]:
-        """vLLM requests x n rows -> [(the prompt ids vLLM expanded, sampled ids, their log-probs, truncated)]
+        """Generate vLLM requests x n rows -> [(the prompt ids vLLM expanded, sampled ids, their log-probs, truncated)]
         in row order ``i * n + r`` (``seeds``: one per row)."""
         return self.generate_many([(requests, n, settings, seeds)])[0]
 
     def generate_many(self, calls: Sequence[tuple]) -> list[list[tuple[list[int], list[int], list[float], bool]]]:
-        """Several ``generate_requests`` calls ``(requests, n, settings, seeds)`` in one engine call (each row
-        keeps its own settings and seed, so a row does not depend on the calls it shares the engine with);
-        the rows of each call as ``generate_requests`` gives them. The server batches its clients this way.
-        A sleeping engine (``rollout.vllm_enable_sleep_mode``) wakes its KV cache first."""
+        """Run several ``generate_requests`` calls ``(requests, n, settings, seeds)`` in one engine call (each row keeps
+        its own settings and seed, so a row does not depend on the calls it shares the engine with); the rows of each
+        call as ``generate_requests`` gives them. The server batches its clients this way. A sleeping engine
+        (``rollout.vllm_enable_sleep_mode``) wakes its KV cache first."""
         self.sleeper.before_generation()
         expanded, params, sizes = [], [], []
         for requests, n, settings, seeds in calls:
@@ -322,9 +332,9 @@ class VLLMBackend(EngineSampler):
         return result
 
     def _bounded_generate(self, requests: list[dict], params: list) -> list:
-        """``llm.generate``, or ``EngineDied`` when the engine dies or takes longer than
-        ``settings.generate_timeout`` (an engine core that hangs without dying would otherwise hang the run; the
-        call is left behind in a daemon thread and the engine is never used again)."""
+        """Call ``llm.generate``; raise ``EngineDied`` when the engine dies or takes longer than
+        ``settings.generate_timeout`` (an engine core that hangs without dying would otherwise hang the run; the call is
+        left behind in a daemon thread and the engine is never used again)."""
         limit = self.settings.generate_timeout
         try:
             return call_with_deadline(self._generate, (requests, params), limit, what="vllm-generate")
@@ -339,7 +349,8 @@ class VLLMBackend(EngineSampler):
             raise
 
     def _generate(self, requests: list[dict], params: list) -> list:
-        self._on_engine_device()  # a thread of its own (the deadline's): CUDA's current device is per thread
+        # a thread of its own (the deadline's): CUDA's current device is per thread
+        self._on_engine_device()
         lora = self.adapters.request if self.adapters is not None else None
         return self.llm.generate(requests, params, use_tqdm=False, lora_request=lora)
 
@@ -365,13 +376,13 @@ class VLLMBackend(EngineSampler):
 
     @property
     def streams_weights(self) -> bool:
-        """Whether a push hands the engine the policy's tensors one at a time (the trainer gathers none whole):
-        the colocated engine with ``weight_sync="collective"``."""
+        """Tell whether a push hands the engine the policy's tensors one at a time (the trainer gathers none whole): the
+        colocated engine with ``weight_sync="collective"``."""
         return self.colocated and self.settings.weight_sync == "collective" and self.adapters is None
 
     @property
     def engine_dtype(self) -> str:
-        """The engine's weights' dtype by name (``bfloat16``): what a server announces for collective pushes."""
+        """Return the engine's weights' dtype by name (``bfloat16``): what a server announces for collective pushes."""
         return str(self.llm.llm_engine.model_config.dtype).removeprefix("torch.")
 
     @property
@@ -379,10 +390,10 @@ class VLLMBackend(EngineSampler):
         return int(self.llm.llm_engine.vllm_config.parallel_config.world_size)
 
     def push_in_process(self, model) -> None:
-        """The colocated push: this process's worker (the engine lives in this process, ``external_launcher``)
-        reloads the policy's tensors as the trainer holds them, through vLLM's in-place ``reload_weights``
-        (checkpoint format; the loader the CPU build needs), one tensor at a time (a sharded one gathered
-        just before it is loaded, then freed). No process group, no copy through a communicator: NCCL refuses
+        """Push in process, as the colocated engine does: this process's worker (the engine lives in this process,
+        ``external_launcher``) reloads the policy's tensors as the trainer holds them, through vLLM's in-place
+        ``reload_weights`` (checkpoint format; the loader the CPU build needs), one tensor at a time (a sharded one
+        gathered just before it is loaded, then freed). No process group, no copy through a communicator: NCCL refuses
         one whose two ranks share a GPU. Bounded by ``weight_sync_timeout`` as a reload."""
         device = self._worker_device()
 
@@ -419,15 +430,15 @@ class VLLMBackend(EngineSampler):
         self.adapters.loaded(request, self.llm.llm_engine)
 
     def reload(self, weights_dir) -> None:
-        """Every worker reloads the weights in ``weights_dir`` (a ``LoRARequest``: the engine loads that
-        adapter), then the prefix and encoder caches are dropped (``_bounded_reload``)."""
+        """Make every worker reload the weights in ``weights_dir`` (a ``LoRARequest``: the engine loads that adapter),
+        then the prefix and encoder caches are dropped (``_bounded_reload``)."""
         what = weights_dir if not isinstance(weights_dir, (str, Path)) else str(weights_dir)
         self._bounded_reload(lambda: self._reload_workers(what))
 
     def _bounded_reload(self, fn) -> None:
-        """``fn()`` (a reload), or ``EngineDied`` when the engine dies or takes longer than
-        ``settings.weight_sync_timeout`` (a reload blocked on a dead engine would otherwise wait forever; the
-        call is left behind in a daemon thread and the engine is never used again)."""
+        """Call ``fn()`` (a reload); raise ``EngineDied`` when the engine dies or takes longer than
+        ``settings.weight_sync_timeout`` (a reload blocked on a dead engine would otherwise wait forever; the call is
+        left behind in a daemon thread and the engine is never used again)."""
         limit = self.settings.weight_sync_timeout
 
         def on_device() -> None:
@@ -493,7 +504,7 @@ class Placeholders:
 
 
 def placeholder_ids(tokenizer) -> Placeholders:
-    """The family's visual placeholders, from its tokenizer: InternVL's names its image tokens
+    """Return the family's visual placeholders, from its tokenizer: InternVL's names its image tokens
     (``context_image_token``, ``start_image_token``, ``end_image_token``); Qwen's pads otherwise."""
     names = [getattr(tokenizer, a, None) for a in ("start_image_token", "context_image_token", "end_image_token")]
     if all(isinstance(n, str) for n in names):
@@ -503,8 +514,8 @@ def placeholder_ids(tokenizer) -> Placeholders:
 
 
 def engine_request(prompt: PromptInputs, placeholders: Placeholders | set[int]) -> dict:
-    """One prompt as a vLLM request: its token ids (each placeholder run collapsed) and its decoded media,
-    never re-tokenized text."""
+    """Build one prompt as a vLLM request: its token ids (each placeholder run collapsed) and its decoded media, never
+    re-tokenized text."""
     if prompt.videos and isinstance(placeholders, Placeholders) and placeholders.wrapped is not None:
         raise ValueError(
             f"sample {prompt.sample.id!r}: InternVL videos cannot go through vLLM 0.32 (its processor writes "
@@ -526,8 +537,8 @@ def engine_request(prompt: PromptInputs, placeholders: Placeholders | set[int]) 
 
 
 def checked_rows(prompts: Sequence[PromptInputs], n: int, outputs) -> list[tuple[list[int], list[float], bool]]:
-    """The engine's rows as ``(ids, log-probs, truncated)``; a row whose prompt ids vLLM expanded differently
-    from the trainer's is an error (the trainer would score other tokens than those sampled)."""
+    """Check the engine's rows and return them as ``(ids, log-probs, truncated)``; a row whose prompt ids vLLM expanded
+    differently from the trainer's is an error (the trainer would score other tokens than those sampled)."""
     rows = []
     for k, (prompt_ids, ids, lps, truncated) in enumerate(outputs):
         prompt = prompts[k // n]
@@ -542,7 +553,7 @@ def checked_rows(prompts: Sequence[PromptInputs], n: int, outputs) -> list[tuple
 def trajectory_of(
     prompt: PromptInputs, group_id: int, row: tuple[list[int], list[float], bool], tokenizer
 ) -> Trajectory:
-    """One sampled row of ``prompt`` as a trajectory, with the engine's log-probs on its completion tokens."""
+    """Build one sampled row of ``prompt`` as a trajectory, with the engine's log-probs on its completion tokens."""
     ids, lps, truncated = row
     completion = torch.tensor(ids, dtype=torch.long)
     text = tokenizer.decode(completion, skip_special_tokens=True)
@@ -567,9 +578,9 @@ def trajectory_of(
 
 
 def collapse_placeholders(ids: list[int], placeholders: Placeholders | set[int]) -> list[int]:
-    """The prompt ids with each image's / video's run of pad tokens cut to one (a set: those pads), or each
-    ``wrapped`` span cut to its context token: vLLM expands every placeholder itself (to the count its
-    processor computes from the same media; ``sample`` checks that the expanded ids equal the trainer's)."""
+    """Return the prompt ids with each image's / video's run of pad tokens cut to one (a set: those pads), or each
+    ``wrapped`` span cut to its context token: vLLM expands every placeholder itself (to the count its processor
+    computes from the same media; ``sample`` checks that the expanded ids equal the trainer's)."""
     if not isinstance(placeholders, Placeholders):
         placeholders = Placeholders(pads=frozenset(placeholders))
     pads, wrapped = placeholders.pads, placeholders.wrapped
@@ -593,7 +604,7 @@ def collapse_placeholders(ids: list[int], placeholders: Placeholders | set[int])
 
 
 def merged_state_dict(model) -> dict[str, torch.Tensor]:
-    """The policy's weights under the checkpoint's names; a PEFT LoRA model's adapters merged in."""
+    """Return the policy's weights under the checkpoint's names; a PEFT LoRA model's adapters merged in."""
     inner = getattr(model, "module", model)
     if hasattr(inner, "merge_adapter") and hasattr(inner, "get_base_model"):
         inner.merge_adapter()
@@ -610,8 +621,8 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
 
 
 def write_weights(model, out_dir: Path, state: dict[str, torch.Tensor] | None = None) -> None:
-    """The policy's weights as one safetensors file (fp32 on CPU) that ``reload_weights`` reads: ``state``
-    when given (a sharded model's gathered whole state dict), else ``merged_state_dict(model)``."""
+    """Write the policy's weights as one safetensors file (fp32 on CPU) that ``reload_weights`` reads: ``state`` when
+    given (a sharded model's gathered whole state dict), else ``merged_state_dict(model)``."""
     from safetensors.torch import save_file
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -630,9 +641,9 @@ def write_weights(model, out_dir: Path, state: dict[str, torch.Tensor] | None = 
 
 
 def _engine_dead(exc: BaseException, llm) -> bool:
-    """Whether ``exc`` means the engine is gone: vLLM's ``EngineDeadError`` (by type, wherever vLLM defines
-    it), or the engine core's own state says it died. Never the message's text: a ``ValueError`` that names a
-    "deadline" is the caller's error, answered as such, and the engine serves on."""
+    """Tell whether ``exc`` means the engine is gone: vLLM's ``EngineDeadError`` (by type, wherever vLLM defines it), or
+    the engine core's own state says it died. Never the message's text: a ``ValueError`` that names a "deadline" is the
+    caller's error, answered as such, and the engine serves on."""
     if any(c.__name__ == "EngineDeadError" and c.__module__.startswith("vllm") for c in type(exc).__mro__):
         return True
     core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
@@ -640,6 +651,6 @@ def _engine_dead(exc: BaseException, llm) -> bool:
 
 
 def engine_in_process() -> bool:
-    """Whether vLLM runs its engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, which vLLM
-    itself sets for ``external_launcher`` engines and which a server started from such a process inherits)."""
+    """Tell whether vLLM runs its engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, which vLLM itself
+    sets for ``external_launcher`` engines and which a server started from such a process inherits)."""
     return os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0"

@@ -45,7 +45,7 @@ class HttpServer:
     uvicorn until ``stop()`` or a signal (in the main thread)."""
 
     def __init__(self, server, address: tuple[str, int], app=None):
-        """``app``: the endpoints (default ``build_app(server)``: vllm-serve's; ``mmreason env-serve`` gives its
+        """Serve ``app``: the endpoints (default ``build_app(server)``: vllm-serve's; ``mmreason env-serve`` gives its
         own), served behind the same guard and connection bounds."""
         self.server = server
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
@@ -118,7 +118,8 @@ class _DeadlineH11(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._mm_wait()  # the next request on a kept-alive connection has its own deadline
+        # the next request on a kept-alive connection has its own deadline
+        self._mm_wait()
 
     def connection_lost(self, exc) -> None:
         if self._mm_timer is not None:
@@ -135,14 +136,14 @@ class _DeadlineH11(H11Protocol):
         self._mm_timer = self.loop.call_later(self.header_timeout, self._mm_expire)
 
     def _mm_expire(self) -> None:
-        """No request has begun since the deadline was armed (idle, or its line / headers still arriving):
-        drop the connection. A request already in the app bounds its own body."""
+        """Drop the connection when no request has begun since the deadline was armed (idle, or its line / headers still
+        arriving). A request already in the app bounds its own body."""
         if self._mm_waiting():
             self.transport.close()
 
     def _mm_make_room(self) -> None:
-        """Close the longest-waiting connection of this address when it has too many waiting, else of the
-        address with the most waiting when too many wait in all."""
+        """Close the longest-waiting connection of this address when it has too many waiting, else of the address with
+        the most waiting when too many wait in all."""
         waiting = [c for c in self.connections if isinstance(c, _DeadlineH11) and c._mm_waiting()]
         mine = [c for c in waiting if c._mm_host == self._mm_host]
         if len(mine) > self.max_waiting_per_address:
@@ -161,7 +162,8 @@ class _Guard:
 
     def __init__(self, app, server):
         self.app, self.server = app, server
-        self.calls = 0  # authorized calls in progress (their slots: --max_connections)
+        # authorized calls in progress (their slots: --max_connections)
+        self.calls = 0
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -227,7 +229,7 @@ class _Guard:
 
 
 def build_app(server) -> FastAPI:
-    """The endpoints (``vllm_server``'s module docstring); errors are JSON ``{"error": ...}``."""
+    """Build the endpoints (``vllm_server``'s module docstring); errors are JSON ``{"error": ...}``."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -258,7 +260,8 @@ def build_app(server) -> FastAPI:
             return JSONResponse({"error": str(exc), "dead": True}, status_code=503)
         except ClientDisconnect:
             return JSONResponse({"error": "client went away"}, status_code=400, headers=_close(400))
-        except Exception as exc:  # noqa: BLE001 - answered, so the trainer sees it instead of a dropped line
+        # answered, so the trainer sees it instead of a dropped line
+        except Exception as exc:  # noqa: BLE001
             return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=500)
 
     for path, route in (
@@ -284,8 +287,8 @@ def _close(code: int) -> dict:
 
 
 async def _body(request: Request, read_timeout: float) -> bytes:
-    """The whole body within ``read_timeout`` seconds of the headers (408 otherwise), exactly its declared
-    length (400 when cut)."""
+    """Read the whole body within ``read_timeout`` seconds of the headers (408 otherwise), exactly its declared length
+    (400 when cut)."""
     declared = int(request.headers.get("content-length", "0"))
     try:
         raw = await asyncio.wait_for(request.body(), timeout=read_timeout)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 @contextmanager
 def launcher_env(env: dict[str, str]):
-    """``env`` set in this process's environment for the block, then put back as it was (a process started
-    without a launcher keeps no launcher variables, which would tell a later ``Accelerator`` it is one)."""
+    """Set ``env`` in this process's environment for the block, then put back as it was (a process started without a
+    launcher keeps no launcher variables, which would tell a later ``Accelerator`` it is one)."""
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     try:
@@ -28,7 +28,7 @@ def launcher_env(env: dict[str, str]):
 
 
 def file_tensors(path: Path):
-    """(name, tensor) of a safetensors file, one at a time."""
+    """Yield (name, tensor) of a safetensors file, one at a time."""
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
@@ -41,9 +41,9 @@ IN_PROCESS: list[object] = []  # the in-process (colocated) engines alive in thi
 
 @contextmanager
 def sharing_distributed_state(*, others: bool, keep_world: bool):
-    """While an in-process engine shuts down: vLLM's cleanup of its process-wide distributed state (its groups,
-    then the default process group) is skipped while ``others``, other in-process engines of this process,
-    still use that state, and only the default group's destruction is skipped when that group is the
+    """Spare shared distributed state while an in-process engine shuts down: vLLM's cleanup of its process-wide state
+    (its groups, then the default process group) is skipped while ``others``, other in-process engines of this
+    process, still use that state, and only the default group's destruction is skipped when that group is the
     trainer's (``keep_world``)."""
     import torch.distributed as dist
 

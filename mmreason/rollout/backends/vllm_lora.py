@@ -27,7 +27,7 @@ class LoraPlan:
 
 
 def peft_lora_config(model):
-    """The LoRA config of a PEFT model with one adapter, or None for a model without one."""
+    """Return the LoRA config of a PEFT model with one adapter, or None for a model without one."""
     inner = getattr(model, "module", model)
     configs = getattr(inner, "peft_config", None)
     if not configs or not hasattr(inner, "get_base_model"):
@@ -36,8 +36,8 @@ def peft_lora_config(model):
 
 
 def adapter_plan(model, model_dir: str | Path, *, sharded: bool = False) -> tuple[LoraPlan | None, str]:
-    """``(plan, "")`` when ``model``'s LoRA can be served as a vLLM adapter, else ``(None, why not)``
-    (``why`` is empty for a model without LoRA)."""
+    """Return ``(plan, "")`` when ``model``'s LoRA can be served as a vLLM adapter, else ``(None, why not)`` (``why`` is
+    empty for a model without LoRA)."""
     config = peft_lora_config(model)
     if config is None:
         return None, ""
@@ -70,13 +70,13 @@ def _unsupported(config, model, sharded: bool) -> str:
 
 
 def lora_module_names(model) -> list[str]:
-    """The names of the modules PEFT wrapped with LoRA."""
+    """Return the names of the modules PEFT wrapped with LoRA."""
     inner = getattr(model, "module", model)
     return [name for name, module in inner.named_modules() if hasattr(module, "lora_A") and len(module.lora_A)]
 
 
 def vllm_supports_lora(model_dir: str | Path) -> bool:
-    """Whether vLLM's class for the checkpoint's architecture implements LoRA (``SupportsLoRA``)."""
+    """Tell whether vLLM's class for the checkpoint's architecture implements LoRA (``SupportsLoRA``)."""
     import json
 
     from vllm.model_executor.models import ModelRegistry, supports_lora
@@ -96,10 +96,11 @@ class AdapterPushes:
     def __init__(self, root: Path):
         self.root = root
         self.count = 0
-        self.request = None  # the LoRARequest every generate call carries, None before the first push
+        # the LoRARequest every generate call carries, None before the first push
+        self.request = None
 
     def write(self, model) -> tuple[int, Path]:
-        """The policy's adapter as a new directory: ``(its id, the directory)``."""
+        """Write the policy's adapter as a new directory: ``(its id, the directory)``."""
         inner = getattr(model, "module", model)
         self.count += 1
         out = self.root / f"adapter-{self.count}"
@@ -109,7 +110,7 @@ class AdapterPushes:
         return self.count, out
 
     def loaded(self, request, engine) -> None:
-        """``request`` is in the engine: it serves every generate call from now; the previous one goes."""
+        """Note that ``request`` is in the engine: it serves every generate call from now; the previous one goes."""
         previous, self.request = self.request, request
         if previous is not None:
             engine.remove_lora(previous.lora_int_id)

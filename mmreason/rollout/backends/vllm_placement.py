@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 COLOCATE_EXECUTOR = "external_launcher"
-COLOCATE_BATCHED_TOKENS = 4096  # TRL's colocate engine's max_num_batched_tokens (engine_batching)
+# TRL's colocate engine's max_num_batched_tokens (engine_batching)
+COLOCATE_BATCHED_TOKENS = 4096
 # the engine-wide logits processor that masks the vision specials, and where its token ids travel
 SUPPRESS_PROCESSOR = "mmreason.rollout.backends.vllm_suppress:SuppressTokens"
 SUPPRESS_KEY = "mmreason_suppressed_token_ids"
@@ -41,7 +42,7 @@ class EnginePlacement:
 
     @property
     def group(self) -> tuple[int, ...]:
-        """The global ranks that are the workers of this process's engine (T consecutive ranks)."""
+        """Return the global ranks that are the workers of this process's engine (T consecutive ranks)."""
         first = self.rank - self.rank % self.tensor_parallel_size
         return tuple(range(first, first + self.tensor_parallel_size))
 
@@ -61,11 +62,10 @@ class EnginePlacement:
 def engine_placement(
     *, rank: int, local_rank: int, world_size: int, local_world_size: int, tensor_parallel_size: int, on_cpu: bool
 ) -> EnginePlacement:
-    """The colocated engine's place for one training process (accelerate's ``process_index``,
-    ``local_process_index``, ``num_processes`` and processes per machine). ValueError, naming
-    ``rollout.vllm_tensor_parallel_size``, when the engines cannot tile the processes: T must divide the
-    processes of every machine (an engine's workers share one machine, as its tensor-parallel all-reduces
-    assume)."""
+    """Return the colocated engine's place for one training process (accelerate's ``process_index``, ``local_process_index``,
+    ``num_processes`` and processes per machine). ValueError, naming ``rollout.vllm_tensor_parallel_size``, when the
+    engines cannot tile the processes: T must divide the processes of every machine (an engine's workers share one
+    machine, as its tensor-parallel all-reduces assume)."""
     tp = int(tensor_parallel_size)
     if tp < 1:
         raise ValueError(f"rollout.vllm_tensor_parallel_size={tp}: must be >= 1")
@@ -81,9 +81,9 @@ def engine_placement(
 
 
 def placement_env(placement: EnginePlacement, environ: Mapping[str, str], *, master_port: int) -> dict[str, str]:
-    """The launcher variables vLLM's ``external_launcher`` reads, for ``placement``: ``RANK``, ``LOCAL_RANK``,
-    ``WORLD_SIZE`` always (they must be the trainer's); ``MASTER_ADDR`` / ``MASTER_PORT`` only where
-    ``environ`` has none (a process started without a launcher; with one, the trainer's rendezvous is used)."""
+    """Return the launcher variables vLLM's ``external_launcher`` reads, for ``placement``: ``RANK``, ``LOCAL_RANK``,
+    ``WORLD_SIZE`` always (they must be the trainer's); ``MASTER_ADDR`` / ``MASTER_PORT`` only where ``environ`` has
+    none (a process started without a launcher; with one, the trainer's rendezvous is used)."""
     env = {
         "RANK": str(placement.rank),
         "LOCAL_RANK": str(placement.local_rank),
@@ -109,17 +109,17 @@ class ModelFacts:
 def engine_kwargs(
     settings, facts: ModelFacts, *, on_cpu: bool, placement: EnginePlacement | None = None, suppressed=()
 ) -> dict:
-    """The keyword arguments of ``vllm.LLM`` for ``settings`` (``VLLMSettings``): colocate mode with its
-    ``placement`` (``external_launcher``, the group's T, the seed its group shares), server mode (None) with
-    vLLM's own executor. The dtype is ``settings.dtype``, the configured load dtype (``model.dtype``), never a
-    live parameter's (accelerate upcasts those to fp32 under FSDP2). ``suppressed``: the token ids the engine
-    never samples (the vision specials), masked by one engine-wide logits processor (``vllm_suppress.py``)
-    instead of a vocabulary-sized ``allowed_token_ids`` list on every request. The batching arguments are
-    ``engine_batching``'s."""
+    """Build the keyword arguments of ``vllm.LLM`` for ``settings`` (``VLLMSettings``): colocate mode with its
+    ``placement`` (``external_launcher``, the group's T, the seed its group shares), server mode (None) with vLLM's own
+    executor. The dtype is ``settings.dtype``, the configured load dtype (``model.dtype``), never a live parameter's
+    (accelerate upcasts those to fp32 under FSDP2). ``suppressed``: the token ids the engine never samples (the vision
+    specials), masked by one engine-wide logits processor (``vllm_suppress.py``) instead of a vocabulary-sized
+    ``allowed_token_ids`` list on every request. The batching arguments are ``engine_batching``'s."""
     kwargs: dict = dict(
         model=facts.model_dir,
         max_model_len=facts.max_model_len,
-        seed=settings.seed,  # every worker of an engine the same (each row also has its own seed)
+        # every worker of an engine the same (each row also has its own seed)
+        seed=settings.seed,
         **engine_batching(settings, facts.max_model_len, on_cpu=on_cpu),
         limit_mm_per_prompt={"image": settings.limit_images, "video": settings.limit_videos},
         tensor_parallel_size=settings.tensor_parallel_size,
@@ -154,7 +154,7 @@ def engine_kwargs(
 
 
 def engine_batching(settings, max_model_len: int, *, on_cpu: bool) -> dict:
-    """``max_num_seqs``, ``max_num_batched_tokens`` and ``enable_chunked_prefill`` as the peers' colocate modes
+    """Size ``max_num_seqs``, ``max_num_batched_tokens`` and ``enable_chunked_prefill`` as the peers' colocate modes
     size them (docs/vllm.md, "Batching"), each overridable (``settings.max_num_seqs`` ..., None: this default):
 
     - chunked prefill on with a GPU (vLLM's own default, which TRL's colocate engine keeps; verl turns it on),
@@ -177,9 +177,9 @@ def engine_batching(settings, max_model_len: int, *, on_cpu: bool) -> dict:
 
 
 def server_devices(visible: str | None, device_count: int, j: int, tensor_parallel_size: int, k: int) -> str:
-    """``CUDA_VISIBLE_DEVICES`` for engine ``j`` of a server's ``k`` engines of ``tensor_parallel_size`` T
-    devices each: entries ``j*T .. j*T+T-1`` of the server's own list (``visible``; when unset, the
-    ``device_count`` devices 0..n-1). SystemExit naming both flags when the list is too short."""
+    """Return ``CUDA_VISIBLE_DEVICES`` for engine ``j`` of a server's ``k`` engines of ``tensor_parallel_size`` T
+    devices each: entries ``j*T .. j*T+T-1`` of the server's own list (``visible``; when unset, the ``device_count``
+    devices 0..n-1). SystemExit naming both flags when the list is too short."""
     listed = [d.strip() for d in visible.split(",") if d.strip()] if visible is not None else None
     devices = listed if listed is not None else [str(d) for d in range(device_count)]
     need = k * tensor_parallel_size

@@ -34,8 +34,8 @@ class _Work:
 
 
 def split_calls(requests: Sequence, n: int, seeds: Sequence[int], parts: int) -> list[tuple[list, list[int]]]:
-    """``requests`` cut into at most ``parts`` contiguous non-empty chunks of near-equal size, each with its
-    rows' seeds (``n`` per request), in order."""
+    """Cut ``requests`` into at most ``parts`` contiguous non-empty chunks of near-equal size, each with its rows' seeds
+    (``n`` per request), in order."""
     parts = max(1, min(parts, len(requests)))
     base, extra = divmod(len(requests), parts)
     out, start = [], 0
@@ -82,7 +82,8 @@ class EnginePool:
     # ---- sampling ----------------------------------------------------------------------------------
 
     async def generate(self, requests: Sequence, n: int, settings, seeds: Sequence[int]) -> list:
-        """The rows of one client's call (``generate_requests``' order), its prompts spread over the engines."""
+        """Generate the rows of one client's call (``generate_requests``' order), its prompts spread over the
+        engines."""
         loop = asyncio.get_running_loop()
         works = []
         for chunk, chunk_seeds in split_calls(requests, n, seeds, len(self.engines)):
@@ -95,7 +96,7 @@ class EnginePool:
         return [row for part in parts for row in part]
 
     async def _serve(self, i: int) -> None:
-        """Engine ``i``'s loop: its first queued call, whatever else is queued within ``batch_wait_s``, as one
+        """Run engine ``i``'s loop: its first queued call, whatever else is queued within ``batch_wait_s``, as one
         engine call (under the engine's lock, so never during a push)."""
         queue, loop = self._queues[i], asyncio.get_running_loop()
         while True:
@@ -108,7 +109,8 @@ class EnginePool:
                 async with self._locks[i]:
                     self.batches[i] += 1
                     results = await loop.run_in_executor(self.executors[i], _generate_many, self.engines[i], batch)
-            except Exception as exc:  # noqa: BLE001 - every call of the batch gets the engine's error
+            # every call of the batch gets the engine's error
+            except Exception as exc:  # noqa: BLE001
                 for work in batch:
                     if not work.future.done():
                         work.future.set_exception(exc)
@@ -122,9 +124,9 @@ class EnginePool:
     # ---- every engine at once (weight pushes) --------------------------------------------------------
 
     async def on_all(self, fn: Callable[[int, object], object], *, locked: asyncio.Event | None = None) -> list:
-        """``fn(i, engine)`` for every engine at once, each in its engine's thread, while every engine's lock
-        is held (no batch runs meanwhile). ``locked`` is set once every lock is held (a collective join or
-        receive replies to its client then, and the work goes on). The first error is raised."""
+        """Call ``fn(i, engine)`` for every engine at once, each in its engine's thread, while every engine's lock is
+        held (no batch runs meanwhile). ``locked`` is set once every lock is held (a collective join or receive replies
+        to its client then, and the work goes on). The first error is raised."""
         loop = asyncio.get_running_loop()
         for lock in self._locks:
             await lock.acquire()
@@ -150,7 +152,7 @@ def _generate_many(engine, batch: list[_Work]) -> list:
 
 
 def bounded(fn: Callable[[], object], limit: float | None, what: str, knob: str) -> object:
-    """``fn()``, or ``EngineDied`` naming ``knob`` when it takes longer than ``limit`` seconds (the call is left
+    """Call ``fn()``; raise ``EngineDied`` naming ``knob`` when it takes longer than ``limit`` seconds (the call is left
     behind in a daemon thread; the engine is never used again)."""
     try:
         return call_with_deadline(fn, (), limit, what=what)
@@ -162,7 +164,7 @@ def bounded(fn: Callable[[], object], limit: float | None, what: str, knob: str)
 
 
 def core_groups(k: int, cores: Sequence[int] | None = None) -> list[list[int]]:
-    """This process's CPU cores cut into ``k`` contiguous groups of near-equal size (one per engine)."""
+    """Cut this process's CPU cores into ``k`` contiguous groups of near-equal size (one per engine)."""
     cores = sorted(os.sched_getaffinity(0)) if cores is None else sorted(cores)
     if k > len(cores):
         raise SystemExit(f"vllm-serve: --data_parallel_size {k} > the {len(cores)} CPU cores this process may use")
@@ -184,10 +186,10 @@ def engine_env(
     visible: str | None = None,
     device_count: int = 0,
 ) -> dict[str, str]:
-    """The environment engine ``j`` of ``k`` is started with (its engine-core process inherits it): on CPU its
-    core group (``VLLM_CPU_OMP_THREADS_BIND``), on GPUs its ``tensor_parallel_size`` devices, taken from the
-    server's own device list (``visible``: its ``CUDA_VISIBLE_DEVICES``; ``vllm_placement.server_devices``).
-    One engine keeps vLLM's own placement."""
+    """Return the environment engine ``j`` of ``k`` is started with (its engine-core process inherits it): on CPU its
+    core group (``VLLM_CPU_OMP_THREADS_BIND``), on GPUs its ``tensor_parallel_size`` devices, taken from the server's
+    own device list (``visible``: its ``CUDA_VISIBLE_DEVICES``; ``vllm_placement.server_devices``). One engine keeps
+    vLLM's own placement."""
     if k == 1:
         return {}
     if on_cpu:

@@ -63,17 +63,22 @@ from mmreason.rollout.backends.vllm_wire import (
     safetensors_shapes,
 )
 
-MAX_LAYOUT_TENSORS = 100_000  # tensors in one /update_weights layout (a 70B checkpoint has ~1,000)
+# tensors in one /update_weights layout (a 70B checkpoint has ~1,000)
+MAX_LAYOUT_TENSORS = 100_000
 
 
 @dataclass(frozen=True)
 class ServerLimits:
     """What one client may take of the server (its flags)."""
 
-    read_timeout: float = 30.0  # seconds a request has to deliver its body once its headers are in
-    header_timeout: float = 10.0  # seconds a connection has to send a request's line and headers
-    max_connections: int = 32  # calls with the key in progress at once; one more is answered 503
-    max_waiting: int = 256  # connections waiting for their headers at once; one more closes the longest waiting
+    # seconds a request has to deliver its body once its headers are in
+    read_timeout: float = 30.0
+    # seconds a connection has to send a request's line and headers
+    header_timeout: float = 10.0
+    # calls with the key in progress at once; one more is answered 503
+    max_connections: int = 32
+    # connections waiting for their headers at once; one more closes the longest waiting
+    max_waiting: int = 256
     max_waiting_per_address: int = 32  # the same, of one client address
     max_body_mb: float = 256.0  # request body
     wire: WireLimits = WireLimits()
@@ -171,7 +176,7 @@ def add_arguments(parser) -> None:
 
 
 def limits_of(args, max_model_len: int, **engine) -> ServerLimits:
-    """The flags' limits; ``engine``: what the loaded engine knows (``vocab_size``, ``image_token``,
+    """Read the flags' limits; ``engine``: what the loaded engine knows (``vocab_size``, ``image_token``,
     ``video_token``: ``engine_facts``). A prompt is at most ``max_model_len - 1`` ids (one left to sample)."""
     wire = WireLimits(
         max_requests=args.max_requests,
@@ -191,8 +196,8 @@ def limits_of(args, max_model_len: int, **engine) -> ServerLimits:
 
 
 def engine_facts(engine) -> dict:
-    """The engine's vocabulary size and, for Qwen-style pads, the image and video placeholder ids (so a call
-    whose media do not match its placeholders is 400 before it reaches the engine)."""
+    """Read the engine's vocabulary size and, for Qwen-style pads, the image and video placeholder ids (so a call whose
+    media do not match its placeholders is 400 before it reaches the engine)."""
     facts = {"vocab_size": int(engine.llm.llm_engine.model_config.get_vocab_size())}
     vocab = engine.tokenizer.get_vocab()
     for key, token in (("image_token", "<|image_pad|>"), ("video_token", "<|video_pad|>")):
@@ -202,8 +207,8 @@ def engine_facts(engine) -> dict:
 
 
 def build_engines(args, settings) -> list:
-    """``--data_parallel_size`` engines of ``MODEL``, each started in the environment of its core group or
-    devices (``vllm_pool.engine_env``), one after the other."""
+    """Build ``--data_parallel_size`` engines of ``MODEL``, each started in the environment of its core group or devices
+    (``vllm_pool.engine_env``), one after the other."""
     import torch
 
     from mmreason.models import load_processor
@@ -213,14 +218,16 @@ def build_engines(args, settings) -> list:
     k, engines = args.data_parallel_size, []
     on_cpu, visible = not torch.cuda.is_available(), os.environ.get("CUDA_VISIBLE_DEVICES")
     count = 0 if on_cpu else torch.cuda.device_count()
-    envs = [  # every engine's devices before the first loads: a list too short is one line, at once
+    # every engine's devices before the first loads: a list too short is one line, at once
+    envs = [
         engine_env(
             j, k, on_cpu=on_cpu, tensor_parallel_size=args.tensor_parallel_size, visible=visible, device_count=count
         )
         for j in range(k)
     ]
     for j, env in enumerate(envs):
-        with launcher_env(env):  # this engine's devices while it is built, the server's own after
+        # this engine's devices while it is built, the server's own after
+        with launcher_env(env):
             engines.append(VLLMBackend(args.model, tokenizer, settings))
         if k > 1:
             print(f"vllm-serve: engine {j + 1}/{k} ready ({env})", flush=True)
@@ -249,7 +256,8 @@ def run(args) -> int:
         weight_sync_timeout=args.weight_sync_timeout,
         generate_timeout=args.generate_timeout,
         dtype=args.dtype,
-        weight_sync="collective",  # the workers can join a client's weights group (/init_communicator)
+        # the workers can join a client's weights group (/init_communicator)
+        weight_sync="collective",
     )
     engines = build_engines(args, settings)
     max_len = engines[0].llm.llm_engine.model_config.max_model_len
@@ -287,7 +295,8 @@ def run(args) -> int:
     return 0
 
 
-CLEANUP_S = 30.0  # seconds vllm-serve's shutdown may take before the process exits without it
+# seconds vllm-serve's shutdown may take before the process exits without it
+CLEANUP_S = 30.0
 
 
 def _exit_on_sigterm(signum, frame) -> None:
@@ -301,7 +310,7 @@ def _exit_after(seconds: float) -> None:
 
 
 def _loopback(host: str) -> bool:
-    """Whether ``host`` (an address or a name) is this machine's loopback only."""
+    """Tell whether ``host`` (an address or a name) is this machine's loopback only."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -356,7 +365,8 @@ class EngineServer:
         self.group: dict | None = None  # the weights group the workers are in (or joining)
         self.joining: float | None = None  # when the workers began joining a group (None: not joining)
         self._join_task: asyncio.Task | None = None
-        self.weights_failed: str | None = None  # why the last push failed (the weights may be half-replaced)
+        # why the last push failed (the weights may be half-replaced)
+        self.weights_failed: str | None = None
         self.pushes = {"collective": 0, "directory": 0}  # weight pushes taken, by path (in /health)
         self.served_shapes = safetensors_shapes(getattr(self.pool.engines[0], "model_dir", None) or "")
         self.http = vllm_http.HttpServer(self, address)
@@ -382,12 +392,12 @@ class EngineServer:
 
     @property
     def engine_workers(self) -> int:
-        """The engines' workers in all (a weights group's ranks but the trainer's)."""
+        """Count the engines' workers in all (a weights group's ranks but the trainer's)."""
         return sum(int(getattr(e, "engine_workers", 1)) for e in self.pool.engines)
 
     @property
     def collective(self) -> bool:
-        """Whether the engines' workers can join a weights group (built with ``WeightReceiver``)."""
+        """Tell whether the engines' workers can join a weights group (built with ``WeightReceiver``)."""
         return all(
             getattr(getattr(e, "settings", None), "weight_sync", None) == "collective" for e in self.pool.engines
         )
@@ -417,7 +427,7 @@ class EngineServer:
         }
 
     def weights_state(self) -> str:
-        """What ``/health`` says of the weights: ``ok``, a group being joined, or the last push's failure."""
+        """Report what ``/health`` says of the weights: ``ok``, a group being joined, or the last push's failure."""
         if self.weights_failed:
             return f"a weight push failed ({self.weights_failed}); /generate is refused until one succeeds"
         if self.joining is not None:
@@ -428,7 +438,8 @@ class EngineServer:
         body = await asyncio.to_thread(_parse, raw, self.limits.wire)
         requests, n, settings, seeds = decode_generate(body, self.limits.wire)
         self._check_alive()
-        if self.weights_failed:  # sampling half-replaced weights kills the engine (vLLM 0.32 on CPU) or lies
+        # sampling half-replaced weights kills the engine (vLLM 0.32 on CPU) or lies
+        if self.weights_failed:
             raise Refused(409, self.weights_state())
         rows = await self.pool.generate(requests, n, settings, seeds)
         return {"rows": [list(row) for row in rows]}
@@ -458,8 +469,8 @@ class EngineServer:
         self.weights_failed = None
 
     async def init_communicator(self, raw: bytes) -> dict:
-        """Every engine worker joins a new weights group (leaving the last one); answered as soon as the joins
-        have started, since they finish only once the client has joined too (within ``weight_sync_timeout``)."""
+        """Make every engine worker join a new weights group (leaving the last one); answered as soon as the joins have
+        started, since they finish only once the client has joined too (within ``weight_sync_timeout``)."""
         from mmreason.rollout.backends.weight_group import free_port, group_backend
 
         body = await asyncio.to_thread(_parse, raw, self.limits.wire)
@@ -479,7 +490,8 @@ class EngineServer:
         )
         port, world, backend = free_port(bind), self.engine_workers + 1, group_backend()
         offsets = [sum(int(e.engine_workers) for e in self.pool.engines[:i]) for i in range(len(self.pool))]
-        limit = self.join_timeout  # the client joins as soon as it has the answer: the engines wait no longer
+        # the client joins as soon as it has the answer: the engines wait no longer
+        limit = self.join_timeout
 
         def join(i: int, engine) -> None:
             rpc = engine.llm.collective_rpc
@@ -505,13 +517,13 @@ class EngineServer:
         return dict(self.group)
 
     def _joined(self, task: asyncio.Task) -> None:
-        """The join ended: the group stands, or (failed, nobody joined in time) there is none."""
+        """Record the end of the join: the group stands, or (failed, nobody joined in time) there is none."""
         self.joining = None
         if task.cancelled() or task.exception() is not None:
             self.group = None
 
     async def update_weights(self, raw: bytes) -> dict:
-        """Every worker receives the buckets the client broadcasts meanwhile and reloads them in place."""
+        """Make every worker receive the buckets the client broadcasts meanwhile and reload them in place."""
         from mmreason.rollout.backends.vllm_engine import _engine_dead
         from mmreason.rollout.backends.weight_group import buckets_from_wire
 
@@ -557,7 +569,7 @@ class EngineServer:
         return {}
 
     def weights_path(self, raw) -> Path:
-        """``raw`` (absolute, or relative to ``weights_dir``) as a folder inside ``weights_dir`` holding a
+        """Resolve ``raw`` (absolute, or relative to ``weights_dir``) as a folder inside ``weights_dir`` holding a
         regular ``model.safetensors`` also inside it; 403 for anything that leads out."""
         if not isinstance(raw, str) or not raw or "\x00" in raw:
             raise WireError("reload_weights: path must be a non-empty string")
@@ -578,7 +590,7 @@ class EngineServer:
 
 
 def _parse(raw: bytes, limits: WireLimits):
-    """A body's JSON, its shape within ``limits`` before it is parsed (``Refused`` 400 otherwise)."""
+    """Parse a body's JSON once its shape is within ``limits`` (``Refused`` 400 otherwise)."""
     try:
         check_body_shape(raw, limits)
     except WireError as exc:
@@ -587,8 +599,8 @@ def _parse(raw: bytes, limits: WireLimits):
 
 
 def _check_layout_shape(raw: bytes) -> None:
-    """A weights layout holds about two JSON arrays per tensor: more than ``MAX_LAYOUT_TENSORS`` tensors' worth
-    is refused before parsing."""
+    """Refuse an oversized weights layout before parsing: a layout holds about two JSON arrays per tensor, and more
+    than ``MAX_LAYOUT_TENSORS`` tensors' worth is refused."""
     most = 3 * MAX_LAYOUT_TENSORS + 16
     if raw.count(b"[") + raw.count(b"{") > most or raw.count(b",") > 8 * MAX_LAYOUT_TENSORS:
         raise Refused(400, f"update_weights: a layout of more than {MAX_LAYOUT_TENSORS} tensors")

@@ -25,7 +25,7 @@ class EngineSleep:
         self.cache_awake = True
 
     def after_generation(self) -> None:
-        """Sleep: the step's generation is over and the update needs the memory."""
+        """Put the engine to sleep: the step's generation is over and the update needs the memory."""
         if self.enabled and (self.weights_awake or self.cache_awake):
             self.llm.sleep(level=self.level)
             self.weights_awake = self.cache_awake = False

@@ -31,10 +31,12 @@ class SuppressTokens(LogitsProcessor):
         self.ids = torch.tensor(kept, dtype=torch.long, device=device)
 
     def is_argmax_invariant(self) -> bool:
-        return False  # a suppressed token may be the argmax: greedy rows must not pick it either
+        # a suppressed token may be the argmax: greedy rows must not pick it either
+        return False
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
-        pass  # the same ids for every request: nothing per request to track
+        # the same ids for every request: nothing per request to track
+        pass
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if self.ids.numel():

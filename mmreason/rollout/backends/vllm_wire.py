@@ -55,15 +55,16 @@ class WireLimits:
     limit_images: int = 16  # per prompt, as the engine's limit_mm_per_prompt
     limit_videos: int = 4
     vocab_size: int = MAX_TOKEN_ID  # token ids are below this (the engine's vocabulary)
-    image_token: int | None = None  # the collapsed image placeholder id: one run of it per image (Qwen's pads)
+    # the collapsed image placeholder id: one run of it per image (Qwen's pads)
+    image_token: int | None = None
     video_token: int | None = None  # the same for videos
 
     def max_containers(self) -> int:
-        """JSON objects and arrays a valid body can hold: a few per request, per image and per video."""
+        """Count the JSON objects and arrays a valid body can hold: a few per request, per image and per video."""
         return 64 + self.max_requests * (8 + 3 * self.limit_images + 12 * self.limit_videos)
 
     def max_items(self) -> int:
-        """Commas a valid body can hold: prompt ids, seeds, video metadata and headers."""
+        """Count the commas a valid body can hold: prompt ids, seeds, video metadata and headers."""
         per_request = self.max_prompt_tokens + 64 * self.limit_images + self.limit_videos * (MAX_METADATA_ITEMS + 64)
         return 1024 + self.max_rows + MAX_STOP_STRINGS + self.max_requests * per_request
 
@@ -85,7 +86,7 @@ def check_body_shape(raw: bytes, limits: WireLimits) -> None:
 
 
 def parse_json(raw: bytes):
-    """``raw`` as JSON; ``WireError`` for what is not JSON, not UTF-8, or nested too deep."""
+    """Parse ``raw`` as JSON; ``WireError`` for what is not JSON, not UTF-8, or nested too deep."""
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:
@@ -111,8 +112,8 @@ def check_safetensors(path: Path, shapes: dict[str, list] | None = None) -> None
 
 
 def safetensors_shapes(model_dir: str | Path) -> dict[str, list]:
-    """Tensor name -> shape of every ``*.safetensors`` file of a checkpoint folder (headers only); {} when it
-    has none or one does not parse."""
+    """Map tensor name -> shape of every ``*.safetensors`` file of a checkpoint folder (headers only); {} when it has
+    none or one does not parse."""
     out: dict[str, list] = {}
     try:
         for file in sorted(Path(model_dir).glob("*.safetensors")):
@@ -123,7 +124,7 @@ def safetensors_shapes(model_dir: str | Path) -> dict[str, list]:
 
 
 def _safetensors_header(path: Path) -> dict[str, dict]:
-    """The tensor entries of a safetensors file's header, each checked to lie inside the file."""
+    """Read the tensor entries of a safetensors file's header, each checked to lie inside the file."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(8)
@@ -244,7 +245,7 @@ def decode_image(d: dict) -> Image.Image:
 
 
 def encode_request(req: dict) -> dict:
-    """A vLLM request (``engine_request``) as JSON-safe data."""
+    """Encode a vLLM request (``engine_request``) as JSON-safe data."""
     out: dict[str, Any] = {"prompt_token_ids": [int(t) for t in req["prompt_token_ids"]]}
     media = req.get("multi_modal_data") or {}
     if media.get("image"):
@@ -257,7 +258,7 @@ def encode_request(req: dict) -> dict:
 
 
 def decode_request(d: dict, limits: WireLimits | None = None) -> dict:
-    """The vLLM request ``encode_request`` wrote; every key and value checked (``WireError``)."""
+    """Decode the vLLM request ``encode_request`` wrote; every key and value checked (``WireError``)."""
     limits = limits or WireLimits()
     _keys(d, "request", {"prompt_token_ids", "images", "videos", "mm_processor_kwargs"}, {"prompt_token_ids"})
     ids = _list(d["prompt_token_ids"], "prompt_token_ids", limits.max_prompt_tokens)
@@ -293,7 +294,7 @@ def decode_request(d: dict, limits: WireLimits | None = None) -> dict:
 
 
 def _check_placeholders(ids: list[int], given: int, token: int | None, what: str) -> None:
-    """One run of the ``token`` placeholder per image (video) given: the engine expands each run into that
+    """Check for one run of the ``token`` placeholder per image (video) given: the engine expands each run into that
     item's tokens, and a count that differs fails inside the engine."""
     if token is None:
         return
@@ -303,7 +304,7 @@ def _check_placeholders(ids: list[int], given: int, token: int | None, what: str
 
 
 def decode_metadata(meta: Any) -> dict:
-    """A video's metadata: string keys; numbers, strings, booleans, nulls or flat lists of them."""
+    """Decode a video's metadata: string keys; numbers, strings, booleans, nulls or flat lists of them."""
     if meta is None:
         return {}
     if not isinstance(meta, dict) or len(meta) > 64:
@@ -317,7 +318,7 @@ def decode_metadata(meta: Any) -> dict:
 
 
 def decode_generate(body: Any, limits: WireLimits) -> tuple[list[dict], int, GenerationSettings, list[int]]:
-    """A ``/generate`` body -> (vLLM requests, n, settings, one seed per row), within ``limits``."""
+    """Decode a ``/generate`` body -> (vLLM requests, n, settings, one seed per row), within ``limits``."""
     _keys(body, "body", {"requests", "n", "settings", "seeds"}, {"requests", "n", "settings", "seeds"})
     n = _int(body["n"], "n", 1, limits.max_n)
     raw = _list(body["requests"], "requests", limits.max_requests)
@@ -338,7 +339,7 @@ def encode_settings(settings: GenerationSettings) -> dict:
 
 
 def decode_settings(d: dict, limits: WireLimits | None = None) -> GenerationSettings:
-    """Sampling settings, each of its type and in its range (``max_new_tokens`` up to ``limits``)."""
+    """Decode sampling settings, each of its type and in its range (``max_new_tokens`` up to ``limits``)."""
     limits = limits or WireLimits()
     _keys(d, "settings", set(GenerationSettings.__dataclass_fields__), {"max_new_tokens"})
     out: dict[str, Any] = {
@@ -362,7 +363,7 @@ def decode_settings(d: dict, limits: WireLimits | None = None) -> GenerationSett
 
 
 def _plain(meta: Any) -> dict:
-    """Video metadata (a dict of numbers, lists and strings) as JSON-safe data."""
+    """Turn video metadata (a dict of numbers, lists and strings) into JSON-safe data."""
     if not isinstance(meta, dict):
         meta = dict(vars(meta))
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in meta.items()}

@@ -34,7 +34,8 @@ from datetime import timedelta
 
 import torch
 
-ALIGN = 16  # byte offset of every tensor in a bucket (so a view of any dtype is aligned)
+# byte offset of every tensor in a bucket (so a view of any dtype is aligned)
+ALIGN = 16
 WORKER_EXTENSION = "mmreason.rollout.backends.weight_group.WeightReceiver"
 SYNC_MODES = ("collective", "directory")
 
@@ -77,8 +78,8 @@ def bucket_size(bucket: list[Entry]) -> int:
 
 
 def plan_buckets(specs: list[tuple[str, torch.dtype, tuple[int, ...]]], bucket_bytes: int) -> list[list[Entry]]:
-    """``(name, dtype, shape)`` in order, cut into buckets of at most ``bucket_bytes`` (a larger tensor is a
-    bucket of its own), each tensor at an ``ALIGN``-byte offset."""
+    """Cut ``(name, dtype, shape)`` in order into buckets of at most ``bucket_bytes`` (a larger tensor is a bucket of
+    its own), each tensor at an ``ALIGN``-byte offset."""
     buckets: list[list[Entry]] = []
     current: list[Entry] = []
     offset = 0
@@ -100,7 +101,7 @@ def buckets_to_wire(buckets: list[list[Entry]]) -> list[list[list]]:
 
 
 def buckets_from_wire(wire: list) -> list[list[Entry]]:
-    """The layout as the trainer sent it (JSON or RPC lists); anything malformed is a ValueError."""
+    """Read the layout as the trainer sent it (JSON or RPC lists); anything malformed is a ValueError."""
     out = []
     for bucket in wire:
         entries = []
@@ -121,11 +122,11 @@ def broadcast(
     *,
     peer_gone_grace_s: float = 5.0,
 ) -> None:
-    """``tensor`` from group rank ``src`` to every rank of ``group`` (a stateless group: by its own ranks).
-    ``peer_alive``: polled while the broadcast is pending; when it turns False (the receiving call ended,
-    e.g. with an error) and the broadcast is still pending ``peer_gone_grace_s`` later, the wait stops with an
-    error instead of lasting until the group's timeout. The grace is for a receiver that took every byte and
-    answered before this side's send was marked complete (seen on a loaded machine)."""
+    """Broadcast ``tensor`` from group rank ``src`` to every rank of ``group`` (a stateless group: by its own ranks).
+    ``peer_alive``: polled while the broadcast is pending; when it turns False (the receiving call ended, e.g. with an
+    error) and the broadcast is still pending ``peer_gone_grace_s`` later, the wait stops with an error instead of
+    lasting until the group's timeout. The grace is for a receiver that took every byte and answered before this side's
+    send was marked complete (seen on a loaded machine)."""
     from torch.distributed import BroadcastOptions
 
     opts = BroadcastOptions()
@@ -144,7 +145,7 @@ def broadcast(
 
 
 def join_group(host: str, port: int, rank: int, world_size: int, backend: str, *, timeout_s: float):
-    """This process's end of the weights group (vLLM's stateless helper; the default group is untouched)."""
+    """Join this process's end of the weights group (vLLM's stateless helper; the default group is untouched)."""
     from vllm.distributed.utils import stateless_init_torch_distributed_process_group  # heavy, optional
 
     # Under torchrun / accelerate launch this variable makes every rendezvous a client of the launcher's store;
@@ -174,9 +175,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @contextmanager
 def policy_tensors(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
-    """The policy's tensors under the checkpoint's names, without copies: a PEFT LoRA model's adapters are
-    merged in place for the duration of the block (and unmerged after). Under FSDP2 the tensors are the
-    shards (DTensors); ``whole`` gathers one. Tied tensors appear once."""
+    """Yield the policy's tensors under the checkpoint's names, without copies: a PEFT LoRA model's adapters are merged
+    in place for the duration of the block (and unmerged after). Under FSDP2 the tensors are the shards (DTensors);
+    ``whole`` gathers one. Tied tensors appear once."""
     inner = getattr(model, "module", model)
     merged = hasattr(inner, "merge_adapter") and hasattr(inner, "get_base_model")
     if merged:
@@ -202,22 +203,22 @@ def policy_tensors(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
 
 
 def whole(tensor: torch.Tensor) -> torch.Tensor:
-    """A DTensor gathered whole (every process of its mesh calls this together); any other tensor as it is."""
+    """Gather a DTensor whole (every process of its mesh calls this together); return any other tensor as it is."""
     return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
 
 
 def tensor_specs(
     tensors: list[tuple[str, torch.Tensor]], dtype: torch.dtype | None = None
 ) -> list[tuple[str, torch.dtype, tuple[int, ...]]]:
-    """``(name, dtype, shape)`` of each tensor as it travels: a floating tensor in ``dtype`` when given (the
+    """Return ``(name, dtype, shape)`` of each tensor as it travels: a floating tensor in ``dtype`` when given (the
     engine's; ``sent_dtype``), any other as it is."""
     return [(name, sent_dtype(t.dtype, dtype), tuple(t.shape)) for name, t in tensors]
 
 
 def sent_dtype(own: torch.dtype, engine: torch.dtype | None) -> torch.dtype:
-    """The dtype a tensor travels in: the engine's for floating tensors (the engine would cast them on load
-    anyway, so casting first changes no loaded value and halves an fp32 policy's bytes for a bf16 engine),
-    its own for any other (integer buffers) or when the engine's is unknown."""
+    """Return the dtype a tensor travels in: the engine's for floating tensors (the engine would cast them on load
+    anyway, so casting first changes no loaded value and halves an fp32 policy's bytes for a bf16 engine), its own for
+    any other (integer buffers) or when the engine's is unknown."""
     return engine if engine is not None and own.is_floating_point else own
 
 
@@ -280,7 +281,7 @@ def send_to_all(
 
 
 def gather_along(model) -> None:
-    """A sharded policy's other processes' part of the main process's push: gather every tensor whole, in the
+    """Take a sharded policy's other processes' part of the main process's push: gather every tensor whole, in the
     push's order, and drop it (``full_tensor`` is a collective of the whole mesh)."""
     with policy_tensors(model) as tensors:
         for _, t in tensors:
@@ -291,9 +292,9 @@ def gather_along(model) -> None:
 def receive_buckets(
     group, src: int, buckets: list[list[Entry]], device: torch.device
 ) -> Iterator[tuple[str, torch.Tensor]]:
-    """The receiving end of ``send_buckets``: (name, tensor) in the layout's order, each a view into its
-    bucket. Every bucket is a fresh buffer: a loader may keep views of a layer's first tensors until the
-    layer is complete."""
+    """Receive, as the receiving end of ``send_buckets``, (name, tensor) in the layout's order, each a view into its
+    bucket. Every bucket is a fresh buffer: a loader may keep views of a layer's first tensors until the layer is
+    complete."""
     for bucket in buckets:
         buffer = torch.empty(bucket_size(bucket), dtype=torch.uint8, device=device)
         broadcast(group, buffer, src)
@@ -302,7 +303,7 @@ def receive_buckets(
 
 
 def run_beside(fn: Callable[[], object]) -> tuple[threading.Thread, dict]:
-    """``fn()`` in a daemon thread (an engine's RPC that must run while this thread broadcasts); the box gets
+    """Run ``fn()`` in a daemon thread (an engine's RPC that must run while this thread broadcasts); the box gets
     ``result`` or ``error``."""
     box: dict = {}
 
@@ -350,7 +351,7 @@ def broadcast_to_all(
 
 
 def finish_beside(thread: threading.Thread, box: dict, deadline: float | None, what: str) -> object:
-    """The result of ``run_beside``'s call, waiting until ``deadline`` (monotonic; None: no limit)."""
+    """Return the result of ``run_beside``'s call, waiting until ``deadline`` (monotonic; None: no limit)."""
     thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
     if thread.is_alive():
         raise TimeoutError(f"{what} did not return in time")
@@ -376,8 +377,8 @@ class WeightReceiver:
         return rank
 
     def mm_receive_weights(self, wire: list) -> int:
-        """Receive the buckets the trainer broadcasts and reload them in place (checkpoint format); returns
-        the number of tensors loaded."""
+        """Receive the buckets the trainer broadcasts and reload them in place (checkpoint format); return the number of
+        tensors loaded."""
         buckets = buckets_from_wire(wire)
         stream = receive_buckets(self._mm_weight_group, self._mm_trainer_rank, buckets, _worker_device(self))
         self.reload_weights(weights_iterator=stream, is_checkpoint_format=True)  # type: ignore[attr-defined]
