@@ -93,7 +93,7 @@ def play_episodes(run, sampler, drawn: list[Drawn], step: int, gate: TurnGate, *
 
 
 def account_episodes(run, drawn: list[Drawn], played: Played) -> list[Trajectory]:
-    """Return the trajectories of the played episodes, counted as the synchronous step counts them (training thread): a
+    """Return the trajectories of the played episodes, counted as the synchronous step counts them (training thread). A
     sample whose environment cannot start leaves the step as a bad sample; unseen media and environment faults are
     counted and logged."""
     n = run.cfg.rollout.num_generations

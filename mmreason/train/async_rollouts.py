@@ -88,8 +88,8 @@ def check_async_config(cfg: TrainConfig) -> None:
 
 def start_async_rollouts(run, first_step: int) -> AsyncRollouts | None:
     """Start, with ``rollout.async_generation``, the producer for a run whose next step is ``first_step``, installed on
-    ``run``: it wraps ``run.rollout_backend`` in its ``EngineLock`` and ``run.sampler`` in a ``RewindingSampler`` (the
-    loop calls this where it starts the engine). None without asynchronous generation."""
+    ``run``. It wraps ``run.rollout_backend`` in its ``EngineLock`` and ``run.sampler`` in a ``RewindingSampler``; the
+    loop calls this where it starts the engine. None without asynchronous generation."""
     if not run.cfg.rollout.async_generation:
         return None
     run.async_rollouts = AsyncRollouts(run, first_step)

@@ -267,9 +267,9 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, *, che
 
 
 def read_checkpoint(path: Path, unwrapped, optimizer, scheduler) -> tuple:
-    """Read (state, RNG list, optimizer state, scheduler state, weights, is an adapter), every part into memory and
-    checked against the live run (``checkpoint_verify``: no special file, checksums, state, RNG states that apply,
-    scheduler state, finite weights that fit the model, optimizer shapes); ``DamagedCheckpoint`` else."""
+    """Read (state, RNG list, optimizer state, scheduler state, weights, is an adapter), every part into memory. Each is
+    checked against the live run by ``checkpoint_verify``: no special file, checksums, state, RNG states that apply,
+    scheduler state, finite weights that fit the model, optimizer shapes. Anything else is a ``DamagedCheckpoint``."""
     check_tree(path)
     verify_files(path)
     state = read_state(path)

@@ -66,7 +66,7 @@ def check_tree(folder: Path) -> None:
 
 
 def _manifest_entries(folder: Path) -> dict[str, tuple[int, str]]:
-    """Read name -> (bytes, sha256) from ``checksums.json``; any malformation is a ``DamagedCheckpoint``: not JSON, no
+    """Read name -> (bytes, sha256) from ``checksums.json``. Any malformation is a ``DamagedCheckpoint``: not JSON, no
     ``files`` object, an entry that is not {"bytes": a non-negative integer, "sha256": 64 hex digits}, or a name that is
     not a relative path inside the folder (absolute, ``..``, empty parts)."""
     where = f"{folder}: {MANIFEST}"

@@ -278,9 +278,9 @@ def monitor(run: Run, start: int) -> HealthMonitor:
 
 
 def in_training_eval(run: Run) -> InTrainingEval:
-    """Return ``eval_steps`` and ``eval_limit`` as set; ``eval_steps`` left unset: the reward-hacking alarm's period (on
-    its ``eval_limit`` docs unless ``eval_limit`` is set) when that alarm is on, the run is at least its window long and
-    the task pack has an eval split; else no in-training eval."""
+    """Return ``eval_steps`` and ``eval_limit`` as set. With ``eval_steps`` left unset, take the reward-hacking alarm's
+    period when that alarm is on, the run is at least its window long and the task pack has an eval split; the eval then
+    runs on the alarm's ``eval_limit`` docs unless ``eval_limit`` is set. Else there is no in-training eval."""
     cfg, h = run.cfg, run.cfg.health
     if cfg.eval_steps is not None:
         return InTrainingEval(cfg.eval_steps, cfg.eval_limit)

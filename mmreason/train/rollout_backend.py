@@ -98,10 +98,10 @@ def check_engine_settings(cfg: TrainConfig, *, on_cpu: bool) -> None:
 
 
 def check_batching(cfg: TrainConfig, *, on_cpu: bool) -> None:
-    """Refuse the batching settings vLLM would refuse or that break the per-row seeds, in one line naming the key:
-    chunked prefill on CPU (a partly prefilled row's seeded generator would have to be rewound, which vLLM's CPU
-    generators cannot do), and without chunked prefill a token budget below the context (a whole prompt must fit one
-    scheduling step)."""
+    """Refuse, in one line naming the key, the batching settings vLLM would refuse or that break the per-row seeds. One
+    is chunked prefill on CPU: a partly prefilled row's seeded generator would have to be rewound, which vLLM's CPU
+    generators cannot do. The other is, without chunked prefill, a token budget below the context: a whole prompt must
+    fit one scheduling step."""
     r = cfg.rollout
     chunked = (not on_cpu) if r.vllm_enable_chunked_prefill is None else r.vllm_enable_chunked_prefill
     if chunked and on_cpu:

@@ -74,9 +74,10 @@ def off_policy_masked(run: Run, trajectories, logp, old, mask, *, advantages, st
 
 def corrects_with_sampler(run: Run) -> bool:
     """Tell whether the sampler's log-probs act on the update (importance weights, the off-policy mask's behaviour
-    policy): always with a vLLM engine; with HF generation (``rollout.hf_sampler_logprobs``, which records them for the
-    mismatch metrics) only when ``rollout.hf_importance_sampling_correction`` asks, or when they come from an older
-    policy (``rollout.async_generation``: the behaviour policy of each token is its version's)."""
+    policy). They always do with a vLLM engine. With HF generation they do only when
+    ``rollout.hf_importance_sampling_correction`` asks, or when they come from an older policy
+    (``rollout.async_generation``: each token's behaviour policy is its version's); ``rollout.hf_sampler_logprobs``
+    alone records them for the mismatch metrics."""
     r = run.cfg.rollout
     return run.rollout_backend is not None or r.hf_importance_sampling_correction or r.async_generation
 

@@ -80,9 +80,9 @@ def replayed_example(run: Run, prompt: PromptInputs, index: int) -> Trajectory |
 
 
 def sft_minibatches(run: Run, examples: list[Trajectory]) -> list[tuple[ModelBatch, float]]:
-    """Cut the step's examples into (collated mini-batch, weight) pairs: as many mini-batches on every process, each
-    with the same vision calls (a process with fewer repeats one with weight 0; ``agree.equal_minibatches``,
-    ``vision_calls.match_vision_calls``), so no process waits in a collective the others skip."""
+    """Cut the step's examples into (collated mini-batch, weight) pairs, as many on every process and each with the same
+    vision calls, so no process waits in a collective the others skip. A process with fewer mini-batches repeats one
+    with weight 0 (``agree.equal_minibatches``, ``vision_calls.match_vision_calls``)."""
     size = run.cfg.mini_batch_size
     rows = list(range(len(examples)))
     chunks = [rows[i : i + size] for i in range(0, len(rows), size)]

@@ -151,9 +151,9 @@ def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_roun
 
 
 def dynamic_sampling(run: Run, step: int, timed: PhaseTimes, first: Rollouts) -> Rollouts:
-    """Run DAPO dynamic sampling (collect.py; off without ``algorithm.dynamic_sampling``): further rounds of the same
-    phases until ``prompts_per_step`` groups carry signal or ``dynamic_sampling_max_draws`` extra draws were made, then
-    ``prompts_per_step`` groups kept and the rest counted as dropped."""
+    """Run DAPO dynamic sampling (collect.py; off without ``algorithm.dynamic_sampling``). Further rounds of the same
+    phases run until ``prompts_per_step`` groups carry signal or ``dynamic_sampling_max_draws`` extra draws were made.
+    Then ``prompts_per_step`` groups are kept and the rest counted as dropped."""
     cfg = run.cfg
     if not cfg.algorithm.dynamic_sampling:
         return first

@@ -35,9 +35,10 @@ def micro_batches(
     most_parts: int,
     shared_prompt: bool = False,
 ) -> list[list[list[int]]]:
-    """Cut the micro-batches of each share ``parts[p]`` (row indices into ``trajectories``): ``mini_batch_size`` rows
-    each when ``max_tokens`` is None (today's cut), else at most ``max_tokens`` tokens each, as many on every process
-    where the rows allow (``most_parts``: the optimizer steps every process runs at most)."""
+    """Cut the micro-batches of each share ``parts[p]`` (row indices into ``trajectories``). Each holds
+    ``mini_batch_size`` rows when ``max_tokens`` is None (today's cut), else at most ``max_tokens`` tokens. Every
+    process gets as many as the others where the rows allow (``most_parts``: the optimizer steps every process runs at
+    most)."""
     if max_tokens is None:
         return [length_sorted_minibatches(part, trajectories, mini_batch_size) for part in parts]
     cost = token_cost(trajectories, shared_prompt=shared_prompt)

@@ -130,9 +130,10 @@ def plan_update(run: Run, table: StepTable) -> UpdatePlan | None:
 
 
 def pre_passes(run: Run, plan: UpdatePlan) -> dict[str, float]:
-    """Run the pre-passes (no gradient): old log-probs whenever there is more than one optimizer step (later steps see
-    the ratio to the policy that sampled), reference log-probs with a KL term, then what the loss's providers compute
-    before the update (``loss_extras``: DCPO's tempered forward, the VPS probes); their metrics."""
+    """Run the pre-passes (no gradient) and return their metrics. Old log-probs come whenever there is more than one
+    optimizer step, so later steps see the ratio to the policy that sampled. Reference log-probs come with a KL term.
+    Last comes what the loss's providers compute before the update (``loss_extras``: DCPO's tempered forward, the VPS
+    probes)."""
     minibatches = plan.minibatches
     if run.cfg.algorithm.num_iterations > 1 or len(plan.shares) > 1:
         for mb in minibatches:
@@ -166,10 +167,10 @@ def accumulate(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stats, *
 
 
 def plan_shares(run: Run, trajs: list[Trajectory]) -> list[Share]:
-    """Split the kept trajectories into ``steps_per_generation`` shares of whole groups, each in length-sorted
-    mini-batches of at most ``mini_batch_size`` rows or ``max_tokens_per_micro_batch`` tokens (as many on every process:
-    ``token_budget.micro_batches``, ``agree.equal_minibatches``), each making the same vision calls on every process
-    (``vision_calls.match_vision_calls``)."""
+    """Split the kept trajectories into ``steps_per_generation`` shares of whole groups. Each share is cut into
+    length-sorted mini-batches of at most ``mini_batch_size`` rows or ``max_tokens_per_micro_batch`` tokens, as many on
+    every process (``token_budget.micro_batches``, ``agree.equal_minibatches``). Each mini-batch makes the same vision
+    calls on every process (``vision_calls.match_vision_calls``)."""
     cfg = run.cfg
     pad = run.processor.tokenizer.pad_token_id
     parts = split_groups([t.group_id for t in trajs], cfg.steps_per_generation)  # [[row, ...] per step]
@@ -283,11 +284,11 @@ def minibatch_loss(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stat
 def loss_inputs(
     run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, *, logprobs, old_logprobs, advantages, entropy
 ) -> rl.LossInputs:
-    """Build the mini-batch's ``rl.LossInputs``, field by field: the forward's tensors, the settings (aggregation from
-    ``loss_type``, ``max_len``, the named top-level keys ``beta``, ``epsilon`` ...), the reference log-probs, the group
-    ids, ``train_step`` (finished steps, for annealed options), the step's and the rows' total rewards, and the fields
-    the loss's providers give (``run.loss_extras``: ``prev_entropy``, ``tempered_logprobs``, ``entropy_history``,
-    ``segment_progress``)."""
+    """Build the mini-batch's ``rl.LossInputs``, field by field. They are the forward's tensors; the settings
+    (aggregation from ``loss_type``, ``max_len``, the named top-level keys ``beta``, ``epsilon`` ...); the reference
+    log-probs; the group ids; ``train_step`` (finished steps, for annealed options); the step's and the rows' total
+    rewards. Last come the fields the loss's providers give (``run.loss_extras``: ``prev_entropy``,
+    ``tempered_logprobs``, ``entropy_history``, ``segment_progress``)."""
     cfg, a = run.cfg, run.cfg.algorithm
     return rl.LossInputs(
         logprobs=logprobs,
