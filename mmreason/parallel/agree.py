@@ -28,7 +28,7 @@ class Stoppable(Protocol):
 
 
 def any_rank(accelerator: Accelerator, flag: bool) -> bool:
-    """True on every process when ``flag`` is true on any."""
+    """Tell every process whether ``flag`` is true on any."""
     if accelerator.num_processes == 1:
         return bool(flag)
     value = torch.tensor([1.0 if flag else 0.0], device=accelerator.device)
@@ -36,7 +36,7 @@ def any_rank(accelerator: Accelerator, flag: bool) -> bool:
 
 
 def most_over_ranks(accelerator: Accelerator, counts: list[int]) -> list[int]:
-    """The element-wise maximum of ``counts`` (same length on every process) over processes."""
+    """Take the element-wise maximum of ``counts`` (same length on every process) over processes."""
     if accelerator.num_processes == 1:
         return list(counts)
     value = torch.tensor(counts, dtype=torch.int64, device=accelerator.device)
@@ -52,13 +52,13 @@ def hold(run: Stoppable, exc: BaseException) -> None:
 
 
 def stopping(run: Stoppable) -> bool:
-    """Whether this process holds a fault (its later phases then do no work until ``settle``)."""
+    """Tell whether this process holds a fault (its later phases then do no work until ``settle``)."""
     return run.pending_stop is not None
 
 
 def settle(run: Stoppable, error_type: type[Exception]) -> None:
-    """The agreement point: when any process holds a fault, every process raises ``error_type`` (the one
-    that holds it with its own message and cause, the others naming it)."""
+    """Settle at the agreement point: when any process holds a fault, every process raises ``error_type`` (the one that
+    holds it with its own message and cause, the others naming it)."""
     pending = run.pending_stop
     acc = run.accelerator
     if not any_rank(acc, pending is not None):
@@ -80,7 +80,7 @@ def _gather_reasons(accelerator: Accelerator, reason: str | None) -> list[str | 
 def equal_minibatches(
     accelerator: Accelerator, parts: list[list[int]], chunks: list[list[list[int]]], most_parts: int
 ) -> tuple[list[list[int]], list[list[list[int]]], list[list[float]]]:
-    """(parts, chunks, weights): every process runs as many optimizer steps, and as many mini-batches in
+    """Return (parts, chunks, weights) such that every process runs as many optimizer steps, and as many mini-batches in
     each, as the process with the most (each backward is a collective under DDP / FSDP).
 
     ``parts`` are the row shares of the optimizer steps (at most ``most_parts``), ``chunks[p]`` the

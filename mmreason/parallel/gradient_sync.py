@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 
 def sync_gradients(model: torch.nn.Module, enabled: bool) -> None:
-    """Whether the next backward of ``model`` reduces gradients over processes (DDP's ``no_sync`` state,
-    FSDP2's ``set_requires_gradient_sync``); set before the micro-batch's forward, as DDP reads it there."""
+    """Set whether the next backward of ``model`` reduces gradients over processes (DDP's ``no_sync`` state, FSDP2's
+    ``set_requires_gradient_sync``); set before the micro-batch's forward, as DDP reads it there."""
     if is_ddp(model):
         model.require_backward_grad_sync = enabled
     elif is_sharded(model):

@@ -25,7 +25,7 @@ def is_ddp(model: torch.nn.Module) -> TypeGuard[torch.nn.parallel.DistributedDat
 
 
 def average_gradients(accelerator: Accelerator, parameters: Iterable[torch.nn.Parameter]) -> None:
-    """Mean of every trainable parameter's gradient over processes (a missing one counts as zeros)."""
+    """Average every trainable parameter's gradient over processes (a missing one counts as zeros)."""
     if accelerator.num_processes == 1:
         return
     import torch.distributed as dist
@@ -45,7 +45,7 @@ def average_gradients(accelerator: Accelerator, parameters: Iterable[torch.nn.Pa
 
 
 def _buckets(grads: list[torch.Tensor]) -> list[list[torch.Tensor]]:
-    """Consecutive gradients of one dtype and device, up to ``BUCKET_BYTES`` each (same order everywhere)."""
+    """Group consecutive gradients of one dtype and device, up to ``BUCKET_BYTES`` each (same order everywhere)."""
     out: list[list[torch.Tensor]] = []
     size = 0
     for g in grads:

@@ -34,25 +34,25 @@ if TYPE_CHECKING:
 
 
 def fsdp2_requested() -> bool:
-    """Whether the launcher's config asked for FSDP version 2."""
+    """Tell whether the launcher's config asked for FSDP version 2."""
     return (
         os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and os.environ.get("FSDP_VERSION", "1") == "2"
     )
 
 
 def fsdp_requested() -> bool:
-    """Whether the launcher's config asked for FSDP (any version)."""
+    """Tell whether the launcher's config asked for FSDP (any version)."""
     return os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
 
 
 def needs_own_sharding(accelerator: Accelerator) -> bool:
-    """FSDP2 was asked for: the trainer shards the model itself, on every device (``shard_model``)."""
+    """Tell whether FSDP2 was asked for: then the trainer shards the model itself, on every device (``shard_model``)."""
     return fsdp2_requested()
 
 
 def ensure_process_group(device: torch.device) -> None:
-    """A process group for ``fully_shard`` when the launcher started no collective (FSDP2 on one process):
-    a world of one over gloo (CPU) or NCCL (CUDA), so that the sharded path is the multi-process one."""
+    """Start a process group for ``fully_shard`` when the launcher started no collective (FSDP2 on one process): a world
+    of one over gloo (CPU) or NCCL (CUDA), so that the sharded path is the multi-process one."""
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -64,7 +64,7 @@ def ensure_process_group(device: torch.device) -> None:
 
 @contextmanager
 def plain_accelerator_env() -> Iterator[None]:
-    """Inside the block accelerate's environment says plain data parallel: the Accelerator built there never
+    """Make accelerate's environment say plain data parallel inside the block: the Accelerator built there never
     prepares FSDP itself (``shard_model`` does, the same on CPUs and GPUs). FSDP version 1 is refused."""
     if not fsdp_requested():
         yield
@@ -85,9 +85,9 @@ def plain_accelerator_env() -> Iterator[None]:
 
 
 def sharding_dtypes(model_dtype: torch.dtype, mixed_precision: str) -> tuple[torch.dtype, torch.dtype | None]:
-    """(dtype of the sharded parameters, compute dtype or None): fp32 masters sharded and units cast to bf16 /
-    fp16 when gathered, when the model is loaded in bf16 / fp16 or accelerate's ``mixed_precision`` asks; else
-    the model's own dtype with no cast."""
+    """Return (dtype of the sharded parameters, compute dtype or None): fp32 masters sharded and units cast to bf16 /
+    fp16 when gathered, when the model is loaded in bf16 / fp16 or accelerate's ``mixed_precision`` asks; else the
+    model's own dtype with no cast."""
     low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(mixed_precision)
     if model_dtype in (torch.bfloat16, torch.float16):
         return torch.float32, model_dtype
@@ -97,7 +97,7 @@ def sharding_dtypes(model_dtype: torch.dtype, mixed_precision: str) -> tuple[tor
 
 
 def wrap_classes() -> list[str]:
-    """Class names of the FSDP units, from the launcher's ``fsdp_transformer_layer_cls_to_wrap``."""
+    """Read the class names of the FSDP units from the launcher's ``fsdp_transformer_layer_cls_to_wrap``."""
     names = os.environ.get("FSDP_TRANSFORMER_CLS_TO_WRAP", "")
     return [n.strip() for n in names.split(",") if n.strip()]
 
@@ -111,11 +111,11 @@ def shard_model(
     device: torch.device | str | None = None,
     frozen: bool = False,
 ) -> torch.nn.Module:
-    """``fully_shard`` every module whose class name is in ``classes``, then the root; returns the model.
-    A class name that matches no module is an error naming the classes the model has. The parameters are
-    sharded in ``sharding_dtypes``' storage dtype (fp32 masters for a bf16 run) over every process, on
-    ``device``'s kind (the accelerator's; CUDA takes each process's current device), each unit cast to the
-    compute dtype when gathered; gradients are reduced in fp32.
+    """Apply ``fully_shard`` to every module whose class name is in ``classes``, then the root; return the model. A
+    class name that matches no module is an error naming the classes the model has. The parameters are sharded in
+    ``sharding_dtypes``' storage dtype (fp32 masters for a bf16 run) over every process, on ``device``'s kind (the
+    accelerator's; CUDA takes each process's current device), each unit cast to the compute dtype when gathered;
+    gradients are reduced in fp32.
 
     The units reshard after forward as the launcher says (``fsdp_reshard_after_forward``); the root keeps its
     parameters from its forward to its backward (FSDP2's own choice for a root: its backward starts at once
@@ -174,12 +174,12 @@ def is_sharded(model: torch.nn.Module) -> bool:
 
 @contextmanager
 def gathered(model: Any, *, whole: bool = True) -> Iterator[Any]:
-    """Every process enters together: a sharded model's parameters are all-gathered once and stay whole
-    until the block ends, so forwards inside (``generate``) need no collective and may differ in number
-    between processes, or run on one process only. On exit every unit is resharded and gets back its own
-    ``reshard_after_forward`` (the root's, the launcher's, or one set by hand). ``whole=False`` (the block
-    runs no forward of this model, e.g. a vLLM engine generates) gathers nothing: the model stays sharded.
-    Anything else is yielded as it is."""
+    """Keep a sharded model's parameters whole inside the block; every process enters together. They are all-gathered
+    once and stay whole until the block ends, so forwards inside (``generate``) need no collective and may differ in
+    number between processes, or run on one process only. On exit every unit is resharded and gets back its own
+    ``reshard_after_forward`` (the root's, the launcher's, or one set by hand). ``whole=False`` (the block runs no
+    forward of this model, e.g. a vLLM engine generates) gathers nothing: the model stays sharded. Anything else is
+    yielded as it is."""
     if not whole or not is_sharded(model):
         yield model
         return
@@ -207,15 +207,15 @@ def gathered(model: Any, *, whole: bool = True) -> Iterator[Any]:
 
 
 def reshards_after_forward(unit: Any) -> bool:
-    """Whether FSDP2 unit ``unit`` frees its gathered parameters after each forward (its param group's
-    post-forward mesh is set; torch has no public reader of it)."""
+    """Tell whether FSDP2 unit ``unit`` frees its gathered parameters after each forward (its param group's post-forward
+    mesh is set; torch has no public reader of it)."""
     groups = unit._get_fsdp_state()._fsdp_param_groups
     return any(g.post_forward_mesh_info is not None for g in groups)
 
 
 def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
-    """The whole model's state dict on the main process's CPU (every process calls it; others get {}),
-    or None for a model that is not sharded (its own ``state_dict`` is whole)."""
+    """Gather the whole model's state dict on the main process's CPU (every process calls it; others get {}), or None
+    for a model that is not sharded (its own ``state_dict`` is whole)."""
     if not is_sharded(model):
         return None
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
@@ -232,8 +232,8 @@ def load_full_state_dict(model: torch.nn.Module, state: dict[str, torch.Tensor])
 
 
 def full_optimizer_state(model: torch.nn.Module, optimizer: Any) -> dict[str, Any] | None:
-    """The optimizer's whole state (keyed by parameter names) on the main process's CPU, every process
-    calling it; None for a model that is not sharded."""
+    """Gather the optimizer's whole state (keyed by parameter names) on the main process's CPU, every process calling
+    it; None for a model that is not sharded."""
     if not is_sharded(model):
         return None
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict

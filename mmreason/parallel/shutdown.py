@@ -45,13 +45,13 @@ def join_workers(timeout_s: float = 5.0) -> list[str]:
 
 
 def running_workers() -> list[str]:
-    """The names of the live ``mmreason-*`` threads."""
+    """Return the names of the live ``mmreason-*`` threads."""
     return [t.name for t in threading.enumerate() if t.name.startswith(WORKER_PREFIX) and t.is_alive()]
 
 
 def finish_processes(accelerator: Accelerator, thread_timeout_s: float = 5.0) -> list[str]:
-    """Barrier, join the worker threads, destroy the process group (module doc, steps 1-3); returns the names
-    of the worker threads still running."""
+    """Pass a barrier, join the worker threads, destroy the process group (module doc, steps 1-3); return the names of
+    the worker threads still running."""
     import torch.distributed as dist
 
     # the run's group only: one process alone has none of its own (a group there is a colocated vLLM engine's)
