@@ -22,11 +22,11 @@ VERBS = frozenset(
     Accumulate Add Adopt Append Apply Ask Attend Average Await Broadcast Build Call Cast Check Checkpoint Claim
     Clear Close Collate Collect Compute Concatenate Copy Count Cut Decide Declare Decode Describe Draw Drop
     Encode End Exit Find Finish Flush Forget Gather Generate Get Give Group Halve Handle Hold Join Keep Launch
-    Leave Let List Load Log Make Map Mask Measure Merge Name Narrow Note Open Order Pack Parse Pass Place Plan
-    Play Poll Post Prepare Push Put Raise Read Receive Record Redo Refresh Refuse Release Remove Render Repeat
-    Replay Report Resolve Rest Restore Restrict Return Roll Run Sample Save Say Score Send Serve Set Settle Shut
-    Size Sleep Sort Spare Split Spread Stack Stamp Start Step Stop Take Tell Tokenize Try Turn Wait Wake Wrap
-    Write Yield
+    Leave Let List Load Log Make Map Mark Mask Measure Merge Name Narrow Note Open Order Pack Parse Pass Place
+    Plan Play Poll Post Prepare Push Put Raise Read Receive Record Redo Refresh Refuse Release Remove Render
+    Repeat Replay Report Resolve Rest Restore Restrict Return Roll Run Sample Save Say Score Send Serve Set
+    Settle Shut Size Sleep Sort Spare Split Spread Stack Stamp Start Step Stop Take Tell Tokenize Try Turn Wait
+    Wake Wrap Write Yield
     """.split()
 )
 

@@ -36,8 +36,8 @@ def tool_stats(trajectories: list[Trajectory]) -> dict[str, float]:
 
 
 def after_media(t: Trajectory) -> torch.Tensor:
-    """[T] bool: the tokens of the assistant turns that follow an observation which showed images or video frames
-    (visual tokens in its span), where a sampler that dropped or misplaced the observation's media would part from
+    """Mark [T] bool the tokens of the assistant turns that follow an observation which showed images or video frames
+    (visual tokens in its span). There a sampler that dropped or misplaced the observation's media would part from
     the trainer. All False for a single-turn trajectory."""
     out = torch.zeros(t.token_ids.numel(), dtype=torch.bool)
     types = t.mm_token_type_ids
