@@ -154,7 +154,13 @@ def scored_run(tiny_model_dir, shapes_cache, tmp_path_factory):
     samples, batch = score(run, prompts, trajectories)
     tasks = task_names(samples, "domain", "shapes")
     table = build_table(
-        trajectories, samples, batch, batch.total(), {d.slot: d.index for d in prompts}, tasks, task_index(tasks)
+        trajectories,
+        samples,
+        batch,
+        batch.total(),
+        {d.slot: d.index for d in prompts},
+        tasks=tasks,
+        task_ids=task_index(tasks),
     )
     table.advantages, table.keep = compute_advantages(run, table)
     assert table.advantages.abs().sum() > 0
