@@ -128,7 +128,10 @@ class Trajectory:
     reward_info: dict[str, Any] = field(default_factory=dict)  # environment facts for rewards (e.g. tool windows)
     # [T] the sampler's log-prob of each sampled token (0 elsewhere), when the rollout backend returns them (vLLM)
     rollout_logprobs: torch.Tensor | None = None
-    end: EpisodeEnd | None = None  # a multi-turn episode cut short (also ``reward_info["ended"]``, as text)
+    end: EpisodeEnd | None = None  # a multi-turn episode cut short
+    env_seconds: float | None = None  # time its environment steps took; None outside multi-turn episodes
+    # an observation's media that would not have reached the model (rollout/visibility.py): the report to dump
+    unseen_media: dict[str, Any] | None = None
     # the policy version that sampled it (asynchronous generation, train/async_rollouts.py): the step whose
     # update the engine's weights ended with; None when generated in step with the update
     policy_version: int | None = None

@@ -98,7 +98,7 @@ def _record(traj: Trajectory) -> tuple[Completion, dict[str, Any]]:
     return completion, {
         "episode": {
             "turns": turns,
-            "ended": traj.reward_info.get("ended"),
+            "ended": None if traj.end is None else str(traj.end),
             "tool_calls": sum(1 for i in infos if i and "name" in i and "error" not in i),
             "bad_tool_calls": sum(1 for i in infos if i and "error" in i),
         }

@@ -8,12 +8,17 @@ probe conversation whose assistant content is a marker and keeping what follows 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
 _MARK = "\u2063mmreason-turn\u2063"  # invisible separator: never part of a real template
 
 
-def _render_after_mark(template_owner, messages: list[dict[str, Any]], add_generation_prompt: bool) -> str:
+def _render_after_mark(
+    template_owner: ProcessorMixin, messages: list[dict[str, Any]], add_generation_prompt: bool
+) -> str:
     try:
         text = template_owner.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False)
     # no template, or one that refuses the probe: say which and why
@@ -26,12 +31,14 @@ def _render_after_mark(template_owner, messages: list[dict[str, Any]], add_gener
     return text[text.index(_MARK) + len(_MARK) :]
 
 
-def turn_end(processor) -> str:
+def turn_end(processor: ProcessorMixin) -> str:
     """Return what closes an assistant turn (``<|im_end|>\\n`` for Qwen)."""
     return _render_after_mark(processor, [{"role": "assistant", "content": _MARK}], add_generation_prompt=False)
 
 
-def next_turn(processor, content: list[dict[str, Any]], closed: bool, eos_text: str = "", role: str = "user") -> str:
+def next_turn(
+    processor: ProcessorMixin, content: list[dict[str, Any]], closed: bool, eos_text: str = "", role: str = "user"
+) -> str:
     """Return the text from the end of an assistant turn's content to the start of the next assistant turn, with a
     ``role`` turn holding ``content`` (chat-template content parts: ``{"type": "image"}``, ``{"type": "video"}``,
     ``{"type": "text", "text": ...}``) in between. ``closed``: the model already emitted ``eos_text`` (its turn-end

@@ -32,6 +32,7 @@ import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ def _local(host: str) -> bool:
 class _Reply:
     """One HTTP answer: its status and JSON object."""
 
-    def __init__(self, status: int, payload: dict):
+    def __init__(self, status: int, payload: dict) -> None:
         self.status, self.payload = status, payload
 
     @property
@@ -172,7 +173,7 @@ class ServerInfo:
     """A server's ``/health`` answer, asked once (until it comes) and shared by the environments of one
     factory, so each episode does not ask again."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.answer: dict | None = None
         self.lock = threading.Lock()
 
@@ -201,7 +202,7 @@ class HttpEnvironment:
         max_reply_mb: float = 64.0,
         bounds: MediaBounds | None = None,
         server_info: ServerInfo | None = None,
-    ):
+    ) -> None:
         self.url = url
         self.server_info = server_info or ServerInfo()
         self.host, self.port = parse_url(url)
@@ -223,7 +224,7 @@ class HttpEnvironment:
             info = self.health()
             stops = info.get("stop_strings") if info else None
             ok = isinstance(stops, list) and len(stops) <= 16 and all(isinstance(s, str) and s for s in stops)
-            self._stops = tuple(stops) if ok else ()
+            self._stops = tuple(stops) if ok and isinstance(stops, list) else ()
         return self._stops
 
     def health(self) -> dict | None:
@@ -328,7 +329,7 @@ def _max_body(info: dict | None) -> int | None:
     return int(mb * (1 << 20)) if isinstance(mb, (int, float)) and not isinstance(mb, bool) and mb > 0 else None
 
 
-def http_environment(url: str, **options: Any):
+def http_environment(url: str, **options: Any) -> Callable[[], HttpEnvironment]:
     """Build the factory of ``HttpEnvironment(url, **options)``: one new environment (and server session) per call, as a
     pack's ``make_environment``."""
     HttpEnvironment(url, **options)  # the url and options' errors now, not at the first episode

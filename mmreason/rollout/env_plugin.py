@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmreason.references import resolve_reference
-from mmreason.rollout.env_client import http_environment
+from mmreason.rollout.env_client import HttpEnvironment, http_environment
 from mmreason.rollout.tool_calls import FORMATS, HERMES, CallFormat
 from mmreason.taskpack import TaskPack
 from mmreason.types import Sample
+
+if TYPE_CHECKING:
+    from mmreason.rollout.environment import Environment
 
 
 class EnvironmentConfigError(ValueError):
@@ -36,7 +41,7 @@ class EnvironmentFactory:
     args: dict[str, Any] = field(default_factory=dict)
     call_format: CallFormat = HERMES
 
-    def __call__(self):
+    def __call__(self) -> Environment:
         env = self.factory(**self.args)
         if hasattr(env, "call_format"):
             env.call_format = self.call_format
@@ -89,7 +94,7 @@ def load_environment(
     return made
 
 
-def _served(url: str, args: dict[str, Any], key: str):
+def _served(url: str, args: dict[str, Any], key: str) -> Callable[[], HttpEnvironment]:
     """Build the client factory of the environment served at ``url`` (``rollout.environment_args``: api_key, timeout_s,
     ...: ``env_client.HttpEnvironment``'s options)."""
     try:
@@ -98,7 +103,7 @@ def _served(url: str, args: dict[str, Any], key: str):
         raise EnvironmentConfigError(f"{key}_args: the HTTP client does not take {sorted(args)}: {exc}") from None
     except ValueError as exc:
         raise EnvironmentConfigError(f"{key}: {exc}") from None
-    return lambda: made()
+    return made
 
 
 def attach_environment(pack: TaskPack, factory: EnvironmentFactory, max_turns: int | None = None) -> TaskPack:
@@ -109,7 +114,7 @@ def attach_environment(pack: TaskPack, factory: EnvironmentFactory, max_turns: i
     if max_turns is None:
         max_turns = int(getattr(factory(), "max_turns", 0) or 4)
 
-    def with_tools(sample: Sample, *, split: str, rng) -> Sample:
+    def with_tools(sample: Sample, *, split: str, rng: random.Random) -> Sample:
         if transform is not None:
             sample = transform(sample, split=split, rng=rng)
         return dataclasses.replace(sample, tools=schemas) if schemas else sample

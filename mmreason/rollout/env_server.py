@@ -25,6 +25,7 @@ and the other episodes, never wait on it.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import functools
 import json
@@ -33,11 +34,13 @@ import secrets
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 # the server's web stack (the dev and vllm extras): `mmreason env-serve` only
 from fastapi import FastAPI, Request
@@ -50,6 +53,9 @@ from mmreason.rollout.backends.vllm_wire import WireError, _keys, parse_json
 from mmreason.rollout.deadline import StepTimeout, call_with_deadline
 from mmreason.rollout.env_client import ENV, token_file
 from mmreason.rollout.env_wire import MediaBounds, check_containers, decode_sample, encode_observation
+
+if TYPE_CHECKING:
+    from mmreason.types import Sample
 
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 16, 64
 
@@ -86,9 +92,9 @@ class _Session:
     steps: int = 0
 
 
-def stop_strings_of(factory) -> tuple[str, ...]:
+def stop_strings_of(factory: Callable[[], Any]) -> tuple[str, ...]:
     """Return the environment's ``stop_strings`` (the factory's attribute, else one instance's), checked."""
-    stops = getattr(factory, "stop_strings", None)
+    stops: Any = getattr(factory, "stop_strings", None)
     if stops is None:
         probe = factory()
         stops = getattr(probe, "stop_strings", ())
@@ -99,7 +105,7 @@ def stop_strings_of(factory) -> tuple[str, ...]:
     return stops
 
 
-def _close_env(env) -> None:
+def _close_env(env: object) -> None:
     close = getattr(env, "close", None)
     if callable(close):
         try:
@@ -118,13 +124,13 @@ class EnvServer:
     def __init__(
         self,
         address: tuple[str, int],
-        factory,
+        factory: Callable[[], Any],
         *,
         api_key: str,
         limits: EnvLimits | None = None,
         token_file: Path | None = None,
         name: str = "environment",
-    ):
+    ) -> None:
         from mmreason.rollout.backends import vllm_http
 
         self.factory, self.name = factory, name
@@ -194,7 +200,7 @@ class EnvServer:
         self.counts["opened"] += 1
         return {"episode_id": sid, "observation": {"text": ""}, "reward": None, "done": False}
 
-    def _start(self, sample) -> Any:
+    def _start(self, sample: Sample) -> Any:
         """Start a new environment reset on ``sample`` (in a worker thread); 504 / 422 when it overruns or raises."""
         try:
             env = self.factory()
@@ -289,12 +295,12 @@ def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:500]}"
 
 
-def build_app(server: EnvServer):
+def build_app(server: EnvServer) -> FastAPI:
     """Build the endpoints (module docstring); errors are JSON ``{"error": ...}``."""
     from mmreason.rollout.backends.vllm_http import _body, _close
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # the environments' code runs in these threads: one per call that may be in progress (asyncio's default
         # pool has cores + 4, so a machine's worth of slow tools would queue the other episodes' steps)
         workers = server.limits.max_connections + 4
@@ -314,7 +320,9 @@ def build_app(server: EnvServer):
             info["proof"] = auth.proof(server.api_key, challenge[:256])
         return JSONResponse(info)
 
-    def endpoint(route):
+    def endpoint(
+        route: Callable[[bytes], Awaitable[dict[str, Any]]],
+    ) -> Callable[[Request], Awaitable[JSONResponse]]:
         async def answer(request: Request) -> JSONResponse:
             try:
                 raw = await _body(request, server.limits.read_timeout)
@@ -339,7 +347,7 @@ def build_app(server: EnvServer):
 # ---- the command -------------------------------------------------------------------------------------
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = EnvLimits()
     parser.add_argument("factory", help="the environment: pkg.module:Factory or path/file.py:Factory (one per episode)")
     parser.add_argument("--env_args", default="{}", help="keyword arguments for the factory, a JSON object")
@@ -366,7 +374,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max_image_pixels", type=int, default=m.max_image_pixels, help="pixels of one image")
 
 
-def limits_of(args) -> EnvLimits:
+def limits_of(args: Any) -> EnvLimits:
     """Read the flags' limits; a value <= 0 is a one-line error naming the flag."""
     names = ("max_sessions", "idle_timeout_s", "step_timeout_s", "read_timeout", "header_timeout")
     for name in (*names, "max_connections", "max_body_mb", "max_images", "max_image_pixels"):
@@ -381,7 +389,7 @@ def limits_of(args) -> EnvLimits:
     )
 
 
-def factory_of(ref: str, env_args: str):
+def factory_of(ref: str, env_args: str) -> Callable[..., Any]:
     """Return the factory ``ref`` names, with ``env_args`` (a JSON object) bound as keyword arguments."""
     from mmreason.references import resolve_reference
 
@@ -395,7 +403,7 @@ def factory_of(ref: str, env_args: str):
     return functools.update_wrapper(functools.partial(factory, **kwargs), factory) if kwargs else factory
 
 
-def run(args) -> int:
+def run(args: Any) -> int:
     key = args.api_key or os.environ.get(ENV)
     if not key and not _loopback(args.host):
         raise SystemExit(
@@ -424,5 +432,5 @@ def run(args) -> int:
     return 0
 
 
-def _exit_on_sigterm(signum, frame) -> None:
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)

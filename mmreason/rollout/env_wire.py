@@ -126,8 +126,9 @@ def decode_frames(d: Any, bounds: MediaBounds, what: str) -> torch.Tensor:
     if not isinstance(d, dict):
         raise WireError(f"{what} must be an array object")
     shape = d.get("shape")
-    ok = isinstance(shape, list) and len(shape) == 4 and all(isinstance(x, int) and x > 0 for x in shape)
-    if not ok or shape[1] != 3:
+    if not (isinstance(shape, list) and len(shape) == 4 and all(isinstance(x, int) and x > 0 for x in shape)) or (
+        shape[1] != 3
+    ):
         raise WireError(f"{what}: frames must have shape [T, 3, H, W], got {str(shape)[:60]}")
     t, _, h, w = shape
     if t > bounds.max_frames or h * w > bounds.max_image_pixels or t * h * w > bounds.max_video_pixels:
@@ -200,7 +201,7 @@ def _refs(d: dict, key: str, sid: str) -> list:
     return _items(d.get(key) or [], f"sample {sid!r}: {key}", 4096)
 
 
-def _ref(cls, v: Any, what: str):
+def _ref(cls: Any, v: Any, what: str) -> Any:
     fields = set(cls.__dataclass_fields__)
     _keys(v, what, fields)
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -54,7 +55,7 @@ class ModelBatch:
             self._visual = {k: torch.cat(v, dim=0).to(self.device or v[0].device) for k, v in chunks.items()}
         return self._visual
 
-    def to(self, device) -> ModelBatch:
+    def to(self, device: torch.device | str) -> ModelBatch:
         built = None if self._visual is None else {k: v.to(device) for k, v in self._visual.items()}
         return ModelBatch(
             self.input_ids.to(device),
@@ -134,7 +135,7 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> ModelBatch:
 
 
 def token_logprobs(
-    model,
+    model: torch.nn.Module,
     batch: ModelBatch,
     with_entropy: bool = False,
     *,
@@ -158,13 +159,28 @@ def token_logprobs(
     ``packed``: the rows run packed into one, without padding (``rollout.packing``; the caller checks
     ``packing.applies``).
     """
-    options = dict(temperature=temperature, suppressed=suppressed, chunked=chunked)
     if batch.forward_batch is not None:
-        return _with_stand_ins(model, batch, with_entropy, packed=packed, entropy_grad=entropy_grad, **options)
+        return _with_stand_ins(
+            model,
+            batch,
+            with_entropy,
+            packed=packed,
+            entropy_grad=entropy_grad,
+            temperature=temperature,
+            suppressed=suppressed,
+            chunked=chunked,
+        )
     if packed:
-        return packed_logprobs(model, batch, with_entropy, entropy_grad=entropy_grad, **options)
+        return packed_logprobs(
+            model,
+            batch,
+            with_entropy,
+            entropy_grad=entropy_grad,
+            temperature=temperature,
+            suppressed=suppressed,
+            chunked=chunked,
+        )
     reset_position_state(model)  # state left by generate(); positions must be recomputed
-    sampling = {"temperature": temperature, "suppressed": suppressed}
     n, t = batch.input_ids.shape
     first = first_action_position(batch.action_mask)  # the transformer's last layer runs from here on only
     trained = batch.action_mask[:, first:].bool()  # [N, T - first]: the tokens that get a log-prob
@@ -174,14 +190,27 @@ def token_logprobs(
     targets = batch.input_ids[:, first:][trained]  # [M]
     if chunked and head is None and sharded_head(model) is not None:  # FSDP2: the head computes them itself
         lp, ent = _logprobs_in_sharded_head(
-            model, batch, rows, targets, keep=t - first + 1, with_entropy=with_entropy, **sampling
+            model,
+            batch,
+            rows,
+            targets,
+            keep=t - first + 1,
+            with_entropy=with_entropy,
+            temperature=temperature,
+            suppressed=suppressed,
         )
         ent = ent if ent is None or entropy_grad else ent.detach()
     else:
         with lm_head_rows(model, rows, hidden=head is not None):
             out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)
         lp, ent = head_logprobs(
-            out.logits[0], targets, head, with_entropy=with_entropy, entropy_grad=entropy_grad, **sampling
+            out.logits[0],
+            targets,
+            head,
+            with_entropy=with_entropy,
+            entropy_grad=entropy_grad,
+            temperature=temperature,
+            suppressed=suppressed,
         )
     where = torch.nn.functional.pad(trained, (first, 0))  # [N, T]
     logprobs = lp.new_zeros(n, t).masked_scatter(where, lp)
@@ -189,16 +218,28 @@ def token_logprobs(
     return logprobs, entropy
 
 
-def _logprobs_in_sharded_head(model, batch: ModelBatch, rows, targets, *, keep: int, with_entropy: bool, **sampling):
+def _logprobs_in_sharded_head(
+    model: torch.nn.Module,
+    batch: ModelBatch,
+    rows: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    keep: int,
+    with_entropy: bool,
+    temperature: float,
+    suppressed: Sequence[int],
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Compute [M] log-probs (and entropies) of ``targets`` in one forward whose FSDP2-sharded LM head computes them
     chunk by chunk with its gathered weight (``rollout.sharded_head``): no [M, V] logits kept."""
-    with logprobs_in_head(model, rows, targets, with_entropy=with_entropy, **sampling) as read:
+    with logprobs_in_head(
+        model, rows, targets, with_entropy=with_entropy, temperature=temperature, suppressed=suppressed
+    ) as read:
         out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=keep)
     return read.split(out.logits)
 
 
 def _with_stand_ins(
-    model, batch: ModelBatch, with_entropy: bool, **options
+    model: torch.nn.Module, batch: ModelBatch, with_entropy: bool, **options: Any
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Compute ``token_logprobs`` of ``batch``'s rows from a forward over ``batch.forward_batch`` (these rows, then the
     vision stand-ins). The stand-ins' log-probs are added times 0 to every returned log-prob: the values are unchanged,

@@ -13,8 +13,9 @@ Vision special tokens are suppressed: a sampled ``<|image_pad|>`` would break th
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers.cache_utils import DynamicLayer, LinearAttentionLayer
@@ -32,6 +33,9 @@ from mmreason.rollout.row_sampling import (
 )
 from mmreason.types import Trajectory, Turn
 
+if TYPE_CHECKING:
+    from transformers import DynamicCache, PreTrainedTokenizerBase, ProcessorMixin
+
 VISION_SPECIAL_TOKENS = never_sampled_tokens()  # every family's (models/families); a tokenizer has its own
 
 
@@ -44,19 +48,19 @@ class GenerationSettings:
     stop_strings: tuple[str, ...] = ()
 
 
-def _known_ids(tokenizer, tokens) -> set[int]:
+def _known_ids(tokenizer: PreTrainedTokenizerBase, tokens: Iterable[str]) -> set[int]:
     """Return the ids of those of ``tokens`` the tokenizer holds as single tokens (not unknown)."""
     ids = [tokenizer.convert_tokens_to_ids(t) for t in tokens]
     unk = tokenizer.unk_token_id
-    return {i for i in ids if i is not None and i >= 0 and i != unk}
+    return {i for i in ids if isinstance(i, int) and i >= 0 and i != unk}
 
 
-def suppressed_token_ids(tokenizer) -> list[int]:
+def suppressed_token_ids(tokenizer: Any) -> list[int]:  # a tokenizer, or bench's id table
     """Return the never-sampled special tokens of the tokenizer's family (each family's adapter lists its own)."""
     return sorted(_known_ids(tokenizer, VISION_SPECIAL_TOKENS))
 
 
-def eos_token_ids(tokenizer) -> list[int]:
+def eos_token_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     ids = _known_ids(tokenizer, turn_end_tokens()) | {tokenizer.eos_token_id, tokenizer.pad_token_id}
     return sorted(i for i in ids if i is not None and i >= 0)
 
@@ -90,15 +94,21 @@ def collate_left(prompts: Sequence[PromptInputs], pad_token_id: int) -> dict[str
 
 
 def sample_rows(
-    model, tokenizer, prompts: Sequence[PromptInputs], n: int, settings: GenerationSettings, *, seeds: Sequence[int]
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[PromptInputs],
+    n: int,
+    settings: GenerationSettings,
+    *,
+    seeds: Sequence[int],
 ) -> torch.Tensor:
     """Sample as ``sample_rows_scored`` does; return the token ids alone."""
     return sample_rows_scored(model, tokenizer, prompts, n, settings, seeds=seeds)[0]
 
 
 def sample_rows_scored(
-    model,
-    tokenizer,
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
     prompts: Sequence[PromptInputs],
     n: int,
     settings: GenerationSettings,
@@ -177,7 +187,7 @@ def sample_rows_scored(
     return new, stacked_logprobs(recorder.logprobs, new.shape[0])[:, : new.shape[1]]
 
 
-def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int, mrope: bool = True):
+def _prefill(model: Any, backbone: Any, batch: dict[str, torch.Tensor], n: int, mrope: bool = True) -> DynamicCache:
     """Encode all but the last column of the left-padded prompts once; expand the KV cache and the M-RoPE
     deltas to n rows per prompt (``mrope`` False: 1-D positions from the attention mask, no deltas).
 
@@ -210,7 +220,7 @@ def _prefill(model, backbone, batch: dict[str, torch.Tensor], n: int, mrope: boo
     return cache
 
 
-def _repeat_rows(cache, n: int) -> None:
+def _repeat_rows(cache: DynamicCache, n: int) -> None:
     """Repeat each row of the prefilled cache n times in place: K/V, and a hybrid decoder's linear-attention convolution
     windows and recurrent states (transformers' ``LinearAttentionLayer`` has no ``batch_repeat_interleave`` of its
     own)."""
@@ -218,8 +228,9 @@ def _repeat_rows(cache, n: int) -> None:
         if isinstance(layer, LinearAttentionLayer):
             for i in range(layer.number_of_states):
                 for states in (layer.conv_states, layer.recurrent_states):
-                    if states[i] is not None:
-                        states[i] = states[i].repeat_interleave(n, dim=0)
+                    state = states[i]
+                    if state is not None:
+                        states[i] = state.repeat_interleave(n, dim=0)
         if isinstance(layer, DynamicLayer) and layer.is_initialized:
             layer.batch_repeat_interleave(n)
 
@@ -234,8 +245,8 @@ def cut_at_eos(tokens: torch.Tensor, eos_ids: list[int], pad_id: int) -> tuple[t
 
 
 def generate_groups(
-    model,
-    processor,
+    model: Any,
+    processor: Any,  # a processor, or anything with its ``tokenizer`` (bench)
     prompts: Sequence[PromptInputs],
     group_ids: Sequence[int],
     num_generations: int,
@@ -288,8 +299,8 @@ def generate_groups(
 
 
 def generate_group(
-    model,
-    processor,
+    model: Any,
+    processor: ProcessorMixin,
     prompt: PromptInputs,
     group_id: int,
     num_generations: int,

@@ -6,8 +6,9 @@ packed one (``rollout.packing``), the shared prefix and the FSDP2-sharded head; 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 
@@ -34,7 +35,7 @@ def head_logprobs(
     suppressed: Sequence[int],
     zero_suppressed: bool = True,
     entropy_grad: bool = False,
-):
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Compute [M] fp32 log-probs (and entropies) of ``targets`` from what the narrowed LM head returned: its
     hidden-state input ``[M, d]`` when ``head`` is given (chunked, ``rl.lm_head``), else its logits ``[M, V]``. A
     trained token that is suppressed gets log-prob 0 (with ``zero_suppressed``). The entropies are differentiable only
@@ -62,11 +63,11 @@ def head_logprobs(
     return lp, ent
 
 
-def chunkable_head(model) -> torch.nn.Linear | None:
+def chunkable_head(model: torch.nn.Module) -> torch.nn.Linear | None:
     """Return the model's LM head when log-probs can be taken from its input chunk by chunk after the forward: a plain
     ``nn.Linear`` with local weights (not a LoRA-wrapped head); None otherwise (the logits path, or for an FSDP2 shard
     the head's own forward: ``rollout.sharded_head``)."""
-    inner = getattr(model, "module", model)
+    inner: Any = getattr(model, "module", model)
     head = inner.get_output_embeddings()
     if type(head) is not torch.nn.Linear or hasattr(head.weight, "to_local"):
         return None
@@ -74,19 +75,19 @@ def chunkable_head(model) -> torch.nn.Linear | None:
 
 
 @contextmanager
-def lm_head_rows(model, rows: torch.Tensor | None, *, hidden: bool = False):
+def lm_head_rows(model: torch.nn.Module, rows: torch.Tensor | None, *, hidden: bool = False) -> Iterator[None]:
     """Narrow the model's LM head inside the block: it gets only the hidden states where ``rows`` is true (all when
     None) and returns their logits as ``[1, M, V]`` (M = ``rows.sum()``); with ``hidden`` it returns those hidden states
     ``[1, M, d]`` themselves and computes nothing (``head_logprobs`` takes them chunk by chunk). ``rows`` is ``[N, L]``
     over the positions whose logits the forward keeps (``logits_to_keep = L``). The forward still goes through the
     model's own ``__call__`` (DDP / FSDP hooks, LoRA layers); only the head's input is narrowed, by a forward
     pre-hook."""
-    inner = getattr(model, "module", model)  # DDP / accelerate wrappers
+    inner: Any = getattr(model, "module", model)  # DDP / accelerate wrappers
     head = inner.get_output_embeddings()
     if head is None:
         raise ValueError(f"{type(inner).__name__} has no output embeddings (LM head) to narrow")
 
-    def keep(_module, args):
+    def keep(_module: torch.nn.Module, args: Any) -> tuple[Any, ...]:
         states = args[0]
         if rows is None:
             return (states.reshape(1, -1, states.shape[-1]), *args[1:])

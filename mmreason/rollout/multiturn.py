@@ -7,7 +7,7 @@ a tool call, the environment says done, ``max_turns`` is reached, or the context
 An exception in ``Environment.step``, or a step running past ``step_timeout_s`` (``deadline.py``), ends the
 episode with ``Trajectory.end`` an ``EpisodeEnd`` of reason "environment error" (the trainer counts it), never the
 run. An episode cut by a limit (an observation over ``max_observation_tokens``, a full context, an observation whose
-media would not reach the model) says so in ``end`` (``reward_info["ended"]`` has it as text);
+media would not reach the model) says so in ``end``;
 ``episode_context`` is the context that no episode within the limits can fill.
 
 Episodes are played together (``run_episodes``): each turn, all live episodes sample their next assistant turn
@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -44,6 +45,9 @@ from mmreason.rollout.prompts import VISUAL_KEYS, PromptInputs, encode
 from mmreason.rollout.row_sampling import row_seeds
 from mmreason.rollout.visibility import UnseenMedia, check_encoded, check_rendered
 from mmreason.types import EndReason, EpisodeEnd, Trajectory, Turn
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase, ProcessorMixin
 
 # Asynchronous generation's hold on the engine for one turn's sampling call (train/async_rollouts.py): entered
 # around each turn's call, it yields the policy version the engine holds during it
@@ -76,7 +80,7 @@ def observation_content(obs: Observation) -> list[dict]:
     )
 
 
-def observation_text(processor, obs: Observation, closed: bool) -> str:
+def observation_text(processor: ProcessorMixin, obs: Observation, closed: bool) -> str:
     """Render the tokens between two assistant turns, as the checkpoint's chat template renders them."""
     eos = processor.tokenizer.eos_token or ""
     return next_turn(processor, observation_content(obs), closed, eos)
@@ -99,7 +103,7 @@ def fit_images(obs: Observation, budget: ImageBudget | None) -> Observation:
 
 
 def encode_observation(
-    processor, obs: Observation, closed: bool, sample_id: str = ""
+    processor: ProcessorMixin, obs: Observation, closed: bool, sample_id: str = ""
 ) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """Encode an observation's tokens; raise ``UnseenMedia`` when its images / videos would not reach the model."""
     text = observation_text(processor, obs, closed)
@@ -189,19 +193,18 @@ class _Episode:
             reward_info={
                 "observations": self.infos,
                 "observation_images": self.shown_images(),
-                "ended": None if self.ended is None else str(self.ended),
-                "env_seconds": self.env_seconds,
-                "unseen_media": self.unseen,
             },
             rollout_logprobs=self.logprobs,
             end=self.ended,
+            env_seconds=self.env_seconds,
+            unseen_media=self.unseen,
             token_versions=self.versions,
         )
 
 
 def run_episodes(
-    model,
-    processor,
+    model: Any,
+    processor: ProcessorMixin,
     starts: Sequence[EpisodeStart],
     settings: GenerationSettings,
     *,
@@ -289,7 +292,9 @@ def run_episodes(
     for i, e in episodes.items():
         results[i] = e.trajectory()
         close_environment(e.start.env, step_timeout_s)
-    return results
+    played = [r for r in results if r is not None]
+    assert len(played) == len(starts)  # every start has its entry, in order
+    return played
 
 
 def close_environment(env: Environment, timeout_s: float | None) -> None:
@@ -304,13 +309,13 @@ def close_environment(env: Environment, timeout_s: float | None) -> None:
             pass
 
 
-def _is_engine(model) -> bool:
+def _is_engine(model: Any) -> bool:
     return bool(getattr(model, "is_rollout_backend", False))
 
 
 def _sample_turn(
-    model,
-    tokenizer,
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
     live: list[_Episode],
     settings: GenerationSettings,
     seed: int,
@@ -330,6 +335,7 @@ def _sample_turn(
     order = [e for group in by_prompt.values() for e in group] if n > 1 else live
     contexts = [group[0].context() for group in by_prompt.values()] if n > 1 else [e.context() for e in live]
     seeds = [e.start.turn_seed(seed, step, turn) for e in order]
+    new: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]
     if _is_engine(model):  # the same contexts, rows and seeds as one engine call
         new = [
             (torch.tensor(ids, dtype=torch.long), torch.tensor(lps, dtype=torch.float32), None)
@@ -345,7 +351,7 @@ def _sample_turn(
 
 
 def _play_turn(
-    processor,
+    processor: ProcessorMixin,
     e: _Episode,
     row: torch.Tensor,
     settings: GenerationSettings,
@@ -443,8 +449,8 @@ def _play_turn(
 
 
 def run_episode(
-    model,
-    processor,
+    model: Any,
+    processor: ProcessorMixin,
     prompt: PromptInputs,
     env: Environment,
     group_id: int,

@@ -16,7 +16,9 @@ in backward, after the block, so it keeps transformers' dense mask (exact, slowe
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from transformers import AttentionInterface
@@ -29,8 +31,17 @@ SEGMENTED = {"sdpa": "sdpa_segments", cpu_attention.NAME: f"{cpu_attention.NAME}
 _BASE = {"sdpa": sdpa_attention_forward, cpu_attention.NAME: cpu_attention.sdpa_fp32_attention}
 
 
-def _segments(base):
-    def attention(module, query, key, value, attention_mask, *args, position_ids=None, **kwargs):
+def _segments(base: Callable[..., tuple[torch.Tensor, Any]]) -> Callable[..., tuple[torch.Tensor, None]]:
+    def attention(
+        module: torch.nn.Module,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        *args: Any,
+        position_ids: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, None]:
         """Attend over [1, H, L, D] packed queries, keys and values -> [1, L, H, D]: ``base`` per sequence, causal."""
         if position_ids is None or query.shape[0] != 1:
             raise ValueError("packed attention needs the packed row's text positions (position_ids [1, L])")
@@ -45,7 +56,7 @@ def _segments(base):
     return attention
 
 
-def _no_mask(*args, **kwargs):
+def _no_mask(*args: Any, **kwargs: Any) -> None:
     return None  # each sequence's causal attention needs none
 
 
@@ -55,7 +66,7 @@ for _name, _segmented in SEGMENTED.items():
 
 
 @contextmanager
-def segment_attention(decoder_config, model):
+def segment_attention(decoder_config: Any, model: torch.nn.Module) -> Iterator[None]:
     """Make the decoder (``decoder_config``: its text config) attend, inside the block, sequence by sequence, when its
     attention is SDPA and no layer is gradient-checkpointed; otherwise nothing changes."""
     before = getattr(decoder_config, "_attn_implementation", None)

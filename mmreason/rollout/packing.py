@@ -32,7 +32,7 @@ not build (packing would then attend across sequences).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 PACKED_ATTENTION = ("sdpa", "eager", "sdpa_fp32")
 
 
-def refusal(model) -> str | None:
+def refusal(model: torch.nn.Module) -> str | None:
     """Say why ``model`` cannot run packed exactly, or None when it can."""
     inner = _inner(model)
     text = getattr(inner.config, "text_config", inner.config)
@@ -63,18 +63,18 @@ def refusal(model) -> str | None:
     return None
 
 
-def applies(model) -> bool:
+def applies(model: torch.nn.Module) -> bool:
     """Tell whether ``model``'s log-probs can be taken packed, exactly (``refusal`` is None)."""
     return refusal(model) is None
 
 
-def uses(padding_free: bool, model) -> bool:
+def uses(padding_free: bool, model: torch.nn.Module) -> bool:
     """Tell whether a log-prob pass of ``model`` runs packed: the run asks for it (``padding_free``) and it is exact."""
     return padding_free and applies(model)
 
 
 def packed_logprobs(
-    model,
+    model: torch.nn.Module,
     batch: ModelBatch,
     with_entropy: bool = False,
     *,
@@ -99,9 +99,10 @@ def packed_logprobs(
     inner = _inner(model)
     decoder = getattr(inner.config, "text_config", inner.config)
     targets = batch.input_ids[trained]  # [M] in row-major order, as the head's rows come
-    sampling = {"temperature": temperature, "suppressed": suppressed}
     narrowed = (
-        logprobs_in_head(model, predicts, targets, with_entropy=with_entropy, **sampling)
+        logprobs_in_head(
+            model, predicts, targets, with_entropy=with_entropy, temperature=temperature, suppressed=suppressed
+        )
         if in_head
         else lm_head_rows(model, predicts, hidden=head is not None)
     )
@@ -115,18 +116,25 @@ def packed_logprobs(
         )
     reset_position_state(model)
     if in_head:
+        assert read is not None  # logprobs_in_head yields its reader
         lp, ent = read.split(out.logits)
         ent = ent if ent is None or entropy_grad else ent.detach()
     else:
         lp, ent = head_logprobs(
-            out.logits[0], targets, head, with_entropy=with_entropy, entropy_grad=entropy_grad, **sampling
+            out.logits[0],
+            targets,
+            head,
+            with_entropy=with_entropy,
+            entropy_grad=entropy_grad,
+            temperature=temperature,
+            suppressed=suppressed,
         )
     logprobs = lp.new_zeros(n, t).masked_scatter(trained, lp)
     entropy = None if ent is None else ent.new_zeros(n, t).masked_scatter(trained, ent)
     return logprobs, entropy
 
 
-def packed_positions(model, batch: ModelBatch, visual: dict[str, torch.Tensor]) -> torch.Tensor:
+def packed_positions(model: torch.nn.Module, batch: ModelBatch, visual: dict[str, torch.Tensor]) -> torch.Tensor:
     """Return the packed row's positions: ``[4, 1, sum L_i]`` (text positions, then the three M-RoPE axes) for an M-RoPE
     family, ``[1, sum L_i]`` sequence positions for a 1-D RoPE one."""
     keep = batch.attention_mask.bool()
@@ -145,11 +153,11 @@ def packed_positions(model, batch: ModelBatch, visual: dict[str, torch.Tensor]) 
     return torch.cat([text[None], positions[:, keep].to(text.device)[:, None]])
 
 
-def _inner(model):
+def _inner(model: torch.nn.Module) -> Any:
     """Return the model under DDP / accelerate and PEFT wrappers."""
     model = getattr(model, "module", model)
     return getattr(model, "get_base_model", lambda: model)()
 
 
-def _backbone(model):
+def _backbone(model: torch.nn.Module) -> Any:
     return _inner(model).model

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -30,6 +30,10 @@ from mmreason.paths import cache_dir
 from mmreason.rollout.tool_prompt import render_with_tools
 from mmreason.rollout.visibility import check_encoded, check_rendered, media_paths, named_media
 from mmreason.types import PageRef, Sample
+
+if TYPE_CHECKING:
+    from PIL import Image
+    from transformers import ProcessorMixin
 
 # Keys of processor outputs that describe visual inputs (concatenated across samples in a batch).
 VISUAL_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
@@ -110,6 +114,7 @@ def plan_videos(
     # one limit set: the other is the media layer's default (as load_video resolves it); none: the frames keep
     # their size and the processor's own limits (``fallback``) decide the tokens
     budget = resolve_budget(low, high, VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS) or resolve_budget(*fallback, *fallback)
+    assert budget is not None  # the processor's own limits are set
     resize = low is not None or high is not None
     plans = []
     t = time.perf_counter()
@@ -184,7 +189,7 @@ def load_sample_media(
     return images, videos, metadata
 
 
-def load_page(page: PageRef, min_pixels: int | None, max_pixels: int | None):
+def load_page(page: PageRef, min_pixels: int | None, max_pixels: int | None) -> Image.Image:
     """Load a document page at its own budget (resolution allocation), never above the global one (which
     ``prompt_overflow: downscale`` lowers): a PDF page rendered through the on-disk cache, or an image."""
     budgets = [b for b in (page.max_pixels, max_pixels) if b]
@@ -203,7 +208,10 @@ def frame_times(metadata: list[dict]) -> list[list[float]]:
 
 
 def render_chat(
-    processor, messages: list[dict[str, Any]], system_prompt: str | None = None, tools: list[dict] | None = None
+    processor: ProcessorMixin,
+    messages: list[dict[str, Any]],
+    system_prompt: str | None = None,
+    tools: list[dict] | None = None,
 ) -> str:
     """Render the prompt text with the checkpoint's chat template; ``tools``: their schemas shown too
     (``tool_prompt``)."""
@@ -214,7 +222,7 @@ def render_chat(
     return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
 
-def encode(processor, text: str, images: list, videos: list, metadata: list) -> dict[str, torch.Tensor]:
+def encode(processor: ProcessorMixin, text: str, images: list, videos: list, metadata: list) -> dict[str, torch.Tensor]:
     kwargs: dict[str, Any] = {"text": [text], "return_tensors": "pt", "return_mm_token_type_ids": True}
     if images:
         kwargs["images"] = images
@@ -225,7 +233,7 @@ def encode(processor, text: str, images: list, videos: list, metadata: list) -> 
     return dict(processor(**kwargs))
 
 
-def processor_video_limits(processor) -> tuple[int, int]:
+def processor_video_limits(processor: ProcessorMixin) -> tuple[int, int]:
     """Return the video processor's own per-frame ``(min_pixels, max_pixels)`` (the transformers defaults if unset)."""
     size = getattr(getattr(processor, "video_processor", None), "size", None) or {}
     try:
@@ -234,13 +242,13 @@ def processor_video_limits(processor) -> tuple[int, int]:
         return VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS
 
 
-def text_tokens(processor, text: str) -> int:
+def text_tokens(processor: ProcessorMixin, text: str) -> int:
     """Count the tokens of the rendered chat before the processor expands each visual placeholder (one token each)."""
     return len(processor.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def build_prompt(
-    processor,
+    processor: ProcessorMixin,
     sample: Sample,
     *,
     max_prompt_length: int,
@@ -291,11 +299,12 @@ def build_prompt(
         images, videos, metadata = load_sample_media(
             sample, min_pixels, budget, limits.fps, limits.max_frames, video=limits, plans=plans, clock=clock
         )
-        seen = dict(sample_id=sample.id, paths=media_paths(sample))
-        check_rendered(processor, text, len(images), len(videos), named_media(sample.messages), **seen)
+        paths = media_paths(sample)
+        named = named_media(sample.messages)
+        check_rendered(processor, text, len(images), len(videos), named, sample_id=sample.id, paths=paths)
         out = encode(processor, text, images, videos, metadata)
         ids = out["input_ids"][0]
-        check_encoded(processor, ids, out, len(images), len(videos), **seen)
+        check_encoded(processor, ids, out, len(images), len(videos), sample_id=sample.id, paths=paths)
         if ids.numel() <= max_prompt_length:
             types = out.get("mm_token_type_ids")
             types = types[0] if types is not None else torch.zeros_like(ids)
@@ -322,7 +331,11 @@ def check_media_count(sample: Sample, max_images: int | None, max_videos: int | 
 
 
 def _smaller(
-    processor, budget: int | None, limits: VideoLimits, plans: list[ClipPlan], pixels_per_token: int = 28 * 28
+    processor: ProcessorMixin,
+    budget: int | None,
+    limits: VideoLimits,
+    plans: list[ClipPlan],
+    pixels_per_token: int = 28 * 28,
 ) -> tuple[int, VideoLimits]:
     """Halve the image budget and each video frame's (and the clips' total), not below 4 tokens' worth
     (``pixels_per_token``: the family's, 28 x 28 for Qwen2/2.5-VL, 32 x 32 for Qwen3-VL)."""

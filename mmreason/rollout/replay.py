@@ -11,6 +11,8 @@ naming the sample: the written trajectory is wrong, not the model.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from mmreason.rollout.deadline import DEFAULT_STEP_TIMEOUT_S
@@ -18,6 +20,9 @@ from mmreason.rollout.environment import Environment
 from mmreason.rollout.multiturn import ImageBudget, close_environment, encode_observation, fit_images
 from mmreason.rollout.prompts import PromptInputs
 from mmreason.types import Trajectory, Turn
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
 
 def split_turns(text: str, stop_strings: tuple[str, ...]) -> list[str]:
@@ -36,7 +41,7 @@ def split_turns(text: str, stop_strings: tuple[str, ...]) -> list[str]:
 
 
 def replay_episode(
-    processor,
+    processor: ProcessorMixin,
     prompt: PromptInputs,
     env: Environment,
     target: str,
@@ -55,7 +60,7 @@ def replay_episode(
 
 
 def _replay(
-    processor,
+    processor: ProcessorMixin,
     prompt: PromptInputs,
     env: Environment,
     target: str,

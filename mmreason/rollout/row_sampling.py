@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from mmreason.rollout.generate import GenerationSettings
 
 
 def row_seeds(seed: int, n: int) -> list[int]:
@@ -98,7 +102,7 @@ class RowSeededSampling:
     # decoding steps whose uniform numbers are drawn (and moved to the device) at once
     block = 64
 
-    def __init__(self, seeds: Sequence[int], settings, record_logprobs: bool = False):
+    def __init__(self, seeds: Sequence[int], settings: GenerationSettings, record_logprobs: bool = False) -> None:
         self.settings = settings  # GenerationSettings: temperature, top_k, top_p
         self.logprobs: list[torch.Tensor] | None = [] if record_logprobs else None
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
@@ -136,7 +140,7 @@ class GreedyLogprobs:
     the argmax token under softmax(scores) in fp32 (no temperature: vLLM's greedy ``processed_logprobs``, and
     the trainer's temperature of 1 for greedy) to ``logprobs``."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.logprobs: list[torch.Tensor] = []
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -153,7 +157,7 @@ def stacked_logprobs(steps: list[torch.Tensor], n: int) -> torch.Tensor:
 class SuppressTokens:
     """A logits processor: the given token ids at -inf (never sampled, never picked greedily)."""
 
-    def __init__(self, token_ids: Sequence[int]):
+    def __init__(self, token_ids: Sequence[int]) -> None:
         self.token_ids = torch.as_tensor(list(token_ids), dtype=torch.long)
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:

@@ -16,9 +16,10 @@ unsharded model's to fp32 rounding, gradients too).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -26,10 +27,10 @@ from mmreason.rl.lm_head import logprobs_from_hidden
 from mmreason.rollout.head import lm_head_rows
 
 
-def sharded_head(model) -> torch.nn.Linear | None:
+def sharded_head(model: torch.nn.Module) -> torch.nn.Linear | None:
     """Return the model's LM head when it is a plain ``nn.Linear`` whose weight is an FSDP2 shard (the chunked head then
     runs inside its forward, ``logprobs_in_head``); None otherwise."""
-    inner = getattr(model, "module", model)
+    inner: Any = getattr(model, "module", model)
     head = inner.get_output_embeddings()
     if type(head) is not torch.nn.Linear or not hasattr(head.weight, "to_local"):
         return None
@@ -44,7 +45,9 @@ class HeadLogprobs:
     suppressed: Sequence[int]
     with_entropy: bool
 
-    def split(self, head_out: torch.Tensor, *, zero_suppressed: bool = True):
+    def split(
+        self, head_out: torch.Tensor, *, zero_suppressed: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Split ([M] fp32 log-probs, [M] entropies or None) from the head's ``[1, M, 1 or 2]`` output; a trained token
         that is suppressed gets log-prob 0 (with ``zero_suppressed``), as ``forward.head_logprobs``."""
         lp = head_out[0, :, 0]
@@ -57,14 +60,14 @@ class HeadLogprobs:
 
 @contextmanager
 def logprobs_in_head(
-    model,
+    model: torch.nn.Module,
     rows: torch.Tensor | None,
     targets: torch.Tensor,
     *,
     with_entropy: bool,
     temperature: float,
     suppressed: Sequence[int],
-):
+) -> Iterator[HeadLogprobs]:
     """Make the model's LM head (``sharded_head``), inside the block, take the hidden states where ``rows`` is true
     (``lm_head_rows``) and return their log-probs of ``targets`` ``[M]`` (and entropies), computed chunk by chunk with
     its gathered weight. Yields the ``HeadLogprobs`` that reads the output."""
@@ -88,7 +91,7 @@ def logprobs_in_head(
 
     with lm_head_rows(model, rows):
         # an instance attribute: the module's __call__ (and its hooks) stay
-        head.forward = forward
+        head.forward = forward  # type: ignore[method-assign,assignment]
         try:
             yield HeadLogprobs(targets, suppressed, with_entropy)
         finally:

@@ -23,8 +23,9 @@ the others ``applies`` is False and the caller uses the plain path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, LinearAttentionLayer
@@ -37,7 +38,7 @@ from mmreason.rollout.head import chunkable_head, head_logprobs, lm_head_rows
 from mmreason.types import Trajectory
 
 
-def applies(model, trajectories: list[Trajectory]) -> bool:
+def applies(model: torch.nn.Module, trajectories: list[Trajectory]) -> bool:
     """Tell whether the model can continue a cached prompt exactly (single- or multi-turn trajectories)."""
     return family_of_model(model).shared_prefix == "kv"
 
@@ -53,7 +54,7 @@ def observation_visuals(t: Trajectory) -> list[dict[str, torch.Tensor]]:
 
 
 def shared_prefix_logprobs(
-    model,
+    model: torch.nn.Module,
     trajectories: list[Trajectory],
     length: int,
     pad_token_id: int,
@@ -94,18 +95,25 @@ def shared_prefix_logprobs(
             rows[i] = torch.nn.functional.pad(lp[j], pad)
             if ent is not None:
                 ent_rows[i] = torch.nn.functional.pad(ent[j], pad)
-    return torch.stack(rows), torch.stack(ent_rows) if with_entropy else None
+    return torch.stack(_filled(rows)), torch.stack(_filled(ent_rows)) if with_entropy else None
+
+
+def _filled(rows: list[torch.Tensor | None]) -> list[torch.Tensor]:
+    """Return ``rows`` once every one is set (each trajectory belongs to one group)."""
+    out = [r for r in rows if r is not None]
+    assert len(out) == len(rows)
+    return out
 
 
 def _group(
-    model,
+    model: torch.nn.Module,
     group: list[Trajectory],
     pad_token_id: int,
     with_entropy: bool,
     temperature: float,
     *,
     suppressed: Sequence[int],
-    device,
+    device: torch.device,
     offset: int = 0,
     chunked: bool = True,
     entropy_grad: bool = False,
@@ -202,7 +210,9 @@ class _PromptLayer(DynamicLayer):
     """The prompt pass's cache layer: keeps the first K/V written, returns what it is given (the prompt pass has
     no earlier tokens), so a checkpointed layer's replay neither changes it nor sees it twice."""
 
-    def update(self, key_states, value_states, *args, **kwargs):
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
             self.keys, self.values = key_states, value_states
@@ -212,7 +222,10 @@ class _PromptLayer(DynamicLayer):
 class _PrefixLayer(DynamicLayer):
     """The completions pass's cache layer: the prompt's K/V, read only (prefix + the given states)."""
 
-    def update(self, key_states, value_states, *args, **kwargs):
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        assert self.keys is not None and self.values is not None  # the prompt's, set by _prefix_cache
         return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
 
 
@@ -221,7 +234,9 @@ class _PromptLinearLayer(LinearAttentionLayer):
     window and final recurrent state written (by assignment: they stay in the autograd graph) and reports no
     previous state, so the pass, and a checkpointed layer's replay of it, runs as a fresh prefill."""
 
-    def update_conv_state(self, conv_states, state_idx: int = 0, conv_kernel_size: int | None = None, **kwargs):
+    def update_conv_state(
+        self, conv_states: torch.Tensor, state_idx: int = 0, conv_kernel_size: int | None = None, **kwargs: Any
+    ) -> torch.Tensor:
         k = conv_kernel_size or conv_states.shape[-1]
         # a prompt shorter than the kernel: zeros before it, as a prefill pads
         if conv_states.shape[-1] < k:
@@ -232,7 +247,10 @@ class _PromptLinearLayer(LinearAttentionLayer):
             self.is_conv_states_initialized[state_idx] = True
         return conv_states
 
-    def update_recurrent_state(self, recurrent_states, state_idx: int = 0, **kwargs):
+    # transformers' LinearAttentionLayer and its mixin disagree on this signature
+    def update_recurrent_state(  # type: ignore[override]
+        self, recurrent_states: torch.Tensor, state_idx: int = 0, **kwargs: Any
+    ) -> torch.Tensor:
         if not self.is_recurrent_states_initialized[state_idx]:
             self.recurrent_states[state_idx] = recurrent_states
             self.is_recurrent_states_initialized[state_idx] = True
@@ -244,23 +262,32 @@ class _PrefixLinearLayer(LinearAttentionLayer):
     recurrent state repeated to the group's rows, read only (the window is prepended to the new inputs; the
     new final state is not kept)."""
 
-    def __init__(self, recorded: _PromptLinearLayer, g: int):
+    def __init__(self, recorded: _PromptLinearLayer, g: int) -> None:
         super().__init__(number_of_states=recorded.number_of_states)
         for i in range(recorded.number_of_states):
+            conv, state = recorded.conv_states[i], recorded.recurrent_states[i]
+            assert conv is not None and state is not None  # the prompt pass wrote both
             self.conv_kernel_size[i] = recorded.conv_kernel_size[i]
-            self.conv_states[i] = recorded.conv_states[i].repeat_interleave(g, dim=0)
-            self.recurrent_states[i] = recorded.recurrent_states[i].repeat_interleave(g, dim=0)
+            self.conv_states[i] = conv.repeat_interleave(g, dim=0)
+            self.recurrent_states[i] = state.repeat_interleave(g, dim=0)
             self.is_conv_states_initialized[i] = self.is_recurrent_states_initialized[i] = True
             self.has_previous_state[i] = True
 
-    def update_conv_state(self, conv_states, state_idx: int = 0, **kwargs):
-        return torch.cat([self.conv_states[state_idx], conv_states], dim=-1)
+    def update_conv_state(
+        self, conv_states: torch.Tensor, state_idx: int = 0, conv_kernel_size: int | None = None, **kwargs: Any
+    ) -> torch.Tensor:
+        window = self.conv_states[state_idx]
+        assert window is not None  # the prompt's, set in __init__
+        return torch.cat([window, conv_states], dim=-1)
 
-    def update_recurrent_state(self, recurrent_states, state_idx: int = 0, **kwargs):
+    # transformers' LinearAttentionLayer and its mixin disagree on this signature
+    def update_recurrent_state(  # type: ignore[override]
+        self, recurrent_states: torch.Tensor, state_idx: int = 0, **kwargs: Any
+    ) -> torch.Tensor:
         return recurrent_states
 
 
-def _prompt_cache(inner) -> DynamicCache:
+def _prompt_cache(inner: torch.nn.Module) -> DynamicCache:
     """Build an empty prompt cache: ``_PromptLayer`` per attention layer, ``_PromptLinearLayer`` per linear-attention
     layer of a hybrid decoder (Qwen3.5: ``text_config.layer_types``)."""
     cache = DynamicCache()
@@ -286,6 +313,7 @@ def _prefix_cache(prompt_cache: DynamicCache, g: int) -> DynamicCache:
         if isinstance(recorded, _PromptLinearLayer):
             cache.layers.append(_PrefixLinearLayer(recorded, g))
             continue
+        assert isinstance(recorded, DynamicLayer) and recorded.keys is not None and recorded.values is not None
         layer = _PrefixLayer()
         layer.lazy_initialization(recorded.keys, recorded.values)
         layer.keys = recorded.keys.repeat_interleave(g, dim=0)
@@ -295,7 +323,7 @@ def _prefix_cache(prompt_cache: DynamicCache, g: int) -> DynamicCache:
 
 
 @contextmanager
-def _cache_through_checkpoints(backbone):
+def _cache_through_checkpoints(backbone: Any) -> Iterator[None]:
     """Let checkpointed decoder layers keep the passed cache (ours is safe to replay), for one pass."""
     layers = [m for m in backbone.modules() if isinstance(m, GradientCheckpointingLayer)]
     before = [m.__dict__.get("_can_checkpoint_with_cache") for m in layers]
@@ -311,7 +339,9 @@ def _cache_through_checkpoints(backbone):
                 m._can_checkpoint_with_cache = b
 
 
-def _suffix_positions(backbone, start: int, width: int, g: int, mrope: bool, *, device) -> torch.Tensor:
+def _suffix_positions(
+    backbone: Any, start: int, width: int, g: int, mrope: bool, *, device: torch.device
+) -> torch.Tensor:
     """Return the positions of the suffix tokens ``start .. start + width - 1``: ``[3, g, width]`` M-RoPE positions
     ``start + j + delta`` (``delta``: the prompt pass's ``rope_deltas``), or ``[g, width]`` 1-D positions ``start + j``
     (a 1-D RoPE decoder: sequence position is position, observation images included)."""
@@ -322,7 +352,7 @@ def _suffix_positions(backbone, start: int, width: int, g: int, mrope: bool, *, 
     return (steps[None, None, :] + delta.view(1, -1, 1).to(device)).expand(3, g, width).clone()
 
 
-def _row_positions(backbone, t: Trajectory, device, offset: int = 0) -> torch.Tensor:
+def _row_positions(backbone: Any, t: Trajectory, device: torch.device, offset: int = 0) -> torch.Tensor:
     """Return the [3, T] M-RoPE positions of a whole trajectory (prompt, turns, observation images and video)."""
     grids = _concat(t.visual, device)
     types = t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
@@ -337,7 +367,7 @@ def _row_positions(backbone, t: Trajectory, device, offset: int = 0) -> torch.Te
     return positions[:, 0] + offset
 
 
-def _concat(chunks: list[dict[str, torch.Tensor]], device) -> dict[str, torch.Tensor]:
+def _concat(chunks: list[dict[str, torch.Tensor]], device: torch.device) -> dict[str, torch.Tensor]:
     """Concatenate the visual tensors of several images / videos key by key in token order."""
     keys = dict.fromkeys(k for c in chunks for k in c)
     return {k: torch.cat([c[k] for c in chunks if k in c]).to(device) for k in keys}

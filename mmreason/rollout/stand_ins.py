@@ -11,11 +11,16 @@ mismatch on CPUs, a hang on NCCL. So a mini-batch that lacks a kind of visual in
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from PIL import Image
 
 from mmreason.rollout.prompts import encode, render_chat
 from mmreason.types import Trajectory
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
 # Which vision call a processor output key makes in the model's forward (images and videos are separate
 # calls in the Qwen families; InternVL feeds video frames as images, so its video rows add no call).
@@ -32,7 +37,7 @@ def calls(trajectories: list[Trajectory]) -> set[str]:
     return {CALL_OF_KEY[k] for t in trajectories for v in t.visual for k in v if k in CALL_OF_KEY}
 
 
-def stand_in(processor, call: str) -> Trajectory:
+def stand_in(processor: ProcessorMixin, call: str) -> Trajectory:
     """Build a tiny row that makes the ``call`` vision call (cached per processor): a user turn with one black image or
     2-frame video and the word "ok", its last token marked trained (the loss weighs it by 0)."""
     key = (id(processor), call)
@@ -41,7 +46,7 @@ def stand_in(processor, call: str) -> Trajectory:
     return _CACHE[key]
 
 
-def _build(processor, call: str) -> Trajectory:
+def _build(processor: ProcessorMixin, call: str) -> Trajectory:
     if call not in CALLS:
         raise ValueError(f"no vision stand-in for {call!r}; known: {', '.join(CALLS)}")
     messages = [{"role": "user", "content": [{"type": call}, {"type": "text", "text": "ok"}]}]

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
 log = logging.getLogger(__name__)
 _WARNED: set[str] = set()
@@ -30,7 +33,7 @@ def hermes_block(tools: list[dict[str, Any]]) -> str:
     )
 
 
-def render_with_tools(processor, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+def render_with_tools(processor: ProcessorMixin, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
     """Render the prompt with ``tools`` shown: by the template when it renders them, else as the Hermes block in the
     system turn (module doc)."""
     plain = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

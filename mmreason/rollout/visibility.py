@@ -17,17 +17,22 @@ the media paths, for the trainer to dump and count (``count/unseen_media``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mmreason.models.families import family_of_processor
 
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
+
+    from mmreason.types import Sample
+
 
 class UnseenMedia(ValueError):
     """Media named by a prompt that the model would not see; ``report`` has the counts and paths."""
 
-    def __init__(self, report: dict[str, Any]):
+    def __init__(self, report: dict[str, Any]) -> None:
         self.report = report
         super().__init__(f"sample {report.get('sample_id')!r}: unseen media: {'; '.join(report['problems'])}")
 
@@ -43,12 +48,12 @@ def named_media(messages: list[dict[str, Any]]) -> tuple[int, int]:
     return images, videos
 
 
-def _tokens(processor) -> tuple[str | None, str | None]:
+def _tokens(processor: ProcessorMixin) -> tuple[str | None, str | None]:
     return getattr(processor, "image_token", None), getattr(processor, "video_token", None)
 
 
 def check_rendered(
-    processor,
+    processor: ProcessorMixin,
     text: str,
     n_images: int,
     n_videos: int,
@@ -85,7 +90,7 @@ def check_rendered(
 
 
 def check_encoded(
-    processor,
+    processor: ProcessorMixin,
     input_ids: torch.Tensor,
     visual: dict[str, torch.Tensor],
     n_images: int,
@@ -120,7 +125,7 @@ def check_encoded(
 
 
 def _check_tiles(
-    processor,
+    processor: ProcessorMixin,
     input_ids: torch.Tensor,
     visual: dict[str, torch.Tensor],
     n_images: int,
@@ -134,7 +139,8 @@ def _check_tiles(
     tokenizer = processor.tokenizer
     tiles = int(visual["pixel_values"].shape[0]) if "pixel_values" in visual else 0
     features = tiles * int(getattr(processor, "image_seq_length", 0))
-    placed = int((input_ids == tokenizer.convert_tokens_to_ids(processor.image_token)).sum())
+    image_token: str = processor.image_token  # type: ignore[attr-defined]  # a tile family's processor
+    placed = int((input_ids == tokenizer.convert_tokens_to_ids(image_token)).sum())
     blocks = int((input_ids == getattr(processor, "start_image_token_id", -1)).sum())
     problems = []
     if placed != features:
@@ -154,7 +160,7 @@ def _check_tiles(
         )
 
 
-def media_paths(sample) -> list[str]:
+def media_paths(sample: Sample) -> list[str]:
     """List the files a sample names (images given as paths, pages, videos), for dumps and reports."""
     out = [str(i) if isinstance(i, str) or hasattr(i, "__fspath__") else f"<{type(i).__name__}>" for i in sample.images]
     out += [f"{p.source}#page={p.index}" for p in sample.pages]

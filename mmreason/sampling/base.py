@@ -19,7 +19,7 @@ What the trainer asks every sampler (``BaseSampler`` gives the defaults of a sam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -46,7 +46,7 @@ class PromptSampler(Protocol):
 
     def refresh_indices(self) -> list[int]: ...
 
-    def refresh(self, scores: dict[int, tuple[Sequence[float], Sequence[str]]]) -> None: ...
+    def refresh(self, scores: Mapping[int, tuple[Sequence[float], Sequence[str]]]) -> None: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
@@ -76,5 +76,5 @@ class BaseSampler:
     def refresh_indices(self) -> list[int]:
         return []
 
-    def refresh(self, scores: dict[int, tuple[Sequence[float], Sequence[str]]]) -> None:
+    def refresh(self, scores: Mapping[int, tuple[Sequence[float], Sequence[str]]]) -> None:
         return None

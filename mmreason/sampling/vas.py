@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -277,7 +277,7 @@ class VASSampler(BaseSampler):
         g = torch.Generator().manual_seed(self.seed * 31 + self.refreshes * 1_000_033 + 7)
         return sorted(torch.randperm(self.size, generator=g)[:k].tolist())
 
-    def refresh(self, scores: dict[int, tuple[Sequence[float], Sequence[str]]]) -> None:
+    def refresh(self, scores: Mapping[int, tuple[Sequence[float], Sequence[str]]]) -> None:
         """Fresh rollouts: ``{index: (rewards of N rollouts, their completions)}``; rescored prompts replace
         (or EMA-update) their VPS, the rest keep theirs; then the weights are rebuilt."""
         for index, (rewards, completions) in scores.items():

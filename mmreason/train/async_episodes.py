@@ -18,6 +18,7 @@ of the weights in memory; a vLLM engine is the fast path, the copy keeps the sam
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -36,6 +37,9 @@ from mmreason.train.faults import bad_sample
 from mmreason.train.prompts import unseen_media
 from mmreason.types import Trajectory
 
+if TYPE_CHECKING:
+    from mmreason.train.setup import RolloutEngine, Run
+
 Played = list[Trajectory | EnvironmentStartError]
 
 
@@ -46,7 +50,7 @@ class PolicyCopy:
     # an HF model to ``run_episodes`` and ``generate_groups``, not an engine
     is_rollout_backend = False
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
         self.model = copy.deepcopy(model)
         self.model.requires_grad_(False)
         self.model.eval()
@@ -57,19 +61,27 @@ class PolicyCopy:
             self.model.load_state_dict(model.state_dict())
 
 
-def is_episodic(run) -> bool:
+def is_episodic(run: Run) -> bool:
     """Tell whether the run's rollouts are episodes (the task has an environment and ``rollout.max_turns > 1``)."""
     return run.pack.make_environment is not None and run.cfg.rollout.max_turns > 1
 
 
-def play_episodes(run, sampler, drawn: list[Drawn], step: int, gate: TurnGate, *, with_logprobs: bool) -> Played:
+def play_episodes(
+    run: Run,
+    sampler: torch.nn.Module | RolloutEngine,
+    drawn: list[Drawn],
+    step: int,
+    gate: TurnGate,
+    *,
+    with_logprobs: bool,
+) -> Played:
     """Play G episodes per drawn prompt together, as ``train/step.py`` plays them, the engine (``sampler``: an engine,
     or the policy copy's model) held by ``gate`` around each turn only. One entry per episode."""
     r = run.cfg.rollout
+    make_environment = run.pack.make_environment
+    assert make_environment is not None  # is_episodic
     starts = [
-        EpisodeStart(d.prompt, run.pack.make_environment(), d.slot, i, d.key)
-        for d in drawn
-        for i in range(r.num_generations)
+        EpisodeStart(d.prompt, make_environment(), d.slot, i, d.key) for d in drawn for i in range(r.num_generations)
     ]
     if not starts:
         return []
@@ -92,7 +104,7 @@ def play_episodes(run, sampler, drawn: list[Drawn], step: int, gate: TurnGate, *
     )
 
 
-def account_episodes(run, drawn: list[Drawn], played: Played) -> list[Trajectory]:
+def account_episodes(run: Run, drawn: list[Drawn], played: Played) -> list[Trajectory]:
     """Return the trajectories of the played episodes, counted as the synchronous step counts them (training thread). A
     sample whose environment cannot start leaves the step as a bad sample; unseen media and environment faults are
     counted and logged."""
@@ -106,12 +118,12 @@ def account_episodes(run, drawn: list[Drawn], played: Played) -> list[Trajectory
             continue
         for t in group:
             assert isinstance(t, Trajectory)
-            if t.reward_info.get("unseen_media"):
-                unseen_media(run, t.reward_info["unseen_media"])
+            if t.unseen_media:
+                unseen_media(run, t.unseen_media)
             run.counters.bad_tool_calls += bad_calls(t)
             if ended_by_fault(t):
                 run.counters.env_faults += 1
-                run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])
+                run.event("env_fault", sample_id=t.sample_id, reason=str(t.end))
             trajectories.append(t)
     return trajectories
 

@@ -38,10 +38,12 @@ import copy
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import torch
 
 from mmreason.config import ConfigError
 from mmreason.rollout.generate import GenerationSettings, generate_groups, group_seed
@@ -61,6 +63,10 @@ from mmreason.train.prompts import build_prompts
 from mmreason.train.rounds import nan_rewards, samples_of, score
 from mmreason.train.timing import PhaseTimes
 from mmreason.types import Trajectory
+
+if TYPE_CHECKING:
+    from mmreason.sampling.base import PromptSampler
+    from mmreason.train.setup import RolloutEngine, Run
 
 
 def check_async_config(cfg: TrainConfig) -> None:
@@ -86,7 +92,7 @@ def check_async_config(cfg: TrainConfig) -> None:
             raise ConfigError(f"{key} does not combine with {what}: {why}")
 
 
-def start_async_rollouts(run, first_step: int) -> AsyncRollouts | None:
+def start_async_rollouts(run: Run, first_step: int) -> AsyncRollouts | None:
     """Start, with ``rollout.async_generation``, the producer for a run whose next step is ``first_step``, installed on
     ``run``. It wraps ``run.rollout_backend`` in its ``EngineLock`` and ``run.sampler`` in a ``RewindingSampler``; the
     loop calls this where it starts the engine. None without asynchronous generation."""
@@ -94,6 +100,9 @@ def start_async_rollouts(run, first_step: int) -> AsyncRollouts | None:
         return None
     run.async_rollouts = AsyncRollouts(run, first_step)
     return run.async_rollouts
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -114,21 +123,21 @@ class EngineLock:
     """The backend, shared by the producer's thread and the training thread (weight pushes, the in-training
     eval): every call holds one lock; a push waiting for it goes before the next queued generation."""
 
-    def __init__(self, backend, producer: AsyncRollouts):
+    def __init__(self, backend: RolloutEngine, producer: AsyncRollouts) -> None:
         self._backend, self._producer = backend, producer
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._backend, name)
 
-    def generate_groups(self, *args, **kwargs):
+    def generate_groups(self, *args: Any, **kwargs: Any) -> list[Trajectory]:
         with self._producer.engine:
             return self._backend.generate_groups(*args, **kwargs)
 
-    def sample(self, *args, **kwargs):
+    def sample(self, *args: Any, **kwargs: Any) -> Any:
         with self._producer.engine:
             return self._backend.sample(*args, **kwargs)
 
-    def sync_weights(self, *args, **kwargs):
+    def sync_weights(self, *args: Any, **kwargs: Any) -> float:
         return self._producer.push(lambda: self._backend.sync_weights(*args, **kwargs))
 
     def close(self) -> None:
@@ -140,7 +149,7 @@ class RewindingSampler:
     """The run's prompt sampler, whose saved state is the one before the oldest draw not yet trained: a
     checkpoint never records prompts it does not hold rollouts for."""
 
-    def __init__(self, sampler):
+    def __init__(self, sampler: PromptSampler) -> None:
         self._sampler = sampler
         self.pending: deque[tuple[int, dict[str, Any]]] = deque()  # (step, sampler state before its draw)
 
@@ -167,7 +176,7 @@ class AsyncRollouts:
     """The producer: draws and builds each step's prompts in the training thread, generates them in a
     background thread as soon as the staleness bound allows, and hands them out scored, step by step."""
 
-    def __init__(self, run, first_step: int):
+    def __init__(self, run: Run, first_step: int) -> None:
         if run.accelerator.num_processes > 1:
             raise ConfigError("rollout.async_generation=true runs with one training process")
         self.run, self.max_staleness = run, run.cfg.rollout.max_staleness
@@ -219,7 +228,7 @@ class AsyncRollouts:
         batch = batch if batch is not None else nan_rewards(self.run, len(trajectories))
         return Rollouts(prompts, trajectories, samples, batch, metrics=metrics)
 
-    def push(self, send) -> float:
+    def push(self, send: Callable[[], T]) -> T:
         """Push weights (``send``): wait for the generation (or the episode turn) in flight, go before the queued ones;
         then the engine's version is the finished step's and the generations it allows start."""
         t = time.perf_counter()
@@ -239,7 +248,7 @@ class AsyncRollouts:
             self._fill(None)
         return out
 
-    def push_copy(self, model) -> dict[str, float]:
+    def push_copy(self, model: torch.nn.Module) -> dict[str, float]:
         """Push the weights of an HF run: the policy copy takes ``model``'s weights
         (``rollout_backend.sync_weights``)."""
         t = time.perf_counter()
@@ -337,17 +346,26 @@ class AsyncRollouts:
             job.version = version
             settings = GenerationSettings(r.max_completion_length, r.temperature, r.top_p, r.top_k)
             seeds = [group_seed(seed, job.step, d.key) for d in job.prompts]
-            args = ([d.prompt for d in job.prompts], [d.slot for d in job.prompts], r.num_generations, settings, seeds)
+            prompts, slots = [d.prompt for d in job.prompts], [d.slot for d in job.prompts]
             if self.backend is not None:
-                job.trajectories = self.backend.generate_groups(*args)
+                job.trajectories = self.backend.generate_groups(prompts, slots, r.num_generations, settings, seeds)
             else:
-                job.trajectories = generate_groups(sampler, self.run.processor, *args, with_logprobs=True)
+                job.trajectories = generate_groups(
+                    sampler,
+                    self.run.processor,
+                    prompts,
+                    slots,
+                    r.num_generations,
+                    settings=settings,
+                    seeds=seeds,
+                    with_logprobs=True,
+                )
         stamp_versions(job.trajectories, job.version)
 
 
 class _nothing:
-    def __enter__(self):
+    def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         return False

@@ -18,8 +18,9 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -50,6 +51,12 @@ from mmreason.train.checkpoint_verify import (
     write_manifest,
 )
 
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from transformers import ProcessorMixin
+
+    from mmreason.train.setup import Scheduler
+
 
 def rng_state() -> dict[str, Any]:
     """Return the RNG states as tensors and plain numbers (loadable with ``weights_only=True``)."""
@@ -79,7 +86,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _as_tuples(value):
+def _as_tuples(value: Any) -> Any:
     """Turn lists back into tuples: ``random.setstate`` needs tuples, and a saved state may come back with lists."""
     return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
 
@@ -118,15 +125,15 @@ def resolve_resume(resume: str | None, output_dir: str | Path) -> Path | None:
 
 
 def save_checkpoint(
-    accelerator,
+    accelerator: Accelerator,
     output_dir: str | Path,
     step: int,
-    model,
-    optimizer,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
     *,
-    scheduler,
+    scheduler: Scheduler,
     state: dict[str, Any],
-    processor=None,
+    processor: ProcessorMixin | None = None,
     keep: int = 2,
     run_id: str | None = None,
 ) -> Path | None:
@@ -173,7 +180,18 @@ class CheckpointError(RuntimeError):
 
 
 def _write(
-    accelerator, output_dir, step, model, optimizer, *, scheduler, state, processor, keep, all_rng, whole=(None, None)
+    accelerator: Accelerator,
+    output_dir: str | Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    *,
+    scheduler: Scheduler,
+    state: dict[str, Any],
+    processor: ProcessorMixin | None,
+    keep: int,
+    all_rng: list[Any],
+    whole: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
 ) -> Path:
     """Write the main process's part; ``whole`` = a sharded model's gathered (model, optimizer) state dicts."""
     final = Path(output_dir) / f"checkpoint-{step}"
@@ -225,14 +243,22 @@ def _fsync_tree(root: Path) -> None:
     _fsync(root)
 
 
-def _gather_objects(accelerator, obj):
+def _gather_objects(accelerator: Accelerator, obj: Any) -> list[Any]:
     if accelerator.num_processes == 1:
         return [obj]
 
     return gather_object([obj])
 
 
-def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, *, check_state=None) -> dict[str, Any]:
+def load_checkpoint(
+    path: Path,
+    accelerator: Accelerator,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Scheduler,
+    *,
+    check_state: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Restore weights, optimizer, scheduler and this process's RNG; return the trainer state.
 
     The whole checkpoint is read into memory and checked first (``read_checkpoint``; ``check_state(state)``, the
@@ -266,7 +292,9 @@ def load_checkpoint(path: Path, accelerator, model, optimizer, scheduler, *, che
     return state
 
 
-def read_checkpoint(path: Path, unwrapped, optimizer, scheduler) -> tuple:
+def read_checkpoint(
+    path: Path, unwrapped: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Scheduler
+) -> tuple[Any, ...]:
     """Read (state, RNG list, optimizer state, scheduler state, weights, is an adapter), every part into memory. Each is
     checked against the live run by ``checkpoint_verify``: no special file, checksums, state, RNG states that apply,
     scheduler state, finite weights that fit the model, optimizer shapes. Anything else is a ``DamagedCheckpoint``."""
@@ -340,13 +368,13 @@ def check_weights_fit(weights: dict[str, torch.Tensor], live: dict[str, torch.Te
 def resume(
     resume_from: str | None,
     output_dir: str | Path,
-    accelerator,
-    model,
-    optimizer,
+    accelerator: Accelerator,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
     *,
-    scheduler,
-    log=print,
-    check_state=None,
+    scheduler: Scheduler,
+    log: Callable[[str], object] = print,
+    check_state: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[Path, dict[str, Any]] | None:
     """Load the checkpoint ``resume_from`` names; return (its path, the trainer state), or None to start afresh.
 

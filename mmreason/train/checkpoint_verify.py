@@ -168,7 +168,7 @@ def check_finite(weights: dict[str, torch.Tensor], folder: Path) -> None:
             raise DamagedCheckpoint(f"{folder}: weight {name} holds NaN or inf")
 
 
-def check_optimizer_shapes(saved: dict[str, Any], optimizer, folder: Path) -> None:
+def check_optimizer_shapes(saved: dict[str, Any], optimizer: torch.optim.Optimizer, folder: Path) -> None:
     """Check that the saved optimizer state fits the live parameters: as many groups and parameters, and every
     per-parameter tensor (Adam's moments) of its parameter's shape. (0-d entries such as ``step`` pass.)"""
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -501,7 +502,7 @@ def check_reward_missing(cfg: TrainConfig) -> None:
         )
 
 
-def accepted_options(fn) -> set[str]:
+def accepted_options(fn: Callable[..., Any]) -> set[str]:
     """Return the keyword options a registered function takes (so shared settings reach only those that use them)."""
     params = inspect.signature(fn).parameters.values()
     return {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}

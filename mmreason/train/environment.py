@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mmreason.config import ConfigError
 from mmreason.models.families import family_of_processor
 from mmreason.rollout.env_plugin import EnvironmentConfigError, EnvironmentFactory, attach_environment, load_environment
 from mmreason.taskpack import TaskPack
 from mmreason.train.config import TrainConfig
 
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
-def run_environment(cfg: TrainConfig, processor, config_dir: str | None) -> EnvironmentFactory | None:
+
+def run_environment(cfg: TrainConfig, processor: ProcessorMixin, config_dir: str | None) -> EnvironmentFactory | None:
     """Return the factory ``rollout.environment`` names (None when it names none), checked before the model loads; its
     tool calls are read in the processor's model family's format."""
     r = cfg.rollout

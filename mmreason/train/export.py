@@ -30,11 +30,15 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from mmreason.paths import STATE_FILE, checkpoints
 from mmreason.train.checkpoint_verify import DamagedCheckpoint, check_tree, read_state, verify_files
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -174,7 +178,7 @@ def export(source: ExportSource, out: str | Path, *, dtype: str = "auto", adapte
     return final
 
 
-def _load_fp32(folder: Path):
+def _load_fp32(folder: Path) -> PreTrainedModel:
     from transformers import AutoModelForImageTextToText
 
     try:
@@ -196,7 +200,8 @@ def _write_model(source: ExportSource, out: Path, target: torch.dtype) -> str:
     for name, value in model.state_dict().items():
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             raise ExportError(f"export: {source.checkpoint}: weight {name} holds NaN or inf")
-    model = model.to(target)
+    # transformers types .to through a wrapper
+    model = model.to(target)  # type: ignore[arg-type]
     model.config.dtype = target
     model.save_pretrained(out, safe_serialization=True)
     if not (out / "generation_config.json").is_file():

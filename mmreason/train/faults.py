@@ -11,8 +11,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from mmreason.parallel.agree import hold
+
+if TYPE_CHECKING:
+    from mmreason.train.setup import Run
 
 
 class RunStopped(RuntimeError):
@@ -20,7 +24,7 @@ class RunStopped(RuntimeError):
 
 
 @contextmanager
-def fault_guard(run) -> Iterator[None]:
+def fault_guard(run: Run) -> Iterator[None]:
     """Run the block; with more than one process, an exception inside is held and the block's results keep the
     values they had before it (no prompts, no trajectories, NaN rewards: a held stop follows)."""
     if run.accelerator.num_processes == 1:
@@ -42,7 +46,7 @@ def reason_of(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, (ValueError, OSError)) else f"{type(exc).__name__}: {exc}"
 
 
-def say_skip(run, what: str, count: int, sample_id: str, reason: str) -> None:
+def say_skip(run: Run, what: str, count: int, sample_id: str, reason: str) -> None:
     """Say one console line for the ``count``-th skip of a kind (rate-limited: ``SHOWN_FIRST``, then powers of two;
     ``events.log`` has every one). Each process says its own, prefixed with its rank when there are several."""
     if count > SHOWN_FIRST and count & (count - 1):
@@ -59,7 +63,7 @@ def say_skip(run, what: str, count: int, sample_id: str, reason: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def bad_sample(run, sample_id: str, exc: BaseException) -> None:
+def bad_sample(run: Run, sample_id: str, exc: BaseException) -> None:
     """Count, log and say a sample that cannot be used; past ``max_bad_samples`` the run stops (``hold``)."""
     run.counters.bad_samples += 1
     run.event("bad_sample", sample_id=sample_id, reason=reason_of(exc))
@@ -79,7 +83,7 @@ def bad_sample(run, sample_id: str, exc: BaseException) -> None:
         hold(run, stop)
 
 
-def nothing_usable(run, step: int) -> RunStopped:
+def nothing_usable(run: Run, step: int) -> RunStopped:
     """Build the stop of a step none of whose drawn samples could be used (every one skipped): a run that went on would
     train on nothing and end as if it had trained. Names the counts so far (``events.log`` each skip)."""
     c = run.counters

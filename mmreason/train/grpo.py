@@ -61,6 +61,7 @@ def check_estimator_needs(run: Run) -> None:
         for key in info.keys if info else ():
             producers.setdefault(key, []).append(f"{reward_name} (its {key!r} sub-score)")
     sample = run.dataset[0] if run.dataset else None
+    assert run.rewards is not None  # setup_run(with_rewards=True)
     check_needs("estimator", name, needs, run.rewards.announced_names, sample, producers=producers)
 
 

@@ -9,11 +9,14 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
 from mmreason.paths import read_jsonl, seal_jsonl
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 APPENDED = ("metrics.jsonl", "completions.jsonl", "events.log", "unseen_media.jsonl")  # JSON Lines a run appends to
 # one row (or group of rows) per step: what replay would repeat
@@ -32,13 +35,13 @@ class RunLogger:
     def __init__(
         self,
         output_dir: str | Path,
-        accelerator,
+        accelerator: Accelerator,
         total_steps: int,
         start_step: int = 0,
         report_to: list[str] | None = None,
         *,
         config: dict | None = None,
-    ):
+    ) -> None:
         self.dir = Path(output_dir)
         self.main = accelerator.is_main_process
         self.accelerator = accelerator

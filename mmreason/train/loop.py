@@ -18,7 +18,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import accelerate.utils
 
@@ -36,6 +36,9 @@ from mmreason.train.logging import RunLogger, read_metrics
 from mmreason.train.rollout_backend import close_backend, make_backend, push_at_start, sync_weights
 from mmreason.train.setup import Run
 from mmreason.train.signals import Interrupted, StopRequest
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 STOPS = (RunStopped, RewardErrorLimitExceeded, EngineDied)  # what stops a run with a checkpoint first
 
@@ -63,7 +66,8 @@ class InTrainingEval:
 def run_loop(run: Run, method: Method) -> Run:
     """Run the whole run of ``method`` on ``run``'s components; return the Run (for tests and notebooks)."""
     cfg = run.cfg
-    start, ckpt, eval_pending = 0, None, False
+    start, eval_pending = 0, False
+    ckpt: Path | None = None
     resumed = resume(
         cfg.resume,
         cfg.output_dir,
@@ -164,9 +168,10 @@ def load_state(run: Run, saved: dict[str, Any]) -> None:
     run.sampler.load_state_dict(saved["sampler"])
     run.counters.__dict__.update(saved.get("counters", {}))
     run.loss_extras.load_state_dict(saved)
-    mine = own_state(saved, run.accelerator.process_index) if run.augmenter is not None else None
-    if mine is not None:
-        run.augmenter.load_state_dict(mine)
+    if run.augmenter is not None:
+        mine = own_state(saved, run.accelerator.process_index)
+        if mine is not None:
+            run.augmenter.load_state_dict(mine)
 
 
 def check_state(run: Run, saved: dict[str, Any]) -> None:
@@ -183,7 +188,7 @@ def check_state(run: Run, saved: dict[str, Any]) -> None:
                 copy.deepcopy(run.augmenter).load_state_dict(mine)
 
 
-def with_every_rank(accelerator, saved: dict) -> dict:
+def with_every_rank(accelerator: Accelerator, saved: dict[str, Any]) -> dict[str, Any]:
     """Return ``saved`` plus ``augment_by_rank``: every process's augmentation state, gathered (``augment`` stays this
     process's, the main one's in the file). A collective when more than one process runs: all call it."""
     if "augment" not in saved:
@@ -222,7 +227,7 @@ def save(run: Run, step: int, saved: dict[str, Any] | None = None) -> Path | Non
 
 
 def stopped(
-    run: Run, exc: BaseException, *, start: int, before: dict[str, Any], resumed_from, eval_steps: int
+    run: Run, exc: BaseException, *, start: int, before: dict[str, Any], resumed_from: Path | None, eval_steps: int
 ) -> RunStopped:
     """Save the last finished step and say how to go on. A fault inside a step comes before its update: the
     weights are those after step - 1, saved with the state from before the step (resume replays the step). An
@@ -252,7 +257,7 @@ def stopped(
     )
 
 
-def interrupted(run: Run, signals: StopRequest, *, last: int, start: int, resumed_from) -> Interrupted:
+def interrupted(run: Run, signals: StopRequest, *, last: int, start: int, resumed_from: Path | None) -> Interrupted:
     """Save step ``last`` (finished; unless ``save_steps`` just did, or nothing ran since the checkpoint resumed
     from) and say how to go on (``signals.py``)."""
     cfg = run.cfg
@@ -274,6 +279,7 @@ def monitor(run: Run, start: int) -> HealthMonitor:
     if start and (Path(run.cfg.output_dir) / "metrics.jsonl").exists():
         rows = [r for r in read_metrics(run.cfg.output_dir) if r.get("step", 0) <= start]
     main = run.accelerator.is_main_process  # every process sees the same reduced metrics: one speaks
+    assert run.logger is not None  # setup_run gives every run its logger
     return HealthMonitor(run.cfg.health, run.event if main else (lambda *a, **k: None), run.logger.say, rows)
 
 

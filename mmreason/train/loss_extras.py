@@ -55,7 +55,7 @@ class UpdateView:
 class LossExtras:
     """The providers of one loss's extra fields, called together at the update's four points."""
 
-    def __init__(self, providers: list[InputProvider] | None = None):
+    def __init__(self, providers: list[InputProvider] | None = None) -> None:
         self.providers = list(providers or [])
 
     @classmethod

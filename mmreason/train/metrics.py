@@ -16,7 +16,7 @@ from mmreason.train.setup import Run
 from mmreason.train.table import StepTable
 
 
-def rollout_metrics(run: Run, s: StepTable) -> dict[str, float]:
+def rollout_metrics(run: Run, s: StepTable) -> dict[str, float | str]:
     m: dict[str, float] = {}
     lengths = torch.tensor([float(t.completion_length) for t in s.trajectories])
     m["reward/mean"] = float(s.total.mean())
@@ -40,11 +40,12 @@ def rollout_metrics(run: Run, s: StepTable) -> dict[str, float]:
     m["completion/length_mean"] = float(lengths.mean())
     m["completion/length_max"] = float(lengths.max())
     m["completion/clipped_ratio"] = float(sum(t.truncated for t in s.trajectories) / len(s.trajectories))
+    assert s.advantages is not None  # set by the advantage phase
     m["advantage/abs_mean"] = float(s.advantages.abs().mean())
     top, m["answers/top_share"], m["answers/gold_top_share"], m["answers/golds"] = answer_spread(run, s)
-    m = _reduce_across_processes(run, m)
-    m["answers/top"] = top  # this process's (a string: not averaged)
-    return m
+    out: dict[str, float | str] = {**_reduce_across_processes(run, m)}
+    out["answers/top"] = top  # this process's (a string: not averaged)
+    return out
 
 
 def answer_spread(run: Run, s: StepTable) -> tuple[str, float, float, float]:
@@ -84,6 +85,7 @@ def _reduce_across_processes(run: Run, m: dict[str, float]) -> dict[str, float]:
 
 
 def completion_rows(s: StepTable, limit: int = 16) -> list[dict[str, Any]]:
+    assert s.advantages is not None  # set by the advantage phase
     rows = []
     for t, sample, r, total, a in zip(
         s.trajectories, s.samples, s.rewards.tolist(), s.total.tolist(), s.advantages.tolist()

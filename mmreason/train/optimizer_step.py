@@ -5,14 +5,20 @@ step (counted in ``count/nan_steps``, logged as ``nonfinite_grad``), so no proce
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 import torch
 
 from mmreason.parallel.agree import any_rank
 from mmreason.parallel.gradient_sync import sync_gradients
 from mmreason.parallel.gradients import average_gradients
 
+if TYPE_CHECKING:
+    from mmreason.train.setup import Run
 
-def optimizer_step(run, *, by_hand: bool = False) -> float | None:
+
+def optimizer_step(run: Run, *, by_hand: bool = False) -> float | None:
     """Step the optimizer on the accumulated gradients; return the gradient norm, or None when every process
     skipped the step because one of them saw a non-finite gradient (``skip_update`` has then run).
 
@@ -32,7 +38,7 @@ def optimizer_step(run, *, by_hand: bool = False) -> float | None:
     return float(grad_norm)
 
 
-def skip_update(run, kind: str) -> dict[str, float]:
+def skip_update(run: Run, kind: str) -> dict[str, float]:
     """Drop this step's update on this process (every process calls it together): count it, log ``kind``,
     clear the gradients; the step's metrics say so."""
     run.counters.nan_steps += 1
@@ -43,9 +49,9 @@ def skip_update(run, kind: str) -> dict[str, float]:
     return {"loss": float("nan"), "skipped_update": 1.0}
 
 
-def gradients_finite(parameters) -> bool:
+def gradients_finite(parameters: Iterable[torch.nn.Parameter]) -> bool:
     """Check that every gradient (this process's shard of it) is finite, in one device sync."""
-    flags = []
+    flags: list[torch.Tensor] = []
     for p in parameters:
         g = p.grad
         if g is not None:

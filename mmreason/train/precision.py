@@ -12,6 +12,9 @@ per-row draw (``rollout.row_sampling``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import torch
 
 LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -22,14 +25,14 @@ class MasterWeightAdamW(torch.optim.AdamW):
     place, as plain AdamW does). The live parameters stay the model's: ``step`` reads their gradients and
     writes the rounded master weights back; ``zero_grad`` clears both."""
 
-    def __init__(self, params, **kwargs):
-        groups = list(params)
+    def __init__(self, params: Iterable[Any], **kwargs: Any) -> None:
+        groups: list[Any] = list(params)
         if groups and not isinstance(groups[0], dict):
             groups = [{"params": groups}]
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (live low-precision parameter, fp32 master)
-        master_groups = []
+        master_groups: list[dict[str, Any]] = []
         for group in groups:
-            masters = []
+            masters: list[torch.Tensor] = []
             for p in group["params"]:
                 if p.dtype in LOW_PRECISION:
                     m = p.detach().float().clone().requires_grad_(True)
@@ -41,7 +44,7 @@ class MasterWeightAdamW(torch.optim.AdamW):
         super().__init__(master_groups, **kwargs)
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         # the masters' fp32 gradient buffers are kept from step to step
         for p, m in self._pairs:
             if p.grad is None:
@@ -69,7 +72,7 @@ class MasterWeightAdamW(torch.optim.AdamW):
         for p, _ in self._pairs:
             p.grad = None
 
-    def load_state_dict(self, state_dict) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load moments and step counts from ``state_dict``; the master weights from the live parameters (a checkpoint
         stores the model in its own dtype, so a resumed run restarts from the bf16 weights)."""
         super().load_state_dict(state_dict)
@@ -86,6 +89,6 @@ class MasterWeightAdamW(torch.optim.AdamW):
         return sum(m.numel() * m.element_size() for _, m in self._pairs)
 
 
-def needs_master_weights(params) -> bool:
+def needs_master_weights(params: Iterable[torch.Tensor]) -> bool:
     """Tell whether any trainable parameter is bf16 / fp16."""
     return any(p.requires_grad and p.dtype in LOW_PRECISION for p in params)

@@ -12,6 +12,7 @@ from mmreason.rollout.visibility import UnseenMedia
 from mmreason.sampling.records import Drawn
 from mmreason.train.faults import RunStopped, bad_sample, say_skip
 from mmreason.train.setup import Run
+from mmreason.types import Sample
 
 
 def build_prompts(run: Run, drawn: list[tuple[int, int]]) -> list[Drawn]:
@@ -19,9 +20,9 @@ def build_prompts(run: Run, drawn: list[tuple[int, int]]) -> list[Drawn]:
     if stopping(run):
         return []
     unseen = run.counters.unseen_media
-    out = [Drawn(slot, index, load_prompt(run, index)) for slot, index in drawn]
+    loaded = [(slot, index, load_prompt(run, index)) for slot, index in drawn]
     check_most_seen(run, run.counters.unseen_media - unseen, len(drawn))
-    return [d for d in out if d.prompt is not None]
+    return [Drawn(slot, index, prompt) for slot, index, prompt in loaded if prompt is not None]
 
 
 def check_most_seen(run: Run, unseen: int, drawn: int) -> None:
@@ -69,7 +70,7 @@ def load_prompt(run: Run, index: int, split: str = "train") -> PromptInputs | No
     return prompt_of(run, sample)
 
 
-def prompt_of(run: Run, sample) -> PromptInputs | None:
+def prompt_of(run: Run, sample: Sample) -> PromptInputs | None:
     """Return ``sample`` as model inputs, or None (counted and logged) when it cannot be (``load_prompt``)."""
     d = run.cfg.data
     try:

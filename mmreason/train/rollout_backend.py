@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -29,6 +30,11 @@ from mmreason.rollout.backends.vllm_placement import EnginePlacement, engine_pla
 from mmreason.rollout.multiturn import episode_context
 from mmreason.train.async_rollouts import check_async_config
 from mmreason.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+    from mmreason.train.setup import Run
 
 
 def check_backend_config(cfg: TrainConfig) -> None:
@@ -146,7 +152,7 @@ def _processor_kwargs(cfg: TrainConfig) -> dict | None:
     return processor_kwargs(cfg.data.min_pixels, cfg.data.max_pixels)
 
 
-def make_backend(run):
+def make_backend(run: Run) -> VLLMBackend | VLLMClient | None:
     """Make the run's vLLM engine (or server client), or None for ``rollout.backend: hf``."""
     cfg = run.cfg
     r = cfg.rollout
@@ -162,7 +168,7 @@ def make_backend(run):
     return VLLMBackend(cfg.model.name_or_path, run.processor.tokenizer, settings, placement_of(run.accelerator, cfg))
 
 
-def server_client(run) -> VLLMClient:
+def server_client(run: Run) -> VLLMClient:
     """Build server mode's client on this process. The main process pushes (through the servers' weights groups with
     ``vllm_weight_sync=collective``); under FSDP2 with more processes every process pushes with it, gathering each
     tensor whole once, the main one casting it to the engines' dtype and broadcasting it, the others only taking part in
@@ -224,7 +230,7 @@ def load_dtype(cfg: TrainConfig) -> str:
     return str(resolve_dtype(cfg.model.dtype)).removeprefix("torch.")
 
 
-def placement_of(acc, cfg: TrainConfig) -> EnginePlacement:
+def placement_of(acc: Accelerator, cfg: TrainConfig) -> EnginePlacement:
     """Return this process's colocated engine placement (``vllm_placement.engine_placement``) from accelerate's view of
     it; ``LOCAL_WORLD_SIZE`` (set by torchrun / accelerate launch) is its machine's process count."""
     try:
@@ -240,7 +246,7 @@ def placement_of(acc, cfg: TrainConfig) -> EnginePlacement:
         raise ConfigError(str(exc)) from None
 
 
-def lora_rank(run) -> int | None:
+def lora_rank(run: Run) -> int | None:
     """Return the engine's LoRA rank when the policy's LoRA is served as an adapter (``rollout.vllm_lora: adapter`` and
     vLLM can; ``vllm_lora.adapter_plan``), else None: merged pushes, with one line saying why."""
 
@@ -253,7 +259,7 @@ def lora_rank(run) -> int | None:
     return None
 
 
-def check_colocate_sharding(run) -> None:
+def check_colocate_sharding(run: Run) -> None:
     """Check the sharding for colocate mode with more than one process: every process pushes to its own engine, so a
     sharded model must reach each whole. The collective push gathers it tensor by tensor on every process; the directory
     path gathers it on the main process only, so that pairing is refused before any step."""
@@ -269,7 +275,7 @@ def check_colocate_sharding(run) -> None:
         )
 
 
-def check_server_sharding(run) -> None:
+def check_server_sharding(run: Run) -> None:
     """Check the sharding for server mode, which pushes the whole policy from the main process. An FSDP2 model (torch
     ``fully_shard``) is gathered one tensor at a time by every process (``server_client``; through a folder: whole
     first, ``mmreason.parallel.sharding.full_state_dict``); the shardings it cannot gather whole are refused before any
@@ -290,7 +296,7 @@ def check_server_sharding(run) -> None:
     )
 
 
-def sync_weights(run, after_update: bool = True) -> dict[str, float]:
+def sync_weights(run: Run, after_update: bool = True) -> dict[str, float]:
     """Push the policy to the engine: ``time/weight_sync`` is the seconds it took. After an optimizer step
     (``after_update``) an engine that dies or times out taking the weights is ``EngineDiedAfterUpdate``: the
     step is finished and is saved as itself. The push at the start (a resumed run, or a server that holds
@@ -340,7 +346,7 @@ def push_at_start(cfg: TrainConfig, resumed: bool) -> bool:
     return cfg.rollout.backend == "vllm" and (resumed or cfg.rollout.vllm_mode == "server" or bool(cfg.model.adapter))
 
 
-def close_backend(run) -> None:
+def close_backend(run: Run) -> None:
     backend = getattr(run, "rollout_backend", None)
     producer = getattr(run, "async_rollouts", None)
     # asynchronous generation: its thread stops before the engine
@@ -352,7 +358,7 @@ def close_backend(run) -> None:
         run.rollout_backend = None
 
 
-def rest_engine(run) -> None:
+def rest_engine(run: Run) -> None:
     """Rest the engine once the step's rollouts are done: a colocated engine with ``rollout.vllm_enable_sleep_mode``
     gives its GPU memory back for the update (``vllm_sleep.py``; it wakes its weights for the push, its KV cache for the
     next generate call)."""

@@ -11,6 +11,9 @@ the samplers' refresh (``grpo.py``) all go through these phases, so a round is m
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 
@@ -86,7 +89,8 @@ def roll_out(run: Run, drawn: list[Drawn], step: int) -> list[Trajectory]:
         for size, part in group_sizes(run, drawn):
             trajectories += _sampled(
                 step,
-                lambda part=part, size=size: generate_groups(
+                functools.partial(
+                    generate_groups,
                     model,
                     run.processor,
                     [d.prompt for d in part],
@@ -116,11 +120,14 @@ def group_sizes(run: Run, drawn: list[Drawn]) -> list[tuple[int, list[Drawn]]]:
     return list(parts.items())
 
 
+T = TypeVar("T")
+
+
 class NonFiniteModelError(RuntimeError):
     """The policy's logits are not finite: the run stops (no checkpoint of such weights is written)."""
 
 
-def _sampled(step: int, generate):
+def _sampled(step: int, generate: Callable[[], T]) -> T:
     """Call ``generate()``, with non-finite logits turned into a stop that names the step."""
     try:
         return generate()
@@ -131,14 +138,16 @@ def _sampled(step: int, generate):
         ) from None
 
 
-def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSettings, step: int) -> list[Trajectory]:
+def _play_episodes(
+    run: Run, model: torch.nn.Module, drawn: list[Drawn], settings: GenerationSettings, step: int
+) -> list[Trajectory]:
     """Play G episodes per prompt, all together (one generate call per turn). A sample whose environment cannot start is
     left out of the step, like one that won't load; an environment error ends one episode."""
     r = run.cfg.rollout
+    make_environment = run.pack.make_environment
+    assert make_environment is not None  # an episodic pack (rollout.environment)
     starts = [
-        EpisodeStart(d.prompt, run.pack.make_environment(), d.slot, i, d.key)
-        for d in drawn
-        for i in range(r.num_generations)
+        EpisodeStart(d.prompt, make_environment(), d.slot, i, d.key) for d in drawn for i in range(r.num_generations)
     ]
     if not starts:
         return []
@@ -162,7 +171,7 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
         with_logprobs=run.rollout_backend is None and r.hf_sampler_logprobs,
         image_budget=(run.cfg.data.min_pixels, run.cfg.data.max_pixels),
     )
-    trajectories = []
+    trajectories: list[Trajectory] = []
     for k, d in enumerate(drawn):
         group = results[k * r.num_generations : (k + 1) * r.num_generations]
         error = next((g for g in group if isinstance(g, EnvironmentStartError)), None)
@@ -170,27 +179,30 @@ def _play_episodes(run: Run, model, drawn: list[Drawn], settings: GenerationSett
             bad_sample(run, d.prompt.sample.id, error)
             continue
         for t in group:
-            if t.reward_info.get("unseen_media"):
-                unseen_media(run, t.reward_info["unseen_media"])
+            assert isinstance(t, Trajectory)
+            if t.unseen_media:
+                unseen_media(run, t.unseen_media)
             run.counters.bad_tool_calls += bad_calls(t)
             if ended_by_fault(t):
                 run.counters.env_faults += 1
-                run.event("env_fault", sample_id=t.sample_id, reason=t.reward_info["ended"])
-        trajectories += group
+                run.event("env_fault", sample_id=t.sample_id, reason=str(t.end))
+            trajectories.append(t)
     return trajectories
 
 
-def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
+def score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]) -> tuple[list[Sample], RewardBatch]:
     """Score rewards [N, K] with the reward runner (errors are counted there, under max_reward_errors; past it the rows
     are NaN and the run stops at the step's agreement point)."""
     samples = samples_of(drawn, trajectories)
+    rewards = run.rewards
+    assert rewards is not None  # a GRPO run builds its reward runner (setup_run)
     try:
-        batch = run.rewards(samples, trajectories)
+        batch = rewards(samples, trajectories)
     except RewardErrorLimitExceeded as exc:
         hold(run, exc)
         batch = nan_rewards(run, len(trajectories))
     finally:
-        run.counters.reward_errors = run.rewards.total_errors
+        run.counters.reward_errors = rewards.total_errors
     for err in batch.errors:
         run.event("reward_error", **dataclasses.asdict(err))
     return samples, batch
@@ -204,5 +216,6 @@ def samples_of(drawn: list[Drawn], trajectories: list[Trajectory]) -> list[Sampl
 
 def nan_rewards(run: Run, n: int) -> RewardBatch:
     """Return rewards of ``n`` rows that were not scored (a stop is held: they never reach an update)."""
-    k = len(run.rewards.names)
-    return RewardBatch(torch.full((n, k), float("nan")), list(run.rewards.names), torch.ones(k))
+    assert run.rewards is not None
+    names = run.rewards.names
+    return RewardBatch(torch.full((n, len(names)), float("nan")), list(names), torch.ones(len(names)))

@@ -3,15 +3,26 @@ importance weights on the advantages, and the off-policy mask (moved out of ``up
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from mmreason.rl.rollout_correction import importance_weights, mismatch_metrics, off_policy_mask, vision_distance
 from mmreason.rollout.episode_stats import after_media
 from mmreason.rollout.forward import pad_stack
 from mmreason.train.setup import Run
+from mmreason.types import Trajectory
 
 
-def rollout_correction(run: Run, trajectories, old, mask, advantages, *, stats):
+def rollout_correction(
+    run: Run,
+    trajectories: Sequence[Trajectory],
+    old: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    stats: dict[str, list[float]],
+) -> torch.Tensor:
     """Log the sampler-trainer gap (``mismatch/*``, split by distance from the nearest vision token and by turn) of a
     sampler that returned its log-probs (vLLM, or HF with ``rollout.hf_sampler_logprobs``). Then, with
     ``rollout.vllm_importance_sampling_correction`` (HF: and ``rollout.hf_importance_sampling_correction``), weight each
@@ -21,7 +32,8 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, *, stats):
         return advantages
     r = run.cfg.rollout
     width = old.shape[1]
-    rollout = _to_width(pad_stack([t.rollout_logprobs for t in trajectories], 0.0, torch.float32), width)
+    sampled = [t.rollout_logprobs for t in trajectories if t.rollout_logprobs is not None]  # every row's
+    rollout = _to_width(pad_stack(sampled, 0.0, torch.float32), width)
     distance = _to_width(
         pad_stack(
             [
@@ -55,7 +67,16 @@ def rollout_correction(run: Run, trajectories, old, mask, advantages, *, stats):
     return (advantages[:, None] if advantages.ndim == 1 else advantages) * w  # [n, T]
 
 
-def off_policy_masked(run: Run, trajectories, logp, old, mask, *, advantages, stats):
+def off_policy_masked(
+    run: Run,
+    trajectories: Sequence[Trajectory],
+    logp: torch.Tensor,
+    old: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    advantages: torch.Tensor,
+    stats: dict[str, list[float]],
+) -> torch.Tensor:
     """Mask off-policy rows: with ``algorithm.off_policy_mask_threshold`` set, rows with A < 0 whose mean
     behaviour-to-current log-prob gap exceeds it get advantage 0 (``rl.rollout_correction.off_policy_mask``; the
     behaviour policy is the sampler's log-probs when it returned them, else the old policy, as TRL). Logs the masked
@@ -65,7 +86,9 @@ def off_policy_masked(run: Run, trajectories, logp, old, mask, *, advantages, st
         return advantages
     behaviour = old
     if corrects_with_sampler(run) and trajectories and all(t.rollout_logprobs is not None for t in trajectories):
-        rollout = pad_stack([t.rollout_logprobs for t in trajectories], 0.0, torch.float32)
+        rollout = pad_stack(
+            [t.rollout_logprobs for t in trajectories if t.rollout_logprobs is not None], 0.0, torch.float32
+        )
         behaviour = _to_width(rollout, old.shape[1]).to(old.device)
     keep = off_policy_mask(advantages, logp, behaviour, mask, threshold)  # [n]
     stats.setdefault("off_policy/masked_share", []).append(float(1 - keep.mean()) if keep.numel() else 0.0)
@@ -88,7 +111,7 @@ def _to_width(x: torch.Tensor, width: int) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, width - x.shape[1]))
 
 
-def _turn_index(t) -> torch.Tensor:
+def _turn_index(t: Trajectory) -> torch.Tensor:
     """Return the 0-based assistant turn each token belongs to [T] (0 outside assistant turns)."""
     out = torch.zeros(t.token_ids.numel(), dtype=torch.long)
     for k, turn in enumerate([u for u in t.turns if u.role == "assistant"]):

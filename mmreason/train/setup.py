@@ -82,6 +82,8 @@ class RolloutEngine(Protocol):
 
     def generate_groups(self, prompts: Sequence[PromptInputs], *args: Any, **kwargs: Any) -> list[Trajectory]: ...
 
+    def sample(self, prompts: Sequence[PromptInputs], *args: Any, **kwargs: Any) -> list[Any]: ...
+
     def sync_weights(self, model: torch.nn.Module, *args: Any, **kwargs: Any) -> float: ...
 
     def close(self) -> None: ...
@@ -168,7 +170,7 @@ class Run:
             self.logger.event(kind, **fields)
 
 
-def make_accelerator(cfg: TrainConfig):
+def make_accelerator(cfg: TrainConfig) -> Accelerator:
     cpu = not torch.cuda.is_available()
     trackers = [t for t in cfg.report_to if _tracker_available(t)]
     # The model's buffers are constants (rotary frequencies): no broadcast of them before every forward,
@@ -226,7 +228,9 @@ def load_task_data(cfg: TrainConfig, split: str = "train") -> tuple[TaskPack, li
     return pack, samples
 
 
-def build_optimizer(cfg: TrainConfig, model, total_steps: int):
+def build_optimizer(
+    cfg: TrainConfig, model: torch.nn.Module, total_steps: int
+) -> tuple[torch.optim.Optimizer, Scheduler]:
     groups = parameter_groups(model, cfg)
     # bf16 / fp16 weights: AdamW on fp32 master copies (train/precision.py); a sharded model's parameters are
     # already fp32 masters (parallel/sharding.py)
@@ -249,15 +253,16 @@ def build_optimizer(cfg: TrainConfig, model, total_steps: int):
     return optimizer, scheduler
 
 
-def parameter_groups(model, cfg: TrainConfig) -> list[dict]:
+def parameter_groups(model: torch.nn.Module, cfg: TrainConfig) -> list[dict[str, Any]]:
     """Put the trainable parameters in optimizer groups: the vision tower at ``vision_learning_rate``, its projector at
     ``projector_learning_rate``, everything else (the language model, LoRA weights) at ``learning_rate``. An unset rate
     is the base rate; a group with no trainable parameter is left out."""
-    tower = vision_tower(model.get_base_model() if hasattr(model, "get_base_model") else model)
+    base = getattr(model, "get_base_model", None)  # a PEFT model's wrapped one
+    tower = vision_tower(base() if base is not None else model)
     projector = getattr(tower, "merger", None) if tower is not None else None
     ids_projector = {id(p) for p in projector.parameters()} if projector is not None else set()
     ids_tower = {id(p) for p in tower.parameters()} - ids_projector if tower is not None else set()
-    named = {
+    named: dict[str, tuple[float | None, list[torch.nn.Parameter]]] = {
         "vision": (cfg.vision_learning_rate, []),
         "projector": (cfg.projector_learning_rate, []),
         "language": (None, []),
@@ -300,9 +305,10 @@ def setup_run(
     return run
 
 
-def claim(cfg: TrainConfig, accelerator) -> RunDir | None:
+def claim(cfg: TrainConfig, accelerator: Accelerator) -> RunDir | None:
     """Claim ``output_dir`` on the main process (``mmreason.rundir``); when it cannot, every process raises."""
-    output, error = None, None
+    output: RunDir | None = None
+    error: RunDirError | None = None
     if accelerator.is_main_process:
         try:
             output = claim_output_dir(cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite_output_dir)
@@ -316,7 +322,13 @@ def claim(cfg: TrainConfig, accelerator) -> RunDir | None:
 
 
 def _components(
-    cfg: TrainConfig, accelerator, total_steps: int | None, with_rewards: bool, config_dir: str | None, *, verbose: bool
+    cfg: TrainConfig,
+    accelerator: Accelerator,
+    total_steps: int | None,
+    with_rewards: bool,
+    config_dir: str | None,
+    *,
+    verbose: bool,
 ) -> Run:
     out = Path(cfg.output_dir)
     verbose = verbose and accelerator.is_main_process
@@ -372,7 +384,7 @@ def _components(
     )
 
 
-def place_model(model, accelerator, *, verbose: bool = False):
+def place_model(model: torch.nn.Module, accelerator: Accelerator, *, verbose: bool = False) -> torch.nn.Module:
     """Place the policy on its device before anything refers to its parameters (the optimizer, its fp32 masters):
     sharded by the trainer under FSDP2 (``parallel.sharding``, the same on CPUs and GPUs), else moved to the
     accelerator's device (where accelerate's ``prepare`` would move it, after the optimizer had copied it)."""
@@ -389,7 +401,7 @@ def place_model(model, accelerator, *, verbose: bool = False):
     return model
 
 
-def place_reference(model, accelerator):
+def place_reference(model: torch.nn.Module, accelerator: Accelerator) -> torch.nn.Module:
     """Place the reference model like the policy: sharded over the processes under FSDP2 (in its own dtype, every unit
     resharded after each forward: ``shard_model(frozen=True)``), else a whole copy on the device."""
     if not needs_own_sharding(accelerator):
@@ -397,7 +409,9 @@ def place_reference(model, accelerator):
     return shard_model(model, wrap_classes(), device=accelerator.device, frozen=True)
 
 
-def prepare_training(cfg: TrainConfig, accelerator, model, total_steps: int):
+def prepare_training(
+    cfg: TrainConfig, accelerator: Accelerator, model: torch.nn.Module, total_steps: int
+) -> tuple[torch.nn.Module, torch.optim.Optimizer, Scheduler]:
     """Prepare (model, optimizer, scheduler) with accelerate: the optimizer is built on the placed model's own
     parameters (``place_model``), so its fp32 masters (``MasterWeightAdamW``) live beside them on their device; a
     sharded model is not handed to ``prepare`` (it is already sharded and placed)."""
@@ -408,7 +422,7 @@ def prepare_training(cfg: TrainConfig, accelerator, model, total_steps: int):
     return accelerator.prepare(model, optimizer, scheduler)
 
 
-def make_sampler(cfg: TrainConfig, dataset):
+def make_sampler(cfg: TrainConfig, dataset: Sequence[Sample]) -> PromptSampler:
     """Make the config's prompt sampler; a streamed dataset (``data.streaming``) is read in stream order."""
     if not cfg.data.streaming:
         return SAMPLERS.get(cfg.sampler.name)(len(dataset), seed=cfg.seed, **cfg.sampler.options)
@@ -420,7 +434,7 @@ def make_sampler(cfg: TrainConfig, dataset):
     return StreamSampler(dataset, seed=cfg.seed)
 
 
-def build_augmenter(cfg: TrainConfig):
+def build_augmenter(cfg: TrainConfig) -> DifficultyAugmenter | None:
     """Build the difficulty-aware augmenter of ``cfg.augment`` (None when it is off)."""
     if not cfg.augment.enabled:
         return None
@@ -429,9 +443,9 @@ def build_augmenter(cfg: TrainConfig):
     return DifficultyAugmenter(**options, seed=cfg.seed)
 
 
-def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = None):
+def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = None) -> RewardRunner:
     """Build the reward runner: the config's rewards, or the task pack's defaults when the config names none."""
-    specs = []
+    specs: list[RewardSpec] = []
     for r in run_rewards(cfg, pack):
         ref = r.name
         column = r.column or (ref.rsplit(":", 1)[1] if ":" in ref else ref)
@@ -445,7 +459,7 @@ def build_rewards(cfg: TrainConfig, pack: TaskPack, config_dir: str | None = Non
     )
 
 
-def run_rewards(cfg: TrainConfig, pack: TaskPack) -> list:
+def run_rewards(cfg: TrainConfig, pack: TaskPack) -> list[RewardConfig]:
     """Return the rewards a run scores with: the config's ``rewards``, else the pack's defaults (stated once, in the
     pack; a recipe lists rewards only to change them)."""
     return cfg.rewards or [_reward_config(r) for r in pack.rewards]

@@ -63,11 +63,13 @@ def sft_example(run: Run, index: int) -> Trajectory | None:
 def replayed_example(run: Run, prompt: PromptInputs, index: int) -> Trajectory | None:
     """Replay a multi-turn target (a tool trajectory) through the pack's environment, its real observations between the
     turns (``mmreason.rollout.replay``); a target the environment refuses is a counted bad sample."""
+    make_environment = run.pack.make_environment
+    assert make_environment is not None  # only an episodic pack replays its targets
     try:
         return replay_episode(
             run.processor,
             prompt,
-            run.pack.make_environment(),
+            make_environment(),
             run.pack.target_text(prompt.sample),
             turn_end(run.processor).strip(),
             index=index,

@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 from dataclasses import dataclass, field
+from types import FrameType
 
 from mmreason.train.faults import RunStopped
 
@@ -23,7 +24,7 @@ STOP_SIGNALS = (signal.SIGTERM,)
 class Interrupted(RunStopped):
     """The run stopped because a signal asked it to (after saving its last finished step)."""
 
-    def __init__(self, message: str, signum: int):
+    def __init__(self, message: str, signum: int) -> None:
         super().__init__(message)
         self.exit_code = 128 + signum  # what the mmreason command exits with
 
@@ -39,7 +40,7 @@ class StopRequest:
     def name(self) -> str:
         return signal.Signals(self.signum).name if self.signum is not None else "a stop signal"
 
-    def handle(self, signum: int, frame) -> None:
+    def handle(self, signum: int, frame: FrameType | None) -> None:
         """Handle a signal: the first signal is noted and said; a second ends the process at once, by that signal."""
         if self.signum is not None:
             signal.signal(signum, signal.SIG_DFL)

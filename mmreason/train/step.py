@@ -16,7 +16,7 @@ process at the step's agreement point. The run around the steps (resume, eval, c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -54,6 +54,10 @@ from mmreason.train.table import StepTable, build_table
 from mmreason.train.timing import PhaseTimes
 from mmreason.train.update import policy_update
 from mmreason.types import Sample, Trajectory
+
+if TYPE_CHECKING:
+    from mmreason.rewarding import RewardBatch
+    from mmreason.rollout.prompts import PromptInputs
 
 PHASES = ("prompts", "generate", "reward", "advantages", "update")  # time/<phase> of every step
 
@@ -130,7 +134,7 @@ def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_roun
     if name is None or not got.trajectories:
         return got
 
-    def timed_prompt_of(run: Run, sample: Sample):
+    def timed_prompt_of(run: Run, sample: Sample) -> PromptInputs | None:
         with timed("prompts"):
             return prompt_of(run, sample)
 
@@ -138,7 +142,7 @@ def regenerate(run: Run, step: int, timed: PhaseTimes, got: Rollouts, first_roun
         with timed("generate"):
             return roll_out(run, drawn, step)
 
-    def timed_score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]):
+    def timed_score(run: Run, drawn: list[Drawn], trajectories: list[Trajectory]) -> tuple[list[Sample], RewardBatch]:
         with timed("reward"):
             return score(run, drawn, trajectories)
 
@@ -180,8 +184,8 @@ def rollout_costs(trajectories: list[Trajectory], decoded: float) -> dict[str, f
     """Report the step's ``decoded`` seconds of video decoding (part of time/prompts) and, for episodes, environment
     seconds (part of time/generate) and the episodes a limit cut before the model could finish."""
     out = {"time/video_decode": decoded}
-    if any("env_seconds" in t.reward_info for t in trajectories):
-        out["time/environment"] = sum(t.reward_info.get("env_seconds", 0.0) for t in trajectories)
+    if any(t.env_seconds is not None for t in trajectories):
+        out["time/environment"] = sum(t.env_seconds or 0.0 for t in trajectories)
         out["episodes/cut"] = sum(ended_by_limit(t) for t in trajectories)  # an observation over the limit
         out["episodes/cut_share"] = out["episodes/cut"] / len(trajectories)
         out.update(tool_stats(trajectories))  # env/tool_calls, env/bad_tool_calls, ...

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from mmreason.rewarding import RewardBatch
 from mmreason.types import Sample, Trajectory
 
 
@@ -107,7 +109,7 @@ def gives(column: str, name: str) -> bool:
     return column == name or column.endswith("/" + name)
 
 
-def _number(value, name: str, sample_id: str) -> float:
+def _number(value: Any, name: str, sample_id: str) -> float:
     if value is None:
         return math.nan
     try:
@@ -119,7 +121,7 @@ def _number(value, name: str, sample_id: str) -> float:
 def build_table(
     trajectories: list[Trajectory],
     samples: list[Sample],
-    batch,
+    batch: RewardBatch,
     total: torch.Tensor,
     dataset_index: dict[int, int],
     *,

@@ -17,16 +17,20 @@ batching's to float summation order.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mmreason.parallel.agree import most_over_ranks
 from mmreason.train.minibatches import length_sorted_minibatches
 from mmreason.types import Trajectory
 
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
 Cost = Callable[[list[int]], int]
 
 
 def micro_batches(
-    accelerator,
+    accelerator: Accelerator,
     parts: list[list[int]],
     trajectories: list[Trajectory],
     *,

@@ -14,8 +14,9 @@ from mmreason.parallel.gradient_sync import sync_gradients
 from mmreason.parallel.gradients import is_ddp
 from mmreason.parallel.sharding import is_sharded
 from mmreason.rollout import packing, shared_prefix
-from mmreason.rollout.forward import collate, token_logprobs
+from mmreason.rollout.forward import ModelBatch, collate, token_logprobs
 from mmreason.rollout.generate import suppressed_token_ids
+from mmreason.train.config import AlgorithmConfig
 from mmreason.train.loss_extras import UpdateView
 from mmreason.train.optimizer_step import gradients_finite, optimizer_step, skip_update  # noqa: F401
 from mmreason.train.records import task_index
@@ -110,6 +111,7 @@ def plan_update(run: Run, table: StepTable) -> UpdatePlan | None:
     """Plan the kept rows, in shares of mini-batches (``plan_shares``), and the module the passes run; None when any
     process has no row to train on (every process then skips)."""
     a = run.cfg.algorithm
+    assert table.advantages is not None and table.keep is not None  # set by the advantage phase
     keep = table.keep.tolist()
     trajs = [t for t, k in zip(table.trajectories, keep) if k]
     if any_rank(run.accelerator, not trajs):
@@ -142,13 +144,15 @@ def pre_passes(run: Run, plan: UpdatePlan) -> dict[str, float]:
         for mb in minibatches:
             mb.ref_logprobs = sequence_logprobs(run, run.ref_model, mb.inputs, mb.trajectories)[0]
 
-    def forward(batch, trajectories, temperature: float | None = None) -> torch.Tensor:
+    def forward(batch: ModelBatch, trajectories: list[Trajectory], temperature: float | None = None) -> torch.Tensor:
         return sequence_logprobs(run, plan.policy, batch, trajectories, temperature=temperature)[0]
 
     return run.loss_extras.before_update(UpdateView(run, minibatches, plan.samples, forward))
 
 
-def accumulate(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stats, *, first_pass: bool) -> bool:
+def accumulate(
+    run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stats: dict[str, list[float]], *, first_pass: bool
+) -> bool:
     """Accumulate one mini-batch's weighted loss backward into the share's gradient. Token-mean aggregation divides by
     the share's response tokens; sequence-mean ones weight the mini-batch by its fraction of the share's rows; a
     stand-in (weight 0) adds nothing. False when any process's loss is not finite."""
@@ -207,7 +211,7 @@ def split_groups(group_ids: list[int], parts: int) -> list[list[int]]:
     return [[i for g in order[bounds[j] : bounds[j + 1]] for i in rows[g]] for j in range(k)]
 
 
-def update_model(run: Run, trajectories) -> tuple[Any, bool]:
+def update_model(run: Run, trajectories: list[Trajectory]) -> tuple[torch.nn.Module, bool]:
     """Return the module the update's policy passes run, and whether its gradients are averaged by hand.
 
     A DDP-wrapped policy whose step can take the shared prefix on every process runs unwrapped (the prefix
@@ -222,15 +226,22 @@ def update_model(run: Run, trajectories) -> tuple[Any, bool]:
     return inner, True
 
 
-def uses_shared_prefix(run: Run, model, trajectories) -> bool:
+def uses_shared_prefix(run: Run, model: torch.nn.Module, trajectories: list[Trajectory]) -> bool:
     # A sharded model all-gathers in every forward: it takes the plain path (one forward per mini-batch,
     # as many on every process) rather than the shared prefix's forwards per group.
     return run.cfg.shared_prefix and not is_sharded(model) and shared_prefix.applies(model, trajectories)
 
 
 def sequence_logprobs(
-    run: Run, model, batch, trajectories, with_entropy: bool = False, *, temperature: float | None = None, **options
-):
+    run: Run,
+    model: torch.nn.Module,
+    batch: ModelBatch,
+    trajectories: list[Trajectory],
+    with_entropy: bool = False,
+    *,
+    temperature: float | None = None,
+    **options: Any,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Compute per-token log-probs [n, T] (and entropies) of a mini-batch under ``model``: with the prompt of each group
     encoded once (``shared_prefix``, the default where it applies), else the plain padded forward. ``temperature``
     replaces the sampling temperature (logits / temperature) when given; ``options``: the log-prob functions' own
@@ -256,7 +267,9 @@ def sequence_logprobs(
         return token_logprobs(model, batch, with_entropy, packed=packed, **sampling, **options)
 
 
-def minibatch_loss(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stats) -> tuple[torch.Tensor, Any, Any]:
+def minibatch_loss(
+    run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stats: dict[str, list[float]]
+) -> tuple[torch.Tensor, rl.LossMetrics, torch.Tensor]:
     """Compute the policy loss (+ KL, + entropy band) of one mini-batch: (loss, loss metrics, entropy [n, T]).
 
     The loss reads one ``rl.LossInputs`` (``loss_inputs``): this forward's log-probs, entropies (detached) and
@@ -266,6 +279,7 @@ def minibatch_loss(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stat
     logp, ent = sequence_logprobs(
         run, plan.policy, batch, mb.trajectories, with_entropy=True, entropy_grad=plan.band is not None
     )
+    assert ent is not None  # with_entropy=True
     old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()  # on-policy: ratio 1
     adv = plan.advantages[mb.rows].to(run.device)
     adv = rollout_correction(run, mb.trajectories, old, batch.action_mask, adv, stats=stats)
@@ -282,7 +296,15 @@ def minibatch_loss(run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, stat
 
 
 def loss_inputs(
-    run: Run, plan: UpdatePlan, share: Share, mb: MiniBatch, *, logprobs, old_logprobs, advantages, entropy
+    run: Run,
+    plan: UpdatePlan,
+    share: Share,
+    mb: MiniBatch,
+    *,
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    entropy: torch.Tensor,
 ) -> rl.LossInputs:
     """Build the mini-batch's ``rl.LossInputs``, field by field. They are the forward's tensors; the settings
     (aggregation from ``loss_type``, ``max_len``, the named top-level keys ``beta``, ``epsilon`` ...); the reference
@@ -324,11 +346,11 @@ def sampling_options(run: Run) -> dict[str, Any]:
     }
 
 
-def entropy_band_rows(a, tasks: list[str]):
+def entropy_band_rows(a: AlgorithmConfig, tasks: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """Return per-row entropy bands from ``algorithm.entropy_band`` (None when entropy shaping is off)."""
     if a.entropy_coef == 0 or not a.entropy_band:
         return None
-    bands = []
+    bands: list[list[float]] = []
     for name in tasks:
         band = a.entropy_band.get(name, a.entropy_band.get("default"))
         if band is None:
@@ -338,8 +360,14 @@ def entropy_band_rows(a, tasks: list[str]):
     return h[:, 0], h[:, 1], task_index(tasks)
 
 
-def _collect(stats: dict[str, list[float]], metrics, entropy, mask, loss) -> None:
-    def add(key, value):
+def _collect(
+    stats: dict[str, list[float]],
+    metrics: rl.LossMetrics,
+    entropy: torch.Tensor,
+    mask: torch.Tensor,
+    loss: torch.Tensor,
+) -> None:
+    def add(key: str, value: torch.Tensor | float | None) -> None:
         if value is not None:
             stats.setdefault(key, []).append(float(value))
 

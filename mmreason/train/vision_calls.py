@@ -15,6 +15,9 @@ reference model), needs none of this: ``needs_matching`` says when it applies.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import torch
 
 from mmreason.parallel.agree import most_over_ranks
 from mmreason.parallel.gradients import is_ddp
@@ -23,18 +26,23 @@ from mmreason.rollout.forward import ModelBatch
 from mmreason.rollout.stand_ins import CALLS, calls, stand_in
 from mmreason.types import Trajectory
 
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
-def needs_matching(accelerator, model) -> bool:
+    from mmreason.train.setup import Run
+
+
+def needs_matching(accelerator: Accelerator, model: torch.nn.Module) -> bool:
     """Tell whether ``model``'s forwards are collectives across several processes (DDP-wrapped or FSDP-sharded)."""
     return accelerator.num_processes > 1 and (is_ddp(model) or is_sharded(model))
 
 
-def vision_trainable(model) -> bool:
+def vision_trainable(model: torch.nn.Module) -> bool:
     """Tell whether any vision-tower parameter is trained (DDP then expects its gradient from every forward)."""
     return any(p.requires_grad and ("visual." in n or "vision_tower." in n) for n, p in model.named_parameters())
 
 
-def match_vision_calls(run, batches: list[tuple[list[Trajectory], ModelBatch]]) -> list[ModelBatch]:
+def match_vision_calls(run: Run, batches: list[tuple[list[Trajectory], ModelBatch]]) -> list[ModelBatch]:
     """Add to each ``(rows, batch)``'s batch the stand-ins that make its vision calls the union of every process's for
     that mini-batch (the i-th mini-batch of every process is run together). Every process calls this with as many
     mini-batches (``agree.equal_minibatches``)."""
@@ -45,7 +53,7 @@ def match_vision_calls(run, batches: list[tuple[list[Trajectory], ModelBatch]]) 
     agreed = most_over_ranks(acc, flags)
     always_image = is_ddp(model) and vision_trainable(model)
     pad = run.processor.tokenizer.pad_token_id
-    out = []
+    out: list[ModelBatch] = []
     for i, (rows, batch) in enumerate(batches):
         wanted = {call for j, call in enumerate(CALLS) if agreed[i * len(CALLS) + j]}
         if not wanted and always_image:

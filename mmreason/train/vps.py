@@ -6,17 +6,22 @@ under the sampling policy. The per-token segment progress goes to the loss as ``
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from mmreason.rl.losses.vps import progress_per_token, segment_bounds
 from mmreason.rl.providers import Provider
 from mmreason.rollout.forward import collate
-from mmreason.types import Trajectory
+from mmreason.types import Sample, Trajectory
+
+if TYPE_CHECKING:
+    from mmreason.train.loss_extras import UpdateView
+    from mmreason.train.setup import Run
 
 
-def answer_tokens(run, sample) -> torch.Tensor:
+def answer_tokens(run: Run, sample: Sample) -> torch.Tensor:
     """Tokenize the reference answer as the pack writes SFT targets (no turn end: the probe reads the answer)."""
     return run.processor.tokenizer(run.pack.target_text(sample), add_special_tokens=False, return_tensors="pt")[
         "input_ids"
@@ -28,7 +33,7 @@ def probes_of(t: Trajectory, answer: torch.Tensor, ends: list[int]) -> list[Traj
     answer."""
     prompt, completion = t.token_ids[: t.prompt_length], t.token_ids[t.prompt_length :]
     types = t.mm_token_type_ids if t.mm_token_type_ids is not None else torch.zeros_like(t.token_ids)
-    out = []
+    out: list[Trajectory] = []
     for b in [0, *ends]:
         ids = torch.cat([prompt, completion[:b], answer])
         mask = torch.zeros_like(ids)
@@ -49,12 +54,12 @@ class SegmentProgress(Provider):
     provides: ClassVar[tuple[str, ...]] = ("segment_progress",)
     CUT = {"segmenter": "newline", "segment_tokens": 16, "max_segments": 8}
 
-    def __init__(self, options=None):
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         self.cut = {**self.CUT, **{k: v for k, v in self.options.items() if k in self.CUT}}
         self.progress: list[torch.Tensor] = []
 
-    def before_update(self, view) -> dict[str, float]:
+    def before_update(self, view: UpdateView) -> dict[str, float]:
         run, forwards = view.run, 0
         self.progress = []
         for mb in view.minibatches:
@@ -67,7 +72,7 @@ class SegmentProgress(Provider):
             self.progress.append(progress.to(run.device))
         return {"vps/probe_forwards": float(forwards)}
 
-    def _probe(self, view, t: Trajectory, sample) -> torch.Tensor | None:
+    def _probe(self, view: UpdateView, t: Trajectory, sample: Sample) -> torch.Tensor | None:
         """Return the progress of each completion token of ``t`` (None: an episode, or no segment boundary)."""
         if any(u.role == "observation" for u in t.turns):
             return None  # an episode: observations are not the model's segments
@@ -82,7 +87,7 @@ class SegmentProgress(Provider):
         q = (lp * batch.action_mask).sum(-1).tolist()
         return progress_per_token(q, self._ends, len(completion))
 
-    def inputs(self, k: int) -> dict:
+    def inputs(self, k: int) -> dict[str, Any]:
         return {"segment_progress": self.progress[k]}
 
     def after_update(self, entropy: float | None) -> None:

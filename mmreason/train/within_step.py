@@ -21,7 +21,7 @@ from typing import Any, Literal
 from mmreason.config import ConfigError, build
 
 WithinStepName = Literal["augment", "refine", "hint", "anchor"]
-NAMES: tuple[str, ...] = ("augment", "refine", "hint", "anchor")
+NAMES: tuple[WithinStepName, ...] = ("augment", "refine", "hint", "anchor")
 
 
 class ConfigDeprecationWarning(FutureWarning):

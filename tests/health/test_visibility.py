@@ -102,10 +102,10 @@ def test_observation_image_that_never_reaches_the_prompt(tiny, broken):
         step=1,
     )
     for t in trajs:
-        unseen = t.reward_info["unseen_media"]
+        unseen = t.unseen_media
         if broken:
             assert unseen["problems"] == ["the chat template rendered 0 image placeholder(s) for 1 image(s) fed"]
-            assert t.reward_info["ended"].startswith(UNSEEN_MEDIA) and [u.role for u in t.turns] == ["assistant"]
+            assert str(t.end).startswith(UNSEEN_MEDIA) and [u.role for u in t.turns] == ["assistant"]
         else:
             assert unseen is None and [u.role for u in t.turns] == ["assistant", "observation", "assistant"]
 

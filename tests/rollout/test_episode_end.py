@@ -1,5 +1,5 @@
 """Why an episode ended is a typed record (``EpisodeEnd``: a reason from a closed set, and its detail), read by
-the trainer's fault and limit counts; ``reward_info["ended"]`` keeps it as the text logs show."""
+the trainer's fault and limit counts; ``str(end)`` is the text logs show."""
 
 from __future__ import annotations
 
@@ -53,4 +53,4 @@ def test_an_episode_records_its_end_as_a_record_and_as_text(tiny):
         step=0,
     )
     assert isinstance(t, Trajectory) and t.end == EpisodeEnd("environment error", "KeyError: 'no such tool'")
-    assert t.reward_info["ended"] == "environment error: KeyError: 'no such tool'" and ended_by_fault(t)
+    assert str(t.end) == "environment error: KeyError: 'no such tool'" and ended_by_fault(t)

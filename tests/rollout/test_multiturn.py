@@ -205,10 +205,13 @@ def test_an_observation_over_max_observation_tokens_ends_the_episode(tiny):
     )
     (short,) = generate_multiturn_group(model, processor, prompt, ZoomEnv, max_observation_tokens=5, **kwargs)
     assert [turn.role for turn in short.turns] == ["assistant"]  # the ~20-token observation never entered
-    assert "max_observation_tokens=5" in short.reward_info["ended"]
+    assert "max_observation_tokens=5" in str(short.end)
     (full,) = generate_multiturn_group(model, processor, prompt, ZoomEnv, max_observation_tokens=100, **kwargs)
     assert [turn.role for turn in full.turns] == ["assistant", "observation", "assistant"]
-    assert full.reward_info["ended"] is None
+    assert full.end is None
+    # why it ended, its environment time and unseen media are typed fields; reward_info keeps what rewards read
+    assert full.env_seconds is not None and full.env_seconds >= 0 and full.unseen_media is None
+    assert not {"ended", "env_seconds", "unseen_media"} & set(full.reward_info)
 
 
 class BrokenEnv(ZoomEnv):
@@ -238,7 +241,7 @@ def test_an_exception_in_the_environment_ends_the_episode_not_the_run(tiny):
     )
     for t in trajs:
         assert [turn.role for turn in t.turns] == ["assistant", "observation", "assistant"]
-        assert t.reward_info["ended"] == "environment error: RuntimeError: tool crashed"
+        assert str(t.end) == "environment error: RuntimeError: tool crashed"
 
 
 class SleepingEnv(ZoomEnv):
@@ -282,8 +285,8 @@ def test_a_hanging_environment_step_ends_the_episode_within_its_time_limit(tiny,
     )
     assert time.monotonic() - start < 20  # not the 30 s sleep, not forever
     assert [turn.role for turn in t.turns] == ["assistant", "observation", "assistant"]
-    assert t.reward_info["ended"].startswith("environment error: StepTimeout: ")  # what the trainer counts
-    assert "env_step_timeout_s" in t.reward_info["ended"]
+    assert str(t.end).startswith("environment error: StepTimeout: ")  # what the trainer counts
+    assert "env_step_timeout_s" in str(t.end)
     if env is SpinningEnv:  # the abandoned step is stopped, not left spinning beside the run
         for spinning in [th for th in threading.enumerate() if th not in before and th.name == "mmreason-env-step"]:
             spinning.join(10)

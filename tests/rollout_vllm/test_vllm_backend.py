@@ -486,7 +486,7 @@ def test_multiturn_episodes_sample_through_the_engine_with_the_observations_medi
     greedy = GenerationSettings(max_new_tokens=6, temperature=0.0)
     ours, hf = play(engine, greedy), play(model, greedy)
     for a, b in zip(ours, hf):
-        assert [t.role for t in a.turns] == ["assistant", "observation", "assistant"], a.reward_info["ended"]
+        assert [t.role for t in a.turns] == ["assistant", "observation", "assistant"], a.end
         assert a.token_ids.tolist() == b.token_ids.tolist() and a.action_mask.tolist() == b.action_mask.tolist()
         obs = a.turns[1]
         assert int((a.mm_token_type_ids[obs.start : obs.end] == 2).sum()) > 0  # the clip's tokens are in the context

@@ -281,7 +281,7 @@ class VLLMBackend(EngineSampler):
             temperature=0.0 if greedy else settings.temperature,
             top_p=1.0 if greedy else settings.top_p,
             top_k=(settings.top_k or -1) if not greedy else -1,
-            seed=None if greedy else int(seed) % (2**31),
+            seed=None if greedy or seed is None else int(seed) % (2**31),
             logprobs=0,
             stop=list(settings.stop_strings) or None,
             stop_token_ids=self.eos,
@@ -424,10 +424,12 @@ class VLLMBackend(EngineSampler):
         engine serves every generate call with it from now. Bounded by ``weight_sync_timeout`` as a reload."""
         from vllm.lora.request import LoRARequest  # vLLM is an optional dependency, imported when used
 
-        lora_id, path = self.adapters.write(model)
+        adapters = self.adapters
+        assert adapters is not None  # a LoRA policy's engine
+        lora_id, path = adapters.write(model)
         request = LoRARequest(f"policy-{lora_id}", lora_id, str(path))
         self.reload(request)
-        self.adapters.loaded(request, self.llm.llm_engine)
+        adapters.loaded(request, self.llm.llm_engine)
 
     def reload(self, weights_dir) -> None:
         """Make every worker reload the weights in ``weights_dir`` (a ``LoRARequest``: the engine loads that adapter),
@@ -477,8 +479,9 @@ class VLLMBackend(EngineSampler):
 
     def close(self) -> None:
         shutil.rmtree(self.sync_dir, ignore_errors=True)
-        if getattr(self, "adapters", None) is not None:
-            shutil.rmtree(self.adapters.root, ignore_errors=True)
+        adapters = getattr(self, "adapters", None)
+        if adapters is not None:
+            shutil.rmtree(adapters.root, ignore_errors=True)
         engine = getattr(self, "llm", None)
         if engine is not None:
             in_process = self in IN_PROCESS

@@ -110,7 +110,7 @@ class _DeadlineH11(H11Protocol):
     _mm_timer: asyncio.TimerHandle | None = None
     _mm_since = 0.0  # when it began waiting
 
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._mm_host = self.client[0] if self.client else ""
         self._mm_wait()

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends.vllm_placement import server_devices
@@ -123,7 +124,7 @@ class EnginePool:
 
     # ---- every engine at once (weight pushes) --------------------------------------------------------
 
-    async def on_all(self, fn: Callable[[int, object], object], *, locked: asyncio.Event | None = None) -> list:
+    async def on_all(self, fn: Callable[[int, Any], object], *, locked: asyncio.Event | None = None) -> list:
         """Call ``fn(i, engine)`` for every engine at once, each in its engine's thread, while every engine's lock is
         held (no batch runs meanwhile). ``locked`` is set once every lock is held (a collective join or receive replies
         to its client then, and the work goes on). The first error is raised."""

@@ -21,6 +21,7 @@ import base64
 import binascii
 import json
 import math
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def parse_json(raw: bytes):
 MAX_SAFETENSORS_HEADER = 100 << 20  # bytes of a safetensors header (the format's own bound)
 
 
-def check_safetensors(path: Path, shapes: dict[str, list] | None = None) -> None:
+def check_safetensors(path: Path, shapes: dict[str, list | None] | None = None) -> None:
     """Refuse (``WireError``) a ``model.safetensors`` whose header does not parse, whose tensors' byte ranges do
     not fit the file, or (``shapes``: the served checkpoint's, ``safetensors_shapes``) that gives a tensor of
     the served model another shape, before any engine reads it: vLLM's reload of a wrong shape fails half-way
@@ -111,10 +112,10 @@ def check_safetensors(path: Path, shapes: dict[str, list] | None = None) -> None
         )
 
 
-def safetensors_shapes(model_dir: str | Path) -> dict[str, list]:
+def safetensors_shapes(model_dir: str | Path) -> dict[str, list | None]:
     """Map tensor name -> shape of every ``*.safetensors`` file of a checkpoint folder (headers only); {} when it has
     none or one does not parse."""
-    out: dict[str, list] = {}
+    out: dict[str, list | None] = {}
     try:
         for file in sorted(Path(model_dir).glob("*.safetensors")):
             out.update({k: v.get("shape") for k, v in _safetensors_header(file).items()})
@@ -136,19 +137,23 @@ def _safetensors_header(path: Path) -> dict[str, dict]:
         except (ValueError, RecursionError):
             header = None
     entries = {k: v for k, v in header.items() if k != "__metadata__"} if isinstance(header, dict) else None
-    ok = bool(entries) and all(
-        isinstance(v, dict)
-        and isinstance(v.get("data_offsets"), list)
-        and len(v["data_offsets"]) == 2
-        and all(isinstance(x, int) and 0 <= x <= size - 8 - length for x in v["data_offsets"])
-        for v in entries.values()
+    ok = (
+        entries is not None
+        and bool(entries)
+        and all(
+            isinstance(v, dict)
+            and isinstance(v.get("data_offsets"), list)
+            and len(v["data_offsets"]) == 2
+            and all(isinstance(x, int) and 0 <= x <= size - 8 - length for x in v["data_offsets"])
+            for v in entries.values()
+        )
     )
-    if not ok:
+    if not ok or entries is None:
         raise WireError(f"reload_weights: {path.name}: its header does not describe tensors inside the file")
-    return entries  # type: ignore[return-value]
+    return entries
 
 
-def _keys(d: Any, what: str, allowed: set[str], required: set[str] = frozenset()) -> dict:
+def _keys(d: Any, what: str, allowed: AbstractSet[str], required: AbstractSet[str] = frozenset()) -> dict:
     if not isinstance(d, dict):
         raise WireError(f"{what} must be an object, got {type(d).__name__}")
     if set(d) - allowed:

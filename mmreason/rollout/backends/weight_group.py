@@ -23,11 +23,12 @@ through ``collective_rpc``. The modules that call it import vLLM lazily: the tra
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -333,7 +334,10 @@ def broadcast_beside(
 
 
 def broadcast_to_all(
-    model, ends: list[tuple[object, int, Callable[[list], object]]], bucket_bytes: int, dtype: torch.dtype | None = None
+    model,
+    ends: Sequence[tuple[object, int, Callable[[list], object]]],
+    bucket_bytes: int,
+    dtype: torch.dtype | None = None,
 ) -> list[tuple[threading.Thread, dict, BaseException | None]]:
     """Broadcast ``model``'s tensors, floating ones cast to ``dtype`` (the engines'; None: as they are), in
     buckets of at most ``bucket_bytes`` to every ``(group, src, receive)`` end: ``receive(wire buckets)`` (the
@@ -344,7 +348,7 @@ def broadcast_to_all(
     with policy_tensors(model) as tensors:
         buckets = plan_buckets(tensor_specs(tensors, dtype), bucket_bytes)
         wire = buckets_to_wire(buckets)
-        calls = [run_beside(lambda receive=receive: receive(wire)) for _, _, receive in ends]
+        calls = [run_beside(functools.partial(receive, wire)) for _, _, receive in ends]
         targets = [Target(group, src, thread.is_alive) for (group, src, _), (thread, _) in zip(ends, calls)]
         errors = send_to_all(targets, buckets, tensors, device)
     return [(thread, box, error) for (thread, box), error in zip(calls, errors)]
