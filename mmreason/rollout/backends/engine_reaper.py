@@ -24,6 +24,7 @@ import os
 import signal
 import threading
 import time
+from typing import Any
 
 # seconds between the SIGTERM and the SIGKILL an orphaned engine process sends itself
 GRACE_S = 10.0
@@ -51,7 +52,7 @@ def watch_parent(grace_s: float = GRACE_S, every_s: float = EVERY_S) -> threadin
     return thread
 
 
-def _original(name: str):
+def _original(name: str) -> Any:
     """Return vLLM's own target: the one this process wrapped (under ``fork``), else the class's (a ``spawn`` child
     imports vLLM afresh, unwrapped)."""
     if name in _ORIGINALS:
@@ -65,13 +66,13 @@ def _original(name: str):
     return WorkerProc.worker_main
 
 
-def watched_engine_core(*args, **kwargs):
+def watched_engine_core(*args: Any, **kwargs: Any) -> Any:
     """Run ``EngineCoreProc.run_engine_core`` with its parent watched."""
     watch_parent()
     return _original("engine_core")(*args, **kwargs)
 
 
-def watched_worker(*args, **kwargs):
+def watched_worker(*args: Any, **kwargs: Any) -> Any:
     """Run ``WorkerProc.worker_main`` with its parent (the engine core) watched."""
     watch_parent()
     return _original("worker")(*args, **kwargs)

@@ -27,9 +27,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -176,7 +177,7 @@ class VLLMClient(EngineSampler):
         self,
         host: str,
         port: int,
-        tokenizer,
+        tokenizer: Any,
         *,
         api_key: str | None = None,
         server_timeout: float = 240.0,
@@ -185,7 +186,7 @@ class VLLMClient(EngineSampler):
         hosts: Sequence[tuple[str, int]] = (),
         weight_sync: str = "directory",
         sync_bucket_mb: float = 64.0,
-    ):
+    ) -> None:
         self.host, self.port, self.tokenizer = host, int(port), tokenizer
         self.weight_sync_timeout, self.generate_timeout = weight_sync_timeout, generate_timeout
         self.sync_bucket_mb = sync_bucket_mb
@@ -231,7 +232,14 @@ class VLLMClient(EngineSampler):
             ]
             return [row for f in futures for row in f.result()]
 
-    def _sample_on(self, server: _Server, prompts, n: int, settings: GenerationSettings, seeds) -> list:
+    def _sample_on(
+        self,
+        server: _Server,
+        prompts: Sequence[PromptInputs],
+        n: int,
+        settings: GenerationSettings,
+        seeds: Sequence[int],
+    ) -> list:
         body = {
             "requests": [encode_request(engine_request(p, self.placeholders)) for p in prompts],
             "n": int(n),
@@ -245,7 +253,7 @@ class VLLMClient(EngineSampler):
         )
         return checked_rows(prompts, n, reply["rows"])
 
-    def sync_weights(self, model, state: dict | None = None) -> float:
+    def sync_weights(self, model: Any, state: dict | None = None) -> float:
         """Push ``model``'s weights (LoRA merged) to every server: through their weights groups in buckets (each
         tensor gathered once, cast to the engines' dtype), or as a safetensors file (``state``: a sharded
         model's gathered whole state dict) each reloads. ``gathers_only``: the gathers of the main process's
@@ -270,7 +278,7 @@ class VLLMClient(EngineSampler):
             self.sync_seconds = time.perf_counter() - t
             return self.sync_seconds
 
-    def _join_groups(self):
+    def _join_groups(self) -> list[Any] | None:
         """Join every server's weights group; None (and the directory path for all) when this process cannot
         (no vLLM here) or a server cannot (its engines were built without the workers' side)."""
         try:
@@ -320,14 +328,14 @@ class VLLMClient(EngineSampler):
                 ) from None
         return [s.group for s in self.servers]
 
-    def _push_collective(self, model) -> None:
+    def _push_collective(self, model: Any) -> None:
         """Broadcast ``model``'s tensors in buckets to every server's group while its workers receive them (its
         ``/update_weights`` answers once they are loaded); the first server's failure is raised once every
         server's call has ended."""
         limit = self.weight_sync_timeout
         deadline = None if limit is None else time.monotonic() + limit
 
-        def receive(server: _Server):
+        def receive(server: _Server) -> Callable[[list], object]:
             return lambda wire: self._post(
                 server,
                 "/update_weights",
@@ -380,7 +388,7 @@ class VLLMClient(EngineSampler):
 class _Server:
     """One server a client drives: its address, key, ``/health`` answer, push folder and weights group."""
 
-    def __init__(self, host: str, port: int, api_key: str | None, server_timeout: float):
+    def __init__(self, host: str, port: int, api_key: str | None, server_timeout: float) -> None:
         self.host, self.port = host, port
         self.key = run_key(api_key, host, port)
         self.info = server_info(host, port, server_timeout, self.key)
@@ -403,7 +411,15 @@ class _Server:
         shutil.rmtree(self.sync_dir, ignore_errors=True)
 
 
-def _finish_push(server: _Server, thread, box: dict, error: BaseException | None, *, deadline, limit) -> None:
+def _finish_push(
+    server: _Server,
+    thread: threading.Thread,
+    box: dict,
+    error: BaseException | None,
+    *,
+    deadline: float | None,
+    limit: float | None,
+) -> None:
     """Finish one server's end of a collective push: return its answer, or ``EngineDied`` naming it."""
     if error is not None and "error" in box:  # the server's answer says more than the broadcast's
         raise box["error"]
@@ -418,7 +434,7 @@ def _finish_push(server: _Server, thread, box: dict, error: BaseException | None
         ) from None
 
 
-def _engine_dtype(infos: list[dict]):
+def _engine_dtype(infos: list[dict]) -> torch.dtype | None:
     """Return the servers' engine dtype when all announce the same floating dtype (``/health``'s ``dtype``), else None
     (tensors then travel as the trainer holds them)."""
     names = {info.get("dtype") for info in infos}

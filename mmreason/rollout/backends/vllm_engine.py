@@ -30,10 +30,11 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -71,7 +72,7 @@ class VLLMUnavailable(ImportError):
     """vLLM is not installed (the message names the extra)."""
 
 
-def import_vllm():
+def import_vllm() -> Any:
     try:
         import vllm
     except ImportError as exc:
@@ -119,7 +120,7 @@ def processor_kwargs(min_pixels: int | None, max_pixels: int | None) -> dict | N
     return out or None
 
 
-def _text_config(model_dir: str | Path):
+def _text_config(model_dir: str | Path) -> Any:
     """Return the language model's part of the checkpoint's config (the whole config for a text-only model)."""
     from transformers import AutoConfig
 
@@ -222,8 +223,8 @@ class VLLMBackend(EngineSampler):
     per_process = True
 
     def __init__(
-        self, model_dir: str | Path, tokenizer, settings: VLLMSettings, placement: EnginePlacement | None = None
-    ):
+        self, model_dir: str | Path, tokenizer: Any, settings: VLLMSettings, placement: EnginePlacement | None = None
+    ) -> None:
         """Build the engine. Colocate mode (``settings.mode``): in this process, at ``placement`` (one process
         alone when None; ``vllm_placement.engine_placement``); server mode: vLLM's own engine-core process."""
         self.model_dir = str(model_dir)
@@ -273,7 +274,7 @@ class VLLMBackend(EngineSampler):
         """Build one prompt as a vLLM request (``engine_request``)."""
         return engine_request(prompt, self.placeholders)
 
-    def sampling_params(self, settings: GenerationSettings, seed: int | None):
+    def sampling_params(self, settings: GenerationSettings, seed: int | None) -> Any:
         greedy = settings.temperature <= 0
         return self._vllm.SamplingParams(
             n=1,
@@ -356,7 +357,7 @@ class VLLMBackend(EngineSampler):
 
     # ---- weights -------------------------------------------------------------------------------
 
-    def sync_weights(self, model, state: dict[str, torch.Tensor] | None = None) -> float:
+    def sync_weights(self, model: Any, state: dict[str, torch.Tensor] | None = None) -> float:
         """Push ``model``'s weights (LoRA merged in) to the engine; returns the seconds it took. Colocated,
         ``weight_sync="collective"``: in this process, the worker loading the policy's tensors themselves
         (``push_in_process``; a sharded model gathered one tensor at a time, every process of its mesh calling
@@ -389,7 +390,7 @@ class VLLMBackend(EngineSampler):
     def engine_workers(self) -> int:
         return int(self.llm.llm_engine.vllm_config.parallel_config.world_size)
 
-    def push_in_process(self, model) -> None:
+    def push_in_process(self, model: Any) -> None:
         """Push in process, as the colocated engine does: this process's worker (the engine lives in this process,
         ``external_launcher``) reloads the policy's tensors as the trainer holds them, through vLLM's in-place
         ``reload_weights`` (checkpoint format; the loader the CPU build needs), one tensor at a time (a sharded one
@@ -419,7 +420,7 @@ class VLLMBackend(EngineSampler):
             return torch.device("cuda", self.placement.device)
         return torch.device("cpu")
 
-    def push_adapter(self, model) -> None:
+    def push_adapter(self, model: Any) -> None:
         """Write the policy's LoRA adapter (only the adapter) and load it into the engine under a new id; the
         engine serves every generate call with it from now. Bounded by ``weight_sync_timeout`` as a reload."""
         from vllm.lora.request import LoRARequest  # vLLM is an optional dependency, imported when used
@@ -431,13 +432,13 @@ class VLLMBackend(EngineSampler):
         self.reload(request)
         adapters.loaded(request, self.llm.llm_engine)
 
-    def reload(self, weights_dir) -> None:
+    def reload(self, weights_dir: Any) -> None:
         """Make every worker reload the weights in ``weights_dir`` (a ``LoRARequest``: the engine loads that adapter),
         then the prefix and encoder caches are dropped (``_bounded_reload``)."""
         what = weights_dir if not isinstance(weights_dir, (str, Path)) else str(weights_dir)
         self._bounded_reload(lambda: self._reload_workers(what))
 
-    def _bounded_reload(self, fn) -> None:
+    def _bounded_reload(self, fn: Callable[[], object]) -> None:
         """Call ``fn()`` (a reload); raise ``EngineDied`` when the engine dies or takes longer than
         ``settings.weight_sync_timeout`` (a reload blocked on a dead engine would otherwise wait forever; the call is
         left behind in a daemon thread and the engine is never used again)."""
@@ -459,7 +460,7 @@ class VLLMBackend(EngineSampler):
                 raise EngineDied(f"vLLM engine died during weight sync: {exc} ({RESTART})") from exc
             raise
 
-    def _reload_workers(self, weights_dir) -> None:
+    def _reload_workers(self, weights_dir: Any) -> None:
         if isinstance(weights_dir, str) and (self.placement is not None or engine_in_process()):
             # in this process the engine's config is this process's: vLLM's reload from a path would make that
             # path the model's (the processor is then looked for there, in a push folder that is removed next),
@@ -506,7 +507,7 @@ class Placeholders:
     wrapped: tuple[int, int, int] | None = None  # (start, context, end) token ids
 
 
-def placeholder_ids(tokenizer) -> Placeholders:
+def placeholder_ids(tokenizer: Any) -> Placeholders:
     """Return the family's visual placeholders, from its tokenizer: InternVL's names its image tokens
     (``context_image_token``, ``start_image_token``, ``end_image_token``); Qwen's pads otherwise."""
     names = [getattr(tokenizer, a, None) for a in ("start_image_token", "context_image_token", "end_image_token")]
@@ -539,7 +540,7 @@ def engine_request(prompt: PromptInputs, placeholders: Placeholders | set[int]) 
     return req
 
 
-def checked_rows(prompts: Sequence[PromptInputs], n: int, outputs) -> list[tuple[list[int], list[float], bool]]:
+def checked_rows(prompts: Sequence[PromptInputs], n: int, outputs: Any) -> list[tuple[list[int], list[float], bool]]:
     """Check the engine's rows and return them as ``(ids, log-probs, truncated)``; a row whose prompt ids vLLM expanded
     differently from the trainer's is an error (the trainer would score other tokens than those sampled)."""
     rows = []
@@ -554,7 +555,7 @@ def checked_rows(prompts: Sequence[PromptInputs], n: int, outputs) -> list[tuple
 
 
 def trajectory_of(
-    prompt: PromptInputs, group_id: int, row: tuple[list[int], list[float], bool], tokenizer
+    prompt: PromptInputs, group_id: int, row: tuple[list[int], list[float], bool], tokenizer: Any
 ) -> Trajectory:
     """Build one sampled row of ``prompt`` as a trajectory, with the engine's log-probs on its completion tokens."""
     ids, lps, truncated = row
@@ -606,7 +607,7 @@ def collapse_placeholders(ids: list[int], placeholders: Placeholders | set[int])
     return out
 
 
-def merged_state_dict(model) -> dict[str, torch.Tensor]:
+def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """Return the policy's weights under the checkpoint's names; a PEFT LoRA model's adapters merged in."""
     inner = getattr(model, "module", model)
     if hasattr(inner, "merge_adapter") and hasattr(inner, "get_base_model"):
@@ -623,7 +624,7 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
     return {k: v.detach() for k, v in inner.state_dict().items()}
 
 
-def write_weights(model, out_dir: Path, state: dict[str, torch.Tensor] | None = None) -> None:
+def write_weights(model: Any, out_dir: Path, state: dict[str, torch.Tensor] | None = None) -> None:
     """Write the policy's weights as one safetensors file (fp32 on CPU) that ``reload_weights`` reads: ``state`` when
     given (a sharded model's gathered whole state dict), else ``merged_state_dict(model)``."""
     from safetensors.torch import save_file
@@ -643,7 +644,7 @@ def write_weights(model, out_dir: Path, state: dict[str, torch.Tensor] | None = 
     tmp.replace(out_dir / "model.safetensors")
 
 
-def _engine_dead(exc: BaseException, llm) -> bool:
+def _engine_dead(exc: BaseException, llm: Any) -> bool:
     """Tell whether ``exc`` means the engine is gone: vLLM's ``EngineDeadError`` (by type, wherever vLLM defines it), or
     the engine core's own state says it died. Never the message's text: a ``ValueError`` that names a "deadline" is the
     caller's error, answered as such, and the engine serves on."""

@@ -26,12 +26,15 @@ import socket
 import sys
 import threading
 from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from mmreason.rollout.backends import EngineDied
@@ -39,12 +42,15 @@ from mmreason.rollout.backends import vllm_auth as auth
 from mmreason.rollout.backends.vllm_wire import Refused, WireError
 from mmreason.terminal import printable
 
+# a server's endpoint: the request body in, the JSON answer out
+Route = Callable[[bytes], Awaitable[Any]]
+
 
 class HttpServer:
     """``server``'s endpoints on a socket bound at construction (``port``: the one it got); ``serve()`` runs
     uvicorn until ``stop()`` or a signal (in the main thread)."""
 
-    def __init__(self, server, address: tuple[str, int], app=None):
+    def __init__(self, server: Any, address: tuple[str, int], app: FastAPI | None = None) -> None:
         """Serve ``app``: the endpoints (default ``build_app(server)``: vllm-serve's; ``mmreason env-serve`` gives its
         own), served behind the same guard and connection bounds."""
         self.server = server
@@ -121,7 +127,7 @@ class _DeadlineH11(H11Protocol):
         # the next request on a kept-alive connection has its own deadline
         self._mm_wait()
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         if self._mm_timer is not None:
             self._mm_timer.cancel()
         super().connection_lost(exc)
@@ -160,19 +166,19 @@ class _DeadlineH11(H11Protocol):
 class _Guard:
     """ASGI middleware: the key, the body's declared size and the proof header, before the app reads a byte."""
 
-    def __init__(self, app, server):
+    def __init__(self, app: ASGIApp, server: Any) -> None:
         self.app, self.server = app, server
         # authorized calls in progress (their slots: --max_connections)
         self.calls = 0
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         challenge = headers.get(auth.CHALLENGE.lower(), "")[:256]
         status = {"code": 0}
 
-        async def send_proved(message) -> None:
+        async def send_proved(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 if challenge and scope["path"] != "/health":
@@ -206,7 +212,7 @@ class _Guard:
             line = printable(f"{client[0]} {scope['method']} {scope['path']} {status['code']}", keep="")
             print(f"{getattr(self.server, 'log_name', 'vllm-serve')}: {line}", file=sys.stderr, flush=True)
 
-    def _refusal(self, scope, headers: dict) -> tuple[int, str] | None:
+    def _refusal(self, scope: Scope, headers: dict) -> tuple[int, str] | None:
         path = scope["path"]
         if path == "/health":
             return None
@@ -228,11 +234,11 @@ class _Guard:
         return None
 
 
-def build_app(server) -> FastAPI:
+def build_app(server: Any) -> FastAPI:
     """Build the endpoints (``vllm_server``'s module docstring); errors are JSON ``{"error": ...}``."""
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await server.pool.start()
         yield
         await server.pool.stop()
@@ -247,7 +253,7 @@ def build_app(server) -> FastAPI:
             info["proof"] = auth.proof(server.api_key, challenge[:256])
         return JSONResponse(info)
 
-    async def answer(request: Request, route) -> JSONResponse:
+    async def answer(request: Request, route: Route) -> JSONResponse:
         try:
             raw = await _body(request, server.limits.read_timeout)
             return JSONResponse(await route(raw))
@@ -275,7 +281,9 @@ def build_app(server) -> FastAPI:
     return app
 
 
-def _endpoint(answer, route):
+def _endpoint(
+    answer: Callable[[Request, Route], Awaitable[JSONResponse]], route: Route
+) -> Callable[[Request], Awaitable[JSONResponse]]:
     async def endpoint(request: Request) -> JSONResponse:
         return await answer(request, route)
 

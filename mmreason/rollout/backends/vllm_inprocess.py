@@ -7,12 +7,17 @@ trainer's ``torch.distributed`` world when there is one), and the weights file s
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 @contextmanager
-def launcher_env(env: dict[str, str]):
+def launcher_env(env: dict[str, str]) -> Iterator[None]:
     """Set ``env`` in this process's environment for the block, then put back as it was (a process started without a
     launcher keeps no launcher variables, which would tell a later ``Accelerator`` it is one)."""
     saved = {name: os.environ.get(name) for name in env}
@@ -27,7 +32,7 @@ def launcher_env(env: dict[str, str]):
                 os.environ[name] = value
 
 
-def file_tensors(path: Path):
+def file_tensors(path: Path) -> Iterator[tuple[str, torch.Tensor]]:
     """Yield (name, tensor) of a safetensors file, one at a time."""
     from safetensors import safe_open
 
@@ -40,7 +45,7 @@ IN_PROCESS: list[object] = []  # the in-process (colocated) engines alive in thi
 
 
 @contextmanager
-def sharing_distributed_state(*, others: bool, keep_world: bool):
+def sharing_distributed_state(*, others: bool, keep_world: bool) -> Iterator[None]:
     """Spare shared distributed state while an in-process engine shuts down: vLLM's cleanup of its process-wide state
     (its groups, then the default process group) is skipped while ``others``, other in-process engines of this
     process, still use that state, and only the default group's destruction is skipped when that group is the

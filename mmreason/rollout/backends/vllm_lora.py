@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # vLLM 0.32's ``LoRAConfig.max_lora_rank`` takes these values only; the engine gets the smallest >= the rank.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -26,7 +27,7 @@ class LoraPlan:
     max_lora_rank: int
 
 
-def peft_lora_config(model):
+def peft_lora_config(model: Any) -> Any:
     """Return the LoRA config of a PEFT model with one adapter, or None for a model without one."""
     inner = getattr(model, "module", model)
     configs = getattr(inner, "peft_config", None)
@@ -35,7 +36,7 @@ def peft_lora_config(model):
     return next(iter(configs.values())) if len(configs) == 1 else configs
 
 
-def adapter_plan(model, model_dir: str | Path, *, sharded: bool = False) -> tuple[LoraPlan | None, str]:
+def adapter_plan(model: Any, model_dir: str | Path, *, sharded: bool = False) -> tuple[LoraPlan | None, str]:
     """Return ``(plan, "")`` when ``model``'s LoRA can be served as a vLLM adapter, else ``(None, why not)`` (``why`` is
     empty for a model without LoRA)."""
     config = peft_lora_config(model)
@@ -54,7 +55,7 @@ def adapter_plan(model, model_dir: str | Path, *, sharded: bool = False) -> tupl
     return LoraPlan(max_lora_rank=min(r for r in VLLM_LORA_RANKS if r >= rank)), ""
 
 
-def _unsupported(config, model, sharded: bool) -> str:
+def _unsupported(config: Any, model: Any, sharded: bool) -> str:
     if getattr(config, "peft_type", None) is None or str(config.peft_type.value) != "LORA":
         return f"a {config.peft_type} adapter, not LoRA"
     if sharded:
@@ -69,7 +70,7 @@ def _unsupported(config, model, sharded: bool) -> str:
     return ""
 
 
-def lora_module_names(model) -> list[str]:
+def lora_module_names(model: Any) -> list[str]:
     """Return the names of the modules PEFT wrapped with LoRA."""
     inner = getattr(model, "module", model)
     return [name for name, module in inner.named_modules() if hasattr(module, "lora_A") and len(module.lora_A)]
@@ -93,13 +94,13 @@ class AdapterPushes:
     """The adapters pushed to one engine: each push is a new directory and a new id; the previous adapter
     is dropped from the engine and from disk once the new one is loaded."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path) -> None:
         self.root = root
         self.count = 0
         # the LoRARequest every generate call carries, None before the first push
         self.request = None
 
-    def write(self, model) -> tuple[int, Path]:
+    def write(self, model: Any) -> tuple[int, Path]:
         """Write the policy's adapter as a new directory: ``(its id, the directory)``."""
         inner = getattr(model, "module", model)
         self.count += 1
@@ -109,7 +110,7 @@ class AdapterPushes:
         inner.save_pretrained(str(out), safe_serialization=True)
         return self.count, out
 
-    def loaded(self, request, engine) -> None:
+    def loaded(self, request: Any, engine: Any) -> None:
         """Note that ``request`` is in the engine: it serves every generate call from now; the previous one goes."""
         previous, self.request = self.request, request
         if previous is not None:

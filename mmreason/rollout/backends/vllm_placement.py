@@ -17,8 +17,9 @@ takes the ``tensor_parallel_size`` devices ``j*T .. j*T+T-1`` *of the server's o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 COLOCATE_EXECUTOR = "external_launcher"
 # TRL's colocate engine's max_num_batched_tokens (engine_batching)
@@ -107,7 +108,12 @@ class ModelFacts:
 
 
 def engine_kwargs(
-    settings, facts: ModelFacts, *, on_cpu: bool, placement: EnginePlacement | None = None, suppressed=()
+    settings: Any,
+    facts: ModelFacts,
+    *,
+    on_cpu: bool,
+    placement: EnginePlacement | None = None,
+    suppressed: Sequence[int] = (),
 ) -> dict:
     """Build the keyword arguments of ``vllm.LLM`` for ``settings`` (``VLLMSettings``): colocate mode with its
     ``placement`` (``external_launcher``, the group's T, the seed its group shares), server mode (None) with vLLM's own
@@ -153,7 +159,7 @@ def engine_kwargs(
     return kwargs
 
 
-def engine_batching(settings, max_model_len: int, *, on_cpu: bool) -> dict:
+def engine_batching(settings: Any, max_model_len: int, *, on_cpu: bool) -> dict:
     """Size ``max_num_seqs``, ``max_num_batched_tokens`` and ``enable_chunked_prefill`` as the peers' colocate modes
     size them (docs/vllm.md, "Batching"), each overridable (``settings.max_num_seqs`` ..., None: this default):
 

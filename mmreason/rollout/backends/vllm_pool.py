@@ -51,7 +51,7 @@ class EnginePool:
     """K engines (``generate_many`` or ``generate_requests``; ``reload``), one worker thread each, and the
     queues that batch clients' calls into them. Create it, then ``await start()`` inside the server's loop."""
 
-    def __init__(self, engines: Sequence, *, batch_wait_s: float = 0.005):
+    def __init__(self, engines: Sequence, *, batch_wait_s: float = 0.005) -> None:
         if not engines:
             raise ValueError("an engine pool needs at least one engine")
         self.engines = list(engines)
@@ -82,7 +82,7 @@ class EnginePool:
 
     # ---- sampling ----------------------------------------------------------------------------------
 
-    async def generate(self, requests: Sequence, n: int, settings, seeds: Sequence[int]) -> list:
+    async def generate(self, requests: Sequence, n: int, settings: Any, seeds: Sequence[int]) -> list:
         """Generate the rows of one client's call (``generate_requests``' order), its prompts spread over the
         engines."""
         loop = asyncio.get_running_loop()
@@ -145,7 +145,7 @@ class EnginePool:
         return list(results)
 
 
-def _generate_many(engine, batch: list[_Work]) -> list:
+def _generate_many(engine: Any, batch: list[_Work]) -> list:
     calls = [w.call for w in batch]
     if hasattr(engine, "generate_many"):
         return engine.generate_many(calls)

@@ -35,6 +35,7 @@ trainer stops cleanly and saves its last finished step).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import ipaddress
 import os
@@ -45,8 +46,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from mmreason.rollout.backends import EngineDied
 from mmreason.rollout.backends import vllm_auth as auth
@@ -62,6 +66,9 @@ from mmreason.rollout.backends.vllm_wire import (
     parse_json,
     safetensors_shapes,
 )
+
+if TYPE_CHECKING:
+    from mmreason.rollout.backends.vllm_engine import VLLMSettings
 
 # tensors in one /update_weights layout (a 70B checkpoint has ~1,000)
 MAX_LAYOUT_TENSORS = 100_000
@@ -88,7 +95,7 @@ class ServerLimits:
         return int(self.max_body_mb * (1 << 20))
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="model directory (a checkpoint the trainer starts from)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
@@ -175,7 +182,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max_new_tokens", type=int, default=None, help="per row (default: --max_model_len)")
 
 
-def limits_of(args, max_model_len: int, **engine) -> ServerLimits:
+def limits_of(args: argparse.Namespace, max_model_len: int, **engine: Any) -> ServerLimits:
     """Read the flags' limits; ``engine``: what the loaded engine knows (``vocab_size``, ``image_token``,
     ``video_token``: ``engine_facts``). A prompt is at most ``max_model_len - 1`` ids (one left to sample)."""
     wire = WireLimits(
@@ -195,7 +202,7 @@ def limits_of(args, max_model_len: int, **engine) -> ServerLimits:
     return ServerLimits(**{name: getattr(args, name) for name in flags}, max_body_mb=args.max_body_mb, wire=wire)
 
 
-def engine_facts(engine) -> dict:
+def engine_facts(engine: Any) -> dict:
     """Read the engine's vocabulary size and, for Qwen-style pads, the image and video placeholder ids (so a call whose
     media do not match its placeholders is 400 before it reaches the engine)."""
     facts = {"vocab_size": int(engine.llm.llm_engine.model_config.get_vocab_size())}
@@ -206,7 +213,7 @@ def engine_facts(engine) -> dict:
     return facts
 
 
-def build_engines(args, settings) -> list:
+def build_engines(args: argparse.Namespace, settings: VLLMSettings) -> list:
     """Build ``--data_parallel_size`` engines of ``MODEL``, each started in the environment of its core group or devices
     (``vllm_pool.engine_env``), one after the other."""
     import torch
@@ -234,7 +241,7 @@ def build_engines(args, settings) -> list:
     return engines
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from mmreason.rollout.backends.vllm_engine import VLLMSettings, processor_kwargs
 
     key = args.api_key or os.environ.get(auth.ENV)
@@ -299,7 +306,7 @@ def run(args) -> int:
 CLEANUP_S = 30.0
 
 
-def _exit_on_sigterm(signum, frame) -> None:
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
@@ -333,7 +340,7 @@ class EngineServer:
     def __init__(
         self,
         address: tuple[str, int],
-        engines,
+        engines: Sequence[Any],
         *,
         api_key: str,
         max_model_len: int,
@@ -344,7 +351,7 @@ class EngineServer:
         batch_wait_s: float = 0.005,
         weight_sync_timeout: float | None = 600.0,
         join_timeout: float = 120.0,
-    ):
+    ) -> None:
         from mmreason.rollout.backends import vllm_http  # FastAPI and uvicorn: the vllm extra's, imported here
 
         engines = list(engines) if isinstance(engines, (list, tuple)) else [engines]
@@ -456,7 +463,7 @@ class EngineServer:
         self.pushes["directory"] += 1
         return {"seconds": time.perf_counter() - t}
 
-    async def _pushing(self, push) -> None:
+    async def _pushing(self, push: Awaitable[object]) -> None:
         """Await a weight push; a failure (not a death) leaves the weights unknown: ``/generate`` is refused
         and ``/health`` says so until a push succeeds."""
         try:
@@ -493,7 +500,7 @@ class EngineServer:
         # the client joins as soon as it has the answer: the engines wait no longer
         limit = self.join_timeout
 
-        def join(i: int, engine) -> None:
+        def join(i: int, engine: Any) -> None:
             rpc = engine.llm.collective_rpc
             rpc("mm_leave_weight_group")
             bounded(
@@ -544,7 +551,7 @@ class EngineServer:
         self._check_alive()
         wire, limit = body["buckets"], self.weight_sync_timeout
 
-        def receive(i: int, engine) -> None:
+        def receive(i: int, engine: Any) -> None:
             def work() -> None:
                 try:
                     engine.llm.collective_rpc("mm_receive_weights", args=(wire,))
@@ -568,7 +575,7 @@ class EngineServer:
             await self.pool.on_all(lambda i, engine: engine.llm.collective_rpc("mm_leave_weight_group"))
         return {}
 
-    def weights_path(self, raw) -> Path:
+    def weights_path(self, raw: Any) -> Path:
         """Resolve ``raw`` (absolute, or relative to ``weights_dir``) as a folder inside ``weights_dir`` holding a
         regular ``model.safetensors`` also inside it; 403 for anything that leads out."""
         if not isinstance(raw, str) or not raw or "\x00" in raw:
@@ -589,7 +596,7 @@ class EngineServer:
             raise EngineDied(self.dead)
 
 
-def _parse(raw: bytes, limits: WireLimits):
+def _parse(raw: bytes, limits: WireLimits) -> Any:
     """Parse a body's JSON once its shape is within ``limits`` (``Refused`` 400 otherwise)."""
     try:
         check_body_shape(raw, limits)
@@ -606,7 +613,7 @@ def _check_layout_shape(raw: bytes) -> None:
         raise Refused(400, f"update_weights: a layout of more than {MAX_LAYOUT_TENSORS} tensors")
 
 
-def _log_failure(what: str):
+def _log_failure(what: str) -> Callable[[asyncio.Task], None]:
     def done(task: asyncio.Task) -> None:
         if not task.cancelled() and task.exception() is not None:
             print(f"vllm-serve: {what} failed: {task.exception()!r}", file=sys.stderr, flush=True)

@@ -12,12 +12,14 @@ refused before the engine is built.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class EngineSleep:
     """The engine's sleep state and the calls that change it (``llm``: the ``vllm.LLM``). Disabled, every
     method is a no-op."""
 
-    def __init__(self, llm, *, enabled: bool, keeps_base: bool = False):
+    def __init__(self, llm: Any, *, enabled: bool, keeps_base: bool = False) -> None:
         self.llm = llm
         self.enabled = enabled
         self.level = 1 if keeps_base else 2

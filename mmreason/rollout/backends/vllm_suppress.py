@@ -15,6 +15,8 @@ in the engine's ``additional_config`` (``SUPPRESS_KEY``). This module imports vL
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 
@@ -24,7 +26,7 @@ from mmreason.rollout.backends.vllm_placement import SUPPRESS_KEY
 class SuppressTokens(LogitsProcessor):
     """Logits of the configured token ids set to -inf for every row (greedy and sampled alike)."""
 
-    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool) -> None:
+    def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
         vocab = int(vllm_config.model_config.get_vocab_size())
         ids = (getattr(vllm_config, "additional_config", None) or {}).get(SUPPRESS_KEY) or []
         kept = sorted({int(i) for i in ids if 0 <= int(i) < vocab})

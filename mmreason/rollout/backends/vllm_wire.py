@@ -86,7 +86,7 @@ def check_body_shape(raw: bytes, limits: WireLimits) -> None:
         )
 
 
-def parse_json(raw: bytes):
+def parse_json(raw: bytes) -> Any:
     """Parse ``raw`` as JSON; ``WireError`` for what is not JSON, not UTF-8, or nested too deep."""
     try:
         return json.loads(raw)
@@ -377,6 +377,6 @@ def _plain(meta: Any) -> dict:
 class Refused(Exception):
     """A request answered with ``code`` before it reaches the engine."""
 
-    def __init__(self, code: int, message: str):
+    def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import torch
 
@@ -116,7 +117,7 @@ def buckets_from_wire(wire: list) -> list[list[Entry]]:
 
 
 def broadcast(
-    group,
+    group: Any,
     tensor: torch.Tensor,
     src: int,
     peer_alive: Callable[[], bool] | None = None,
@@ -145,7 +146,7 @@ def broadcast(
     work.wait()
 
 
-def join_group(host: str, port: int, rank: int, world_size: int, backend: str, *, timeout_s: float):
+def join_group(host: str, port: int, rank: int, world_size: int, backend: str, *, timeout_s: float) -> Any:
     """Join this process's end of the weights group (vLLM's stateless helper; the default group is untouched)."""
     from vllm.distributed.utils import stateless_init_torch_distributed_process_group  # heavy, optional
 
@@ -175,7 +176,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @contextmanager
-def policy_tensors(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
+def policy_tensors(model: Any) -> Iterator[list[tuple[str, torch.Tensor]]]:
     """Yield the policy's tensors under the checkpoint's names, without copies: a PEFT LoRA model's adapters are merged
     in place for the duration of the block (and unmerged after). Under FSDP2 the tensors are the shards (DTensors);
     ``whole`` gathers one. Tied tensors appear once."""
@@ -224,7 +225,7 @@ def sent_dtype(own: torch.dtype, engine: torch.dtype | None) -> torch.dtype:
 
 
 def send_buckets(
-    group,
+    group: Any,
     src: int,
     buckets: list[list[Entry]],
     tensors: list[tuple[str, torch.Tensor]],
@@ -281,7 +282,7 @@ def send_to_all(
     return errors
 
 
-def gather_along(model) -> None:
+def gather_along(model: Any) -> None:
     """Take a sharded policy's other processes' part of the main process's push: gather every tensor whole, in the
     push's order, and drop it (``full_tensor`` is a collective of the whole mesh)."""
     with policy_tensors(model) as tensors:
@@ -291,7 +292,7 @@ def gather_along(model) -> None:
 
 
 def receive_buckets(
-    group, src: int, buckets: list[list[Entry]], device: torch.device
+    group: Any, src: int, buckets: list[list[Entry]], device: torch.device
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """Receive, as the receiving end of ``send_buckets``, (name, tensor) in the layout's order, each a view into its
     bucket. Every bucket is a fresh buffer: a loader may keep views of a layer's first tensors until the layer is
@@ -320,8 +321,8 @@ def run_beside(fn: Callable[[], object]) -> tuple[threading.Thread, dict]:
 
 
 def broadcast_beside(
-    model,
-    group,
+    model: Any,
+    group: Any,
     src: int,
     bucket_bytes: int,
     receive: Callable[[list], object],
@@ -334,7 +335,7 @@ def broadcast_beside(
 
 
 def broadcast_to_all(
-    model,
+    model: Any,
     ends: Sequence[tuple[object, int, Callable[[list], object]]],
     bucket_bytes: int,
     dtype: torch.dtype | None = None,
@@ -397,7 +398,7 @@ class WeightReceiver:
             self._mm_weight_group = None
 
 
-def _worker_device(worker) -> torch.device:
+def _worker_device(worker: Any) -> torch.device:
     device = getattr(worker, "device", None)
     if device is None:
         device = getattr(getattr(worker, "model_runner", None), "device", None)
