@@ -8,7 +8,7 @@ sense of AReaL and slime, cut at turn boundaries. Each sampled token records the
 (``Trajectory.token_versions``) and its log-prob under that version (``rollout_logprobs``), so the trainer's
 importance correction (``train/update.py``, ``rl/rollout_correction.py``) weighs each token by its own behaviour
 policy. The counting a step does for its episodes (a sample whose environment cannot start, environment
-faults, unseen media) happens in the training thread, when the step takes them (``account_episodes``).
+faults, unseen media) happens in the training thread, when the step takes them (``rounds.account_episodes``).
 
 ``PolicyCopy``: with ``rollout.backend: hf`` the producer samples from a deep copy of the policy (its weights
 loaded from the policy at every push), never from the weights the optimizer is changing. It costs a second copy
@@ -22,19 +22,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from mmreason.rollout.episode_stats import bad_calls
 from mmreason.rollout.generate import GenerationSettings
 from mmreason.rollout.multiturn import (
     EnvironmentStartError,
     EpisodeStart,
     TurnGate,
-    ended_by_fault,
     episode_context,
     run_episodes,
 )
 from mmreason.sampling.records import Drawn
-from mmreason.train.faults import bad_sample
-from mmreason.train.prompts import unseen_media
 from mmreason.types import Trajectory
 
 if TYPE_CHECKING:
@@ -102,30 +98,6 @@ def play_episodes(
         turn_gate=gate,
         image_budget=(run.cfg.data.min_pixels, run.cfg.data.max_pixels),  # as the synchronous step fits them
     )
-
-
-def account_episodes(run: Run, drawn: list[Drawn], played: Played) -> list[Trajectory]:
-    """Return the trajectories of the played episodes, counted as the synchronous step counts them (training thread). A
-    sample whose environment cannot start leaves the step as a bad sample; unseen media and environment faults are
-    counted and logged."""
-    n = run.cfg.rollout.num_generations
-    trajectories: list[Trajectory] = []
-    for k, d in enumerate(drawn):
-        group = played[k * n : (k + 1) * n]
-        error = next((g for g in group if isinstance(g, EnvironmentStartError)), None)
-        if error is not None:
-            bad_sample(run, d.prompt.sample.id, error)
-            continue
-        for t in group:
-            assert isinstance(t, Trajectory)
-            if t.unseen_media:
-                unseen_media(run, t.unseen_media)
-            run.counters.bad_tool_calls += bad_calls(t)
-            if ended_by_fault(t):
-                run.counters.env_faults += 1
-                run.event("env_fault", sample_id=t.sample_id, reason=str(t.end))
-            trajectories.append(t)
-    return trajectories
 
 
 def stamp_versions(trajectories: list[Trajectory], version: int) -> None:

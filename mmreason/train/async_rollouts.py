@@ -51,7 +51,6 @@ from mmreason.sampling.records import Drawn, Rollouts, no_rewards
 from mmreason.train.async_episodes import (
     Played,
     PolicyCopy,
-    account_episodes,
     is_episodic,
     play_episodes,
     stamp_versions,
@@ -60,7 +59,7 @@ from mmreason.train.async_episodes import (
 from mmreason.train.config import TrainConfig
 from mmreason.train.faults import fault_guard
 from mmreason.train.prompts import build_prompts
-from mmreason.train.rounds import nan_rewards, samples_of, score
+from mmreason.train.rounds import account_episodes, nan_rewards, samples_of, score
 from mmreason.train.timing import PhaseTimes
 from mmreason.types import Trajectory
 

@@ -171,9 +171,19 @@ def _play_episodes(
         with_logprobs=run.rollout_backend is None and r.hf_sampler_logprobs,
         image_budget=(run.cfg.data.min_pixels, run.cfg.data.max_pixels),
     )
+    return account_episodes(run, drawn, results)
+
+
+def account_episodes(
+    run: Run, drawn: list[Drawn], played: list[Trajectory | EnvironmentStartError]
+) -> list[Trajectory]:
+    """Return the trajectories of the played episodes, counted (in the training thread, for asynchronous episodes too). A
+    sample whose environment cannot start leaves the step as a bad sample; unseen media and environment faults are
+    counted and logged."""
+    n = run.cfg.rollout.num_generations
     trajectories: list[Trajectory] = []
     for k, d in enumerate(drawn):
-        group = results[k * r.num_generations : (k + 1) * r.num_generations]
+        group = played[k * n : (k + 1) * n]
         error = next((g for g in group if isinstance(g, EnvironmentStartError)), None)
         if error is not None:
             bad_sample(run, d.prompt.sample.id, error)
