@@ -25,7 +25,7 @@ from mmreason.rollout.head import (  # noqa: F401
 )
 from mmreason.rollout.packing import packed_logprobs
 from mmreason.rollout.prompts import VISUAL_KEYS
-from mmreason.rollout.sharded_head import logprobs_in_head, sharded_head
+from mmreason.rollout.sharded_head import head_pass
 from mmreason.types import Trajectory
 
 
@@ -186,56 +186,23 @@ def token_logprobs(
     trained = batch.action_mask[:, first:].bool()  # [N, T - first]: the tokens that get a log-prob
     # hidden state first - 1 + j predicts token first + j; the last position predicts nothing
     rows = torch.nn.functional.pad(trained, (0, 1))
-    head = chunkable_head(model) if chunked else None
     targets = batch.input_ids[:, first:][trained]  # [M]
-    if chunked and head is None and sharded_head(model) is not None:  # FSDP2: the head computes them itself
-        lp, ent = _logprobs_in_sharded_head(
-            model,
-            batch,
-            rows,
-            targets,
-            keep=t - first + 1,
-            with_entropy=with_entropy,
-            temperature=temperature,
-            suppressed=suppressed,
-        )
-        ent = ent if ent is None or entropy_grad else ent.detach()
-    else:
-        with lm_head_rows(model, rows, hidden=head is not None):
-            out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)
-        lp, ent = head_logprobs(
-            out.logits[0],
-            targets,
-            head,
-            with_entropy=with_entropy,
-            entropy_grad=entropy_grad,
-            temperature=temperature,
-            suppressed=suppressed,
-        )
+    with head_pass(
+        model,
+        rows,
+        targets,
+        chunked=chunked,
+        with_entropy=with_entropy,
+        temperature=temperature,
+        suppressed=suppressed,
+        entropy_grad=entropy_grad,
+    ) as read:
+        out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=t - first + 1)
+    lp, ent = read(out.logits)
     where = torch.nn.functional.pad(trained, (first, 0))  # [N, T]
     logprobs = lp.new_zeros(n, t).masked_scatter(where, lp)
     entropy = None if ent is None else ent.new_zeros(n, t).masked_scatter(where, ent)
     return logprobs, entropy
-
-
-def _logprobs_in_sharded_head(
-    model: torch.nn.Module,
-    batch: ModelBatch,
-    rows: torch.Tensor,
-    targets: torch.Tensor,
-    *,
-    keep: int,
-    with_entropy: bool,
-    temperature: float,
-    suppressed: Sequence[int],
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Compute [M] log-probs (and entropies) of ``targets`` in one forward whose FSDP2-sharded LM head computes them
-    chunk by chunk with its gathered weight (``rollout.sharded_head``): no [M, V] logits kept."""
-    with logprobs_in_head(
-        model, rows, targets, with_entropy=with_entropy, temperature=temperature, suppressed=suppressed
-    ) as read:
-        out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=keep)
-    return read.split(out.logits)
 
 
 def _with_stand_ins(

@@ -38,9 +38,8 @@ import torch
 
 from mmreason.models.families import family_of_model
 from mmreason.models.loading import reset_position_state
-from mmreason.rollout.head import chunkable_head, head_logprobs, lm_head_rows
 from mmreason.rollout.packed_attention import segment_attention
-from mmreason.rollout.sharded_head import logprobs_in_head, sharded_head
+from mmreason.rollout.sharded_head import head_pass
 
 if TYPE_CHECKING:
     from mmreason.rollout.forward import ModelBatch
@@ -93,18 +92,19 @@ def packed_logprobs(
     trained[:, 0] = False  # token 0 has no prediction
     # position j of a sequence predicts its token j + 1: shift left, then drop the pad columns
     predicts = torch.nn.functional.pad(trained[:, 1:], (0, 1))[keep][None]  # [1, sum L_i]
-    head = chunkable_head(model) if chunked else None
-    in_head = chunked and head is None and sharded_head(model) is not None  # FSDP2: the head computes them
     visual = batch.visual
     inner = _inner(model)
     decoder = getattr(inner.config, "text_config", inner.config)
     targets = batch.input_ids[trained]  # [M] in row-major order, as the head's rows come
-    narrowed = (
-        logprobs_in_head(
-            model, predicts, targets, with_entropy=with_entropy, temperature=temperature, suppressed=suppressed
-        )
-        if in_head
-        else lm_head_rows(model, predicts, hidden=head is not None)
+    narrowed = head_pass(
+        model,
+        predicts,
+        targets,
+        chunked=chunked,
+        with_entropy=with_entropy,
+        temperature=temperature,
+        suppressed=suppressed,
+        entropy_grad=entropy_grad,
     )
     with narrowed as read, segment_attention(decoder, inner):
         out = model(
@@ -115,20 +115,7 @@ def packed_logprobs(
             use_cache=False,
         )
     reset_position_state(model)
-    if in_head:
-        assert read is not None  # logprobs_in_head yields its reader
-        lp, ent = read.split(out.logits)
-        ent = ent if ent is None or entropy_grad else ent.detach()
-    else:
-        lp, ent = head_logprobs(
-            out.logits[0],
-            targets,
-            head,
-            with_entropy=with_entropy,
-            entropy_grad=entropy_grad,
-            temperature=temperature,
-            suppressed=suppressed,
-        )
+    lp, ent = read(out.logits)
     logprobs = lp.new_zeros(n, t).masked_scatter(trained, lp)
     entropy = None if ent is None else ent.new_zeros(n, t).masked_scatter(trained, ent)
     return logprobs, entropy

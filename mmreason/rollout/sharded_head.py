@@ -16,7 +16,7 @@ unsharded model's to fp32 rounding, gradients too).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from mmreason.rl.lm_head import logprobs_from_hidden
-from mmreason.rollout.head import lm_head_rows
+from mmreason.rollout.head import chunkable_head, head_logprobs, lm_head_rows
 
 
 def sharded_head(model: torch.nn.Module) -> torch.nn.Linear | None:
@@ -96,3 +96,43 @@ def logprobs_in_head(
             yield HeadLogprobs(targets, suppressed, with_entropy)
         finally:
             del head.forward
+
+
+@contextmanager
+def head_pass(
+    model: torch.nn.Module,
+    rows: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    chunked: bool,
+    with_entropy: bool,
+    temperature: float,
+    suppressed: Sequence[int],
+    entropy_grad: bool,
+) -> Iterator[Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]]:
+    """Narrow the LM head to ``rows`` for one forward, the one choice every log-prob pass makes: the chunked head
+    (``chunkable_head``), an FSDP2-sharded head that computes them in its forward (``logprobs_in_head``), or whole
+    logits. Yield the reader that turns the forward's ``logits`` output into [M] log-probs of ``targets`` (and
+    entropies, detached unless ``entropy_grad``)."""
+    head = chunkable_head(model) if chunked else None
+    if chunked and head is None and sharded_head(model) is not None:
+        with logprobs_in_head(
+            model, rows, targets, with_entropy=with_entropy, temperature=temperature, suppressed=suppressed
+        ) as read:
+
+            def split(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+                lp, ent = read.split(logits)
+                return lp, ent if ent is None or entropy_grad else ent.detach()
+
+            yield split
+        return
+    with lm_head_rows(model, rows, hidden=head is not None):
+        yield lambda logits: head_logprobs(
+            logits[0],
+            targets,
+            head,
+            with_entropy=with_entropy,
+            entropy_grad=entropy_grad,
+            temperature=temperature,
+            suppressed=suppressed,
+        )
