@@ -9,6 +9,8 @@ gradient does not depend on the cut: each mini-batch's loss is weighted by its s
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mmreason.types import Trajectory
 
 
@@ -20,22 +22,35 @@ def length_sorted_minibatches(rows: list[int], trajectories: list[Trajectory], s
     """
     if size < 1:
         raise ValueError(f"mini_batch_size must be >= 1, got {size}")
-    groups: dict[int, list[int]] = {}
-    for i in rows:
-        groups.setdefault(trajectories[i].group_id, []).append(i)
-    members = [sorted(g, key=lambda i: (-trajectories[i].token_ids.numel(), i)) for g in groups.values()]
-    members.sort(key=lambda g: (-trajectories[g[0]].token_ids.numel(), g[0]))
+    return cut_groups(groups_longest_first(rows, trajectories), size, len)
+
+
+def cut_groups(groups: list[list[int]], budget: int, cost: Callable[[list[int]], int]) -> list[list[int]]:
+    """Cut ``groups`` greedily, in their order, into batches whose ``cost`` is at most ``budget``: a group joins the
+    current batch whole when it fits, else starts a new one; a group over the budget is cut row by row, and a row
+    over it is a batch of its own."""
     out: list[list[int]] = []
     current: list[int] = []
-    for group in members:
-        if current and len(current) + len(group) > size:
+    for group in groups:
+        if current and cost(current + group) > budget:
             out.append(current)
             current = []
         for i in group:
-            if len(current) == size:
+            if current and cost(current + [i]) > budget:
                 out.append(current)
                 current = []
             current.append(i)
     if current:
         out.append(current)
     return out
+
+
+def groups_longest_first(rows: list[int], trajectories: list[Trajectory]) -> list[list[int]]:
+    """Order ``rows`` by group, groups by their longest row (longest first), rows longest first inside a group; ties by
+    row index, so every process and every run cuts the same way."""
+    groups: dict[int, list[int]] = {}
+    for i in rows:
+        groups.setdefault(trajectories[i].group_id, []).append(i)
+    members = [sorted(g, key=lambda i: (-trajectories[i].token_ids.numel(), i)) for g in groups.values()]
+    members.sort(key=lambda g: (-trajectories[g[0]].token_ids.numel(), g[0]))
+    return members

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mmreason.parallel.agree import most_over_ranks
-from mmreason.train.minibatches import length_sorted_minibatches
+from mmreason.train.minibatches import cut_groups, groups_longest_first, length_sorted_minibatches
 from mmreason.types import Trajectory
 
 if TYPE_CHECKING:
@@ -73,20 +73,7 @@ def budget_minibatches(rows: list[int], trajectories: list[Trajectory], budget: 
     micro-batch of its own."""
     if budget < 1:
         raise ValueError(f"max_tokens_per_micro_batch must be >= 1, got {budget}")
-    out: list[list[int]] = []
-    current: list[int] = []
-    for group in _groups_longest_first(rows, trajectories):
-        if current and cost(current + group) > budget:
-            out.append(current)
-            current = []
-        for i in group:
-            if current and cost(current + [i]) > budget:
-                out.append(current)
-                current = []
-            current.append(i)
-    if current:
-        out.append(current)
-    return out
+    return cut_groups(groups_longest_first(rows, trajectories), budget, cost)
 
 
 def split_to(chunks: list[list[int]], count: int, trajectories: list[Trajectory], cost: Cost) -> list[list[int]]:
@@ -106,7 +93,7 @@ def split_to(chunks: list[list[int]], count: int, trajectories: list[Trajectory]
 def _halves(rows: list[int], trajectories: list[Trajectory], cost: Cost) -> list[list[int]]:
     """Split ``rows`` into two non-empty parts with costs as even as a greedy cut makes them (heaviest unit to the
     lighter part), units being whole groups when there are several, else rows."""
-    groups = _groups_longest_first(rows, trajectories)
+    groups = groups_longest_first(rows, trajectories)
     units = groups if len(groups) > 1 else [[i] for i in groups[0]]
     units.sort(key=lambda u: -cost(u))
     parts: tuple[list[int], list[int]] = ([], [])
@@ -114,14 +101,3 @@ def _halves(rows: list[int], trajectories: list[Trajectory], cost: Cost) -> list
         lighter = min((0, 1), key=lambda j: (cost(parts[j]) if parts[j] else -1, j))
         parts[lighter].extend(unit)
     return [p for p in parts if p]
-
-
-def _groups_longest_first(rows: list[int], trajectories: list[Trajectory]) -> list[list[int]]:
-    """Order ``rows`` by group, groups by their longest row (longest first), rows longest first inside a group; ties by
-    row index, so every process and every run cuts the same way."""
-    groups: dict[int, list[int]] = {}
-    for i in rows:
-        groups.setdefault(trajectories[i].group_id, []).append(i)
-    members = [sorted(g, key=lambda i: (-trajectories[i].token_ids.numel(), i)) for g in groups.values()]
-    members.sort(key=lambda g: (-trajectories[g[0]].token_ids.numel(), g[0]))
-    return members
