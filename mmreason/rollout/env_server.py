@@ -297,7 +297,7 @@ def _said(exc: BaseException) -> str:
 
 def build_app(server: EnvServer) -> FastAPI:
     """Build the endpoints (module docstring); errors are JSON ``{"error": ...}``."""
-    from mmreason.rollout.backends.vllm_http import _body, _close
+    from mmreason.rollout.backends.vllm_http import _body, _close, add_health
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -311,14 +311,7 @@ def build_app(server: EnvServer) -> FastAPI:
         server.close_all()
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
-
-    @app.get("/health")
-    async def health(request: Request) -> JSONResponse:
-        info = server.info()
-        challenge = request.headers.get(auth.CHALLENGE)
-        if challenge:
-            info["proof"] = auth.proof(server.api_key, challenge[:256])
-        return JSONResponse(info)
+    add_health(app, server)
 
     def endpoint(
         route: Callable[[bytes], Awaitable[dict[str, Any]]],

@@ -234,6 +234,19 @@ class _Guard:
         return None
 
 
+def add_health(app: FastAPI, server: Any) -> None:
+    """Add ``GET /health`` to ``app``: ``server.info()``, with the proof of ``server.api_key`` when the client sent a
+    challenge (so a client knows the server holds the key before it sends anything)."""
+
+    @app.get("/health")
+    async def health(request: Request) -> JSONResponse:
+        info = server.info()
+        challenge = request.headers.get(auth.CHALLENGE)
+        if challenge:
+            info["proof"] = auth.proof(server.api_key, challenge[:256])
+        return JSONResponse(info)
+
+
 def build_app(server: Any) -> FastAPI:
     """Build the endpoints (``vllm_server``'s module docstring); errors are JSON ``{"error": ...}``."""
 
@@ -244,14 +257,7 @@ def build_app(server: Any) -> FastAPI:
         await server.pool.stop()
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
-
-    @app.get("/health")
-    async def health(request: Request) -> JSONResponse:
-        info = server.info()
-        challenge = request.headers.get(auth.CHALLENGE)
-        if challenge:
-            info["proof"] = auth.proof(server.api_key, challenge[:256])
-        return JSONResponse(info)
+    add_health(app, server)
 
     async def answer(request: Request, route: Route) -> JSONResponse:
         try:
