@@ -28,6 +28,7 @@ from mmreason.rollout.generate import GenerationSettings  # noqa: E402
 from mmreason.rollout.multiturn import ENVIRONMENT_ERROR, ended_by_fault  # noqa: E402
 from mmreason.rollout.prompts import build_prompt  # noqa: E402
 from mmreason.rollout.replay import replay_episode  # noqa: E402
+from mmreason.taskpack import TASKS  # noqa: E402
 from mmreason.types import Sample  # noqa: E402
 
 KEY = "episodes-test-key-0123456789"
@@ -182,7 +183,10 @@ def test_a_training_run_through_a_served_environment_counts_its_faults(tiny_mode
         "num_threads=1",
         "rewards=[{name: anls, kwargs: {threshold: 0.0}}]",
     ]
-    assert main(args) == 0
+    try:
+        assert main(args) == 0
+    finally:  # the file pack is registered by its reference: keep the shared registry to the shipped packs
+        TASKS._items.pop(f"{tmp_path}/served_pack.py:PACK", None)
     (row,) = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert row["count/env_faults"] == 2 and row["count/bad_samples"] == 0  # raise-1's two episodes
     events = [json.loads(x) for x in (out / "events.log").read_text().splitlines()]
